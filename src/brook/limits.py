@@ -1,0 +1,43 @@
+"""Every default and hard limit of the core server, in one place, units in names.
+
+Values follow nats-server's `const.go` and `opts.go` where Brook mirrors a nats-server
+setting, so a client tuned for nats-server sees the same envelope. Nothing here imports
+anything else of Brook.
+"""
+
+from typing import Final
+
+DEFAULT_HOST: Final = "0.0.0.0"
+DEFAULT_PORT: Final = 4222
+DEFAULT_HTTP_PORT: Final = 8222  # used when `-m` is given without a usable value
+
+# Advertised in INFO. nats-py picks the named consumer-create subjects only for 2.x with
+# x >= 9, and the wire reference recommends 2.11.0 once per-message TTL exists; 2.10.0
+# until then keeps clients from using features Brook does not have yet.
+NATS_COMPAT_VERSION: Final = "2.10.0"
+PROTOCOL_VERSION: Final = 1
+
+MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+MAX_PAYLOAD_BYTES_HARD: Final = 64 * 1024 * 1024
+MAX_CONTROL_LINE_BYTES: Final = 4096
+MAX_CONNECTIONS: Final = 64 * 1024
+MAX_SUBSCRIPTIONS_PER_CONNECTION: Final = 0  # 0 = unlimited, as nats-server
+MAX_PENDING_BYTES: Final = 64 * 1024 * 1024
+WRITE_DEADLINE_S: Final = 10.0
+# Output queued for one connection within a loop turn is written at once past this size.
+OUTPUT_FLUSH_EAGER_BYTES: Final = 64 * 1024
+PING_INTERVAL_S: Final = 120.0
+FIRST_PING_INTERVAL_S: Final = 2.0
+MAX_PINGS_OUT: Final = 2
+AUTH_TIMEOUT_S: Final = 2.0
+
+# Routing: the subject-match cache in front of the subscription trie.
+SUBLIST_CACHE_ENTRIES_MAX: Final = 1024
+
+# Monitoring: /connz paging.
+CONNZ_LIMIT_DEFAULT: Final = 1024
+CONNZ_LIMIT_MAX: Final = 65536
+# Monitoring HTTP requests are small GETs; anything larger is refused.
+HTTP_REQUEST_BYTES_MAX: Final = 16 * 1024
+# Shutdown: how long graceful shutdown waits for pending output to drain.
+SHUTDOWN_FLUSH_S: Final = 5.0
