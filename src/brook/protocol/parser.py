@@ -1,0 +1,353 @@
+"""Sans-I/O parser for what NATS clients send: CONNECT, PUB, HPUB, SUB, UNSUB, PING, PONG.
+
+`ClientParser.feed(data)` consumes any chunk of bytes (split anywhere) and calls one
+`ClientOpHandler` method per complete operation, in order. Calling back rather than
+returning event objects keeps the hot path free of per-message allocations beyond the
+subject and payload slices (docs/adr/0002-parser-callbacks.md).
+
+Framing follows nats-server's observable behaviour (wire reference §1.1, and
+`transcripts/proto-errors.txt`):
+
+* control lines end at LF, with an optional CR before it; operation names are
+  case-insensitive; arguments are split on runs of spaces and tabs;
+* the argument part of a control line may be at most `max_control_line` bytes →
+  `-ERR 'maximum control line exceeded'`;
+* a PUB/HPUB whose declared size exceeds `max_payload` is refused as soon as its control
+  line is read → `-ERR 'Maximum Payload Violation'`;
+* a payload must be followed by exactly CRLF, an unknown operation (a line starting with
+  a blank included) or an operation that needs arguments but has none →
+  `-ERR 'Unknown Protocol Operation'`;
+* wrong argument counts or malformed sizes → the connection closes without an -ERR.
+
+Every problem raises `ProtocolError`; nothing else escapes `feed` for any input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
+
+
+class ClientOpHandler(Protocol):
+    """Receives the operations of one client connection, in order."""
+
+    def on_connect(self, options: dict[str, Any]) -> None: ...
+
+    def on_pub(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None: ...
+
+    def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None: ...
+
+    def on_unsub(self, sid: bytes, max_msgs: int | None) -> None: ...
+
+    def on_ping(self) -> None: ...
+
+    def on_pong(self) -> None: ...
+
+
+_OPS = frozenset(
+    (b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR")
+)
+
+
+# nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
+_SIZE_DIGITS_MAX = 9
+
+
+def _size(token: bytes, what: str) -> int:
+    # bytes.isdigit() is ASCII-only and rejects signs, spaces and underscores, which
+    # int() would accept; nats-server accepts plain decimal digits only.
+    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+        raise ProtocolError(f"invalid {what} size {token[:32]!r}", None)
+    return int(token)
+
+
+def _unsub_max(token: bytes) -> int | None:
+    # nats-server: a max it cannot parse counts as "no max", i.e. unsubscribe now.
+    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+        return None
+    return int(token)
+
+
+def _no_args(op: bytes, line: bytes) -> ProtocolError:
+    # "PUB" alone is an unknown operation to nats-server; "PUB " (blanks, then nothing) is
+    # a malformed PUB and closes silently.
+    if line[len(op) : len(op) + 1] in (b" ", b"\t"):
+        return ProtocolError(f"{op.decode()} with blank arguments", None)
+    return ProtocolError(f"{op.decode()} without arguments")
+
+
+class ClientParser:
+    """Incremental parser of client→server operations for one connection.
+
+    `paused` lets the handler stop parsing after the current operation (used while a
+    CONNECT's credentials are checked off the event loop); `resume()` continues with the
+    bytes already received.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_chunks",
+        "_handler",
+        "_have",
+        "_pending",
+        "max_control_line",
+        "max_payload",
+        "paused",
+    )
+
+    def __init__(
+        self, handler: ClientOpHandler, *, max_payload: int, max_control_line: int
+    ) -> None:
+        self._handler = handler
+        self.max_payload = max_payload
+        self.max_control_line = max_control_line
+        self.paused = False
+        self._buf = b""
+        # A PUB/HPUB whose control line was read and whose payload is still arriving:
+        # (subject, reply, header_len, total_len). Payload chunks gather in `_chunks`
+        # and are joined once, so a large payload split over many reads is copied once.
+        self._pending: tuple[bytes, bytes | None, int, int] | None = None
+        self._chunks: list[bytes] = []
+        self._have = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buf) + self._have
+
+    def resume(self) -> None:
+        self.paused = False
+        self.feed(b"")
+
+    def feed(self, data: bytes) -> None:
+        """Consume `data`, dispatching every complete operation it finishes."""
+        if self._chunks:
+            self._chunks.append(data)
+            self._have += len(data)
+            assert self._pending is not None
+            if self._have < self._pending[3] + 2:
+                return
+            buf = b"".join(self._chunks)
+            self._chunks = []
+            self._have = 0
+        elif self._buf:
+            buf = self._buf + data
+            self._buf = b""
+        else:
+            buf = data
+        if self.paused:
+            self._buf = buf  # kept whole, pending payload included, until resume()
+            return
+        n = len(buf)
+        pos = 0
+        on_pub = self._handler.on_pub
+        max_control_line = self.max_control_line
+        max_payload = self.max_payload
+        try:
+            if self._pending is not None:
+                pos = self._take_payload(buf, 0)
+                if pos < 0:
+                    return
+            while pos < n and not self.paused:
+                eol = buf.find(b"\n", pos)
+                if eol < 0:
+                    self._check_partial_line(buf, pos)
+                    self._buf = buf[pos:]
+                    return
+                line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
+                if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
+                    # Fast path for the most common operation: upper-case PUB, arguments
+                    # separated by spaces (nats-py doubles the one before the size), size
+                    # in range, payload already received. Anything else, including every
+                    # error, goes through `_dispatch`, so behaviour is the same either way.
+                    seg = buf[pos + 4 : line_end]
+                    args = seg.split(b" ")
+                    nargs = len(args)
+                    size_tok = args[-1]
+                    if (
+                        (nargs == 2 or nargs == 3)
+                        and args[0]
+                        and size_tok.isdigit()
+                        and b"\t" not in seg
+                        and b"\r" not in seg
+                    ):
+                        size = int(size_tok)
+                        start = eol + 1
+                        end = start + size
+                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
+                            on_pub(
+                                args[0],
+                                args[1] or None if nargs == 3 else None,
+                                None,
+                                buf[start:end],
+                            )
+                            pos = end + 2
+                            continue
+                self._dispatch(buf[pos:line_end])
+                pos = eol + 1
+                if self._pending is not None and not self.paused:
+                    pos = self._take_payload(buf, pos)
+                    if pos < 0:
+                        return
+        except ProtocolError:
+            self._buf = b""
+            self._pending = None
+            self._chunks = []
+            self._have = 0
+            raise
+        if pos < n:
+            self._buf = buf[pos:]
+
+    def _take_payload(self, buf: bytes, pos: int) -> int:
+        """Deliver the pending PUB/HPUB if its payload is complete; -1 (stashed) if not."""
+        pending = self._pending
+        assert pending is not None
+        end = pos + pending[3]
+        n = len(buf)
+        if end + 2 > n:
+            # Wait for the rest of the payload without re-parsing the line.
+            self._chunks = [buf[pos:]]
+            self._have = n - pos
+            return -1
+        if buf[end : end + 2] != b"\r\n":
+            raise ProtocolError("payload not followed by CRLF")
+        hdr_len = pending[2]
+        self._pending = None
+        if hdr_len:
+            self._handler.on_pub(
+                pending[0], pending[1], buf[pos : pos + hdr_len], buf[pos + hdr_len : end]
+            )
+        else:
+            self._handler.on_pub(pending[0], pending[1], None, buf[pos:end])
+        return end + 2
+
+    def _check_partial_line(self, buf: bytes, pos: int) -> None:
+        # Without a line end yet, the argument part (after the op word) is bounded too,
+        # so a peer cannot make us buffer an endless control line.
+        # The checks and their order are `_dispatch`'s, so where the bytes happen to be
+        # split never changes the outcome.
+        partial = len(buf) - pos
+        if buf[-1] == 13:
+            partial -= 1  # the CR of a CRLF whose LF is still to come is not part of the line
+        if partial <= self.max_control_line:
+            return
+        head = buf[pos : pos + 16]
+        if head[:1].isspace():
+            raise ProtocolError("control line starts with a blank")
+        ends = [i for i in (head.find(b" "), head.find(b"\t"), head.find(b"\r")) if i >= 0]
+        op_len = min(ends, default=len(head))
+        if head[:op_len].upper() not in _OPS:
+            if head[:4].upper() not in (b"PING", b"PONG"):
+                raise ProtocolError(f"unknown operation {head[:op_len]!r}")
+            op_len = 4
+        if partial - op_len - 1 > self.max_control_line:
+            raise ProtocolError("control line too long", MAX_CONTROL_LINE)
+
+    def _dispatch(self, line: bytes) -> None:
+        if line[:1].isspace():
+            raise ProtocolError("control line starts with a blank")  # as nats-server
+        args = line.split()
+        if b"\x0b" in line or b"\x0c" in line:
+            # bytes.split() also splits on VT and FF; nats-server splits on blanks and CR only.
+            args = [a for a in line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ") if a]
+        if not args:
+            raise ProtocolError("empty control line")
+        op = args[0].upper()
+        op_len = len(op)
+        if op not in _OPS:
+            if op[:4] not in (b"PING", b"PONG"):
+                raise ProtocolError(f"unknown operation {args[0][:16]!r}")
+            op = op[:4]  # nats-server reads PING/PONG and ignores the rest of the line
+            op_len = 4  # ...which counts as arguments here, to keep buffering bounded
+        if len(line) > self.max_control_line and len(line) - op_len - 1 > self.max_control_line:
+            raise ProtocolError("control line too long", MAX_CONTROL_LINE)
+        nargs = len(args)
+        if op == b"PUB":
+            if nargs == 3:
+                subject, reply, size_tok = args[1], None, args[2]
+            elif nargs == 4:
+                subject, reply, size_tok = args[1], args[2], args[3]
+            elif nargs == 1:
+                raise _no_args(op, line)
+            else:
+                raise ProtocolError("PUB with wrong argument count", None)
+            size = _size(size_tok, "payload")
+            if size > self.max_payload:
+                raise ProtocolError("payload too large", MAX_PAYLOAD)
+            self._pending = (subject, reply, 0, size)
+        elif op == b"HPUB":
+            if nargs == 4:
+                subject, reply, hdr_tok, total_tok = args[1], None, args[2], args[3]
+            elif nargs == 5:
+                subject, reply, hdr_tok, total_tok = args[1], args[2], args[3], args[4]
+            elif nargs == 1:
+                raise _no_args(op, line)
+            else:
+                raise ProtocolError("HPUB with wrong argument count", None)
+            hdr = _size(hdr_tok, "header")
+            total = _size(total_tok, "total")
+            if hdr > total:
+                raise ProtocolError("header size larger than total size", None)
+            if total > self.max_payload:
+                raise ProtocolError("payload too large", MAX_PAYLOAD)
+            self._pending = (subject, reply, hdr, total)
+        elif op == b"PING":
+            self._handler.on_ping()
+        elif op == b"PONG":
+            self._handler.on_pong()
+        elif op == b"SUB":
+            if nargs == 3:
+                self._handler.on_sub(args[1], None, args[2])
+            elif nargs == 4:
+                self._handler.on_sub(args[1], args[2], args[3])
+            elif nargs == 1:
+                raise _no_args(op, line)
+            else:
+                raise ProtocolError("SUB with wrong argument count", None)
+        elif op == b"UNSUB":
+            if nargs == 2:
+                self._handler.on_unsub(args[1], None)
+            elif nargs == 3:
+                self._handler.on_unsub(args[1], _unsub_max(args[2]))
+            elif nargs == 1:
+                raise _no_args(op, line)
+            else:
+                raise ProtocolError("UNSUB with wrong argument count", None)
+        elif op == b"CONNECT":
+            if nargs == 1:
+                raise ProtocolError("CONNECT without options", None)
+            self._handler.on_connect(_connect_options(line[len(args[0]) :]))
+        elif op == b"+OK":
+            pass  # nats-server ignores it from clients
+        elif op == b"INFO":
+            # Ignored from clients when it is JSON; anything else closes the connection.
+            _json_object(line[len(args[0]) :], "INFO")
+        elif op == b"-ERR":
+            if nargs == 1:
+                raise _no_args(op, line)
+            raise ProtocolError("client sent -ERR", None)
+        else:
+            raise ProtocolError(f"unknown operation {args[0][:16]!r}")
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # RecursionError: deep `[[[[...` nesting
+        raise ProtocolError(f"{what} is not JSON: {exc}", None) from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} is not a JSON object", None)
+    return value
+
+
+def _connect_options(raw: bytes) -> dict[str, Any]:
+    # Go's json.Unmarshal of `null` into a struct leaves it unchanged, hence {} for null.
+    return _json_object(raw, "CONNECT")
+
+
+__all__ = ["UNKNOWN_OPERATION", "ClientOpHandler", "ClientParser", "ProtocolError"]
