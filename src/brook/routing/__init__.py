@@ -1,0 +1,1 @@
+"""Subject-based routing: the subscription index and message fan-out."""

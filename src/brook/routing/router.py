@@ -1,0 +1,90 @@
+"""Message fan-out: every matching plain subscription, one member of each queue group.
+
+The router owns the subscription index and applies the delivery rules of wire reference
+§1.11-§1.13: `echo: false` publishers do not receive their own messages, queue groups
+deliver to one member chosen at random, `UNSUB <sid> <max>` removes a subscription after
+its quota, and a request that reaches nobody gets a 503 no-responders status.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from brook.protocol import headers
+from brook.routing.sublist import EMPTY, Sublist, Subscriber, Subscription
+
+
+class Publisher(Protocol):
+    """What the router needs to know about the sender of a message."""
+
+    echo: bool
+
+    def remove_subscription(self, sub: Subscription) -> None: ...
+
+
+class Router:
+    def __init__(self, sublist: Sublist | None = None, *, rng: random.Random | None = None) -> None:
+        self.sublist = sublist or Sublist()
+        self._randrange = (rng or random.Random()).randrange
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.sublist.insert(sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.sublist.remove(sub)
+
+    def publish(
+        self,
+        publisher: object,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+        echo: bool = True,
+    ) -> int:
+        """Deliver a message; returns how many subscriptions received it."""
+        result = self.sublist.match(subject)
+        if result is EMPTY:
+            return 0
+        delivered = 0
+        for sub in result.plain:
+            client = sub.client
+            if client is publisher and not echo:
+                continue
+            client.deliver(sub, subject, reply, header, payload)
+            delivered += 1
+            sub.delivered += 1
+            if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                self._expire(sub)
+        for members in result.queues:
+            if not echo:
+                members = tuple(m for m in members if m.client is not publisher)
+                if not members:
+                    continue
+            sub = members[self._randrange(len(members))] if len(members) > 1 else members[0]
+            sub.client.deliver(sub, subject, reply, header, payload)
+            delivered += 1
+            sub.delivered += 1
+            if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                self._expire(sub)
+        return delivered
+
+    def _expire(self, sub: Subscription) -> None:
+        owner = sub.client
+        remove = getattr(owner, "remove_subscription", None)
+        if remove is not None:
+            remove(sub)
+        else:
+            self.sublist.remove(sub)
+
+    def no_responders(self, publisher: Subscriber, subject: bytes, reply: bytes) -> bool:
+        """Send the 503 status to the publisher's own subscription on `reply`, if it has one."""
+        for sub in self.sublist.match(reply).plain:
+            if sub.client is publisher:
+                header = headers.encode([("Nats-Subject", subject.decode("utf-8", "replace"))], 503)
+                # Not counted against `UNSUB <sid> <max>`: nats-server keeps an old-style
+                # request's inbox (`UNSUB sid 1`) subscribed after a 503.
+                publisher.deliver(sub, reply, None, header, b"")
+                return True
+        return False

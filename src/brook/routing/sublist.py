@@ -1,0 +1,216 @@
+"""The subscription index: a token trie with a bounded cache of match results.
+
+`match(subject)` returns every subscription whose subject matches a literal subject, with
+queue subscriptions grouped by queue name. Results are cached per subject (at most
+`cache_entries_max`); inserting or removing a subscription drops only the cached subjects
+that subscription matches, so a request/reply workload that subscribes and unsubscribes
+inboxes does not flush the cache of unrelated hot subjects. Mirrors nats-server's
+sublist.go semantics (wire reference §1.10, §1.11).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from brook import limits
+from brook.subjects import matches
+
+
+class Subscriber(Protocol):
+    """Whoever receives messages for a subscription: a client connection or an internal service."""
+
+    def deliver(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> None: ...
+
+
+class Subscription:
+    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "subject")
+
+    def __init__(
+        self, client: Subscriber, subject: bytes, sid: bytes, queue: bytes | None = None
+    ) -> None:
+        self.client = client
+        self.subject = subject
+        self.sid = sid
+        self.queue = queue
+        self.max_msgs = 0  # 0 = no auto-unsubscribe
+        self.delivered = 0
+
+    def __repr__(self) -> str:
+        q = f" queue={self.queue!r}" if self.queue else ""
+        return f"<Subscription {self.subject!r} sid={self.sid!r}{q}>"
+
+
+class MatchResult:
+    """Plain subscriptions, and one tuple of members per matching queue group."""
+
+    __slots__ = ("plain", "queues")
+
+    def __init__(
+        self, plain: tuple[Subscription, ...], queues: tuple[tuple[Subscription, ...], ...]
+    ) -> None:
+        self.plain = plain
+        self.queues = queues
+
+    def __bool__(self) -> bool:
+        return bool(self.plain or self.queues)
+
+
+EMPTY = MatchResult((), ())
+
+
+class _Node:
+    __slots__ = ("children", "plain", "queues")
+
+    def __init__(self) -> None:
+        self.children: dict[bytes, _Node] = {}
+        self.plain: list[Subscription] = []
+        self.queues: dict[bytes, list[Subscription]] = {}
+
+    def is_empty(self) -> bool:
+        return not (self.children or self.plain or self.queues)
+
+
+class Sublist:
+    def __init__(self, cache_entries_max: int = limits.SUBLIST_CACHE_ENTRIES_MAX) -> None:
+        self._root = _Node()
+        self._cache: dict[bytes, MatchResult] = {}
+        self._cache_entries_max = cache_entries_max
+        self.count = 0
+        self.matches = 0
+        self.cache_misses = 0  # hits are derived: one counter on the hot path, not two
+
+    def insert(self, sub: Subscription) -> None:
+        node = self._root
+        for tok in sub.subject.split(b"."):
+            child = node.children.get(tok)
+            if child is None:
+                child = node.children[tok] = _Node()
+            node = child
+        if sub.queue is None:
+            node.plain.append(sub)
+        else:
+            node.queues.setdefault(sub.queue, []).append(sub)
+        self.count += 1
+        self._invalidate(sub.subject)
+
+    def remove(self, sub: Subscription) -> bool:
+        """Remove `sub`; returns False if it was not in the index."""
+        path: list[tuple[_Node, bytes]] = []
+        node = self._root
+        for tok in sub.subject.split(b"."):
+            child = node.children.get(tok)
+            if child is None:
+                return False
+            path.append((node, tok))
+            node = child
+        try:
+            if sub.queue is None:
+                node.plain.remove(sub)
+            else:
+                members = node.queues[sub.queue]
+                members.remove(sub)
+                if not members:
+                    del node.queues[sub.queue]
+        except (ValueError, KeyError):
+            return False
+        # Prune nodes left empty so the trie does not grow with every inbox ever used.
+        for parent, tok in reversed(path):
+            child = parent.children[tok]
+            if not child.is_empty():
+                break
+            del parent.children[tok]
+        self.count -= 1
+        self._invalidate(sub.subject)
+        return True
+
+    def _invalidate(self, pattern: bytes) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if pattern in cache:
+            del cache[pattern]
+            if b"*" not in pattern and b">" not in pattern:
+                return
+        for subject in [s for s in cache if matches(pattern, s)]:
+            del cache[subject]
+
+    @property
+    def cache_hits(self) -> int:
+        return self.matches - self.cache_misses
+
+    def match(self, subject: bytes) -> MatchResult:
+        self.matches += 1
+        cached = self._cache.get(subject)
+        if cached is not None:
+            return cached
+        self.cache_misses += 1
+        plain: list[Subscription] = []
+        queues: dict[bytes, list[Subscription]] = {}
+        tokens = subject.split(b".")
+        # As nats-server: a subject with an empty token (`a..b`, `.a`, `a.`) matches nothing.
+        if all(tokens):
+            _collect(self._root, tokens, 0, plain, queues)
+        result = (
+            MatchResult(tuple(plain), tuple(tuple(m) for m in queues.values()))
+            if plain or queues
+            else EMPTY
+        )
+        cache = self._cache
+        if len(cache) >= self._cache_entries_max:
+            if not cache:
+                return result  # cache_entries_max <= 0: caching is off
+            # Evict the oldest entry (dicts keep insertion order): cheap and bounded.
+            del cache[next(iter(cache))]
+        cache[subject] = result
+        return result
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "num_subscriptions": self.count,
+            "num_cache": len(self._cache),
+            "num_matches": self.matches,
+            "cache_hits": self.cache_hits,
+        }
+
+
+def _add(node: _Node, plain: list[Subscription], queues: dict[bytes, list[Subscription]]) -> None:
+    if node.plain:
+        plain.extend(node.plain)
+    for name, members in node.queues.items():
+        queues.setdefault(name, []).extend(members)
+
+
+def _collect(
+    node: _Node,
+    tokens: list[bytes],
+    i: int,
+    plain: list[Subscription],
+    queues: dict[bytes, list[Subscription]],
+) -> None:
+    children = node.children
+    last = i == len(tokens) - 1
+    fwc = children.get(b">")
+    if fwc is not None:
+        _add(fwc, plain, queues)
+    pwc = children.get(b"*")
+    if pwc is not None:
+        if last:
+            _add(pwc, plain, queues)
+        else:
+            _collect(pwc, tokens, i + 1, plain, queues)
+    tok = tokens[i]
+    if tok in (b"*", b">"):
+        return  # a wildcard token in a published subject only matches wildcard subscriptions
+    lit = children.get(tok)
+    if lit is not None:
+        if last:
+            _add(lit, plain, queues)
+        else:
+            _collect(lit, tokens, i + 1, plain, queues)
