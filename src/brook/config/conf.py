@@ -1,0 +1,252 @@
+"""The meaning half of the nats-server config format: parsed config in, `Settings` out.
+
+Brook reads the same files as nats-server so one config can drive either server. The text
+is parsed by `brook.config.conf_syntax` (re-exported here: `parse_conf`, `parse_size`,
+`parse_duration`); this module maps the resulting dict onto `Settings`, accepting the key
+names and aliases nats-server accepts (`net` for `host`, `max_conn`, the jetstream block's
+`store`/`max_mem`/... spellings, `authorization` with a token, one user or a `users` list)
+and the value shapes it accepts (`listen: "host:port"`, sizes like `1MB`, durations).
+
+Deliberate differences from nats-server, each to avoid a silent surprise:
+* a duration written as a suffixed number (`ping_interval: 2m`) is two minutes, not the two
+  million seconds nats-server would read;
+* `settings_from_conf` rejects keys it does not know instead of ignoring them, so a typo
+  never leaves a default silently in place. Keys defined only to be referenced as
+  `$variables` are exempt, as in nats-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Collection, Iterator, Mapping
+from pathlib import Path
+
+from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_duration, parse_size
+from brook.config.settings import AuthSettings, ConfigError, Settings, User
+
+__all__ = ["load_conf_file", "parse_conf", "parse_duration", "parse_size", "settings_from_conf"]
+
+_Handler = Callable[[Settings, str, object], None]
+
+
+_KINDS = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+
+
+def _describe(v: object) -> str:
+    if isinstance(v, list | dict):
+        return "an array" if isinstance(v, list) else "a block"
+    kind = next((name for t, name in _KINDS if isinstance(v, t)), type(v).__name__)
+    return f"{kind} {v!r}"
+
+
+def _bad(where: str, expected: str, v: object) -> ConfigError:
+    return ConfigError(f"{where}: expected {expected}, got {_describe(v)}")
+
+
+def _int(where: str, v: object) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int(v)
+    raise _bad(where, "an integer", v)
+
+
+def _str(where: str, v: object) -> str:
+    if isinstance(v, str):
+        return v
+    raise _bad(where, "a string", v)
+
+
+def _bool(where: str, v: object) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise _bad(where, "a boolean (true or false)", v)
+
+
+def _size(where: str, v: object) -> int:
+    if isinstance(v, str):
+        with contextlib.suppress(ValueError):
+            return parse_size(v)
+    elif isinstance(v, int) and not isinstance(v, bool):
+        return int(v)
+    raise _bad(where, "a size (bytes, or like 64KB, 1MB, 1G)", v)
+
+
+def _duration(where: str, v: object) -> float:
+    text = v.text if isinstance(v, SuffixedInt) else v
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            return parse_duration(text)
+    elif isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    raise _bad(where, "a duration (seconds, or like 2s, 500ms, 1m)", v)
+
+
+def _block(where: str, v: object) -> Mapping[str, object]:
+    if isinstance(v, dict):
+        return v
+    raise _bad(where, "a block { ... }", v)
+
+
+def _entries(
+    block: Mapping[str, object], path: str, known: Collection[str]
+) -> Iterator[tuple[str, str, object]]:
+    """Yield (key, dotted path, value) for known keys; reject any other by its full path."""
+    used: Collection[str] = getattr(block, "used_vars", ())
+    for raw_key, value in block.items():
+        key = str(raw_key).lower()
+        where = f"{path}.{key}" if path else key
+        if key in known:
+            yield key, where, value
+        elif key not in used:
+            raise ConfigError(f"unknown configuration key {where!r}")
+
+
+def _host_port(where: str, v: object) -> tuple[str | None, int]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return None, int(v)
+    if isinstance(v, str):
+        host, _, port = v.rpartition(":")
+        if port.isascii() and port.isdigit():
+            host = host.removeprefix("[").removesuffix("]")  # [::1]:4222
+            return host or None, int(port)
+    raise _bad(where, "'host:port', ':port' or a port number", v)
+
+
+def _address(host_attr: str, port_attr: str) -> _Handler:
+    def apply(s: Settings, where: str, v: object) -> None:
+        host, port = _host_port(where, v)
+        setattr(s, port_attr, port)
+        if host is not None:
+            setattr(s, host_attr, host)
+
+    return apply
+
+
+def _user(where: str, v: object) -> User:
+    name = password = None
+    for key, at, value in _entries(
+        _block(where, v), where, ("user", "username", "password", "pass")
+    ):
+        if key in ("user", "username"):
+            name = _str(at, value)
+        else:
+            password = _str(at, value)
+    if name is None or password is None:
+        raise ConfigError(f"{where}: a user entry needs both user and password")
+    return User(name, password)
+
+
+def _authorization(s: Settings, where: str, v: object) -> None:
+    """The block describes the whole client auth setup, so it replaces any earlier one."""
+    known = ("token", "user", "username", "password", "pass", "users", "timeout")
+    token = name = password = None
+    users: list[User] = []
+    for key, at, value in _entries(_block(where, v), where, known):
+        if key == "token":
+            token = _str(at, value)
+        elif key in ("user", "username"):
+            name = _str(at, value)
+        elif key in ("password", "pass"):
+            password = _str(at, value)
+        elif key == "users":
+            if not isinstance(value, list):
+                raise _bad(at, "an array of {user, password} blocks", value)
+            users = [_user(f"{at}[{i}]", entry) for i, entry in enumerate(value)]
+        else:
+            s.auth_timeout_s = _duration(at, value)
+    if (name is None) != (password is None):
+        raise ConfigError(f"{where}: user and password must be given together")
+    if name is not None and password is not None:
+        if users:
+            raise ConfigError(f"{where}: user/password and users cannot both be set")
+        users = [User(name, password)]
+    s.auth = AuthSettings(token=token, users=users)
+
+
+# nats-server's spellings of the jetstream block's keys
+_JS_ENABLED = ("enabled", "enable")
+_JS_STORE_DIR = ("store_dir", "store", "storedir")
+_JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
+_JS_MAX_FILE = ("max_file_store", "max_file")
+
+
+def _jetstream(s: Settings, where: str, v: object) -> None:
+    """`true`, `"enabled"` or a block; a block enables JetStream unless `enabled: false`."""
+    js = s.jetstream
+    if isinstance(v, bool):
+        js.enabled = v
+    elif isinstance(v, str) and v.lower() in ("enabled", "enable", "disabled", "disable"):
+        js.enabled = v.lower().startswith("enable")
+    elif isinstance(v, dict):
+        enabled = True
+        known = (*_JS_ENABLED, *_JS_STORE_DIR, *_JS_MAX_MEMORY, *_JS_MAX_FILE)
+        for key, at, value in _entries(v, where, known):
+            if key in _JS_ENABLED:
+                enabled = _bool(at, value)
+            elif key in _JS_STORE_DIR:
+                js.store_dir = _str(at, value)
+            elif key in _JS_MAX_MEMORY:
+                js.max_memory_store_bytes = _size(at, value)
+            else:
+                js.max_file_store_bytes = _size(at, value)
+        js.enabled = enabled
+    else:
+        raise _bad(where, "a boolean, 'enabled', 'disabled' or a block { ... }", v)
+
+
+def _set(attr: str, convert: Callable[[str, object], object]) -> _Handler:
+    def apply(s: Settings, where: str, v: object) -> None:
+        setattr(s, attr, convert(where, v))
+
+    return apply
+
+
+# Plain keys: conf key(s), Settings attribute, converter. Aliases are nats-server's.
+_PLAIN = (
+    ("host net", "host", _str),
+    ("port", "port", _int),
+    ("http_port monitor_port", "http_port", _int),
+    ("server_name", "server_name", _str),
+    ("max_payload", "max_payload_bytes", _size),
+    ("max_control_line", "max_control_line_bytes", _size),
+    ("max_connections max_conn", "max_connections", _int),
+    ("max_subscriptions max_subs", "max_subscriptions", _int),
+    ("max_pending", "max_pending_bytes", _size),
+    ("write_deadline", "write_deadline_s", _duration),
+    ("ping_interval", "ping_interval_s", _duration),
+    ("ping_max", "max_pings_out", _int),
+    ("debug", "debug", _bool),
+    ("trace", "trace", _bool),
+)
+_TOP: dict[str, _Handler] = {
+    key: _set(attr, convert) for keys, attr, convert in _PLAIN for key in keys.split()
+} | {
+    "listen": _address("host", "port"),
+    "http": _address("http_host", "http_port"),
+    "authorization": _authorization,
+    "jetstream": _jetstream,
+}
+
+
+def settings_from_conf(data: Mapping[str, object], base: Settings | None = None) -> Settings:
+    """Translate parsed config onto a copy of `base` (default `Settings()`), then validate.
+
+    Unknown keys and wrongly typed values raise `ConfigError` naming the dotted key path.
+    """
+    settings = copy.deepcopy(base) if base is not None else Settings()
+    for key, where, value in _entries(data, "", _TOP):
+        _TOP[key](settings, where, value)
+    return settings.validate()
+
+
+def load_conf_file(path: str, base: Settings | None = None) -> Settings:
+    """Read, parse and translate one config file; errors name the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    data = parse_conf(text, path=path)
+    try:
+        return settings_from_conf(data, base)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

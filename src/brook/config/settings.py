@@ -1,0 +1,107 @@
+"""The one settings model of a Brook server and the single source of its defaults.
+
+Loaders (command-line flags, nats-server style config files) only translate into this
+model; they never hold defaults of their own. `validate()` checks cross-field rules and
+raises `ConfigError` naming the offending key, so every loader reports errors the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from brook import limits
+
+
+class ConfigError(ValueError):
+    """A setting is missing, unknown or out of range; the message names the key."""
+
+
+@dataclass(slots=True)
+class User:
+    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$)."""
+
+    user: str
+    password: str
+
+
+@dataclass(slots=True)
+class AuthSettings:
+    """Client authentication: none, a token, one user/password, or a list of users."""
+
+    token: str | None = None
+    users: list[User] = field(default_factory=list)
+
+    @property
+    def required(self) -> bool:
+        return self.token is not None or bool(self.users)
+
+
+@dataclass(slots=True)
+class JetStreamSettings:
+    enabled: bool = False
+    store_dir: str | None = None
+    max_memory_store_bytes: int = -1  # -1 = no account limit
+    max_file_store_bytes: int = -1
+
+
+@dataclass(slots=True)
+class Settings:
+    host: str = limits.DEFAULT_HOST
+    port: int = limits.DEFAULT_PORT
+    http_port: int = 0  # 0 = monitoring disabled; -1 = pick a free port
+    http_host: str | None = None  # defaults to `host`
+    server_name: str | None = None
+    max_payload_bytes: int = limits.MAX_PAYLOAD_BYTES
+    max_control_line_bytes: int = limits.MAX_CONTROL_LINE_BYTES
+    max_connections: int = limits.MAX_CONNECTIONS
+    max_subscriptions: int = limits.MAX_SUBSCRIPTIONS_PER_CONNECTION
+    max_pending_bytes: int = limits.MAX_PENDING_BYTES
+    write_deadline_s: float = limits.WRITE_DEADLINE_S
+    ping_interval_s: float = limits.PING_INTERVAL_S
+    max_pings_out: int = limits.MAX_PINGS_OUT
+    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
+    debug: bool = False
+    trace: bool = False
+
+    def replace(self, **changes: object) -> Settings:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def validate(self) -> Settings:
+        """Check ranges and cross-field rules; return self so loaders can chain."""
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port: {self.port} is not a TCP port (0-65535)")
+        if not -1 <= self.http_port <= 65535:
+            raise ConfigError(f"http_port: {self.http_port} is not a TCP port (0-65535)")
+        if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
+            raise ConfigError(
+                f"max_payload: {self.max_payload_bytes} must be between 1 and "
+                f"{limits.MAX_PAYLOAD_BYTES_HARD} bytes"
+            )
+        if self.max_payload_bytes > self.max_pending_bytes:
+            raise ConfigError(
+                f"max_payload: {self.max_payload_bytes} cannot exceed max_pending "
+                f"({self.max_pending_bytes})"
+            )
+        if self.max_control_line_bytes < 256:
+            raise ConfigError(f"max_control_line: {self.max_control_line_bytes} is below 256")
+        for name in ("max_connections", "max_pings_out"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: must be positive")
+        if self.max_subscriptions < 0:
+            raise ConfigError("max_subscriptions: must be 0 (unlimited) or positive")
+        for name in ("ping_interval_s", "auth_timeout_s", "write_deadline_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
+        if self.auth.token is not None and self.auth.users:
+            raise ConfigError("authorization: token and users cannot both be set")
+        seen: set[str] = set()
+        for u in self.auth.users:
+            if not u.user:
+                raise ConfigError("authorization.users: a user has an empty name")
+            if u.user in seen:
+                raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
+            seen.add(u.user)
+        return self
