@@ -1,0 +1,50 @@
+"""`brook.serve()`: an in-process server as an async context manager.
+
+Defaults suit tests: loopback address, a free port (`port=0`), and JetStream enabled when
+a `store_dir` is given. Any other keyword is a `Settings` field, so tests can shrink
+limits (`max_payload_bytes=1024`) or turn on auth exactly as a config file would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from brook.config.settings import AuthSettings, JetStreamSettings, Settings, User
+
+
+@asynccontextmanager
+async def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    store_dir: str | None = None,
+    jetstream: bool | None = None,
+    token: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    settings: Settings | None = None,
+    **fields: Any,
+) -> AsyncIterator[Any]:
+    from brook.server.server import Server
+
+    base = settings or Settings()
+    auth = base.auth
+    if token is not None or user is not None:
+        users = [User(user, password or "")] if user is not None else []
+        auth = AuthSettings(token=token, users=users)
+    js = base.jetstream
+    if store_dir is not None or jetstream is not None:
+        js = JetStreamSettings(
+            enabled=jetstream if jetstream is not None else True,
+            store_dir=store_dir,
+            max_memory_store_bytes=js.max_memory_store_bytes,
+            max_file_store_bytes=js.max_file_store_bytes,
+        )
+    server = Server(base.replace(host=host, port=port, auth=auth, jetstream=js, **fields))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.shutdown()

@@ -1,0 +1,1 @@
+"""The server process: client connections, authentication, listener and lifecycle."""

@@ -1,0 +1,68 @@
+"""Client authentication from CONNECT: none, token, or user/password (plain or bcrypt).
+
+Secrets are compared in constant time. bcrypt verification costs tens of milliseconds by
+design, so it is split out (`slow_check`) for the connection to run off the event loop;
+every other check is immediate. nats-server answers every failure with
+`-ERR 'Authorization Violation'` and so does Brook; the reason is only logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from brook.config.settings import AuthSettings
+
+_BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
+
+
+def is_bcrypt_hash(secret: str) -> bool:
+    return secret.startswith(_BCRYPT_PREFIXES)
+
+
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+class Authenticator:
+    def __init__(self, settings: AuthSettings) -> None:
+        self._token = settings.token
+        self._users = {u.user: u.password for u in settings.users}
+        self.required = settings.required
+
+    def fast_check(self, options: dict[str, Any]) -> bool | None:
+        """True/False when decided now; None when a bcrypt hash must be verified (`slow_check`)."""
+        if not self.required:
+            return True
+        if self._token is not None:
+            token = options.get("auth_token")
+            if isinstance(token, str):
+                if is_bcrypt_hash(self._token):
+                    return None
+                return _same(token, self._token)
+            return False
+        user, password = options.get("user"), options.get("pass")
+        if not isinstance(user, str) or not isinstance(password, str):
+            return False
+        expected = self._users.get(user)
+        if expected is None:
+            return False
+        if is_bcrypt_hash(expected):
+            return None
+        return _same(password, expected)
+
+    def slow_check(self, options: dict[str, Any]) -> bool:
+        """Verify against a bcrypt hash; blocking, meant for an executor thread."""
+        import bcrypt
+
+        if self._token is not None:
+            secret, expected = options.get("auth_token"), self._token
+        else:
+            secret = options.get("pass")
+            expected = self._users.get(str(options.get("user")), "")
+        if not isinstance(secret, str) or not expected:
+            return False
+        try:
+            return bool(bcrypt.checkpw(secret.encode(), expected.encode()))
+        except ValueError:
+            return False  # a malformed hash in the config never authenticates anyone

@@ -1,0 +1,480 @@
+"""One client connection: an `asyncio.Protocol` around the sans-I/O parser.
+
+Responsibilities: the handshake (INFO, CONNECT, authentication, the PONG before anything
+else, the async INFO with `connect_info`), applying each operation to the router, keep-
+alive, and output. Output is appended to a per-connection buffer and written once per
+event-loop iteration; a connection whose unsent output exceeds `max_pending_bytes`, or
+whose socket stays unwritable past `write_deadline_s`, is a slow consumer and is dropped
+without affecting anyone else (wire reference §1.15). Protocol violations end in the
+exact `-ERR` text nats-server sends, or a silent close where nats-server closes silently.
+A bug in Brook while handling one connection closes that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from brook import limits
+from brook.protocol import encoder
+from brook.protocol import errors as perr
+from brook.protocol.parser import ClientParser, ProtocolError
+from brook.routing.sublist import Subscription
+from brook.server.keepalive import PingAction, ping_decision
+from brook.subjects import is_valid_literal_subject, is_valid_subject
+
+if TYPE_CHECKING:
+    from brook.server.server import Server
+
+log = logging.getLogger("brook.connection")
+
+_TRACE_BYTES_MAX = 512
+_BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
+_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        settings = server.settings
+        self._trace = settings.trace  # -V: log protocol bytes, per chunk not per message
+        self.cid = server.next_client_id()
+        self.parser = ClientParser(
+            self,
+            max_payload=settings.max_payload_bytes,
+            max_control_line=settings.max_control_line_bytes,
+        )
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        self.subs: dict[bytes, Subscription] = {}
+        # Options before CONNECT are nats-server's client defaults: verbose, pedantic, echo.
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.protocol = 0
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        self.connected = False  # a valid CONNECT was processed
+        self._connect_options: dict[str, Any] = {}
+        self.closed = False
+        self.close_reason = ""
+        self._info_sent_after_pong = False
+        # Output buffering.
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._write_paused_handle: asyncio.TimerHandle | None = None
+        # Keep-alive and timers.
+        self.started_mono = time.monotonic()
+        self.started_at = time.time()
+        self.last_in = self.started_mono
+        self.pings_out = 0
+        self.ping_sent_at = 0.0
+        self.rtt_s: float | None = None
+        self.rtt_measured_at: float | None = None
+        self._ping_handle: asyncio.TimerHandle | None = None
+        self._auth_handle: asyncio.TimerHandle | None = None
+        # Statistics (read by monitoring).
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.host = ""
+        self.port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.host, self.port = str(peer[0]), int(peer[1])
+        server = self.server
+        self._send(encoder.info(server.client_info(self)))
+        if not server.register(self):
+            self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
+            return
+        settings = server.settings
+        if server.authenticator.required:
+            self._auth_handle = self.loop.call_later(settings.auth_timeout_s, self._auth_timeout)
+        first = min(settings.ping_interval_s, server.first_ping_interval_s)
+        self._ping_handle = self.loop.call_later(first, self._ping_tick)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close_reason = self.close_reason or ("client closed" if exc is None else str(exc))
+        self._teardown()
+        self.server.transport_closed()
+
+    def _teardown(self) -> None:
+        if self.closed and self.transport is None:
+            return
+        self.closed = True
+        for handle in (self._ping_handle, self._auth_handle, self._write_paused_handle):
+            if handle is not None:
+                handle.cancel()
+        router = self.server.router
+        for sub in self.subs.values():
+            router.unsubscribe(sub)
+        self.subs.clear()
+        self._out.clear()
+        self._out_bytes = 0
+        self.server.unregister(self)
+        self.transport = None
+
+    def close(self, reason: str) -> None:
+        """Flush what is buffered, then close."""
+        if self.closed:
+            return
+        self.close_reason = reason
+        self.parser.paused = True  # no operation after this one is applied
+        self._flush()
+        self.closed = True
+        transport = self.transport
+        self._teardown()
+        if transport is not None:
+            transport.close()
+
+    def close_with_error(self, err_text: str, reason: str) -> None:
+        self._send(encoder.err(err_text))
+        self.close(reason)
+
+    def abort(self, reason: str) -> None:
+        """Drop the connection now, discarding unsent output (slow consumers)."""
+        if self.closed:
+            return
+        self.close_reason = reason
+        self.parser.paused = True
+        self.closed = True
+        transport = self.transport
+        self._teardown()
+        if transport is not None:
+            transport.abort()
+
+    # ------------------------------------------------------------------ input
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_in = time.monotonic()
+        if self._trace:
+            log.debug("cid=%d <<- %r", self.cid, data[:_TRACE_BYTES_MAX])
+        if (
+            not self.connected
+            and self.parser.buffered_bytes == 0
+            and data[:1] not in (b"C", b"c")
+            and self.server.authenticator.required
+        ):
+            # nats-server decides on an operation's first byte: before CONNECT, anything
+            # that cannot start a CONNECT (even garbage or a blank) is an authorization
+            # violation, not a protocol error.
+            self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
+            return
+        try:
+            self.parser.feed(data)
+        except ProtocolError as exc:
+            log.debug("cid=%d protocol error: %s", self.cid, exc.reason)
+            if exc.err_text is None:
+                self.close(f"protocol violation: {exc.reason}")
+            else:
+                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
+        except Exception:
+            log.exception("cid=%d internal error; closing this connection", self.cid)
+            self.close("internal error")
+
+    def _require_connect(self) -> bool:
+        """Before CONNECT on a server with auth, every operation is an authorization violation."""
+        if self.connected or not self.server.authenticator.required:
+            return True
+        self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
+        return False
+
+    def on_connect(self, options: dict[str, Any]) -> None:
+        # nats-server unmarshals each CONNECT into the options it already has: keys left
+        # out (or null) keep their earlier value, so a second CONNECT only changes what
+        # it names (credentials included).
+        options = {**self._connect_options, **{k: v for k, v in options.items() if v is not None}}
+        self._connect_options = options
+        for key in _BOOL_OPTIONS:
+            if key in options and not isinstance(options[key], bool):
+                raise ProtocolError(f"CONNECT option {key} is not a boolean", None)
+        for key in _STR_OPTIONS:
+            if key in options and not isinstance(options[key], str):
+                raise ProtocolError(f"CONNECT option {key} is not a string", None)
+        proto = options.get("protocol", 0)
+        if not isinstance(proto, int) or isinstance(proto, bool):
+            raise ProtocolError("CONNECT option protocol is not an integer", None)
+        verdict = self.server.authenticator.fast_check(options)
+        if verdict is None:
+            # bcrypt takes tens of milliseconds: verify in a thread and hold this
+            # connection's later operations (and reads) until the answer is in.
+            self.parser.paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            future = self.loop.run_in_executor(None, self.server.authenticator.slow_check, options)
+            future.add_done_callback(lambda f: self._auth_done(f, options))
+            return
+        self._finish_connect(verdict, options)
+
+    def _auth_done(self, future: asyncio.Future[bool], options: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        ok = not future.cancelled() and future.exception() is None and future.result()
+        self._finish_connect(ok, options)
+        if not self.connected:  # authentication failed and the connection is closed
+            return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        try:
+            self.parser.resume()
+        except ProtocolError as exc:
+            if exc.err_text is None:
+                self.close(f"protocol violation: {exc.reason}")
+            else:
+                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
+
+    def _finish_connect(self, ok: bool, options: dict[str, Any]) -> None:
+        if not ok:
+            log.info("cid=%d authentication failed (user=%r)", self.cid, options.get("user", ""))
+            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
+            return
+        # As nats-server: credentials first, then the protocol version, then no_responders.
+        if options.get("protocol", 0) not in (0, 1):
+            self.close_with_error(perr.INVALID_PROTOCOL, "invalid client protocol")
+            return
+        if options.get("no_responders", False) and not options.get("headers", False):
+            self.close_with_error(perr.NO_RESPONDERS_NEEDS_HEADERS, "no_responders without headers")
+            return
+        if self._auth_handle is not None:
+            self._auth_handle.cancel()
+            self._auth_handle = None
+        self.verbose = options.get("verbose", True)
+        self.pedantic = options.get("pedantic", True)
+        self.echo = options.get("echo", True)
+        self.headers = options.get("headers", False)
+        self.no_responders = options.get("no_responders", False)
+        self.protocol = options.get("protocol", 0)
+        self.name = options.get("name", "")
+        self.lang = options.get("lang", "")
+        self.version = options.get("version", "")
+        self.user = options.get("user", "")
+        self.connected = True
+        if self.verbose:
+            self._send(encoder.OK)
+
+    def on_ping(self) -> None:
+        if not self._require_connect():
+            return
+        self._send(encoder.PONG)
+        if self.connected and not self._info_sent_after_pong:
+            # nats-server follows the first PONG after CONNECT with an async INFO, only for
+            # protocol-1 clients, and only then (a later switch to protocol 1 gets none).
+            self._info_sent_after_pong = True
+            if self.protocol >= 1:
+                self._send(encoder.info(self.server.client_info(self, connect_info=True)))
+
+    def on_pong(self) -> None:
+        if self.pings_out > 0:
+            now = time.monotonic()
+            self.rtt_s = now - self.ping_sent_at
+            self.rtt_measured_at = now
+        self.pings_out = 0
+
+    def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
+        if not self._require_connect():
+            return
+        # nats-server's order: the subscription limit (even for a re-used sid), then the
+        # subject, then the duplicate sid.
+        limit = self.server.settings.max_subscriptions
+        if limit and len(self.subs) >= limit:
+            self._send(encoder.err(perr.MAX_SUBSCRIPTIONS))
+            return
+        if not is_valid_subject(subject) or (queue is not None and not queue):
+            self._send(encoder.err(perr.INVALID_SUBJECT))
+            return
+        if sid in self.subs:
+            if self.verbose:
+                self._send(encoder.OK)
+            return
+        sub = Subscription(self, subject, sid, queue)
+        self.subs[sid] = sub
+        self.server.router.subscribe(sub)
+        if self.verbose:
+            self._send(encoder.OK)
+
+    def on_unsub(self, sid: bytes, max_msgs: int | None) -> None:
+        if not self._require_connect():
+            return
+        sub = self.subs.get(sid)
+        if sub is not None:
+            if max_msgs is None or sub.delivered >= max_msgs:
+                self.remove_subscription(sub)
+            else:
+                sub.max_msgs = max_msgs
+        if self.verbose:
+            self._send(encoder.OK)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+        self.server.router.unsubscribe(sub)
+
+    def on_pub(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        if not self.connected and not self._require_connect():
+            return
+        if header is not None and not self.headers:
+            raise ProtocolError("HPUB without headers negotiated", None)
+        self.in_msgs += 1
+        size = len(payload) if header is None else len(payload) + len(header)
+        self.in_bytes += size
+        if self.pedantic and not is_valid_literal_subject(subject):
+            # nats-server only warns: the message is still published (and +OK'd).
+            self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
+        if reply is not None and reply.startswith(b"$JS.ACK."):
+            self._send(
+                encoder.err(
+                    'Permissions Violation for Publish with Reply of "{}"'.format(
+                        reply.decode("utf-8", "replace")
+                    )
+                )
+            )
+            return
+        if self.verbose:
+            self._send(encoder.OK)
+        router = self.server.router
+        delivered = router.publish(self, subject, reply, header, payload, self.echo)
+        if not delivered and reply is not None and self.no_responders:
+            router.no_responders(self, subject, reply)
+
+    # ------------------------------------------------------------------ output
+
+    def deliver(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> None:
+        # The hot path of every delivery: MSG framing and the output append are inlined
+        # here (same bytes as encoder.msg and _send) to save two calls per message.
+        if self.closed:
+            return
+        if header is not None and self.headers:
+            frame = encoder.hmsg(subject, sub.sid, reply, header, payload)
+            self.out_bytes += len(header) + len(payload)
+        else:
+            size = len(payload)
+            if reply is None:
+                frame = b"MSG %b %b %d\r\n%b\r\n" % (subject, sub.sid, size, payload)
+            else:
+                frame = b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sub.sid, reply, size, payload)
+            self.out_bytes += size
+        self.out_msgs += 1
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
+            # One large read can route more than max_pending to a healthy client before
+            # the loop turns: hand it to the socket now, so the slow-consumer check in
+            # _flush measures what the client has really not taken.
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        transport = self.transport
+        if not out or transport is None:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_bytes = 0
+        if self._trace:
+            log.debug("cid=%d ->> %r", self.cid, data[:_TRACE_BYTES_MAX])
+        transport.write(data)
+        if transport.get_write_buffer_size() > self.server.settings.max_pending_bytes:
+            self._slow_consumer("socket buffer over max_pending")
+
+    @property
+    def last_activity(self) -> float:
+        """Wall-clock time of the last bytes received (derived, so reads stay cheap)."""
+        return self.started_at + (self.last_in - self.started_mono)
+
+    @property
+    def pending_bytes(self) -> int:
+        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._out_bytes + buffered
+
+    def pause_writing(self) -> None:
+        # The kernel is not taking our bytes; give the client `write_deadline_s` to catch up.
+        if self._write_paused_handle is None:
+            self._write_paused_handle = self.loop.call_later(
+                self.server.settings.write_deadline_s,
+                self._slow_consumer,
+                "write deadline exceeded",
+            )
+
+    def resume_writing(self) -> None:
+        if self._write_paused_handle is not None:
+            self._write_paused_handle.cancel()
+            self._write_paused_handle = None
+
+    def _slow_consumer(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.server.slow_consumers += 1
+        log.warning("cid=%d slow consumer (%s): disconnecting", self.cid, reason)
+        self.abort(f"slow consumer: {reason}")
+
+    # ------------------------------------------------------------------ timers
+
+    def _auth_timeout(self) -> None:
+        self._auth_handle = None
+        if not self.connected and not self.closed:
+            self.close_with_error(perr.AUTH_TIMEOUT, "authentication timeout")
+
+    def _ping_tick(self) -> None:
+        self._ping_handle = None
+        if self.closed:
+            return
+        now = time.monotonic()
+        settings = self.server.settings
+        action = ping_decision(
+            now=now,
+            last_in=self.last_in,
+            ping_interval_s=settings.ping_interval_s,
+            pings_out=self.pings_out,
+            max_pings_out=settings.max_pings_out,
+            rtt_measured_at=self.rtt_measured_at,
+        )
+        if action is PingAction.STALE:
+            self.close_with_error(perr.STALE_CONNECTION, "stale connection")
+            return
+        if action is PingAction.PING:
+            self.pings_out += 1
+            self.ping_sent_at = now
+            self._send(encoder.PING)
+        self._ping_handle = self.loop.call_later(settings.ping_interval_s, self._ping_tick)
