@@ -1,0 +1,180 @@
+"""The `/connz` document: a sorted, paged list of client connections.
+
+Mirrors nats-server 2.x's `Connz` (server/monitor.go): the query parameters `limit`,
+`offset`, `sort`, `subs` (`true` or `detail`), `auth` and `cid`, read by Go's integer and
+`strconv.ParseBool` rules and refused with 400 when malformed; the same sort directions; a
+`cid` lookup answered as a one-entry page; and per-connection fields with the same names,
+types (observed durations are Go duration strings, timestamps RFC3339 UTC) and
+omit-when-empty rules. Fields about features Brook lacks, such as TLS, are left out.
+
+Only the JSON is built here; `brook.monitor.http` serves it and turns an `HttpError` into
+an error response. `HttpError` lives here because `/connz` is the only endpoint whose
+parameters can be refused.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from brook import limits
+from brook.monitor.durations import rfc3339_nano, rtt_string, uptime_string
+
+if TYPE_CHECKING:
+    from brook.server.connection import ClientConnection
+    from brook.server.server import Server
+
+__all__ = ["HttpError", "build_connz"]
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+# sort option -> (what to compare, descending). Directions follow nats-server: cid and
+# start ascending, every counter and age "biggest first"; ties stay in cid order.
+_SORTS: dict[str, tuple[str, bool]] = {
+    "cid": ("cid", False),
+    "start": ("started_at", False),
+    "subs": ("subs", True),
+    "pending": ("pending_bytes", True),
+    "msgs_to": ("out_msgs", True),
+    "msgs_from": ("in_msgs", True),
+    "bytes_to": ("out_bytes", True),
+    "bytes_from": ("in_bytes", True),
+    "last": ("last_activity", True),
+    "idle": ("idle", True),
+    "uptime": ("uptime", True),
+    "rtt": ("rtt_s", True),
+}
+
+
+class HttpError(Exception):
+    """A request the server refuses; `args` are (status, message) for the JSON error body."""
+
+
+def _sort_value(c: ClientConnection, what: str, now: float) -> float:
+    if what == "subs":
+        return len(c.subs)
+    if what == "idle":
+        return now - c.last_activity
+    if what == "uptime":
+        return now - c.started_at
+    return float(getattr(c, what) or 0)
+
+
+def _first(query: dict[str, list[str]], name: str) -> str:
+    values = query.get(name)
+    return values[0] if values else ""
+
+
+def _int_param(query: dict[str, list[str]], name: str, default: int) -> int:
+    raw = _first(query, name)
+    if raw == "":
+        return default
+    if not _INT_RE.fullmatch(raw):
+        raise HttpError(400, f"Error decoding int for '{name}': {raw!r} is not an integer")
+    return int(raw)
+
+
+def _bool_param(query: dict[str, list[str]], name: str) -> bool:
+    """Go's strconv.ParseBool, which is what nats-server accepts."""
+    raw = _first(query, name)
+    if raw == "" or raw in _GO_FALSE:
+        return False
+    if raw in _GO_TRUE:
+        return True
+    raise HttpError(400, f"Error decoding boolean for '{name}': {raw!r} is not a boolean")
+
+
+def build_connz(server: Server, query: dict[str, list[str]]) -> dict[str, Any]:
+    """The `/connz` body for `server`; raises `HttpError` for a parameter it refuses."""
+    limit = _int_param(query, "limit", limits.CONNZ_LIMIT_DEFAULT)
+    if limit <= 0:
+        limit = limits.CONNZ_LIMIT_DEFAULT
+    limit = min(limit, limits.CONNZ_LIMIT_MAX)
+    offset = max(0, _int_param(query, "offset", 0))
+    subs_raw = _first(query, "subs")
+    detail = subs_raw == "detail"
+    with_subs = detail or _bool_param(query, "subs")
+    _bool_param(query, "auth")  # accepted for nats-server compatibility; validated only
+    sort = _first(query, "sort") or "cid"
+    if sort not in _SORTS:
+        raise HttpError(400, f"invalid sorting option: {sort}")
+    cid = _int_param(query, "cid", 0)
+    if cid < 0:
+        raise HttpError(400, f"Error decoding uint64 for 'cid': {cid} is negative")
+
+    now = time.time()
+    clients = server.clients
+    total = len(clients)
+    if cid:
+        # nats-server answers a cid lookup as a one-entry page of all connections.
+        one = clients.get(cid)
+        selected = [one] if one is not None else []
+        offset, limit = 0, 1
+    else:
+        what, descending = _SORTS[sort]
+        ordered = sorted(clients.values(), key=lambda c: c.cid)
+        if sort != "cid":
+            ordered.sort(key=lambda c: _sort_value(c, what, now), reverse=descending)
+        selected = ordered[offset : offset + limit]
+    auth = server.authenticator.required
+    conns = [_conn_info(c, now, with_subs, detail, auth) for c in selected]
+    return {
+        "server_id": server.server_id,
+        "now": rfc3339_nano(now),
+        "num_connections": len(conns),
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "connections": conns,
+    }
+
+
+def _conn_info(
+    c: ClientConnection, now: float, with_subs: bool, detail: bool, auth: bool
+) -> dict[str, Any]:
+    last = c.last_activity
+    info: dict[str, Any] = {
+        "cid": c.cid,
+        "kind": "Client",
+        "type": "nats",
+        "ip": c.host,
+        "port": c.port,
+        "start": rfc3339_nano(c.started_at),
+        "last_activity": rfc3339_nano(last),
+        "rtt": rtt_string(c.rtt_s),
+        "uptime": uptime_string(now - c.started_at),
+        "idle": uptime_string(now - last),
+        "pending_bytes": c.pending_bytes,
+        "in_msgs": c.in_msgs,
+        "out_msgs": c.out_msgs,
+        "in_bytes": c.in_bytes,
+        "out_bytes": c.out_bytes,
+        "subscriptions": len(c.subs),
+    }
+    # nats-server omits empty strings (Go `omitempty`).
+    for field in ("name", "lang", "version"):
+        value = getattr(c, field)
+        if value:
+            info[field] = value
+    if auth and c.connected and c.user:
+        # Only a name the authenticator accepted; without auth `user` is just a claim.
+        info["authorized_user"] = c.user
+    subs = list(c.subs.values())
+    if with_subs and subs and not detail:
+        info["subscriptions_list"] = [s.subject.decode("utf-8", "replace") for s in subs]
+    elif detail and subs:
+        details = []
+        for s in subs:
+            d: dict[str, Any] = {"subject": s.subject.decode("utf-8", "replace")}
+            if s.queue:
+                d["qgroup"] = s.queue.decode("utf-8", "replace")
+            d |= {"sid": s.sid.decode("utf-8", "replace"), "msgs": s.delivered}
+            if s.max_msgs:
+                d["max"] = s.max_msgs
+            d["cid"] = c.cid
+            details.append(d)
+        info["subscriptions_list_detail"] = details
+    return info

@@ -1,0 +1,214 @@
+"""The monitoring HTTP server and router, a minimal HTTP/1.1 on plain asyncio streams.
+
+Monitoring traffic is a few small GETs from dashboards and tools, so a hand-written
+one-request-per-connection server is enough and keeps Brook free of a web framework.
+Every response carries `Connection: close`; keep-alive requests are answered and then the
+connection is closed, which HTTP/1.1 clients handle by reconnecting. Requests larger than
+`HTTP_REQUEST_BYTES_MAX` get 431, and a client that never finishes its request (slowloris)
+is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flight, so
+neither can hold up server shutdown.
+
+It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz` and
+`/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the way Go
+writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
+`/healthz`. The `/varz` and `/connz` documents, which follow nats-server field for field,
+are built by `brook.monitor.varz` and `brook.monitor.connz`; this module routes requests
+to them, turns their `HttpError`s into `{"code", "error"}` responses and counts requests
+per path for `/varz`'s `http_req_stats`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from brook import __version__, limits
+from brook.monitor.connz import HttpError, build_connz
+from brook.monitor.varz import CpuSampler, build_varz
+
+if TYPE_CHECKING:
+    from brook.server.server import Server
+
+__all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer"]
+
+log = logging.getLogger("brook.monitor")
+
+# How long a client may take to send its whole request head, and to accept the response.
+REQUEST_TIMEOUT_S = 5.0
+
+_ENDPOINTS = {
+    "/varz": "General server information and counters",
+    "/connz": "Client connections (limit, offset, sort, subs, cid)",
+    "/healthz": "Health probe",
+}
+
+
+class MonitorServer:
+    """The monitoring listener of one `Server`; started and stopped by the server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        settings = server.settings
+        self.host: str = settings.http_host or settings.host
+        self.port: int = 0 if settings.http_port == -1 else settings.http_port
+        self.request_timeout_s = REQUEST_TIMEOUT_S
+        self.request_counts: dict[str, int] = {}
+        self._listener: asyncio.Server | None = None
+        self._active: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+        self._cpu = CpuSampler()
+        self._routes: dict[str, Callable[[dict[str, list[str]]], dict[str, Any]]] = {
+            "/": self.index,
+            "/varz": self.varz,
+            "/connz": self.connz,
+            "/healthz": self.healthz,
+        }
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self._listener = await asyncio.start_server(
+            self._on_client, self.host, self.port, reuse_address=True
+        )
+        self.port = int(self._listener.sockets[0].getsockname()[1])
+        log.info("Brook monitoring listening on %s", self.url)
+
+    async def stop(self) -> None:
+        """Close the listener and cut off every request still in progress."""
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        listener.close()
+        # Abort rather than cancel: a handler then sees EOF and returns normally, whereas
+        # Python 3.11's start_server logs every cancelled handler as an error.
+        for writer in self._active.values():
+            writer.transport.abort()
+        if self._active:
+            await asyncio.wait(list(self._active), timeout=1.0)
+        try:
+            await asyncio.wait_for(listener.wait_closed(), 1.0)
+        except TimeoutError:
+            log.warning("monitoring listener did not close in time")
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._active[task] = writer
+        response = b""
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                response = await self._respond(reader)
+                writer.write(response)
+                await writer.drain()
+        except TimeoutError:
+            if not response:  # stalled while sending the request: tell it why, best effort
+                writer.write(self._response(408, {"error": "request timeout"}, False))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._active.pop(task, None)
+            writer.close()
+
+    async def _respond(self, reader: asyncio.StreamReader) -> bytes:
+        """Read one request head and build the whole response; b"" if the client left."""
+        head = await self._read_head(reader)
+        if head is None:
+            return b""
+        if not head:
+            return self._response(431, {"error": "request too large"}, False)
+        parts = head.decode("latin-1").split("\n", 1)[0].strip().split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            return self._response(400, {"error": "malformed request line"}, False)
+        method, target, _ = parts
+        head_only = method == "HEAD"
+        if method not in ("GET", "HEAD"):
+            return self._response(405, {"error": f"method {method} not allowed"}, False)
+        url = urlsplit(target)
+        path = url.path.rstrip("/") or "/"
+        handler = self._routes.get(path)
+        if handler is None:
+            return self._response(404, {"error": f"{url.path} not found"}, head_only)
+        self.request_counts[path] = self.request_counts.get(path, 0) + 1
+        try:
+            body = handler(parse_qs(url.query, keep_blank_values=True))
+        except HttpError as exc:
+            return self._response(exc.args[0], {"error": exc.args[1]}, head_only)
+        except Exception:
+            log.exception("monitoring endpoint %s failed", path)
+            return self._response(500, {"error": "internal error"}, head_only)
+        return self._response(200, body, head_only, compact=path == "/healthz")
+
+    async def _read_head(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The request line and headers; b"" when over the size limit, None on EOF.
+
+        The body, if any, is never read: GET and HEAD have none worth reading, and the
+        connection is closed after the response anyway.
+        """
+        buf = b""
+        while len(buf) <= limits.HTTP_REQUEST_BYTES_MAX:
+            end = buf.find(b"\r\n\r\n")
+            end = end if end >= 0 else buf.find(b"\n\n")
+            if end >= 0:
+                return buf[:end] if end <= limits.HTTP_REQUEST_BYTES_MAX else b""
+            chunk = await reader.read(4096)
+            if not chunk:
+                return None
+            buf += chunk
+        return b""
+
+    @staticmethod
+    def _response(
+        status: int, body: dict[str, Any], head_only: bool, compact: bool = False
+    ) -> bytes:
+        if status >= 400:
+            body = {"code": status, **body}
+        # Go writes UTF-8 ("664µs"), not \u escapes; /healthz is compact, the rest indented.
+        style: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 2}
+        payload = json.dumps(body, ensure_ascii=False, **style).encode()
+        head = (
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            "Access-Control-Allow-Origin: *\r\n"
+            f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+            + ("Allow: GET, HEAD\r\n" if status == 405 else "")
+            + "Connection: close\r\n\r\n"
+        ).encode("latin-1")
+        return head if head_only else head + payload
+
+    # ------------------------------------------------------------------ endpoints
+
+    def index(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return {
+            "server_id": self.server.server_id,
+            "version": limits.NATS_COMPAT_VERSION,
+            "brook_version": __version__,
+            "endpoints": {f"{self.url}{p}": text for p, text in _ENDPOINTS.items()},
+        }
+
+    def healthz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return {"status": "ok"}
+
+    def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_varz(
+            self.server,
+            http_host=self.host,
+            http_port=self.port,
+            request_counts=self.request_counts,
+            cpu=self._cpu,
+        )
+
+    def connz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_connz(self.server, query)

@@ -1,0 +1,135 @@
+"""The `/varz` document: server identity, configured limits, process figures and counters.
+
+Mirrors nats-server 2.x's `Varz` (server/monitor.go): same field names, same types (durations
+configured in options are integer nanoseconds, observed ones are Go duration strings,
+timestamps are RFC3339 UTC) and the same omit-when-empty rules, so tools written for
+nats-server read Brook. Fields about features Brook lacks (clustering, gateways, leaf nodes,
+TLS) are left out; the route/remote/leaf counts it does report are always zero. `mem` is
+the process's resident set size and `cpu` its CPU percent since the previous request.
+
+Only the JSON is built here; `brook.monitor.http` serves it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import TYPE_CHECKING, Any
+
+from brook import __version__, limits
+from brook.monitor.durations import rfc3339_nano, seconds_to_ns, uptime_string
+
+if TYPE_CHECKING:
+    from brook.server.server import Server
+
+__all__ = ["CpuSampler", "build_varz"]
+
+
+def _go_number(value: float) -> float | int:
+    """Go encodes float64 2.0 as `2`; emit the same so byte-level diffs stay quiet."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _rss_bytes() -> int:
+    """Resident set size from /proc (Linux); 0 where that file does not exist."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+class CpuSampler:
+    """Process CPU percent since the previous sample, like `ps` reports for nats-server.
+
+    `time.process_time()` is getrusage's user+system time, without the Unix-only module.
+    """
+
+    def __init__(self) -> None:
+        self._wall = time.monotonic()
+        self._cpu = time.process_time()
+
+    def percent(self) -> float | int:
+        wall, cpu = time.monotonic(), time.process_time()
+        elapsed = wall - self._wall
+        used = cpu - self._cpu
+        self._wall, self._cpu = wall, cpu
+        if elapsed <= 0:
+            return 0
+        return _go_number(round(100.0 * used / elapsed, 1))
+
+
+def build_varz(
+    srv: Server,
+    *,
+    http_host: str,
+    http_port: int,
+    request_counts: dict[str, int],
+    cpu: CpuSampler,
+) -> dict[str, Any]:
+    """The `/varz` body for `srv`, whose monitoring listens on `http_host:http_port`."""
+    st = srv.settings
+    now = time.time()
+    v: dict[str, Any] = {
+        "server_id": srv.server_id,
+        "server_name": srv.server_name,
+        "version": limits.NATS_COMPAT_VERSION,
+        "brook_version": __version__,
+        "proto": limits.PROTOCOL_VERSION,
+        "go": f"brook{__version__}/python{platform.python_version()}",
+        "host": st.host,
+        "port": srv.port,
+        "max_connections": st.max_connections,
+    }
+    if st.max_subscriptions:
+        v["max_subscriptions"] = st.max_subscriptions
+    v |= {
+        "ping_interval": seconds_to_ns(st.ping_interval_s),
+        "ping_max": st.max_pings_out,
+        "http_host": http_host,
+        "http_port": http_port,
+        "auth_timeout": _go_number(st.auth_timeout_s),
+        "max_control_line": st.max_control_line_bytes,
+        "max_payload": st.max_payload_bytes,
+        "max_pending": st.max_pending_bytes,
+    }
+    if st.jetstream.enabled:
+        js = st.jetstream
+        v["jetstream"] = {
+            "config": {
+                "max_memory": js.max_memory_store_bytes,
+                "max_storage": js.max_file_store_bytes,
+                "store_dir": js.store_dir or "",
+            }
+        }
+    v |= {
+        "write_deadline": seconds_to_ns(st.write_deadline_s),
+        "start": rfc3339_nano(srv.started_at),
+        "now": rfc3339_nano(now),
+        "uptime": uptime_string(now - srv.started_at),
+        "mem": _rss_bytes(),
+        "cores": os.cpu_count() or 1,
+        "cpu": cpu.percent(),
+        "connections": len(srv.clients),
+        "total_connections": srv.total_connections,
+        "routes": 0,
+        "remotes": 0,
+        "leafnodes": 0,
+        "in_msgs": srv.in_msgs,
+        "in_bytes": srv.in_bytes,
+        # Every Brook message comes from a client, so the client-only counters that
+        # nats-server keeps apart from route/gateway traffic are the same numbers.
+        "in_client_msgs": srv.in_msgs,
+        "in_client_bytes": srv.in_bytes,
+        "out_msgs": srv.out_msgs,
+        "out_bytes": srv.out_bytes,
+        "out_client_msgs": srv.out_msgs,
+        "out_client_bytes": srv.out_bytes,
+        "slow_consumers": srv.slow_consumers,
+        "subscriptions": srv.router.sublist.statistics()["num_subscriptions"],
+        "http_req_stats": dict(request_counts),
+        "slow_consumer_stats": dict(clients=srv.slow_consumers, routes=0, gateways=0, leafs=0),
+    }
+    return v
