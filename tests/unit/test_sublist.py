@@ -1,0 +1,355 @@
+"""Sublist: matching, queue grouping, removal and pruning, the bounded match cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from brook.routing.sublist import EMPTY, MatchResult, Sublist, Subscription, _Node
+from brook.subjects import matches
+
+
+class Client:
+    """A subscriber that is never delivered to: the sublist only stores it."""
+
+    def deliver(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> None:
+        raise AssertionError("the sublist never delivers")
+
+
+CLIENT = Client()
+_sids = iter(range(1, 1_000_000))
+
+
+def sub(subject: bytes, queue: bytes | None = None) -> Subscription:
+    return Subscription(CLIENT, subject, str(next(_sids)).encode(), queue)
+
+
+def plain(result: MatchResult) -> set[Subscription]:
+    assert len(set(result.plain)) == len(result.plain), "a subscription matched twice"
+    return set(result.plain)
+
+
+def groups(result: MatchResult) -> dict[bytes | None, set[Subscription]]:
+    out: dict[bytes | None, set[Subscription]] = {}
+    for members in result.queues:
+        assert members, "an empty queue group"
+        names = {m.queue for m in members}
+        assert len(names) == 1, f"one tuple mixes queue groups {names}"
+        (name,) = names
+        assert name not in out, f"queue group {name!r} split over two tuples"
+        out[name] = set(members)
+    return out
+
+
+def node_count(sl: Sublist) -> int:
+    """Nodes below the root; every one of them must hold something."""
+
+    def walk(node: _Node) -> int:
+        total = 0
+        for child in node.children.values():
+            assert not child.is_empty(), "the trie kept an empty node"
+            total += 1 + walk(child)
+        return total
+
+    return walk(sl._root)
+
+
+def with_subs(*subjects: bytes) -> tuple[Sublist, dict[bytes, Subscription]]:
+    sl = Sublist()
+    subs = {}
+    for subject in subjects:
+        subs[subject] = s = sub(subject)
+        sl.insert(s)
+    return sl, subs
+
+
+# ---------------------------------------------------------------------------- matching
+
+
+def test_literal() -> None:
+    sl, subs = with_subs(b"foo.bar", b"foo", b"foo.bar.baz")
+    assert plain(sl.match(b"foo.bar")) == {subs[b"foo.bar"]}
+    assert plain(sl.match(b"foo")) == {subs[b"foo"]}
+    assert plain(sl.match(b"foo.bar.baz")) == {subs[b"foo.bar.baz"]}
+    assert sl.match(b"foo.baz") is EMPTY
+    assert sl.match(b"bar") is EMPTY
+    assert not sl.match(b"foo.bar.baz.qux")
+
+
+def test_partial_wildcard() -> None:
+    sl, subs = with_subs(b"foo.*", b"*.bar", b"*", b"foo.*.baz")
+    assert plain(sl.match(b"foo.bar")) == {subs[b"foo.*"], subs[b"*.bar"]}
+    assert plain(sl.match(b"foo.qux")) == {subs[b"foo.*"]}
+    assert plain(sl.match(b"foo")) == {subs[b"*"]}
+    assert plain(sl.match(b"foo.x.baz")) == {subs[b"foo.*.baz"]}
+    assert not sl.match(b"foo.bar.qux")
+    assert not sl.match(b"a.b.c.d")
+
+
+def test_full_wildcard() -> None:
+    sl, subs = with_subs(b"foo.>", b">")
+    assert plain(sl.match(b"foo")) == {subs[b">"]}
+    assert plain(sl.match(b"foo.bar")) == {subs[b"foo.>"], subs[b">"]}
+    assert plain(sl.match(b"foo.bar.baz.qux")) == {subs[b"foo.>"], subs[b">"]}
+    assert plain(sl.match(b"bar.foo")) == {subs[b">"]}
+
+
+def test_mixed_wildcards() -> None:
+    subjects = [b"*.bar.>", b"foo.*.>", b"*.*", b"foo.bar", b"*.*.baz", b"foo.>", b"*.>"]
+    sl, subs = with_subs(*subjects)
+    for subject in [b"foo.bar", b"foo.bar.baz", b"x.bar.y.z", b"foo", b"a.b", b"a.b.baz"]:
+        expected = {subs[p] for p in subjects if matches(p, subject)}
+        assert plain(sl.match(subject)) == expected, subject
+    assert plain(sl.match(b"foo.bar")) == {
+        subs[b"*.*"],
+        subs[b"foo.bar"],
+        subs[b"foo.>"],
+        subs[b"*.>"],
+    }
+
+
+def test_the_same_subject_twice_matches_both_subscriptions() -> None:
+    sl = Sublist()
+    a, b = sub(b"foo"), sub(b"foo")
+    sl.insert(a)
+    sl.insert(b)
+    assert plain(sl.match(b"foo")) == {a, b}
+    assert sl.count == 2
+
+
+@pytest.mark.parametrize(
+    ("published", "matching"),
+    [
+        (b"foo.*", {b"foo.*", b"foo.>", b"*.*", b">", b"*.>"}),
+        (b"foo.>", {b"foo.*", b"foo.>", b"*.*", b">", b"*.>"}),
+        (b"*", {b"*", b">"}),
+        (b">", {b"*", b">"}),
+        (b"*.bar", {b"*.*", b">", b"*.>"}),
+        (b"foo.*.baz", {b"foo.>", b">", b"*.>"}),
+    ],
+)
+def test_wildcard_tokens_in_the_published_subject(published: bytes, matching: set[bytes]) -> None:
+    # A wildcard token in a published subject is matched only by wildcard subscriptions
+    # (literal `foo.bar` does not receive a message published to `foo.*`).
+    subjects = [b"foo.bar", b"foo.*", b"foo.>", b"*.*", b">", b"*", b"*.>", b"foo", b"bar"]
+    sl, _ = with_subs(*subjects)
+    got = {s.subject for s in plain(sl.match(published))}
+    assert got == matching
+    assert got == {p for p in subjects if matches(p, published)}
+
+
+# ---------------------------------------------------------------------------- queue groups
+
+
+def test_queue_subscriptions_are_grouped_by_name_across_subjects() -> None:
+    sl = Sublist()
+    q1_lit, q1_wc, q1_fwc = sub(b"foo.bar", b"q1"), sub(b"foo.*", b"q1"), sub(b">", b"q1")
+    q2 = sub(b"foo.>", b"q2")
+    p = sub(b"foo.bar")
+    other = sub(b"other", b"q1")
+    for s in (q1_lit, q1_wc, q1_fwc, q2, p, other):
+        sl.insert(s)
+    result = sl.match(b"foo.bar")
+    assert plain(result) == {p}
+    assert groups(result) == {b"q1": {q1_lit, q1_wc, q1_fwc}, b"q2": {q2}}
+    assert len(result.queues) == 2
+    assert groups(sl.match(b"other")) == {b"q1": {other, q1_fwc}}
+
+
+def test_queue_only_match_is_truthy_and_plain_is_empty() -> None:
+    sl = Sublist()
+    q = sub(b"foo", b"workers")
+    sl.insert(q)
+    result = sl.match(b"foo")
+    assert result
+    assert result.plain == ()
+    assert result.queues == ((q,),)
+
+
+def test_removing_the_last_member_drops_the_group() -> None:
+    sl = Sublist()
+    a, b = sub(b"foo", b"q"), sub(b"foo", b"q")
+    sl.insert(a)
+    sl.insert(b)
+    assert sl.remove(a)
+    assert groups(sl.match(b"foo")) == {b"q": {b}}
+    assert sl.remove(b)
+    assert sl.match(b"foo") is EMPTY
+    assert node_count(sl) == 0
+
+
+# ---------------------------------------------------------------------------- removal
+
+
+def test_remove_and_prune_leaves_no_empty_nodes() -> None:
+    sl = Sublist()
+    subs = [sub(s) for s in (b"a.b.c.d", b"a.b", b"a.*.c", b"a.>", b"x.y.z")]
+    subs.append(sub(b"a.b.c.d", b"q"))
+    for s in subs:
+        sl.insert(s)
+    assert node_count(sl) == 10  # a, a.b, a.b.c, a.b.c.d, a.*, a.*.c, a.>, x, x.y, x.y.z
+    assert sl.count == len(subs)
+    for i, s in enumerate(subs):
+        assert sl.remove(s)
+        assert sl.count == len(subs) - i - 1
+        node_count(sl)  # asserts no empty node after every removal
+    assert node_count(sl) == 0
+    assert sl._root.children == {}
+
+
+def test_remove_keeps_the_paths_of_other_subscriptions() -> None:
+    sl, subs = with_subs(b"a.b.c", b"a.b")
+    assert sl.remove(subs[b"a.b.c"])
+    assert node_count(sl) == 2
+    assert plain(sl.match(b"a.b")) == {subs[b"a.b"]}
+    assert not sl.match(b"a.b.c")
+
+
+def test_remove_of_an_unknown_subscription_returns_false() -> None:
+    sl, subs = with_subs(b"a.b")
+    assert not sl.remove(sub(b"a.b"))  # same subject, different subscription
+    assert not sl.remove(sub(b"a.b", b"q"))  # no such queue group
+    assert not sl.remove(sub(b"a.c"))  # no such node
+    assert not sl.remove(sub(b"a.b.c"))  # path runs past the trie
+    assert sl.count == 1
+    assert sl.remove(subs[b"a.b"])
+    assert not sl.remove(subs[b"a.b"])  # twice
+    assert sl.count == 0
+    assert node_count(sl) == 0
+
+
+def test_statistics() -> None:
+    sl, _ = with_subs(b"a", b"b")
+    sl.match(b"a")
+    sl.match(b"a")
+    sl.match(b"c")
+    assert sl.statistics() == {
+        "num_subscriptions": 2,
+        "num_cache": 2,
+        "num_matches": 3,
+        "cache_hits": 1,
+    }
+
+
+# ---------------------------------------------------------------------------- the cache
+
+
+def test_cache_hits_are_counted_and_return_the_same_result() -> None:
+    sl, _ = with_subs(b"foo.*")
+    first = sl.match(b"foo.bar")
+    assert (sl.matches, sl.cache_hits) == (1, 0)
+    second = sl.match(b"foo.bar")
+    assert second is first
+    assert (sl.matches, sl.cache_hits) == (2, 1)
+    sl.match(b"foo.baz")
+    assert (sl.matches, sl.cache_hits) == (3, 1)
+    sl.match(b"foo.bar")
+    assert (sl.matches, sl.cache_hits) == (4, 2)
+
+
+def test_empty_results_are_cached_too() -> None:
+    sl = Sublist()
+    assert sl.match(b"nobody") is EMPTY
+    assert sl.match(b"nobody") is EMPTY
+    assert sl.cache_hits == 1
+
+
+@pytest.mark.parametrize("pattern", [b"foo.bar", b"foo.*", b"*.bar", b"foo.>", b"*.*"])
+def test_insert_invalidates_matching_cached_subjects_only(pattern: bytes) -> None:
+    sl = Sublist()
+    unrelated = b"zzz.yyy.xxx"
+    sl.match(b"foo.bar")
+    sl.match(unrelated)
+    assert not matches(pattern, unrelated)
+    s = sub(pattern)
+    sl.insert(s)
+    assert unrelated in sl._cache  # not invalidated
+    hits = sl.cache_hits
+    assert plain(sl.match(b"foo.bar")) == {s}  # stale EMPTY was dropped
+    assert sl.cache_hits == hits
+    sl.match(unrelated)
+    assert sl.cache_hits == hits + 1
+
+
+def test_insert_of_a_catch_all_invalidates_everything() -> None:
+    sl = Sublist()
+    for s in (b"a", b"b.c", b"d.e.f"):
+        sl.match(s)
+    sl.insert(sub(b">"))
+    assert sl.statistics()["num_cache"] == 0
+
+
+@pytest.mark.parametrize("pattern", [b"foo.bar", b"foo.*", b"foo.>", b"*.bar"])
+def test_remove_invalidates_matching_cached_subjects_only(pattern: bytes) -> None:
+    sl = Sublist()
+    s = sub(pattern)
+    keep = sub(b"zzz")
+    sl.insert(s)
+    sl.insert(keep)
+    assert plain(sl.match(b"foo.bar")) == {s}
+    assert plain(sl.match(b"zzz")) == {keep}
+    assert sl.remove(s)
+    assert b"zzz" in sl._cache
+    assert b"foo.bar" not in sl._cache
+    assert sl.match(b"foo.bar") is EMPTY
+    hits = sl.cache_hits
+    assert plain(sl.match(b"zzz")) == {keep}
+    assert sl.cache_hits == hits + 1
+
+
+def test_queue_insert_and_remove_invalidate_the_cache() -> None:
+    sl = Sublist()
+    assert sl.match(b"work.1") is EMPTY
+    q = sub(b"work.*", b"q")
+    sl.insert(q)
+    assert groups(sl.match(b"work.1")) == {b"q": {q}}
+    sl.remove(q)
+    assert sl.match(b"work.1") is EMPTY
+
+
+def test_a_cached_result_is_not_changed_by_later_inserts() -> None:
+    sl, subs = with_subs(b"foo")
+    before = sl.match(b"foo")
+    extra = sub(b"foo")
+    sl.insert(extra)
+    assert plain(before) == {subs[b"foo"]}  # a snapshot, safe to iterate while delivering
+    assert plain(sl.match(b"foo")) == {subs[b"foo"], extra}
+
+
+def test_cache_bound_is_respected_evicting_the_oldest() -> None:
+    sl = Sublist(cache_entries_max=4)
+    for i in range(10):
+        sl.match(b"s.%d" % i)
+        assert sl.statistics()["num_cache"] <= 4
+    assert list(sl._cache) == [b"s.6", b"s.7", b"s.8", b"s.9"]
+    hits = sl.cache_hits
+    sl.match(b"s.0")  # evicted: a miss
+    assert sl.cache_hits == hits
+    sl.match(b"s.9")
+    assert sl.cache_hits == hits + 1
+
+
+def test_default_cache_bound() -> None:
+    sl = Sublist()
+    for i in range(3000):
+        sl.match(b"x.%d" % i)
+    assert sl.statistics()["num_cache"] == 1024
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_cache_can_be_disabled(size: int) -> None:
+    # Regression: with cache_entries_max=0, match() raised StopIteration evicting from an
+    # empty cache.
+    sl = Sublist(cache_entries_max=size)
+    s = sub(b"foo")
+    sl.insert(s)
+    assert plain(sl.match(b"foo")) == {s}
+    assert plain(sl.match(b"foo")) == {s}
+    assert sl.statistics()["num_cache"] == 0
+    assert sl.cache_hits == 0
