@@ -16,6 +16,7 @@ from pathlib import Path
 import nats
 import pytest
 
+import brook
 from tests.support.natsserver import free_port, wait_for_port
 
 pytestmark = pytest.mark.timeout(30)
@@ -156,3 +157,14 @@ def test_port_in_use_is_reported() -> None:
         result = run_brook("serve", "--host", "127.0.0.1", "--port", str(port))
     assert result.returncode == 1
     assert f"127.0.0.1:{port}" in result.stderr
+
+
+async def test_store_dir_is_created_and_checked(tmp_path: Path) -> None:
+    store = tmp_path / "nested" / "store"
+    async with brook.serve(port=0, store_dir=str(store)):
+        assert store.is_dir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run_brook("serve", "-p", "0", "-js", "-sd", str(blocker / "store"))
+    assert result.returncode == 1
+    assert "store_dir" in result.stderr

@@ -69,6 +69,9 @@ def serve_command(argv: list[str]) -> int:
     _configure_logging(settings)
     try:
         _run(settings)
+    except ConfigError as exc:
+        print(f"brook: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"brook: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from brook import __version__, limits
-from brook.config.settings import Settings
+from brook.config.settings import ConfigError, Settings
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
@@ -61,7 +61,24 @@ class Server:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _prepare_store_dir(self) -> None:
+        """Create and probe the JetStream store directory, so a bad path fails at start."""
+        js = self.settings.jetstream
+        if not js.enabled or js.store_dir is None:
+            return
+        try:
+            os.makedirs(js.store_dir, exist_ok=True)
+            probe = os.path.join(js.store_dir, ".brook-write-probe")
+            with open(probe, "wb") as f:
+                f.write(b"ok")
+            os.remove(probe)
+        except OSError as exc:
+            raise ConfigError(
+                f"jetstream.store_dir: {js.store_dir!r} is not usable: {exc}"
+            ) from exc
+
     async def start(self) -> None:
+        self._prepare_store_dir()
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             lambda: ClientConnection(self),
