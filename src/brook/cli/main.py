@@ -19,8 +19,9 @@ from brook.config.settings import ConfigError, Settings
 USAGE = """usage: brook <command> [options]
 
 commands:
-  serve      run a Brook server (also the default when the first argument is a flag)
-  version    print Brook's version
+  serve          run a Brook server (also the default when the first argument is a flag)
+  store check    verify a stream's file-store directory offline: brook store check DIR
+  version        print Brook's version
 
 `brook serve --help` lists the server options.
 """
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if command == "serve":
         return serve_command(args[1:])
+    if command == "store" and args[1:2] == ["check"]:
+        from brook.cli.store import store_check_command
+
+        return store_check_command(args[2:])
     if command.startswith("-"):
         return serve_command(args)
     print(f"brook: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

@@ -1,0 +1,230 @@
+"""Record encoding and decoding for the file store: pure functions over bytes, no I/O.
+
+Governed by docs/storage-format.md (section 5); every constant and rule here is stated there
+byte by byte, so this module, the recovery code and `check.py` agree with any independent
+reader. Validation checks the magic and version before trusting a length, and the CRC before
+trusting anything else, so damaged bytes are never followed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+# What records are parsed from: a whole segment (mmap) or bytes read back with pread().
+Buffer = bytes | bytearray | mmap.mmap
+
+MAGIC = b"\xb7\x5e"
+VERSION = 1
+# What resynchronisation searches for after damage: the start of a version-1 record.
+SYNC_MARK = MAGIC + bytes([VERSION])
+
+T_MSG = 1
+T_DELETE = 2
+T_STATE = 3
+TYPE_NAMES = {T_MSG: "MSG", T_DELETE: "DELETE", T_STATE: "STATE"}
+
+F_ERASED = 0x01  # MSG: content overwritten with zeros; DELETE: erase was requested
+
+# magic, version, type, length, seq, ts_ns, flags, reserved, subj_len, hdr_len, data_len
+HEADER = struct.Struct("<2sBBIQqBBHII")
+HEADER_SIZE = HEADER.size  # 36
+CRC_SIZE = 4
+OVERHEAD = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
+_CRC = struct.Struct("<I")
+_STATE_BODY = struct.Struct("<Qq")
+
+MAX_SUBJECT_BYTES = 0xFFFF
+MAX_RECORD_BYTES = 0x7FFFFFFF  # lengths share a u32 column with a flag bit in memory
+MAX_RANGES_PER_RECORD = 4096
+
+
+class RecordError(ValueError):
+    """Bytes that are not a valid record (the message says which rule failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A run of bytes in a segment that holds no valid record.
+
+    `tail` is True when no valid record follows it (a torn tail: safe to truncate)."""
+
+    offset: int
+    length: int
+    reason: str
+    tail: bool
+
+
+# A valid record as the scanner reports it, kept a plain tuple because replay handles
+# millions: (offset, length, type, seq, ts_ns, flags, subj_len, hdr_len, data_len).
+RecordInfo = tuple[int, int, int, int, int, int, int, int, int]
+
+
+def _finish(head: bytes, *body: bytes) -> bytes:
+    rec = b"".join((head, *body))
+    return rec + _CRC.pack(zlib.crc32(rec))
+
+
+def encode_message(
+    seq: int, ts_ns: int, subject: bytes, header: bytes, data: bytes, flags: int = 0
+) -> bytes:
+    """A MSG record. `header` is b"" for none (an empty header is no header)."""
+    sl, hl, dl = len(subject), len(header), len(data)
+    if not 0 < sl <= MAX_SUBJECT_BYTES:
+        raise RecordError(f"subject length {sl} outside 1..{MAX_SUBJECT_BYTES}")
+    length = OVERHEAD + sl + hl + dl
+    if length > MAX_RECORD_BYTES:
+        raise RecordError(f"record of {length} bytes exceeds {MAX_RECORD_BYTES}")
+    try:
+        head = HEADER.pack(MAGIC, VERSION, T_MSG, length, seq, ts_ns, flags, 0, sl, hl, dl)
+    except struct.error as exc:  # a timestamp outside i64, say
+        raise RecordError(str(exc)) from exc
+    return _finish(head, subject, header, data)
+
+
+def encode_delete(
+    last_seq: int, ts_ns: int, ranges: Sequence[tuple[int, int]], *, erase: bool = False
+) -> bytes:
+    """A DELETE record removing every sequence in the inclusive `ranges` (1..4096 pairs)."""
+    if not 0 < len(ranges) <= MAX_RANGES_PER_RECORD:
+        raise RecordError(f"{len(ranges)} ranges per DELETE record")
+    flat: list[int] = []
+    for lo, hi in ranges:
+        if not 0 < lo <= hi <= last_seq:
+            raise RecordError(f"range {lo}..{hi} invalid with last_seq {last_seq}")
+        flat += (lo, hi)
+    body = struct.pack(f"<{len(flat)}Q", *flat)
+    length = OVERHEAD + len(body)
+    flags = F_ERASED if erase else 0
+    head = HEADER.pack(MAGIC, VERSION, T_DELETE, length, last_seq, ts_ns, flags, 0, 0, 0, len(body))
+    return _finish(head, body)
+
+
+def encode_state(floor: int, last_seq: int, last_ts_ns: int, ts_ns: int) -> bytes:
+    """A STATE record: every sequence below `floor` is removed; `last_seq`/`last_ts_ns`."""
+    body = _STATE_BODY.pack(last_seq, last_ts_ns)
+    head = HEADER.pack(MAGIC, VERSION, T_STATE, OVERHEAD + 16, floor, ts_ns, 0, 0, 0, 0, 16)
+    return _finish(head, body)
+
+
+def erased_image(record: bytes) -> bytes:
+    """The same MSG record with subject, header and data zeroed, flagged ERASED, re-CRC'd:
+    same length and sequence, so the segment still parses (storage-format.md 6.3)."""
+    fields = HEADER.unpack_from(record, 0)
+    length = fields[3]
+    head = HEADER.pack(*fields[:6], fields[6] | F_ERASED, *fields[7:])
+    return _finish(head, bytes(length - OVERHEAD))
+
+
+def decode_ranges(record: Buffer, offset: int, data_len: int) -> list[tuple[int, int]]:
+    """The (lo, hi) pairs of a validated DELETE record starting at `offset`."""
+    flat = struct.unpack_from(f"<{data_len // 8}Q", record, offset + HEADER_SIZE)
+    return list(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def decode_state(record: Buffer, offset: int) -> tuple[int, int]:
+    """(last_seq, last_ts_ns) of a validated STATE record starting at `offset`."""
+    last_seq, last_ts = _STATE_BODY.unpack_from(record, offset + HEADER_SIZE)
+    return int(last_seq), int(last_ts)
+
+
+def validate(buf: Buffer, offset: int, end: int) -> RecordInfo | str:
+    """The record at `offset` if it is valid (storage-format.md 5.1 checks 1-5), else the
+    reason it is not. Only bytes below `end` are considered."""
+    if end - offset < OVERHEAD:
+        return "incomplete header"
+    magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(buf, offset)
+    if magic != MAGIC:
+        return "bad magic"
+    if version != VERSION:
+        return f"unknown version {version}"
+    if rtype not in TYPE_NAMES:
+        return f"unknown record type {rtype}"
+    if length != OVERHEAD + sl + hl + dl:
+        return "length fields disagree"
+    if length > end - offset:
+        return "incomplete record"
+    view = memoryview(buf)
+    crc_at = offset + length - CRC_SIZE
+    if zlib.crc32(view[offset:crc_at]) != _CRC.unpack_from(buf, crc_at)[0]:
+        return "bad CRC"
+    shape = _shape_error(buf, offset, rtype, seq, sl, hl, dl)
+    if shape:
+        return shape
+    return (offset, length, rtype, seq, ts, flags, sl, hl, dl)
+
+
+def _shape_error(buf: Buffer, offset: int, rtype: int, seq: int, sl: int, hl: int, dl: int) -> str:
+    if rtype == T_MSG:
+        return "" if sl > 0 else "MSG without subject"
+    if sl or hl:
+        return f"{TYPE_NAMES[rtype]} with subject or header"
+    if rtype == T_STATE:
+        return "" if dl == 16 else "STATE body is not 16 bytes"
+    if dl == 0 or dl % 16 or dl > 16 * MAX_RANGES_PER_RECORD:
+        return "DELETE body is not 1..4096 ranges"
+    for lo, hi in decode_ranges(buf, offset, dl):
+        if not 0 < lo <= hi <= seq:
+            return f"DELETE range {lo}..{hi} invalid"
+    return ""
+
+
+def scan(buf: Buffer, end: int, start: int = 0) -> Iterator[RecordInfo | Damage]:
+    """Every valid record in `buf[start:end]` in order, and a `Damage` for every run of
+    bytes between them that holds none (storage-format.md 7.1, 7.2)."""
+    offset = start
+    while offset < end:
+        info = validate(buf, offset, end)
+        if not isinstance(info, str):
+            yield info
+            offset += info[1]
+            continue
+        nxt = resync(buf, offset + 1, end)
+        stop = end if nxt < 0 else nxt
+        yield Damage(offset, stop - offset, info, nxt < 0)
+        offset = stop
+
+
+def resync(buf: Buffer, start: int, end: int) -> int:
+    """Offset of the next valid record at or after `start`, or -1."""
+    pos = start
+    while True:
+        pos = buf.find(SYNC_MARK, pos, end)
+        if pos < 0:
+            return -1
+        if not isinstance(validate(buf, pos, end), str):
+            return pos
+        pos += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    seq: int
+    ts_ns: int
+    flags: int
+    subject: bytes
+    header: bytes
+    data: bytes
+
+
+def decode_message(record: bytes) -> Message:
+    """A whole MSG record read back from disk; raises RecordError if it is not valid."""
+    info = validate(record, 0, len(record))
+    if isinstance(info, str):
+        raise RecordError(info)
+    _o, length, rtype, seq, ts, flags, sl, hl, _dl = info
+    if rtype != T_MSG or length != len(record):
+        raise RecordError(f"expected one MSG record, found {TYPE_NAMES[rtype]}")
+    a = HEADER_SIZE + sl
+    b = a + hl
+    return Message(
+        seq, ts, flags, record[HEADER_SIZE:a], record[a:b], record[b : length - CRC_SIZE]
+    )
+
+
+def accounted_size(subj_len: int, hdr_len: int, data_len: int) -> int:
+    """Bytes the file store accounts for a message (nats-server `fileStoreMsgSize`)."""
+    return subj_len + data_len + (34 + hdr_len if hdr_len else 30)

@@ -1,0 +1,197 @@
+"""The file store's in-memory index: segments' slot columns, subjects, and counters.
+
+Pure bookkeeping, no I/O: recovery fills it by replaying the log and the store keeps it in
+step with every record it appends, so both go through the same `add`/`drop` code. It is
+always derived from the log (storage-format.md 8) and never written to disk.
+
+Invariants (checked by tests through the public API):
+* `first` is the lowest live sequence, or `last + 1` when nothing is live;
+* `messages`/`bytes` are the live slots' count and accounted size;
+* a sequence belongs to the segment with the greatest name <= it, at slot `seq - base`;
+* every subject's sequence list holds exactly its live sequences.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+
+from brook.jetstream.store.file.format import OVERHEAD
+from brook.jetstream.store.file.segment import DEAD, HDR_BIT, LEN_MASK, Segment
+from brook.jetstream.store.file.subjects import SubjectIndex
+
+Slot = tuple[int, Segment, int]  # (seq, segment, slot)
+
+
+def accounted(lenfield: int) -> int:
+    """nats-server's file-store size of a message from its `lens` column entry:
+    `30 + subject + data` without a header, `34 + subject + header + data` with one."""
+    body = (lenfield & LEN_MASK) - OVERHEAD
+    return body + (34 if lenfield & HDR_BIT else 30)
+
+
+class Index:
+    __slots__ = ("bytes", "first", "last", "last_ts", "messages", "names", "segments", "subjects")
+
+    def __init__(self, first_seq: int) -> None:
+        self.segments: list[Segment] = []  # in name (= log) order
+        self.names: list[int] = []  # segment names, for bisect
+        self.subjects = SubjectIndex()
+        self.messages = 0
+        self.bytes = 0
+        self.last = first_seq - 1  # highest sequence ever assigned
+        self.first = first_seq  # lowest live sequence, or last + 1 when empty
+        self.last_ts = 0  # timestamp of the message at `last` (stays after removal)
+
+    # ------------------------------------------------------------------ segments
+
+    def add_segment(self, seg: Segment) -> None:
+        assert not self.names or seg.name > self.names[-1], "segment names must increase"
+        self.segments.append(seg)
+        self.names.append(seg.name)
+
+    def remove_segment(self, seg: Segment) -> None:
+        i = self.segments.index(seg)
+        del self.segments[i]
+        del self.names[i]
+
+    def segment_at(self, seq: int) -> int:
+        """Position in `segments` of the segment that would hold `seq` (-1 if none)."""
+        return bisect_right(self.names, seq) - 1
+
+    def locate(self, seq: int) -> tuple[Segment, int] | None:
+        """The segment and slot of a live message, or None."""
+        i = bisect_right(self.names, seq) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        k = seg.slot(seq)
+        return None if k < 0 else (seg, k)
+
+    # ------------------------------------------------------------------ changes
+
+    def add(
+        self, seg: Segment, seq: int, offset: int, lenfield: int, ts: int, subject: str
+    ) -> None:
+        """Index a live message appended to `seg` (seq > last)."""
+        sid = self.subjects.add(subject, seq)
+        seg.add_slot(seq, offset, lenfield, ts, sid)
+        if not self.messages:
+            self.first = seq
+        self.messages += 1
+        self.bytes += accounted(lenfield)
+        self.last = seq
+        self.last_ts = ts
+
+    def add_removed(self, seg: Segment, seq: int, ts: int) -> None:
+        """Index a message record that holds no live message (an ERASED one)."""
+        seg.add_slot(seq, DEAD, 0, ts, 0)
+        self.last = seq
+        self.last_ts = ts
+        if not self.messages:
+            self.first = seq + 1
+
+    def drop(self, seg: Segment, k: int) -> int:
+        """Remove the live message in slot `k` of `seg`; returns its sequence."""
+        seq = seg.base + k
+        seg.offs[k] = DEAD
+        seg.live -= 1
+        self.subjects.remove(seg.sids[k], seq)
+        self.messages -= 1
+        self.bytes -= accounted(seg.lens[k])
+        if seq == self.first:
+            self.advance_first()
+        return seq
+
+    def drop_range(self, lo: int, hi: int) -> int:
+        """Remove every live message in `lo..hi`; returns how many there were."""
+        lo = max(lo, self.first)
+        dropped = 0
+        i = max(0, self.segment_at(lo))
+        for seg in self.segments[i:]:
+            if seg.base > hi:
+                break
+            if not seg.live:
+                continue
+            offs = seg.offs
+            for k in range(max(0, lo - seg.base), min(hi - seg.base + 1, len(offs))):
+                if offs[k] != DEAD:
+                    self.drop(seg, k)
+                    dropped += 1
+        return dropped
+
+    def clear(self) -> list[int]:
+        """Remove every live message (a full purge); returns their sequences."""
+        removed = [seq for seq, _seg, _k in self.iter_live(self.first)]
+        for seg in self.segments:
+            n = len(seg.offs)
+            seg.offs = array("I", b"\xff\xff\xff\xff" * n)
+            seg.live = 0
+        self.subjects.clear()
+        self.messages = 0
+        self.bytes = 0
+        self.first = self.last + 1
+        return removed
+
+    def advance_first(self) -> None:
+        """Move `first` to the lowest live sequence (amortised: it only moves forward)."""
+        if not self.messages:
+            self.first = self.last + 1
+            return
+        for seq, _seg, _k in self.iter_live(self.first):
+            self.first = seq
+            return
+        raise AssertionError("messages counted but none live")
+
+    # ------------------------------------------------------------------ walking
+
+    def iter_live(self, start: int) -> Iterator[Slot]:
+        """Live messages with seq >= start, ascending."""
+        i = max(0, self.segment_at(start))
+        for seg in self.segments[i:]:
+            if not seg.live:
+                continue
+            offs = seg.offs
+            base = seg.base
+            for k in range(max(0, start - base), len(offs)):
+                if offs[k] != DEAD:
+                    yield base + k, seg, k
+
+    def iter_live_reverse(self, start: int) -> Iterator[Slot]:
+        """Live messages with seq <= start, descending."""
+        i = self.segment_at(start)
+        for seg in reversed(self.segments[: i + 1]):
+            if not seg.live:
+                continue
+            offs = seg.offs
+            base = seg.base
+            for k in range(min(start - base, len(offs) - 1), -1, -1):
+                if offs[k] != DEAD:
+                    yield base + k, seg, k
+
+    def count_from(self, start: int) -> int:
+        """How many live messages have seq >= start (array.count runs in C)."""
+        total = 0
+        for seg in reversed(self.segments):
+            if seg.base >= start:
+                total += seg.live
+                continue
+            if seg.live:
+                tail = seg.offs[max(0, start - seg.base) :]
+                total += len(tail) - tail.count(DEAD)
+            break
+        return total
+
+    def gaps(self) -> list[int]:
+        """Sequences between first and last that are not live (state's `deleted`)."""
+        if not self.messages:
+            return []
+        out: list[int] = []
+        expect = self.first
+        for seq, _seg, _k in self.iter_live(self.first):
+            if seq > expect:
+                out.extend(range(expect, seq))
+            expect = seq + 1
+        out.extend(range(expect, self.last + 1))
+        return out

@@ -1,0 +1,342 @@
+"""Opening a store directory: meta.json, the segment list, and replay of the log.
+
+Replay rebuilds the in-memory index from the records (storage-format.md 6.1) and finds every
+kind of damage (section 7). The same code serves two callers: `FileStore` opens with
+`repair=True` (torn tails are truncated, a damaged meta.json is set aside and rewritten) and
+`check_store` with `repair=False` (files opened read-only, nothing changed), so the checker
+reports exactly what opening the store would find.
+
+The rule that keeps damage from costing data: the log is the only authority. A finding
+never removes a valid record; meta.json is never trusted over the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brook.jetstream.store.base import StoreError
+from brook.jetstream.store.file.format import (
+    F_ERASED,
+    OVERHEAD,
+    T_DELETE,
+    T_MSG,
+    Damage,
+    decode_ranges,
+    decode_state,
+    scan,
+)
+from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.segment import HDR_BIT, Segment, parse_segment_filename
+
+LOCK = "LOCK"
+META = "meta.json"
+META_TMP = "meta.json.tmp"
+META_CORRUPT = "meta.json.corrupt"
+MSGS = "msgs"
+FORMAT_NAME = "brook.filestore"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing found wrong (storage-format.md 7.5). `kind` is one of: meta, torn_tail,
+    corrupt, sequence, preamble, stray_file, io. `file` is relative to the store directory."""
+
+    kind: str
+    file: str
+    offset: int = -1
+    length: int = 0
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = self.file if self.offset < 0 else f"{self.file}@{self.offset}"
+        size = f" ({self.length} bytes)" if self.length else ""
+        return f"{self.kind}: {where}{size}: {self.detail}"
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What opening (or checking) a store found. Empty `findings` means a clean log."""
+
+    findings: list[Finding] = field(default_factory=list)
+    segments: int = 0
+    records: int = 0
+    duration_s: float = 0.0
+    repaired: bool = False  # True when files were changed (truncated, meta rewritten)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    @property
+    def truncated(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "torn_tail"]
+
+    @property
+    def skipped(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "corrupt"]
+
+    @property
+    def truncated_bytes(self) -> int:
+        return sum(f.length for f in self.truncated)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "clean": self.clean,
+            "segments": self.segments,
+            "records": self.records,
+            "duration_s": self.duration_s,
+            "repaired": self.repaired,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+# ---------------------------------------------------------------------- meta.json
+
+
+def read_meta(directory: Path) -> tuple[dict[str, Any] | None, str]:
+    """(meta, "") when meta.json is valid, else (None, what is wrong with it)."""
+    try:
+        raw = (directory / META).read_bytes()
+    except FileNotFoundError:
+        return None, "missing"
+    try:
+        meta = json.loads(raw)
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        return None, f"not a {FORMAT_NAME} meta.json"
+    version = meta.get("version")
+    first_seq = meta.get("first_seq")
+    if not isinstance(version, int) or not isinstance(first_seq, int) or first_seq < 1:
+        return None, "version or first_seq missing or invalid"
+    return meta, ""
+
+
+def write_meta(directory: Path, first_seq: int) -> None:
+    """Write meta.json atomically: temp file, fsync, rename, fsync the directory."""
+    meta = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "first_seq": first_seq,
+        "created_ns": time.time_ns(),
+    }
+    tmp = directory / META_TMP
+    with open(tmp, "wb") as f:
+        f.write(json.dumps(meta, indent=2).encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / META)
+    fsync_dir(directory)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def set_meta_aside(directory: Path) -> None:
+    """Keep a damaged meta.json for humans instead of deleting it."""
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(directory / META, directory / META_CORRUPT)
+
+
+def lock_directory(directory: Path) -> int:
+    """Open and exclusively flock() `LOCK`, so two stores (in this or another process) never
+    append to the same log; the lock lasts until the returned descriptor is closed."""
+    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no advisory locks on this platform
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"{directory} is open in another store ({exc})") from exc
+    return fd
+
+
+def prepare_directory(
+    directory: Path, first_seq: int, report: RecoveryReport
+) -> tuple[list[tuple[int, Path]], int]:
+    """Check meta.json (setting a damaged one aside and rewriting it), make sure `msgs/`
+    exists; returns the segment files in log order and the store's configured first_seq."""
+    with contextlib.suppress(FileNotFoundError):
+        (directory / META_TMP).unlink()
+    msgs_dir = directory / MSGS
+    entries = list_segments(msgs_dir, report)
+    meta, problem = read_meta(directory)
+    if meta is not None and meta["version"] > FORMAT_VERSION:
+        raise StoreError(f"{directory}: format version {meta['version']} unsupported")
+    if meta is None:
+        if entries or problem != "missing":  # a new directory just has none yet
+            report.findings.append(Finding("meta", META, detail=problem))
+            set_meta_aside(directory)
+            report.repaired = True
+        write_meta(directory, first_seq)
+    else:
+        first_seq = meta["first_seq"]
+    if not msgs_dir.is_dir():
+        msgs_dir.mkdir()
+        fsync_dir(directory)
+    return entries, first_seq
+
+
+# ---------------------------------------------------------------------- segments
+
+
+def list_segments(msgs_dir: Path, report: RecoveryReport) -> list[tuple[int, Path]]:
+    """Segment files in log order; other files are reported and left alone."""
+    found: list[tuple[int, Path]] = []
+    if not msgs_dir.is_dir():
+        return found
+    for entry in os.scandir(msgs_dir):
+        name = parse_segment_filename(entry.name)
+        if name is None or not entry.is_file():
+            report.findings.append(Finding("stray_file", f"{MSGS}/{entry.name}", detail="ignored"))
+        else:
+            found.append((name, Path(entry.path)))
+    found.sort()
+    return found
+
+
+def replay(index: Index, segments: list[Segment], report: RecoveryReport, *, repair: bool) -> None:
+    """Rebuild `index` from the segments' records (storage-format.md 6.1 and 7)."""
+    for i, seg in enumerate(segments):
+        limit = segments[i + 1].name if i + 1 < len(segments) else None
+        index.add_segment(seg)
+        _replay_segment(index, seg, limit, report, repair=repair)
+        report.segments += 1
+    if not index.messages:
+        index.first = index.last + 1
+
+
+def _replay_segment(
+    index: Index, seg: Segment, limit: int | None, report: RecoveryReport, *, repair: bool
+) -> None:
+    label = f"{MSGS}/{seg.path.name}"
+    findings = report.findings
+    if seg.size == 0:
+        if limit is not None:  # an empty sealed segment: its preamble never reached disk
+            findings.append(Finding("preamble", label, 0, 0, "empty segment"))
+        index.last = max(index.last, seg.name - 1)
+        return
+    tail: Damage | None = None
+    with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:
+        damaged = 0  # bytes skipped since the last valid record
+        for item in scan(buf, seg.size):
+            if isinstance(item, Damage):
+                damaged += item.length
+                if item.tail:
+                    tail = item
+                else:
+                    findings.append(
+                        Finding("corrupt", label, item.offset, item.length, item.reason)
+                    )
+                continue
+            report.records += 1
+            off, length, rtype, seq, ts, flags, sl, hl, dl = item
+            if off == 0:
+                _check_preamble(index, seg, item, buf, label, findings)
+            if rtype == T_MSG:
+                problem = _msg_problem(index, seg, limit, seq, damaged)
+                if problem:
+                    findings.append(Finding("sequence", label, off, length, problem))
+                    continue
+                if flags & F_ERASED:
+                    index.add_removed(seg, seq, ts)
+                else:
+                    start = off + 36
+                    subject = buf[start : start + sl].decode("utf-8", "surrogateescape")
+                    lenfield = length | (HDR_BIT if hl else 0)
+                    index.add(seg, seq, off, lenfield, ts, subject)
+            elif rtype == T_DELETE:
+                _lost_check(index, seq, off, length, label, findings)
+                for lo, hi in decode_ranges(buf, off, dl):
+                    index.drop_range(lo, hi)
+                    seg.note_external(lo, hi)
+                index.last = max(index.last, seq)
+            else:  # T_STATE
+                last_seq, last_ts = decode_state(buf, off)
+                if off:
+                    _lost_check(index, last_seq, off, length, label, findings)
+                if seq > index.first:
+                    index.drop_range(index.first, seq - 1)
+                if last_seq >= index.last:
+                    index.last, index.last_ts = last_seq, last_ts
+                    if not index.messages:
+                        index.first = index.last + 1
+            damaged = 0
+            index.last = max(index.last, seg.name - 1)
+    if tail is not None:
+        findings.append(Finding("torn_tail", label, tail.offset, tail.length, tail.reason))
+        if repair:
+            seg.truncate(tail.offset)
+            os.fsync(seg.fd)
+            report.repaired = True
+        else:
+            seg.size = tail.offset
+    index.last = max(index.last, seg.name - 1)
+
+
+def _check_preamble(
+    index: Index,
+    seg: Segment,
+    item: tuple[int, ...],
+    buf: mmap.mmap,
+    label: str,
+    findings: list[Finding],
+) -> None:
+    rtype = item[2]
+    if rtype != 3:
+        findings.append(Finding("preamble", label, 0, item[1], "segment does not start with STATE"))
+        return
+    last_seq, _ts = decode_state(buf, 0)
+    if last_seq != seg.name - 1:
+        findings.append(
+            Finding("preamble", label, 0, item[1], f"preamble last_seq {last_seq} != name - 1")
+        )
+
+
+def _msg_problem(index: Index, seg: Segment, limit: int | None, seq: int, damaged: int) -> str:
+    """Why a valid MSG record cannot be this store's next message, or ""."""
+    if seq <= index.last:
+        return f"sequence {seq} not above last_seq {index.last}"
+    if seq < seg.name:
+        return f"sequence {seq} below the segment's name"
+    if limit is not None and seq >= limit:
+        return f"sequence {seq} not below the next segment's name {limit}"
+    expected = seg.end_seq() if len(seg.offs) else seg.name
+    # Consecutive within a segment; a jump only over damage that could have held the
+    # missing records (each at least OVERHEAD bytes).
+    if (seq - expected) * OVERHEAD > damaged:
+        return f"sequence jumps from {expected} to {seq} over {damaged} damaged bytes"
+    return ""
+
+
+def _lost_check(
+    index: Index, claimed_last: int, off: int, length: int, label: str, findings: list[Finding]
+) -> None:
+    """A DELETE/STATE record carries the writer's last_seq; more than the log has shown so
+    far means records before it were lost."""
+    if claimed_last > index.last:
+        findings.append(
+            Finding(
+                "sequence",
+                label,
+                off,
+                length,
+                f"record says last_seq {claimed_last}, log so far reached {index.last}",
+            )
+        )

@@ -1,0 +1,406 @@
+"""`FileStore`: the durable `MessageStore`, an append-only log of checksummed records.
+
+The on-disk format is docs/storage-format.md; this module is the writer. Every change is a
+record appended to the active segment before the in-memory index (`index.py`) changes, so a
+failed write leaves the index as it was, and the index is always what replaying the log
+would give. Reading a message is one pread(); payloads are never kept in memory.
+
+Threads: every method but `sync()` runs on the event loop. `sync()` may run in a worker
+thread at the same time (group commit). They share three things, guarded by `_lock`: the set
+of segments written since the last sync, whether the directory changed, and the segments
+waiting to be deleted. `sync()` takes a snapshot of those under the lock and does the slow
+fsyncs without it. A segment's descriptor is only ever closed by a sync (or close) that
+started after the segment left the index, and syncs are serialised (`_sync_lock`), so no
+fsync ever sees a closed descriptor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+from brook.jetstream.store.base import (
+    PurgeResult,
+    StoredMessage,
+    StoreError,
+    StreamState,
+    SubjectState,
+)
+from brook.jetstream.store.file import format as fmt
+from brook.jetstream.store.file import queries as q
+from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.recovery import (
+    MSGS,
+    RecoveryReport,
+    fsync_dir,
+    lock_directory,
+    prepare_directory,
+    replay,
+)
+from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
+from brook.jetstream.store.filters import compile_filter
+
+SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+
+
+class FileStore:
+    """A stream's messages in `directory` (created if needed). See the module docstring.
+
+    `segment_bytes_max`: roll to a new segment file past this size. `fsync`: when False,
+    `sync()` does not fsync (the data is in the OS; it survives a process crash, not a
+    power loss). `recovery_report` says what opening the directory found and repaired.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        first_seq: int = 1,
+        *,
+        segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
+        fsync: bool = True,
+    ) -> None:
+        if first_seq < 1:
+            raise ValueError(f"first_seq must be >= 1, got {first_seq}")
+        if not 0 < segment_bytes_max <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes_max must be 1..{MAX_SEGMENT_BYTES}")
+        self.directory = Path(directory)
+        self._msgs_dir = self.directory / MSGS
+        self._segment_bytes_max = segment_bytes_max
+        self._fsync = fsync
+        self._lock = threading.Lock()  # guards the three fields below
+        self._dirty: set[Segment] = set()  # written since the last sync
+        self._dir_dirty = False  # segment files created since the last sync
+        self._doomed: list[Segment] = []  # out of the index, to unlink at the next sync
+        self._sync_lock = threading.Lock()  # one sync (or close) at a time
+        self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
+        self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
+        self._closed = False
+        self.syncs = 0
+        self._index = Index(first_seq)
+        self._active: Segment
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = lock_directory(self.directory)
+        try:
+            self.recovery_report = self._open(first_seq)
+        except BaseException:
+            for seg in self._index.segments:
+                seg.close()
+            os.close(self._lock_fd)
+            raise
+
+    # ------------------------------------------------------------------ opening
+
+    def _open(self, first_seq: int) -> RecoveryReport:
+        started = time.monotonic()
+        report = RecoveryReport()
+        entries, first_seq = prepare_directory(self.directory, first_seq, report)
+        # With a log, the log alone decides the sequences (its preambles carry first_seq).
+        self._index = index = Index(1 if entries else first_seq)
+        segments: list[Segment] = []
+        try:
+            for name, path in entries:
+                segments.append(Segment.open(path, name, writable=True))
+            replay(index, segments, report, repair=True)
+        except BaseException:
+            for seg in segments:
+                seg.close()
+            raise
+        if not index.segments:
+            self._roll()
+        else:
+            self._active = active = index.segments[-1]
+            if active.size == 0 and index.last == active.name - 1:
+                self._append_record(self._state_record())  # the missing preamble
+            elif active.size == 0 or (len(active.offs) and active.end_seq() != index.last + 1):
+                self._roll()  # keep message slots consecutive within a segment
+            self._candidates = [s for s in index.segments[:-1] if not s.live]
+        self._reclaim()
+        self.sync()
+        report.duration_s = time.monotonic() - started
+        return report
+
+    # ------------------------------------------------------------------ writing
+
+    def store(self, subject: str, header: bytes | None, data: bytes, ts_ns: int) -> int:
+        self._check_writable()
+        index = self._index
+        seq = index.last + 1
+        hdr = header or b""
+        try:
+            record = fmt.encode_message(seq, ts_ns, subject.encode(), hdr, data)
+        except fmt.RecordError as exc:
+            raise StoreError(f"cannot store message: {exc}") from exc
+        seg = self._append_record(record)
+        lenfield = len(record) | (HDR_BIT if hdr else 0)
+        index.add(seg, seq, seg.size - len(record), lenfield, ts_ns, subject)
+        if self._candidates:
+            self._reclaim()
+        return seq
+
+    def remove(self, seq: int, *, erase: bool = False) -> bool:
+        self._check_writable()
+        loc = self._index.locate(seq)
+        if loc is None:
+            return False
+        seg, k = loc
+        if erase:
+            self._erase(seg, k)
+        self._append_delete([(seq, seq)], erase=erase)
+        self._index.drop(seg, k)
+        self._note_emptied(seg)
+        self._reclaim()
+        return True
+
+    def purge(
+        self, *, subject: str | None = None, up_to_seq: int = 0, keep: int = 0
+    ) -> PurgeResult:
+        self._check_writable()
+        index = self._index
+        flt = compile_filter(subject)
+        if flt.match_all and up_to_seq <= 0 and keep <= 0:
+            if not index.messages:
+                return PurgeResult()
+            self._append_delete([(index.first, index.last)])
+            removed = index.clear()
+            self._candidates.extend(s for s in index.segments if s is not self._active)
+            self._reclaim()
+            return PurgeResult(purged=len(removed), removed_seqs=removed)
+        if flt.match_all:
+            victims = q.all_victims(index, up_to_seq, keep)
+            ranges = [(victims[0], victims[-1])] if victims else []
+        else:
+            victims = q.filtered_victims(index, flt, up_to_seq, keep)
+            ranges = q.runs(victims)
+        self._remove_all(victims, ranges)
+        return PurgeResult(purged=len(victims), removed_seqs=victims)
+
+    def expire_before(self, ts_ns: int) -> list[int]:
+        # Timestamps are non-decreasing in sequence order (base.py): expired is a prefix.
+        self._check_writable()
+        victims = q.expired(self._index, ts_ns)
+        self._remove_all(victims, [(victims[0], victims[-1])] if victims else [])
+        return victims
+
+    def _remove_all(self, victims: list[int], ranges: list[tuple[int, int]]) -> None:
+        """Tombstone `ranges` (covering exactly `victims` among live messages), then drop."""
+        if not victims:
+            return
+        self._append_delete(ranges)
+        index = self._index
+        for seq in victims:
+            loc = index.locate(seq)
+            assert loc is not None, f"victim {seq} is not live"
+            index.drop(*loc)
+            self._note_emptied(loc[0])
+        self._reclaim()
+
+    # ------------------------------------------------------------------ reading
+
+    def load(self, seq: int) -> StoredMessage | None:
+        self._check_open()
+        loc = self._index.locate(seq)
+        return None if loc is None else self._read(*loc)
+
+    def load_next(self, filter_subject: str, start_seq: int) -> StoredMessage | None:
+        self._check_open()
+        loc = q.next_live(self._index, compile_filter(filter_subject), start_seq)
+        return None if loc is None else self._read(*loc)
+
+    def load_last(self, filter_subject: str) -> StoredMessage | None:
+        self._check_open()
+        seq = q.last_live(self._index, compile_filter(filter_subject))
+        return self.load(seq) if seq else None
+
+    def state(
+        self, *, deleted_details: bool = False, subjects_filter: str | None = None
+    ) -> StreamState:
+        self._check_open()
+        st = q.stream_state(self._index, deleted_details=deleted_details)
+        if subjects_filter is not None:
+            st.subjects = self.subject_counts(subjects_filter)
+        return st
+
+    def subject_state(self, filter_subject: str) -> SubjectState:
+        self._check_open()
+        return q.subject_state(self._index, compile_filter(filter_subject))
+
+    def num_pending(self, filter_subject: str, start_seq: int) -> int:
+        self._check_open()
+        return q.num_pending(self._index, compile_filter(filter_subject), start_seq)
+
+    def subject_counts(self, filter_subject: str) -> dict[str, int]:
+        self._check_open()
+        flt = compile_filter(filter_subject)
+        return {e.name: len(e) for e in self._index.subjects.matching(flt)}
+
+    # ------------------------------------------------------------------ durability
+
+    def sync(self) -> None:
+        """fsync what was written since the last sync, then delete reclaimed segments."""
+        with self._sync_lock:
+            if self._closed:
+                raise StoreError("message store is closed")
+            if self._failed is not None:
+                raise StoreError(f"an earlier sync failed: {self._failed}")
+            with self._lock:
+                dirty = list(self._dirty)
+                self._dirty.clear()
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                doomed, self._doomed = self._doomed, []
+            try:
+                if self._fsync:
+                    for seg in dirty:
+                        os.fsync(seg.fd)
+                for seg in doomed:  # their tombstones, repeated elsewhere, are durable now
+                    seg.close()
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(seg.path)
+                if self._fsync and (dir_dirty or doomed):
+                    fsync_dir(self._msgs_dir)
+            except OSError as exc:
+                # After a failed fsync the kernel may have dropped the dirty pages: a retry
+                # could "succeed" without the data (fsyncgate). Refuse to go on.
+                self._failed = exc
+                raise StoreError(f"sync failed: {exc}") from exc
+            self.syncs += 1
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self.sync()
+        finally:
+            with self._sync_lock:
+                for seg in (*self._index.segments, *self._doomed):
+                    seg.close()
+                os.close(self._lock_fd)
+                self._closed = True
+
+    def statistics(self) -> dict[str, Any]:
+        """A snapshot for monitoring."""
+        segs = self._index.segments
+        return {
+            "segments": len(segs),
+            "segment_bytes": sum(s.size for s in segs),
+            "segment_bytes_max": self._segment_bytes_max,
+            "pending_deletions": len(self._doomed),
+            "syncs": self.syncs,
+            "fsync": self._fsync,
+        }
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("message store is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._failed is not None:
+            raise StoreError(f"store failed, not accepting writes: {self._failed}")
+
+    def _read(self, seg: Segment, k: int) -> StoredMessage:
+        seq = seg.base + k
+        try:
+            msg = fmt.decode_message(seg.read(seg.offs[k], seg.lens[k] & LEN_MASK))
+        except fmt.RecordError as exc:
+            raise StoreError(f"{seg.path}: record of sequence {seq} is corrupt: {exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
+        if msg.seq != seq or msg.flags & fmt.F_ERASED:
+            raise StoreError(f"{seg.path}: slot of sequence {seq} holds another record")
+        subject = self._index.subjects.name_of(seg.sids[k])
+        return StoredMessage(seq, subject, msg.header or None, msg.data, msg.ts_ns)
+
+    def _append_record(self, record: bytes) -> Segment:
+        """Append to the active segment (rolling first if it is full); returns it."""
+        seg = self._active
+        if seg.should_roll(self._segment_bytes_max, len(record)):
+            seg = self._roll()
+        try:
+            seg.append(record)
+        except OSError as exc:
+            raise StoreError(f"{seg.path}: write failed: {exc}") from exc
+        # Lock-free fast path: if the segment is already in the set, the next sync to take
+        # a snapshot includes it and fsyncs after this write.
+        if seg not in self._dirty:
+            with self._lock:
+                self._dirty.add(seg)
+        return seg
+
+    def _append_delete(self, ranges: list[tuple[int, int]], *, erase: bool = False) -> None:
+        now = time.time_ns()
+        step = fmt.MAX_RANGES_PER_RECORD
+        for i in range(0, len(ranges), step):
+            chunk = ranges[i : i + step]
+            seg = self._append_record(fmt.encode_delete(self._index.last, now, chunk, erase=erase))
+            for lo, hi in chunk:
+                seg.note_external(lo, hi)
+
+    def _state_record(self) -> bytes:
+        index = self._index
+        return fmt.encode_state(index.first, index.last, index.last_ts, time.time_ns())
+
+    def _roll(self) -> Segment:
+        """Start a new active segment named `last_seq + 1`, beginning with its preamble."""
+        index = self._index
+        try:
+            seg = Segment.create(self._msgs_dir, index.last + 1)
+            seg.append(self._state_record())
+        except OSError as exc:
+            raise StoreError(f"cannot create a segment in {self._msgs_dir}: {exc}") from exc
+        old = getattr(self, "_active", None)
+        index.add_segment(seg)
+        self._active = seg
+        with self._lock:
+            self._dirty.add(seg)
+            self._dir_dirty = True
+        if old is not None:
+            self._note_emptied(old)
+        return seg
+
+    def _erase(self, seg: Segment, k: int) -> None:
+        """Overwrite the message's record in place with its ERASED image (format 6.3)."""
+        offset = seg.offs[k]
+        record = seg.read(offset, seg.lens[k] & LEN_MASK)
+        if isinstance(fmt.validate(record, 0, len(record)), str):
+            raise StoreError(f"{seg.path}: record of sequence {seg.base + k} is corrupt")
+        try:
+            seg.write_at(offset, fmt.erased_image(record))
+        except OSError as exc:
+            raise StoreError(f"{seg.path}: erase failed: {exc}") from exc
+        with self._lock:
+            self._dirty.add(seg)
+
+    def _note_emptied(self, seg: Segment) -> None:
+        if not seg.live and seg is not self._active:
+            self._candidates.append(seg)
+
+    def _reclaim(self) -> None:
+        """Delete sealed segments holding nothing live (storage-format.md 6.2): first a
+        STATE record and copies of their still-needed tombstones go to the active segment,
+        then the files are unlinked by the next sync, once those records are durable."""
+        index = self._index
+        while self._candidates:
+            seg = self._candidates.pop()
+            if seg.doomed or seg.live or seg is self._active or seg not in index.segments:
+                continue
+            needed = q.needed_ranges(index, seg)
+            self._append_record(self._state_record())
+            if needed:
+                self._append_delete(needed)
+            index.remove_segment(seg)
+            seg.doomed = True
+            with self._lock:
+                self._dirty.discard(seg)
+                self._doomed.append(seg)
+            # Tombstones elsewhere that only served the deleted file are no longer needed.
+            for other in index.segments:
+                if len(other.ext):
+                    other.ext = array("Q", [s for r in q.needed_ranges(index, other) for s in r])
