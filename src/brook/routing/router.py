@@ -52,7 +52,8 @@ class Router:
             client = sub.client
             if client is publisher and not echo:
                 continue
-            client.deliver(sub, subject, reply, header, payload)
+            if client.deliver(sub, subject, reply, header, payload) is False:
+                continue  # an internal service declined: it is not a responder
             delivered += 1
             sub.delivered += 1
             if sub.max_msgs and sub.delivered >= sub.max_msgs:
@@ -63,7 +64,8 @@ class Router:
                 if not members:
                     continue
             sub = members[self._randrange(len(members))] if len(members) > 1 else members[0]
-            sub.client.deliver(sub, subject, reply, header, payload)
+            if sub.client.deliver(sub, subject, reply, header, payload) is False:
+                continue
             delivered += 1
             sub.delivered += 1
             if sub.max_msgs and sub.delivered >= sub.max_msgs:

@@ -26,7 +26,9 @@ class Subscriber(Protocol):
         reply: bytes | None,
         header: bytes | None,
         payload: bytes,
-    ) -> None: ...
+    ) -> bool | None:
+        """Deliver; an internal service returns False to decline (not a responder)."""
+        ...
 
 
 class Subscription:

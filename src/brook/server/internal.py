@@ -1,0 +1,87 @@
+"""In-process clients: how server-side services (the JetStream API, streams) use routing.
+
+An `InternalClient` is a subscriber like a TCP connection, but its messages are handed to a
+Python callback instead of being encoded onto a socket, and what it publishes enters the
+same router. Because a stream's subscription is an ordinary subscription, a publish that a
+stream captures is "delivered" and never draws a no-responders status (wire reference
+§1.13), exactly as with nats-server.
+
+Callbacks run synchronously on the event-loop thread inside the publisher's processing, so
+they must not block; anything slow (fsync) is handed to a thread and answered later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from brook.routing.router import Router
+from brook.routing.sublist import Subscription
+
+log = logging.getLogger("brook.internal")
+
+MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | None]
+"""(subject, reply, header, payload) -> False to decline the message (not a responder)"""
+
+
+class InternalClient:
+    """A named in-process participant on the router."""
+
+    def __init__(self, router: Router, name: str) -> None:
+        self.router = router
+        self.name = name
+        self.echo = True
+        self._handlers: dict[int, MessageHandler] = {}
+        self._next_sid = 0
+        self.subs: dict[bytes, Subscription] = {}
+
+    def subscribe(
+        self, subject: str | bytes, handler: MessageHandler, queue: bytes | None = None
+    ) -> Subscription:
+        self._next_sid += 1
+        sid = b"%d" % self._next_sid
+        subj = subject.encode() if isinstance(subject, str) else subject
+        sub = Subscription(self, subj, sid, queue)
+        self._handlers[id(sub)] = handler
+        self.subs[sid] = sub
+        self.router.subscribe(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.remove_subscription(sub)
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        self._handlers.pop(id(sub), None)
+        self.subs.pop(sub.sid, None)
+        self.router.unsubscribe(sub)
+
+    def close(self) -> None:
+        for sub in list(self.subs.values()):
+            self.remove_subscription(sub)
+
+    def deliver(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> bool | None:
+        handler = self._handlers.get(id(sub))
+        if handler is None:
+            return False
+        try:
+            return handler(subject, reply, header, payload)
+        except Exception:
+            # A bug in one service must not take down the publisher's connection.
+            log.exception("%s: handler for %r failed", self.name, subject)
+            return None
+
+    def publish(
+        self,
+        subject: bytes,
+        payload: bytes,
+        header: bytes | None = None,
+        reply: bytes | None = None,
+    ) -> int:
+        return self.router.publish(self, subject, reply, header, payload)
