@@ -41,3 +41,12 @@ CONNZ_LIMIT_MAX: Final = 65536
 HTTP_REQUEST_BYTES_MAX: Final = 16 * 1024
 # Shutdown: how long graceful shutdown waits for pending output to drain.
 SHUTDOWN_FLUSH_S: Final = 5.0
+
+# JetStream.
+# Nats-Msg-Id values remembered per stream for dedup, beyond the duplicate window's own
+# bound, so a flood of unique ids within the window cannot grow memory without limit.
+DEDUP_IDS_MAX: Final = 1_000_000
+# Worker threads that run fsyncs (group commits) for all streams.
+SYNC_THREADS: Final = 4
+# JetStream API level reported in account info (1 once per-message TTL exists, ADR 0003).
+JETSTREAM_API_LEVEL: Final = 0

@@ -50,6 +50,7 @@ class Server:
         self._stopped = asyncio.Event()
         self._shutdown_task: asyncio.Future[None] | None = None
         self.monitor: Any = None
+        self.jetstream: Any = None
         self.started_at = time.time()
         self.host = self.settings.host
         self.port = self.settings.port
@@ -79,6 +80,8 @@ class Server:
 
     async def start(self) -> None:
         self._prepare_store_dir()
+        if self.settings.jetstream.enabled:
+            await self._start_jetstream()
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             lambda: ClientConnection(self),
@@ -102,6 +105,28 @@ class Server:
             self.server_id,
         )
 
+    async def _start_jetstream(self) -> None:
+        from brook.jetstream.api.dispatch import ApiDispatcher
+        from brook.jetstream.api.streams import StreamApi
+        from brook.jetstream.engine import JetStream
+
+        js_settings = self.settings.jetstream
+        self.jetstream = JetStream(
+            self.router,
+            js_settings.store_dir,
+            max_memory_bytes=js_settings.max_memory_store_bytes,
+            max_file_bytes=js_settings.max_file_store_bytes,
+        )
+        await self.jetstream.start()
+        api = ApiDispatcher(self.jetstream.internal)
+        StreamApi(
+            self.jetstream,
+            server_name=self.server_name,
+            version=limits.NATS_COMPAT_VERSION,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        ).register(api)
+        api.start()
+
     def request_shutdown(self) -> None:
         """Begin a graceful shutdown from synchronous code (signal handlers)."""
         if self._shutdown_task is None:
@@ -124,12 +149,16 @@ class Server:
     async def _shutdown(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self.jetstream is not None:
+            await self.jetstream.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):
             client.close("server shutdown")
         try:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        if self.jetstream is not None:
+            await self.jetstream.stop()
         if self.monitor is not None:
             await self.monitor.stop()
         log.info("Brook stopped")

@@ -1,0 +1,1 @@
+"""JetStream: streams, their stores, and (later) consumers, KV and object store."""

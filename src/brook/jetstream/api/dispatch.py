@@ -1,0 +1,121 @@
+"""Route `$JS.API.*` requests to handlers and write their JSON responses.
+
+Every response is one plain message to the request's reply subject with a `type` and, on
+failure, an `error` object from the catalogue (wire reference §2.1-§2.2). A request
+without a reply subject is processed and not answered. Unknown subjects are not answered
+at all (nats-server 2.15 behaves so, although older documents promise 10003). `DIRECT.GET`
+and `CONSUMER.MSG.NEXT` are served by the stream and consumer objects themselves: the
+dispatcher declines those, so with no such responder the requester gets the no-responders
+status, as from nats-server. Malformed JSON or a handler bug becomes an
+error response, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from brook.jetstream.errors import ApiError, api_error
+from brook.server.internal import InternalClient
+
+log = logging.getLogger("brook.jetstream.api")
+
+API_PREFIX = b"$JS.API."
+TYPE_PREFIX = "io.nats.jetstream.api.v1."
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    tokens: list[str]  # the subject's tokens after `$JS.API.`
+    body: bytes
+    header: bytes | None
+
+    def json(self, *, required: bool = False) -> dict[str, Any]:
+        """The body as a JSON object; empty or `null` bodies are `{}` unless `required`."""
+        text = self.body.strip()
+        if not text or text in (b"null", b'""'):
+            if required:
+                raise api_error("BAD_REQUEST")
+            return {}
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise api_error("INVALID_JSON", err=str(exc)) from None
+        if not isinstance(value, dict):
+            raise api_error("INVALID_JSON", err=f"expected an object, not {type(value).__name__}")
+        return value
+
+
+Handler = Callable[[Request], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    pattern: tuple[str, ...]  # literal tokens, "*" for one name, ">" for the rest
+    response_type: str
+    handler: Handler
+    error_fields: dict[str, Any]  # keys nats-server keeps in error responses (no omitempty)
+
+
+def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
+    if pattern and pattern[-1] == ">":
+        head = pattern[:-1]
+        if len(tokens) <= len(head):
+            return False
+    elif len(tokens) != len(pattern):
+        return False
+    else:
+        head = pattern
+    return all(p == "*" or p == t for p, t in zip(head, tokens, strict=False))
+
+
+class ApiDispatcher:
+    def __init__(self, internal: InternalClient) -> None:
+        self._internal = internal
+        self._routes: list[Route] = []
+        self.total = 0
+        self.errors = 0
+
+    def add(
+        self,
+        pattern: str,
+        response_type: str,
+        handler: Handler,
+        error_fields: dict[str, Any] | None = None,
+    ) -> None:
+        route = Route(tuple(pattern.split(".")), response_type, handler, error_fields or {})
+        self._routes.append(route)
+
+    def start(self) -> None:
+        self._internal.subscribe(b"$JS.API.>", self._on_request)
+
+    def _on_request(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> bool | None:
+        tokens = subject[len(API_PREFIX) :].decode("utf-8", "surrogateescape").split(".")
+        if tokens[:2] == ["DIRECT", "GET"] or tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            return False  # served by streams and consumers themselves
+        route = next((r for r in self._routes if _match(r.pattern, tokens)), None)
+        if route is None:
+            log.debug("no JetStream API endpoint for %s; not answered", ".".join(tokens))
+            return None
+        response_type = TYPE_PREFIX + route.response_type
+        try:
+            body = route.handler(Request(tokens, payload, header))
+            response: dict[str, Any] = {"type": response_type, **body}
+        except ApiError as err:
+            self.errors += 1
+            response = {"type": response_type, "error": err.to_json(), **route.error_fields}
+        except Exception:
+            self.errors += 1
+            log.exception("API handler for %s failed", ".".join(tokens))
+            failure = api_error("INTERNAL_ERROR")
+            response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
+        self.total += 1  # after the response is built: as nats-server, it excludes itself
+        if reply is not None:
+            data = json.dumps(response, separators=(",", ":")).encode()
+            self._internal.publish(reply, data)
+        return None

@@ -1,0 +1,260 @@
+"""Stream endpoints of the JetStream API and `$JS.API.INFO` (wire reference §2.4-§2.5, §7.1).
+
+Handlers take a parsed `Request` and return the response body without `type`; errors are
+raised as `ApiError` and written by the dispatcher. Response keys and their order follow
+the reference server's responses recorded in `transcripts/js-*.txt`.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from brook.jetstream import models
+from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.engine import JetStream
+from brook.jetstream.errors import api_error
+from brook.jetstream.store.base import StoredMessage
+from brook.jetstream.stream import Stream
+
+NAMES_PAGE = 1024
+LIST_PAGE = 256
+SUBJECTS_PAGE = 100_000
+
+
+def _int(body: dict[str, Any], key: str, default: int = 0) -> int:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise api_error("INVALID_JSON")
+    return value
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise api_error("INVALID_JSON")
+    return value
+
+
+class StreamApi:
+    def __init__(self, js: JetStream, *, server_name: str, version: str, api_level: int) -> None:
+        self.js = js
+        self.server_name = server_name
+        self.version = version
+        self.api_level = api_level
+
+    def register(self, api: ApiDispatcher) -> None:
+        self._api = api
+        api.add("INFO", "account_info_response", self.account_info)
+        api.add("STREAM.CREATE.*", "stream_create_response", self.create)
+        api.add("STREAM.UPDATE.*", "stream_update_response", self.update)
+        paged = {"total": 0, "offset": 0, "limit": 0}
+        api.add("STREAM.INFO.*", "stream_info_response", self.info, paged)
+        api.add("STREAM.DELETE.*", "stream_delete_response", self.delete)
+        api.add("STREAM.NAMES", "stream_names_response", self.names, paged)
+        api.add("STREAM.LIST", "stream_list_response", self.list, paged)
+        api.add("STREAM.PURGE.*", "stream_purge_response", self.purge, {"purged": 0})
+        api.add("STREAM.MSG.GET.*", "stream_msg_get_response", self.msg_get)
+        api.add("STREAM.MSG.DELETE.*", "stream_msg_delete_response", self.msg_delete)
+
+    # ------------------------------------------------------------------ shapes
+
+    def _info(self, stream: Stream, *, server_metadata: bool, cluster: bool = False,
+              state: Any = None) -> dict[str, Any]:  # fmt: skip
+        config = models.stream_config_to_json(
+            stream.config,
+            server_version=self.version if server_metadata else None,
+            api_level=self.api_level,
+        )
+        out: dict[str, Any] = {
+            "config": config,
+            "created": models.format_ts_ns(stream.created_ns),
+            "state": models.stream_state_to_json(
+                state if state is not None else stream.store.state(), stream.consumer_count
+            ),
+        }
+        if cluster:
+            out["cluster"] = {"leader": self.server_name}
+        out["ts"] = models.format_ts_ns(self.js.now_ns())
+        return out
+
+    def _stream(self, request: Request, index: int = 2) -> Stream:
+        return self.js.get(request.tokens[index])
+
+    # ------------------------------------------------------------------ handlers
+
+    def account_info(self, request: Request) -> dict[str, Any]:
+        memory, storage = self.js.usage()
+        return models.account_info_to_json(
+            memory=memory,
+            storage=storage,
+            streams=len(self.js.streams),
+            consumers=sum(s.consumer_count for s in self.js.streams.values()),
+            max_memory=self.js.max_memory_bytes,
+            max_storage=self.js.max_file_bytes,
+            api_level=self.api_level,
+            api_total=self._api.total,
+            api_errors=self._api.errors,
+        )
+
+    def create(self, request: Request) -> dict[str, Any]:
+        body = request.json(required=True)
+        config = models.parse_stream_config(body, subject_name=request.tokens[2])
+        stream, _ = self.js.create(config)
+        return {**self._info(stream, server_metadata=True), "did_create": True}
+
+    def update(self, request: Request) -> dict[str, Any]:
+        body = request.json(required=True)
+        config = models.parse_stream_update(body, subject_name=request.tokens[2])
+        stream = self.js.update(config)
+        return self._info(stream, server_metadata=True)
+
+    def info(self, request: Request) -> dict[str, Any]:
+        stream = self._stream(request)
+        try:
+            body = request.json()
+        except Exception:
+            body = {}  # nats-server ignores a body that is not a JSON object here
+        subjects_filter = _str(body, "subjects_filter")
+        offset = max(_int(body, "offset"), 0)
+        state = stream.store.state(
+            deleted_details=bool(body.get("deleted_details")),
+            subjects_filter=subjects_filter or None,
+        )
+        total = 0
+        limit = 0
+        if state.subjects is not None:
+            total = len(state.subjects)
+            limit = SUBJECTS_PAGE
+            page = sorted(state.subjects.items())[offset : offset + SUBJECTS_PAGE]
+            state.subjects = dict(page)
+            offset = min(offset, total)
+        else:
+            offset = 0
+        return {
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            **self._info(stream, server_metadata=True, cluster=True, state=state),
+        }
+
+    def delete(self, request: Request) -> dict[str, Any]:
+        if request.body.strip() not in (b"", b"{}"):
+            raise api_error("NOT_EMPTY_REQUEST")
+        self.js.delete(request.tokens[2])
+        return {"success": True}
+
+    def _filtered_names(self, body: dict[str, Any]) -> list[str]:
+        subject = _str(body, "subject")
+        names = sorted(self.js.streams)
+        if subject:
+            names = [
+                n
+                for n in names
+                if models.subjects_overlap([subject], self.js.streams[n].config.subjects)
+            ]
+        return names
+
+    def names(self, request: Request) -> dict[str, Any]:
+        body = request.json()
+        names = self._filtered_names(body)
+        offset = min(max(_int(body, "offset"), 0), len(names))
+        page = names[offset : offset + NAMES_PAGE]
+        return {
+            "total": len(names),
+            "offset": offset,
+            "limit": NAMES_PAGE,
+            "streams": page or None,
+        }
+
+    def list(self, request: Request) -> dict[str, Any]:
+        body = request.json()
+        names = self._filtered_names(body)
+        offset = min(max(_int(body, "offset"), 0), len(names))
+        page = names[offset : offset + LIST_PAGE]
+        infos = []
+        for name in page:
+            info = self._info(self.js.streams[name], server_metadata=False)
+            infos.append(info)
+        return {
+            "total": len(names),
+            "offset": offset,
+            "limit": LIST_PAGE,
+            "streams": infos,
+        }
+
+    def purge(self, request: Request) -> dict[str, Any]:
+        stream = self._stream(request)
+        body = request.json()
+        if stream.config.sealed:
+            raise api_error("STREAM_SEALED")
+        if stream.config.deny_purge:
+            raise api_error("STREAM_PURGE_FAILED", err="stream purge not permitted")
+        subject = _str(body, "filter")
+        seq = _int(body, "seq")
+        keep = _int(body, "keep")
+        if seq and keep:
+            raise api_error("BAD_REQUEST")
+        result = stream.store.purge(subject=subject or None, up_to_seq=seq, keep=keep)
+        return {"success": True, "purged": result.purged}
+
+    def msg_get(self, request: Request) -> dict[str, Any]:
+        stream = self._stream(request, 3)
+        body = request.json(required=True)
+        msg = _lookup(stream, body)
+        if msg is None:
+            raise api_error("NO_MESSAGE_FOUND")
+        message: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
+        if msg.header and not body.get("no_hdr"):
+            message["hdrs"] = base64.b64encode(msg.header).decode()
+        if msg.data:
+            message["data"] = base64.b64encode(msg.data).decode()
+        message["time"] = models.format_ts_ns(msg.ts_ns)
+        return {"message": message}
+
+    def msg_delete(self, request: Request) -> dict[str, Any]:
+        stream = self._stream(request, 3)
+        body = request.json(required=True)
+        if stream.config.sealed:
+            raise api_error("STREAM_SEALED")
+        if stream.config.deny_delete:
+            raise api_error("STREAM_MSG_DELETE_FAILED", err="message delete not permitted")
+        seq = _int(body, "seq")
+        if seq <= 0:
+            raise api_error("BAD_REQUEST")
+        if seq > stream.store.state().last_seq:
+            raise api_error("STREAM_MSG_DELETE_FAILED", err="stream store EOF")
+        if not stream.store.remove(seq, erase=not body.get("no_erase", False)):
+            raise api_error("SEQUENCE_NOT_FOUND", seq=seq)
+        return {"success": True}
+
+
+def _lookup(stream: Stream, body: dict[str, Any]) -> StoredMessage | None:
+    """STREAM.MSG.GET: by `seq`, `last_by_subj`, `next_by_subj` (+`seq`) or `start_time`."""
+    seq = _int(body, "seq")
+    last_by = _str(body, "last_by_subj")
+    next_by = _str(body, "next_by_subj")
+    start_time = _str(body, "start_time")
+    store = stream.store
+    if last_by:
+        if seq or next_by:
+            raise api_error("BAD_REQUEST")
+        return store.load_last(last_by)
+    if next_by:
+        return store.load_next(next_by, max(seq, 1))
+    if start_time:
+        try:
+            start_ns = models.parse_ts(start_time)
+        except ValueError:
+            raise api_error("BAD_REQUEST") from None
+        msg = store.load_next(">", 0)
+        while msg is not None and msg.ts_ns < start_ns:
+            msg = store.load_next(">", msg.seq + 1)
+        return msg
+    if seq <= 0:
+        raise api_error("BAD_REQUEST")
+    return store.load(seq)

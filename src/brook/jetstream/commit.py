@@ -1,0 +1,83 @@
+"""Group commit: many appends, one fsync, then all their acknowledgements.
+
+A stream appends each message to its store on the event loop (a write to the OS, cheap)
+and asks the committer to run `on_durable` once the message is on stable storage. The
+committer runs `store.sync()` in a worker thread; every request that arrived before that
+sync started is satisfied by it, and requests arriving during it wait for the next one.
+So under load one fsync covers a whole batch of publishes, which is how Brook acknowledges
+only durable messages and stays fast (docs/adr/0004-group-commit.md).
+
+If a sync fails, the waiting callbacks receive the error instead: a PubAck is never sent
+for a message that may not be durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+log = logging.getLogger("brook.commit")
+
+DurableCallback = Callable[[BaseException | None], None]
+
+
+class GroupCommitter:
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        executor: Executor | None,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self._sync = sync
+        self._executor = executor
+        self._loop = loop or asyncio.get_running_loop()
+        self._waiting: list[DurableCallback] = []
+        self._in_flight = False
+        self.syncs = 0  # statistics: fsync batches run
+        self.committed = 0  # statistics: callbacks satisfied
+
+    @property
+    def pending(self) -> int:
+        return len(self._waiting)
+
+    def request(self, on_durable: DurableCallback) -> None:
+        """Call `on_durable(None)` once everything stored so far is durable."""
+        self._waiting.append(on_durable)
+        if not self._in_flight:
+            self._start()
+
+    def _start(self) -> None:
+        batch, self._waiting = self._waiting, []
+        self._in_flight = True
+        future = self._loop.run_in_executor(self._executor, self._sync)
+        future.add_done_callback(lambda f: self._done(f, batch))
+
+    def _done(self, future: asyncio.Future[None], batch: list[DurableCallback]) -> None:
+        self._in_flight = False
+        self.syncs += 1
+        error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        if error is not None:
+            log.error("sync failed; %d acknowledgements withheld: %s", len(batch), error)
+        for callback in batch:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("durable callback failed")
+        self.committed += len(batch)
+        if self._waiting:
+            self._start()
+
+    async def drain(self) -> None:
+        """Wait until nothing is waiting or in flight (shutdown)."""
+        while self._in_flight or self._waiting:
+            done: asyncio.Future[None] = self._loop.create_future()
+
+            def wake(_error: BaseException | None, done: asyncio.Future[None] = done) -> None:
+                if not done.done():
+                    done.set_result(None)
+
+            self.request(wake)
+            await done

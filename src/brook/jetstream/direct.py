@@ -1,0 +1,230 @@
+"""Direct get: a stream answers `$JS.API.DIRECT.GET.<S>[.<subject>]` with stored messages.
+
+Only streams with `allow_direct` subscribe (queue group `_sys_`, as nats-server), so for
+other streams the requester gets the no-responders status. Replies are not JSON: each is
+the stored message (payload and headers byte-exact) with `Nats-Stream`, `Nats-Subject`,
+`Nats-Sequence` and `Nats-Time-Stamp` appended to its header block; batch and multi-last
+replies add `Nats-Num-Pending` and `Nats-Last-Sequence` and end with a `204 EOB` status
+message. Failures are status messages: `404 Message Not Found`, `404 No Results`,
+`408 Empty Request`, `408 Bad Request`, `408 Malformed Request`, `413 Too Many Results`
+(wire reference §7.2, transcripts js-direct-get*.txt).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from brook.jetstream import models
+from brook.jetstream.store.base import MessageStore, StoredMessage
+from brook.jetstream.stream import Stream
+from brook.protocol import headers as hdrs
+
+MULTI_LAST_SUBJECTS_MAX = 1024
+BATCH_MAX = 1_000_000
+
+Send = Callable[[bytes, bytes, bytes], None]
+"""(reply subject, header block, payload) -> None"""
+
+
+class BadDirectRequest(Exception):
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+
+
+def status_header(
+    status: int, description: str, fields: list[tuple[str, str]] | None = None
+) -> bytes:
+    return hdrs.encode(fields or [], status, description)
+
+
+def message_header(
+    stream: str, msg: StoredMessage, extra: list[tuple[str, str]] | None = None
+) -> bytes:
+    """The stored header block with the direct-get headers appended at its end."""
+    lines = [
+        f"Nats-Stream: {stream}",
+        f"Nats-Subject: {msg.subject}",
+        f"Nats-Sequence: {msg.seq}",
+        f"Nats-Time-Stamp: {models.format_ts_ns(msg.ts_ns)}",
+    ]
+    lines += [f"{k}: {v}" for k, v in extra or ()]
+    appended = "".join(line + "\r\n" for line in lines).encode()
+    stored = msg.header
+    if stored and stored.startswith(b"NATS/1.0") and stored.endswith(b"\r\n\r\n"):
+        return stored[:-2] + appended + b"\r\n"
+    return b"NATS/1.0\r\n" + appended + b"\r\n"
+
+
+def _int(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadDirectRequest(408, "Bad Request")
+    return value
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadDirectRequest(408, "Bad Request")
+    return value
+
+
+class DirectGet:
+    """Answers direct-get requests for one stream."""
+
+    def __init__(self, stream: Stream, send: Send) -> None:
+        self.stream = stream
+        self._send = send
+
+    def handle(self, subject_tokens: list[str], reply: bytes | None, payload: bytes) -> None:
+        if reply is None:
+            return
+        try:
+            if subject_tokens:
+                if payload.strip():
+                    raise BadDirectRequest(408, "Bad Request")
+                self._single(reply, self.stream.store.load_last(".".join(subject_tokens)))
+                return
+            body = self._parse(payload)
+            if body.get("multi_last"):
+                self._multi_last(reply, body)
+            elif body.get("batch"):
+                self._batch(reply, body)
+            else:
+                self._single(reply, self._select(body))
+        except BadDirectRequest as bad:
+            self._send(reply, status_header(bad.status, bad.description), b"")
+
+    def _parse(self, payload: bytes) -> dict[str, Any]:
+        text = payload.strip()
+        if not text:
+            raise BadDirectRequest(408, "Empty Request")
+        try:
+            body = json.loads(text)
+        except (ValueError, RecursionError):
+            raise BadDirectRequest(408, "Malformed Request") from None
+        if not isinstance(body, dict):
+            raise BadDirectRequest(408, "Malformed Request")
+        return body
+
+    def _select(self, body: dict[str, Any]) -> StoredMessage | None:
+        store = self.stream.store
+        seq = _int(body, "seq")
+        last_by = _str(body, "last_by_subj")
+        next_by = _str(body, "next_by_subj")
+        start_time = _str(body, "start_time")
+        if last_by:
+            if seq or next_by:
+                raise BadDirectRequest(408, "Bad Request")
+            return store.load_last(last_by)
+        start = self._start_seq(seq, start_time)
+        if next_by:
+            return store.load_next(next_by, max(start, 1))
+        if start_time:
+            return store.load_next(">", start)
+        if seq <= 0:
+            raise BadDirectRequest(408, "Bad Request")
+        return store.load(seq)
+
+    def _start_seq(self, seq: int, start_time: str) -> int:
+        if not start_time:
+            return seq
+        try:
+            start_ns = models.parse_ts(start_time)
+        except ValueError:
+            raise BadDirectRequest(408, "Bad Request") from None
+        store = self.stream.store
+        msg = store.load_next(">", max(seq, 1))
+        while msg is not None and msg.ts_ns < start_ns:
+            msg = store.load_next(">", msg.seq + 1)
+        return msg.seq if msg is not None else store.state().last_seq + 1
+
+    def _single(self, reply: bytes, msg: StoredMessage | None) -> None:
+        if msg is None:
+            self._send(reply, status_header(404, "Message Not Found"), b"")
+            return
+        self._send(reply, message_header(self.stream.name, msg), msg.data)
+
+    def _batch(self, reply: bytes, body: dict[str, Any]) -> None:
+        store = self.stream.store
+        batch = min(_int(body, "batch"), BATCH_MAX)
+        max_bytes = _int(body, "max_bytes")
+        up_to = _int(body, "up_to_seq")
+        flt = _str(body, "next_by_subj") or ">"
+        seq = self._start_seq(max(_int(body, "seq"), 1), _str(body, "start_time"))
+        sent_bytes = 0
+        last_sent = 0
+        count = 0
+        msg = store.load_next(flt, seq)
+        while msg is not None and count < batch and (not up_to or msg.seq <= up_to):
+            size = len(msg.data) + (len(msg.header) if msg.header else 0)
+            if max_bytes and count and sent_bytes + size > max_bytes:
+                break
+            pending = store.num_pending(flt, msg.seq + 1)
+            extra = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
+            self._send(reply, message_header(self.stream.name, msg, extra), msg.data)
+            sent_bytes += size
+            last_sent = msg.seq
+            count += 1
+            msg = store.load_next(flt, msg.seq + 1)
+        if not count:
+            self._send(reply, status_header(404, "Message Not Found"), b"")
+            return
+        pending = store.num_pending(flt, last_sent + 1)
+        eob = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
+        self._send(reply, status_header(204, "EOB", eob), b"")
+
+    def _multi_last(self, reply: bytes, body: dict[str, Any]) -> None:
+        store = self.stream.store
+        subjects = body.get("multi_last")
+        if not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects):
+            raise BadDirectRequest(408, "Bad Request")
+        up_to = _int(body, "up_to_seq") or store.state().last_seq
+        found: dict[int, StoredMessage] = {}
+        for flt in subjects:
+            for subject in store.subject_counts(flt):
+                msg = _last_at_or_below(store, subject, up_to)
+                if msg is not None:
+                    found[msg.seq] = msg
+                if len(found) > MULTI_LAST_SUBJECTS_MAX:
+                    raise BadDirectRequest(413, "Too Many Results")
+        if not found:
+            self._send(reply, status_header(404, "No Results"), b"")
+            return
+        batch = _int(body, "batch") or len(found)
+        ordered = sorted(found.items())[:batch]
+        last_sent = 0
+        for i, (seq, msg) in enumerate(ordered):
+            extra = [
+                ("Nats-Num-Pending", str(len(ordered) - i - 1)),
+                ("Nats-Last-Sequence", str(last_sent)),
+            ]
+            self._send(reply, message_header(self.stream.name, msg, extra), msg.data)
+            last_sent = seq
+        eob = [
+            ("Nats-Num-Pending", "0"),
+            ("Nats-Last-Sequence", str(last_sent)),
+            ("Nats-UpTo-Sequence", str(up_to)),
+        ]
+        self._send(reply, status_header(204, "EOB", eob), b"")
+
+
+def _last_at_or_below(store: MessageStore, subject: str, up_to: int) -> StoredMessage | None:
+    msg = store.load_last(subject)
+    if msg is None or msg.seq <= up_to:
+        return msg
+    # Rare (up_to_seq in the past): walk this subject's messages forward to the bound.
+    best = None
+    cursor = store.load_next(subject, 0)
+    while cursor is not None and cursor.seq <= up_to:
+        best = cursor
+        cursor = store.load_next(subject, cursor.seq + 1)
+    return best

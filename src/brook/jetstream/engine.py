@@ -1,0 +1,283 @@
+"""The JetStream engine: the registry of streams, their storage and their subscriptions.
+
+On disk (under `jetstream.store_dir`) each stream is a directory
+`streams/<name>/` holding `stream.json` (its configuration and creation time, written
+atomically) and, for file storage, `data/` (the file store, docs/storage-format.md).
+Memory streams keep their definition across restarts but not their messages, as with
+nats-server. At start every stream found on disk is opened; a damaged definition is
+reported and that stream skipped, never deleted.
+
+The engine subscribes each stream to its subjects through an `InternalClient`, schedules
+max-age expiry, and owns the worker threads that run group commits. The JSON API lives in
+`jetstream/api/` and calls the methods here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brook import limits
+from brook.jetstream import models
+from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.direct import DirectGet
+from brook.jetstream.errors import api_error
+from brook.jetstream.store.memory import MemoryStore
+from brook.jetstream.stream import Stream
+from brook.routing.router import Router
+from brook.routing.sublist import Subscription
+from brook.server.internal import InternalClient
+
+log = logging.getLogger("brook.jetstream")
+
+STREAM_FILE = "stream.json"
+
+
+@dataclass
+class _Entry:
+    stream: Stream
+    subs: list[Subscription] = field(default_factory=list)
+    expiry: asyncio.TimerHandle | None = None
+    committer: GroupCommitter | None = None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class JetStream:
+    def __init__(
+        self,
+        router: Router,
+        store_dir: str | None,
+        *,
+        now_ns: Callable[[], int] = time.time_ns,
+        max_memory_bytes: int = -1,
+        max_file_bytes: int = -1,
+    ) -> None:
+        self.router = router
+        self.internal = InternalClient(router, "jetstream")
+        self.root = Path(store_dir) / "streams" if store_dir else None
+        self.now_ns = now_ns
+        self.max_memory_bytes = max_memory_bytes
+        self.max_file_bytes = max_file_bytes
+        self._entries: dict[str, _Entry] = {}
+        self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.root is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        for directory in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            try:
+                self._open_existing(directory)
+            except Exception:
+                log.exception("stream in %s could not be opened; left untouched", directory)
+
+    async def drain(self) -> None:
+        """Wait for every pending group commit (and so every owed acknowledgement)."""
+        for entry in list(self._entries.values()):
+            if entry.committer is not None:
+                await entry.committer.drain()
+
+    async def stop(self) -> None:
+        await self.drain()
+        for name in list(self._entries):
+            self._detach(name)
+            self._entries.pop(name).stream.close()
+        self.internal.close()
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ registry
+
+    @property
+    def streams(self) -> dict[str, Stream]:
+        return {name: e.stream for name, e in self._entries.items()}
+
+    def get(self, name: str) -> Stream:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise api_error("STREAM_NOT_FOUND")
+        return entry.stream
+
+    def create(self, config: Any) -> tuple[Stream, bool]:
+        """Create a stream; an identical existing one is returned as is (idempotent)."""
+        existing = self._entries.get(config.name)
+        if existing is not None:
+            if models.same_config(existing.stream.config, config):
+                return existing.stream, False
+            raise api_error("STREAM_NAME_EXIST")
+        self._check_overlap(config.name, config.subjects)
+        created = self.now_ns()
+        stream = self._build(config, created)
+        self._persist(stream)
+        return stream, True
+
+    def update(self, config: Any) -> Stream:
+        entry = self._entries.get(config.name)
+        if entry is None:
+            raise api_error("STREAM_NOT_FOUND")
+        models.check_update(entry.stream.config, config)
+        self._check_overlap(config.name, config.subjects)
+        self._detach(config.name)
+        entry.stream.config = config
+        self._attach(entry)
+        self._persist(entry.stream)
+        entry.stream.enforce_all_limits()
+        self._schedule_expiry(entry)
+        return entry.stream
+
+    def delete(self, name: str) -> None:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise api_error("STREAM_NOT_FOUND")
+        self._detach(name)
+        del self._entries[name]
+        entry.stream.close()
+        if self.root is not None:
+            shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def _check_overlap(self, name: str, subjects: list[str]) -> None:
+        for other_name, entry in self._entries.items():
+            if other_name != name and models.subjects_overlap(
+                subjects, entry.stream.config.subjects
+            ):
+                raise api_error("STREAM_SUBJECT_OVERLAP")
+
+    # ------------------------------------------------------------------ wiring
+
+    def _build(self, config: Any, created_ns: int) -> Stream:
+        store: Any
+        committer: GroupCommitter | None = None
+        if config.storage == "file" and self.root is not None:
+            from brook.jetstream.store.file import FileStore
+
+            directory = self.root / config.name / "data"
+            directory.mkdir(parents=True, exist_ok=True)
+            store = FileStore(directory=directory, first_seq=config.first_seq or 1)
+            committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
+        else:
+            store = MemoryStore(first_seq=config.first_seq or 1)
+        stream = Stream(
+            config,
+            store,
+            now_ns=self.now_ns,
+            send_ack=self._send_ack,
+            committer=committer,
+            created_ns=created_ns,
+        )
+        entry = _Entry(stream, committer=committer)
+        self._entries[config.name] = entry
+        self._attach(entry)
+        self._schedule_expiry(entry)
+        return stream
+
+    def _attach(self, entry: _Entry) -> None:
+        stream = entry.stream
+
+        def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            stream.ingest(subject, reply, header, data)
+            if entry.expiry is None and stream.config.max_age > 0:
+                self._schedule_expiry(entry)
+
+        entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
+        if stream.config.allow_direct:
+            direct = DirectGet(stream, self._send_message)
+            prefix = f"$JS.API.DIRECT.GET.{stream.name}"
+            skip = len(prefix) + 1
+
+            def serve(
+                subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+            ) -> None:
+                rest = subject[skip:].decode("utf-8", "surrogateescape")
+                direct.handle(rest.split(".") if rest else [], reply, data)
+
+            for pattern in (prefix, prefix + ".>"):
+                entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+
+    def _detach(self, name: str) -> None:
+        entry = self._entries[name]
+        for sub in entry.subs:
+            self.internal.unsubscribe(sub)
+        entry.subs = []
+        if entry.expiry is not None:
+            entry.expiry.cancel()
+            entry.expiry = None
+
+    def _schedule_expiry(self, entry: _Entry) -> None:
+        if entry.expiry is not None:
+            entry.expiry.cancel()
+            entry.expiry = None
+        wait_ns = entry.stream.expire()
+        if wait_ns is None or self._loop is None:
+            return
+        entry.expiry = self._loop.call_later(wait_ns / 1e9, self._expire, entry)
+
+    def _expire(self, entry: _Entry) -> None:
+        entry.expiry = None
+        if self._entries.get(entry.stream.name) is entry:
+            self._schedule_expiry(entry)
+
+    def _send_ack(self, reply: bytes, ack: bytes) -> None:
+        self.internal.publish(reply, ack)
+
+    def _send_message(self, reply: bytes, header: bytes, payload: bytes) -> None:
+        self.internal.publish(reply, payload, header=header)
+
+    # ------------------------------------------------------------------ persistence
+
+    def _persist(self, stream: Stream) -> None:
+        if self.root is None:
+            return
+        directory = self.root / stream.name
+        directory.mkdir(parents=True, exist_ok=True)
+        record = {
+            "config": models.stream_config_to_json(stream.config),
+            "created_ns": stream.created_ns,
+        }
+        _write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
+
+    def _open_existing(self, directory: Path) -> None:
+        path = directory / STREAM_FILE
+        record = json.loads(path.read_text())
+        config = models.parse_stream_config(record["config"])
+        if config.name != directory.name:
+            raise ValueError(f"{path}: name {config.name!r} does not match its directory")
+        self._build(config, int(record["created_ns"]))
+        log.info("stream %s opened (%s storage)", config.name, config.storage)
+
+    # ------------------------------------------------------------------ accounting
+
+    def usage(self) -> tuple[int, int]:
+        """(memory bytes, file bytes) stored across all streams."""
+        memory = file = 0
+        for entry in self._entries.values():
+            size = entry.stream.store.state().bytes
+            if entry.stream.config.storage == "memory":
+                memory += size
+            else:
+                file += size
+        return memory, file

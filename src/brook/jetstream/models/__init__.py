@@ -1,0 +1,35 @@
+"""Wire models of the JetStream API: stream configuration, state and info JSON."""
+
+from brook.jetstream.models.info import (
+    ZERO_TIME,
+    account_info_to_json,
+    format_ts_ns,
+    parse_ts,
+    stream_state_to_json,
+)
+from brook.jetstream.models.stream_config import (
+    StreamConfig,
+    check_update,
+    parse_stream_config,
+    parse_stream_update,
+    same_config,
+    stream_config_to_json,
+    subjects_overlap,
+    valid_stream_name,
+)
+
+__all__ = [
+    "ZERO_TIME",
+    "StreamConfig",
+    "account_info_to_json",
+    "check_update",
+    "format_ts_ns",
+    "parse_stream_config",
+    "parse_stream_update",
+    "parse_ts",
+    "same_config",
+    "stream_config_to_json",
+    "stream_state_to_json",
+    "subjects_overlap",
+    "valid_stream_name",
+]

@@ -1,0 +1,318 @@
+"""Stream configuration: parse, default, validate, compare, update-check and serialise.
+
+Follows nats-server (wire reference §3.1, §2.5): requests may carry unknown fields (ignored),
+`null` for "not set", and durations in nanoseconds where 0 means "default". Defaults are
+applied before validation and before comparing configs (idempotent create). Serialisation
+emits the keys the reference server emits, in its order, and nothing else, because the
+`nats` CLI validates responses against schemas that forbid extra keys.
+
+Features Brook does not implement yet (mirrors, sources, subject transforms, republish,
+counters, atomic batches, schedules) are rejected with 10052 rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from brook.jetstream.errors import ApiError, api_error
+from brook.subjects import is_valid_subject, subset_match
+
+DEFAULT_DUPLICATE_WINDOW_NS = 120_000_000_000
+MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
+NAME_BYTES_MAX = 255
+DESCRIPTION_BYTES_MAX = 4096
+METADATA_BYTES_MAX = 128 * 1024
+_NAME_FORBIDDEN = set(" \t\r\n\f.*>")
+_UNSUPPORTED = (
+    "mirror",
+    "sources",
+    "subject_transform",
+    "republish",
+    "allow_msg_counter",
+    "allow_atomic",
+    "allow_batched",
+    "allow_msg_schedules",
+    "subject_delete_marker_ttl",
+)
+
+
+@dataclass(slots=True)
+class StreamConfig:
+    name: str
+    description: str = ""
+    subjects: list[str] = field(default_factory=list)
+    retention: str = "limits"
+    max_consumers: int = -1
+    max_msgs: int = -1
+    max_bytes: int = -1
+    max_age: int = 0
+    max_msgs_per_subject: int = -1
+    max_msg_size: int = -1
+    discard: str = "old"
+    storage: str = "file"
+    num_replicas: int = 1
+    no_ack: bool = False
+    duplicate_window: int = 0
+    compression: str = "none"
+    first_seq: int = 0
+    allow_direct: bool = False
+    mirror_direct: bool = False
+    discard_new_per_subject: bool = False
+    sealed: bool = False
+    deny_delete: bool = False
+    deny_purge: bool = False
+    allow_rollup_hdrs: bool = False
+    consumer_limits: dict[str, Any] = field(default_factory=dict)
+    allow_msg_ttl: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def _invalid(err: str) -> ApiError:
+    return api_error("STREAM_INVALID_CONFIG", err=err)
+
+
+def _get(body: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = body.get(key)
+    if value is None:
+        return default
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise api_error("INVALID_JSON")
+        return value
+    if not isinstance(value, kind):
+        raise api_error("INVALID_JSON")
+    return value
+
+
+def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = _get(body, key, str, default) or default
+    if value not in allowed:
+        raise api_error("INVALID_JSON")
+    return str(value)
+
+
+def valid_stream_name(name: str) -> bool:
+    return bool(name) and len(name.encode()) <= NAME_BYTES_MAX and not (_NAME_FORBIDDEN & set(name))
+
+
+def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None) -> StreamConfig:
+    """A request body → a defaulted, validated config (raises ApiError with nats-server's codes)."""
+    name = _get(body, "name", str, "")
+    if subject_name is not None and name != subject_name:
+        raise api_error("STREAM_MISMATCH")  # an empty body too, as nats-server
+    if not name:
+        raise _invalid("stream name is required")
+    if "/" in name or "\\" in name:
+        raise api_error("STREAM_NAME_CONTAINS_PATH_SEPARATORS")
+    if not valid_stream_name(name):
+        raise _invalid("stream name is required and can not contain '.', '*', '>'")
+    for key in _UNSUPPORTED:
+        if body.get(key) not in (None, False, "", [], {}, 0):
+            raise _invalid(f"{key} is not supported by this server")
+    subjects = _get(body, "subjects", list, [])
+    if not all(isinstance(s, str) for s in subjects):
+        raise api_error("INVALID_JSON")
+    metadata = _get(body, "metadata", dict, {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise api_error("INVALID_JSON")
+    config = StreamConfig(
+        name=name,
+        description=_get(body, "description", str, ""),
+        subjects=list(subjects) or [name],
+        retention=_enum(body, "retention", ("limits", "interest", "workqueue"), "limits"),
+        max_consumers=_get(body, "max_consumers", int, -1),
+        max_msgs=_get(body, "max_msgs", int, -1),
+        max_bytes=_get(body, "max_bytes", int, -1),
+        max_age=_get(body, "max_age", int, 0),
+        max_msgs_per_subject=_get(body, "max_msgs_per_subject", int, -1),
+        max_msg_size=_get(body, "max_msg_size", int, -1),
+        discard=_enum(body, "discard", ("old", "new"), "old"),
+        storage=_enum(body, "storage", ("file", "memory"), "file"),
+        num_replicas=_get(body, "num_replicas", int, 1) or 1,
+        no_ack=_get(body, "no_ack", bool, False),
+        duplicate_window=_get(body, "duplicate_window", int, 0),
+        compression=_enum(body, "compression", ("none", "s2"), "none"),
+        first_seq=_get(body, "first_seq", int, 0),
+        allow_direct=_get(body, "allow_direct", bool, False),
+        mirror_direct=_get(body, "mirror_direct", bool, False),
+        discard_new_per_subject=_get(body, "discard_new_per_subject", bool, False),
+        sealed=_get(body, "sealed", bool, False),
+        deny_delete=_get(body, "deny_delete", bool, False),
+        deny_purge=_get(body, "deny_purge", bool, False),
+        allow_rollup_hdrs=_get(body, "allow_rollup_hdrs", bool, False),
+        consumer_limits=_get(body, "consumer_limits", dict, {}),
+        allow_msg_ttl=_get(body, "allow_msg_ttl", bool, False),
+        metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
+    )
+    _normalise(config)
+    _validate(config)
+    return config
+
+
+def _normalise(c: StreamConfig) -> None:
+    for key in ("max_consumers", "max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
+        value = getattr(c, key)
+        if value == 0 or value < -1:  # nats-server: 0 and other negatives mean "unlimited"
+            setattr(c, key, -1)
+    if c.duplicate_window <= 0:
+        window = DEFAULT_DUPLICATE_WINDOW_NS
+        if 0 < c.max_age < window:
+            window = c.max_age
+        c.duplicate_window = window
+
+
+def _validate(c: StreamConfig) -> None:
+    if len(c.description.encode()) > DESCRIPTION_BYTES_MAX:
+        raise _invalid(f"description must be at most {DESCRIPTION_BYTES_MAX} bytes")
+    if c.num_replicas > 1:
+        if c.num_replicas > 5:
+            raise _invalid("replicas > 5 not supported")
+        raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
+    if c.num_replicas < 0:
+        raise _invalid("replicas must be 1 or more")
+    if c.max_age < 0:
+        raise _invalid("max age needs to be positive")
+    if 0 < c.max_age < MIN_DURATION_NS:
+        raise _invalid("max age needs to be >= 100ms")
+    if c.duplicate_window < MIN_DURATION_NS:
+        raise _invalid("duplicates window needs to be >= 100ms")
+    if c.max_age and c.duplicate_window > c.max_age:
+        raise _invalid("duplicates window can not be larger then max age")
+    if c.sealed:
+        raise _invalid("stream configuration for create can not be sealed")
+    if c.mirror_direct:
+        raise _invalid("stream has no mirror but does have mirror direct")
+    if c.deny_purge and c.allow_rollup_hdrs:
+        raise _invalid("roll-ups require the purge permission")
+    if c.discard_new_per_subject and (c.discard != "new" or c.max_msgs_per_subject <= 0):
+        raise _invalid(
+            "discard new per subject requires discard new policy to be set"
+            if c.discard != "new"
+            else "discard new per subject requires max msgs per subject > 0"
+        )
+    if c.first_seq < 0:
+        raise _invalid("first sequence must be positive")
+    for subject in c.subjects:
+        if not is_valid_subject(subject.encode()):
+            raise _invalid("invalid subject")
+        if subject == ">" and not c.no_ack:
+            raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+        if _overlaps_system(subject) and not c.no_ack:
+            raise _invalid("subjects that overlap with jetstream api require no-ack to be true")
+    for i, a in enumerate(c.subjects):
+        for b in c.subjects[i + 1 :]:
+            if _pair_overlaps(a, b):
+                raise _invalid(f'subject "{a}" overlaps with "{b}"')
+    meta_size = sum(len(k) + len(v) for k, v in c.metadata.items())
+    if meta_size > METADATA_BYTES_MAX:
+        raise _invalid("metadata is too large")
+
+
+def _overlaps_system(subject: str) -> bool:
+    for reserved, allowed in (("$JS.>", "$JS.EVENT.>"), ("$JSC.>", None), ("$NRG.>", None)):
+        if _pair_overlaps(subject, reserved):
+            if allowed is not None and subset_match(allowed.encode(), subject.encode()):
+                continue
+            return True
+    return False
+
+
+def _pair_overlaps(a: str, b: str) -> bool:
+    """Could one subject be matched by both patterns?"""
+    ta, tb = a.split("."), b.split(".")
+    for i in range(max(len(ta), len(tb))):
+        x = ta[i] if i < len(ta) else None
+        y = tb[i] if i < len(tb) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != "*" and y != "*" and x != y:
+            return False
+    return True
+
+
+def subjects_overlap(a: list[str], b: list[str]) -> bool:
+    return any(_pair_overlaps(x, y) for x in a for y in b)
+
+
+def same_config(a: StreamConfig, b: StreamConfig) -> bool:
+    """Equal after defaults, ignoring server-managed `_nats.*` metadata (idempotent create)."""
+    return dataclasses.asdict(a) == dataclasses.asdict(b)
+
+
+def check_update(old: StreamConfig, new: StreamConfig) -> None:
+    """Raise 10052 (or 10055) for changes nats-server does not allow on STREAM.UPDATE."""
+    if new.storage != old.storage:
+        raise _invalid("stream configuration update can not change storage type")
+    if (old.retention == "workqueue") != (new.retention == "workqueue"):
+        raise _invalid(
+            "stream configuration update can not change retention policy to/from workqueue"
+        )
+    if old.sealed and not new.sealed:
+        raise _invalid("stream configuration update can not unseal a sealed stream")
+    if old.deny_delete and not new.deny_delete:
+        raise _invalid("stream configuration update can not cancel deny message deletes")
+    if old.deny_purge and not new.deny_purge:
+        raise _invalid("stream configuration update can not cancel deny purge")
+    if old.allow_msg_ttl and not new.allow_msg_ttl:
+        raise _invalid("stream configuration update can not disable message TTL")
+    if new.first_seq != old.first_seq and new.first_seq:
+        raise _invalid("stream configuration update can not change first sequence")
+
+
+def parse_stream_update(body: dict[str, Any], *, subject_name: str) -> StreamConfig:
+    """Like create, except that `sealed: true` is allowed (sealing happens by update)."""
+    sealed = body.get("sealed") is True
+    config = parse_stream_config({**body, "sealed": False}, subject_name=subject_name)
+    config.sealed = sealed
+    return config
+
+
+def stream_config_to_json(
+    c: StreamConfig, *, server_version: str | None = None, api_level: int | None = None
+) -> dict[str, Any]:
+    """The reference server's key order; optional keys only when set (wire reference §3.1)."""
+    out: dict[str, Any] = {"name": c.name}
+    if c.description:
+        out["description"] = c.description
+    out["subjects"] = list(c.subjects)
+    out.update(
+        retention=c.retention,
+        max_consumers=c.max_consumers,
+        max_msgs=c.max_msgs,
+        max_bytes=c.max_bytes,
+        max_age=c.max_age,
+        max_msgs_per_subject=c.max_msgs_per_subject,
+        max_msg_size=c.max_msg_size,
+        discard=c.discard,
+        storage=c.storage,
+        num_replicas=c.num_replicas,
+    )
+    if c.no_ack:
+        out["no_ack"] = True
+    out["duplicate_window"] = c.duplicate_window
+    out["compression"] = c.compression
+    if c.first_seq:
+        out["first_seq"] = c.first_seq
+    out["allow_direct"] = c.allow_direct
+    out["mirror_direct"] = c.mirror_direct
+    if c.discard_new_per_subject:
+        out["discard_new_per_subject"] = True
+    out.update(
+        sealed=c.sealed,
+        deny_delete=c.deny_delete,
+        deny_purge=c.deny_purge,
+        allow_rollup_hdrs=c.allow_rollup_hdrs,
+        consumer_limits=dict(c.consumer_limits),
+        allow_msg_ttl=c.allow_msg_ttl,
+    )
+    metadata = dict(c.metadata)
+    metadata["_nats.req.level"] = "1" if c.allow_msg_ttl else "0"
+    if server_version is not None:
+        metadata["_nats.ver"] = server_version
+        metadata["_nats.level"] = str(api_level or 0)
+    out["metadata"] = dict(sorted(metadata.items()))
+    return out

@@ -1,0 +1,308 @@
+"""A stream: captures subjects into its store and answers each publish with a PubAck.
+
+`Stream.ingest` applies nats-server's checks in its order (wire reference §4.3): sealed,
+expected stream, TTL permission, expected last subject sequence, expected last sequence,
+duplicate `Nats-Msg-Id`, expected last msg id, rollup permission, `max_msg_size`, header
+size, discard-new limits; then stores, records the msg id, applies the rollup and the
+discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
+gate in order: with a file store it is sent only after the group commit covering the
+message has reached stable storage (`commit.py`).
+
+The stream owns no sockets and no clock of its own: `now_ns` is injected, so expiry and
+the duplicate window are exact in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from brook import limits
+from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.store.base import MessageStore, StoredMessage
+from brook.protocol import headers as hdrs
+
+log = logging.getLogger("brook.stream")
+
+AckSender = Callable[[bytes, bytes], None]
+"""(reply subject, PubAck JSON) -> None"""
+
+_MSG_ID = "Nats-Msg-Id"
+_EXPECTED_STREAM = "Nats-Expected-Stream"
+_EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+_EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_ROLLUP = "Nats-Rollup"
+_TTL = "Nats-TTL"
+MAX_HEADER_BYTES = 65535
+
+
+def _uint(value: str) -> int | None:
+    return int(value) if value.isdigit() else None
+
+
+class Stream:
+    def __init__(
+        self,
+        config: Any,
+        store: MessageStore,
+        *,
+        now_ns: Callable[[], int],
+        send_ack: AckSender,
+        committer: GroupCommitter | None,
+        created_ns: int,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.name: str = config.name
+        self.created_ns = created_ns
+        self._now_ns = now_ns
+        self._send_ack = send_ack
+        self._committer = committer
+        # Nats-Msg-Id → (seq, ts_ns) in arrival order, trimmed to the duplicate window and
+        # to a hard count so a flood of unique ids cannot grow it without bound.
+        self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._last_msg_id = ""
+        self._name_json = json.dumps(self.name)
+        self.consumer_count = 0
+        self._rebuild_dedup()
+
+    # ------------------------------------------------------------------ publishing
+
+    def ingest(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> None:
+        """Store a captured message and (when there is a reply subject) acknowledge it."""
+        try:
+            ack = self._ingest(subject.decode("utf-8", "surrogateescape"), header, data)
+        except ApiError as err:
+            ack = self._error_ack(err)
+        if reply is None or self.config.no_ack:
+            return
+        self._after_durable(reply, ack)
+
+    def _ingest(self, subject: str, header: bytes | None, data: bytes) -> bytes:
+        config = self.config
+        if config.sealed:
+            raise api_error("STREAM_SEALED")
+        block = None
+        if header:
+            try:
+                block = hdrs.parse(header)
+            except hdrs.HeaderError:
+                block = None  # stored byte-exact; it just carries no JetStream headers
+        msg_id = ""
+        rollup = None
+        if block is not None:
+            expected = block.get(_EXPECTED_STREAM)
+            if expected is not None and expected != self.name:
+                raise api_error("STREAM_NOT_MATCH")
+            if block.get(_TTL) is not None and not getattr(config, "allow_msg_ttl", False):
+                raise api_error("MESSAGE_TTL_DISABLED")
+            value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
+            if value is not None:
+                want = _uint(value)
+                last = self.store.subject_state(subject).last_seq
+                if want is None or want != last:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            value = block.get(_EXPECTED_LAST_SEQ)
+            if value is not None:
+                want = _uint(value)
+                last = self.store.state().last_seq
+                if want is None or want != last:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            msg_id = block.get(_MSG_ID) or ""
+            if msg_id:
+                seen = self._dedup_lookup(msg_id)
+                if seen is not None:
+                    return b'{"stream":%b,"seq":%d,"duplicate": true}' % (
+                        self._name_json.encode(),
+                        seen,
+                    )
+            value = block.get(_EXPECTED_LAST_MSG_ID)
+            if value is not None and value != self._last_msg_id:
+                raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
+            rollup = block.get(_ROLLUP)
+            if rollup is not None:
+                if not config.allow_rollup_hdrs or config.deny_purge:
+                    raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
+                if rollup not in ("sub", "all"):
+                    raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
+        size = len(data) + (len(header) if header else 0)
+        if 0 <= config.max_msg_size < size:
+            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if header and len(header) > MAX_HEADER_BYTES:
+            raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
+        if config.discard == "new":
+            self._check_discard_new(subject, header, data, rollup)
+        now = self._now_ns()
+        seq = self.store.store(subject, header, data, now)
+        if msg_id:
+            self._remember(msg_id, seq, now)
+        self._last_msg_id = msg_id
+        if rollup == "sub":
+            self.store.purge(subject=subject, up_to_seq=seq)
+        elif rollup == "all":
+            self.store.purge(up_to_seq=seq)
+        self._enforce_limits(subject)
+        return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)
+
+    def _check_discard_new(
+        self, subject: str, header: bytes | None, data: bytes, rollup: str | None
+    ) -> None:
+        config = self.config
+        state = self.store.state()
+        per_subject = config.max_msgs_per_subject
+        replaces_oldest = False
+        if per_subject > 0:
+            on_subject = self.store.subject_state(subject).messages
+            if on_subject >= per_subject:
+                if config.discard_new_per_subject and rollup is None:
+                    raise api_error(
+                        "STREAM_STORE_FAILED", err="maximum messages per subject exceeded"
+                    )
+                replaces_oldest = True
+        if 0 < config.max_msgs <= state.messages and not replaces_oldest:
+            raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
+        if config.max_bytes > 0:
+            incoming = self._accounted_size(subject, header, data)
+            if state.bytes + incoming > config.max_bytes:
+                raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
+
+    def _accounted_size(self, subject: str, header: bytes | None, data: bytes) -> int:
+        n = len(subject.encode()) + len(data)
+        if self.config.storage == "memory":
+            return n + (len(header) if header else 0) + 16
+        return n + (34 + len(header) if header else 30)
+
+    def _enforce_limits(self, subject: str) -> None:
+        """discard old: drop the oldest messages (per subject for the per-subject limit)."""
+        self._enforce_subject_limit(subject)
+        self._enforce_stream_limits()
+
+    def enforce_all_limits(self) -> None:
+        """After a config update that may have tightened limits."""
+        if self.config.max_msgs_per_subject > 0:
+            for subject in self.store.subject_counts(">"):
+                self._enforce_subject_limit(subject)
+        self._enforce_stream_limits()
+
+    def _enforce_subject_limit(self, subject: str) -> None:
+        limit = self.config.max_msgs_per_subject
+        if limit <= 0:
+            return
+        store = self.store
+        excess = store.subject_state(subject).messages - limit
+        while excess > 0:
+            oldest = store.load_next(subject, 0)
+            if oldest is None:
+                break
+            store.remove(oldest.seq)
+            excess -= 1
+
+    def _enforce_stream_limits(self) -> None:
+        config = self.config
+        if config.discard == "new" or (config.max_msgs <= 0 and config.max_bytes <= 0):
+            return
+        store = self.store
+        state = store.state()
+        while state.messages and (
+            0 < config.max_msgs < state.messages or 0 < config.max_bytes < state.bytes
+        ):
+            store.remove(state.first_seq)
+            state = store.state()
+
+    def expire(self) -> int | None:
+        """Remove messages older than max_age; returns ns until the next expiry, if any."""
+        max_age = self.config.max_age
+        if max_age <= 0:
+            return None
+        now = self._now_ns()
+        self.store.expire_before(now - max_age + 1)  # a message exactly max_age old is expired
+        state = self.store.state()
+        if not state.messages:
+            return None
+        return max(int(state.first_ts_ns + max_age - now), 0)
+
+    # ------------------------------------------------------------------ dedup
+
+    def _dedup_lookup(self, msg_id: str) -> int | None:
+        self._trim_dedup()
+        entry = self._dedup.get(msg_id)
+        return entry[0] if entry is not None else None
+
+    def _remember(self, msg_id: str, seq: int, ts_ns: int) -> None:
+        self._dedup[msg_id] = (seq, ts_ns)
+        self._dedup.move_to_end(msg_id)
+        while len(self._dedup) > limits.DEDUP_IDS_MAX:
+            self._dedup.popitem(last=False)
+
+    def _trim_dedup(self) -> None:
+        cutoff = self._now_ns() - self.config.duplicate_window
+        dedup = self._dedup
+        while dedup:
+            first = next(iter(dedup.values()))
+            if first[1] >= cutoff:
+                break
+            dedup.popitem(last=False)
+
+    def _rebuild_dedup(self) -> None:
+        """After a restart, recover the msg ids still inside the duplicate window."""
+        window = self.config.duplicate_window
+        if window <= 0:
+            return
+        cutoff = self._now_ns() - window
+        state = self.store.state()
+        found: list[StoredMessage] = []
+        seq = state.last_seq
+        while seq >= state.first_seq and len(found) < limits.DEDUP_IDS_MAX:
+            msg = self.store.load(seq)
+            seq -= 1
+            if msg is None:
+                continue
+            if msg.ts_ns < cutoff:
+                break
+            found.append(msg)
+        for msg in reversed(found):
+            msg_id = _header_value(msg.header, _MSG_ID)
+            if msg_id:
+                self._dedup[msg_id] = (msg.seq, msg.ts_ns)
+        if found:
+            self._last_msg_id = _header_value(found[0].header, _MSG_ID) or ""
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def _error_ack(self, err: ApiError) -> bytes:
+        body = {"error": err.to_json(), "stream": self.name, "seq": 0}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def _after_durable(self, reply: bytes, ack: bytes) -> None:
+        committer = self._committer
+        if committer is None:
+            self._send_ack(reply, ack)
+            return
+
+        def on_durable(error: BaseException | None) -> None:
+            if error is None:
+                self._send_ack(reply, ack)
+            else:
+                failure = api_error("STREAM_STORE_FAILED", err=f"storage failure: {error}")
+                self._send_ack(reply, self._error_ack(failure))
+
+        committer.request(on_durable)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _header_value(header: bytes | None, name: str) -> str | None:
+    if not header:
+        return None
+    try:
+        return hdrs.parse(header).get(name)
+    except hdrs.HeaderError:
+        return None
