@@ -1,0 +1,291 @@
+"""The same JetStream stream-API requests against Brook and nats-server; JSON compared.
+
+Each scenario is a list of steps run in order on a fresh connection to each server:
+`("api", subject, body)` sends a raw API request, `("pub", subject, headers, payload)` a
+JetStream publish (request with a reply). Responses are normalised (timestamps, server
+versions and other volatile values replaced by placeholders) and must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+import pytest
+
+import brook
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
+
+Step = tuple[Any, ...]
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+VOLATILE_KEYS = {"created", "ts", "leader"}
+
+
+def normalise(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in ("_nats.ver", "_nats.level"):
+                continue  # server identity, not behaviour
+            if k == "bytes" and key == "state":
+                continue  # accounting of stored bytes is checked by the store suite
+            if key == "api":
+                out[k] = "<counter>"  # the nats-server is shared by tests; its level differs
+                continue
+            out[k] = "<volatile>" if k in VOLATILE_KEYS else normalise(v, k)
+        return out
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    if key == "description" and isinstance(value, str) and value.startswith("invalid JSON: "):
+        return "invalid JSON: <parser message>"  # Go's and Python's parser texts differ
+    if isinstance(value, str) and TS.match(value) and value != "0001-01-01T00:00:00Z":
+        return "<time>"
+    return value
+
+
+def api(subject: str, body: Any = None) -> Step:
+    return ("api", subject, body)
+
+
+def pub(subject: str, payload: bytes = b"x", **headers: str) -> Step:
+    return ("pub", subject, {k.replace("_", "-"): v for k, v in headers.items()}, payload)
+
+
+def direct(subject: str, body: Any = None) -> Step:
+    return ("direct", subject, body)
+
+
+ORDERS = {"name": "ORDERS", "subjects": ["orders.>"]}
+DG = {"name": "DG", "subjects": ["dg.>"], "allow_direct": True}
+
+SCENARIOS: dict[str, list[Step]] = {
+    "create-info-delete": [
+        api("$JS.API.STREAM.CREATE.ORDERS", ORDERS),
+        api("$JS.API.STREAM.CREATE.ORDERS", ORDERS),  # idempotent
+        api("$JS.API.STREAM.CREATE.ORDERS", {**ORDERS, "max_msgs": 5}),  # 10058
+        api("$JS.API.STREAM.INFO.ORDERS"),
+        api("$JS.API.STREAM.NAMES"),
+        api("$JS.API.STREAM.LIST", {"offset": 0}),
+        api("$JS.API.STREAM.DELETE.ORDERS", {"x": 1}),  # 10038
+        api("$JS.API.STREAM.DELETE.ORDERS"),
+        api("$JS.API.STREAM.INFO.ORDERS"),  # 10059
+        api("$JS.API.STREAM.NAMES"),
+    ],
+    "create-defaults-and-options": [
+        api("$JS.API.STREAM.CREATE.A", {"name": "A"}),
+        api(
+            "$JS.API.STREAM.CREATE.B",
+            {
+                "name": "B",
+                "subjects": ["b.*", "bb.>"],
+                "description": "bee",
+                "storage": "memory",
+                "retention": "workqueue",
+                "max_msgs": 10,
+                "max_bytes": 1000000,
+                "max_age": 60_000_000_000,
+                "max_msgs_per_subject": 3,
+                "max_msg_size": 512,
+                "discard": "new",
+                "allow_direct": True,
+                "allow_rollup_hdrs": True,
+                "metadata": {"team": "x"},
+            },
+        ),
+        api("$JS.API.STREAM.CREATE.C", {"name": "C", "max_age": 1_000_000_000}),
+        api("$JS.API.STREAM.CREATE.D", {"name": "D", "subjects": ["b.x"]}),  # overlap 10065
+        api("$JS.API.STREAM.NAMES", {"subject": "b.q"}),
+        api("$JS.API.STREAM.NAMES", {"subject": "nothing"}),
+    ],
+    "create-invalid": [
+        api("$JS.API.STREAM.CREATE.X", {"name": "Y"}),  # 10056
+        api("$JS.API.STREAM.CREATE.X", {"name": "X", "num_replicas": 3}),  # 10074
+        api("$JS.API.STREAM.CREATE.X", {"name": "X", "max_age": 5}),  # too small
+        api("$JS.API.STREAM.CREATE.X", {"name": "X", "subjects": ["a", "a"]}),
+        api(
+            "$JS.API.STREAM.CREATE.X", {"name": "X", "deny_purge": True, "allow_rollup_hdrs": True}
+        ),
+        api("$JS.API.STREAM.CREATE.X", {"name": "X", "sealed": True}),
+        api("$JS.API.STREAM.CREATE.X", {"name": "X", "discard_new_per_subject": True}),
+        api("$JS.API.STREAM.CREATE.X", "not json"),
+        api("$JS.API.STREAM.CREATE.X", "not json either"),
+    ],
+    "update": [
+        api("$JS.API.STREAM.CREATE.U", {"name": "U", "subjects": ["u.>"]}),
+        api("$JS.API.STREAM.UPDATE.U", {"name": "U", "subjects": ["u.>"], "max_msgs": 2}),
+        api("$JS.API.STREAM.UPDATE.U", {"name": "U", "subjects": ["u.>"], "storage": "memory"}),
+        api("$JS.API.STREAM.UPDATE.NOPE", {"name": "NOPE"}),
+    ],
+    "publish-headers": [
+        api("$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]}),
+        pub("p.a", b"one", Nats_Msg_Id="m1"),
+        pub("p.a", b"one", Nats_Msg_Id="m1"),  # duplicate
+        pub("p.b", b"two", Nats_Expected_Last_Sequence="1"),
+        pub("p.b", b"two", Nats_Expected_Last_Sequence="1"),  # 10071
+        pub("p.c", b"3", Nats_Expected_Stream="OTHER"),  # 10060
+        pub("p.a", b"4", Nats_Expected_Last_Subject_Sequence="1"),
+        pub("p.a", b"5", Nats_Expected_Last_Subject_Sequence="1"),  # 10071
+        pub("p.new", b"6", Nats_Expected_Last_Subject_Sequence="0"),
+        pub("p.x", b"7", Nats_Expected_Last_Msg_Id="m1"),  # last msg had no id: 10070
+        pub("p.x", b"8", Nats_Rollup="sub"),  # rollup not permitted
+        api("$JS.API.STREAM.INFO.P"),
+    ],
+    "limits": [
+        api("$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.>"], "max_msgs": 2}),
+        pub("l.a", b"1"),
+        pub("l.a", b"2"),
+        pub("l.a", b"3"),
+        api("$JS.API.STREAM.INFO.L"),
+        api(
+            "$JS.API.STREAM.CREATE.N",
+            {"name": "N", "subjects": ["n.>"], "max_msgs": 1, "discard": "new", "max_msg_size": 4},
+        ),
+        pub("n.a", b"1"),
+        pub("n.a", b"2"),  # maximum messages exceeded
+        pub("n.a", b"too big"),  # 10054
+        api(
+            "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "max_msgs_per_subject": 1}
+        ),
+        pub("s.a", b"1"),
+        pub("s.a", b"2"),
+        pub("s.b", b"3"),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}),
+    ],
+    "get-delete-purge": [
+        api("$JS.API.STREAM.CREATE.G", {"name": "G", "subjects": ["g.>"]}),
+        pub("g.a", b"first", Nats_Msg_Id="m-1"),
+        pub("g.b", b"second"),
+        pub("g.a", b"third"),
+        pub("g.c", b"fourth"),
+        api("$JS.API.STREAM.MSG.GET.G", {"seq": 1}),
+        api("$JS.API.STREAM.MSG.GET.G", {"last_by_subj": "g.a"}),
+        api("$JS.API.STREAM.MSG.GET.G", {"seq": 1, "next_by_subj": "g.b"}),
+        api("$JS.API.STREAM.MSG.GET.G", {"last_by_subj": "g.>"}),
+        api("$JS.API.STREAM.MSG.GET.G", {"seq": 99}),
+        api("$JS.API.STREAM.MSG.DELETE.G", {"seq": 2}),
+        api("$JS.API.STREAM.MSG.DELETE.G", {"seq": 2}),  # 10043
+        api("$JS.API.STREAM.MSG.DELETE.G", {"seq": 50}),  # 10057
+        api("$JS.API.STREAM.INFO.G", {"deleted_details": True}),
+        api("$JS.API.STREAM.PURGE.G", {"filter": "g.a", "keep": 1}),
+        api("$JS.API.STREAM.PURGE.G", {"seq": 4}),
+        api("$JS.API.STREAM.PURGE.G", {"seq": 4, "keep": 1}),  # 10003
+        api("$JS.API.STREAM.PURGE.G", {}),
+        api("$JS.API.STREAM.INFO.G"),
+        pub("g.z", b"after purge"),
+    ],
+    "direct-get": [
+        api("$JS.API.STREAM.CREATE.DG", DG),
+        pub("dg.a", b"1", X_Custom="kept"),
+        pub("dg.b", b"2"),
+        pub("dg.a", b"3"),
+        pub("dg.c", b"4"),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 2}),
+        direct("$JS.API.DIRECT.GET.DG", {"last_by_subj": "dg.a"}),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 1, "next_by_subj": "dg.c"}),
+        direct("$JS.API.DIRECT.GET.DG.dg.a"),
+        direct("$JS.API.DIRECT.GET.DG.dg.nothing"),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 99}),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 1, "batch": 3}),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 2, "batch": 10, "next_by_subj": "dg.a"}),
+        direct("$JS.API.DIRECT.GET.DG", {"multi_last": ["dg.a", "dg.b"]}),
+        direct("$JS.API.DIRECT.GET.DG", {"multi_last": ["none.*"]}),
+        direct("$JS.API.DIRECT.GET.DG"),
+        direct("$JS.API.DIRECT.GET.DG", "{not json"),
+        direct("$JS.API.DIRECT.GET.DG.dg.a", {"seq": 1}),
+        api("$JS.API.STREAM.CREATE.ND", {"name": "ND", "subjects": ["nd"]}),
+        direct("$JS.API.DIRECT.GET.ND", {"seq": 1}),  # no allow_direct: no responders
+    ],
+    "account-info": [
+        api("$JS.API.STREAM.CREATE.AI", {"name": "AI", "subjects": ["ai"], "storage": "memory"}),
+        api("$JS.API.INFO"),
+    ],
+}
+
+
+async def run_scenario(url: str, steps: list[Step]) -> list[Any]:
+    nc = await nats.connect(url, allow_reconnect=False)
+    results: list[Any] = []
+    try:
+        for step in steps:
+            if step[0] == "api":
+                _, subject, body = step
+                data = (
+                    b"" if body is None else (body if isinstance(body, str) else json.dumps(body))
+                )
+                data = data.encode() if isinstance(data, str) else data
+                reply = await nc.request(subject, data, timeout=5)
+            elif step[0] == "direct":
+                results.append(await direct_get(nc, step[1], step[2]))
+                continue
+            else:
+                _, subject, headers, payload = step
+                reply = await nc.request(subject, payload, timeout=5, headers=headers or None)
+            results.append(normalise(json.loads(reply.data)))
+    finally:
+        for name in (
+            "DG",
+            "ND",
+            "ORDERS",
+            "A",
+            "B",
+            "C",
+            "D",
+            "U",
+            "P",
+            "L",
+            "N",
+            "S",
+            "G",
+            "AI",
+            "X",
+        ):
+            await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+        await nc.close()
+    return results
+
+
+async def direct_get(nc: Any, subject: str, body: Any) -> list[Any]:
+    """Every reply to one direct-get request: (headers, data) until a terminal status."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    data = b"" if body is None else (body if isinstance(body, str) else json.dumps(body))
+    await nc.publish(subject, data.encode() if isinstance(data, str) else data, reply=inbox)
+    replies: list[Any] = []
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=1)
+            except Exception:
+                replies.append("<timeout>")
+                break
+            headers = dict(msg.headers or {})
+            if "Nats-Time-Stamp" in headers:
+                headers["Nats-Time-Stamp"] = "<time>"
+            replies.append((headers, msg.data))
+            status = headers.get("Status")
+            if status is not None or "Nats-Num-Pending" not in headers:
+                break  # a status ends the exchange; so does a plain single reply
+    finally:
+        await sub.unsubscribe()
+    return replies
+
+
+@pytest.fixture
+async def brook_url() -> AsyncIterator[str]:
+    async with brook.serve(port=0, jetstream=True) as server:
+        yield server.url
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_stream_api_matches_nats_server(
+    name: str, brook_url: str, nats_server_url: str
+) -> None:
+    steps = SCENARIOS[name]
+    expected = await run_scenario(nats_server_url, steps)
+    actual = await run_scenario(brook_url, steps)
+    for i, (step, want, got) in enumerate(zip(steps, expected, actual, strict=True)):
+        assert got == want, f"step {i} {step[:2]}"

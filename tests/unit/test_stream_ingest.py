@@ -1,0 +1,146 @@
+"""Stream ingest rules with a manual clock: no sockets, no sleeping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from brook.jetstream.models import parse_stream_config
+from brook.jetstream.store.memory import MemoryStore
+from brook.jetstream.stream import Stream
+from brook.protocol import headers as hdrs
+
+SECOND = 1_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000 * SECOND
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make(**config: Any) -> tuple[Stream, Clock, list[dict[str, Any]]]:
+    clock = Clock()
+    acks: list[dict[str, Any]] = []
+    cfg = parse_stream_config(
+        {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}, subject_name="S"
+    )
+    stream = Stream(
+        cfg,
+        MemoryStore(first_seq=cfg.first_seq or 1),
+        now_ns=clock,
+        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
+        committer=None,
+        created_ns=clock.now,
+    )
+    return stream, clock, acks
+
+
+def publish(stream: Stream, subject: str, data: bytes = b"x", **headers: str) -> None:
+    block = hdrs.encode([(k.replace("_", "-"), v) for k, v in headers.items()]) if headers else None
+    stream.ingest(subject.encode(), b"_INBOX.r", block, data)
+
+
+def test_duplicate_window_is_exact() -> None:
+    stream, clock, acks = make(duplicate_window=2 * SECOND)
+    publish(stream, "s.a", Nats_Msg_Id="id")
+    clock.now += 2 * SECOND - 1
+    publish(stream, "s.a", Nats_Msg_Id="id")
+    clock.now += 2
+    publish(stream, "s.a", Nats_Msg_Id="id")
+    assert acks == [
+        {"stream": "S", "seq": 1},
+        {"stream": "S", "seq": 1, "duplicate": True},
+        {"stream": "S", "seq": 2},
+    ]
+
+
+def test_max_age_expiry_returns_time_to_next_expiry() -> None:
+    stream, clock, _ = make(max_age=10 * SECOND)
+    publish(stream, "s.a")
+    clock.now += 4 * SECOND
+    publish(stream, "s.b")
+    assert stream.expire() == 6 * SECOND
+    clock.now += 6 * SECOND
+    assert stream.expire() == 4 * SECOND
+    state = stream.store.state()
+    assert (state.messages, state.first_seq) == (1, 2)
+    clock.now += 4 * SECOND
+    assert stream.expire() is None
+    assert stream.store.state().messages == 0
+
+
+@pytest.mark.parametrize(("rollup", "left"), [("sub", [2, 4]), ("all", [4])])
+def test_rollup(rollup: str, left: list[int]) -> None:
+    stream, _, acks = make(allow_rollup_hdrs=True)
+    publish(stream, "s.a")
+    publish(stream, "s.b")
+    publish(stream, "s.a")
+    publish(stream, "s.a", Nats_Rollup=rollup)
+    assert acks[-1] == {"stream": "S", "seq": 4}
+    assert [m.seq for m in _all(stream)] == left
+
+
+def test_rollup_needs_permission_and_valid_value() -> None:
+    stream, _, acks = make()
+    publish(stream, "s.a", Nats_Rollup="sub")
+    assert acks[-1]["error"]["err_code"] == 10111
+    stream2, _, acks2 = make(allow_rollup_hdrs=True)
+    publish(stream2, "s.a", Nats_Rollup="bogus")
+    assert acks2[-1]["error"]["description"] == 'rollup value invalid: "bogus"'
+
+
+def test_discard_new_per_subject() -> None:
+    stream, _, acks = make(discard="new", max_msgs_per_subject=1, discard_new_per_subject=True)
+    publish(stream, "s.a")
+    publish(stream, "s.a")
+    publish(stream, "s.b")
+    assert acks[1]["error"] == {
+        "code": 503,
+        "err_code": 10077,
+        "description": "maximum messages per subject exceeded",
+    }
+    assert acks[2] == {"stream": "S", "seq": 2}
+
+
+def test_expected_last_msg_id_and_sealed() -> None:
+    stream, _, acks = make()
+    publish(stream, "s.a", Nats_Msg_Id="first")
+    publish(stream, "s.a", Nats_Expected_Last_Msg_Id="first")
+    publish(stream, "s.a", Nats_Expected_Last_Msg_Id="first")
+    assert acks[1] == {"stream": "S", "seq": 2}
+    assert acks[2]["error"]["description"] == "wrong last msg ID: "
+    stream.config.sealed = True
+    publish(stream, "s.a")
+    assert acks[-1]["error"]["err_code"] == 10109
+
+
+def test_max_bytes_discard_old_keeps_newest() -> None:
+    stream, _, _ = make(max_bytes=3 * (len("s.a") + 10 + 16))
+    for _ in range(5):
+        publish(stream, "s.a", b"0123456789")
+    state = stream.store.state()
+    assert (state.messages, state.first_seq, state.last_seq) == (3, 3, 5)
+
+
+def test_no_reply_or_no_ack_sends_nothing() -> None:
+    stream, _, acks = make(no_ack=True)
+    publish(stream, "s.a")
+    stream2, _, acks2 = make()
+    stream2.ingest(b"s.a", None, None, b"x")
+    assert acks == []
+    assert acks2 == []
+    assert stream.store.state().messages == stream2.store.state().messages == 1
+
+
+def _all(stream: Stream) -> list[Any]:
+    out = []
+    msg = stream.store.load_next(">", 0)
+    while msg is not None:
+        out.append(msg)
+        msg = stream.store.load_next(">", msg.seq + 1)
+    return out
