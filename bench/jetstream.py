@@ -1,0 +1,104 @@
+"""JetStream publish throughput: acknowledged publishes per second, Brook and nats-server.
+
+Raw-socket publishers in separate processes keep a window of publishes in flight (each a
+PUB with a reply inbox) and count PubAcks as they arrive, so the client costs almost
+nothing per message. Both servers use file storage. Brook acknowledges only after fsync
+(group commit, ADR 0004); nats-server acknowledges before its periodic fsync, so the ratio
+compares a stronger guarantee against a weaker one.
+
+    python -m bench.jetstream [--messages N] [--size BYTES] [--publishers P] [--window W]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from multiprocessing.queues import Queue
+
+from bench.core import _connect, _read_until, brook_server, nats_server
+
+ACK_MARK = b'"seq":'
+
+
+def create_stream(port: int, storage: str) -> None:
+    s = _connect(port)
+    body = json.dumps({"name": "BENCH", "subjects": ["js.bench.>"], "storage": storage}).encode()
+    s.sendall(
+        b"SUB _INBOX.create 1\r\nPUB $JS.API.STREAM.CREATE.BENCH _INBOX.create %d\r\n%b\r\n"
+        % (len(body), body)
+    )
+    reply = _read_until(s, b"stream_create_response")
+    if b'"error"' in reply:
+        raise SystemExit(f"stream create failed: {reply[:300]!r}")
+    s.close()
+
+
+def publisher(
+    port: int, index: int, count: int, size: int, window: int, out: Queue[tuple[int, float]]
+) -> None:
+    s = _connect(port)
+    s.setblocking(True)
+    inbox = b"_INBOX.b%d" % index
+    s.sendall(b"SUB %b.* 1\r\nPING\r\n" % inbox)
+    _read_until(s, b"PONG\r\n")
+    frame = b"PUB js.bench.%d %b.x %d\r\n%b\r\n" % (index, inbox, size, b"x" * size)
+    chunk = 64
+    sent = acked = 0
+    tail = b""
+    start = time.perf_counter()
+    while acked < count:
+        while sent < count and sent - acked < window:
+            n = min(chunk, count - sent)
+            s.sendall(frame * n)
+            sent += n
+        data = s.recv(1 << 20)
+        if not data:
+            break
+        buf = tail + data
+        acked += buf.count(ACK_MARK)
+        tail = buf[-(len(ACK_MARK) - 1) :]
+        if b'"error"' in buf:
+            raise SystemExit(f"publish failed: {buf[:300]!r}")
+    out.put((acked, time.perf_counter() - start))
+    s.close()
+
+
+def run(port: int, n: int, size: int, pubs: int, window: int, storage: str) -> float:
+    create_stream(port, storage)
+    out: Queue[tuple[int, float]] = mp.Queue()
+    procs = [
+        mp.Process(target=publisher, args=(port, i, n // pubs, size, window, out))
+        for i in range(pubs)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(r[0] for r in results) / max(r[1] for r in results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--publishers", type=int, default=2)
+    parser.add_argument("--window", type=int, default=1000)
+    args = parser.parse_args()
+    print(
+        f"{args.messages} acknowledged publishes of {args.size} bytes, "
+        f"{args.publishers} publishers, window {args.window}\n"
+    )
+    print(f"{'storage':10} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
+    for storage in ("file", "memory"):
+        with nats_server(jetstream=True) as port:
+            ref = run(port, args.messages, args.size, args.publishers, args.window, storage)
+        with brook_server(jetstream=True) as port:
+            ours = run(port, args.messages, args.size, args.publishers, args.window, storage)
+        print(f"{storage:10} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
