@@ -7,11 +7,12 @@ limits (`max_payload_bytes=1024`) or turn on auth exactly as a config file would
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from brook.config.settings import AuthSettings, JetStreamSettings, Settings, User
+from brook.config.settings import AuthSettings, Settings, User
 
 
 @asynccontextmanager
@@ -36,11 +37,10 @@ async def serve(
         auth = AuthSettings(token=token, users=users)
     js = base.jetstream
     if store_dir is not None or jetstream is not None:
-        js = JetStreamSettings(
+        js = dataclasses.replace(
+            js,
             enabled=jetstream if jetstream is not None else True,
-            store_dir=store_dir,
-            max_memory_store_bytes=js.max_memory_store_bytes,
-            max_file_store_bytes=js.max_file_store_bytes,
+            store_dir=store_dir if store_dir is not None else js.store_dir,
         )
     server = Server(base.replace(host=host, port=port, auth=auth, jetstream=js, **fields))
     await server.start()

@@ -168,3 +168,29 @@ async def test_store_dir_is_created_and_checked(tmp_path: Path) -> None:
     result = run_brook("serve", "-p", "0", "-js", "-sd", str(blocker / "store"))
     assert result.returncode == 1
     assert "store_dir" in result.stderr
+
+
+async def test_store_check_command(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with brook.serve(port=0, store_dir=str(store)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="CHK", subjects=["chk"])
+        for i in range(20):
+            await js.publish("chk", b"message %d" % i)
+        await nc.close()
+    data = store / "streams" / "CHK" / "data"
+    healthy = run_brook("store", "check", str(data), "--json")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    report = json.loads(healthy.stdout)
+    assert (report["healthy"], report["messages"], report["last_seq"]) == (True, 20, 20)
+    segment = next((data / "msgs").glob("*.seg"))
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # corrupt one byte in the middle of the log
+    segment.write_bytes(bytes(raw))
+    damaged = run_brook("store", "check", str(data), "--json")
+    assert damaged.returncode == 1
+    findings = json.loads(damaged.stdout)
+    assert findings["healthy"] is False
+    assert findings["findings"], "the corrupt record is reported"
+    assert run_brook("store", "check").returncode == 2

@@ -168,6 +168,17 @@ _JS_ENABLED = ("enabled", "enable")
 _JS_STORE_DIR = ("store_dir", "store", "storedir")
 _JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
 _JS_MAX_FILE = ("max_file_store", "max_file")
+_JS_SYNC = ("sync_interval", "sync")
+
+
+def sync_interval(where: str, v: object) -> float:
+    """nats-server's `sync_interval`: `always` (fsync before every ack) or a duration."""
+    if isinstance(v, str) and v.strip().lower() == "always":
+        return 0.0
+    seconds = _duration(where, v)
+    if seconds <= 0:
+        raise _bad(where, "'always' or a positive duration", v)
+    return seconds
 
 
 def _jetstream(s: Settings, where: str, v: object) -> None:
@@ -179,7 +190,7 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
         js.enabled = v.lower().startswith("enable")
     elif isinstance(v, dict):
         enabled = True
-        known = (*_JS_ENABLED, *_JS_STORE_DIR, *_JS_MAX_MEMORY, *_JS_MAX_FILE)
+        known = (*_JS_ENABLED, *_JS_STORE_DIR, *_JS_MAX_MEMORY, *_JS_MAX_FILE, *_JS_SYNC)
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
                 enabled = _bool(at, value)
@@ -187,6 +198,8 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.store_dir = _str(at, value)
             elif key in _JS_MAX_MEMORY:
                 js.max_memory_store_bytes = _size(at, value)
+            elif key in _JS_SYNC:
+                js.sync_interval_s = sync_interval(at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from brook.config.conf import load_conf_file
+from brook.config.conf import load_conf_file, sync_interval
 from brook.config.conf_syntax import parse_duration, parse_size
 from brook.config.settings import ConfigError, Settings, User
 
@@ -49,6 +49,13 @@ _FLAGS = (
     _Flag(("config", "c"), "str", "@config", "nats-server style config file, read first", "FILE"),
     _Flag(("jetstream", "js"), "bool", "jetstream.enabled", "Enable JetStream"),
     _Flag(("store-dir", "sd", "store_dir"), "str", "jetstream.store_dir", "JetStream data", "DIR"),
+    _Flag(
+        ("sync-interval", "sync_interval"),
+        "str",
+        "@sync_interval",
+        "fsync before every ack ('always', default) or every DUR",
+        "DUR",
+    ),
     _Flag(("max-payload",), "size", "max_payload_bytes", "Largest message payload", "SIZE"),
     _Flag(("max-control-line",), "size", "max_control_line_bytes", "Longest protocol line", "SIZE"),
     _Flag(("max-connections",), "int", "max_connections", "Most client connections", "N"),
@@ -194,6 +201,8 @@ def parse_serve_args(argv: list[str]) -> Settings:
             settings.auth.token = str(value)
         elif flag.target == "@debug_trace":
             settings.debug = settings.trace = bool(value)
+        elif flag.target == "@sync_interval":
+            settings.jetstream.sync_interval_s = sync_interval(f"flag {typed!r}", value)
         elif flag.target != "@config":
             _set(settings, flag.target, value)
     if user is not None and password is not None:

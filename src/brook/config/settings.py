@@ -43,6 +43,10 @@ class JetStreamSettings:
     store_dir: str | None = None
     max_memory_store_bytes: int = -1  # -1 = no account limit
     max_file_store_bytes: int = -1
+    # 0 ("always"): every PubAck waits for an fsync covering its message (group commit).
+    # > 0: nats-server's interval mode: acknowledge after the write, fsync every N seconds;
+    # faster, but a power loss can drop acknowledged messages (docs/adr/0004).
+    sync_interval_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -95,6 +99,8 @@ class Settings:
         for name in ("ping_interval_s", "auth_timeout_s", "write_deadline_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
+        if self.jetstream.sync_interval_s < 0:
+            raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.auth.token is not None and self.auth.users:
             raise ConfigError("authorization: token and users cannot both be set")
         seen: set[str] = set()

@@ -73,6 +73,7 @@ class JetStream:
         now_ns: Callable[[], int] = time.time_ns,
         max_memory_bytes: int = -1,
         max_file_bytes: int = -1,
+        sync_interval_s: float = 0.0,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -83,6 +84,10 @@ class JetStream:
         self._entries: dict[str, _Entry] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
         self._loop: asyncio.AbstractEventLoop | None = None
+        # 0: acknowledge after fsync (group commit); > 0: nats-server's interval mode.
+        self.sync_interval_s = sync_interval_s
+        self._sync_timer: asyncio.TimerHandle | None = None
+        self._sync_running = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -90,6 +95,8 @@ class JetStream:
         self._loop = asyncio.get_running_loop()
         if self.root is None:
             return
+        if self.sync_interval_s > 0:
+            self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
         self.root.mkdir(parents=True, exist_ok=True)
         for directory in sorted(p for p in self.root.iterdir() if p.is_dir()):
             try:
@@ -103,7 +110,31 @@ class JetStream:
             if entry.committer is not None:
                 await entry.committer.drain()
 
+    def _interval_sync(self) -> None:
+        """Interval mode: fsync every file store in a worker thread, then re-arm."""
+        assert self._loop is not None
+        self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
+        if self._sync_running:
+            return  # the previous round is still syncing; skip rather than pile up
+        stores = [
+            e.stream.store for e in self._entries.values() if e.stream.config.storage == "file"
+        ]
+
+        def sync_all() -> None:
+            for store in stores:
+                try:
+                    store.sync()
+                except Exception:
+                    log.exception("interval sync failed")
+
+        self._sync_running = True
+        future = self._loop.run_in_executor(self._executor, sync_all)
+        future.add_done_callback(lambda _f: setattr(self, "_sync_running", False))
+
     async def stop(self) -> None:
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
         await self.drain()
         for name in list(self._entries):
             self._detach(name)
@@ -178,7 +209,8 @@ class JetStream:
             directory = self.root / config.name / "data"
             directory.mkdir(parents=True, exist_ok=True)
             store = FileStore(directory=directory, first_seq=config.first_seq or 1)
-            committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
+            if self.sync_interval_s <= 0:
+                committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
         else:
             store = MemoryStore(first_seq=config.first_seq or 1)
         stream = Stream(
