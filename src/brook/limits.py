@@ -11,10 +11,10 @@ DEFAULT_HOST: Final = "0.0.0.0"
 DEFAULT_PORT: Final = 4222
 DEFAULT_HTTP_PORT: Final = 8222  # used when `-m` is given without a usable value
 
-# Advertised in INFO. nats-py picks the named consumer-create subjects only for 2.x with
-# x >= 9, and the wire reference recommends 2.11.0 once per-message TTL exists; 2.10.0
-# until then keeps clients from using features Brook does not have yet.
-NATS_COMPAT_VERSION: Final = "2.10.0"
+# Advertised in INFO (ADR 0003). nats-py picks the named consumer-create subjects only for
+# 2.x with x >= 9; 2.11 is the release of per-message TTL (API level 1), which Brook has.
+# 2.12+ would invite counters, atomic batches and schedules, which it does not.
+NATS_COMPAT_VERSION: Final = "2.11.0"
 PROTOCOL_VERSION: Final = 1
 
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
@@ -48,5 +48,5 @@ SHUTDOWN_FLUSH_S: Final = 5.0
 DEDUP_IDS_MAX: Final = 1_000_000
 # Worker threads that run fsyncs (group commits) for all streams.
 SYNC_THREADS: Final = 4
-# JetStream API level reported in account info (1 once per-message TTL exists, ADR 0003).
-JETSTREAM_API_LEVEL: Final = 0
+# JetStream API level reported in account info and stream metadata: 1 = per-message TTL.
+JETSTREAM_API_LEVEL: Final = 1

@@ -203,6 +203,90 @@ SCENARIOS: dict[str, list[Step]] = {
         api("$JS.API.STREAM.CREATE.AI", {"name": "AI", "subjects": ["ai"], "storage": "memory"}),
         api("$JS.API.INFO"),
     ],
+    # Per-message TTL. Accepted TTLs are all >= 30 s so nothing expires mid-scenario.
+    "msg-ttl-values": [
+        api("$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"], "allow_msg_ttl": True}),
+        *(
+            pub("a.x", Nats_TTL=value)
+            for value in (
+                "30",
+                "030",
+                "30s",
+                "1h30m",
+                "30500ms",  # truncated to whole seconds
+                "+30s",
+                "18446744073709551646",  # 2^64 + 30: digit strings wrap like int64
+                "never",
+                "NEVER",
+                "00",  # zero digits: no TTL
+                "",
+                " 30",
+                "500ms",  # below 1 s
+                "999ms",
+                "1ns",
+                "0",
+                "0s",
+                "-1",
+                "+5",
+                "1.5",
+                "1d",
+                "5S",
+                "abc",
+                "never1",
+                "9223372036854775808",  # 2^63 wraps negative
+                "2562048h",  # overflows a Go duration
+            )
+        ),
+        api("$JS.API.STREAM.INFO.A"),
+    ],
+    "msg-ttl-disabled": [
+        api("$JS.API.STREAM.CREATE.D", {"name": "D", "subjects": ["d.>"]}),
+        pub("d.x", Nats_TTL="5"),  # 10166
+        pub("d.x", Nats_TTL="never"),  # 10166
+        pub("d.x", Nats_TTL="abc"),  # 10165: an invalid value is reported as invalid
+        pub("d.x", Nats_TTL="0"),  # 10165
+        pub("d.x", Nats_TTL="00"),  # no TTL: stored
+        pub("d.x", Nats_TTL=""),  # no TTL: stored
+        api("$JS.API.STREAM.INFO.D"),
+    ],
+    # Messages failing two checks at once show which one nats-server makes first.
+    "msg-ttl-check-order": [
+        api(
+            "$JS.API.STREAM.CREATE.L",
+            {
+                "name": "L",
+                "subjects": ["l.>"],
+                "allow_msg_ttl": True,
+                "allow_rollup_hdrs": True,
+                "max_msgs": 1,
+                "discard": "new",
+                "max_msg_size": 100,
+                "duplicate_window": 60_000_000_000,
+            },
+        ),
+        pub("l.a", Nats_Msg_Id="m1"),
+        pub("l.a", Nats_TTL="abc", Nats_Expected_Stream="OTHER"),  # 10060
+        pub("l.a", Nats_TTL="abc", Nats_Expected_Last_Subject_Sequence="7"),  # 10071
+        pub("l.a", Nats_TTL="abc", Nats_Expected_Last_Sequence="7"),  # 10071
+        pub("l.a", Nats_TTL="abc", Nats_Msg_Id="m1"),  # duplicate
+        pub("l.a", Nats_TTL="abc", Nats_Expected_Last_Msg_Id="zz"),  # 10070
+        pub("l.a", Nats_TTL="abc", Nats_Rollup="bogus"),  # 10111
+        pub("l.a", b"x" * 200, Nats_TTL="abc"),  # 10054
+        pub("l.a", Nats_TTL="abc"),  # 10165 before the discard-new limit
+        pub("l.a", Nats_TTL="30"),  # 10077
+        api(
+            "$JS.API.STREAM.CREATE.N",
+            {"name": "N", "subjects": ["n.>"], "max_msg_size": 100},
+        ),
+        pub("n.a", b"x" * 200, Nats_Expected_Stream="OTHER"),  # 10054 first
+        pub("n.a", b"x" * 200, Nats_TTL="5"),  # 10054 before 10166
+        pub("n.a", Nats_TTL="5", Nats_Expected_Stream="OTHER"),  # 10060 before 10166
+        pub("n.a", Nats_TTL="5", Nats_Expected_Last_Sequence="7"),  # 10166 before 10071
+        pub("n.a", Nats_TTL="abc", Nats_Expected_Last_Sequence="7"),  # 10071 before 10165
+        api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),
+        pub("s.a", Nats_TTL="5", X_Big="y" * 70000),  # 10097 before 10166
+        pub("s.a", Nats_Expected_Stream="OTHER", X_Big="y" * 70000),  # 10097 before 10060
+    ],
 }
 
 

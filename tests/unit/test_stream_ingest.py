@@ -144,3 +144,18 @@ def _all(stream: Stream) -> list[Any]:
         out.append(msg)
         msg = stream.store.load_next(">", msg.seq + 1)
     return out
+
+
+def test_size_checks_come_right_after_sealed() -> None:
+    """nats-server 2.15.1 checks max_msg_size, then header size, before any header rule."""
+    stream, _, acks = make(max_msg_size=100)
+    publish(stream, "s.a", b"x" * 200, Nats_Expected_Stream="OTHER")
+    assert acks[-1]["error"]["err_code"] == 10054
+    publish(stream, "s.a", Nats_Expected_Stream="OTHER", X_Big="y" * 70000)
+    assert acks[-1]["error"]["err_code"] == 10054
+    stream2, _, acks2 = make()
+    publish(stream2, "s.a", Nats_Expected_Last_Sequence="7", X_Big="y" * 70000)
+    assert acks2[-1]["error"]["err_code"] == 10097
+    stream2.config.sealed = True
+    publish(stream2, "s.a", X_Big="y" * 70000)
+    assert acks2[-1]["error"]["err_code"] == 10109

@@ -47,6 +47,7 @@ class _Entry:
     stream: Stream
     subs: list[Subscription] = field(default_factory=list)
     expiry: asyncio.TimerHandle | None = None
+    expiry_at: int | None = None  # when `expiry` fires, in the engine's clock (ns)
     committer: GroupCommitter | None = None
 
 
@@ -232,8 +233,9 @@ class JetStream:
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             stream.ingest(subject, reply, header, data)
-            if entry.expiry is None and stream.config.max_age > 0:
-                self._schedule_expiry(entry)
+            wake = stream.next_wakeup_ns
+            if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
+                self._arm_expiry(entry, wake)  # a publish brought an expiry forward
 
         entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
         if stream.config.allow_direct:
@@ -255,21 +257,34 @@ class JetStream:
         for sub in entry.subs:
             self.internal.unsubscribe(sub)
         entry.subs = []
-        if entry.expiry is not None:
-            entry.expiry.cancel()
-            entry.expiry = None
+        self._disarm_expiry(entry)
 
     def _schedule_expiry(self, entry: _Entry) -> None:
+        """Expire what is due now and arm the timer for the next expiry, if any."""
+        entry.stream.expire()
+        wake = entry.stream.next_wakeup_ns
+        if wake is None:
+            self._disarm_expiry(entry)
+        else:
+            self._arm_expiry(entry, wake)
+
+    def _arm_expiry(self, entry: _Entry, at_ns: int) -> None:
+        self._disarm_expiry(entry)
+        if self._loop is None:
+            return
+        delay_s = max(at_ns - self.now_ns(), 0) / 1e9
+        entry.expiry = self._loop.call_later(delay_s, self._expire, entry)
+        entry.expiry_at = at_ns
+
+    def _disarm_expiry(self, entry: _Entry) -> None:
         if entry.expiry is not None:
             entry.expiry.cancel()
-            entry.expiry = None
-        wait_ns = entry.stream.expire()
-        if wait_ns is None or self._loop is None:
-            return
-        entry.expiry = self._loop.call_later(wait_ns / 1e9, self._expire, entry)
+        entry.expiry = None
+        entry.expiry_at = None
 
     def _expire(self, entry: _Entry) -> None:
         entry.expiry = None
+        entry.expiry_at = None
         if self._entries.get(entry.stream.name) is entry:
             self._schedule_expiry(entry)
 

@@ -1,12 +1,20 @@
 """A stream: captures subjects into its store and answers each publish with a PubAck.
 
-`Stream.ingest` applies nats-server's checks in its order (wire reference §4.3): sealed,
-expected stream, TTL permission, expected last subject sequence, expected last sequence,
-duplicate `Nats-Msg-Id`, expected last msg id, rollup permission, `max_msg_size`, header
-size, discard-new limits; then stores, records the msg id, applies the rollup and the
+`Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
+(checked by publishing messages that fail several checks at once; wire reference §4.3
+lists an older order): sealed, `max_msg_size`, header size, expected stream, TTL
+permission, expected last subject sequence, expected last sequence, duplicate
+`Nats-Msg-Id`, expected last msg id, rollup permission, TTL value, discard-new limits;
+then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
 message has reached stable storage (`commit.py`).
+
+Expiry: `expire()` removes messages past `max_age` (except `Nats-TTL: never` ones) or past
+their own TTL (`ttl.py`) and says how long until the next one is due. The stream owns no
+timer: `next_wakeup_ns` is the earliest moment an expiry may be due as far as it knows,
+lowered by every publish that brings one forward, and the engine (the one owner of
+expiry timers) re-arms its timer whenever that moment moves earlier.
 
 The stream owns no sockets and no clock of its own: `now_ns` is injected, so expiry and
 the duplicate window are exact in tests.
@@ -21,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brook import limits
+from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import MessageStore, StoredMessage
@@ -37,8 +46,10 @@ _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _ROLLUP = "Nats-Rollup"
-_TTL = "Nats-TTL"
 MAX_HEADER_BYTES = 65535
+# Forget stale TTL entries once they could outnumber live messages by this much (amortised:
+# a compaction at least halves the index).
+_TTL_SLACK = 64
 
 
 def _uint(value: str) -> int | None:
@@ -69,7 +80,16 @@ class Stream:
         self._last_msg_id = ""
         self._name_json = json.dumps(self.name)
         self.consumer_count = 0
+        self._ttls = ttls.TtlIndex()
+        # Lowest sequence the max_age walk still has to look at: everything stored below it
+        # is exempt (`never`), so a walk need not load those messages again.
+        self._age_floor = 0
+        # Earliest moment an expiry may be due, as far as the stream knows; the engine
+        # keeps its timer at or before it (module docstring).
+        self.next_wakeup_ns: int | None = None
         self._rebuild_dedup()
+        if getattr(config, "allow_msg_ttl", False):
+            self._rebuild_ttls()
 
     # ------------------------------------------------------------------ publishing
 
@@ -89,6 +109,11 @@ class Stream:
         config = self.config
         if config.sealed:
             raise api_error("STREAM_SEALED")
+        size = len(data) + (len(header) if header else 0)
+        if 0 <= config.max_msg_size < size:
+            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if header and len(header) > MAX_HEADER_BYTES:
+            raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
         if header:
             try:
@@ -97,12 +122,20 @@ class Stream:
                 block = None  # stored byte-exact; it just carries no JetStream headers
         msg_id = ""
         rollup = None
+        ttl = 0
+        ttl_invalid = False
         if block is not None:
             expected = block.get(_EXPECTED_STREAM)
             if expected is not None and expected != self.name:
                 raise api_error("STREAM_NOT_MATCH")
-            if block.get(_TTL) is not None and not getattr(config, "allow_msg_ttl", False):
-                raise api_error("MESSAGE_TTL_DISABLED")
+            ttl_value = ttls.header_value(header)
+            if ttl_value:  # an empty value is no TTL, on any stream
+                try:
+                    ttl = ttls.parse_ttl(ttl_value)
+                except ttls.InvalidTTL:
+                    ttl_invalid = True  # reported late, after the other header checks
+                if ttl and not getattr(config, "allow_msg_ttl", False):
+                    raise api_error("MESSAGE_TTL_DISABLED")
             value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
             if value is not None:
                 want = _uint(value)
@@ -132,15 +165,18 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
-        size = len(data) + (len(header) if header else 0)
-        if 0 <= config.max_msg_size < size:
-            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if header and len(header) > MAX_HEADER_BYTES:
-            raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
+        if ttl_invalid:
+            raise api_error("MESSAGE_TTL_INVALID")
         if config.discard == "new":
             self._check_discard_new(subject, header, data, rollup)
         now = self._now_ns()
         seq = self.store.store(subject, header, data, now)
+        if ttl:
+            due = self._ttls.add(seq, now, ttl)
+            if due is not None:
+                self._wake_by(due)
+        elif config.max_age > 0 and self.next_wakeup_ns is None:
+            self._wake_by(now + config.max_age)
         if msg_id:
             self._remember(msg_id, seq, now)
         self._last_msg_id = msg_id
@@ -216,17 +252,92 @@ class Stream:
             store.remove(state.first_seq)
             state = store.state()
 
+    # ------------------------------------------------------------------ expiry
+
+    @property
+    def ttl_index(self) -> ttls.TtlIndex:
+        """The messages with a TTL of their own (for diagnostics and tests)."""
+        return self._ttls
+
     def expire(self) -> int | None:
-        """Remove messages older than max_age; returns ns until the next expiry, if any."""
-        max_age = self.config.max_age
+        """Remove messages past max_age or past their own TTL; returns ns until the next
+        expiry of either kind, or None when nothing will expire."""
+        now = self._now_ns()
+        wait = self._expire_due(now)
+        self.next_wakeup_ns = None if wait is None else now + wait
+        return wait
+
+    def _expire_due(self, now: int) -> int | None:
+        for seq in self._ttls.pop_due(now):
+            self.store.remove(seq)  # False when it went some other way: harmless
+        next_age = self._expire_max_age(now)
+        next_ttl = None
+        if len(self._ttls):
+            # After the max_age pass, so entries of messages it just removed are skipped.
+            next_ttl = self._ttls.next_deadline(self._stored)
+            if len(self._ttls) > 2 * self.store.state().messages + _TTL_SLACK:
+                self._ttls.compact(self._stored)
+        due = [d for d in (next_ttl, next_age) if d is not None]
+        if not due:
+            return None
+        return max(min(due) - now, 0)
+
+    def _expire_max_age(self, now: int) -> int | None:
+        """Remove messages at least max_age old; returns when the next one will be."""
+        max_age: int = self.config.max_age
         if max_age <= 0:
             return None
-        now = self._now_ns()
-        self.store.expire_before(now - max_age + 1)  # a message exactly max_age old is expired
-        state = self.store.state()
-        if not state.messages:
-            return None
-        return max(int(state.first_ts_ns + max_age - now), 0)
+        cutoff = now - max_age + 1  # a message exactly max_age old is expired
+        store = self.store
+        if not self._ttls.has_exempt:
+            store.expire_before(cutoff)
+            state = store.state()
+            return state.first_ts_ns + max_age if state.messages else None
+        # Some messages are exempt (`Nats-TTL: never`): walk in sequence order, removing the
+        # old ones one by one and stepping over exempt ones, as nats-server does. The floor
+        # keeps each exempt message from being loaded again on every later walk.
+        seq = max(self._age_floor, store.state().first_seq)
+        while True:
+            msg = store.load_next("", seq)
+            if msg is None:
+                self._age_floor = seq
+                return None
+            if self._ttls.is_exempt(msg.seq):
+                seq = msg.seq + 1
+                self._age_floor = seq
+                continue
+            if msg.ts_ns >= cutoff:
+                self._age_floor = msg.seq
+                return msg.ts_ns + max_age
+            store.remove(msg.seq)
+            seq = msg.seq + 1
+            self._age_floor = seq
+
+    def _stored(self, seq: int) -> bool:
+        return seq >= self.store.state().first_seq and self.store.load(seq) is not None
+
+    def _wake_by(self, deadline: int) -> None:
+        """Record that an expiry may be due by `deadline` (the engine reads it)."""
+        if self.next_wakeup_ns is None or deadline < self.next_wakeup_ns:
+            self.next_wakeup_ns = deadline
+
+    def _rebuild_ttls(self) -> None:
+        """After a restart, recover the TTL of every stored message from its header.
+
+        Only streams with `allow_msg_ttl` pay for this scan: a stream without it cannot hold
+        a message with a TTL (such publishes are refused), and `allow_msg_ttl` cannot be
+        turned off once on. The header is read exactly as at publish time, so a message
+        gets the same TTL it was acknowledged with.
+        """
+        store = self.store
+        msg = store.load_next("", 0)
+        while msg is not None:
+            header = msg.header
+            if header and b"Nats-TTL" in header:
+                ttl = _stored_ttl(header)
+                if ttl:
+                    self._ttls.add(msg.seq, msg.ts_ns, ttl)
+            msg = store.load_next("", msg.seq + 1)
 
     # ------------------------------------------------------------------ dedup
 
@@ -297,6 +408,22 @@ class Stream:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _stored_ttl(header: bytes) -> int:
+    """The TTL a stored message was accepted with: 0 when none (or its header block is not
+    one `ingest` would have read JetStream headers from)."""
+    try:
+        hdrs.parse(header)
+    except hdrs.HeaderError:
+        return 0
+    value = ttls.header_value(header)
+    if not value:
+        return 0
+    try:
+        return ttls.parse_ttl(value)
+    except ttls.InvalidTTL:
+        return 0
 
 
 def _header_value(header: bytes | None, name: str) -> str | None:
