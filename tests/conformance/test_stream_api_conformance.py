@@ -199,6 +199,56 @@ SCENARIOS: dict[str, list[Step]] = {
         api("$JS.API.STREAM.CREATE.ND", {"name": "ND", "subjects": ["nd"]}),
         direct("$JS.API.DIRECT.GET.ND", {"seq": 1}),  # no allow_direct: no responders
     ],
+    "direct-get-batch-options": [
+        api("$JS.API.STREAM.CREATE.DG", DG),
+        pub("dg.a", b"11111"),
+        pub("dg.b", b"22222"),
+        pub("dg.a", b"33333"),
+        pub("dg.c", b"44444"),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 1, "batch": 10, "max_bytes": 12}),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 1, "batch": 10, "up_to_seq": 2}),
+        direct("$JS.API.DIRECT.GET.DG", {"start_time": "2000-01-01T00:00:00Z", "batch": 2}),
+        direct("$JS.API.DIRECT.GET.DG", {"start_time": "2000-01-01T00:00:00Z"}),
+        direct("$JS.API.DIRECT.GET.DG", {"multi_last": ["dg.>"], "up_to_seq": 3}),
+        direct("$JS.API.DIRECT.GET.DG", {"multi_last": ["dg.*"], "batch": 1}),
+        direct("$JS.API.DIRECT.GET.DG", {"seq": 5, "batch": 3}),
+    ],
+    "config-options": [
+        api("$JS.API.STREAM.CREATE.FS", {"name": "FS", "subjects": ["fs"], "first_seq": 100}),
+        pub("fs", b"x"),
+        api("$JS.API.STREAM.INFO.FS"),
+        api("$JS.API.STREAM.CREATE.CP", {"name": "CP", "subjects": ["cp"], "compression": "s2"}),
+        api(
+            "$JS.API.STREAM.CREATE.IN", {"name": "IN", "subjects": ["in"], "retention": "interest"}
+        ),
+        api(
+            "$JS.API.STREAM.CREATE.WQ", {"name": "WQ", "subjects": ["wq"], "retention": "workqueue"}
+        ),
+        api("$JS.API.STREAM.CREATE.NA", {"name": "NA", "subjects": ["na"], "no_ack": True}),
+        api("$JS.API.STREAM.CREATE.TY", {"name": "TY", "max_msgs": "ten"}),
+        api("$JS.API.STREAM.CREATE.TY", {"name": "TY", "subjects": "ty"}),
+        api("$JS.API.STREAM.CREATE.TY", {"name": "TY", "storage": "disk"}),
+        api("$JS.API.STREAM.INFO.FS", "[1,2]"),
+    ],
+    "sealed-deny": [
+        api("$JS.API.STREAM.CREATE.SE", {"name": "SE", "subjects": ["se"]}),
+        pub("se", b"1"),
+        pub("se", b"2"),
+        api("$JS.API.STREAM.MSG.DELETE.SE", {"seq": 1, "no_erase": True}),
+        api("$JS.API.STREAM.UPDATE.SE", {"name": "SE", "subjects": ["se"], "sealed": True}),
+        pub("se", b"3"),
+        api("$JS.API.STREAM.PURGE.SE"),
+        api("$JS.API.STREAM.MSG.DELETE.SE", {"seq": 2}),
+        api("$JS.API.STREAM.UPDATE.SE", {"name": "SE", "subjects": ["se"], "sealed": False}),
+        api(
+            "$JS.API.STREAM.CREATE.DD",
+            {"name": "DD", "subjects": ["dd"], "deny_delete": True, "deny_purge": True},
+        ),
+        pub("dd", b"1"),
+        api("$JS.API.STREAM.MSG.DELETE.DD", {"seq": 1}),
+        api("$JS.API.STREAM.PURGE.DD"),
+        api("$JS.API.STREAM.UPDATE.DD", {"name": "DD", "subjects": ["dd"]}),
+    ],
     "account-info": [
         api("$JS.API.STREAM.CREATE.AI", {"name": "AI", "subjects": ["ai"], "storage": "memory"}),
         api("$JS.API.INFO"),
@@ -290,9 +340,17 @@ SCENARIOS: dict[str, list[Step]] = {
 }
 
 
+async def delete_all_streams(nc: Any) -> None:
+    """The nats-server is shared by all scenarios: each starts from no streams at all."""
+    names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)).data)
+    for name in names.get("streams") or []:
+        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+
+
 async def run_scenario(url: str, steps: list[Step]) -> list[Any]:
     nc = await nats.connect(url, allow_reconnect=False)
     results: list[Any] = []
+    await delete_all_streams(nc)
     try:
         for step in steps:
             if step[0] == "api":
@@ -310,24 +368,7 @@ async def run_scenario(url: str, steps: list[Step]) -> list[Any]:
                 reply = await nc.request(subject, payload, timeout=5, headers=headers or None)
             results.append(normalise(json.loads(reply.data)))
     finally:
-        for name in (
-            "DG",
-            "ND",
-            "ORDERS",
-            "A",
-            "B",
-            "C",
-            "D",
-            "U",
-            "P",
-            "L",
-            "N",
-            "S",
-            "G",
-            "AI",
-            "X",
-        ):
-            await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+        await delete_all_streams(nc)
         await nc.close()
     return results
 

@@ -157,14 +157,14 @@ class DirectGet:
         store = self.stream.store
         batch = min(_int(body, "batch"), BATCH_MAX)
         max_bytes = _int(body, "max_bytes")
-        up_to = _int(body, "up_to_seq")
         flt = _str(body, "next_by_subj") or ">"
         seq = self._start_seq(max(_int(body, "seq"), 1), _str(body, "start_time"))
         sent_bytes = 0
         last_sent = 0
         count = 0
         msg = store.load_next(flt, seq)
-        while msg is not None and count < batch and (not up_to or msg.seq <= up_to):
+        # nats-server 2.15 applies `up_to_seq` to multi_last only, not to plain batches.
+        while msg is not None and count < batch:
             size = len(msg.data) + (len(msg.header) if msg.header else 0)
             if max_bytes and count and sent_bytes + size > max_bytes:
                 break
@@ -204,13 +204,13 @@ class DirectGet:
         last_sent = 0
         for i, (seq, msg) in enumerate(ordered):
             extra = [
-                ("Nats-Num-Pending", str(len(ordered) - i - 1)),
+                ("Nats-Num-Pending", str(len(found) - i - 1)),  # unsent ones count as pending
                 ("Nats-Last-Sequence", str(last_sent)),
             ]
             self._send(reply, message_header(self.stream.name, msg, extra), msg.data)
             last_sent = seq
         eob = [
-            ("Nats-Num-Pending", "0"),
+            ("Nats-Num-Pending", str(len(found) - len(ordered))),
             ("Nats-Last-Sequence", str(last_sent)),
             ("Nats-UpTo-Sequence", str(up_to)),
         ]

@@ -115,10 +115,7 @@ class StreamApi:
 
     def info(self, request: Request) -> dict[str, Any]:
         stream = self._stream(request)
-        try:
-            body = request.json()
-        except Exception:
-            body = {}  # nats-server ignores a body that is not a JSON object here
+        body = request.json()
         subjects_filter = _str(body, "subjects_filter")
         offset = max(_int(body, "offset"), 0)
         state = stream.store.state(

@@ -267,7 +267,10 @@ def parse_stream_update(body: dict[str, Any], *, subject_name: str) -> StreamCon
     """Like create, except that `sealed: true` is allowed (sealing happens by update)."""
     sealed = body.get("sealed") is True
     config = parse_stream_config({**body, "sealed": False}, subject_name=subject_name)
-    config.sealed = sealed
+    if sealed:
+        # As nats-server: a sealed stream also denies deletes and purges and discards new.
+        config.sealed = config.deny_delete = config.deny_purge = True
+        config.discard = "new"
     return config
 
 
