@@ -207,3 +207,43 @@ async def test_core_subscribers_still_receive_stream_subjects(js_server: Any) ->
     msg = await sub.next_msg(timeout=2)
     assert msg.data == b"both"
     await nc.close()
+
+
+async def test_direct_get_through_nats_py(js: Any, storage: str) -> None:
+    await js.add_stream(name="DIR", subjects=["dir.>"], storage=storage, allow_direct=True)
+    await js.publish("dir.a", b"one", headers={"X-Keep": "yes"})
+    await js.publish("dir.b", b"two")
+    await js.publish("dir.a", b"three")
+    by_seq = await js.get_msg("DIR", 1, direct=True)
+    assert (by_seq.data, by_seq.subject) == (b"one", "dir.a")
+    assert by_seq.headers["X-Keep"] == "yes", "stored headers come first, byte-exact"
+    assert (by_seq.headers["Nats-Stream"], by_seq.headers["Nats-Sequence"]) == ("DIR", "1")
+    last = await js.get_last_msg("DIR", "dir.a", direct=True)
+    assert (last.seq, last.data) == (3, b"three")
+    with pytest.raises(NotFoundError):
+        await js.get_msg("DIR", 99, direct=True)
+
+
+async def test_damaged_stream_definition_never_deletes_messages(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    async with brook.serve(port=0, store_dir=str(store)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="SAFE", subjects=["safe"])
+        for i in range(3):
+            await js.publish("safe", b"%d" % i)
+        await nc.close()
+    definition = store / "streams" / "SAFE" / "stream.json"
+    good = definition.read_bytes()
+    definition.write_bytes(good[: len(good) // 2])  # torn write of the definition
+    async with brook.serve(port=0, store_dir=str(store)) as server:
+        nc = await nats.connect(server.url)
+        with pytest.raises(NotFoundError):
+            await nc.jetstream().stream_info("SAFE")  # skipped and reported, not recreated
+        await nc.close()
+    assert any((store / "streams" / "SAFE" / "data" / "msgs").iterdir()), "data left alone"
+    definition.write_bytes(good)
+    async with brook.serve(port=0, store_dir=str(store)) as server:
+        nc = await nats.connect(server.url)
+        assert (await nc.jetstream().stream_info("SAFE")).state.messages == 3
+        await nc.close()
