@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brook.jetstream import models
+from brook.jetstream.fields import get_field
 from brook.jetstream.store.base import MessageStore, StoredMessage
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
@@ -59,22 +60,19 @@ def message_header(
     return b"NATS/1.0\r\n" + appended + b"\r\n"
 
 
+def _bad_request(_reason: str) -> BadDirectRequest:
+    return BadDirectRequest(408, "Bad Request")
+
+
 def _int(body: dict[str, Any], key: str) -> int:
-    value = body.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadDirectRequest(408, "Bad Request")
+    value = get_field(body, key, int, 0, _bad_request)
+    if value < 0:
+        raise _bad_request(f"{key} is negative")
     return value
 
 
 def _str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadDirectRequest(408, "Bad Request")
-    return value
+    return get_field(body, key, str, "", _bad_request)
 
 
 class DirectGet:

@@ -35,4 +35,8 @@ class ApiError(Exception):
 def api_error(name: str, **fields: object) -> ApiError:
     """The catalogue entry `name` with its description's placeholders filled from `fields`."""
     code, err_code, template = catalogue()[name]
-    return ApiError(name, code, err_code, template.format(**fields) if fields else template)
+    try:
+        description = template.format(**fields)
+    except KeyError as missing:  # a bug in Brook: never send a template's raw placeholder
+        raise ValueError(f"api_error({name!r}) needs the field {missing}") from None
+    return ApiError(name, code, err_code, description)

@@ -14,6 +14,7 @@ from brook.jetstream import models
 from brook.jetstream.api.dispatch import ApiDispatcher, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
+from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
@@ -22,22 +23,12 @@ LIST_PAGE = 256
 SUBJECTS_PAGE = 100_000
 
 
-def _int(body: dict[str, Any], key: str, default: int = 0) -> int:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise api_error("INVALID_JSON")
-    return value
+def _int(body: dict[str, Any], key: str) -> int:
+    return get_field(body, key, int, 0, invalid_json)
 
 
 def _str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise api_error("INVALID_JSON")
-    return value
+    return get_field(body, key, str, "", invalid_json)
 
 
 class StreamApi:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.fields import get_field, invalid_json
 from brook.subjects import is_valid_subject, subset_match
 
 DEFAULT_DUPLICATE_WINDOW_NS = 120_000_000_000
@@ -74,22 +75,13 @@ def _invalid(err: str) -> ApiError:
 
 
 def _get(body: dict[str, Any], key: str, kind: type, default: Any) -> Any:
-    value = body.get(key)
-    if value is None:
-        return default
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise api_error("INVALID_JSON")
-        return value
-    if not isinstance(value, kind):
-        raise api_error("INVALID_JSON")
-    return value
+    return get_field(body, key, kind, default, invalid_json)
 
 
 def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
     value = _get(body, key, str, default) or default
     if value not in allowed:
-        raise api_error("INVALID_JSON")
+        raise invalid_json(f"{key}: {value!r} is not one of {', '.join(allowed)}")
     return str(value)
 
 
@@ -113,10 +105,10 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
             raise _invalid(f"{key} is not supported by this server")
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
-        raise api_error("INVALID_JSON")
+        raise invalid_json("subjects: expected an array of strings")
     metadata = _get(body, "metadata", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-        raise api_error("INVALID_JSON")
+        raise invalid_json("metadata: expected an object of strings")
     config = StreamConfig(
         name=name,
         description=_get(body, "description", str, ""),
