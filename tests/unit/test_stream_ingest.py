@@ -159,3 +159,33 @@ def test_size_checks_come_right_after_sealed() -> None:
     stream2.config.sealed = True
     publish(stream2, "s.a", X_Big="y" * 70000)
     assert acks2[-1]["error"]["err_code"] == 10109
+
+
+def test_expected_last_msg_id_survives_restart_outside_the_window() -> None:
+    stream, clock, acks = make(duplicate_window=SECOND)
+    publish(stream, "s.a", Nats_Msg_Id="last-one")
+    clock.now += 10 * SECOND  # well past the duplicate window
+    restarted = Stream(
+        stream.config,
+        stream.store,
+        now_ns=clock,
+        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
+        committer=None,
+        created_ns=clock.now,
+    )
+    publish(restarted, "s.a", Nats_Expected_Last_Msg_Id="last-one")
+    assert acks[-1] == {"stream": "S", "seq": 2}
+    publish(restarted, "s.a", Nats_Msg_Id="last-one")  # outside the window: not a duplicate
+    assert acks[-1] == {"stream": "S", "seq": 3}
+
+
+def test_dedup_ids_are_bounded() -> None:
+    from brook.jetstream.dedup import DedupWindow
+
+    clock = Clock()
+    window = DedupWindow(lambda: 60 * SECOND, clock, max_ids=3)
+    for i in range(5):
+        window.remember(f"id-{i}", i + 1, clock.now)
+    assert len(window) == 3
+    assert window.lookup("id-0") is None
+    assert window.lookup("id-4") == 5

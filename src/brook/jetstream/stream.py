@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from brook import limits
 from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.store.base import MessageStore, StoredMessage
+from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
 
 log = logging.getLogger("brook.stream")
@@ -40,7 +39,6 @@ log = logging.getLogger("brook.stream")
 AckSender = Callable[[bytes, bytes], None]
 """(reply subject, PubAck JSON) -> None"""
 
-_MSG_ID = "Nats-Msg-Id"
 _EXPECTED_STREAM = "Nats-Expected-Stream"
 _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -74,10 +72,10 @@ class Stream:
         self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
-        # Nats-Msg-Id → (seq, ts_ns) in arrival order, trimmed to the duplicate window and
-        # to a hard count so a flood of unique ids cannot grow it without bound.
-        self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
-        self._last_msg_id = ""
+        self._dedup = DedupWindow(lambda: int(self.config.duplicate_window), now_ns)
+        # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
+        last = store.load_last(">")
+        self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
         self._name_json = json.dumps(self.name)
         self.consumer_count = 0
         self._ttls = ttls.TtlIndex()
@@ -87,7 +85,7 @@ class Stream:
         # Earliest moment an expiry may be due, as far as the stream knows; the engine
         # keeps its timer at or before it (module docstring).
         self.next_wakeup_ns: int | None = None
-        self._rebuild_dedup()
+        self._dedup.rebuild(store)
         if getattr(config, "allow_msg_ttl", False):
             self._rebuild_ttls()
 
@@ -148,9 +146,9 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            msg_id = block.get(_MSG_ID) or ""
+            msg_id = block.get(MSG_ID) or ""
             if msg_id:
-                seen = self._dedup_lookup(msg_id)
+                seen = self._dedup.lookup(msg_id)
                 if seen is not None:
                     return b'{"stream":%b,"seq":%d,"duplicate": true}' % (
                         self._name_json.encode(),
@@ -178,7 +176,7 @@ class Stream:
         elif config.max_age > 0 and self.next_wakeup_ns is None:
             self._wake_by(now + config.max_age)
         if msg_id:
-            self._remember(msg_id, seq, now)
+            self._dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
         if rollup == "sub":
             self.store.purge(subject=subject, up_to_seq=seq)
@@ -339,52 +337,6 @@ class Stream:
                     self._ttls.add(msg.seq, msg.ts_ns, ttl)
             msg = store.load_next("", msg.seq + 1)
 
-    # ------------------------------------------------------------------ dedup
-
-    def _dedup_lookup(self, msg_id: str) -> int | None:
-        self._trim_dedup()
-        entry = self._dedup.get(msg_id)
-        return entry[0] if entry is not None else None
-
-    def _remember(self, msg_id: str, seq: int, ts_ns: int) -> None:
-        self._dedup[msg_id] = (seq, ts_ns)
-        self._dedup.move_to_end(msg_id)
-        while len(self._dedup) > limits.DEDUP_IDS_MAX:
-            self._dedup.popitem(last=False)
-
-    def _trim_dedup(self) -> None:
-        cutoff = self._now_ns() - self.config.duplicate_window
-        dedup = self._dedup
-        while dedup:
-            first = next(iter(dedup.values()))
-            if first[1] >= cutoff:
-                break
-            dedup.popitem(last=False)
-
-    def _rebuild_dedup(self) -> None:
-        """After a restart, recover the msg ids still inside the duplicate window."""
-        window = self.config.duplicate_window
-        if window <= 0:
-            return
-        cutoff = self._now_ns() - window
-        state = self.store.state()
-        found: list[StoredMessage] = []
-        seq = state.last_seq
-        while seq >= state.first_seq and len(found) < limits.DEDUP_IDS_MAX:
-            msg = self.store.load(seq)
-            seq -= 1
-            if msg is None:
-                continue
-            if msg.ts_ns < cutoff:
-                break
-            found.append(msg)
-        for msg in reversed(found):
-            msg_id = _header_value(msg.header, _MSG_ID)
-            if msg_id:
-                self._dedup[msg_id] = (msg.seq, msg.ts_ns)
-        if found:
-            self._last_msg_id = _header_value(found[0].header, _MSG_ID) or ""
-
     # ------------------------------------------------------------------ acknowledgements
 
     def _error_ack(self, err: ApiError) -> bytes:
@@ -424,12 +376,3 @@ def _stored_ttl(header: bytes) -> int:
         return ttls.parse_ttl(value)
     except ttls.InvalidTTL:
         return 0
-
-
-def _header_value(header: bytes | None, name: str) -> str | None:
-    if not header:
-        return None
-    try:
-        return hdrs.parse(header).get(name)
-    except hdrs.HeaderError:
-        return None
