@@ -29,6 +29,7 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.core
+	$(BIN)/python -m bench.jetstream
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
