@@ -1,0 +1,359 @@
+"""Consumer configuration: the wire model and the decoding of a create request.
+
+Follows nats-server 2.15 (wire reference §5, checked against the real server): the request
+envelope is `{"stream_name","config","action","pedantic"}`; unlike stream configs, unknown
+keys are rejected with 10025 as the reference's strict decoder does. Creation rules,
+defaults and validation live in `consumer_rules.py`; JSON output in `consumer_json.py`.
+
+Not supported (10052 "... is not supported by this server"): priority groups and policies,
+the `flow_control` ack policy, and the internal `direct`/`sourcing` consumers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models.info import parse_ts
+
+DEFAULT_ACK_WAIT_NS = 30_000_000_000
+DEFAULT_INACTIVE_THRESHOLD_NS = 5_000_000_000
+DEFAULT_MAX_ACK_PENDING = 1000
+DEFAULT_MAX_WAITING = 512
+MIN_IDLE_HEARTBEAT_NS = 100_000_000
+MIN_MAX_EXPIRES_NS = 1_000_000
+NAME_BYTES_MAX = 255
+DESCRIPTION_BYTES_MAX = 4096
+METADATA_BYTES_MAX = 128 * 1024
+SERVER_METADATA_KEYS = ("_nats.ver", "_nats.level", "_nats.req.level")
+
+DELIVER_POLICIES = (
+    "all",
+    "last",
+    "new",
+    "by_start_sequence",
+    "by_start_time",
+    "last_per_subject",
+)
+ACK_POLICIES = ("none", "all", "explicit", "flow_control")
+REPLAY_POLICIES = ("instant", "original")
+PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
+ACTIONS = ("", "create", "update")
+
+_ENVELOPE_KEYS = frozenset({"stream_name", "config", "action", "pedantic"})
+_CONFIG_KEYS = frozenset(
+    {
+        "durable_name",
+        "name",
+        "description",
+        "deliver_policy",
+        "opt_start_seq",
+        "opt_start_time",
+        "ack_policy",
+        "ack_wait",
+        "max_deliver",
+        "backoff",
+        "filter_subject",
+        "filter_subjects",
+        "replay_policy",
+        "rate_limit_bps",
+        "sample_freq",
+        "max_waiting",
+        "max_ack_pending",
+        "flow_control",
+        "headers_only",
+        "max_batch",
+        "max_expires",
+        "max_bytes",
+        "deliver_subject",
+        "deliver_group",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "num_replicas",
+        "mem_storage",
+        "direct",
+        "sourcing",
+        "metadata",
+        "pause_until",
+        "priority_groups",
+        "priority_policy",
+        "priority_timeout",
+    }
+)
+_NAME_FORBIDDEN = set(" \t\r\n\f.*>")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+class StreamLike(Protocol):
+    """What consumer validation needs from the parent stream's config."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def subjects(self) -> list[str]: ...
+
+    @property
+    def retention(self) -> str: ...
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    """A consumer config after defaults. Times are ns since the epoch (0 = not set)."""
+
+    durable_name: str = ""
+    name: str = ""
+    description: str = ""
+    deliver_policy: str = "all"
+    opt_start_seq: int = 0
+    opt_start_time: int | None = None
+    ack_policy: str = "none"
+    ack_wait: int = 0
+    max_deliver: int = -1
+    backoff: list[int] = field(default_factory=list)
+    filter_subject: str = ""
+    filter_subjects: list[str] = field(default_factory=list)
+    replay_policy: str = "instant"
+    rate_limit_bps: int = 0
+    sample_freq: str = ""
+    max_waiting: int = 0
+    max_ack_pending: int = 0
+    flow_control: bool = False
+    headers_only: bool = False
+    max_batch: int = 0
+    max_expires: int = 0
+    max_bytes: int = 0
+    deliver_subject: str = ""
+    deliver_group: str = ""
+    idle_heartbeat: int = 0
+    inactive_threshold: int = 0
+    num_replicas: int = 0
+    mem_storage: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+    pause_until: int | None = None
+    # The UTC offset (seconds) `opt_start_time` was given in: nats-server echoes it back.
+    opt_start_time_offset: int = 0
+    # `inactive_threshold` holds the ephemeral default (not given by the request).
+    inactive_default: bool = False
+
+    @property
+    def is_durable(self) -> bool:
+        return bool(self.durable_name)
+
+    @property
+    def is_push(self) -> bool:
+        return bool(self.deliver_subject)
+
+    @property
+    def filters(self) -> list[str]:
+        """`filter_subject` and `filter_subjects` as one list (empty: the whole stream)."""
+        return [self.filter_subject] if self.filter_subject else list(self.filter_subjects)
+
+
+# --- request envelope ---------------------------------------------------------------------
+
+
+def _get(body: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    return get_field(body, key, kind, default, invalid_json)
+
+
+def _unsigned(body: dict[str, Any], key: str) -> int:
+    value: int = _get(body, key, int, 0)
+    if value < 0:
+        raise invalid_json(
+            f"json: cannot unmarshal number {value} into Go struct field "
+            f"CreateConsumerRequest.config.{key} of type uint64"
+        )
+    return value
+
+
+def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = _get(body, key, str, default)
+    if value not in allowed:
+        raise invalid_json(f'can not unmarshal "\\"{value}\\""')
+    return str(value)
+
+
+def _time(body: dict[str, Any], key: str) -> tuple[int | None, int]:
+    text = _get(body, key, str, None)
+    if text is None:
+        return None, 0
+    try:
+        ns = parse_ts(text)
+        offset = _utc_offset(text)
+    except (ValueError, OverflowError):
+        raise invalid_json(
+            f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": cannot parse "{text}"'
+        ) from None
+    return ns, offset
+
+
+def _utc_offset(text: str) -> int:
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        return 0
+    dt = datetime.fromisoformat(re.sub(r"\.[0-9]+", "", text))
+    delta = dt.utcoffset()
+    return int(delta.total_seconds()) if delta is not None else 0
+
+
+def _strings(body: dict[str, Any], key: str) -> list[str]:
+    values = _get(body, key, list, [])
+    if not all(isinstance(v, str) for v in values):
+        raise invalid_json(f"{key}: expected an array of strings")
+    return list(values)
+
+
+def _durations(body: dict[str, Any], key: str) -> list[int]:
+    values = _get(body, key, list, [])
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise invalid_json(f"{key}: expected an array of integers")
+    return list(values)
+
+
+def create_action(body: Any) -> str:
+    """The request's `action`: "" (create or update), "create" or "update"; else 10025."""
+    if not isinstance(body, dict):
+        return ""
+    action = body.get("action")
+    if action is None:
+        return ""
+    if not isinstance(action, str) or action not in ACTIONS:
+        raise invalid_json(f"unknown consumer action: {_go_quote(action)}")
+    return action
+
+
+def _go_quote(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _decode(body: Any) -> tuple[str, dict[str, Any]]:
+    """Decode the envelope as Go's strict decoder would: types, unknown fields, enums."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise invalid_json(
+            f"json: cannot unmarshal {_json_kind(body)} into Go value of type "
+            "server.CreateConsumerRequest"
+        )
+    for key in body:
+        if key not in _ENVELOPE_KEYS:
+            raise invalid_json(f'json: unknown field "{key}"')
+    stream_name = _get(body, "stream_name", str, "")
+    _get(body, "pedantic", bool, False)
+    create_action(body)
+    config = body.get("config")
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise invalid_json(
+            f"json: cannot unmarshal {_json_kind(config)} into Go struct field "
+            "CreateConsumerRequest.config of type server.ConsumerConfig"
+        )
+    for key in config:
+        if key not in _CONFIG_KEYS:
+            raise invalid_json(f'json: unknown field "{key}"')
+    return stream_name, config
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return "object"
+
+
+def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
+    metadata = _get(raw, "metadata", dict, {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise invalid_json("metadata: expected an object of strings")
+    opt_start_time, offset = _time(raw, "opt_start_time")
+    pause_until, _ = _time(raw, "pause_until")
+    for key in ("direct", "sourcing"):
+        if _get(raw, key, bool, False):
+            raise _unsupported(f"{key} consumers are")
+    priority_groups = _strings(raw, "priority_groups")
+    priority_policy = _enum(raw, "priority_policy", PRIORITY_POLICIES, "none")
+    priority_timeout = _get(raw, "priority_timeout", int, 0)
+    if priority_groups or priority_policy != "none" or priority_timeout > 0:
+        raise _unsupported("priority groups are")
+    ack_policy = _enum(raw, "ack_policy", ACK_POLICIES, "none")
+    if ack_policy == "flow_control":
+        raise _unsupported("the flow_control ack policy is")
+    return ConsumerConfig(
+        durable_name=_get(raw, "durable_name", str, ""),
+        name=_get(raw, "name", str, ""),
+        description=_get(raw, "description", str, ""),
+        deliver_policy=_enum(raw, "deliver_policy", DELIVER_POLICIES, "all"),
+        opt_start_seq=_unsigned(raw, "opt_start_seq"),
+        opt_start_time=opt_start_time,
+        opt_start_time_offset=offset,
+        ack_policy=ack_policy,
+        ack_wait=_get(raw, "ack_wait", int, 0),
+        max_deliver=_get(raw, "max_deliver", int, 0),
+        backoff=_durations(raw, "backoff"),
+        filter_subject=_get(raw, "filter_subject", str, ""),
+        filter_subjects=_strings(raw, "filter_subjects"),
+        replay_policy=_enum(raw, "replay_policy", REPLAY_POLICIES, "instant"),
+        rate_limit_bps=_unsigned(raw, "rate_limit_bps"),
+        sample_freq=_get(raw, "sample_freq", str, ""),
+        max_waiting=_get(raw, "max_waiting", int, 0),
+        max_ack_pending=_get(raw, "max_ack_pending", int, 0),
+        flow_control=_get(raw, "flow_control", bool, False),
+        headers_only=_get(raw, "headers_only", bool, False),
+        max_batch=_get(raw, "max_batch", int, 0),
+        max_expires=_get(raw, "max_expires", int, 0),
+        max_bytes=_get(raw, "max_bytes", int, 0),
+        deliver_subject=_get(raw, "deliver_subject", str, ""),
+        deliver_group=_get(raw, "deliver_group", str, ""),
+        idle_heartbeat=_get(raw, "idle_heartbeat", int, 0),
+        inactive_threshold=_get(raw, "inactive_threshold", int, 0),
+        num_replicas=_get(raw, "num_replicas", int, 0),
+        mem_storage=_get(raw, "mem_storage", bool, False),
+        metadata={k: v for k, v in metadata.items() if k not in SERVER_METADATA_KEYS},
+        pause_until=pause_until,
+    )
+
+
+def _unsupported(what: str) -> ApiError:
+    return api_error("STREAM_INVALID_CONFIG", err=f"{what} not supported by this server")
+
+
+def go_duration(ns: int) -> str:
+    """Go's `time.Duration.String()` (e.g. "5s", "1m30s", "1.5ms")."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return sign + _frac(ns, 1_000) + "µs"
+    if ns < 1_000_000_000:
+        return sign + _frac(ns, 1_000_000) + "ms"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    out = sign
+    if hours:
+        out += f"{hours}h"
+    if hours or minutes:
+        out += f"{minutes}m"
+    return out + _frac(rest, 1_000_000_000) + "s"
+
+
+def _frac(value: int, unit: int) -> str:
+    whole, part = divmod(value, unit)
+    if not part:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}.{part:0{digits}d}".rstrip("0")

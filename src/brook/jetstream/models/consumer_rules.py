@@ -1,0 +1,398 @@
+"""Consumer creation rules: subject checks, nats-server's defaults, validation, updates.
+
+The checks run in the order of nats-server's `checkConsumerCfg`, so a request with several
+problems gets the same error as from nats-server (wire reference §5.3-§5.4). Rules that
+need state beyond one config (an existing consumer, other consumers of a workqueue stream)
+take that state as arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.consumer_config import (
+    _INT_RE,
+    _NAME_FORBIDDEN,
+    DEFAULT_ACK_WAIT_NS,
+    DEFAULT_INACTIVE_THRESHOLD_NS,
+    DEFAULT_MAX_ACK_PENDING,
+    DEFAULT_MAX_WAITING,
+    DESCRIPTION_BYTES_MAX,
+    METADATA_BYTES_MAX,
+    MIN_IDLE_HEARTBEAT_NS,
+    MIN_MAX_EXPIRES_NS,
+    NAME_BYTES_MAX,
+    ConsumerConfig,
+    StreamLike,
+    _config_from,
+    _decode,
+    go_duration,
+)
+from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_match
+
+# --- create -------------------------------------------------------------------------------
+
+
+def parse_consumer_create(
+    body: Any,
+    *,
+    stream: StreamLike | None,
+    subject_stream: str,
+    subject_consumer: str | None = None,
+    subject_filter: str | None = None,
+    durable_subject: bool = False,
+) -> ConsumerConfig:
+    """A consumer create request → a defaulted, validated config (ApiError otherwise).
+
+    The subject decides the name rules (wire reference §5.4):
+    `$JS.API.CONSUMER.CREATE.<S>` → `subject_consumer=None`;
+    `$JS.API.CONSUMER.CREATE.<S>.<C>[.<filter>]` → `subject_consumer=C`, `subject_filter`;
+    `$JS.API.CONSUMER.DURABLE.CREATE.<S>.<D>` → `subject_consumer=D, durable_subject=True`.
+    `stream` is None when the stream does not exist (10059, after the subject checks, as
+    nats-server). The returned `name` is "" for a legacy ephemeral: the caller generates
+    one (it is not part of the config). Read the request's action with `create_action`.
+    """
+    stream_name, raw = _decode(body)
+    c = _config_from(raw)
+    if stream_name != subject_stream:
+        raise api_error("STREAM_MISMATCH")
+    _check_subject(c, subject_consumer, subject_filter, durable_subject)
+    for name in (c.name, c.durable_name):
+        if "/" in name or "\\" in name:
+            raise api_error("CONSUMER_NAME_CONTAINS_PATH_SEPARATORS")
+    if c.num_replicas > 1:
+        raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
+    if stream is None:
+        raise api_error("STREAM_NOT_FOUND")
+    apply_defaults(c, stream)
+    validate_consumer_config(c, stream)
+    if len(c.name.encode()) > NAME_BYTES_MAX:
+        raise api_error("CONSUMER_NAME_TOO_LONG", max=NAME_BYTES_MAX)
+    return c
+
+
+def _check_subject(
+    c: ConsumerConfig,
+    subject_consumer: str | None,
+    subject_filter: str | None,
+    durable_subject: bool,
+) -> None:
+    if durable_subject:
+        if not c.durable_name:
+            raise api_error("CONSUMER_DURABLE_NAME_NOT_SET")
+        if c.durable_name != subject_consumer:
+            raise api_error("CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT")
+    elif subject_consumer is None:
+        if c.durable_name:
+            raise api_error("CONSUMER_EPHEMERAL_WITH_DURABLE_NAME")
+    else:
+        if c.durable_name and c.durable_name != subject_consumer:
+            raise api_error("CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT")
+        if subject_filter is not None:
+            if c.filter_subjects:
+                raise api_error("CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED")
+            if c.filter_subject != subject_filter:
+                raise api_error("CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH")
+    if subject_consumer is not None:
+        c.name = subject_consumer  # the subject's name wins over config.name, as nats-server
+    if c.durable_name:
+        c.name = c.durable_name
+
+
+def _consumer_limits(stream: StreamLike) -> tuple[int, int]:
+    limits = getattr(stream, "consumer_limits", None) or {}
+    max_ack_pending = limits.get("max_ack_pending", 0)
+    inactive_threshold = limits.get("inactive_threshold", 0)
+    return (
+        max_ack_pending if isinstance(max_ack_pending, int) else 0,
+        inactive_threshold if isinstance(inactive_threshold, int) else 0,
+    )
+
+
+def apply_defaults(c: ConsumerConfig, stream: StreamLike) -> None:
+    """nats-server's `setConsumerConfigDefaults` (non-pedantic) plus the ephemeral stamp."""
+    limit_ack_pending, limit_inactive = _consumer_limits(stream)
+    if c.max_deliver == 0 or c.max_deliver < -1:
+        c.max_deliver = -1
+    if c.max_waiting < 0:
+        c.max_waiting = 0
+    if c.max_ack_pending < -1:
+        c.max_ack_pending = -1
+    for key in ("max_batch", "max_expires", "max_bytes", "idle_heartbeat", "inactive_threshold"):
+        if getattr(c, key) < 0:
+            setattr(c, key, 0)
+    if not c.deliver_subject and c.max_waiting == 0:
+        c.max_waiting = DEFAULT_MAX_WAITING
+    if c.ack_wait == 0 and c.ack_policy in ("explicit", "all"):
+        c.ack_wait = DEFAULT_ACK_WAIT_NS
+    if c.backoff:
+        c.ack_wait = c.backoff[0]
+    if c.max_ack_pending == 0:
+        c.max_ack_pending = limit_ack_pending
+    if c.inactive_threshold == 0:
+        c.inactive_threshold = limit_inactive
+    if c.max_ack_pending == 0 and c.ack_policy != "none":
+        c.max_ack_pending = DEFAULT_MAX_ACK_PENDING
+    if not c.durable_name and c.inactive_threshold <= 0:
+        c.inactive_threshold = DEFAULT_INACTIVE_THRESHOLD_NS  # ephemerals are always reaped
+        c.inactive_default = True
+
+
+def valid_consumer_name(name: str) -> bool:
+    return bool(name) and not (_NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
+
+
+def validate_consumer_config(c: ConsumerConfig, stream: StreamLike) -> None:
+    """nats-server's `checkConsumerCfg`, in its order (call after `apply_defaults`)."""
+    invalid = "consumer {}name can not contain '.', '*', '>', '\\', '/'"
+    if c.name and not valid_consumer_name(c.name):
+        raise api_error("STREAM_INVALID_CONFIG", err=invalid.format(""))
+    if c.durable_name and not valid_consumer_name(c.durable_name):
+        raise api_error("STREAM_INVALID_CONFIG", err=invalid.format("durable "))
+    stream_replicas = getattr(stream, "num_replicas", 1) or 1
+    if c.num_replicas > 0 and c.num_replicas > stream_replicas:
+        raise api_error("CONSUMER_REPLICAS_EXCEEDS_STREAM")
+    if c.num_replicas < 0:
+        raise api_error("REPLICAS_COUNT_CANNOT_BE_NEGATIVE")
+    if (
+        stream.retention in ("interest", "workqueue")
+        and c.num_replicas != 0
+        and c.num_replicas != stream_replicas
+    ):
+        raise api_error("CONSUMER_REPLICAS_SHOULD_MATCH_STREAM")
+    if any(b < 0 for b in c.backoff):
+        raise api_error("CONSUMER_BACKOFF_NEGATIVE")
+    if c.ack_wait < 0:
+        raise api_error("CONSUMER_ACK_WAIT_NEGATIVE")
+    if c.backoff and c.max_deliver != -1 and len(c.backoff) > c.max_deliver:
+        raise api_error("CONSUMER_MAX_DELIVER_BACKOFF")
+    if len(c.description.encode()) > DESCRIPTION_BYTES_MAX:
+        raise api_error("CONSUMER_DESCRIPTION_TOO_LONG", max=DESCRIPTION_BYTES_MAX)
+    if c.deliver_subject:
+        _validate_push(c, stream)
+    else:
+        _validate_pull(c, stream)
+    limit_ack_pending, limit_inactive = _consumer_limits(stream)
+    if limit_ack_pending > 0 and c.max_ack_pending > limit_ack_pending:
+        raise api_error("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=limit_ack_pending)
+    if limit_inactive > 0 and c.inactive_threshold > limit_inactive:
+        raise api_error("CONSUMER_INACTIVE_THRESHOLD_EXCESS", limit=go_duration(limit_inactive))
+    _validate_filters(c)
+    _validate_start(c)
+    if c.sample_freq:
+        _validate_sample_freq(c.sample_freq)
+    if c.flow_control and c.idle_heartbeat == 0:
+        raise api_error("CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS")
+    if c.durable_name and c.name and c.name != c.durable_name:
+        raise api_error("CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH")
+    if sum(len(k.encode()) + len(v.encode()) for k, v in c.metadata.items()) > METADATA_BYTES_MAX:
+        raise api_error("CONSUMER_METADATA_LENGTH", limit=f"{METADATA_BYTES_MAX // 1024}KB")
+
+
+def _validate_push(c: ConsumerConfig, stream: StreamLike) -> None:
+    subject = c.deliver_subject.encode()
+    if is_valid_subject(subject) and not is_valid_literal_subject(subject):
+        raise api_error("CONSUMER_DELIVER_TO_WILDCARDS")
+    if not is_valid_literal_subject(subject):
+        raise api_error("CONSUMER_INVALID_DELIVER_SUBJECT")
+    if any(
+        is_valid_subject(s.encode()) and subset_match(s.encode(), subject) for s in stream.subjects
+    ):
+        raise api_error("CONSUMER_DELIVER_CYCLE")
+    if c.max_waiting != 0:
+        raise api_error("CONSUMER_PUSH_MAX_WAITING")
+    if c.max_ack_pending > 0 and c.ack_policy == "none":
+        raise api_error("CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED")
+    if 0 < c.idle_heartbeat < MIN_IDLE_HEARTBEAT_NS:
+        raise api_error("CONSUMER_SMALL_HEARTBEAT")
+
+
+def _validate_pull(c: ConsumerConfig, stream: StreamLike) -> None:
+    if c.ack_policy == "none" and stream.retention == "workqueue":
+        raise api_error("CONSUMER_PULL_REQUIRES_ACK")
+    if c.rate_limit_bps > 0:
+        raise api_error("CONSUMER_PULL_WITH_RATE_LIMIT")
+    if c.idle_heartbeat > 0:
+        raise api_error("CONSUMER_HB_REQUIRES_PUSH")
+    if c.flow_control:
+        raise api_error("CONSUMER_FC_REQUIRES_PUSH")
+    if c.max_expires != 0 and c.max_expires < MIN_MAX_EXPIRES_NS:
+        raise api_error("CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL")
+
+
+def _validate_filters(c: ConsumerConfig) -> None:
+    if c.filter_subject and c.filter_subjects:
+        raise api_error("CONSUMER_DUPLICATE_FILTER_SUBJECTS")
+    if c.filter_subject and not is_valid_subject(c.filter_subject.encode()):
+        raise api_error("STREAM_INVALID_CONFIG", err="invalid subject")
+    if any(not f for f in c.filter_subjects):
+        raise api_error("CONSUMER_EMPTY_FILTER")
+    filters = c.filters
+    for i, subject in enumerate(filters):
+        if not is_valid_subject(subject.encode()):
+            raise api_error("STREAM_INVALID_CONFIG", err="invalid subject")
+        for j, other in enumerate(filters):
+            if i != j and subset_match(other.encode(), subject.encode()):
+                raise api_error("CONSUMER_OVERLAPPING_SUBJECT_FILTERS")
+
+
+_POLICY_TEXT = {
+    "all": "all",
+    "last": "last",
+    "new": "new",
+    "last_per_subject": "last per subject",
+    "by_start_sequence": "by start sequence",
+    "by_start_time": "by start time",
+}
+
+
+def _validate_start(c: ConsumerConfig) -> None:
+    policy = _POLICY_TEXT[c.deliver_policy]
+
+    def bad_start(start: str) -> ApiError:
+        return api_error(
+            "CONSUMER_INVALID_POLICY",
+            err=f"consumer delivery policy is deliver {policy}, but optional start {start} "
+            "is also set",
+        )
+
+    def not_set(what: str) -> ApiError:
+        return api_error(
+            "CONSUMER_INVALID_POLICY",
+            err=f"consumer delivery policy is deliver {policy}, but optional {what} is not set",
+        )
+
+    if c.deliver_policy in ("all", "last", "new", "last_per_subject"):
+        if c.opt_start_seq > 0:
+            raise bad_start("sequence")
+        if c.opt_start_time is not None:
+            raise bad_start("time")
+        if c.deliver_policy == "last_per_subject" and not c.filters:
+            raise not_set("filter subject")
+    elif c.deliver_policy == "by_start_sequence":
+        if c.opt_start_seq == 0:
+            raise not_set("start sequence")
+        if c.opt_start_time is not None:
+            raise bad_start("time")
+    else:  # by_start_time
+        if c.opt_start_time is None:
+            raise not_set("start time")
+        if c.opt_start_seq != 0:
+            raise bad_start("start sequence")  # sic: nats-server says "start start sequence"
+
+
+def _validate_sample_freq(value: str) -> None:
+    text = value.removesuffix("%")
+    if not _INT_RE.fullmatch(text):
+        err = f'strconv.Atoi: parsing "{text}": invalid syntax'
+    elif int(text) < 0:
+        err = "<nil>"
+    elif int(text) > 2**63 - 1:
+        err = f'strconv.Atoi: parsing "{text}": value out of range'
+    else:
+        return
+    raise api_error("CONSUMER_INVALID_SAMPLING", err=err)
+
+
+# --- existing consumers -------------------------------------------------------------------
+
+
+def same_consumer_config(old: ConsumerConfig, new: ConsumerConfig) -> bool:
+    """Is `new` (from a request) equal to the stored `old`? (action "create": else 10148)
+
+    As nats-server compares the request before stamping the ephemeral default
+    inactive threshold, a re-sent non-durable config without one never equals.
+    """
+    a, b = dataclasses.asdict(old), dataclasses.asdict(new)
+    if new.inactive_default:
+        b["inactive_threshold"] = 0
+    for d in (a, b):
+        d.pop("inactive_default")
+    return a == b
+
+
+def check_consumer_update(
+    old: ConsumerConfig, new: ConsumerConfig, *, deliver_subject_bound: bool = False
+) -> ConsumerConfig:
+    """nats-server's `checkNewConsumerConfig`: raise 10012 for a fixed field that changed.
+
+    Returns the config to store: `new`, except that `pause_until` keeps the old value
+    (create/update ignores it for an existing consumer; CONSUMER.PAUSE changes it).
+    `deliver_subject_bound`: the old deliver subject still has a subscriber (then
+    changing it is 10013, as nats-server).
+    """
+    result = dataclasses.replace(new, pause_until=old.pause_until)
+
+    def fixed(err: str) -> ApiError:
+        return api_error("CONSUMER_CREATE", err=err)
+
+    if old.deliver_policy != new.deliver_policy:
+        raise fixed("deliver policy can not be updated")
+    if old.mem_storage != new.mem_storage:
+        raise fixed("storage type can not be updated")
+    if old.opt_start_seq != new.opt_start_seq:
+        raise fixed("start sequence can not be updated")
+    if old.opt_start_time != new.opt_start_time:
+        raise fixed("start time can not be updated")
+    if old.ack_policy != new.ack_policy:
+        raise fixed("ack policy can not be updated")
+    if old.replay_policy != new.replay_policy:
+        raise fixed("replay policy can not be updated")
+    if old.idle_heartbeat != new.idle_heartbeat:
+        raise fixed("heart beats can not be updated")
+    if old.flow_control != new.flow_control:
+        raise fixed("flow control can not be updated")
+    if old.deliver_subject != new.deliver_subject:
+        if not old.deliver_subject:
+            raise fixed("can not update pull consumer to push based")
+        if not new.deliver_subject:
+            raise fixed("can not update push consumer to pull based")
+        if deliver_subject_bound:
+            raise api_error("CONSUMER_NAME_EXIST")
+    if old.max_waiting != new.max_waiting:
+        raise fixed("max waiting can not be updated")
+    if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
+        raise api_error("CONSUMER_MAX_DELIVER_BACKOFF")
+    return result
+
+
+def check_workqueue(
+    c: ConsumerConfig, stream: StreamLike, others: dict[str, ConsumerConfig]
+) -> None:
+    """Workqueue rules for a NEW consumer (nats-server checks them after 10149/10026).
+
+    `others`: the stream's existing consumers by name.
+    """
+    if stream.retention != "workqueue":
+        return
+    if c.ack_policy != "explicit":
+        raise api_error("CONSUMER_WQ_REQUIRES_EXPLICIT_ACK")
+    if c.deliver_policy != "all":
+        raise api_error("CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL")
+    if not others:
+        return
+    filters = c.filters
+    if not filters:
+        raise api_error("CONSUMER_WQ_MULTIPLE_UNFILTERED")
+    for name, other in others.items():
+        if name == c.name:
+            continue
+        theirs = other.filters
+        if not theirs or any(_overlap(a, b) for a in filters for b in theirs):
+            raise api_error("CONSUMER_WQ_CONSUMER_NOT_UNIQUE")
+
+
+def _overlap(a: str, b: str) -> bool:
+    ta, tb = a.split("."), b.split(".")
+    for i in range(max(len(ta), len(tb))):
+        x = ta[i] if i < len(ta) else None
+        y = tb[i] if i < len(tb) else None
+        if x == ">" or y == ">":
+            return x is not None and y is not None
+        if x is None or y is None:
+            return False
+        if x != "*" and y != "*" and x != y:
+            return False
+    return True
