@@ -1,0 +1,57 @@
+"""Consumers: a pure state machine per consumer (`state.ConsumerState`) plus the codecs for
+ack subjects, ack payloads and pull requests. The engine owns I/O and timers."""
+
+from brook.jetstream.consumer.acks import (
+    AckKind,
+    AckMeta,
+    AckPayload,
+    PullRequest,
+    PullRequestError,
+    ack_subject,
+    parse_ack_payload,
+    parse_ack_subject,
+    parse_pull_request,
+)
+from brook.jetstream.consumer.actions import (
+    Acked,
+    Action,
+    Advisory,
+    Deliver,
+    RemoveMessage,
+    Status,
+)
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.source import (
+    DeliverPolicy,
+    MessageSource,
+    StoreSource,
+    resolve_start_seq,
+)
+from brook.jetstream.consumer.state import ConsumerState, Pending
+
+__all__ = [
+    "AckKind",
+    "AckMeta",
+    "AckPayload",
+    "AckPolicy",
+    "Acked",
+    "Action",
+    "Advisory",
+    "ConsumerSettings",
+    "ConsumerState",
+    "Deliver",
+    "DeliverPolicy",
+    "MessageSource",
+    "Pending",
+    "PullRequest",
+    "PullRequestError",
+    "RemoveMessage",
+    "Retention",
+    "Status",
+    "StoreSource",
+    "ack_subject",
+    "parse_ack_payload",
+    "parse_ack_subject",
+    "parse_pull_request",
+    "resolve_start_seq",
+]

@@ -1,0 +1,96 @@
+"""What the consumer state machine asks its owner to do: small immutable values.
+
+The owner (the engine) executes them in order: `Deliver` becomes a MSG/HMSG to `reply` with
+the original subject and `ack_subject` as reply, `Status` an inline-status HMSG, `Advisory`
+a publish of `payload` (JSON) to `subject` once the engine has added `id`, `timestamp` (and
+`domain`), `RemoveMessage` a removal from the stream, `Acked` a note for interest retention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from brook.jetstream.store.base import StoredMessage
+
+ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
+
+MAX_DELIVERIES = "MAX_DELIVERIES"
+MSG_TERMINATED = "MSG_TERMINATED"
+MSG_NAKED = "MSG_NAKED"
+
+ADVISORY_TYPES = {
+    MAX_DELIVERIES: "io.nats.jetstream.advisory.v1.max_deliver",
+    MSG_TERMINATED: "io.nats.jetstream.advisory.v1.terminated",
+    MSG_NAKED: "io.nats.jetstream.advisory.v1.nak",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Send `msg` to `reply` (pull request inbox or push deliver subject)."""
+
+    msg: StoredMessage
+    reply: str
+    ack_subject: str
+    consumer_seq: int
+    stream_seq: int
+    delivery_count: int
+    pending: int  # num_pending after this delivery (the last ack-subject token)
+    timestamp_ns: int  # the message's stored timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """An inline status (`NATS/1.0 <code> <description>`) with optional headers, no body."""
+
+    reply: str
+    code: int
+    description: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header_block(self) -> bytes:
+        lines = [f"NATS/1.0 {self.code} {self.description}"]
+        lines += [f"{k}: {v}" for k, v in self.headers]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Advisory:
+    """A consumer advisory; `kind` is MAX_DELIVERIES, MSG_TERMINATED or MSG_NAKED."""
+
+    kind: str
+    subject: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMessage:
+    """Workqueue retention: the stream should remove this message now."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """Interest retention: this consumer no longer needs `seq`; the stream decides."""
+
+    seq: int
+
+
+Action = Deliver | Status | Advisory | RemoveMessage | Acked
+
+
+def pending_headers(messages: int, nbytes: int) -> tuple[tuple[str, str], ...]:
+    return (("Nats-Pending-Messages", str(messages)), ("Nats-Pending-Bytes", str(nbytes)))
+
+
+def heartbeat_headers(consumer_seq: int, stream_seq: int) -> tuple[tuple[str, str], ...]:
+    return (("Nats-Last-Consumer", str(consumer_seq)), ("Nats-Last-Stream", str(stream_seq)))
+
+
+def advisory(kind: str, stream: str, consumer: str, **fields: Any) -> Advisory:
+    payload: dict[str, Any] = {"type": ADVISORY_TYPES[kind], "stream": stream}
+    payload["consumer"] = consumer
+    payload.update(fields)
+    return Advisory(kind, f"{ADVISORY_PREFIX}.{kind}.{stream}.{consumer}", payload)

@@ -1,0 +1,262 @@
+"""The consumer core: a pure, synchronous state machine (design guide "Consumers").
+
+Inputs are method calls carrying the current time (`now_ns`, from the owner's clock);
+each returns the list of actions (`actions.py`) the owner must execute, in order. No I/O,
+no timers: the owner arms one timer for `next_deadline()` and calls `tick()` when it fires.
+
+Bookkeeping follows wire reference §6.7:
+
+* `_next_seq` is the next stream sequence to consider for a first delivery; the
+  `last_per_subject` start sequences (computed by the caller) are served before it.
+* `_pending` maps stream seq -> `Pending` for delivered, unacknowledged messages, in
+  ascending stream-seq order (new deliveries always have a higher sequence), so the
+  lowest pending message is the first key. A pending entry is either timed (`deadline_ns`
+  set, with a matching entry in the lazy `_timers` heap) or queued for redelivery
+  (`deadline_ns is None`, key in the ordered set `_rdq`).
+* Ack floors are derived: stream floor = lowest pending seq - 1, consumer floor = lowest
+  pending consumer seq - 1 (both monotonic); with nothing pending they equal `delivered`.
+
+Invariants (checked after every input, fully by `check_invariants()`): ack floor <=
+delivered, and new deliveries never push `len(pending)` beyond `max_ack_pending`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
+from brook.jetstream.consumer.actions import (
+    MSG_NAKED,
+    MSG_TERMINATED,
+    Action,
+    Status,
+    heartbeat_headers,
+)
+from brook.jetstream.consumer.core import ConsumerCore, Pending
+from brook.jetstream.consumer.pull import WaitingRequest, admission_error
+
+__all__ = ["ConsumerState", "Pending"]
+
+
+class ConsumerState(ConsumerCore):
+    # ------------------------------------------------------------------ inputs
+
+    def message_stored(self, seq: int, now_ns: int) -> list[Action]:
+        """A message was stored in the stream (it may or may not match the filter)."""
+        self._np = None
+        return self._finish(self._dispatch(now_ns))
+
+    def messages_removed(self, seqs: Iterable[int]) -> None:
+        """Messages left the stream (limits, purge, delete): never redeliver them."""
+        gone = set(seqs)
+        for s in gone:
+            if self._pending.pop(s, None) is not None:
+                self._rdq.pop(s, None)
+        if gone and self._lps:
+            self._lps = deque(s for s in self._lps if s not in gone)
+        self._np = None
+
+    def set_push_interest(self, interest: bool, now_ns: int) -> list[Action]:
+        """Push consumers deliver only while their deliver subject has a subscriber."""
+        self._push_interest = interest
+        hb = self.cfg.idle_heartbeat_ns
+        self._push_hb_at = now_ns + hb if interest and hb > 0 else None
+        return self._finish(self._dispatch(now_ns) if interest else [])
+
+    def pull_request(
+        self,
+        reply: str,
+        now_ns: int,
+        *,
+        batch: int = 1,
+        expires_ns: int = 0,
+        no_wait: bool = False,
+        max_bytes: int = 0,
+        idle_heartbeat_ns: int = 0,
+    ) -> list[Action]:
+        batch = max(batch, 1)
+        err = admission_error(self.cfg, reply, batch, expires_ns, max_bytes, idle_heartbeat_ns)
+        if err is not None:
+            return [err]
+        if no_wait and expires_ns <= 0:
+            available = self.num_pending() + len(self._rdq)
+            if available == 0:
+                return [Status(reply, 404, "No Messages")]
+            if sum(w.batch_left for w in self._waiting) >= available:
+                return [Status(reply, 408, "Requests Pending")]
+        if self.cfg.max_waiting > 0 and len(self._waiting) >= self.cfg.max_waiting:
+            return [] if idle_heartbeat_ns > 0 else [Status(reply, 409, "Exceeded MaxWaiting")]
+        hb = idle_heartbeat_ns
+        self._waiting.append(
+            WaitingRequest(
+                reply=reply,
+                batch_left=batch,
+                expires_at_ns=now_ns + expires_ns if expires_ns > 0 else None,
+                no_wait=no_wait,
+                max_bytes=max_bytes,
+                bytes_left=max_bytes,
+                heartbeat_ns=hb,
+                next_heartbeat_ns=now_ns + hb if hb > 0 else None,
+            )
+        )
+        return self._finish(self._dispatch(now_ns))
+
+    def pull(self, reply: str, req: PullRequest, now_ns: int) -> list[Action]:
+        return self.pull_request(
+            reply,
+            now_ns,
+            batch=req.batch,
+            expires_ns=req.expires_ns,
+            no_wait=req.no_wait,
+            max_bytes=req.max_bytes,
+            idle_heartbeat_ns=req.idle_heartbeat_ns,
+        )
+
+    def drop_requests(self, reply: str) -> None:
+        """The reply subject of some waiting requests lost interest: forget them silently."""
+        self._waiting = deque(w for w in self._waiting if w.reply != reply)
+
+    def ack(
+        self,
+        stream_seq: int,
+        consumer_seq: int,
+        kind: AckKind,
+        now_ns: int,
+        *,
+        delay_ns: int | None = None,
+        reason: str = "",
+        reply: str | None = None,
+        next_request: PullRequest | None = None,
+    ) -> list[Action]:
+        """An ack verb for the delivery named by the ack subject (stream and consumer seq).
+
+        Verbs for messages not pending are ignored; `+NXT` acknowledges and then runs
+        `next_request` (default batch 1) with `reply` (the ack message's reply subject).
+        """
+        out: list[Action] = []
+        p = self._pending.get(stream_seq) if self.cfg.tracks_acks else None
+        if kind in (AckKind.ACK, AckKind.NXT):
+            out += self._ack(stream_seq, now_ns)
+        elif p is None:
+            pass
+        elif kind is AckKind.NAK:
+            out.append(self._advisory(MSG_NAKED, stream_seq, p))
+            self._rdq.pop(stream_seq, None)
+            if delay_ns is not None and delay_ns > 0:
+                self._arm(stream_seq, p, now_ns + delay_ns)
+            else:
+                out += self._due(stream_seq, p)
+        elif kind is AckKind.WPI:
+            self._rdq.pop(stream_seq, None)
+            self._arm(stream_seq, p, now_ns + self.cfg.ack_wait_for(p.deliveries))
+        elif kind is AckKind.TERM:
+            adv = self._advisory(MSG_TERMINATED, stream_seq, p, reason=reason)
+            out.append(adv)
+            self._resolve(stream_seq, out)
+            self.last_ack_ns = now_ns
+        out += self._dispatch(now_ns)
+        if kind is AckKind.NXT and reply is not None:
+            req = next_request or PullRequest()
+            out += self.pull(reply, req, now_ns)
+        return self._finish(out)
+
+    def ack_payload(
+        self,
+        stream_seq: int,
+        consumer_seq: int,
+        payload: AckPayload,
+        now_ns: int,
+        reply: str | None = None,
+    ) -> list[Action]:
+        return self.ack(
+            stream_seq,
+            consumer_seq,
+            payload.kind,
+            now_ns,
+            delay_ns=payload.delay_ns,
+            reason=payload.reason,
+            reply=reply,
+            next_request=payload.next_request,
+        )
+
+    def tick(self, now_ns: int) -> list[Action]:
+        """Time passed: ack deadlines, request expiry, then deliveries and heartbeats."""
+        out: list[Action] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now_ns:
+            deadline, seq = heapq.heappop(timers)
+            p = self._pending.get(seq)
+            if p is not None and p.deadline_ns == deadline:
+                out += self._due(seq, p)
+        for w in [w for w in self._waiting if w.expires_at_ns is not None]:
+            if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
+                self._waiting.remove(w)
+                out.append(w.pending_status(408, "Request Timeout"))
+        out += self._dispatch(now_ns)
+        hb = heartbeat_headers(self.delivered_consumer_seq, self.delivered_stream_seq)
+        for w in self._waiting:
+            if w.next_heartbeat_ns is not None and now_ns >= w.next_heartbeat_ns:
+                out.append(Status(w.reply, 100, "Idle Heartbeat", hb))
+                w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+        if self._push_hb_at is not None and now_ns >= self._push_hb_at:
+            assert self.cfg.deliver_subject is not None
+            out.append(Status(self.cfg.deliver_subject, 100, "Idle Heartbeat", hb))
+            self._push_hb_at = now_ns + self.cfg.idle_heartbeat_ns
+        return self._finish(out)
+
+    def next_deadline(self) -> int | None:
+        """When `tick` next has something to do, or None."""
+        timers = self._timers
+        while timers:
+            deadline, seq = timers[0]
+            p = self._pending.get(seq)
+            if p is not None and p.deadline_ns == deadline:
+                break
+            heapq.heappop(timers)
+        times = [timers[0][0]] if timers else []
+        for w in self._waiting:
+            times += [t for t in (w.expires_at_ns, w.next_heartbeat_ns) if t is not None]
+        if self._push_hb_at is not None:
+            times.append(self._push_hb_at)
+        return min(times) if times else None
+
+    # ------------------------------------------------------------------ persistence
+
+    def snapshot(self) -> dict[str, Any]:
+        floor_c, floor_s = self.ack_floor
+        return {
+            "delivered": {
+                "consumer_seq": self.delivered_consumer_seq,
+                "stream_seq": self.delivered_stream_seq,
+            },
+            "ack_floor": {"consumer_seq": floor_c, "stream_seq": floor_s},
+            "next_seq": self._next_seq,
+            "last_per_subject": list(self._lps),
+            "pending": [
+                [s, p.consumer_seq, p.deliveries, p.first_delivered_ns, p.last_delivered_ns]
+                for s, p in self._pending.items()
+            ],
+        }
+
+    def restore(self, data: dict[str, Any], now_ns: int) -> None:
+        """Replace the state with a snapshot; every pending message gets a fresh ack
+        deadline from `now_ns`. Waiting pull requests are not persisted."""
+        self.delivered_consumer_seq = int(data["delivered"]["consumer_seq"])
+        self.delivered_stream_seq = int(data["delivered"]["stream_seq"])
+        self._next_seq = int(data["next_seq"])
+        self._lps = deque(int(s) for s in data.get("last_per_subject", []))
+        self._pending.clear()
+        self._rdq.clear()
+        self._timers.clear()
+        self._waiting.clear()
+        self._np = None
+        for s, c, d, first, last in sorted(data.get("pending", [])):
+            p = Pending(int(c), int(d), None, int(first), int(last))
+            self._pending[int(s)] = p
+            self._arm(int(s), p, now_ns + self.cfg.ack_wait_for(p.deliveries))
+        limit = self.cfg.max_ack_pending
+        self._pending_limit_slack = max(len(self._pending) - limit, 0) if limit > 0 else 0
+        self.check_invariants()
