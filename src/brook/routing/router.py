@@ -42,11 +42,19 @@ class Router:
         header: bytes | None,
         payload: bytes,
         echo: bool = True,
+        shown_subject: bytes | None = None,
     ) -> int:
-        """Deliver a message; returns how many subscriptions received it."""
+        """Deliver a message; returns how many subscriptions received it.
+
+        `shown_subject`, when given, is the subject on the MSG/HMSG line instead of the one
+        routed on: a JetStream pull delivery is routed to the request's reply inbox but
+        shows the message's stored subject (wire reference §6.5).
+        """
         result = self.sublist.match(subject)
         if result is EMPTY:
             return 0
+        if shown_subject is not None:
+            subject = shown_subject
         delivered = 0
         for sub in result.plain:
             client = sub.client
