@@ -29,6 +29,7 @@ from typing import Any
 from brook import limits
 from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.store.memory import MemoryStore
@@ -83,6 +84,8 @@ class JetStream:
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
         self._entries: dict[str, _Entry] = {}
+        # stream name -> consumer name -> runner (in memory only: not persisted yet)
+        self.consumers: dict[str, dict[str, ConsumerRunner]] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
         self._loop: asyncio.AbstractEventLoop | None = None
         # 0: acknowledge after fsync (group commit); > 0: nats-server's interval mode.
@@ -138,6 +141,7 @@ class JetStream:
             self._sync_timer = None
         await self.drain()
         for name in list(self._entries):
+            self._stop_consumers(name, notify=False)
             self._detach(name)
             self._entries.pop(name).stream.close()
         self.internal.close()
@@ -186,11 +190,52 @@ class JetStream:
         entry = self._entries.get(name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
+        self._stop_consumers(name, notify=True)
         self._detach(name)
         del self._entries[name]
         entry.stream.close()
         if self.root is not None:
             shutil.rmtree(self.root / name, ignore_errors=True)
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_consumer(self, stream: Stream, config: Any) -> ConsumerRunner:
+        """Start a (pull) consumer on `stream`; the caller has validated `config`."""
+        runner = ConsumerRunner(
+            stream,
+            config,
+            internal=self.internal,
+            now_ns=self.now_ns,
+            loop=self._loop,
+            created_ns=self.now_ns(),
+            on_inactive=self._consumer_inactive,
+        )
+        self.consumers.setdefault(stream.name, {})[config.name] = runner
+        stream.consumer_count = len(self.consumers[stream.name])
+        return runner
+
+    def delete_consumer(self, stream_name: str, name: str) -> None:
+        runners = self.consumers.get(stream_name, {})
+        runner = runners.pop(name, None)
+        if runner is None:
+            raise api_error("CONSUMER_NOT_FOUND")
+        runner.stop(notify=True)
+        runner.stream.consumer_count = len(runners)
+
+    def _consumer_inactive(self, runner: ConsumerRunner) -> None:
+        runners = self.consumers.get(runner.stream.name, {})
+        if runners.get(runner.name) is runner:
+            log.debug("consumer %s > %s inactive; deleted", runner.stream.name, runner.name)
+            self.delete_consumer(runner.stream.name, runner.name)
+
+    def _stop_consumers(self, stream_name: str, *, notify: bool) -> None:
+        for runner in self.consumers.pop(stream_name, {}).values():
+            runner.stop(notify=notify)
+
+    def messages_removed(self, stream_name: str) -> None:
+        """Messages left the stream outside a publish (purge, delete): refresh counts."""
+        for runner in self.consumers.get(stream_name, {}).values():
+            runner.messages_changed()
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for other_name, entry in self._entries.items():
@@ -232,7 +277,16 @@ class JetStream:
         stream = entry.stream
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            before = stream.store.state().last_seq if self.consumers.get(stream.name) else 0
             stream.ingest(subject, reply, header, data)
+            runners = self.consumers.get(stream.name)
+            if runners:
+                last = stream.store.state().last_seq
+                for runner in list(runners.values()):
+                    if last != before:
+                        runner.message_stored(last)
+                    else:
+                        runner.messages_changed()
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward

@@ -106,6 +106,7 @@ class Server:
         )
 
     async def _start_jetstream(self) -> None:
+        from brook.jetstream.api.consumers import ConsumerApi
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
         from brook.jetstream.engine import JetStream
@@ -123,6 +124,11 @@ class Server:
         StreamApi(
             self.jetstream,
             server_name=self.server_name,
+            version=limits.NATS_COMPAT_VERSION,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        ).register(api)
+        ConsumerApi(
+            self.jetstream,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
         ).register(api)

@@ -202,3 +202,20 @@ def test_push_consumer_waits_for_interest_and_heartbeats() -> None:
     ]
     c.set_push_interest(False, T0 + 6 * S)
     assert c.message_stored(src.add(), T0 + 7 * S) == []
+
+
+def test_consumer_deleted_answers_every_waiting_request_with_409() -> None:
+    from brook.jetstream.consumer.actions import Status
+    from tests.unit.consumer.fakes import make
+
+    state, _ = make()
+    state.pull_request("_INBOX.a", 0, batch=1, expires_ns=10**9)
+    state.pull_request("_INBOX.b", 0, batch=1, expires_ns=10**9)
+    actions = state.consumer_deleted()
+    assert all(isinstance(a, Status) for a in actions)
+    assert [(a.reply, a.code, a.description) for a in actions if isinstance(a, Status)] == [
+        ("_INBOX.a", 409, "Consumer Deleted"),
+        ("_INBOX.b", 409, "Consumer Deleted"),
+    ]
+    assert state.consumer_deleted() == []
+    assert state.num_waiting == 0

@@ -188,6 +188,7 @@ class StreamApi:
         if seq and keep:
             raise api_error("BAD_REQUEST")
         result = stream.store.purge(subject=subject or None, up_to_seq=seq, keep=keep)
+        self.js.messages_removed(stream.name)
         return {"success": True, "purged": result.purged}
 
     def msg_get(self, request: Request) -> dict[str, Any]:
@@ -218,6 +219,7 @@ class StreamApi:
             raise api_error("STREAM_MSG_DELETE_FAILED", err="stream store EOF")
         if not stream.store.remove(seq, erase=not body.get("no_erase", False)):
             raise api_error("SEQUENCE_NOT_FOUND", seq=seq)
+        self.js.messages_removed(stream.name)
         return {"success": True}
 
 

@@ -115,6 +115,12 @@ class ConsumerState(ConsumerCore):
             idle_heartbeat_ns=req.idle_heartbeat_ns,
         )
 
+    def consumer_deleted(self) -> list[Action]:
+        """The consumer is going away: every waiting pull request gets `409 Consumer Deleted`."""
+        out: list[Action] = [Status(w.reply, 409, "Consumer Deleted") for w in self._waiting]
+        self._waiting.clear()
+        return out
+
     def drop_requests(self, reply: str) -> None:
         """The reply subject of some waiting requests lost interest: forget them silently."""
         self._waiting = deque(w for w in self._waiting if w.reply != reply)

@@ -1,0 +1,160 @@
+"""Consumer endpoints of the JetStream API (wire reference §5.4-§5.6, §2.4).
+
+CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST and DELETE. The
+decision sequence on create follows nats-server (and the `Model` of
+tests/conformance/test_consumer_config_conformance.py): parse and validate, then an
+existing consumer with the same name is compared (`action:"create"`) or updated in place,
+`action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
+
+Scope: pull consumers only (a `deliver_subject` is rejected with a 10052 error so clients
+fail clearly), and consumers live in memory only (they do not survive a restart).
+`CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from typing import Any
+
+from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.engine import JetStream
+from brook.jetstream.errors import api_error
+from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models.consumer_config import create_action
+from brook.jetstream.models.consumer_rules import (
+    check_consumer_update,
+    check_workqueue,
+    parse_consumer_create,
+    same_consumer_config,
+)
+
+NAMES_PAGE = 1024
+LIST_PAGE = 256
+_NAME_ALPHABET = string.ascii_letters + string.digits
+
+
+def _ephemeral_name() -> str:
+    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+class ConsumerApi:
+    def __init__(self, js: JetStream, *, version: str, api_level: int) -> None:
+        self.js = js
+        self.version = version
+        self.api_level = api_level
+
+    def register(self, api: ApiDispatcher) -> None:
+        api.add("CONSUMER.CREATE.>", "consumer_create_response", self.create)
+        api.add("CONSUMER.DURABLE.CREATE.>", "consumer_create_response", self.create_durable)
+        api.add("CONSUMER.INFO.*.*", "consumer_info_response", self.info)
+        api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
+        paged = {"total": 0, "offset": 0, "limit": 0}
+        api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, paged)
+        api.add("CONSUMER.LIST.*", "consumer_list_response", self.list, paged)
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, request: Request) -> dict[str, Any]:
+        # tokens: CONSUMER CREATE <S> [<C> [<filter>...]]
+        t = request.tokens
+        consumer = t[3] if len(t) > 3 else None
+        filt = ".".join(t[4:]) if len(t) > 4 else None
+        return self._create(request, t[2], consumer, filt, durable=False)
+
+    def create_durable(self, request: Request) -> dict[str, Any]:
+        # tokens: CONSUMER DURABLE CREATE <S> <D>
+        t = request.tokens
+        if len(t) != 5:
+            raise api_error("CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT")
+        return self._create(request, t[3], t[4], None, durable=True)
+
+    def _create(
+        self,
+        request: Request,
+        stream_name: str,
+        consumer: str | None,
+        filt: str | None,
+        *,
+        durable: bool,
+    ) -> dict[str, Any]:
+        body = request.json(required=True)
+        stream = self.js.streams.get(stream_name)
+        config = parse_consumer_create(
+            body,
+            stream=stream.config if stream is not None else None,
+            subject_stream=stream_name,
+            subject_consumer=consumer,
+            subject_filter=filt,
+            durable_subject=durable,
+        )
+        assert stream is not None  # parse_consumer_create raised 10059 otherwise
+        if config.is_push:
+            raise api_error("STREAM_INVALID_CONFIG", err="push consumers are not supported yet")
+        action = create_action(body)
+        runners = self.js.consumers.get(stream_name, {})
+        existing = runners.get(config.name) if config.name else None
+        if existing is not None:
+            if action == "create" and not same_consumer_config(existing.config, config):
+                raise api_error("CONSUMER_ALREADY_EXISTS")
+            existing.update(check_consumer_update(existing.config, config))
+            return self._info(existing)
+        if action == "update":
+            raise api_error("CONSUMER_DOES_NOT_EXIST")
+        limit = stream.config.max_consumers
+        if limit > 0 and len(runners) >= limit:
+            raise api_error("MAXIMUM_CONSUMERS_LIMIT")
+        check_workqueue(config, stream.config, {n: r.config for n, r in runners.items()})
+        if not config.name:
+            config.name = _ephemeral_name()
+            while config.name in runners:
+                config.name = _ephemeral_name()
+        return self._info(self.js.add_consumer(stream, config))
+
+    # ------------------------------------------------------------------ the rest
+
+    def _info(self, runner: Any, *, server_metadata: bool = True) -> dict[str, Any]:
+        info: dict[str, Any] = runner.info(
+            server_version=self.version if server_metadata else None,
+            api_level=self.api_level,
+        )
+        return info
+
+    def _runner(self, request: Request) -> Any:
+        stream_name, name = request.tokens[2], request.tokens[3]
+        self.js.get(stream_name)  # 10059 first
+        runner = self.js.consumers.get(stream_name, {}).get(name)
+        if runner is None:
+            raise api_error("CONSUMER_NOT_FOUND")
+        return runner
+
+    def info(self, request: Request) -> dict[str, Any]:
+        if request.body.strip() not in (b"", b"{}"):
+            raise api_error("NOT_EMPTY_REQUEST")
+        return self._info(self._runner(request))
+
+    def delete(self, request: Request) -> dict[str, Any]:
+        if request.body.strip() not in (b"", b"{}"):
+            raise api_error("NOT_EMPTY_REQUEST")
+        runner = self._runner(request)
+        self.js.delete_consumer(runner.stream.name, runner.name)
+        return {"success": True}
+
+    def _page(self, request: Request, size: int) -> tuple[list[str], int, int]:
+        stream_name = request.tokens[2]
+        self.js.get(stream_name)
+        body = request.json()
+        offset = get_field(body, "offset", int, 0, invalid_json)
+        names = sorted(self.js.consumers.get(stream_name, {}))
+        offset = min(max(offset, 0), len(names))
+        return names[offset : offset + size], offset, len(names)
+
+    def names(self, request: Request) -> dict[str, Any]:
+        page, offset, total = self._page(request, NAMES_PAGE)
+        return {"total": total, "offset": offset, "limit": NAMES_PAGE, "consumers": page}
+
+    def list(self, request: Request) -> dict[str, Any]:
+        page, offset, total = self._page(request, LIST_PAGE)
+        runners = self.js.consumers.get(request.tokens[2], {})
+        infos = [self._info(runners[n], server_metadata=False) for n in page]
+        return {"total": total, "offset": offset, "limit": LIST_PAGE, "consumers": infos}

@@ -1,0 +1,284 @@
+"""The I/O owner of one consumer: subscriptions, one timer, and the execution of actions.
+
+A `ConsumerRunner` wraps a pure `ConsumerState` (state.py) and connects it to the router:
+
+* `$JS.API.CONSUMER.MSG.NEXT.<S>.<C>` (pull requests; the reply is the delivery inbox);
+* `$JS.ACK.<S>.<C>.>` (acks; a reply on the ack message gets an empty answer);
+* `message_stored()` is called by the engine after the stream stored a message;
+* one asyncio timer armed at `ConsumerState.next_deadline()` (ack deadlines, request
+  expiry, heartbeats) and, for ephemerals, at the inactivity deadline.
+
+Only pull consumers are served (push consumers are rejected at creation). Consumers live
+in memory only: they do not survive a server restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from brook.jetstream.consumer.acks import (
+    AckKind,
+    PullRequestError,
+    parse_ack_payload,
+    parse_ack_subject,
+    parse_pull_request,
+)
+from brook.jetstream.consumer.actions import (
+    Acked,
+    Action,
+    Advisory,
+    Deliver,
+    RemoveMessage,
+    Status,
+)
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
+from brook.jetstream.consumer.state import ConsumerState
+from brook.jetstream.models.consumer_config import ConsumerConfig
+from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_json
+from brook.jetstream.models.info import format_ts_ns
+from brook.jetstream.stream import Stream
+from brook.routing.sublist import Subscription
+from brook.server.internal import InternalClient
+
+log = logging.getLogger("brook.consumer")
+
+
+def settings_for(config: ConsumerConfig, stream: Stream) -> ConsumerSettings:
+    return ConsumerSettings(
+        stream=stream.name,
+        name=config.name,
+        ack_policy=AckPolicy(config.ack_policy),
+        ack_wait_ns=config.ack_wait,
+        backoff_ns=tuple(config.backoff),
+        max_deliver=config.max_deliver,
+        max_ack_pending=config.max_ack_pending,
+        max_waiting=config.max_waiting,
+        max_batch=config.max_batch,
+        max_expires_ns=config.max_expires,
+        max_bytes=config.max_bytes,
+        deliver_subject=config.deliver_subject or None,
+        idle_heartbeat_ns=config.idle_heartbeat,
+        retention=Retention(stream.config.retention),
+    )
+
+
+class ConsumerRunner:
+    def __init__(
+        self,
+        stream: Stream,
+        config: ConsumerConfig,
+        *,
+        internal: InternalClient,
+        now_ns: Callable[[], int],
+        loop: asyncio.AbstractEventLoop | None,
+        created_ns: int,
+        on_inactive: Callable[[ConsumerRunner], None] | None = None,
+    ) -> None:
+        self.stream = stream
+        self.config = config
+        self.name = config.name
+        self.created_ns = created_ns
+        self._internal = internal
+        self._now_ns = now_ns
+        self._loop = loop
+        self._on_inactive = on_inactive
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._last_activity_ns = created_ns
+        self.state = self._new_state()
+        prefix = f"{stream.name}.{self.name}"
+        self._subs: list[Subscription] = [
+            internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
+            internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack),
+        ]
+        self._rearm()
+
+    def _new_state(self) -> ConsumerState:
+        c = self.config
+        store = self.stream.store
+        source = StoreSource(store, c.filters)
+        st = store.state()
+        policy = DeliverPolicy(c.deliver_policy)
+        start = resolve_start_seq(
+            policy,
+            source,
+            stream_first_seq=st.first_seq,
+            stream_last_seq=st.last_seq,
+            opt_start_seq=c.opt_start_seq,
+            opt_start_time_ns=c.opt_start_time or 0,
+        )
+        lps: list[int] = []
+        if policy is DeliverPolicy.LAST_PER_SUBJECT:
+            for f in c.filters or [">"]:
+                subjects = store.state(subjects_filter=f).subjects or {}
+                for subject in subjects:
+                    m = store.load_last(subject)
+                    if m is not None:
+                        lps.append(m.seq)
+        return ConsumerState(
+            settings_for(c, self.stream),
+            source,
+            start_seq=start,
+            last_per_subject_seqs=sorted(set(lps)),
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def update(self, config: ConsumerConfig) -> None:
+        """An in-place update (the fields that may change): new limits apply from now."""
+        self.config = config
+        self.state.cfg = settings_for(config, self.stream)
+        self._rearm()
+
+    def stop(self, *, notify: bool = True) -> None:
+        """Unsubscribe and cancel the timer; waiting requests get `409 Consumer Deleted`."""
+        for sub in self._subs:
+            self._internal.unsubscribe(sub)
+        self._subs = []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deleted = self.state.consumer_deleted()
+        if notify:
+            self._execute(deleted)
+
+    # ------------------------------------------------------------------ inputs
+
+    def message_stored(self, seq: int) -> None:
+        self._run(self.state.message_stored(seq, self._now_ns()))
+
+    def messages_changed(self) -> None:
+        """Messages were removed by purge/delete/limits: forget cached counts."""
+        self.state.messages_removed(())
+
+    def _on_next(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> bool | None:
+        if reply is None:
+            return None
+        now = self._now_ns()
+        self._last_activity_ns = now
+        inbox = reply.decode("utf-8", "surrogateescape")
+        try:
+            req = parse_pull_request(payload)
+        except PullRequestError as err:
+            self._run([Status(inbox, 400, str(err))])
+            return None
+        self._run(self.state.pull(inbox, req, now))
+        return None
+
+    def _on_ack(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> bool | None:
+        meta = parse_ack_subject(subject.decode("utf-8", "surrogateescape"))
+        ack = parse_ack_payload(payload)
+        now = self._now_ns()
+        self._last_activity_ns = now
+        if meta is not None and ack is not None:
+            inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
+            self._run(self.state.ack_payload(meta.stream_seq, meta.consumer_seq, ack, now, inbox))
+            if ack.kind is AckKind.NXT:
+                return None
+        if reply is not None:
+            self._internal.publish(reply, b"")  # ack_sync: an empty answer
+        return None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self._now_ns()
+        if self._inactive(now) and self._on_inactive is not None:
+            self._on_inactive(self)
+            return
+        self._run(self.state.tick(now))
+
+    # ------------------------------------------------------------------ inactivity
+
+    def _gc_deadline(self) -> int | None:
+        """Ephemerals go after `inactive_threshold` with nothing waiting or unacked."""
+        c = self.config
+        if c.durable_name and not c.inactive_threshold:
+            return None
+        if c.inactive_threshold <= 0 or self._on_inactive is None:
+            return None
+        if self.state.num_waiting or self.state.num_ack_pending:
+            return None
+        return self._last_activity_ns + c.inactive_threshold
+
+    def _inactive(self, now: int) -> bool:
+        at = self._gc_deadline()
+        return at is not None and now >= at
+
+    # ------------------------------------------------------------------ actions
+
+    def _run(self, actions: list[Action]) -> None:
+        self._execute(actions)
+        self._rearm()
+
+    def _execute(self, actions: list[Action]) -> None:
+        internal = self._internal
+        for a in actions:
+            if isinstance(a, Deliver):
+                m = a.msg
+                internal.deliver_as(
+                    a.reply.encode(),
+                    m.subject.encode("utf-8", "surrogateescape"),
+                    a.ack_subject.encode(),
+                    m.header or None,
+                    m.data,
+                )
+            elif isinstance(a, Status):
+                internal.publish(a.reply.encode(), b"", header=a.header_block())
+            elif isinstance(a, Advisory):
+                body: dict[str, Any] = dict(a.payload)
+                body["id"] = secrets.token_hex(11)
+                body["timestamp"] = format_ts_ns(self._now_ns())
+                internal.publish(a.subject.encode(), json.dumps(body).encode())
+            elif isinstance(a, RemoveMessage):
+                self.stream.store.remove(a.seq)
+            elif isinstance(a, Acked):
+                pass  # interest retention is not enforced yet
+
+    def _rearm(self) -> None:
+        if self._loop is None or not self._subs:
+            return
+        times = [t for t in (self.state.next_deadline(), self._gc_deadline()) if t is not None]
+        at = min(times) if times else None
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = at
+        if at is not None:
+            delay_s = max(at - self._now_ns(), 0) / 1e9
+            self._timer = self._loop.call_later(delay_s, self._on_timer)
+
+    # ------------------------------------------------------------------ info
+
+    def info(self, *, server_version: str | None, api_level: int | None) -> dict[str, Any]:
+        s = self.state
+        floor_c, floor_s = s.ack_floor
+        return consumer_info_to_json(
+            stream_name=self.stream.name,
+            name=self.name,
+            created_ns=self.created_ns,
+            config=self.config,
+            delivered=SequenceInfo(
+                s.delivered_consumer_seq, s.delivered_stream_seq, s.last_delivered_ns
+            ),
+            ack_floor=SequenceInfo(floor_c, floor_s, s.last_ack_ns),
+            num_ack_pending=s.num_ack_pending,
+            num_redelivered=s.num_redelivered,
+            num_waiting=s.num_waiting,
+            num_pending=s.num_pending(),
+            ts_ns=self._now_ns(),
+            server_version=server_version,
+            api_level=api_level,
+        )

@@ -1,0 +1,198 @@
+"""Pull consumers through nats-py's JetStream API against Brook (create, fetch, acks,
+redelivery, info, names/list, delete)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import APIError, NotFoundError
+
+import brook
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(params=["memory", "file"])
+def storage(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def nc(tmp_path: Path) -> AsyncIterator[Any]:
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        conn = await nats.connect(server.url, allow_reconnect=False)
+        yield conn
+        await conn.close()
+
+
+@pytest.fixture
+async def js(nc: Any, storage: str) -> Any:
+    js = nc.jetstream()
+    await js.add_stream(name="S", subjects=["s.>"], storage=storage)
+    return js
+
+
+async def test_goal_sequence(js: Any) -> None:
+    await js.publish("s.a", b"1")
+    psub = await js.pull_subscribe("s.>", durable="d")
+    msgs = await psub.fetch(1, timeout=2)
+    assert len(msgs) == 1
+    assert msgs[0].subject == "s.a"
+    assert msgs[0].data == b"1"
+    assert msgs[0].metadata.sequence.stream == 1
+    assert msgs[0].metadata.num_delivered == 1
+    await msgs[0].ack()
+    await asyncio.sleep(0.05)
+    info = await js.consumer_info("S", "d")
+    assert info.name == "d"
+    assert info.stream_name == "S"
+    assert info.config.durable_name == "d"
+    assert info.delivered.stream_seq == 1
+    assert info.ack_floor.stream_seq == 1
+    assert info.num_ack_pending == 0
+    assert info.num_pending == 0
+    assert await js.delete_consumer("S", "d") is True
+    with pytest.raises(NotFoundError):
+        await js.consumer_info("S", "d")
+    with pytest.raises(NotFoundError):
+        await js.delete_consumer("S", "d")
+
+
+async def test_fetch_more_than_available(js: Any) -> None:
+    for i in range(3):
+        await js.publish(f"s.{i}", str(i).encode())
+    psub = await js.pull_subscribe("s.>", durable="d")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    msgs = await psub.fetch(10, timeout=2)
+    assert loop.time() - started < 1.0  # ended by the server's 404, not the client timeout
+    assert [m.data for m in msgs] == [b"0", b"1", b"2"]
+    assert [m.subject for m in msgs] == ["s.0", "s.1", "s.2"]
+    for m in msgs:
+        await m.ack()
+    with pytest.raises(nats.errors.TimeoutError):  # nothing left: 404 then client timeout
+        await psub.fetch(10, timeout=0.5)
+    with pytest.raises(nats.errors.TimeoutError):
+        await psub.fetch(1, timeout=0.5)  # a long poll that expires (408)
+    # A message arriving during a long poll is delivered to it.
+    task = asyncio.ensure_future(psub.fetch(1, timeout=2))
+    await asyncio.sleep(0.2)
+    await js.publish("s.late", b"late")
+    msgs = await task
+    assert [m.data for m in msgs] == [b"late"]
+
+
+async def test_ack_sync_nak_term_in_progress(js: Any) -> None:
+    for i in range(3):
+        await js.publish("s.x", str(i).encode())
+    psub = await js.pull_subscribe("s.>", durable="d")
+    msgs = await psub.fetch(3, timeout=2)
+    assert len(msgs) == 3
+    await msgs[0].ack_sync()  # the server answers the ack's reply
+    await msgs[1].in_progress()
+    await msgs[2].term()
+    await msgs[1].nak()
+    again = await psub.fetch(1, timeout=2)
+    assert again[0].data == b"1"
+    assert again[0].metadata.num_delivered == 2
+    await again[0].ack_sync()
+    info = await js.consumer_info("S", "d")
+    assert info.num_ack_pending == 0
+    assert info.num_redelivered == 0
+    assert info.delivered.consumer_seq == 4
+    assert info.ack_floor.stream_seq == 3
+
+
+async def test_redelivery_after_ack_wait(js: Any) -> None:
+    await js.publish("s.a", b"x")
+    psub = await js.pull_subscribe(
+        "s.>", durable="d", config=ConsumerConfig(ack_wait=0.3, ack_policy=AckPolicy.EXPLICIT)
+    )
+    first = await psub.fetch(1, timeout=2)
+    assert first[0].metadata.num_delivered == 1
+    second = await psub.fetch(1, timeout=2)  # redelivered once ack_wait has passed
+    assert second[0].data == b"x"
+    assert second[0].metadata.num_delivered == 2
+    assert second[0].metadata.sequence.stream == 1
+    info = await js.consumer_info("S", "d")
+    assert info.num_redelivered == 1
+    await second[0].ack()
+
+
+async def test_ephemeral_pull_consumer(js: Any) -> None:
+    await js.publish("s.a", b"1")
+    psub = await js.pull_subscribe("s.>", durable=None)
+    msgs = await psub.fetch(1, timeout=2)
+    assert msgs[0].data == b"1"
+    await msgs[0].ack()
+    info = await psub.consumer_info()
+    assert info.config.durable_name is None
+    assert info.config.inactive_threshold  # the ephemeral default
+    # Server-named ephemeral (CONSUMER.CREATE.<S>).
+    created = await js.add_consumer("S", ConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+    assert created.name
+    assert len(created.name) == 8
+    assert (await js.consumer_info("S", created.name)).name == created.name
+
+
+async def test_ephemeral_is_removed_when_inactive(js: Any) -> None:
+    created = await js.add_consumer(
+        "S", ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, inactive_threshold=0.3)
+    )
+    await asyncio.sleep(0.8)
+    with pytest.raises(NotFoundError):
+        await js.consumer_info("S", created.name)
+
+
+async def test_names_list_and_stream_state(js: Any) -> None:
+    await js.add_consumer("S", ConsumerConfig(durable_name="b", ack_policy=AckPolicy.EXPLICIT))
+    await js.add_consumer("S", ConsumerConfig(durable_name="a", ack_policy=AckPolicy.EXPLICIT))
+    assert sorted(c.name for c in await js.consumers_info("S")) == ["a", "b"]
+    si = await js.stream_info("S")
+    assert si.state.consumer_count == 2
+    # Idempotent create, conflicting create.
+    await js.add_consumer("S", ConsumerConfig(durable_name="a", ack_policy=AckPolicy.EXPLICIT))
+    await js.delete_consumer("S", "a")
+    si = await js.stream_info("S")
+    assert si.state.consumer_count == 1
+
+
+async def test_consumer_names_raw(nc: Any, js: Any) -> None:
+    await js.add_consumer("S", ConsumerConfig(durable_name="x", ack_policy=AckPolicy.EXPLICIT))
+    reply = json.loads((await nc.request("$JS.API.CONSUMER.NAMES.S", b"", timeout=2)).data)
+    assert reply["type"] == "io.nats.jetstream.api.v1.consumer_names_response"
+    assert reply["consumers"] == ["x"]
+    assert reply["total"] == 1
+    reply = json.loads((await nc.request("$JS.API.CONSUMER.LIST.S", b"", timeout=2)).data)
+    assert [c["name"] for c in reply["consumers"]] == ["x"]
+
+
+async def test_push_consumers_are_rejected(js: Any) -> None:
+    with pytest.raises(APIError) as err:
+        await js.add_consumer("S", ConsumerConfig(durable_name="p", deliver_subject="deliver.here"))
+    assert err.value.err_code == 10052
+    assert "push consumers are not supported" in str(err.value.description)
+
+
+async def test_missing_consumer_gets_no_responders(nc: Any, js: Any) -> None:
+    with pytest.raises(nats.errors.NoRespondersError):
+        await nc.request("$JS.API.CONSUMER.MSG.NEXT.S.nope", b"1", timeout=1)
+
+
+async def test_delete_sends_consumer_deleted_to_waiting(nc: Any, js: Any) -> None:
+    await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+    sub = await nc.subscribe("pull.inbox")
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.d", b'{"batch":1}', reply="pull.inbox")
+    await nc.flush()
+    await js.delete_consumer("S", "d")
+    msg = await sub.next_msg(timeout=2)
+    assert msg.headers is not None
+    assert msg.headers.get("Status") == "409"
+    assert msg.headers.get("Description") == "Consumer Deleted"
