@@ -2,10 +2,13 @@
 
 On disk (under `jetstream.store_dir`) each stream is a directory
 `streams/<name>/` holding `stream.json` (its configuration and creation time, written
-atomically) and, for file storage, `data/` (the file store, docs/storage-format.md).
+atomically), for file storage `data/` (the file store, docs/storage-format.md), and
+`consumers/<name>.json` for each durable consumer of a file stream (below).
 Memory streams keep their definition across restarts but not their messages, as with
 nats-server. At start every stream found on disk is opened; a damaged definition is
 reported and that stream skipped, never deleted.
+
+Durable consumers of file streams are persisted by `consumer/files.py`.
 
 The engine subscribes each stream to its subjects through an `InternalClient`, schedules
 max-age expiry, and owns the worker threads that run group commits. The JSON API lives in
@@ -17,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -29,9 +31,11 @@ from typing import Any
 from brook import limits
 from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.consumer.files import ConsumerFiles
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
+from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.router import Router
@@ -52,20 +56,6 @@ class _Entry:
     committer: GroupCommitter | None = None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class JetStream:
     def __init__(
         self,
@@ -84,7 +74,7 @@ class JetStream:
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
         self._entries: dict[str, _Entry] = {}
-        # stream name -> consumer name -> runner (in memory only: not persisted yet)
+        # stream name -> consumer name -> runner (durables of file streams are persisted)
         self.consumers: dict[str, dict[str, ConsumerRunner]] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -92,11 +82,13 @@ class JetStream:
         self.sync_interval_s = sync_interval_s
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
+        self.consumer_files = ConsumerFiles(self.root, self._executor)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.consumer_files.start(self._loop)
         if self.root is None:
             return
         if self.sync_interval_s > 0:
@@ -109,10 +101,12 @@ class JetStream:
                 log.exception("stream in %s could not be opened; left untouched", directory)
 
     async def drain(self) -> None:
-        """Wait for every pending group commit (and so every owed acknowledgement)."""
+        """Wait for every pending group commit (and so every owed acknowledgement), then
+        write every durable consumer with unsaved state."""
         for entry in list(self._entries.values()):
             if entry.committer is not None:
                 await entry.committer.drain()
+        await self.consumer_files.drain()
 
     def _interval_sync(self) -> None:
         """Interval mode: fsync every file store in a worker thread, then re-arm."""
@@ -140,6 +134,7 @@ class JetStream:
             self._sync_timer.cancel()
             self._sync_timer = None
         await self.drain()
+        await self.consumer_files.close()
         for name in list(self._entries):
             self._stop_consumers(name, notify=False)
             self._detach(name)
@@ -199,20 +194,42 @@ class JetStream:
 
     # ------------------------------------------------------------------ consumers
 
-    def add_consumer(self, stream: Stream, config: Any) -> ConsumerRunner:
-        """Start a (pull) consumer on `stream`; the caller has validated `config`."""
+    def add_consumer(
+        self,
+        stream: Stream,
+        config: Any,
+        *,
+        created_ns: int | None = None,
+        snapshot: dict[str, Any] | None = None,
+    ) -> ConsumerRunner:
+        """Start a (pull) consumer on `stream`; the caller has validated `config`.
+
+        A durable consumer of a file stream is persisted (its file written before this
+        returns); `snapshot` restores a persisted state (at start)."""
+        files = self.consumer_files
+        path = files.path_for(stream, config)
         runner = ConsumerRunner(
             stream,
             config,
             internal=self.internal,
             now_ns=self.now_ns,
             loop=self._loop,
-            created_ns=self.now_ns(),
+            created_ns=self.now_ns() if created_ns is None else created_ns,
             on_inactive=self._consumer_inactive,
+            on_change=files.changed if path is not None else None,
         )
+        if snapshot is not None:
+            runner.restore(snapshot)
+        if path is not None:
+            files.track(runner, path, write_now=snapshot is None)
         self.consumers.setdefault(stream.name, {})[config.name] = runner
         stream.consumer_count = len(self.consumers[stream.name])
         return runner
+
+    def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
+        """Update a consumer in place; a persisted one has its new config written."""
+        runner.update(config)
+        self.consumer_files.updated(runner)
 
     def delete_consumer(self, stream_name: str, name: str) -> None:
         runners = self.consumers.get(stream_name, {})
@@ -221,6 +238,7 @@ class JetStream:
             raise api_error("CONSUMER_NOT_FOUND")
         runner.stop(notify=True)
         runner.stream.consumer_count = len(runners)
+        self.consumer_files.forget(runner, unlink=True)
 
     def _consumer_inactive(self, runner: ConsumerRunner) -> None:
         runners = self.consumers.get(runner.stream.name, {})
@@ -229,8 +247,24 @@ class JetStream:
             self.delete_consumer(runner.stream.name, runner.name)
 
     def _stop_consumers(self, stream_name: str, *, notify: bool) -> None:
+        """Stop a stream's consumers: `notify` when the stream is deleted, not at shutdown."""
         for runner in self.consumers.pop(stream_name, {}).values():
             runner.stop(notify=notify)
+            if notify:
+                self.consumer_files.forget(runner, unlink=False)  # the stream dir goes too
+            else:
+                self.consumer_files.release(runner)
+
+    def _open_consumers(self, stream: Stream) -> None:
+        for config, created_ns, snapshot in self.consumer_files.load(stream):
+            try:
+                self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
+            except Exception as exc:
+                log.error(
+                    "consumer %s > %s could not be restored: %s", stream.name, config.name, exc
+                )
+                continue
+            log.info("consumer %s > %s restored", stream.name, config.name)
 
     def messages_removed(self, stream_name: str) -> None:
         """Messages left the stream outside a publish (purge, delete): refresh counts."""
@@ -359,7 +393,7 @@ class JetStream:
             "config": models.stream_config_to_json(stream.config),
             "created_ns": stream.created_ns,
         }
-        _write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
+        write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
 
     def _open_existing(self, directory: Path) -> None:
         path = directory / STREAM_FILE
@@ -367,8 +401,9 @@ class JetStream:
         config = models.parse_stream_config(record["config"])
         if config.name != directory.name:
             raise ValueError(f"{path}: name {config.name!r} does not match its directory")
-        self._build(config, int(record["created_ns"]))
+        stream = self._build(config, int(record["created_ns"]))
         log.info("stream %s opened (%s storage)", config.name, config.storage)
+        self._open_consumers(stream)
 
     # ------------------------------------------------------------------ accounting
 

@@ -7,7 +7,8 @@ existing consumer with the same name is compared (`action:"create"`) or updated 
 `action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
 
 Scope: pull consumers only (a `deliver_subject` is rejected with a 10052 error so clients
-fail clearly), and consumers live in memory only (they do not survive a restart).
+fail clearly). Durable consumers of file streams survive a restart (engine.py); ephemeral
+ones and those of memory streams live in memory only.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
@@ -97,7 +98,7 @@ class ConsumerApi:
         if existing is not None:
             if action == "create" and not same_consumer_config(existing.config, config):
                 raise api_error("CONSUMER_ALREADY_EXISTS")
-            existing.update(check_consumer_update(existing.config, config))
+            self.js.update_consumer(existing, check_consumer_update(existing.config, config))
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")

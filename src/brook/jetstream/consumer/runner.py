@@ -8,8 +8,11 @@ A `ConsumerRunner` wraps a pure `ConsumerState` (state.py) and connects it to th
 * one asyncio timer armed at `ConsumerState.next_deadline()` (ack deadlines, request
   expiry, heartbeats) and, for ephemerals, at the inactivity deadline.
 
-Only pull consumers are served (push consumers are rejected at creation). Consumers live
-in memory only: they do not survive a server restart.
+Only pull consumers are served (push consumers are rejected at creation). Persistence
+belongs to the engine: after every input that changed the persisted part of the state the
+runner calls `on_change(runner, changed, waiter)`; an ack with a reply subject (ack_sync) passes a
+`waiter` that publishes the empty answer, and the engine calls it once the snapshot holding
+that ack is durable (at once for consumers that are not persisted).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class ConsumerRunner:
         loop: asyncio.AbstractEventLoop | None,
         created_ns: int,
         on_inactive: Callable[[ConsumerRunner], None] | None = None,
+        on_change: Callable[[ConsumerRunner, bool, Callable[[], None] | None], None] | None = None,
     ) -> None:
         self.stream = stream
         self.config = config
@@ -88,10 +92,12 @@ class ConsumerRunner:
         self._now_ns = now_ns
         self._loop = loop
         self._on_inactive = on_inactive
+        self._on_change = on_change
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._last_activity_ns = created_ns
         self.state = self._new_state()
+        self._mark = self._fingerprint()
         prefix = f"{stream.name}.{self.name}"
         self._subs: list[Subscription] = [
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
@@ -136,6 +142,12 @@ class ConsumerRunner:
         self.state.cfg = settings_for(config, self.stream)
         self._rearm()
 
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Replace the state with a persisted snapshot (at start, before any input)."""
+        self.state.restore(snapshot, self._now_ns())
+        self._mark = self._fingerprint()
+        self._rearm()
+
     def stop(self, *, notify: bool = True) -> None:
         """Unsubscribe and cancel the timer; waiting requests get `409 Consumer Deleted`."""
         for sub in self._subs:
@@ -156,6 +168,7 @@ class ConsumerRunner:
     def messages_changed(self) -> None:
         """Messages were removed by purge/delete/limits: forget cached counts."""
         self.state.messages_removed(())
+        self._changed()
 
     def _on_next(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
@@ -182,11 +195,20 @@ class ConsumerRunner:
         self._last_activity_ns = now
         if meta is not None and ack is not None:
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
-            self._run(self.state.ack_payload(meta.stream_seq, meta.consumer_seq, ack, now, inbox))
+            actions = self.state.ack_payload(meta.stream_seq, meta.consumer_seq, ack, now, inbox)
             if ack.kind is AckKind.NXT:
+                self._run(actions)
                 return None
-        if reply is not None:
+        else:
+            actions = []
+        if reply is None:
+            self._run(actions)
+            return None
+
+        def answer() -> None:
             self._internal.publish(reply, b"")  # ack_sync: an empty answer
+
+        self._run(actions, waiter=answer)
         return None
 
     def _on_timer(self) -> None:
@@ -217,9 +239,23 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ actions
 
-    def _run(self, actions: list[Action]) -> None:
+    def _run(self, actions: list[Action], *, waiter: Callable[[], None] | None = None) -> None:
         self._execute(actions)
         self._rearm()
+        self._changed(waiter)
+
+    def _fingerprint(self) -> tuple[int, ...]:
+        return self.state.persist_mark()
+
+    def _changed(self, waiter: Callable[[], None] | None = None) -> None:
+        mark = self._fingerprint()
+        changed = mark != self._mark
+        self._mark = mark
+        if self._on_change is None:
+            if waiter is not None:
+                waiter()
+        elif changed or waiter is not None:
+            self._on_change(self, changed, waiter)
 
     def _execute(self, actions: list[Action]) -> None:
         internal = self._internal

@@ -231,6 +231,17 @@ class ConsumerState(ConsumerCore):
 
     # ------------------------------------------------------------------ persistence
 
+    def persist_mark(self) -> tuple[int, ...]:
+        """Differs whenever `snapshot()` would: every addition to `pending` comes with a
+        delivery (a new consumer sequence), every removal shrinks it."""
+        return (
+            self.delivered_consumer_seq,
+            self.delivered_stream_seq,
+            len(self._pending),
+            self._next_seq,
+            len(self._lps),
+        )
+
     def snapshot(self) -> dict[str, Any]:
         floor_c, floor_s = self.ack_floor
         return {

@@ -1,0 +1,230 @@
+"""Durable consumers on disk: `streams/<stream>/consumers/<name>.json`, kept current.
+
+Durable consumers of file streams (not `mem_storage` ones, not ephemerals) are persisted as
+`{"config", "created_ns", "state": ConsumerState.snapshot()}`, written atomically. The
+config is written synchronously on create and update; a state change marks the consumer
+dirty and a flush runs on the sync executor, at most one per consumer in flight, changes
+made meanwhile coalescing into the next one. An ack with a reply subject (ack_sync) is
+answered only once a snapshot holding it is durable. `drain()` and `close()` write every
+dirty consumer at shutdown. A damaged file is reported and skipped, never deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from brook.jetstream.consumer.runner import ConsumerRunner
+from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.models.consumer_json import consumer_config_to_json
+from brook.jetstream.models.consumer_rules import parse_consumer_create
+from brook.jetstream.stream import Stream
+
+log = logging.getLogger("brook.jetstream.consumers")
+
+CONSUMERS_DIR = "consumers"
+Waiter = Callable[[], None]
+
+
+@dataclass(eq=False)
+class _File:
+    """Persistence bookkeeping of one durable consumer."""
+
+    runner: ConsumerRunner
+    path: Path
+    dirty: bool = False
+    deleted: bool = False
+    flushing: asyncio.Future[None] | None = None
+    waiters: list[Waiter] = field(default_factory=list)  # for the next flush
+    in_flight: list[Waiter] = field(default_factory=list)  # for the running one
+
+
+def _record(runner: ConsumerRunner) -> bytes:
+    record = {
+        "config": consumer_config_to_json(runner.config),
+        "created_ns": runner.created_ns,
+        "state": runner.state.snapshot(),
+    }
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+class ConsumerFiles:
+    def __init__(self, root: Path | None, executor: Executor) -> None:
+        self.root = root  # the `streams` directory, or None without a store
+        self._executor = executor
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._files: dict[Path, _File] = {}
+        self._closed = False  # no background flushes any more (shutdown)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def path_for(self, stream: Stream, config: Any) -> Path | None:
+        """Where a consumer is persisted, or None when it is not (ephemeral, memory)."""
+        if self.root is None or stream.config.storage != "file":
+            return None
+        if not config.durable_name or config.mem_storage:
+            return None
+        return self.root / stream.name / CONSUMERS_DIR / f"{config.name}.json"
+
+    def _file(self, runner: ConsumerRunner) -> _File | None:
+        path = self.path_for(runner.stream, runner.config)
+        return self._files.get(path) if path is not None else None
+
+    # ------------------------------------------------------------------ lifecycle of one
+
+    def track(self, runner: ConsumerRunner, path: Path, *, write_now: bool) -> None:
+        """Start persisting `runner`; a new consumer's file is written before this returns."""
+        self._files[path] = _File(runner, path)
+        if write_now:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, _record(runner))
+
+    def updated(self, runner: ConsumerRunner) -> None:
+        """The consumer's config changed: write it now, or with the flush under way."""
+        cf = self._file(runner)
+        if cf is None:
+            return
+        if cf.flushing is None:
+            write_atomically(cf.path, _record(runner))
+        else:
+            cf.dirty = True
+
+    def forget(self, runner: ConsumerRunner, *, unlink: bool) -> None:
+        """The consumer (or its stream) is deleted; `unlink` removes its file too."""
+        path = self.path_for(runner.stream, runner.config)
+        cf = self._files.pop(path, None) if path is not None else None
+        if cf is None:
+            return
+        cf.deleted = True
+        cf.dirty = False
+        cf.waiters.clear()
+        cf.in_flight.clear()
+        if unlink:
+            cf.path.unlink(missing_ok=True)
+
+    def release(self, runner: ConsumerRunner) -> None:
+        """Shutdown: stop tracking without touching the (already written) file."""
+        path = self.path_for(runner.stream, runner.config)
+        if path is not None:
+            self._files.pop(path, None)
+
+    # ------------------------------------------------------------------ state changes
+
+    def changed(self, runner: ConsumerRunner, changed: bool, waiter: Waiter | None) -> None:
+        """The runner's `on_change` hook: schedule a flush; answer `waiter` once durable."""
+        cf = self._file(runner)
+        if cf is None or cf.runner is not runner:
+            if waiter is not None:
+                waiter()
+            return
+        if changed:
+            cf.dirty = True
+        if waiter is not None:
+            if cf.dirty:
+                cf.waiters.append(waiter)
+            elif cf.flushing is not None:
+                cf.in_flight.append(waiter)  # the running flush already holds this state
+            else:
+                waiter()  # nothing unsaved: the state it acknowledges is durable
+        if cf.dirty and cf.flushing is None:
+            self._flush(cf)
+
+    def _flush(self, cf: _File) -> None:
+        """Snapshot now (on the loop) and write it on the sync executor."""
+        if self._loop is None or self._closed:
+            return
+        cf.dirty = False
+        cf.in_flight, cf.waiters = cf.waiters, []
+        future = self._loop.run_in_executor(
+            self._executor, write_atomically, cf.path, _record(cf.runner)
+        )
+        cf.flushing = future
+        future.add_done_callback(lambda f: self._flushed(cf, f))
+
+    def _flushed(self, cf: _File, future: asyncio.Future[None]) -> None:
+        cf.flushing = None
+        waiters, cf.in_flight = cf.in_flight, []
+        if cf.deleted:  # the write raced the consumer's deletion: undo it
+            successor = self._files.get(cf.path)
+            if successor is None:
+                cf.path.unlink(missing_ok=True)
+            else:  # a consumer of the same name was created meanwhile: rewrite its file
+                successor.dirty = True
+                if successor.flushing is None:
+                    self._flush(successor)
+            return
+        exc = future.exception()
+        if exc is not None:
+            # The acks it held stay unanswered (the clients' ack_sync time out): not durable.
+            log.error("consumer file %s could not be written: %s", cf.path, exc)
+            cf.dirty = True
+            return
+        for waiter in waiters:
+            waiter()
+        if cf.dirty:
+            self._flush(cf)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def drain(self) -> None:
+        """Wait for running flushes and flush what is dirty, a few rounds."""
+        for _ in range(3):  # changes made during a flush need another
+            running = [cf.flushing for cf in self._files.values() if cf.flushing]
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            for cf in list(self._files.values()):
+                if cf.dirty and cf.flushing is None:
+                    self._flush(cf)
+            if not any(cf.flushing for cf in self._files.values()):
+                break
+
+    async def close(self) -> None:
+        """No more background flushes: wait for running ones, write what is left here."""
+        self._closed = True
+        running = [cf.flushing for cf in self._files.values() if cf.flushing]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        for cf in list(self._files.values()):
+            if not cf.dirty:
+                continue
+            cf.dirty = False
+            try:
+                write_atomically(cf.path, _record(cf.runner))
+            except OSError as exc:
+                log.error("consumer file %s could not be written: %s", cf.path, exc)
+                continue
+            waiters, cf.waiters = cf.waiters, []
+            for waiter in waiters:
+                waiter()
+
+    # ------------------------------------------------------------------ start
+
+    def load(self, stream: Stream) -> Iterator[tuple[Any, int, dict[str, Any]]]:
+        """(config, created_ns, state snapshot) of each persisted consumer of `stream`."""
+        if self.root is None or stream.config.storage != "file":
+            return
+        directory = self.root / stream.name / CONSUMERS_DIR
+        if not directory.is_dir():
+            return
+        for path in sorted(directory.glob("*.json")):
+            try:
+                record = json.loads(path.read_text())
+                config = parse_consumer_create(
+                    {"stream_name": stream.name, "config": record["config"]},
+                    stream=stream.config,
+                    subject_stream=stream.name,
+                    subject_consumer=path.name[: -len(".json")],
+                    durable_subject=True,
+                )
+                loaded = (config, int(record["created_ns"]), dict(record["state"]))
+            except Exception as exc:
+                log.error("consumer file %s is damaged (%s); skipped, left untouched", path, exc)
+                continue
+            yield loaded

@@ -1,0 +1,22 @@
+"""File-system helpers shared by the JetStream engine's metadata files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so a crash leaves either the old or the new file whole:
+    write a temporary file, fsync it, rename it over the old one, fsync the directory."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,155 @@
+"""Durable pull consumers of file streams survive a restart: clean shutdown and SIGKILL
+(config, delivered sequences, ack floor, pending messages with their delivery counts)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+
+import brook
+from tests.support.natsserver import free_port, wait_for_port
+
+pytestmark = pytest.mark.timeout(60)
+
+ACK_WAIT_S = 0.5
+
+
+async def setup(js: Any) -> Any:
+    await js.add_stream(name="P", subjects=["p.>"])
+    for i in range(10):
+        await js.publish("p.x", b"%d" % i)
+    config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S)
+    return await js.pull_subscribe("p.>", durable="d", stream="P", config=config)
+
+
+async def fetch_seqs(psub: Any, n: int, timeout: float = 2) -> list[Any]:
+    msgs: list[Any] = []
+    while len(msgs) < n:
+        msgs += await psub.fetch(n - len(msgs), timeout=timeout)
+    return msgs
+
+
+async def check_after_restart(js: Any, acked: set[int], unacked: set[int]) -> None:
+    """The never-delivered messages come at once, the unacked ones again after ack_wait
+    (delivery count 2), the acknowledged ones never."""
+    psub = await js.pull_subscribe_bind("d", stream="P")
+    expected = set(range(1, 11)) - acked
+    got = await fetch_seqs(psub, len(expected), timeout=ACK_WAIT_S * 4)
+    seqs = [m.metadata.sequence.stream for m in got]
+    assert sorted(seqs) == sorted(expected), "each remaining message exactly once"
+    for m in got:
+        seq = m.metadata.sequence.stream
+        assert m.metadata.num_delivered == (2 if seq in unacked else 1), seq
+        await m.ack_sync()
+    with pytest.raises(nats.errors.TimeoutError):
+        await psub.fetch(1, timeout=ACK_WAIT_S * 2)
+    info = await js.consumer_info("P", "d")
+    assert (info.delivered.stream_seq, info.ack_floor.stream_seq, info.num_ack_pending) == (
+        10,
+        10,
+        0,
+    )
+
+
+async def test_clean_restart_keeps_durable_consumer(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        psub = await setup(js)
+        msgs = await fetch_seqs(psub, 6)
+        for m in msgs[:4]:
+            await m.ack_sync()
+        before = await js.consumer_info("P", "d")
+        await nc.close()
+    assert (before.delivered.stream_seq, before.ack_floor.stream_seq) == (6, 4)
+    assert before.num_ack_pending == 2
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        after = await js.consumer_info("P", "d")
+        assert after.config.ack_wait == ACK_WAIT_S
+        assert after.config.durable_name == "d"
+        assert after.created == before.created
+        assert (after.delivered.stream_seq, after.delivered.consumer_seq) == (6, 6)
+        assert (after.ack_floor.stream_seq, after.ack_floor.consumer_seq) == (4, 4)
+        assert (after.num_ack_pending, after.num_pending) == (2, 4)
+        await check_after_restart(js, acked={1, 2, 3, 4}, unacked={5, 6})
+        await js.delete_consumer("P", "d")
+        await nc.close()
+    assert not (Path(store) / "streams" / "P" / "consumers" / "d.json").exists()
+
+
+def start(store: Path, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--jetstream", "--store-dir", str(store)]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    return proc
+
+
+async def test_sigkill_keeps_ack_sync_acknowledgements(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    proc = start(store, port)
+    try:
+        nc = await nats.connect(url, allow_reconnect=False)
+        js = nc.jetstream()
+        psub = await setup(js)
+        msgs = await fetch_seqs(psub, 6)
+        await asyncio.gather(*(m.ack_sync() for m in msgs[:2] + msgs[3:5]))  # 1, 2, 4, 5
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(5)
+        await nc.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    proc = start(store, port)
+    try:
+        nc = await nats.connect(url, allow_reconnect=False)
+        js = nc.jetstream()
+        info = await js.consumer_info("P", "d")
+        assert (info.delivered.stream_seq, info.ack_floor.stream_seq) == (6, 2)
+        assert info.num_ack_pending == 2
+        await check_after_restart(js, acked={1, 2, 4, 5}, unacked={3, 6})
+        await nc.close()
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+async def test_damaged_consumer_file_is_skipped(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await setup(js)
+        await js.add_consumer("P", durable_name="good", ack_policy="explicit")
+        await js.add_consumer("P", ack_policy="explicit")  # ephemeral: not persisted
+        await nc.close()
+    consumers = Path(store) / "streams" / "P" / "consumers"
+    assert sorted(p.name for p in consumers.iterdir()) == ["d.json", "good.json"]
+    bad = consumers / "d.json"
+    bad.write_text(json.dumps({"config": {"durable_name": "d"}})[:-5])
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        assert await js.consumers_info("P") is not None
+        names = [c.name for c in await js.consumers_info("P")]
+        assert names == ["good"]
+        assert (await js.stream_info("P")).state.messages == 10
+        await nc.close()
+    assert bad.exists(), "a damaged consumer file is never deleted"
