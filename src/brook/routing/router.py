@@ -4,15 +4,25 @@ The router owns the subscription index and applies the delivery rules of wire re
 §1.11-§1.13: `echo: false` publishers do not receive their own messages, queue groups
 deliver to one member chosen at random, `UNSUB <sid> <max>` removes a subscription after
 its quota, and a request that reaches nobody gets a 503 no-responders status.
+
+Interest watches: `watch_interest(subject, callback)` registers a literal subject (a push
+consumer's deliver subject); `callback()` is called, synchronously and after the index was
+updated, whenever a subscription whose subject could match it (`brook.subjects.matches`) is
+added or removed. The callback re-checks `sublist.match(subject)` itself. With nothing
+watched, subscribe/unsubscribe pay one empty-dict test.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Protocol
 
 from brook.protocol import headers
 from brook.routing.sublist import EMPTY, Sublist, Subscriber, Subscription
+from brook.subjects import matches
+
+InterestCallback = Callable[[], None]
 
 
 class Publisher(Protocol):
@@ -27,12 +37,42 @@ class Router:
     def __init__(self, sublist: Sublist | None = None, *, rng: random.Random | None = None) -> None:
         self.sublist = sublist or Sublist()
         self._randrange = (rng or random.Random()).randrange
+        # watched literal subject -> callbacks (see the module docstring)
+        self._watches: dict[bytes, list[InterestCallback]] = {}
 
     def subscribe(self, sub: Subscription) -> None:
         self.sublist.insert(sub)
+        if self._watches:
+            self._notify(sub.subject)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.sublist.remove(sub)
+        if self._watches:
+            self._notify(sub.subject)
+
+    def watch_interest(self, subject: bytes, callback: InterestCallback) -> None:
+        """Call `callback()` whenever a subscription that could match `subject` comes or goes."""
+        self._watches.setdefault(subject, []).append(callback)
+
+    def unwatch_interest(self, subject: bytes, callback: InterestCallback) -> None:
+        callbacks = self._watches.get(subject)
+        if callbacks is not None and callback in callbacks:
+            callbacks.remove(callback)
+            if not callbacks:
+                del self._watches[subject]
+
+    def has_interest(self, subject: bytes) -> bool:
+        return bool(self.sublist.match(subject))
+
+    def _notify(self, pattern: bytes) -> None:
+        fire = [
+            cb
+            for watched, callbacks in self._watches.items()
+            if matches(pattern, watched)
+            for cb in callbacks
+        ]
+        for cb in fire:
+            cb()
 
     def publish(
         self,
