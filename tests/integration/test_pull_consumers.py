@@ -174,11 +174,19 @@ async def test_consumer_names_raw(nc: Any, js: Any) -> None:
     assert [c["name"] for c in reply["consumers"]] == ["x"]
 
 
-async def test_push_consumers_are_rejected(js: Any) -> None:
+async def test_push_flow_control_is_rejected(js: Any) -> None:
     with pytest.raises(APIError) as err:
-        await js.add_consumer("S", ConsumerConfig(durable_name="p", deliver_subject="deliver.here"))
+        await js.add_consumer(
+            "S",
+            ConsumerConfig(
+                durable_name="p",
+                deliver_subject="deliver.here",
+                flow_control=True,
+                idle_heartbeat=1.0,
+            ),
+        )
     assert err.value.err_code == 10052
-    assert "push consumers are not supported" in str(err.value.description)
+    assert "flow control is not supported" in str(err.value.description)
 
 
 async def test_missing_consumer_gets_no_responders(nc: Any, js: Any) -> None:

@@ -202,7 +202,7 @@ class JetStream:
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
     ) -> ConsumerRunner:
-        """Start a (pull) consumer on `stream`; the caller has validated `config`.
+        """Start a (pull or push) consumer on `stream`; the caller has validated `config`.
 
         A durable consumer of a file stream is persisted (its file written before this
         returns); `snapshot` restores a persisted state (at start)."""

@@ -6,8 +6,8 @@ tests/conformance/test_consumer_config_conformance.py): parse and validate, then
 existing consumer with the same name is compared (`action:"create"`) or updated in place,
 `action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
 
-Scope: pull consumers only (a `deliver_subject` is rejected with a 10052 error so clients
-fail clearly). Durable consumers of file streams survive a restart (engine.py); ephemeral
+Scope: pull and push consumers; push `flow_control` is rejected with a 10052 error so
+clients fail clearly. Durable consumers of file streams survive a restart (engine.py); ephemeral
 ones and those of memory streams live in memory only.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
@@ -90,8 +90,8 @@ class ConsumerApi:
             durable_subject=durable,
         )
         assert stream is not None  # parse_consumer_create raised 10059 otherwise
-        if config.is_push:
-            raise api_error("STREAM_INVALID_CONFIG", err="push consumers are not supported yet")
+        if config.is_push and config.flow_control:
+            raise api_error("STREAM_INVALID_CONFIG", err="flow control is not supported yet")
         action = create_action(body)
         runners = self.js.consumers.get(stream_name, {})
         existing = runners.get(config.name) if config.name else None

@@ -81,6 +81,11 @@ class ConsumerCore:
         return sum(1 for p in self._pending.values() if p.deliveries > 1)
 
     @property
+    def push_interest(self) -> bool:
+        """A push consumer's deliver subject has a subscriber (`set_push_interest`)."""
+        return self._push_interest
+
+    @property
     def num_waiting(self) -> int:
         return len(self._waiting)
 

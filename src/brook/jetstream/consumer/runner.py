@@ -8,7 +8,11 @@ A `ConsumerRunner` wraps a pure `ConsumerState` (state.py) and connects it to th
 * one asyncio timer armed at `ConsumerState.next_deadline()` (ack deadlines, request
   expiry, heartbeats) and, for ephemerals, at the inactivity deadline.
 
-Only pull consumers are served (push consumers are rejected at creation). Persistence
+Push consumers (a `deliver_subject`) deliver to that subject while some subscription
+matches it (wire reference §6.6): the runner watches the subject with
+`Router.watch_interest` and feeds `ConsumerState.set_push_interest` when interest comes or
+goes; the first check is deferred to the next loop iteration so that a restored snapshot
+is in place and the create response goes out before any delivery. Persistence
 belongs to the engine: after every input that changed the persisted part of the state the
 runner calls `on_change(runner, changed, waiter)`; an ack with a reply subject (ack_sync) passes a
 `waiter` that publishes the empty answer, and the engine calls it once the snapshot holding
@@ -103,7 +107,48 @@ class ConsumerRunner:
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
             internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack),
         ]
+        self._push_watch: bytes | None = None
+        self._push_check: asyncio.Handle | None = None
+        self._watch_push()
         self._rearm()
+
+    # ------------------------------------------------------------------ push interest
+
+    def _watch_push(self) -> None:
+        subject = self.config.deliver_subject
+        if not subject:
+            return
+        self._push_watch = subject.encode()
+        self._internal.router.watch_interest(self._push_watch, self._interest_changed)
+        if self._loop is not None:
+            self._push_check = self._loop.call_soon(self._first_interest_check)
+        else:
+            self._interest_changed()
+
+    def _unwatch_push(self) -> None:
+        if self._push_check is not None:
+            self._push_check.cancel()
+            self._push_check = None
+        if self._push_watch is not None:
+            self._internal.router.unwatch_interest(self._push_watch, self._interest_changed)
+            self._push_watch = None
+
+    def _first_interest_check(self) -> None:
+        self._push_check = None
+        self._interest_changed()
+
+    def _interest_changed(self) -> None:
+        if self._push_watch is None or self._push_check is not None or not self._subs:
+            return
+        interest = self._internal.router.has_interest(self._push_watch)
+        if interest != self.push_bound:
+            self._last_activity_ns = self._now_ns()
+            self._run(self.state.set_push_interest(interest, self._now_ns()))
+
+    @property
+    def push_bound(self) -> bool:
+        """A push consumer whose deliver subject currently has a subscriber."""
+        return self.state.push_interest
 
     def _new_state(self) -> ConsumerState:
         c = self.config
@@ -138,8 +183,14 @@ class ConsumerRunner:
 
     def update(self, config: ConsumerConfig) -> None:
         """An in-place update (the fields that may change): new limits apply from now."""
+        old_subject = self.config.deliver_subject
         self.config = config
         self.state.cfg = settings_for(config, self.stream)
+        if config.deliver_subject != old_subject:
+            self._unwatch_push()
+            if self.push_bound:
+                self.state.set_push_interest(False, self._now_ns())
+            self._watch_push()
         self._rearm()
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -150,6 +201,7 @@ class ConsumerRunner:
 
     def stop(self, *, notify: bool = True) -> None:
         """Unsubscribe and cancel the timer; waiting requests get `409 Consumer Deleted`."""
+        self._unwatch_push()
         for sub in self._subs:
             self._internal.unsubscribe(sub)
         self._subs = []
@@ -314,6 +366,7 @@ class ConsumerRunner:
             num_redelivered=s.num_redelivered,
             num_waiting=s.num_waiting,
             num_pending=s.num_pending(),
+            push_bound=self.push_bound,
             ts_ns=self._now_ns(),
             server_version=server_version,
             api_level=api_level,
