@@ -30,6 +30,7 @@ from brook.jetstream.models.consumer_config import (
     _decode,
     go_duration,
 )
+from brook.jetstream.models.stream_config import subjects_overlap
 from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_match
 
 # --- create -------------------------------------------------------------------------------
@@ -380,19 +381,5 @@ def check_workqueue(
         if name == c.name:
             continue
         theirs = other.filters
-        if not theirs or any(_overlap(a, b) for a in filters for b in theirs):
+        if not theirs or subjects_overlap(filters, theirs):
             raise api_error("CONSUMER_WQ_CONSUMER_NOT_UNIQUE")
-
-
-def _overlap(a: str, b: str) -> bool:
-    ta, tb = a.split("."), b.split(".")
-    for i in range(max(len(ta), len(tb))):
-        x = ta[i] if i < len(ta) else None
-        y = tb[i] if i < len(tb) else None
-        if x == ">" or y == ">":
-            return x is not None and y is not None
-        if x is None or y is None:
-            return False
-        if x != "*" and y != "*" and x != y:
-            return False
-    return True

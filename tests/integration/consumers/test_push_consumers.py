@@ -5,7 +5,6 @@ idle heartbeats and `push_bound`."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,26 +15,6 @@ from nats.js.api import AckPolicy, ConsumerConfig
 import brook
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture(params=["memory", "file"])
-def storage(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def nc(tmp_path: Path) -> AsyncIterator[Any]:
-    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
-        conn = await nats.connect(server.url, allow_reconnect=False)
-        yield conn
-        await conn.close()
-
-
-@pytest.fixture
-async def js(nc: Any, storage: str) -> Any:
-    js = nc.jetstream()
-    await js.add_stream(name="S", subjects=["s.>"], storage=storage)
-    return js
 
 
 async def test_durable_push_manual_ack(js: Any) -> None:
