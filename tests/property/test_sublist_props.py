@@ -16,6 +16,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from tests.support.subscribers import NeverDelivered
 
 from brook.routing.sublist import MatchResult, Sublist, Subscription, _Node
 from brook.subjects import matches
@@ -24,19 +25,7 @@ CACHE_MAX = 4
 LITERALS = [b"a", b"b", b"c"]
 
 
-class Client:
-    def deliver(
-        self,
-        sub: Subscription,
-        subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        payload: bytes,
-    ) -> None:
-        raise AssertionError("the sublist never delivers")
-
-
-CLIENT = Client()
+CLIENT = NeverDelivered()
 
 literal_subject = st.lists(st.sampled_from(LITERALS), min_size=1, max_size=4).map(b".".join)
 

@@ -6,23 +6,9 @@ import pytest
 
 from brook.routing.sublist import EMPTY, MatchResult, Sublist, Subscription, _Node
 from brook.subjects import matches
+from tests.support.subscribers import NeverDelivered
 
-
-class Client:
-    """A subscriber that is never delivered to: the sublist only stores it."""
-
-    def deliver(
-        self,
-        sub: Subscription,
-        subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        payload: bytes,
-    ) -> None:
-        raise AssertionError("the sublist never delivers")
-
-
-CLIENT = Client()
+CLIENT = NeverDelivered()
 _sids = iter(range(1, 1_000_000))
 
 
