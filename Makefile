@@ -30,6 +30,7 @@ test: lint typecheck
 bench: $(STAMP)
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.jetstream
+	$(BIN)/python -m bench.consumers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -33,13 +33,16 @@ BATCH = 512
 
 
 @contextlib.contextmanager
-def brook_server(jetstream: bool = False) -> Iterator[int]:
+def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterator[int]:
+    """Brook in its own process; with `profile`, under cProfile (stats written at exit)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
         js = ["--jetstream"] if jetstream else []
+        profiler = ["-m", "cProfile", "-o", profile] if profile else []
         proc = subprocess.Popen(
             [
                 sys.executable,
+                *profiler,
                 "-m",
                 "brook",
                 "serve",

@@ -50,3 +50,8 @@ DEDUP_IDS_MAX: Final = 1_000_000
 SYNC_THREADS: Final = 4
 # JetStream API level reported in account info and stream metadata: 1 = per-message TTL.
 JETSTREAM_API_LEVEL: Final = 1
+# Push flow control (wire reference §6.6): the window of delivered-but-unconfirmed bytes
+# starts here, doubles with every flow-control response, and never exceeds the maximum.
+# A request goes out when half the window is used; delivery stops when all of it is.
+CONSUMER_FC_WINDOW_START_BYTES: Final = 2 * 1024 * 1024
+CONSUMER_FC_WINDOW_MAX_BYTES: Final = 32 * 1024 * 1024

@@ -8,7 +8,9 @@ Memory streams keep their definition across restarts but not their messages, as 
 nats-server. At start every stream found on disk is opened; a damaged definition is
 reported and that stream skipped, never deleted.
 
-Durable consumers of file streams are persisted by `consumer/files.py`.
+Durable consumers of file streams are persisted by `consumer/files.py`. Each stream has a
+`StreamRetention` (retention.py) that the engine tells when consumers come, change and go,
+and when the stream is reopened or changes its retention policy.
 
 The engine subscribes each stream to its subjects through an `InternalClient`, schedules
 max-age expiry, and owns the worker threads that run group commits. The JSON API lives in
@@ -31,11 +33,12 @@ from typing import Any
 from brook import limits
 from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
-from brook.jetstream.consumer.files import ConsumerFiles
+from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.retention import StreamRetention
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.router import Router
@@ -173,11 +176,18 @@ class JetStream:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
         self._check_overlap(config.name, config.subjects)
+        old_retention = entry.stream.config.retention
         self._detach(config.name)
         entry.stream.config = config
         self._attach(entry)
         self._persist(entry.stream)
         entry.stream.enforce_all_limits()
+        if config.retention != old_retention:  # limits <-> interest (workqueue is fixed)
+            for runner in list(self.consumers.get(config.name, {}).values()):
+                runner.update(runner.config)  # consumer settings carry the policy
+            self._retention(entry.stream).retention_changed()
+        else:
+            self._retention(entry.stream).consumers_changed()  # the subjects may differ
         self._schedule_expiry(entry)
         return entry.stream
 
@@ -224,11 +234,20 @@ class JetStream:
             files.track(runner, path, write_now=snapshot is None)
         self.consumers.setdefault(stream.name, {})[config.name] = runner
         stream.consumer_count = len(self.consumers[stream.name])
+        self._retention(stream).consumers_changed()
         return runner
 
     def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
         """Update a consumer in place; a persisted one has its new config written."""
+        old_filters = set(runner.config.filters)
         runner.update(config)
+        self.consumer_files.updated(runner)
+        if set(runner.config.filters) != old_filters:
+            self._retention(runner.stream).filters_changed()
+
+    def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
+        """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""
+        runner.pause(until_ns)
         self.consumer_files.updated(runner)
 
     def delete_consumer(self, stream_name: str, name: str) -> None:
@@ -239,6 +258,11 @@ class JetStream:
         runner.stop(notify=True)
         runner.stream.consumer_count = len(runners)
         self.consumer_files.forget(runner, unlink=True)
+        self._retention(runner.stream).consumer_deleted()
+
+    def _retention(self, stream: Stream) -> StreamRetention:
+        assert stream.retention is not None  # set by _build
+        return stream.retention
 
     def _consumer_inactive(self, runner: ConsumerRunner) -> None:
         runners = self.consumers.get(runner.stream.name, {})
@@ -301,6 +325,8 @@ class JetStream:
             committer=committer,
             created_ns=created_ns,
         )
+        name = stream.name
+        stream.retention = StreamRetention(stream, lambda: self.consumers.get(name, {}).values())
         entry = _Entry(stream, committer=committer)
         self._entries[config.name] = entry
         self._attach(entry)
@@ -349,7 +375,15 @@ class JetStream:
 
     def _schedule_expiry(self, entry: _Entry) -> None:
         """Expire what is due now and arm the timer for the next expiry, if any."""
+        before = entry.stream.store.state()
+        before_last, before_count = before.last_seq, before.messages
         entry.stream.expire()
+        after = entry.stream.store.state()
+        for runner in list(self.consumers.get(entry.stream.name, {}).values()):
+            if after.last_seq != before_last:  # subject delete markers were stored
+                runner.message_stored(after.last_seq)
+            elif after.messages != before_count:  # expired: cached pending counts are stale
+                runner.messages_changed()
         wake = entry.stream.next_wakeup_ns
         if wake is None:
             self._disarm_expiry(entry)
@@ -404,6 +438,14 @@ class JetStream:
         stream = self._build(config, int(record["created_ns"]))
         log.info("stream %s opened (%s storage)", config.name, config.storage)
         self._open_consumers(stream)
+        persisted = len(list((directory / CONSUMERS_DIR).glob("*.json")))
+        if len(self.consumers.get(stream.name, {})) >= persisted:
+            self._retention(stream).recovered()
+        else:  # damaged metadata never deletes messages: not even those only it held
+            log.warning(
+                "stream %s: not every consumer could be restored; retention left as found",
+                stream.name,
+            )
 
     # ------------------------------------------------------------------ accounting
 

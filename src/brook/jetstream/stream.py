@@ -11,7 +11,9 @@ gate in order: with a file store it is sent only after the group commit covering
 message has reached stable storage (`commit.py`).
 
 Expiry: `expire()` removes messages past `max_age` (except `Nats-TTL: never` ones) or past
-their own TTL (`ttl.py`) and says how long until the next one is due. The stream owns no
+their own TTL (`ttl.py`) and says how long until the next one is due. With
+`subject_delete_marker_ttl`, a subject whose last message expired gets a marker in its
+place (`_place_markers`), so KV watchers learn the key is gone. The stream owns no
 timer: `next_wakeup_ns` is the earliest moment an expiry may be due as far as it knows,
 lowered by every publish that brings one forward, and the engine (the one owner of
 expiry timers) re-arms its timer whenever that moment moves earlier.
@@ -25,14 +27,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.store.base import MessageStore
+from brook.jetstream.store.base import MessageStore, StoredMessage
 from brook.protocol import headers as hdrs
+
+if TYPE_CHECKING:
+    from brook.jetstream.retention import StreamRetention
 
 log = logging.getLogger("brook.stream")
 
@@ -44,6 +49,10 @@ _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _ROLLUP = "Nats-Rollup"
+# A subject delete marker (nats-server 2.11+); %b is the marker TTL in Go duration form.
+_MARKER_HEADER = (
+    b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: %b\r\nNats-Rollup: sub\r\n\r\n"
+)
 MAX_HEADER_BYTES = 65535
 # Forget stale TTL entries once they could outnumber live messages by this much (amortised:
 # a compaction at least halves the index).
@@ -78,6 +87,8 @@ class Stream:
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
         self._name_json = json.dumps(self.name)
         self.consumer_count = 0
+        # Set by the engine: interest and workqueue retention (retention.py).
+        self.retention: StreamRetention | None = None
         self._ttls = ttls.TtlIndex()
         # Lowest sequence the max_age walk still has to look at: everything stored below it
         # is exempt (`never`), so a walk need not load those messages again.
@@ -165,7 +176,16 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
-        if config.discard == "new":
+        # Interest retention keeps no message that no consumer's filter matches: as
+        # nats-server, it still takes a sequence, gets its PubAck and applies its rollup,
+        # and no discard-new limit refuses it.
+        retention = self.retention
+        unwanted = (
+            config.retention == "interest"
+            and retention is not None
+            and not retention.wanted(subject)
+        )
+        if config.discard == "new" and not unwanted:
             self._check_discard_new(subject, header, data, rollup)
         now = self._now_ns()
         seq = self.store.store(subject, header, data, now)
@@ -182,7 +202,12 @@ class Stream:
             self.store.purge(subject=subject, up_to_seq=seq)
         elif rollup == "all":
             self.store.purge(up_to_seq=seq)
-        self._enforce_limits(subject)
+        if unwanted:
+            assert retention is not None
+            self.store.remove(seq)
+            retention.not_kept()
+        else:
+            self._enforce_limits(subject)
         return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)
 
     def _check_discard_new(
@@ -204,8 +229,18 @@ class Stream:
             raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
         if config.max_bytes > 0:
             incoming = self._accounted_size(subject, header, data)
-            if state.bytes + incoming > config.max_bytes:
+            # A message that will push out its subject's oldest one (a KV key at its
+            # history) fits if that one is at least as large, as with nats-server.
+            if state.bytes + incoming > config.max_bytes and (
+                not replaces_oldest or self._oldest_size(subject) < incoming
+            ):
                 raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
+
+    def _oldest_size(self, subject: str) -> int:
+        oldest = self.store.load_next(subject, 0)
+        if oldest is None:
+            return 0
+        return self._accounted_size(oldest.subject, oldest.header, oldest.data)
 
     def _accounted_size(self, subject: str, header: bytes | None, data: bytes) -> int:
         n = len(subject.encode()) + len(data)
@@ -266,9 +301,18 @@ class Stream:
         return wait
 
     def _expire_due(self, now: int) -> int | None:
+        # Subjects whose last message expired, in removal order (markers go there).
+        emptied: list[str] | None = [] if self.config.subject_delete_marker_ttl > 0 else None
         for seq in self._ttls.pop_due(now):
-            self.store.remove(seq)  # False when it went some other way: harmless
-        next_age = self._expire_max_age(now)
+            if emptied is None:
+                self.store.remove(seq)  # False when it went some other way: harmless
+            else:
+                msg = self.store.load(seq)
+                if msg is not None:
+                    self._remove_expired(msg, emptied)
+        next_age = self._expire_max_age(now, emptied)
+        if emptied:
+            self._place_markers(emptied, now)
         next_ttl = None
         if len(self._ttls):
             # After the max_age pass, so entries of messages it just removed are skipped.
@@ -280,14 +324,17 @@ class Stream:
             return None
         return max(min(due) - now, 0)
 
-    def _expire_max_age(self, now: int) -> int | None:
-        """Remove messages at least max_age old; returns when the next one will be."""
+    def _expire_max_age(self, now: int, emptied: list[str] | None) -> int | None:
+        """Remove messages at least max_age old; returns when the next one will be.
+
+        `emptied` (markers on) collects the subjects left without messages, which needs
+        the message-by-message walk rather than the store's bulk expiry."""
         max_age: int = self.config.max_age
         if max_age <= 0:
             return None
         cutoff = now - max_age + 1  # a message exactly max_age old is expired
         store = self.store
-        if not self._ttls.has_exempt:
+        if not self._ttls.has_exempt and emptied is None:
             store.expire_before(cutoff)
             state = store.state()
             return state.first_ts_ns + max_age if state.messages else None
@@ -307,9 +354,36 @@ class Stream:
             if msg.ts_ns >= cutoff:
                 self._age_floor = msg.seq
                 return msg.ts_ns + max_age
-            store.remove(msg.seq)
+            if emptied is None:
+                store.remove(msg.seq)
+            else:
+                self._remove_expired(msg, emptied)
             seq = msg.seq + 1
             self._age_floor = seq
+
+    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> None:
+        """Remove an expired message; note its subject if that was its last message and
+        it was not itself a delete marker (markers never beget markers, as nats-server)."""
+        store = self.store
+        if not store.remove(msg.seq):
+            return
+        if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
+            emptied.append(msg.subject)
+
+    def _place_markers(self, subjects: list[str], now: int) -> None:
+        """Store nats-server's subject delete marker on each subject: no payload, headers
+        `Nats-Marker-Reason: MaxAge`, `Nats-TTL: <marker TTL, whole seconds, Go form>`,
+        `Nats-Rollup: sub`. Markers are stored directly (core subscribers never see them,
+        as with nats-server) and expire by their own TTL (and max_age)."""
+        ttl_s = self.config.subject_delete_marker_ttl // ttls.NS_PER_S
+        header = _MARKER_HEADER % ttls.format_seconds(ttl_s).encode()
+        for subject in subjects:
+            seq = self.store.store(subject, header, b"", now)
+            due = self._ttls.add(seq, now, ttl_s)
+            if due is not None:
+                self._wake_by(due)
+            # No rollup to apply: the subject had no messages left.
+        self._enforce_stream_limits()
 
     def _stored(self, seq: int) -> bool:
         return seq >= self.store.state().first_seq and self.store.load(seq) is not None
@@ -360,6 +434,18 @@ class Stream:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _is_delete_marker(header: bytes | None) -> bool:
+    """A server marker (`Nats-Marker-Reason`) or a KV purge (`KV-Operation: PURGE`): the
+    messages whose expiry leaves no new marker behind (nats-server's isSubjectDeleteMarker)."""
+    if not header or (b"Nats-Marker-Reason" not in header and b"PURGE" not in header):
+        return False
+    try:
+        block = hdrs.parse(header)
+    except hdrs.HeaderError:
+        return False
+    return bool(block.get("Nats-Marker-Reason")) or block.get("KV-Operation") == "PURGE"
 
 
 def _stored_ttl(header: bytes) -> int:

@@ -165,6 +165,18 @@ def _go_parse_duration(s: bytes) -> int | None:
     return total
 
 
+def format_seconds(seconds: int) -> str:
+    """Whole seconds as Go's `time.Duration.String()` writes them: "5s", "1m30s",
+    "1h0m0s" (the form of the `Nats-TTL` header on subject delete markers)."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
 def deadline(ts_ns: int, ttl_s: int) -> int:
     """When a message stored at `ts_ns` with a positive TTL expires (nats-server's int64
     arithmetic, overflow included)."""

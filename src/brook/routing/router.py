@@ -9,7 +9,8 @@ Interest watches: `watch_interest(subject, callback)` registers a literal subjec
 consumer's deliver subject); `callback()` is called, synchronously and after the index was
 updated, whenever a subscription whose subject could match it (`brook.subjects.matches`) is
 added or removed. The callback re-checks `sublist.match(subject)` itself. With nothing
-watched, subscribe/unsubscribe pay one empty-dict test.
+watched, subscribe/unsubscribe pay one empty-dict test; a literal subscription one lookup;
+only wildcard subscriptions scan the watched subjects.
 """
 
 from __future__ import annotations
@@ -65,12 +66,17 @@ class Router:
         return bool(self.sublist.match(subject))
 
     def _notify(self, pattern: bytes) -> None:
-        fire = [
-            cb
-            for watched, callbacks in self._watches.items()
-            if matches(pattern, watched)
-            for cb in callbacks
-        ]
+        if b"*" not in pattern and b">" not in pattern:
+            # A literal subscription can only match the identical watched subject: one
+            # lookup, so thousands of push consumers (KV watchers) cost nothing per SUB.
+            fire = list(self._watches.get(pattern, ()))
+        else:
+            fire = [
+                cb
+                for watched, callbacks in self._watches.items()
+                if matches(pattern, watched)
+                for cb in callbacks
+            ]
         for cb in fire:
             cb()
 

@@ -10,7 +10,7 @@ from typing import Any
 import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import NotFoundError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -150,21 +150,6 @@ async def test_consumer_names_raw(nc: Any, js: Any) -> None:
     assert [c["name"] for c in reply["consumers"]] == ["x"]
 
 
-async def test_push_flow_control_is_rejected(js: Any) -> None:
-    with pytest.raises(APIError) as err:
-        await js.add_consumer(
-            "S",
-            ConsumerConfig(
-                durable_name="p",
-                deliver_subject="deliver.here",
-                flow_control=True,
-                idle_heartbeat=1.0,
-            ),
-        )
-    assert err.value.err_code == 10052
-    assert "flow control is not supported" in str(err.value.description)
-
-
 async def test_missing_consumer_gets_no_responders(nc: Any, js: Any) -> None:
     with pytest.raises(nats.errors.NoRespondersError):
         await nc.request("$JS.API.CONSUMER.MSG.NEXT.S.nope", b"1", timeout=1)
@@ -180,3 +165,31 @@ async def test_delete_sends_consumer_deleted_to_waiting(nc: Any, js: Any) -> Non
     assert msg.headers is not None
     assert msg.headers.get("Status") == "409"
     assert msg.headers.get("Description") == "Consumer Deleted"
+
+
+async def test_request_whose_inbox_went_away_is_skipped(nc: Any, js: Any) -> None:
+    """A waiting request without expiry whose client unsubscribed must not swallow the next
+    message (nats-server checks the reply's interest before serving a request)."""
+    await js.add_consumer("S", ConsumerConfig(durable_name="gone", ack_wait=30))
+    dead = await nc.subscribe("dead.inbox")
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.gone", b'{"batch":1}', reply="dead.inbox")
+    await nc.flush()
+    await dead.unsubscribe()
+    psub = await js.pull_subscribe_bind("gone", "S")
+    await js.publish("s.a", b"for the living")
+    msgs = await psub.fetch(1, timeout=2)
+    assert [m.data for m in msgs] == [b"for the living"]
+
+
+async def test_expiry_by_max_age_updates_num_pending(nc: Any) -> None:
+    js = nc.jetstream()
+    await js.add_stream(name="AGE", subjects=["age.>"], max_age=0.4)
+    for i in range(3):
+        await js.publish("age.a", str(i).encode())
+    await js.add_consumer("AGE", ConsumerConfig(durable_name="c"))
+    assert (await js.consumer_info("AGE", "c")).num_pending == 3
+    for _ in range(40):
+        await asyncio.sleep(0.1)
+        if (await js.stream_info("AGE")).state.messages == 0:
+            break
+    assert (await js.consumer_info("AGE", "c")).num_pending == 0

@@ -205,16 +205,24 @@ def test_max_deliver_dead_letters_once_with_advisory() -> None:
     # The dead-lettered message frees its slot: the request now gets message 2.
     assert delivered(out) == [2]
     assert 1 not in c.pending_seqs()
-    assert c.ack_floor == (2, 1)
+    # As nats-server: a dead letter holds the ack floor and counts as redelivered.
+    assert c.ack_floor == (0, 0)
+    assert c.num_redelivered == 1
     assert all(not isinstance(a, Advisory) for a in c.tick(T0 + 50 * S))
 
 
-def test_max_deliver_applies_to_nak_too() -> None:
+def test_max_deliver_applies_to_nak_when_it_comes_up() -> None:
+    """As nats-server: a NAK at the last delivery queues the message; it is given up on
+    (with the advisory) when it would be redelivered."""
     c, _ = make(1, max_deliver=1)
     c.pull_request("r", T0, batch=1)
     out = c.ack(1, 1, AckKind.NAK, T0)
-    assert [a.kind for a in out if isinstance(a, Advisory)] == ["MSG_NAKED", "MAX_DELIVERIES"]
-    assert c.num_ack_pending == 0
+    assert [a.kind for a in out if isinstance(a, Advisory)] == ["MSG_NAKED"]
+    assert c.num_ack_pending == 1
+    out = c.pull_request("r", T0, batch=1, expires_ns=S)
+    assert [a.kind for a in out if isinstance(a, Advisory)] == ["MAX_DELIVERIES"]
+    assert delivered(out) == []
+    assert (c.num_ack_pending, c.num_redelivered) == (0, 0)  # delivered once: not redelivered
 
 
 def test_removed_message_is_dropped_not_redelivered() -> None:

@@ -166,8 +166,13 @@ class ConsumerMachine(RuleBasedStateMachine):
         assert sum(len(g) for g in groups) == len(set().union(*groups))
         assert self.c.num_pending() == 0
         assert self.c.num_ack_pending == 0
-        floor = self.c.ack_floor
-        assert floor == (self.c.delivered_consumer_seq, self.c.delivered_stream_seq)
+        # The floor moves only on acks (nats-server): dead letters and messages removed
+        # while pending may hold it back, and a position moved over non-matching messages
+        # after the last ack is ahead of it; it never passes what was delivered.
+        floor_c, floor_s = self.c.ack_floor
+        assert floor_s <= self.c.delivered_stream_seq
+        if not (self.dead or self.removed):
+            assert floor_c == self.c.delivered_consumer_seq
 
 
 ConsumerMachine.TestCase.settings = settings(

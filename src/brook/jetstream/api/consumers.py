@@ -1,14 +1,14 @@
 """Consumer endpoints of the JetStream API (wire reference §5.4-§5.6, §2.4).
 
-CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST and DELETE. The
+CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE and PAUSE. The
 decision sequence on create follows nats-server (and the `Model` of
 tests/conformance/test_consumer_config_conformance.py): parse and validate, then an
 existing consumer with the same name is compared (`action:"create"`) or updated in place,
 `action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
 
-Scope: pull and push consumers; push `flow_control` is rejected with a 10052 error so
-clients fail clearly. Durable consumers of file streams survive a restart (engine.py); ephemeral
-ones and those of memory streams live in memory only.
+CONSUMER.PAUSE stops deliveries until a time (runner.py). Durable consumers of file
+streams survive a restart (engine.py); ephemeral ones and those of memory streams live in
+memory only.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import secrets
 import string
+import weakref
 from typing import Any
 
 from brook.jetstream.api.dispatch import ApiDispatcher, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
-from brook.jetstream.models.consumer_config import create_action
+from brook.jetstream.models.consumer_config import create_action, pause_until_field
 from brook.jetstream.models.consumer_rules import (
     check_consumer_update,
     check_workqueue,
+    check_workqueue_update,
     parse_consumer_create,
     same_consumer_config,
 )
+from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 
 NAMES_PAGE = 1024
 LIST_PAGE = 256
@@ -44,15 +47,22 @@ class ConsumerApi:
         self.js = js
         self.version = version
         self.api_level = api_level
+        # Consumers whose name the server made up: nats-server leaves `name` out of their
+        # config (it is only the info's top-level `name`). Weak, so a consumer removed by
+        # any path (delete, inactivity, stream delete) needs no bookkeeping here.
+        self._generated: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def register(self, api: ApiDispatcher) -> None:
         api.add("CONSUMER.CREATE.>", "consumer_create_response", self.create)
         api.add("CONSUMER.DURABLE.CREATE.>", "consumer_create_response", self.create_durable)
         api.add("CONSUMER.INFO.*.*", "consumer_info_response", self.info)
         api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
-        paged = {"total": 0, "offset": 0, "limit": 0}
-        api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, paged)
-        api.add("CONSUMER.LIST.*", "consumer_list_response", self.list, paged)
+        unpaused = {"paused": False, "pause_until": ZERO_TIME}
+        api.add("CONSUMER.PAUSE.*.*", "consumer_pause_response", self.pause, unpaused)
+        # nats-server's error answers to NAMES and LIST carry an empty page too.
+        paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
+        api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, dict(paged))
+        api.add("CONSUMER.LIST.*", "consumer_list_response", self.list, dict(paged))
 
     # ------------------------------------------------------------------ create
 
@@ -90,14 +100,14 @@ class ConsumerApi:
             durable_subject=durable,
         )
         assert stream is not None  # parse_consumer_create raised 10059 otherwise
-        if config.is_push and config.flow_control:
-            raise api_error("STREAM_INVALID_CONFIG", err="flow control is not supported yet")
         action = create_action(body)
         runners = self.js.consumers.get(stream_name, {})
         existing = runners.get(config.name) if config.name else None
         if existing is not None:
             if action == "create" and not same_consumer_config(existing.config, config):
                 raise api_error("CONSUMER_ALREADY_EXISTS")
+            others = {n: r.config for n, r in runners.items()}
+            check_workqueue_update(config, stream.config, others)
             self.js.update_consumer(existing, check_consumer_update(existing.config, config))
             return self._info(existing)
         if action == "update":
@@ -106,11 +116,15 @@ class ConsumerApi:
         if limit > 0 and len(runners) >= limit:
             raise api_error("MAXIMUM_CONSUMERS_LIMIT")
         check_workqueue(config, stream.config, {n: r.config for n, r in runners.items()})
-        if not config.name:
+        generated = not config.name
+        if generated:
             config.name = _ephemeral_name()
             while config.name in runners:
                 config.name = _ephemeral_name()
-        return self._info(self.js.add_consumer(stream, config))
+        runner = self.js.add_consumer(stream, config)
+        if generated:
+            self._generated.add(runner)
+        return self._info(runner)
 
     # ------------------------------------------------------------------ the rest
 
@@ -119,6 +133,8 @@ class ConsumerApi:
             server_version=self.version if server_metadata else None,
             api_level=self.api_level,
         )
+        if runner in self._generated:
+            info["config"].pop("name", None)
         return info
 
     def _runner(self, request: Request) -> Any:
@@ -140,6 +156,15 @@ class ConsumerApi:
         runner = self._runner(request)
         self.js.delete_consumer(runner.stream.name, runner.name)
         return {"success": True}
+
+    def pause(self, request: Request) -> dict[str, Any]:
+        runner = self._runner(request)
+        until = pause_until_field(request.json())
+        self.js.pause_consumer(runner, until)
+        out: dict[str, Any] = {"paused": runner.paused, "pause_until": format_ts_ns(until or 0)}
+        if runner.paused:
+            out["pause_remaining"] = runner.pause_remaining_ns()
+        return out
 
     def _page(self, request: Request, size: int) -> tuple[list[str], int, int]:
         stream_name = request.tokens[2]

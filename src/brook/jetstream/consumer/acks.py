@@ -142,36 +142,124 @@ def parse_ack_payload(payload: bytes) -> AckPayload | None:
     return None
 
 
-def _int_field(obj: dict[str, object], key: str) -> int:
-    v = obj.get(key, 0)
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise PullRequestError(f"Bad Request - invalid {key}")
-    return v
+# The Go types of nats-server's pull request struct (JSApiConsumerGetNextRequest and its
+# embedded PriorityGroup), by JSON key: type errors are reported in Go's words.
+_GO_FIELDS = {
+    "expires": "time.Duration",
+    "batch": "int",
+    "max_bytes": "int",
+    "no_wait": "bool",
+    "idle_heartbeat": "time.Duration",
+    "group": "string",
+    "min_pending": "int64",
+    "min_ack_pending": "int64",
+    "id": "string",
+    "priority": "int",
+}
+_INT64 = range(-(2**63), 2**63)
+_ATOI = re.compile(r"[+-]?[0-9]+")
+
+
+class _Number(str):
+    """A JSON number kept as its literal text: Go's error names the literal."""
+
+
+class _Object(list[tuple[str, object]]):
+    """A JSON object kept as its key/value pairs, in order, duplicates included."""
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
+
+
+def _go_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, _Number):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, _Object) else "array"
+
+
+def _go_decode(key: str, value: object) -> int | bool | str:
+    """Decode one field as Go's encoding/json would into its Go type, or raise with the
+    text of Go's `UnmarshalTypeError`."""
+    go_type = _GO_FIELDS[key.lower()]
+    if go_type == "bool" and isinstance(value, bool):
+        return value
+    if go_type == "string" and isinstance(value, str) and not isinstance(value, _Number):
+        return str(value)
+    if go_type not in ("bool", "string") and isinstance(value, _Number):
+        if _ATOI.fullmatch(value) and int(value) in _INT64:
+            return int(value)
+        kind = f"number {value}"  # Go quotes the literal when it is a number
+    else:
+        kind = _go_kind(value)
+    raise PullRequestError(
+        f"Bad Request - json: cannot unmarshal {kind} into Go struct field .{key} of type {go_type}"
+    )
+
+
+def _go_object(text: bytes) -> dict[str, int | bool | str]:
+    """The JSON object form decoded as nats-server does: keys match case-insensitively,
+    unknown keys and nulls are ignored, a later duplicate wins, and the first value of
+    the wrong type fails the request."""
+    try:
+        pairs = json.loads(
+            text.decode("utf-8", "replace"),  # Go reads invalid UTF-8 in strings as U+FFFD
+            object_pairs_hook=_Object,
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_no_constant,
+        )
+    except ValueError as e:  # Python's syntax error texts, not Go's: only the status matters
+        raise PullRequestError(f"Bad Request - {e}") from None
+    except RecursionError:
+        raise PullRequestError("Bad Request - exceeded max depth") from None
+    fields: dict[str, int | bool | str] = {}
+    for key, value in pairs:
+        if key.lower() in _GO_FIELDS and value is not None:
+            fields[key.lower()] = _go_decode(key, value)
+    return fields
 
 
 def parse_pull_request(payload: bytes) -> PullRequest:
-    """Empty -> batch 1; an ASCII integer -> that batch; else the JSON object form."""
+    """A pull request payload, read as nats-server reads it.
+
+    Empty -> batch 1; starting with `{` -> the JSON object form; otherwise a decimal
+    integer is the batch and anything else means batch 1 (never an error). Errors carry
+    nats-server's status description: Go's type errors, `heartbeat value too large`
+    (2 * idle_heartbeat > expires), and the priority-group fields a consumer without a
+    priority policy (every Brook consumer) refuses.
+
+    Deviation: nats-server checks the priority-group fields after the 409 request limits
+    (max_batch, max_expires, max_bytes), Brook before them.
+    """
     text = payload.strip()
     if not text:
         return PullRequest()
-    if text.isdigit():
-        return PullRequest(batch=max(int(text), 1))
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        raise PullRequestError(f"Bad Request - {e}") from None
-    if not isinstance(obj, dict):
-        raise PullRequestError("Bad Request - request must be a JSON object")
-    no_wait = obj.get("no_wait", False)
-    if not isinstance(no_wait, bool):
-        raise PullRequestError("Bad Request - invalid no_wait")
-    batch = _int_field(obj, "batch")
+    if not text.startswith(b"{"):
+        digits = text.decode("ascii", "replace")
+        if _ATOI.fullmatch(digits) and int(digits) in _INT64:
+            return PullRequest(batch=max(int(digits), 1))
+        return PullRequest()
+    obj = _go_object(text)
+    expires = int(obj.get("expires", 0))
+    heartbeat = int(obj.get("idle_heartbeat", 0))
+    if heartbeat > 0 and 2 * heartbeat > expires:
+        raise PullRequestError("Bad Request - heartbeat value too large")
+    if obj.get("min_pending", 0) or obj.get("min_ack_pending", 0):
+        raise PullRequestError("Bad Request - Not a Overflow Priority consumer")
+    if obj.get("id", ""):
+        raise PullRequestError("Bad Request - Not a Pinned Client Priority consumer")
+    if not 0 <= int(obj.get("priority", 0)) <= 9:
+        raise PullRequestError("Bad Request - Priority must be between 0 and 9")
+    batch = int(obj.get("batch", 0))
     return PullRequest(
         batch=batch if batch > 0 else 1,
-        expires_ns=max(_int_field(obj, "expires"), 0),
-        no_wait=no_wait,
-        max_bytes=max(_int_field(obj, "max_bytes"), 0),
-        idle_heartbeat_ns=max(_int_field(obj, "idle_heartbeat"), 0),
+        expires_ns=max(expires, 0),
+        no_wait=bool(obj.get("no_wait", False)),
+        max_bytes=max(int(obj.get("max_bytes", 0)), 0),
+        idle_heartbeat_ns=max(heartbeat, 0),
     )

@@ -18,12 +18,16 @@ ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
 MAX_DELIVERIES = "MAX_DELIVERIES"
 MSG_TERMINATED = "MSG_TERMINATED"
 MSG_NAKED = "MSG_NAKED"
+ACK_METRIC = "ACK"
 
 ADVISORY_TYPES = {
     MAX_DELIVERIES: "io.nats.jetstream.advisory.v1.max_deliver",
     MSG_TERMINATED: "io.nats.jetstream.advisory.v1.terminated",
     MSG_NAKED: "io.nats.jetstream.advisory.v1.nak",
 }
+PAUSE_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
+ACK_METRIC_TYPE = "io.nats.jetstream.metric.v1.consumer_ack"
+METRIC_PREFIX = "$JS.EVENT.METRIC.CONSUMER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +46,14 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """An inline status (`NATS/1.0 <code> <description>`) with optional headers, no body."""
+    """An inline status (`NATS/1.0 <code> <description>`) with optional headers, no body,
+    sent to `reply`; `respond_to` is the message's own reply subject (flow control)."""
 
     reply: str
     code: int
     description: str
     headers: tuple[tuple[str, str], ...] = ()
+    respond_to: str | None = None
 
     def header_block(self) -> bytes:
         lines = [f"NATS/1.0 {self.code} {self.description}"]
@@ -57,7 +63,8 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Advisory:
-    """A consumer advisory; `kind` is MAX_DELIVERIES, MSG_TERMINATED or MSG_NAKED."""
+    """A consumer advisory (`kind` MAX_DELIVERIES, MSG_TERMINATED or MSG_NAKED) or the
+    sampled ack metric (`kind` ACK_METRIC)."""
 
     kind: str
     subject: str
@@ -94,3 +101,18 @@ def advisory(kind: str, stream: str, consumer: str, **fields: Any) -> Advisory:
     payload["consumer"] = consumer
     payload.update(fields)
     return Advisory(kind, f"{ADVISORY_PREFIX}.{kind}.{stream}.{consumer}", payload)
+
+
+def ack_metric(stream: str, consumer: str, **fields: Any) -> Advisory:
+    """`$JS.EVENT.METRIC.CONSUMER.ACK.<S>.<C>`: one sampled acknowledgement (`sample_freq`)."""
+    payload: dict[str, Any] = {"type": ACK_METRIC_TYPE, "stream": stream, "consumer": consumer}
+    payload.update(fields)
+    return Advisory(ACK_METRIC, f"{METRIC_PREFIX}.{ACK_METRIC}.{stream}.{consumer}", payload)
+
+
+def headers_only(msg: StoredMessage) -> StoredMessage:
+    """The delivery of a `headers_only` consumer: no payload, and `Nats-Msg-Size: <payload
+    length>` appended to the message's header block (one is created if it had none)."""
+    line = b"Nats-Msg-Size: %d\r\n\r\n" % len(msg.data)
+    header = msg.header[:-2] + line if msg.header else b"NATS/1.0\r\n" + line
+    return StoredMessage(msg.seq, msg.subject, header, b"", msg.ts_ns)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from brook.limits import CONSUMER_FC_WINDOW_MAX_BYTES, CONSUMER_FC_WINDOW_START_BYTES
+
 
 class AckPolicy(enum.Enum):
     NONE = "none"
@@ -27,7 +29,10 @@ class ConsumerSettings:
 
     Zero or negative limits mean "unlimited" (`max_deliver`, `max_ack_pending`,
     `max_waiting`, `max_batch`, `max_expires_ns`, `max_bytes`). A consumer with a
-    `deliver_subject` is a push consumer; `idle_heartbeat_ns` applies to push consumers.
+    `deliver_subject` is a push consumer; `idle_heartbeat_ns`, `flow_control` and
+    `rate_limit_bps` apply to push consumers. `sample_percent` is the share of acks that
+    produce an ack metric (0 = none). `rate_burst_bytes` is the rate limiter's bucket (the
+    largest message, as nats-server sizes it). `paused_until_ns`: no deliveries before it.
     """
 
     stream: str
@@ -44,6 +49,15 @@ class ConsumerSettings:
     deliver_subject: str | None = None
     idle_heartbeat_ns: int = 0
     retention: Retention = Retention.LIMITS
+    flow_control: bool = False
+    headers_only: bool = False
+    replay_original: bool = False
+    rate_limit_bps: int = 0
+    rate_burst_bytes: int = 1024 * 1024
+    sample_percent: int = 0
+    paused_until_ns: int | None = None
+    fc_window_start_bytes: int = CONSUMER_FC_WINDOW_START_BYTES
+    fc_window_max_bytes: int = CONSUMER_FC_WINDOW_MAX_BYTES
 
     @property
     def is_push(self) -> bool:

@@ -18,7 +18,9 @@ from brook.jetstream.consumer.actions import (
     Deliver,
     RemoveMessage,
     Status,
+    ack_metric,
     advisory,
+    headers_only,
 )
 from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
 from brook.jetstream.consumer.pull import WaitingRequest, message_size
@@ -50,8 +52,16 @@ class ConsumerCore:
         self._next_seq = max(start_seq, 1)
         self.delivered_consumer_seq = 0
         self.delivered_stream_seq = (self._lps[0] if self._lps else self._next_seq) - 1
+        # The ack floor is state, as in nats-server: it moves only on acks (see `_ack`), so
+        # it stays below a message given up on after max_deliver or removed while pending.
+        self._floor_c = 0
+        self._floor_s = self.delivered_stream_seq
         self._pending: dict[int, Pending] = {}
         self._rdq: dict[int, None] = {}  # ordered set: redelivery order
+        # Given up on after max_deliver, never acked -> delivery count. Interest retention
+        # keeps these (as nats-server, for inspection), a late ack still releases them
+        # (retention.py), and they count as redelivered until then (nats-server's `rdc`).
+        self._dead: dict[int, int] = {}
         self._timers: list[tuple[int, int]] = []  # (deadline_ns, stream_seq), lazy
         self._waiting: deque[WaitingRequest] = deque()
         self._np: int | None = None  # cached num_pending of the source
@@ -60,17 +70,26 @@ class ConsumerCore:
         self._pending_limit_slack = 0  # pending restored beyond a (lowered) max_ack_pending
         self.last_delivered_ns = 0
         self.last_ack_ns = 0
+        # Push flow control (§6.6): bytes delivered since the last answered request, the
+        # outstanding request (its reply subject and the bytes it covers), the window.
+        self._fc_bytes = 0
+        self._fc_reply: str | None = None
+        self._fc_covers = 0
+        self._fc_window = settings.fc_window_start_bytes
+        self._fc_serial = 0
+        # Pacing: replay_policy original and rate_limit_bps hold deliveries until then.
+        self._held_until: int | None = None
+        self._replay_prev: tuple[int, int] | None = None  # (stored ts, delivered at)
+        self._rl_tokens = float(settings.rate_burst_bytes)
+        self._rl_at: int | None = None
+        self._sample_credit = 0  # sample_freq: percent accumulated towards the next metric
 
     # ------------------------------------------------------------------ counters
 
     @property
     def ack_floor(self) -> tuple[int, int]:
-        """(consumer_seq, stream_seq) of the highest contiguous acknowledged point."""
-        if not self._pending:
-            return self.delivered_consumer_seq, self.delivered_stream_seq
-        lowest = next(iter(self._pending))
-        cseq = min(p.consumer_seq for p in self._pending.values())
-        return cseq - 1, lowest - 1
+        """(consumer_seq, stream_seq) below which everything is acknowledged."""
+        return self._floor_c, self._floor_s
 
     @property
     def num_ack_pending(self) -> int:
@@ -78,7 +97,8 @@ class ConsumerCore:
 
     @property
     def num_redelivered(self) -> int:
-        return sum(1 for p in self._pending.values() if p.deliveries > 1)
+        pending = sum(1 for p in self._pending.values() if p.deliveries > 1)
+        return pending + sum(1 for d in self._dead.values() if d > 1)
 
     @property
     def push_interest(self) -> bool:
@@ -102,6 +122,21 @@ class ConsumerCore:
     def delivery_count(self, stream_seq: int) -> int:
         p = self._pending.get(stream_seq)
         return p.deliveries if p else 0
+
+    @property
+    def next_stream_seq(self) -> int:
+        """The consumer's position: every matching message from here on is still to come."""
+        return self._next_seq
+
+    def needs(self, seq: int) -> bool:
+        """Does this consumer still hold `seq` (to deliver it, for its ack, or as a dead
+        letter)? Filters aside: the caller matches the subject (retention.py)."""
+        return (
+            seq >= self._next_seq
+            or seq in self._pending
+            or seq in self._dead
+            or (bool(self._lps) and seq in self._lps)
+        )
 
     def info(self) -> dict[str, Any]:
         floor_c, floor_s = self.ack_floor
@@ -139,60 +174,126 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ internals
 
-    def _advisory(self, kind: str, seq: int, p: Pending, **extra: Any) -> Action:
-        fields: dict[str, Any] = {"stream_seq": seq, "deliveries": p.deliveries}
-        if kind != MAX_DELIVERIES:
-            fields = {"consumer_seq": p.consumer_seq, **fields}
+    def _advisory(
+        self, kind: str, seq: int, deliveries: int, consumer_seq: int | None = None, **extra: Any
+    ) -> Action:
+        fields: dict[str, Any] = {"stream_seq": seq, "deliveries": deliveries}
+        if consumer_seq is not None:
+            fields = {"consumer_seq": consumer_seq, **fields}
         return advisory(kind, self.cfg.stream, self.cfg.name, **fields, **extra)
 
     def _arm(self, seq: int, p: Pending, deadline: int) -> None:
         p.deadline_ns = deadline
         heapq.heappush(self._timers, (deadline, seq))
 
+    def _exhausted(self, seq: int, p: Pending) -> bool:
+        return 0 < self.cfg.max_deliver <= p.deliveries
+
+    def _give_up(self, seq: int, p: Pending) -> Action:
+        """max_deliver reached: no longer pending, a dead letter (the floor stays)."""
+        del self._pending[seq]
+        self._rdq.pop(seq, None)
+        self._dead[seq] = p.deliveries
+        return self._advisory(MAX_DELIVERIES, seq, p.deliveries)
+
     def _due(self, seq: int, p: Pending) -> list[Action]:
-        """The message's deadline passed (or it was NAKed): queue it, or dead-letter it."""
-        if 0 < self.cfg.max_deliver <= p.deliveries:
-            self._pending.pop(seq)
-            self._rdq.pop(seq, None)
-            return [self._advisory(MAX_DELIVERIES, seq, p)]
-        p.deadline_ns = None
-        self._rdq[seq] = None
+        """The ack deadline passed: queue for redelivery, or give up after max_deliver
+        (at once, as nats-server's `checkPending`)."""
+        if self._exhausted(seq, p):
+            return [self._give_up(seq, p)]
+        self._queue(seq, p)
         return []
 
-    def _resolve(self, seq: int, out: list[Action]) -> None:
-        """Acknowledged (or terminated): no longer pending; tell retention."""
-        del self._pending[seq]
+    def _queue(self, seq: int, p: Pending) -> None:
+        p.deadline_ns = None
+        self._rdq[seq] = None
+
+    def _resolve(self, seq: int, out: list[Action], now_ns: int | None = None) -> None:
+        """Acknowledged (or terminated, `now_ns` None): no longer pending; tell retention;
+        sample the ack for the ack metric when `sample_freq` asks for it."""
+        p = self._pending.pop(seq)
+        if now_ns is not None and self.cfg.sample_percent > 0:
+            self._sample_credit += self.cfg.sample_percent
+            if self._sample_credit >= 100:
+                self._sample_credit -= 100
+                out.append(
+                    ack_metric(
+                        self.cfg.stream,
+                        self.cfg.name,
+                        consumer_seq=p.consumer_seq,
+                        stream_seq=seq,
+                        ack_time=max(now_ns - p.last_delivered_ns, 0),
+                        deliveries=p.deliveries,
+                    )
+                )
         self._rdq.pop(seq, None)
         if self.cfg.retention is Retention.WORKQUEUE:
             out.append(RemoveMessage(seq))
         elif self.cfg.retention is Retention.INTEREST:
             out.append(Acked(seq))
 
-    def _ack(self, seq: int, now_ns: int) -> list[Action]:
+    def _release_dead(self, seq: int, out: list[Action]) -> None:
+        """A late ack of a message given up on: retention may drop it now."""
+        if self._dead.pop(seq, None) is not None:
+            retention = self.cfg.retention
+            if retention is Retention.WORKQUEUE:
+                out.append(RemoveMessage(seq))
+            elif retention is Retention.INTEREST:
+                out.append(Acked(seq))
+
+    def _ack(self, seq: int, consumer_seq: int, now_ns: int) -> list[Action]:
+        """nats-server's `processAckMsg`. Explicit: the floor moves when the acked delivery
+        (by its original consumer sequence) sits right on it, then up to below the next
+        pending message, or to `delivered` once nothing is pending. All: everything up to
+        the acked (consumer, stream) sequences, unless that is at or below the floor."""
         out: list[Action] = []
         if self.cfg.ack_policy is AckPolicy.EXPLICIT:
-            if seq in self._pending:
-                self._resolve(seq, out)
-                self.last_ack_ns = now_ns
-        elif self.cfg.ack_policy is AckPolicy.ALL and seq <= self.delivered_stream_seq:
+            p = self._pending.get(seq)
+            if p is None:
+                self._release_dead(seq, out)
+                return out
+            self._resolve(seq, out, now_ns)
+            self.last_ack_ns = now_ns
+            if not self._pending:
+                self._floor_c = self.delivered_consumer_seq
+                self._floor_s = self.delivered_stream_seq
+            elif p.consumer_seq == self._floor_c + 1:
+                self._floor_c, self._floor_s = p.consumer_seq, seq
+                nxt = next((s for s in self._pending if s > seq), None)
+                if nxt is not None:
+                    self._floor_c, self._floor_s = self._pending[nxt].consumer_seq - 1, nxt - 1
+        elif self.cfg.ack_policy is AckPolicy.ALL:
+            if consumer_seq <= self._floor_c or seq <= self._floor_s:
+                return out
+            if seq > self.delivered_stream_seq or consumer_seq > self.delivered_consumer_seq:
+                return out
+            self._floor_c, self._floor_s = consumer_seq, seq
             covered = []
             for s in self._pending:
                 if s > seq:
                     break
                 covered.append(s)
             for s in covered:
-                self._resolve(s, out)
-            if covered:
-                self.last_ack_ns = now_ns
+                self._resolve(s, out, now_ns)
+            for s in [d for d in self._dead if d <= seq]:
+                self._release_dead(s, out)
+            self.last_ack_ns = now_ns
         return out
 
-    def _candidate(self, now_ns: int) -> tuple[StoredMessage, Pending | None] | None:
-        """The next message to send: redeliveries first, then (below max_ack_pending) new."""
+    def _candidate(
+        self, now_ns: int, out: list[Action]
+    ) -> tuple[StoredMessage, Pending | None] | None:
+        """The next message to send: redeliveries first (giving up on those past
+        max_deliver, with the advisory in `out`), then (below max_ack_pending) new ones."""
         while self._rdq:
             seq = next(iter(self._rdq))
+            p = self._pending[seq]
+            if self._exhausted(seq, p):  # NAKed at its last delivery
+                out.append(self._give_up(seq, p))
+                continue
             msg = self._src.load(seq)
             if msg is not None:
-                return msg, self._pending[seq]
+                return msg, p
             del self._rdq[seq]
             del self._pending[seq]
         limit = self.cfg.max_ack_pending
@@ -207,8 +308,10 @@ class ConsumerCore:
         return (found, None) if found is not None else None
 
     def _deliver(
-        self, msg: StoredMessage, p: Pending | None, reply: str, ack: str, now_ns: int
+        self, msg: StoredMessage, p: Pending | None, reply: str, ack: str, now_ns: int, size: int
     ) -> list[Action]:
+        """Record the delivery of `msg` (as sent: `headers_only` already applied) whose
+        wire size is `size`, and return the `Deliver` plus any retention action."""
         out: list[Action] = []
         self.delivered_consumer_seq += 1
         cseq = self.delivered_consumer_seq
@@ -216,8 +319,7 @@ class ConsumerCore:
         self.last_delivered_ns = now_ns
         if p is not None:  # a redelivery
             del self._rdq[seq]
-            p.deliveries += 1
-            p.consumer_seq = cseq
+            p.deliveries += 1  # p.consumer_seq stays the first delivery's (nats-server)
             p.last_delivered_ns = now_ns
             self._arm(seq, p, now_ns + self.cfg.ack_wait_for(p.deliveries))
             count = p.deliveries
@@ -230,17 +332,76 @@ class ConsumerCore:
                     self._np = max(self._np - 1, 0)
             self.delivered_stream_seq = max(self.delivered_stream_seq, seq)
             count = 1
+            self._replay_prev = (msg.ts_ns, now_ns)
             if self.cfg.tracks_acks:
                 assert not self._pending or next(reversed(self._pending)) < seq
                 q = Pending(cseq, 1, None, now_ns, now_ns)
                 self._pending[seq] = q
                 self._arm(seq, q, now_ns + self.cfg.ack_wait_for(1))
-            elif self.cfg.retention is Retention.WORKQUEUE:
-                out.append(RemoveMessage(seq))
-            elif self.cfg.retention is Retention.INTEREST:
-                out.append(Acked(seq))
+            else:  # ack none: delivered is acknowledged
+                self._floor_c, self._floor_s = cseq, self.delivered_stream_seq
+                if self.cfg.retention is Retention.WORKQUEUE:
+                    out.append(RemoveMessage(seq))
+                elif self.cfg.retention is Retention.INTEREST:
+                    out.append(Acked(seq))
+        if self.cfg.rate_limit_bps > 0:
+            self._rl_tokens -= size
         out.insert(0, Deliver(msg, reply, ack, cseq, seq, count, self.num_pending(), msg.ts_ns))
         return out
+
+    # ------------------------------------------------------------------ pacing
+
+    def paused(self, now_ns: int) -> bool:
+        until = self.cfg.paused_until_ns
+        return until is not None and now_ns < until
+
+    def _hold(self, msg: StoredMessage, p: Pending | None, size: int, now_ns: int) -> int | None:
+        """The time `msg` may go when pacing holds it back, else None. Replay `original`
+        spaces first deliveries as their stored timestamps were spaced; `rate_limit_bps`
+        is a token bucket of `rate_burst_bytes` refilled at bps/8 bytes per second."""
+        at = now_ns
+        if self.cfg.replay_original and p is None and self._replay_prev is not None:
+            prev_ts, prev_at = self._replay_prev
+            at = max(at, prev_at + max(msg.ts_ns - prev_ts, 0))
+        bps = self.cfg.rate_limit_bps
+        if bps > 0:
+            burst = self.cfg.rate_burst_bytes
+            if self._rl_at is not None:
+                gained = (now_ns - self._rl_at) * bps / 8e9
+                self._rl_tokens = min(self._rl_tokens + gained, float(burst))
+            self._rl_at = now_ns
+            need = min(size, burst)
+            if self._rl_tokens < need:
+                at = max(at, now_ns + int((need - self._rl_tokens) * 8e9 / bps) + 1)
+        return at if at > now_ns else None
+
+    def _fc_blocked(self) -> bool:
+        return self.cfg.flow_control and self._fc_bytes > self._fc_window
+
+    def _fc_account(self, size: int, out: list[Action]) -> None:
+        """Count a push delivery against the flow-control window; ask the client for a
+        response once half of it is used (nats-server's `needFlowControl`)."""
+        self._fc_bytes += size
+        if self._fc_reply is None:
+            if self._fc_bytes > self._fc_window // 2:
+                self._fc_serial += 1
+                self._fc_reply = f"$JS.FC.{self.cfg.stream}.{self.cfg.name}.{self._fc_serial}"
+                self._fc_covers = self._fc_bytes
+                assert self.cfg.deliver_subject is not None
+                out.append(
+                    Status(
+                        self.cfg.deliver_subject,
+                        100,
+                        "FlowControl Request",
+                        respond_to=self._fc_reply,
+                    )
+                )
+        elif self._fc_bytes - self._fc_covers >= self._fc_window:
+            self._fc_covers = self._fc_bytes
+
+    def _fc_reset(self) -> None:
+        self._fc_bytes = self._fc_covers = 0
+        self._fc_reply = None
 
     def _ack_subject_for(self, msg: StoredMessage, p: Pending | None) -> str:
         pending_after = self.num_pending() - (0 if p is not None else 1)
@@ -256,26 +417,48 @@ class ConsumerCore:
 
     def _dispatch(self, now_ns: int) -> list[Action]:
         out: list[Action] = []
+        self._held_until = None
+        if self.paused(now_ns):
+            self._held_until = self.cfg.paused_until_ns
+            return self._expire_no_wait(out)
         if self.cfg.is_push:
             target = self.cfg.deliver_subject
             assert target is not None
-            while self._push_interest and (c := self._candidate(now_ns)) is not None:
+            while (
+                self._push_interest
+                and not self._fc_blocked()
+                and (c := self._candidate(now_ns, out)) is not None
+            ):
                 msg, p = c
-                out += self._deliver(msg, p, target, self._ack_subject_for(msg, p), now_ns)
+                ack = self._ack_subject_for(msg, p)
+                if self.cfg.headers_only:
+                    msg = headers_only(msg)
+                size = message_size(msg.subject, ack, msg.header, msg.data)
+                if (at := self._hold(msg, p, size, now_ns)) is not None:
+                    self._held_until = at
+                    break
+                out += self._deliver(msg, p, target, ack, now_ns, size)
+                if self.cfg.flow_control:
+                    self._fc_account(size, out)
                 if self._push_hb_at is not None:
                     self._push_hb_at = now_ns + self.cfg.idle_heartbeat_ns
             return out
         waiting = self._waiting
-        while waiting and (c := self._candidate(now_ns)) is not None:
+        while waiting and (c := self._candidate(now_ns, out)) is not None:
             msg, p = c
             w = waiting[0]
             ack = self._ack_subject_for(msg, p)
+            if self.cfg.headers_only:
+                msg = headers_only(msg)
             size = message_size(msg.subject, ack, msg.header, msg.data)
             if w.max_bytes > 0 and size > w.bytes_left:
                 waiting.popleft()
                 out.append(w.pending_status(409, "Message Size Exceeds MaxBytes"))
                 continue
-            out += self._deliver(msg, p, w.reply, ack, now_ns)
+            if (at := self._hold(msg, p, size, now_ns)) is not None:
+                self._held_until = at
+                break
+            out += self._deliver(msg, p, w.reply, ack, now_ns, size)
             w.batch_left -= 1
             w.delivered += 1
             if w.max_bytes > 0:
@@ -287,6 +470,11 @@ class ConsumerCore:
                 waiting.append(w)  # round robin across requests, as nats-server does
             elif w.max_bytes > 0 and w.bytes_left > 0:
                 out.append(w.pending_status(409, "Batch Completed"))
+        return self._expire_no_wait(out)
+
+    def _expire_no_wait(self, out: list[Action]) -> list[Action]:
+        """`no_wait` requests end as soon as nothing more can be delivered to them now."""
+        waiting = self._waiting
         for w in [w for w in waiting if w.no_wait]:
             if w.delivered > 0 or w.expires_at_ns is None:
                 waiting.remove(w)

@@ -6,7 +6,8 @@ config is written synchronously on create and update; a state change marks the c
 dirty and a flush runs on the sync executor, at most one per consumer in flight, changes
 made meanwhile coalescing into the next one. An ack with a reply subject (ack_sync) is
 answered only once a snapshot holding it is durable. `drain()` and `close()` write every
-dirty consumer at shutdown. A damaged file is reported and skipped, never deleted.
+dirty consumer at shutdown. A damaged file is reported and skipped, never deleted; a
+file left ahead of its stream by a kill is rewound to the stream (`fit_to_stream`).
 """
 
 from __future__ import annotations
@@ -223,8 +224,59 @@ class ConsumerFiles:
                     subject_consumer=path.name[: -len(".json")],
                     durable_subject=True,
                 )
-                loaded = (config, int(record["created_ns"]), dict(record["state"]))
+                state = dict(record["state"])
+                last_seq = stream.store.state().last_seq
+                start = config.opt_start_seq if config.deliver_policy == "by_start_sequence" else 0
+                fitted = fit_to_stream(state, last_seq, start)
+                loaded = (config, int(record["created_ns"]), fitted)
             except Exception as exc:
                 log.error("consumer file %s is damaged (%s); skipped, left untouched", path, exc)
                 continue
+            if fitted is not state:
+                log.warning(
+                    "consumer file %s is ahead of its stream (delivered %s, last %d): "
+                    "rewound to the stream's last sequence",
+                    path,
+                    state["delivered"]["stream_seq"],
+                    last_seq,
+                )
+                record["state"] = fitted
+                try:
+                    write_atomically(path, json.dumps(record, separators=(",", ":")).encode())
+                except OSError as exc:
+                    log.error("consumer file %s could not be rewritten: %s", path, exc)
             yield loaded
+
+
+def fit_to_stream(state: dict[str, Any], last_seq: int, start_seq: int = 0) -> dict[str, Any]:
+    """`state` without what lies beyond the stream's `last_seq` (itself when nothing does);
+    a consumer told to start at a later `start_seq` (by_start_sequence) keeps waiting there.
+
+    Consumers deliver a message as soon as it is stored, before the group commit makes it
+    durable, and their state is flushed independently of the stream's. A SIGKILL can
+    therefore leave a consumer file that has delivered (even acknowledged) sequences the
+    stream lost with the kill; those sequences are then reused by new publishes, which
+    the consumer would skip (or redeliver as if already seen). The lost messages were
+    never acknowledged to their publishers, so forgetting them is correct: the consumer is
+    rewound to the stream's last sequence. The caller rewrites the file at once, before
+    any publish can reuse a sequence, so a second kill cannot bring the old state back."""
+    delivered = state["delivered"]
+    next_seq = max(last_seq + 1, start_seq)  # the furthest a consumer may legitimately be
+    if int(delivered["stream_seq"]) < next_seq and int(state["next_seq"]) <= next_seq:
+        return state
+    fitted = dict(state)
+    fitted["delivered"] = {
+        "consumer_seq": delivered["consumer_seq"],
+        "stream_seq": min(int(delivered["stream_seq"]), next_seq - 1),
+    }
+    fitted["next_seq"] = min(int(state["next_seq"]), next_seq)
+    fitted["last_per_subject"] = [s for s in state.get("last_per_subject", []) if s <= last_seq]
+    fitted["pending"] = [p for p in state.get("pending", []) if int(p[0]) <= last_seq]
+    fitted["dead"] = [d for d in state.get("dead", []) if int(d[0]) <= last_seq]
+    if "ack_floor" in state:
+        floor = state["ack_floor"]
+        fitted["ack_floor"] = {
+            "consumer_seq": floor["consumer_seq"],
+            "stream_seq": min(int(floor["stream_seq"]), next_seq - 1),
+        }
+    return fitted

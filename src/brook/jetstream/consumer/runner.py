@@ -22,6 +22,7 @@ that ack is durable (at once for consumers that are not persisted).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import secrets
@@ -36,6 +37,8 @@ from brook.jetstream.consumer.acks import (
     parse_pull_request,
 )
 from brook.jetstream.consumer.actions import (
+    ADVISORY_PREFIX,
+    PAUSE_ADVISORY_TYPE,
     Acked,
     Action,
     Advisory,
@@ -50,6 +53,7 @@ from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_json
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
+from brook.limits import MAX_PAYLOAD_BYTES
 from brook.routing.sublist import Subscription
 from brook.server.internal import InternalClient
 
@@ -72,7 +76,22 @@ def settings_for(config: ConsumerConfig, stream: Stream) -> ConsumerSettings:
         deliver_subject=config.deliver_subject or None,
         idle_heartbeat_ns=config.idle_heartbeat,
         retention=Retention(stream.config.retention),
+        flow_control=config.flow_control,
+        headers_only=config.headers_only,
+        replay_original=config.replay_policy == "original",
+        rate_limit_bps=config.rate_limit_bps,
+        rate_burst_bytes=max_msg_size
+        if (max_msg_size := stream.config.max_msg_size) > 0
+        else MAX_PAYLOAD_BYTES,
+        sample_percent=_sample_percent(config.sample_freq),
+        paused_until_ns=config.pause_until,
     )
+
+
+def _sample_percent(sample_freq: str) -> int:
+    """`sample_freq` ("30%" or "30", validated at create) as a percentage, 0 when unset."""
+    text = sample_freq.removesuffix("%")
+    return min(int(text), 100) if text else 0
 
 
 class ConsumerRunner:
@@ -107,6 +126,9 @@ class ConsumerRunner:
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
             internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack),
         ]
+        if config.flow_control:
+            self._subs.append(internal.subscribe(f"$JS.FC.{prefix}.>", self._on_flow_control))
+        self._was_paused = self.paused
         self._push_watch: bytes | None = None
         self._push_check: asyncio.Handle | None = None
         self._watch_push()
@@ -191,7 +213,30 @@ class ConsumerRunner:
             if self.push_bound:
                 self.state.set_push_interest(False, self._now_ns())
             self._watch_push()
-        self._rearm()
+        self._run(self.state.settings_changed(self._now_ns()))
+
+    def pause(self, until_ns: int | None) -> None:
+        """CONSUMER.PAUSE: no deliveries before `until_ns` (None resumes now); announced by a
+        `CONSUMER.PAUSE` advisory, as is the automatic resume when the time comes."""
+        self.update(dataclasses.replace(self.config, pause_until=until_ns))
+        self._was_paused = self.paused
+        self._pause_advisory()
+
+    @property
+    def paused(self) -> bool:
+        return self.state.paused(self._now_ns())
+
+    def _pause_advisory(self) -> None:
+        until = self.config.pause_until
+        payload = {
+            "type": PAUSE_ADVISORY_TYPE,
+            "stream": self.stream.name,
+            "consumer": self.name,
+            "paused": self.paused,
+            "pause_until": format_ts_ns(until or 0),
+        }
+        subject = f"{ADVISORY_PREFIX}.PAUSE.{self.stream.name}.{self.name}"
+        self._execute([Advisory("PAUSE", subject, payload)])
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace the state with a persisted snapshot (at start, before any input)."""
@@ -214,7 +259,15 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ inputs
 
+    def _prune_requests(self, *, everywhere: bool = False) -> None:
+        if self.state.num_waiting:
+            router = self._internal.router
+            self.state.drop_unheard_requests(
+                lambda reply: router.has_interest(reply.encode()), everywhere=everywhere
+            )
+
     def message_stored(self, seq: int) -> None:
+        self._prune_requests()
         self._run(self.state.message_stored(seq, self._now_ns()))
 
     def messages_changed(self) -> None:
@@ -230,6 +283,9 @@ class ConsumerRunner:
         now = self._now_ns()
         self._last_activity_ns = now
         inbox = reply.decode("utf-8", "surrogateescape")
+        if self.state.cfg.is_push:  # whatever the payload says, as nats-server
+            self._run([Status(inbox, 409, "Consumer is push based")])
+            return None
         try:
             req = parse_pull_request(payload)
         except PullRequestError as err:
@@ -246,8 +302,13 @@ class ConsumerRunner:
         now = self._now_ns()
         self._last_activity_ns = now
         if meta is not None and ack is not None:
+            self._prune_requests()
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
-            actions = self.state.ack_payload(meta.stream_seq, meta.consumer_seq, ack, now, inbox)
+            if not self.state.acceptable(meta.stream_seq):
+                return None  # not delivered yet: ignored, and an ack_sync gets no answer
+            actions = self.state.ack_payload(
+                meta.stream_seq, meta.consumer_seq, ack, now, inbox, meta.delivered
+            )
             if ack.kind is AckKind.NXT:
                 self._run(actions)
                 return None
@@ -263,6 +324,15 @@ class ConsumerRunner:
         self._run(actions, waiter=answer)
         return None
 
+    def _on_flow_control(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> bool | None:
+        now = self._now_ns()
+        self._last_activity_ns = now
+        text = subject.decode("utf-8", "surrogateescape")
+        self._run(self.state.flow_control_response(text, now))
+        return None
+
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
@@ -270,7 +340,11 @@ class ConsumerRunner:
         if self._inactive(now) and self._on_inactive is not None:
             self._on_inactive(self)
             return
+        self._prune_requests()
         self._run(self.state.tick(now))
+        if self._was_paused and not self.paused:
+            self._was_paused = False
+            self._pause_advisory()
 
     # ------------------------------------------------------------------ inactivity
 
@@ -281,7 +355,7 @@ class ConsumerRunner:
             return None
         if c.inactive_threshold <= 0 or self._on_inactive is None:
             return None
-        if self.state.num_waiting or self.state.num_ack_pending:
+        if self.state.num_waiting or self.state.num_ack_pending or self.push_bound:
             return None
         return self._last_activity_ns + c.inactive_threshold
 
@@ -322,21 +396,28 @@ class ConsumerRunner:
                     m.data,
                 )
             elif isinstance(a, Status):
-                internal.publish(a.reply.encode(), b"", header=a.header_block())
+                respond_to = a.respond_to.encode() if a.respond_to is not None else None
+                internal.publish(a.reply.encode(), b"", a.header_block(), respond_to)
             elif isinstance(a, Advisory):
-                body: dict[str, Any] = dict(a.payload)
-                body["id"] = secrets.token_hex(11)
-                body["timestamp"] = format_ts_ns(self._now_ns())
+                # nats-server's key order: type, id, timestamp, then the event's fields.
+                body: dict[str, Any] = {
+                    "type": a.payload["type"],
+                    "id": secrets.token_hex(11),
+                    "timestamp": format_ts_ns(self._now_ns()),
+                }
+                body.update(a.payload)
                 internal.publish(a.subject.encode(), json.dumps(body).encode())
-            elif isinstance(a, RemoveMessage):
-                self.stream.store.remove(a.seq)
-            elif isinstance(a, Acked):
-                pass  # interest retention is not enforced yet
+            elif isinstance(a, RemoveMessage | Acked):
+                # The stream's retention decides, by its current policy (retention.py).
+                retention = self.stream.retention
+                if retention is not None:
+                    retention.released(a.seq)
 
     def _rearm(self) -> None:
         if self._loop is None or not self._subs:
             return
-        times = [t for t in (self.state.next_deadline(), self._gc_deadline()) if t is not None]
+        resume = self.config.pause_until if self._was_paused else None
+        times = [t for t in (self.state.next_deadline(), self._gc_deadline(), resume) if t]
         at = min(times) if times else None
         if at == self._timer_at:
             return
@@ -350,7 +431,12 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ info
 
+    def pause_remaining_ns(self) -> int:
+        until = self.config.pause_until
+        return max(until - self._now_ns(), 0) if until is not None else 0
+
     def info(self, *, server_version: str | None, api_level: int | None) -> dict[str, Any]:
+        self._prune_requests(everywhere=True)
         s = self.state
         floor_c, floor_s = s.ack_floor
         return consumer_info_to_json(
@@ -367,6 +453,7 @@ class ConsumerRunner:
             num_waiting=s.num_waiting,
             num_pending=s.num_pending(),
             push_bound=self.push_bound,
+            pause_remaining_ns=self.pause_remaining_ns(),
             ts_ns=self._now_ns(),
             server_version=server_version,
             api_level=api_level,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
@@ -55,6 +55,8 @@ class ConsumerState(ConsumerCore):
         for s in gone:
             if self._pending.pop(s, None) is not None:
                 self._rdq.pop(s, None)
+        for s in gone & self._dead.keys():
+            del self._dead[s]
         if gone and self._lps:
             self._lps = deque(s for s in self._lps if s not in gone)
         self._np = None
@@ -62,9 +64,27 @@ class ConsumerState(ConsumerCore):
     def set_push_interest(self, interest: bool, now_ns: int) -> list[Action]:
         """Push consumers deliver only while their deliver subject has a subscriber."""
         self._push_interest = interest
+        if not interest:
+            self._fc_reset()  # the request went to a subscriber that is gone
         hb = self.cfg.idle_heartbeat_ns
         self._push_hb_at = now_ns + hb if interest and hb > 0 else None
         return self._finish(self._dispatch(now_ns) if interest else [])
+
+    def flow_control_response(self, subject: str, now_ns: int) -> list[Action]:
+        """The client answered a flow-control request: the bytes it covered are confirmed
+        and the window doubles (up to its maximum). Answers to older requests are ignored."""
+        if subject != self._fc_reply:
+            return []
+        self._fc_bytes = max(self._fc_bytes - self._fc_covers, 0)
+        self._fc_reply = None
+        self._fc_covers = 0
+        self._fc_window = min(self._fc_window * 2, self.cfg.fc_window_max_bytes)
+        return self._finish(self._dispatch(now_ns))
+
+    def settings_changed(self, now_ns: int) -> list[Action]:
+        """`cfg` was replaced (an update or a pause/resume): deliver what the new settings
+        allow now."""
+        return self._finish(self._dispatch(now_ns))
 
     def pull_request(
         self,
@@ -81,11 +101,13 @@ class ConsumerState(ConsumerCore):
         err = admission_error(self.cfg, reply, batch, expires_ns, max_bytes, idle_heartbeat_ns)
         if err is not None:
             return [err]
-        if no_wait and expires_ns <= 0:
+        if no_wait:
+            # nats-server: 404 only with nothing available and no expiry; 408 when the
+            # requests already waiting want more than is available.
             available = self.num_pending() + len(self._rdq)
-            if available == 0:
+            if available == 0 and expires_ns <= 0:
                 return [Status(reply, 404, "No Messages")]
-            if sum(w.batch_left for w in self._waiting) >= available:
+            if 0 < available < sum(w.batch_left for w in self._waiting):
                 return [Status(reply, 408, "Requests Pending")]
         if self.cfg.max_waiting > 0 and len(self._waiting) >= self.cfg.max_waiting:
             return [] if idle_heartbeat_ns > 0 else [Status(reply, 409, "Exceeded MaxWaiting")]
@@ -121,9 +143,19 @@ class ConsumerState(ConsumerCore):
         self._waiting.clear()
         return out
 
-    def drop_requests(self, reply: str) -> None:
-        """The reply subject of some waiting requests lost interest: forget them silently."""
-        self._waiting = deque(w for w in self._waiting if w.reply != reply)
+    def drop_unheard_requests(
+        self, has_interest: Callable[[str], bool], *, everywhere: bool = False
+    ) -> None:
+        """Drop waiting requests whose reply subject nobody listens to any more (a client
+        gave up on a fetch): as nats-server, check interest before serving a request
+        rather than deliver into the void. Only the head of the queue is checked (the next
+        to be served) unless `everywhere` (consumer info counts only live requests)."""
+        waiting = self._waiting
+        if everywhere:
+            self._waiting = deque(w for w in waiting if has_interest(w.reply))
+            return
+        while waiting and not has_interest(waiting[0].reply):
+            waiting.popleft()
 
     def ack(
         self,
@@ -136,33 +168,41 @@ class ConsumerState(ConsumerCore):
         reason: str = "",
         reply: str | None = None,
         next_request: PullRequest | None = None,
+        deliveries: int = 1,
     ) -> list[Action]:
-        """An ack verb for the delivery named by the ack subject (stream and consumer seq).
+        """An ack verb for the delivery named by the ack subject (stream and consumer seq,
+        delivery count), as nats-server's `processAck`.
 
-        Verbs for messages not pending are ignored; `+NXT` acknowledges and then runs
-        `next_request` (default batch 1) with `reply` (the ack message's reply subject).
+        Acks of sequences beyond the consumer's position are ignored (`acceptable`);
+        NAK and WPI only act on pending messages; TERM acknowledges and always sends its
+        advisory; `+NXT` acknowledges and then runs `next_request` (default batch 1) with
+        `reply` (the ack message's reply subject).
         """
+        if not self.acceptable(stream_seq):
+            return []
         out: list[Action] = []
         p = self._pending.get(stream_seq) if self.cfg.tracks_acks else None
         if kind in (AckKind.ACK, AckKind.NXT):
-            out += self._ack(stream_seq, now_ns)
+            out += self._ack(stream_seq, consumer_seq, now_ns)
+        elif kind is AckKind.TERM:
+            out += self._ack(stream_seq, consumer_seq, now_ns)
+            extra = {"reason": reason} if reason else {}
+            out.append(
+                self._advisory(MSG_TERMINATED, stream_seq, deliveries, consumer_seq, **extra)
+            )
         elif p is None:
             pass
         elif kind is AckKind.NAK:
-            out.append(self._advisory(MSG_NAKED, stream_seq, p))
-            self._rdq.pop(stream_seq, None)
-            if delay_ns is not None and delay_ns > 0:
-                self._arm(stream_seq, p, now_ns + delay_ns)
-            else:
-                out += self._due(stream_seq, p)
+            if self._floor_c < consumer_seq <= self.delivered_consumer_seq:
+                out.append(self._advisory(MSG_NAKED, stream_seq, deliveries, consumer_seq))
+                self._rdq.pop(stream_seq, None)
+                if delay_ns is not None and delay_ns > 0:
+                    self._arm(stream_seq, p, now_ns + delay_ns)
+                else:
+                    self._queue(stream_seq, p)  # max_deliver is checked when it comes up
         elif kind is AckKind.WPI:
             self._rdq.pop(stream_seq, None)
             self._arm(stream_seq, p, now_ns + self.cfg.ack_wait_for(p.deliveries))
-        elif kind is AckKind.TERM:
-            adv = self._advisory(MSG_TERMINATED, stream_seq, p, reason=reason)
-            out.append(adv)
-            self._resolve(stream_seq, out)
-            self.last_ack_ns = now_ns
         out += self._dispatch(now_ns)
         if kind is AckKind.NXT and reply is not None:
             req = next_request or PullRequest()
@@ -176,6 +216,7 @@ class ConsumerState(ConsumerCore):
         payload: AckPayload,
         now_ns: int,
         reply: str | None = None,
+        deliveries: int = 1,
     ) -> list[Action]:
         return self.ack(
             stream_seq,
@@ -186,7 +227,13 @@ class ConsumerState(ConsumerCore):
             reason=payload.reason,
             reply=reply,
             next_request=payload.next_request,
+            deliveries=deliveries,
         )
+
+    def acceptable(self, stream_seq: int) -> bool:
+        """An ack for a sequence the consumer has not reached is ignored, unanswered
+        (nats-server: it may come from a delivery this server never made)."""
+        return stream_seq <= self.delivered_stream_seq
 
     def tick(self, now_ns: int) -> list[Action]:
         """Time passed: ack deadlines, request expiry, then deliveries and heartbeats."""
@@ -203,6 +250,8 @@ class ConsumerState(ConsumerCore):
                 out.append(w.pending_status(408, "Request Timeout"))
         out += self._dispatch(now_ns)
         hb = heartbeat_headers(self.delivered_consumer_seq, self.delivered_stream_seq)
+        if self._fc_reply is not None:
+            hb += (("Nats-Consumer-Stalled", self._fc_reply),)
         for w in self._waiting:
             if w.next_heartbeat_ns is not None and now_ns >= w.next_heartbeat_ns:
                 out.append(Status(w.reply, 100, "Idle Heartbeat", hb))
@@ -227,6 +276,8 @@ class ConsumerState(ConsumerCore):
             times += [t for t in (w.expires_at_ns, w.next_heartbeat_ns) if t is not None]
         if self._push_hb_at is not None:
             times.append(self._push_hb_at)
+        if self._held_until is not None:
+            times.append(self._held_until)
         return min(times) if times else None
 
     # ------------------------------------------------------------------ persistence
@@ -240,6 +291,9 @@ class ConsumerState(ConsumerCore):
             len(self._pending),
             self._next_seq,
             len(self._lps),
+            len(self._dead),
+            self._floor_c,
+            self._floor_s,
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -256,6 +310,7 @@ class ConsumerState(ConsumerCore):
                 [s, p.consumer_seq, p.deliveries, p.first_delivered_ns, p.last_delivered_ns]
                 for s, p in self._pending.items()
             ],
+            "dead": sorted([s, d] for s, d in self._dead.items()),
         }
 
     def restore(self, data: dict[str, Any], now_ns: int) -> None:
@@ -270,6 +325,10 @@ class ConsumerState(ConsumerCore):
         self._timers.clear()
         self._waiting.clear()
         self._np = None
+        self._dead = {int(s): int(d) for s, d in data.get("dead", [])}
+        floor = data.get("ack_floor", {})
+        self._floor_c = int(floor.get("consumer_seq", 0))
+        self._floor_s = int(floor.get("stream_seq", self.delivered_stream_seq))
         for s, c, d, first, last in sorted(data.get("pending", [])):
             p = Pending(int(c), int(d), None, int(first), int(last))
             self._pending[int(s)] = p

@@ -179,6 +179,12 @@ def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str
     return str(value)
 
 
+def pause_until_field(body: dict[str, Any]) -> int | None:
+    """CONSUMER.PAUSE's `pause_until` in ns; None when absent or the zero time (resume)."""
+    until, _ = _time(body, "pause_until")
+    return until if until is not None and until > 0 else None
+
+
 def _time(body: dict[str, Any], key: str) -> tuple[int | None, int]:
     text = _get(body, key, str, None)
     if text is None:

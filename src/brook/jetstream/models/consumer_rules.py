@@ -374,9 +374,28 @@ def check_workqueue(
         raise api_error("CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL")
     if not others:
         return
+    if not c.filters:
+        raise api_error("CONSUMER_WQ_MULTIPLE_UNFILTERED")
+    _check_partition(c, others)
+
+
+def check_workqueue_update(
+    c: ConsumerConfig, stream: StreamLike, others: dict[str, ConsumerConfig]
+) -> None:
+    """Workqueue rule for an UPDATE of an existing consumer (nats-server checks it after
+    10148 and before the fields that may not change): its new filters must not overlap
+    another consumer's. Like nats-server, an update to no filter at all is not refused.
+    """
+    if stream.retention == "workqueue":
+        _check_partition(c, others)
+
+
+def _check_partition(c: ConsumerConfig, others: dict[str, ConsumerConfig]) -> None:
+    """nats-server's `partitionUnique`: 10100 when one of `c`'s filters collides with a
+    filter of another consumer, or another consumer takes every subject."""
     filters = c.filters
     if not filters:
-        raise api_error("CONSUMER_WQ_MULTIPLE_UNFILTERED")
+        return
     for name, other in others.items():
         if name == c.name:
             continue

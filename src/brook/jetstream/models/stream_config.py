@@ -22,6 +22,7 @@ from brook.subjects import is_valid_subject, subset_match
 
 DEFAULT_DUPLICATE_WINDOW_NS = 120_000_000_000
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
+MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
 NAME_BYTES_MAX = 255
 DESCRIPTION_BYTES_MAX = 4096
 METADATA_BYTES_MAX = 128 * 1024
@@ -35,7 +36,6 @@ _UNSUPPORTED = (
     "allow_atomic",
     "allow_batched",
     "allow_msg_schedules",
-    "subject_delete_marker_ttl",
 )
 
 
@@ -67,6 +67,9 @@ class StreamConfig:
     allow_rollup_hdrs: bool = False
     consumer_limits: dict[str, Any] = field(default_factory=dict)
     allow_msg_ttl: bool = False
+    # Subject delete markers: when max_age (or a message's own TTL) removes the last
+    # message of a subject, a marker with this TTL (ns) takes its place. 0: no markers.
+    subject_delete_marker_ttl: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
 
 
@@ -136,10 +139,12 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         allow_rollup_hdrs=_get(body, "allow_rollup_hdrs", bool, False),
         consumer_limits=_get(body, "consumer_limits", dict, {}),
         allow_msg_ttl=_get(body, "allow_msg_ttl", bool, False),
+        subject_delete_marker_ttl=_get(body, "subject_delete_marker_ttl", int, 0),
         metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
     )
     _normalise(config)
     _validate(config)
+    _imply_marker_settings(config)
     return config
 
 
@@ -153,6 +158,16 @@ def _normalise(c: StreamConfig) -> None:
         if 0 < c.max_age < window:
             window = c.max_age
         c.duplicate_window = window
+
+
+def _imply_marker_settings(c: StreamConfig) -> None:
+    """Markers are TTL'd rollup messages, so nats-server turns on what they need, after
+    validating the request as sent (an explicit `allow_rollup_hdrs` with `deny_purge` is
+    refused; `deny_purge` alone is silently dropped)."""
+    if c.subject_delete_marker_ttl > 0:
+        c.allow_msg_ttl = True
+        c.allow_rollup_hdrs = True
+        c.deny_purge = False
 
 
 def _validate(c: StreamConfig) -> None:
@@ -178,6 +193,10 @@ def _validate(c: StreamConfig) -> None:
         raise _invalid("stream has no mirror but does have mirror direct")
     if c.deny_purge and c.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
+    if c.subject_delete_marker_ttl < 0:
+        raise _invalid("subject delete marker TTL must not be negative")
+    if 0 < c.subject_delete_marker_ttl < MIN_MARKER_TTL_NS:
+        raise _invalid("subject delete marker TTL must be at least 1 second")
     if c.discard_new_per_subject and (c.discard != "new" or c.max_msgs_per_subject <= 0):
         raise _invalid(
             "discard new per subject requires discard new policy to be set"
@@ -304,6 +323,8 @@ def stream_config_to_json(
         consumer_limits=dict(c.consumer_limits),
         allow_msg_ttl=c.allow_msg_ttl,
     )
+    if c.subject_delete_marker_ttl:
+        out["subject_delete_marker_ttl"] = c.subject_delete_marker_ttl
     metadata = dict(c.metadata)
     metadata["_nats.req.level"] = "1" if c.allow_msg_ttl else "0"
     if server_version is not None:
