@@ -108,7 +108,12 @@ class ConsumerApi:
                 raise api_error("CONSUMER_ALREADY_EXISTS")
             others = {n: r.config for n, r in runners.items()}
             check_workqueue_update(config, stream.config, others)
-            self.js.update_consumer(existing, check_consumer_update(existing.config, config))
+            self.js.update_consumer(
+                existing,
+                check_consumer_update(
+                    existing.config, config, deliver_subject_bound=existing.push_bound
+                ),
+            )
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")
