@@ -161,12 +161,16 @@ class DirectGet:
         last_sent = 0
         count = 0
         msg = store.load_next(flt, seq)
+        # Counted once, then one less per message sent (as nats-server): counting the tail
+        # again for every message made a large batch quadratic.
+        pending = store.num_pending(flt, msg.seq + 1) if msg is not None else 0
         # nats-server 2.15 applies `up_to_seq` to multi_last only, not to plain batches.
         while msg is not None and count < batch:
             size = len(msg.data) + (len(msg.header) if msg.header else 0)
             if max_bytes and count and sent_bytes + size > max_bytes:
                 break
-            pending = store.num_pending(flt, msg.seq + 1)
+            if count:
+                pending = max(pending - 1, 0)
             extra = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
             self._send(reply, message_header(self.stream.name, msg, extra), msg.data)
             sent_bytes += size
@@ -176,7 +180,6 @@ class DirectGet:
         if not count:
             self._send(reply, status_header(404, "Message Not Found"), b"")
             return
-        pending = store.num_pending(flt, last_sent + 1)
         eob = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
         self._send(reply, status_header(204, "EOB", eob), b"")
 

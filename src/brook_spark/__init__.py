@@ -1,0 +1,20 @@
+"""Brook's PySpark connector: JetStream streams as Spark DataFrames, in batch and streaming.
+
+Install with `pip install 'brook[spark]'`; then `spark.read.format("jetstream")` works with no
+registration call, because Spark discovers the `pyspark_jetstream` module. Where module
+discovery is not available (for example code shipped with `--py-files`), call
+`brook_spark.register(spark)` once. The server never imports this package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(spark: Any) -> None:
+    """Register the `jetstream` format on a SparkSession explicitly."""
+    from brook_spark.source import JetStreamDataSource
+
+    spark.dataSource.register(JetStreamDataSource)

@@ -1,0 +1,193 @@
+"""Raw message access on top of nats-py: header blocks in, header blocks out.
+
+nats-py turns every message into a `Msg` with headers parsed into a `dict[str, str]`, which
+loses repeated header keys (JetStream allows them) and costs more per message than the rest
+of the read path. `RawClient` is the standard nats-py client with one extension: for
+subscriptions registered with `raw_subscribe`, incoming messages skip nats-py's queueing and
+header parsing and go straight to a synchronous handler with the raw header block. Writes
+build HPUB frames here, so multi-valued headers survive and no per-message coroutine runs.
+
+This relies on two internals of the pinned nats-py (2.16.0): `Client._process_msg`, the
+parser's per-message callback, and `Client._send_command`/`_flush_pending`, its write
+buffer. tests/spark/test_wire.py checks both against the installed client.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.subscription import Subscription
+
+RawHandler = Callable[[bytes, bytes, bytes, bytes | None], None]
+"""(subject, reply, payload, header block or None) -> None; runs on the client's loop."""
+
+STATUS_LINE_PREFIX = b"NATS/1.0 "
+HEADER_LINE = b"NATS/1.0\r\n"
+# Headers a server appends to direct-get replies; never part of the user's headers.
+DIRECT_HEADERS = frozenset(
+    {
+        "Nats-Stream",
+        "Nats-Subject",
+        "Nats-Sequence",
+        "Nats-Time-Stamp",
+        "Nats-Num-Pending",
+        "Nats-Last-Sequence",
+        "Nats-UpTo-Sequence",
+    }
+)
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:\d\d)?$")
+_HEADER_KEY = re.compile(r"^[!-9;-~]+$")  # printable ASCII except ':' and space
+
+
+class RawClient(Client):
+    """nats-py's client plus subscriptions whose messages bypass `Msg` construction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._raw_handlers: dict[int, RawHandler] = {}
+
+    async def raw_subscribe(self, subject: str, handler: RawHandler) -> Subscription:
+        async def unused(_msg: Any) -> None:  # raw messages never reach nats-py's queue
+            return None
+
+        sub = await self.subscribe(subject, cb=unused)
+        self._raw_handlers[sub._id] = handler
+        return sub
+
+    async def raw_unsubscribe(self, sub: Subscription) -> None:
+        self._raw_handlers.pop(sub._id, None)
+        if not self.is_closed:
+            await sub.unsubscribe()
+
+    async def _process_msg(
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        handler = self._raw_handlers.get(sid)
+        if handler is None:
+            # nats-py passes None for "no headers" although it annotates bytes.
+            await super()._process_msg(sid, subject, reply, data, headers or b"")
+            return
+        handler(subject, reply, data, headers)
+
+    def raw_publish_nowait(self, frame: bytes) -> None:
+        """Queue one PUB/HPUB frame; `flush_frames` hands them to the socket."""
+        self._pending.append(frame)
+        self._pending_data_size += len(frame)
+
+    async def flush_frames(self) -> None:
+        """Kick nats-py's flusher unless a kick is already queued (as `publish` does)."""
+        queue = self._flush_queue
+        if self._pending_data_size > 0 and queue is not None and queue.empty():
+            await self._flush_pending()
+
+
+# --------------------------------------------------------------------------- header blocks
+
+
+def parse_status(header: bytes) -> tuple[int, str] | None:
+    """(code, description) for an inline status such as `NATS/1.0 404 No Messages`."""
+    if not header.startswith(STATUS_LINE_PREFIX):
+        return None
+    end = header.find(b"\r\n")
+    line = header[len(STATUS_LINE_PREFIX) : end].decode("utf-8", "replace")
+    code, _, description = line.strip().partition(" ")
+    try:
+        return int(code), description
+    except ValueError:
+        return None
+
+
+def parse_header_lines(header: bytes) -> list[tuple[str, str]]:
+    """Every `Key: value` line after the first line, in order, repeated keys kept."""
+    first = header.find(b"\r\n")
+    if first < 0:
+        return []
+    out = []
+    for line in header[first + 2 :].split(b"\r\n"):
+        if not line:
+            continue
+        key, sep, value = line.partition(b":")
+        if sep:
+            out.append(
+                (key.strip().decode("utf-8", "replace"), value.strip().decode("utf-8", "replace"))
+            )
+    return out
+
+
+def group_headers(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Pairs to a map of key -> values, keys in first-seen order; direct-get headers dropped."""
+    grouped: dict[str, list[str]] = {}
+    for key, value in pairs:
+        if key in DIRECT_HEADERS:
+            continue
+        grouped.setdefault(key, []).append(value)
+    return list(grouped.items())
+
+
+def encode_headers(pairs: Iterable[tuple[str, str]]) -> bytes:
+    """A header block; raises ValueError naming a key or value that cannot be sent."""
+    parts = [HEADER_LINE]
+    for key, value in pairs:
+        if not _HEADER_KEY.match(key):
+            raise ValueError(f"header name {key!r} is not valid (printable ASCII, no ':')")
+        if "\r" in value or "\n" in value:
+            raise ValueError(f"header {key!r} has a line break in its value")
+        parts.append(f"{key}: {value}\r\n".encode())
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def hpub_frame(subject: str, reply: str, header: bytes, payload: bytes) -> bytes:
+    return b"HPUB %b %b %d %d\r\n%b%b\r\n" % (
+        subject.encode(),
+        reply.encode(),
+        len(header),
+        len(header) + len(payload),
+        header,
+        payload,
+    )
+
+
+# --------------------------------------------------------------------------- timestamps
+
+
+class TimestampParser:
+    """RFC 3339 UTC times (`2025-01-02T03:04:05.123456789Z`) to epoch microseconds.
+
+    Consecutive messages share their second, so the calendar arithmetic is cached per
+    second and only the fraction is parsed per message.
+    """
+
+    def __init__(self) -> None:
+        self._second: str = ""
+        self._base_us: int = 0
+
+    def micros(self, text: str) -> int:
+        second = text[:19]
+        if second != self._second:
+            self._base_us = calendar.timegm(time.strptime(second, "%Y-%m-%dT%H:%M:%S")) * 1_000_000
+            self._second = second
+        rest = text[19:]
+        if rest == "Z":
+            return self._base_us
+        if rest.startswith(".") and rest.endswith("Z"):
+            digits = rest[1:-1]
+            return self._base_us + int((digits + "000000")[:6])
+        return self._slow(text)
+
+    @staticmethod
+    def _slow(text: str) -> int:
+        """Any RFC 3339 time, for servers that write a numeric zone offset."""
+        match = _RFC3339.match(text)
+        if match is None:
+            raise ValueError(f"not an RFC 3339 time: {text!r}")
+        head, frac, zone = match.groups()
+        zone = "+00:00" if zone in (None, "Z", "z") else zone
+        parsed = dt.datetime.fromisoformat(head + zone)
+        return int(parsed.timestamp()) * 1_000_000 + int(((frac or "") + "000000")[:6])
