@@ -21,6 +21,8 @@ USAGE = """usage: brook <command> [options]
 commands:
   serve          run a Brook server (also the default when the first argument is a flag)
   store check    verify a stream's file-store directory offline: brook store check DIR
+  kv             Key-Value buckets on any NATS server (kv --help)
+  object         Object Store buckets on any NATS server (object --help)
   version        print Brook's version
 
 `brook serve --help` lists the server options.
@@ -94,6 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         from brook.cli.store import store_check_command
 
         return store_check_command(args[2:])
+    if command == "kv":
+        from brook.cli.kv import kv_command
+
+        return kv_command(args[1:])
+    if command in ("object", "obj"):
+        from brook.cli.objects import object_command
+
+        return object_command(args[1:])
     if command.startswith("-"):
         return serve_command(args)
     print(f"brook: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

@@ -1,0 +1,371 @@
+"""`brook object`: Object Store buckets on any NATS server (Brook or nats-server).
+
+Thin wrappers over nats-py's Object Store API (chunked puts, digest-checked gets), sharing
+connection options, output helpers and exit statuses with `brook kv` (`kv.py`).
+
+    brook object add BUCKET [--ttl 1h] [--max-bytes 1GB] [--storage file|memory] ...
+    brook object put BUCKET FILE [--name NAME] [--description TEXT]   (FILE "-": stdin)
+    brook object get BUCKET NAME [-o FILE] [--force]                  (-o -: stdout)
+    brook object ls [BUCKET]        (buckets, or the objects in one bucket)
+    brook object info BUCKET [NAME] (a bucket's status, or one object's metadata)
+    brook object rm BUCKET [NAME]   (one object, or the whole bucket)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from brook.cli.kv import (
+    CliError,
+    add_connection_options,
+    duration_arg,
+    emit_json,
+    human_duration,
+    human_size,
+    print_fields,
+    print_table,
+    run_command,
+    size_arg,
+)
+
+OBJ_PREFIX = "OBJ_"
+
+
+def _info_json(info: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "bucket": info.bucket,
+        "name": info.name,
+        "size": info.size or 0,
+        "chunks": info.chunks or 0,
+        "digest": info.digest or "",
+        "mtime": info.mtime or "",
+        "nuid": info.nuid,
+        "deleted": bool(info.deleted),
+    }
+    if info.description:
+        out["description"] = info.description
+    if info.headers:
+        out["headers"] = info.headers
+    link = info.options.link if info.options is not None else None
+    if link is not None:
+        out["link"] = {"bucket": link.bucket, "name": link.name}
+    return out
+
+
+def _print_info(info: dict[str, Any]) -> None:
+    print(f"Object {info['name']} in bucket {info['bucket']}")
+    print()
+    fields: list[tuple[str, Any]] = []
+    if info.get("description"):
+        fields.append(("Description", info["description"]))
+    if "link" in info:
+        link = info["link"]
+        target = f"{link['bucket']}/{link['name']}" if link["name"] else f"{link['bucket']}/*"
+        fields.append(("Link to", target))
+    fields += [
+        ("Size", f"{info['size']} bytes ({human_size(info['size'])})"),
+        ("Chunks", info["chunks"]),
+        ("Digest", info["digest"]),
+        ("Modified", info["mtime"]),
+    ]
+    print_fields(fields)
+
+
+def _status_json(status: Any) -> dict[str, Any]:
+    config = status.stream_info.config
+    return {
+        "bucket": status.bucket,
+        "stream": config.name,
+        "description": config.description,
+        "ttl": status.ttl or 0,
+        "storage": getattr(config.storage, "value", config.storage),
+        "replicas": status.replicas,
+        "sealed": bool(status.sealed),
+        "max_bytes": config.max_bytes,
+        "size": status.size,
+    }
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    print(f"Object Store bucket {status['bucket']}")
+    print()
+    fields: list[tuple[str, Any]] = []
+    if status["description"]:
+        fields.append(("Description", status["description"]))
+    fields += [
+        ("TTL", human_duration(status["ttl"])),
+        ("Max bucket size", human_size(status["max_bytes"])),
+        ("Storage", status["storage"]),
+        ("Sealed", "yes" if status["sealed"] else "no"),
+        ("Size", human_size(status["size"])),
+        ("Stream", status["stream"]),
+    ]
+    print_fields(fields)
+
+
+class _Status:
+    """The fields of nats-py's ObjectStoreStatus, from a stream info of a listing."""
+
+    def __init__(self, stream_info: Any, bucket: str) -> None:
+        self.stream_info = stream_info
+        self.bucket = bucket
+        config = stream_info.config
+        self.ttl = config.max_age
+        self.replicas = config.num_replicas
+        self.sealed = config.sealed
+        self.size = stream_info.state.bytes
+
+
+async def _store(js: Any, name: str) -> Any:
+    import nats.js.errors as jserr
+
+    try:
+        return await js.object_store(name)
+    except jserr.BucketNotFoundError:
+        raise CliError(f"bucket {name!r} not found") from None
+    except jserr.InvalidBucketNameError:
+        raise CliError(f"invalid bucket name {name!r}") from None
+
+
+async def _object_info(obs: Any, bucket: str, name: str) -> Any:
+    import nats.js.errors as jserr
+
+    try:
+        return await obs.get_info(name)
+    except jserr.NotFoundError:
+        raise CliError(f"object {name!r} not found in bucket {bucket!r}") from None
+
+
+async def obj_add(args: argparse.Namespace, js: Any) -> int:
+    import nats.js.errors as jserr
+    from nats.js import api
+
+    config = api.ObjectStoreConfig(
+        description=args.description,
+        ttl=args.ttl,
+        max_bytes=args.max_bytes,
+        storage=api.StorageType(args.storage) if args.storage else None,
+        replicas=args.replicas,
+    )
+    try:
+        obs = await js.create_object_store(args.bucket, config=config)
+    except jserr.InvalidBucketNameError:
+        raise CliError(f"invalid bucket name {args.bucket!r}") from None
+    status = _status_json(await obs.status())
+    if args.json:
+        emit_json(status)
+    else:
+        _print_status(status)
+    return 0
+
+
+async def obj_put(args: argparse.Namespace, js: Any) -> int:
+    from nats.js import api
+
+    obs = await _store(js, args.bucket)
+    if args.file == "-":
+        if not args.name:
+            raise CliError("--name is required when reading the object from stdin")
+        name = args.name
+        source: Any = sys.stdin.buffer
+    else:
+        path = Path(args.file)
+        try:
+            source = await asyncio.to_thread(path.open, "rb")
+        except OSError as exc:
+            raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
+        name = args.name or path.name
+    meta = api.ObjectMeta(name=name, description=args.description)
+    try:
+        info = await obs.put(name, source, meta=meta)
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    out = _info_json(info)
+    if args.json:
+        emit_json(out)
+    else:
+        _print_info(out)
+    return 0
+
+
+async def obj_get(args: argparse.Namespace, js: Any) -> int:
+    import nats.js.errors as jserr
+
+    obs = await _store(js, args.bucket)
+    await _object_info(obs, args.bucket, args.name)  # a clear error before any file opens
+    to_stdout = args.output == "-"
+    target = None if to_stdout else Path(args.output or Path(args.name).name)
+    if target is not None and not args.force and await asyncio.to_thread(target.exists):
+        raise CliError(f"{target} exists; use --force to overwrite it")
+    try:
+        if target is None:
+            result = await obs.get(args.name, writeinto=sys.stdout.buffer)
+            sys.stdout.flush()
+        else:
+            # Written beside the target and renamed, so a failed get leaves no half file.
+            partial = target.with_name(target.name + ".partial")
+            f = await asyncio.to_thread(partial.open, "wb")
+            try:
+                result = await obs.get(args.name, writeinto=f)
+            finally:
+                f.close()
+            await asyncio.to_thread(partial.replace, target)
+    except jserr.DigestMismatchError:
+        raise CliError(f"object {args.name!r}: digest mismatch, data is corrupt") from None
+    except jserr.LinkIsABucketError:
+        raise CliError(f"object {args.name!r} links to a whole bucket, not an object") from None
+    size = result.info.size or 0
+    if to_stdout:
+        return 0
+    if args.json:
+        emit_json({"bucket": args.bucket, "name": args.name, "size": size, "file": str(target)})
+    else:
+        print(f"wrote {size} bytes to {target}")
+    return 0
+
+
+async def obj_ls(args: argparse.Namespace, js: Any) -> int:
+    if args.bucket is None:
+        return await _list_buckets(args, js)
+    import nats.js.errors as jserr
+
+    obs = await _store(js, args.bucket)
+    try:
+        infos = await obs.list(ignore_deletes=True)
+    except jserr.NotFoundError:
+        infos = []
+    objects = [_info_json(i) for i in infos if not i.deleted]
+    if args.json:
+        emit_json(objects)
+        return 0
+    if not objects:
+        print(f"no objects in bucket {args.bucket!r}")
+        return 0
+    rows = [(o["name"], o["size"], o["chunks"], o["mtime"]) for o in objects]
+    print_table(("NAME", "SIZE", "CHUNKS", "MODIFIED"), rows)
+    return 0
+
+
+async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
+    infos = [si for si in await js.streams_info() if si.config.name.startswith(OBJ_PREFIX)]
+    statuses = [
+        _status_json(_Status(si, si.config.name[len(OBJ_PREFIX) :]))
+        for si in sorted(infos, key=lambda s: s.config.name)
+    ]
+    if args.json:
+        emit_json(statuses)
+        return 0
+    if not statuses:
+        print("no Object Store buckets")
+        return 0
+    rows = [
+        (s["bucket"], human_size(s["size"]), "yes" if s["sealed"] else "no", s["description"] or "")
+        for s in statuses
+    ]
+    print_table(("BUCKET", "SIZE", "SEALED", "DESCRIPTION"), rows)
+    return 0
+
+
+async def obj_info(args: argparse.Namespace, js: Any) -> int:
+    obs = await _store(js, args.bucket)
+    if args.name is None:
+        status = _status_json(await obs.status())
+        if args.json:
+            emit_json(status)
+        else:
+            _print_status(status)
+        return 0
+    info = _info_json(await _object_info(obs, args.bucket, args.name))
+    if args.json:
+        emit_json(info)
+    else:
+        _print_info(info)
+    return 0
+
+
+async def obj_rm(args: argparse.Namespace, js: Any) -> int:
+    import nats.js.errors as jserr
+
+    if args.name is None:
+        try:
+            await js.delete_object_store(args.bucket)
+        except jserr.InvalidBucketNameError:
+            raise CliError(f"invalid bucket name {args.bucket!r}") from None
+        except jserr.NotFoundError:
+            raise CliError(f"bucket {args.bucket!r} not found") from None
+        if args.json:
+            emit_json({"bucket": args.bucket, "deleted": True})
+        else:
+            print(f"deleted bucket {args.bucket!r}")
+        return 0
+    obs = await _store(js, args.bucket)
+    try:
+        await obs.delete(args.name)
+    except jserr.NotFoundError:
+        raise CliError(f"object {args.name!r} not found in bucket {args.bucket!r}") from None
+    if args.json:
+        emit_json({"bucket": args.bucket, "name": args.name, "deleted": True})
+    else:
+        print(f"deleted {args.name!r} from bucket {args.bucket!r}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="brook object",
+        description="Object Store buckets on a NATS server (Brook or nats-server).",
+    )
+    add_connection_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        add_connection_options(p, suppress=True)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("add", "create a bucket (or confirm an identical one exists)", obj_add)
+    p.add_argument("bucket")
+    p.add_argument("--ttl", type=duration_arg, help="how long objects live (e.g. 24h)")
+    p.add_argument("--max-bytes", type=size_arg, help="largest total bucket size")
+    p.add_argument("--storage", choices=("file", "memory"), help="default: file")
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--description")
+
+    p = command("put", "store a file (FILE - reads stdin)", obj_put)
+    p.add_argument("bucket")
+    p.add_argument("file")
+    p.add_argument("--name", help="object name (default: the file's name)")
+    p.add_argument("--description")
+
+    p = command("get", "fetch an object into a file (-o - for stdout)", obj_get)
+    p.add_argument("bucket")
+    p.add_argument("name")
+    p.add_argument("-o", "--output", help="file to write (default: the object's base name)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    p = command("ls", "list buckets, or the objects in BUCKET", obj_ls)
+    p.add_argument("bucket", nargs="?")
+
+    p = command("info", "show a bucket's status, or one object's metadata", obj_info)
+    p.add_argument("bucket")
+    p.add_argument("name", nargs="?")
+
+    p = command("rm", "delete an object, or the whole bucket when NAME is omitted", obj_rm)
+    p.add_argument("bucket")
+    p.add_argument("name", nargs="?")
+    return parser
+
+
+def object_command(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    return run_command(f"brook object {args.command}", args, args.func)
