@@ -51,11 +51,15 @@ async def _pull(p: Probe, label: str, consumer: str, body: Any, count: int, **kw
 
 
 async def _advisories(p: Probe, label: str, wait: float = 0.05) -> None:
-    """Record (and forget) the advisories received so far, by kind."""
+    """Record (and forget) the advisories received so far, by kind, in stream order:
+    nats-server sends advisories of messages whose deadlines pass together in either order."""
     await p.settle(wait)
     for kind in ADVISORIES:
         msgs = p.drain(f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{S}.>")
         got = [{"subject": m.subject.decode(), "advisory": json.loads(m.payload)} for m in msgs]
+        got.sort(
+            key=lambda g: (g["advisory"].get("stream_seq", 0), g["advisory"].get("consumer_seq", 0))
+        )
         p.record(f"{label}: {kind} advisories", got)
 
 

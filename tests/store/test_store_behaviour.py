@@ -394,6 +394,16 @@ def test_removing_a_subjects_last_message_drops_the_subject(make_store: MakeStor
     assert store.subject_state("b") == SubjectState()
 
 
+def test_last_seqs_per_subject(make_store: MakeStore) -> None:
+    store = make_store()
+    fill(store, ["k.a", "k.b", "k.a", "other", "k.b", "k.c"])
+    assert sorted(store.last_seqs(">")) == [3, 4, 5, 6]
+    assert sorted(store.last_seqs("k.*")) == [3, 5, 6]
+    store.remove(6)
+    assert sorted(store.last_seqs("k.*")) == [3, 5]
+    assert store.last_seqs("none") == []
+
+
 # ---------------------------------------------------------------------- purge
 
 

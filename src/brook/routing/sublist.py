@@ -2,10 +2,14 @@
 
 `match(subject)` returns every subscription whose subject matches a literal subject, with
 queue subscriptions grouped by queue name. Results are cached per subject (at most
-`cache_entries_max`); inserting or removing a subscription drops only the cached subjects
-that subscription matches, so a request/reply workload that subscribes and unsubscribes
-inboxes does not flush the cache of unrelated hot subjects. Mirrors nats-server's
-sublist.go semantics (wire reference §1.10, §1.11).
+`cache_entries_max`, the oldest entry evicted first); inserting or removing a subscription
+drops only the cached subjects that subscription matches, so a request/reply workload that
+subscribes and unsubscribes inboxes does not flush the cache of unrelated hot subjects.
+A result that includes a subscription made with `cache_results=False` is not cached: such
+subscriptions (a JetStream consumer's `$JS.ACK.<stream>.<consumer>.>`) match subjects that
+are each published about once, whose entries would only push hot subjects out of the
+cache. The cache never changes what `match` returns. Mirrors nats-server's sublist.go
+semantics (wire reference §1.10, §1.11).
 """
 
 from __future__ import annotations
@@ -32,10 +36,16 @@ class Subscriber(Protocol):
 
 
 class Subscription:
-    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "subject")
+    __slots__ = ("cache_results", "client", "delivered", "max_msgs", "queue", "sid", "subject")
 
     def __init__(
-        self, client: Subscriber, subject: bytes, sid: bytes, queue: bytes | None = None
+        self,
+        client: Subscriber,
+        subject: bytes,
+        sid: bytes,
+        queue: bytes | None = None,
+        *,
+        cache_results: bool = True,
     ) -> None:
         self.client = client
         self.subject = subject
@@ -43,6 +53,8 @@ class Subscription:
         self.queue = queue
         self.max_msgs = 0  # 0 = no auto-unsubscribe
         self.delivered = 0
+        # False: the subjects it matches are one-off, keep them out of the match cache.
+        self.cache_results = cache_results
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""
@@ -159,11 +171,19 @@ class Sublist:
         # As nats-server: a subject with an empty token (`a..b`, `.a`, `a.`) matches nothing.
         if all(tokens):
             _collect(self._root, tokens, 0, plain, queues)
-        result = (
-            MatchResult(tuple(plain), tuple(tuple(m) for m in queues.values()))
-            if plain or queues
-            else EMPTY
-        )
+        if queues:
+            result = MatchResult(tuple(plain), tuple(map(tuple, queues.values())))
+        elif plain:
+            result = MatchResult(tuple(plain), ())
+        else:
+            result = EMPTY
+        for sub in plain:
+            if not sub.cache_results:
+                return result
+        for members in result.queues:
+            for sub in members:
+                if not sub.cache_results:
+                    return result
         cache = self._cache
         if len(cache) >= self._cache_entries_max:
             if not cache:
@@ -196,23 +216,31 @@ def _collect(
     plain: list[Subscription],
     queues: dict[bytes, list[Subscription]],
 ) -> None:
-    children = node.children
-    last = i == len(tokens) - 1
-    fwc = children.get(b">")
-    if fwc is not None:
-        _add(fwc, plain, queues)
-    pwc = children.get(b"*")
-    if pwc is not None:
-        if last:
-            _add(pwc, plain, queues)
-        else:
-            _collect(pwc, tokens, i + 1, plain, queues)
-    tok = tokens[i]
-    if tok in (b"*", b">"):
-        return  # a wildcard token in a published subject only matches wildcard subscriptions
-    lit = children.get(tok)
-    if lit is not None:
-        if last:
+    """Add the subscriptions under `node` matching `tokens[i:]`: `>` first, then the `*`
+    subtree, then the literal one. The literal path is followed in a loop, recursing
+    only into `*` subtrees (recursion per token was most of the cost of a cache miss)."""
+    last_i = len(tokens) - 1
+    while True:
+        children = node.children
+        if not children:
+            return
+        fwc = children.get(b">")
+        if fwc is not None:
+            _add(fwc, plain, queues)
+        pwc = children.get(b"*")
+        if pwc is not None:
+            if i == last_i:
+                _add(pwc, plain, queues)
+            else:
+                _collect(pwc, tokens, i + 1, plain, queues)
+        tok = tokens[i]
+        if tok == b"*" or tok == b">":
+            return  # a wildcard token in a published subject only matches wildcard subscriptions
+        lit = children.get(tok)
+        if lit is None:
+            return
+        if i == last_i:
             _add(lit, plain, queues)
-        else:
-            _collect(lit, tokens, i + 1, plain, queues)
+            return
+        node = lit
+        i += 1

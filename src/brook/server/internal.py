@@ -36,12 +36,19 @@ class InternalClient:
         self.subs: dict[bytes, Subscription] = {}
 
     def subscribe(
-        self, subject: str | bytes, handler: MessageHandler, queue: bytes | None = None
+        self,
+        subject: str | bytes,
+        handler: MessageHandler,
+        queue: bytes | None = None,
+        *,
+        cache_results: bool = True,
     ) -> Subscription:
+        """`cache_results=False` for a wildcard whose matching subjects are each published
+        about once (ack subjects): see `Subscription.cache_results`."""
         self._next_sid += 1
         sid = b"%d" % self._next_sid
         subj = subject.encode() if isinstance(subject, str) else subject
-        sub = Subscription(self, subj, sid, queue)
+        sub = Subscription(self, subj, sid, queue, cache_results=cache_results)
         self._handlers[id(sub)] = handler
         self.subs[sid] = sub
         self.router.subscribe(sub)

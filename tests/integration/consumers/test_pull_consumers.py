@@ -48,14 +48,15 @@ async def test_fetch_more_than_available(js: Any) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
     msgs = await psub.fetch(10, timeout=2)
-    assert loop.time() - started < 1.0  # ended by the server's 404, not the client timeout
+    assert loop.time() - started < 1.5  # ended by the server's 404, not the client timeout
     assert [m.data for m in msgs] == [b"0", b"1", b"2"]
     assert [m.subject for m in msgs] == ["s.0", "s.1", "s.2"]
     for m in msgs:
         await m.ack()
-    with pytest.raises(nats.errors.TimeoutError):  # nothing left: 404 then client timeout
+    # nats-py raises its TimeoutError or, now and then, asyncio's: both are TimeoutError.
+    with pytest.raises(TimeoutError):  # nothing left: 404 then client timeout
         await psub.fetch(10, timeout=0.5)
-    with pytest.raises(nats.errors.TimeoutError):
+    with pytest.raises(TimeoutError):
         await psub.fetch(1, timeout=0.5)  # a long poll that expires (408)
     # A message arriving during a long poll is delivered to it.
     task = asyncio.ensure_future(psub.fetch(1, timeout=2))

@@ -57,6 +57,12 @@ class ConsumerCore:
         self._floor_c = 0
         self._floor_s = self.delivered_stream_seq
         self._pending: dict[int, Pending] = {}
+        # The keys of `_pending` in ascending order, pruned lazily (`_lowest_pending`): the
+        # lowest pending seq is needed on every ack and input, and `next(iter(dict))` on a
+        # dict used as a FIFO walks over every deleted slot at its front (O(n) per call
+        # with thousands pending). Every key of `_pending` is in it; first deliveries are
+        # strictly ascending, so appends keep it sorted; `restore` rebuilds it.
+        self._order: deque[int] = deque()
         self._rdq: dict[int, None] = {}  # ordered set: redelivery order
         # Given up on after max_deliver, never acked -> delivery count. Interest retention
         # keeps these (as nats-server, for inspection), a late ack still releases them
@@ -163,13 +169,28 @@ class ConsumerCore:
             assert len(self._pending) <= limit + self._pending_limit_slack
         assert all(s <= self.delivered_stream_seq for s in self._pending)
         assert all(self._pending[s].deadline_ns is None for s in self._rdq)
+        assert self._lowest_pending() == (next(iter(self._pending)) if self._pending else None)
+        assert set(self._pending) <= set(self._order)
+
+    def _lowest_pending(self) -> int | None:
+        """The lowest pending stream seq (the first key of `_pending`), or None."""
+        order = self._order
+        pending = self._pending
+        while order:
+            seq = order[0]
+            if seq in pending:
+                return seq
+            order.popleft()
+        return None
 
     def _finish(self, out: list[Action]) -> list[Action]:
         if self._pending:
-            assert next(iter(self._pending)) <= self.delivered_stream_seq
-        limit = self.cfg.max_ack_pending
-        if limit > 0 and self.cfg.tracks_acks:
-            assert len(self._pending) <= limit + self._pending_limit_slack
+            lowest = self._lowest_pending()
+            assert lowest is not None
+            assert lowest <= self.delivered_stream_seq
+            limit = self.cfg.max_ack_pending
+            if limit > 0 and self.cfg.tracks_acks:
+                assert len(self._pending) <= limit + self._pending_limit_slack
         return out
 
     # ------------------------------------------------------------------ internals
@@ -259,7 +280,14 @@ class ConsumerCore:
                 self._floor_s = self.delivered_stream_seq
             elif p.consumer_seq == self._floor_c + 1:
                 self._floor_c, self._floor_s = p.consumer_seq, seq
-                nxt = next((s for s in self._pending if s > seq), None)
+                # The first pending seq above `seq`: the lowest one, unless (never, by the
+                # invariants) something below `seq` is still pending.
+                lowest = self._lowest_pending()
+                nxt = (
+                    lowest
+                    if lowest is None or lowest > seq
+                    else next((s for s in self._pending if s > seq), None)
+                )
                 if nxt is not None:
                     self._floor_c, self._floor_s = self._pending[nxt].consumer_seq - 1, nxt - 1
         elif self.cfg.ack_policy is AckPolicy.ALL:
@@ -296,8 +324,9 @@ class ConsumerCore:
                 return msg, p
             del self._rdq[seq]
             del self._pending[seq]
-        limit = self.cfg.max_ack_pending
-        if self.cfg.tracks_acks and limit > 0 and len(self._pending) >= limit:
+        cfg = self.cfg
+        limit = cfg.max_ack_pending
+        if limit > 0 and len(self._pending) >= limit and cfg.ack_policy is not AckPolicy.NONE:
             return None
         while self._lps:
             msg = self._src.load(self._lps[0])
@@ -312,42 +341,48 @@ class ConsumerCore:
     ) -> list[Action]:
         """Record the delivery of `msg` (as sent: `headers_only` already applied) whose
         wire size is `size`, and return the `Deliver` plus any retention action."""
-        out: list[Action] = []
-        self.delivered_consumer_seq += 1
-        cseq = self.delivered_consumer_seq
+        # Runs once per delivered message: locals instead of repeated attribute lookups.
+        cfg = self.cfg
+        cseq = self.delivered_consumer_seq = self.delivered_consumer_seq + 1
         seq = msg.seq
         self.last_delivered_ns = now_ns
+        retained: Action | None = None  # a retention action following the Deliver
         if p is not None:  # a redelivery
             del self._rdq[seq]
             p.deliveries += 1  # p.consumer_seq stays the first delivery's (nats-server)
             p.last_delivered_ns = now_ns
-            self._arm(seq, p, now_ns + self.cfg.ack_wait_for(p.deliveries))
+            self._arm(seq, p, now_ns + cfg.ack_wait_for(p.deliveries))
             count = p.deliveries
         else:
-            if self._lps and self._lps[0] == seq:
-                self._lps.popleft()
+            lps = self._lps
+            if lps and lps[0] == seq:
+                lps.popleft()
             else:
                 self._next_seq = seq + 1
-                if self._np is not None:
-                    self._np = max(self._np - 1, 0)
-            self.delivered_stream_seq = max(self.delivered_stream_seq, seq)
+                np = self._np
+                if np is not None:
+                    self._np = np - 1 if np > 0 else 0
+            if seq > self.delivered_stream_seq:
+                self.delivered_stream_seq = seq
             count = 1
             self._replay_prev = (msg.ts_ns, now_ns)
-            if self.cfg.tracks_acks:
-                assert not self._pending or next(reversed(self._pending)) < seq
+            if cfg.ack_policy is not AckPolicy.NONE:  # cfg.tracks_acks
+                pending = self._pending
+                assert not pending or next(reversed(pending)) < seq
                 q = Pending(cseq, 1, None, now_ns, now_ns)
-                self._pending[seq] = q
-                self._arm(seq, q, now_ns + self.cfg.ack_wait_for(1))
+                pending[seq] = q
+                self._order.append(seq)
+                self._arm(seq, q, now_ns + cfg.ack_wait_for(1))
             else:  # ack none: delivered is acknowledged
                 self._floor_c, self._floor_s = cseq, self.delivered_stream_seq
-                if self.cfg.retention is Retention.WORKQUEUE:
-                    out.append(RemoveMessage(seq))
-                elif self.cfg.retention is Retention.INTEREST:
-                    out.append(Acked(seq))
-        if self.cfg.rate_limit_bps > 0:
+                if cfg.retention is Retention.WORKQUEUE:
+                    retained = RemoveMessage(seq)
+                elif cfg.retention is Retention.INTEREST:
+                    retained = Acked(seq)
+        if cfg.rate_limit_bps > 0:
             self._rl_tokens -= size
-        out.insert(0, Deliver(msg, reply, ack, cseq, seq, count, self.num_pending(), msg.ts_ns))
-        return out
+        sent = Deliver(msg, reply, ack, cseq, seq, count, self.num_pending(), msg.ts_ns)
+        return [sent] if retained is None else [sent, retained]
 
     # ------------------------------------------------------------------ pacing
 
@@ -421,8 +456,11 @@ class ConsumerCore:
         if self.paused(now_ns):
             self._held_until = self.cfg.paused_until_ns
             return self._expire_no_wait(out)
-        if self.cfg.is_push:
-            target = self.cfg.deliver_subject
+        cfg = self.cfg
+        # `_hold` has nothing to hold back (and changes nothing) without pacing.
+        paced = cfg.replay_original or cfg.rate_limit_bps > 0
+        if cfg.is_push:
+            target = cfg.deliver_subject
             assert target is not None
             while (
                 self._push_interest
@@ -431,31 +469,31 @@ class ConsumerCore:
             ):
                 msg, p = c
                 ack = self._ack_subject_for(msg, p)
-                if self.cfg.headers_only:
+                if cfg.headers_only:
                     msg = headers_only(msg)
                 size = message_size(msg.subject, ack, msg.header, msg.data)
-                if (at := self._hold(msg, p, size, now_ns)) is not None:
+                if paced and (at := self._hold(msg, p, size, now_ns)) is not None:
                     self._held_until = at
                     break
                 out += self._deliver(msg, p, target, ack, now_ns, size)
-                if self.cfg.flow_control:
+                if cfg.flow_control:
                     self._fc_account(size, out)
                 if self._push_hb_at is not None:
-                    self._push_hb_at = now_ns + self.cfg.idle_heartbeat_ns
+                    self._push_hb_at = now_ns + cfg.idle_heartbeat_ns
             return out
         waiting = self._waiting
         while waiting and (c := self._candidate(now_ns, out)) is not None:
             msg, p = c
             w = waiting[0]
             ack = self._ack_subject_for(msg, p)
-            if self.cfg.headers_only:
+            if cfg.headers_only:
                 msg = headers_only(msg)
             size = message_size(msg.subject, ack, msg.header, msg.data)
             if w.max_bytes > 0 and size > w.bytes_left:
                 waiting.popleft()
                 out.append(w.pending_status(409, "Message Size Exceeds MaxBytes"))
                 continue
-            if (at := self._hold(msg, p, size, now_ns)) is not None:
+            if paced and (at := self._hold(msg, p, size, now_ns)) is not None:
                 self._held_until = at
                 break
             out += self._deliver(msg, p, w.reply, ack, now_ns, size)

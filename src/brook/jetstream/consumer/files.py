@@ -61,6 +61,10 @@ class ConsumerFiles:
         self._executor = executor
         self._loop: asyncio.AbstractEventLoop | None = None
         self._files: dict[Path, _File] = {}
+        # The same records keyed by their runner (identity), always {cf.runner: cf for cf in
+        # _files.values()}: `changed` runs on every ack and delivery, and rebuilding the
+        # runner's Path (and hashing it) there cost more than the rest of the hook.
+        self._by_runner: dict[ConsumerRunner, _File] = {}
         self._closed = False  # no background flushes any more (shutdown)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -80,9 +84,17 @@ class ConsumerFiles:
 
     # ------------------------------------------------------------------ lifecycle of one
 
+    def _drop(self, path: Path | None) -> _File | None:
+        """Remove and return the record kept for `path`, from both indexes."""
+        cf = self._files.pop(path, None) if path is not None else None
+        if cf is not None and self._by_runner.get(cf.runner) is cf:
+            del self._by_runner[cf.runner]
+        return cf
+
     def track(self, runner: ConsumerRunner, path: Path, *, write_now: bool) -> None:
         """Start persisting `runner`; a new consumer's file is written before this returns."""
-        self._files[path] = _File(runner, path)
+        self._drop(path)
+        self._files[path] = self._by_runner[runner] = _File(runner, path)
         if write_now:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, _record(runner))
@@ -99,8 +111,7 @@ class ConsumerFiles:
 
     def forget(self, runner: ConsumerRunner, *, unlink: bool) -> None:
         """The consumer (or its stream) is deleted; `unlink` removes its file too."""
-        path = self.path_for(runner.stream, runner.config)
-        cf = self._files.pop(path, None) if path is not None else None
+        cf = self._drop(self.path_for(runner.stream, runner.config))
         if cf is None:
             return
         cf.deleted = True
@@ -112,16 +123,14 @@ class ConsumerFiles:
 
     def release(self, runner: ConsumerRunner) -> None:
         """Shutdown: stop tracking without touching the (already written) file."""
-        path = self.path_for(runner.stream, runner.config)
-        if path is not None:
-            self._files.pop(path, None)
+        self._drop(self.path_for(runner.stream, runner.config))
 
     # ------------------------------------------------------------------ state changes
 
     def changed(self, runner: ConsumerRunner, changed: bool, waiter: Waiter | None) -> None:
         """The runner's `on_change` hook: schedule a flush; answer `waiter` once durable."""
-        cf = self._file(runner)
-        if cf is None or cf.runner is not runner:
+        cf = self._by_runner.get(runner)  # the record `_file(runner)` finds, if it is runner's
+        if cf is None:
             if waiter is not None:
                 waiter()
             return

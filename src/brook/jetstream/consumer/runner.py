@@ -32,8 +32,8 @@ from typing import Any
 from brook.jetstream.consumer.acks import (
     AckKind,
     PullRequestError,
+    ack_sequences,
     parse_ack_payload,
-    parse_ack_subject,
     parse_pull_request,
 )
 from brook.jetstream.consumer.actions import (
@@ -118,13 +118,16 @@ class ConsumerRunner:
         self._on_change = on_change
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        self._rearm_soon: asyncio.Handle | None = None  # `_rearm_later`'s pending call
+        self._dispatch_soon: asyncio.Handle | None = None  # `_dispatch_later`'s pending call
         self._last_activity_ns = created_ns
         self.state = self._new_state()
         self._mark = self._fingerprint()
         prefix = f"{stream.name}.{self.name}"
         self._subs: list[Subscription] = [
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
-            internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack),
+            # Every ack subject is unique (it carries the sequences): not worth caching.
+            internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack, cache_results=False),
         ]
         if config.flow_control:
             self._subs.append(internal.subscribe(f"$JS.FC.{prefix}.>", self._on_flow_control))
@@ -189,11 +192,7 @@ class ConsumerRunner:
         lps: list[int] = []
         if policy is DeliverPolicy.LAST_PER_SUBJECT:
             for f in c.filters or [">"]:
-                subjects = store.state(subjects_filter=f).subjects or {}
-                for subject in subjects:
-                    m = store.load_last(subject)
-                    if m is not None:
-                        lps.append(m.seq)
+                lps.extend(store.last_seqs(f))
         return ConsumerState(
             settings_for(c, self.stream),
             source,
@@ -253,6 +252,12 @@ class ConsumerRunner:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._rearm_soon is not None:
+            self._rearm_soon.cancel()
+            self._rearm_soon = None
+        if self._dispatch_soon is not None:
+            self._dispatch_soon.cancel()
+            self._dispatch_soon = None
         deleted = self.state.consumer_deleted()
         if notify:
             self._execute(deleted)
@@ -297,18 +302,24 @@ class ConsumerRunner:
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
-        meta = parse_ack_subject(subject.decode("utf-8", "surrogateescape"))
+        seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
         now = self._now_ns()
         self._last_activity_ns = now
-        if meta is not None and ack is not None:
+        if seqs is not None and ack is not None:
+            delivered, stream_seq, consumer_seq = seqs
             self._prune_requests()
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
-            if not self.state.acceptable(meta.stream_seq):
+            if not self.state.acceptable(stream_seq):
                 return None  # not delivered yet: ignored, and an ack_sync gets no answer
+            # A push consumer at max_ack_pending delivers one message per ack: the acks of
+            # one read chunk are applied one by one, their deliveries made together once.
+            batch = ack.kind is AckKind.ACK and self._loop is not None and self.state.cfg.is_push
             actions = self.state.ack_payload(
-                meta.stream_seq, meta.consumer_seq, ack, now, inbox, meta.delivered
+                stream_seq, consumer_seq, ack, now, inbox, delivered, dispatch=not batch
             )
+            if batch:
+                self._dispatch_later()
             if ack.kind is AckKind.NXT:
                 self._run(actions)
                 return None
@@ -367,7 +378,7 @@ class ConsumerRunner:
 
     def _run(self, actions: list[Action], *, waiter: Callable[[], None] | None = None) -> None:
         self._execute(actions)
-        self._rearm()
+        self._rearm_later()
         self._changed(waiter)
 
     def _fingerprint(self) -> tuple[int, ...]:
@@ -413,12 +424,41 @@ class ConsumerRunner:
                 if retention is not None:
                     retention.released(a.seq)
 
+    def _dispatch_later(self) -> None:
+        """`ConsumerState.dispatch` once, at the end of this loop iteration (see `_on_ack`)."""
+        if self._loop is not None and self._dispatch_soon is None:
+            self._dispatch_soon = self._loop.call_soon(self._dispatch_deferred)
+
+    def _dispatch_deferred(self) -> None:
+        self._dispatch_soon = None
+        if self._subs:  # not stopped meanwhile
+            self._run(self.state.dispatch(self._now_ns()))
+
+    def _rearm_later(self) -> None:
+        """`_rearm` once, at the end of this loop iteration, for all the inputs handled in
+        it: a read chunk of acks is hundreds of inputs, each of which moves the lowest
+        pending message's ack deadline, and re-arming after each one was a tenth of the
+        cost of an ack. The timer ends up where `_rearm` after the last input would put it;
+        if it fires first, `_on_timer` works from the current state as it always does."""
+        if self._loop is None or not self._subs:
+            return
+        if self._rearm_soon is None:
+            self._rearm_soon = self._loop.call_soon(self._rearm_deferred)
+
+    def _rearm_deferred(self) -> None:
+        self._rearm_soon = None
+        self._rearm()
+
     def _rearm(self) -> None:
         if self._loop is None or not self._subs:
             return
+        at = self.state.next_deadline() or None  # as before: an unset or 0 time is no time
+        gc = self._gc_deadline()
+        if gc and (at is None or gc < at):
+            at = gc
         resume = self.config.pause_until if self._was_paused else None
-        times = [t for t in (self.state.next_deadline(), self._gc_deadline(), resume) if t]
-        at = min(times) if times else None
+        if resume and (at is None or resume < at):
+            at = resume
         if at == self._timer_at:
             return
         if self._timer is not None:

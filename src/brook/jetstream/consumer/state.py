@@ -81,6 +81,10 @@ class ConsumerState(ConsumerCore):
         self._fc_window = min(self._fc_window * 2, self.cfg.fc_window_max_bytes)
         return self._finish(self._dispatch(now_ns))
 
+    def dispatch(self, now_ns: int) -> list[Action]:
+        """Deliver what can be delivered now (after inputs given `dispatch=False`)."""
+        return self._finish(self._dispatch(now_ns))
+
     def settings_changed(self, now_ns: int) -> list[Action]:
         """`cfg` was replaced (an update or a pause/resume): deliver what the new settings
         allow now."""
@@ -169,6 +173,7 @@ class ConsumerState(ConsumerCore):
         reply: str | None = None,
         next_request: PullRequest | None = None,
         deliveries: int = 1,
+        dispatch: bool = True,
     ) -> list[Action]:
         """An ack verb for the delivery named by the ack subject (stream and consumer seq,
         delivery count), as nats-server's `processAck`.
@@ -176,7 +181,8 @@ class ConsumerState(ConsumerCore):
         Acks of sequences beyond the consumer's position are ignored (`acceptable`);
         NAK and WPI only act on pending messages; TERM acknowledges and always sends its
         advisory; `+NXT` acknowledges and then runs `next_request` (default batch 1) with
-        `reply` (the ack message's reply subject).
+        `reply` (the ack message's reply subject). With `dispatch=False` the deliveries the
+        ack makes possible are left to a later `dispatch()` (the owner batches them).
         """
         if not self.acceptable(stream_seq):
             return []
@@ -203,7 +209,8 @@ class ConsumerState(ConsumerCore):
         elif kind is AckKind.WPI:
             self._rdq.pop(stream_seq, None)
             self._arm(stream_seq, p, now_ns + self.cfg.ack_wait_for(p.deliveries))
-        out += self._dispatch(now_ns)
+        if dispatch:
+            out += self._dispatch(now_ns)
         if kind is AckKind.NXT and reply is not None:
             req = next_request or PullRequest()
             out += self.pull(reply, req, now_ns)
@@ -217,6 +224,8 @@ class ConsumerState(ConsumerCore):
         now_ns: int,
         reply: str | None = None,
         deliveries: int = 1,
+        *,
+        dispatch: bool = True,
     ) -> list[Action]:
         return self.ack(
             stream_seq,
@@ -228,6 +237,7 @@ class ConsumerState(ConsumerCore):
             reply=reply,
             next_request=payload.next_request,
             deliveries=deliveries,
+            dispatch=dispatch,
         )
 
     def acceptable(self, stream_seq: int) -> bool:
@@ -271,14 +281,22 @@ class ConsumerState(ConsumerCore):
             if p is not None and p.deadline_ns == deadline:
                 break
             heapq.heappop(timers)
-        times = [timers[0][0]] if timers else []
+        # The minimum of the candidates that are set, without building a list (per input).
+        at = timers[0][0] if timers else None
         for w in self._waiting:
-            times += [t for t in (w.expires_at_ns, w.next_heartbeat_ns) if t is not None]
-        if self._push_hb_at is not None:
-            times.append(self._push_hb_at)
-        if self._held_until is not None:
-            times.append(self._held_until)
-        return min(times) if times else None
+            t = w.expires_at_ns
+            if t is not None and (at is None or t < at):
+                at = t
+            t = w.next_heartbeat_ns
+            if t is not None and (at is None or t < at):
+                at = t
+        t = self._push_hb_at
+        if t is not None and (at is None or t < at):
+            at = t
+        t = self._held_until
+        if t is not None and (at is None or t < at):
+            at = t
+        return at
 
     # ------------------------------------------------------------------ persistence
 
@@ -333,6 +351,7 @@ class ConsumerState(ConsumerCore):
             p = Pending(int(c), int(d), None, int(first), int(last))
             self._pending[int(s)] = p
             self._arm(int(s), p, now_ns + self.cfg.ack_wait_for(p.deliveries))
+        self._order = deque(self._pending)
         limit = self.cfg.max_ack_pending
         self._pending_limit_slack = max(len(self._pending) - limit, 0) if limit > 0 else 0
         self.check_invariants()

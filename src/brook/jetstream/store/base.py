@@ -168,6 +168,11 @@ class MessageStore(Protocol):
         """Per-subject message counts for subjects matching the filter."""
         ...
 
+    def last_seqs(self, filter_subject: str) -> list[int]:
+        """The last sequence of every subject matching the filter, from the index (no
+        message is read): deliver policy `last_per_subject` over a million KV keys."""
+        ...
+
     def expire_before(self, ts_ns: int) -> list[int]:
         """Remove every message stored before `ts_ns` (max_age); returns removed sequences.
 

@@ -278,6 +278,10 @@ class MemoryStore:
             subject: len(seqs) for subject, seqs in self._matching(compile_filter(filter_subject))
         }
 
+    def last_seqs(self, filter_subject: str) -> list[int]:
+        self._check_open()
+        return [seqs.last() for _, seqs in self._matching(compile_filter(filter_subject))]
+
     # ------------------------------------------------------------------ internals
 
     def _check_open(self) -> None:

@@ -225,6 +225,32 @@ def decode_message(record: bytes) -> Message:
     )
 
 
+def decode_message_fields(record: bytes) -> tuple[int, int, int, bytes, bytes, bytes]:
+    """`decode_message` as a plain tuple (seq, ts_ns, flags, subject, header, data).
+
+    Every delivery to a consumer reads one record back: the valid case is checked inline
+    (the same rules as `validate` for a MSG record, CRC included) and builds no frozen
+    dataclass; anything else goes through `decode_message`, which raises its usual error.
+    """
+    n = len(record)
+    if n >= OVERHEAD:
+        magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(record)
+        crc_at = n - CRC_SIZE
+        if (
+            magic == MAGIC
+            and version == VERSION
+            and rtype == T_MSG
+            and length == n == OVERHEAD + sl + hl + dl
+            and sl > 0
+            and zlib.crc32(memoryview(record)[:crc_at]) == _CRC.unpack_from(record, crc_at)[0]
+        ):
+            a = HEADER_SIZE + sl
+            b = a + hl
+            return seq, ts, flags, record[HEADER_SIZE:a], record[a:b], record[b:crc_at]
+    m = decode_message(record)  # raises RecordError for every record refused above
+    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
+
+
 def accounted_size(subj_len: int, hdr_len: int, data_len: int) -> int:
     """Bytes the file store accounts for a message (nats-server `fileStoreMsgSize`)."""
     return subj_len + data_len + (34 + hdr_len if hdr_len else 30)

@@ -27,6 +27,9 @@ def next_live(index: Index, flt: SubjectFilter, start_seq: int) -> tuple[Segment
     if not index.messages or start > index.last:
         return None
     if flt.match_all:
+        here = index.locate(start)  # a consumer reading in order: `start` itself is live
+        if here is not None:
+            return here
         for _seq, seg, k in index.iter_live(start):
             return seg, k
         return None

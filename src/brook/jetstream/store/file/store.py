@@ -3,7 +3,12 @@
 The on-disk format is docs/storage-format.md; this module is the writer. Every change is a
 record appended to the active segment before the in-memory index (`index.py`) changes, so a
 failed write leaves the index as it was, and the index is always what replaying the log
-would give. Reading a message is one pread(); payloads are never kept in memory.
+would give. Reading a message is one pread(); payloads are not kept in memory, except in
+a few small read-ahead buffers (`_record`): a reader going through the log in order (a
+consumer) gets one pread() per `READ_AHEAD_BYTES` instead of one per message. They cannot
+go stale: the bytes of a live message's record never change (records are only appended;
+an erase overwrites a record whose slot is dropped from the index at once, and reads
+always go through the index).
 
 Threads: every method but `sync()` runs on the event loop. `sync()` may run in a worker
 thread at the same time (group commit). They share three things, guarded by `_lock`: the set
@@ -46,6 +51,8 @@ from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BY
 from brook.jetstream.store.filters import compile_filter
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+READ_AHEAD_BYTES = 32 * 1024
+READ_AHEAD_READERS = 4  # buffers kept, most recently used first
 
 
 class FileStore:
@@ -80,6 +87,8 @@ class FileStore:
         self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
         self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
         self._closed = False
+        # (segment, file offset, bytes read there) per sequential reader: see `_record`.
+        self._ahead: list[tuple[Segment, int, bytes]] = []
         self.syncs = 0
         self._index = Index(first_seq)
         self._active: Segment
@@ -208,6 +217,11 @@ class FileStore:
 
     def load_next(self, filter_subject: str, start_seq: int) -> StoredMessage | None:
         self._check_open()
+        if not filter_subject or filter_subject == ">":
+            # An unfiltered consumer reading in order: `start_seq` itself is live.
+            loc = self._index.locate(start_seq)
+            if loc is not None:
+                return self._read(*loc)
         loc = q.next_live(self._index, compile_filter(filter_subject), start_seq)
         return None if loc is None else self._read(*loc)
 
@@ -237,6 +251,11 @@ class FileStore:
         self._check_open()
         flt = compile_filter(filter_subject)
         return {e.name: len(e) for e in self._index.subjects.matching(flt)}
+
+    def last_seqs(self, filter_subject: str) -> list[int]:
+        self._check_open()
+        flt = compile_filter(filter_subject)
+        return [e.last() for e in self._index.subjects.matching(flt)]
 
     # ------------------------------------------------------------------ durability
 
@@ -272,6 +291,7 @@ class FileStore:
     def close(self) -> None:
         if self._closed:
             return
+        self._ahead.clear()
         try:
             if self._failed is None:
                 self.sync()
@@ -308,15 +328,43 @@ class FileStore:
     def _read(self, seg: Segment, k: int) -> StoredMessage:
         seq = seg.base + k
         try:
-            msg = fmt.decode_message(seg.read(seg.offs[k], seg.lens[k] & LEN_MASK))
+            found, ts_ns, flags, _subject, header, data = fmt.decode_message_fields(
+                self._record(seg, k)
+            )
         except fmt.RecordError as exc:
             raise StoreError(f"{seg.path}: record of sequence {seq} is corrupt: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
-        if msg.seq != seq or msg.flags & fmt.F_ERASED:
+        if found != seq or flags & fmt.F_ERASED:
             raise StoreError(f"{seg.path}: slot of sequence {seq} holds another record")
         subject = self._index.subjects.name_of(seg.sids[k])
-        return StoredMessage(seq, subject, msg.header or None, msg.data, msg.ts_ns)
+        return StoredMessage(seq, subject, header or None, data, ts_ns)
+
+    def _record(self, seg: Segment, k: int) -> bytes:
+        """The bytes of slot `k`'s record, as `seg.read` returns them. A read that lies in a
+        buffer is served from it; one that starts at most `READ_AHEAD_BYTES` past the end of
+        a buffer of the same segment continues a sequential reader, and reads ahead; any
+        other read starts a new (one-record) buffer, so that a reader is recognised by its
+        second read. Raises OSError as `seg.read` does."""
+        off = seg.offs[k]
+        n = seg.lens[k] & LEN_MASK
+        ahead = self._ahead
+        for i, (bseg, start, buf) in enumerate(ahead):
+            if bseg is not seg or off < start:
+                continue
+            rel = off - start
+            have = len(buf)
+            if rel + n <= have:
+                return buf[rel : rel + n]
+            if rel - have < READ_AHEAD_BYTES:
+                buf = seg.read(off, max(n, min(READ_AHEAD_BYTES, seg.size - off)))
+                del ahead[i]
+                ahead.insert(0, (seg, off, buf))
+                return buf[:n] if len(buf) > n else buf
+        record = seg.read(off, n)
+        ahead.insert(0, (seg, off, record))
+        del ahead[READ_AHEAD_READERS:]
+        return record
 
     def _append_record(self, record: bytes) -> Segment:
         """Append to the active segment (rolling first if it is full); returns it."""

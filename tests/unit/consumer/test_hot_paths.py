@@ -1,0 +1,75 @@
+"""The consumer hot paths' shortcuts agree with the general code they stand in for.
+
+`ack_sequences` (bytes, per ack) against `parse_ack_subject`; `decode_message_fields` (per
+delivery) against `decode_message`, on valid and damaged records alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brook.jetstream.consumer.acks import ack_sequences, parse_ack_subject
+from brook.jetstream.store.file import format as fmt
+
+# Tokens that are digits for some parsers and not others, or not tokens at all.
+TRICKY = ["", "0", "7", "123", "+1", "-1", "1_0", " 1", "1 ", "\u0661", "²", "12a", "_", "x"]
+token = st.one_of(st.sampled_from(TRICKY), st.text(min_size=0, max_size=4))
+
+
+def _meta_seqs(subject: str) -> tuple[int, int, int] | None:
+    meta = parse_ack_subject(subject)
+    return None if meta is None else (meta.delivered, meta.stream_seq, meta.consumer_seq)
+
+
+@given(st.lists(token, min_size=0, max_size=13), st.sampled_from(["$JS.ACK", "$JS.X", "JS.ACK"]))
+def test_ack_sequences_agrees_with_parse_ack_subject(tokens: list[str], prefix: str) -> None:
+    subject = ".".join([prefix, *tokens])
+    raw = subject.encode("utf-8", "surrogatepass")
+    assert ack_sequences(raw) == _meta_seqs(raw.decode("utf-8", "surrogateescape"))
+
+
+def test_ack_sequences_of_both_versions() -> None:
+    assert ack_sequences(b"$JS.ACK.S.C.2.10.7.1700.4") == (2, 10, 7)
+    assert ack_sequences(b"$JS.ACK._.HASH.S.C.3.10.7.1700.4.extra") == (3, 10, 7)
+    assert ack_sequences(b"$JS.ACK.S.C.2.10.\xd9\xa1.1700.4") is None  # Arabic-Indic one
+    assert ack_sequences(b"$JS.ACK.S..2.10.7.1700.4") is None
+
+
+@given(
+    st.integers(1, 2**40),
+    st.binary(min_size=1, max_size=20),
+    st.binary(max_size=30),
+    st.binary(max_size=50),
+    st.data(),
+)
+def test_decode_message_fields_agrees_with_decode_message(
+    seq: int, subject: bytes, header: bytes, data: bytes, draw: st.DataObject
+) -> None:
+    record = fmt.encode_message(seq, 1_700_000_000_000_000_000, subject, header, data)
+    cut = draw.draw(st.integers(0, len(record)))
+    flip = draw.draw(st.integers(0, len(record) - 1))
+    damaged = [
+        record,
+        record[:cut],
+        record[:flip] + bytes([record[flip] ^ 0x5A]) + record[flip + 1 :],
+        record + b"\x00",
+    ]
+    for candidate in damaged:
+        assert _outcome(fmt.decode_message_fields, candidate) == _outcome(
+            lambda r: _fields(fmt.decode_message(r)), candidate
+        )
+
+
+def _fields(m: fmt.Message) -> tuple[int, int, int, bytes, bytes, bytes]:
+    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
+
+
+def _outcome(decode: Callable[[bytes], object], record: bytes) -> object:
+    """What `decode` returns, or the text of the RecordError it raises."""
+    try:
+        return decode(record)
+    except fmt.RecordError as exc:
+        return f"RecordError: {exc}"
