@@ -316,3 +316,40 @@ async def test_slow_consumer_is_dropped_and_others_are_unaffected(limits: dict[s
         stalled.close()
         await healthy.close()
         await publisher.close()
+
+
+async def test_a_slow_but_reading_subscriber_outlives_the_write_deadline() -> None:
+    """As nats-server's write deadline: a client that keeps taking bytes, however far
+    behind, is not cut off (max_pending bounds it); only one that takes nothing is."""
+    async with brook.serve(port=0, write_deadline_s=0.3) as srv:
+        loop = asyncio.get_running_loop()
+        slow = socket.socket()  # default buffers: a tiny window stalls TCP itself
+        slow.setblocking(False)
+        await loop.sock_connect(slow, ("127.0.0.1", srv.port))
+        slow.send(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\n')
+        publisher = await nats.connect(srv.url, allow_reconnect=False)
+        async with asyncio.timeout(5):
+            while srv.router.sublist.count < 1:
+                await asyncio.sleep(0.01)
+        total = 2000 * 16 * 1024
+
+        async def read_slowly() -> None:
+            received = 0
+            while received < total:
+                data = await loop.sock_recv(slow, 64 * 1024)
+                assert data, "the server closed a subscriber that kept reading"
+                received += len(data)
+                await asyncio.sleep(0.005)
+
+        # 32 MB: more than the kernel buffers hold, read at at most 13 MB/s from the start,
+        # so the server's output stays paused far longer than the deadline while it is read.
+        reader = asyncio.ensure_future(read_slowly())
+        for i in range(2000):
+            await publisher.publish("flood", b"x" * 16 * 1024)
+            if i % 100 == 0:
+                await publisher.flush()
+        await publisher.flush()
+        await asyncio.wait_for(reader, 30)
+        assert srv.slow_consumers == 0
+        slow.close()
+        await publisher.close()

@@ -70,6 +70,8 @@ class ClientConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self._write_paused_handle: asyncio.TimerHandle | None = None
+        self._written = 0  # bytes handed to the transport, ever
+        self._sent_at_check = 0  # bytes the kernel had taken at the last deadline check
         # Keep-alive and timers.
         self.started_mono = time.monotonic()
         self.started_at = time.time()
@@ -415,6 +417,7 @@ class ClientConnection(asyncio.Protocol):
         if self._trace:
             log.debug("cid=%d ->> %r", self.cid, data[:_TRACE_BYTES_MAX])
         transport.write(data)
+        self._written += len(data)
         if transport.get_write_buffer_size() > self.server.settings.max_pending_bytes:
             self._slow_consumer("socket buffer over max_pending")
 
@@ -428,14 +431,27 @@ class ClientConnection(asyncio.Protocol):
         buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
         return self._out_bytes + buffered
 
+    def _sent(self) -> int:
+        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._written - buffered
+
     def pause_writing(self) -> None:
-        # The kernel is not taking our bytes; give the client `write_deadline_s` to catch up.
+        # The kernel is not taking our bytes fast enough. As nats-server's write deadline,
+        # a client is slow only if it takes nothing at all for `write_deadline_s`; one that
+        # keeps reading, however far behind, is bounded by max_pending instead.
         if self._write_paused_handle is None:
+            self._sent_at_check = self._sent()
             self._write_paused_handle = self.loop.call_later(
-                self.server.settings.write_deadline_s,
-                self._slow_consumer,
-                "write deadline exceeded",
+                self.server.settings.write_deadline_s, self._write_deadline
             )
+
+    def _write_deadline(self) -> None:
+        self._write_paused_handle = None
+        sent = self._sent()
+        if sent == self._sent_at_check:
+            self._slow_consumer("write deadline exceeded")
+        elif not self.closed:
+            self.pause_writing()  # it made progress: check again after another deadline
 
     def resume_writing(self) -> None:
         if self._write_paused_handle is not None:
