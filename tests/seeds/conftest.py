@@ -157,7 +157,11 @@ class Examples:
     async def start(self, name: str) -> Script:
         """Start `python <name>.py` as its author would, unbuffered so that lines arrive live."""
         path = self.workdir / f"{name}.py"
-        path.write_text(self.source(name))
+        source = self.source(name)
+        # Written once: rewriting it while an earlier copy of the script starts (three
+        # subscribers) can let that interpreter read a truncated file and exit silently.
+        if not path.exists() or path.read_text() != source:
+            path.write_text(source)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(path),
