@@ -31,7 +31,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -44,7 +43,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 import brook
 from brook.jetstream.store.check import check_store
-from tests.support.natsserver import free_port, wait_for_port
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,16 +62,6 @@ SEED = int(os.environ.get("BROOK_CRASH_SEED", "11"))
 # carries the same Nats-Msg-Id but a new attempt number, so a message lost to a kill and
 # stored again is told apart from the one that survived.
 Key = tuple[int, int, int]
-
-
-def start(store: Path, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--jetstream", "--store-dir", str(store)]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    with open(store.parent / "server.log", "ab") as log:  # the child keeps its own handle
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    wait_for_port(port)
-    return proc
 
 
 def rewinds(store: Path) -> int:
@@ -339,7 +329,7 @@ async def test_confirmed_acks_survive_sigkill(tmp_path: Path) -> None:
     url = f"nats://127.0.0.1:{port}"
     ledgers = {name: Ledger(name) for name in ("pull", "push")}
 
-    proc = start(store, port)
+    proc = start_brook(store, port, log=store.parent / "server.log")
     try:
         nc = await nats.connect(url, allow_reconnect=False)
         js = nc.jetstream(timeout=5)
@@ -353,10 +343,10 @@ async def test_confirmed_acks_survive_sigkill(tmp_path: Path) -> None:
         await nc.close()
         for rnd in range(ROUNDS):
             if rnd:
-                proc = start(store, port)
+                proc = start_brook(store, port, log=store.parent / "server.log")
             await run_round(url, proc, rnd, ledgers, rng, kill_after=rng.uniform(0.5, 1.5))
             assert proc.poll() is not None
-        proc = start(store, port)
+        proc = start_brook(store, port, log=store.parent / "server.log")
 
         async def done(js: Any) -> bool:
             return await drained(js, total)
@@ -364,7 +354,9 @@ async def test_confirmed_acks_survive_sigkill(tmp_path: Path) -> None:
         await run_round(url, proc, ROUNDS, ledgers, rng, kill_after=None, done=done)
         before = await final_checks(url, total)
         assert stop(proc, signal.SIGTERM) == 0
-        proc = start(store, port)  # a clean restart keeps the drained state
+        proc = start_brook(
+            store, port, log=store.parent / "server.log"
+        )  # a clean restart keeps the drained state
         after = await final_checks(url, total)
         assert [seqs(i) for i in after] == [seqs(i) for i in before]
         assert stop(proc, signal.SIGTERM) == 0
@@ -401,7 +393,7 @@ async def test_confirmed_acks_survive_sigkill_while_publishing(tmp_path: Path) -
     async def extra(js: Any) -> None:
         await publisher(js, pubs, total)
 
-    proc = start(store, port)
+    proc = start_brook(store, port, log=store.parent / "server.log")
     try:
         nc = await nats.connect(url, allow_reconnect=False)
         js = nc.jetstream(timeout=5)
@@ -410,14 +402,14 @@ async def test_confirmed_acks_survive_sigkill_while_publishing(tmp_path: Path) -
         await nc.close()
         for rnd in range(ROUNDS):
             if rnd:
-                proc = start(store, port)
+                proc = start_brook(store, port, log=store.parent / "server.log")
             await run_round(
                 url, proc, rnd, ledgers, rng,
                 kill_after=kill_after[rnd], extra=extra,
             )  # fmt: skip
             assert proc.poll() is not None
         assert pubs.todo or pubs.next_id < total, "publishing must span every kill"
-        proc = start(store, port)
+        proc = start_brook(store, port, log=store.parent / "server.log")
 
         async def done(js: Any) -> bool:
             if pubs.todo or len(pubs.acked) < total:

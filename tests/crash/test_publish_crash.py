@@ -17,13 +17,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import nats
 import pytest
 
-from tests.support.natsserver import free_port, wait_for_port
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,17 +34,6 @@ IN_FLIGHT = 64
 def payload(k: int) -> bytes:
     digest = hashlib.sha256(b"%d" % k).digest()
     return digest * (1 + k % 7)  # varied sizes, content derivable from the id
-
-
-def start(store: Path, port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--jetstream", "--store-dir", str(store)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    wait_for_port(port)
-    return proc
 
 
 async def publish_until_killed(
@@ -112,7 +101,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     todo: list[int] = []
     interrupted = 0
     for _ in range(ROUNDS):
-        proc = start(store, port)
+        proc = start_brook(store, port)
         try:
             next_k = await publish_until_killed(url, proc, todo, acked, rng, next_k)
         finally:
@@ -122,7 +111,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
         interrupted += bool(todo)
     assert interrupted == ROUNDS, "every kill must land while publishes are in flight"
     assert acked, "some publishes must have been acknowledged"
-    proc = start(store, port)
+    proc = start_brook(store, port)
     try:
         stored = await read_all(url)
     finally:

@@ -4,7 +4,6 @@ memory store: no sockets, no sleeping. Each expectation was observed on nats-ser
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,41 +12,9 @@ from brook.jetstream import ttl
 from brook.jetstream.errors import ApiError
 from brook.jetstream.models import parse_stream_config, stream_config_to_json
 from brook.jetstream.models.stream_config import check_update, parse_stream_update
-from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
-
-SECOND = 1_000_000_000
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000 * SECOND
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def make(**config: Any) -> tuple[Stream, Clock, list[dict[str, Any]]]:
-    clock = Clock()
-    acks: list[dict[str, Any]] = []
-    cfg = parse_stream_config(
-        {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}, subject_name="S"
-    )
-    stream = Stream(
-        cfg,
-        MemoryStore(first_seq=1),
-        now_ns=clock,
-        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
-        committer=None,
-        created_ns=clock.now,
-    )
-    return stream, clock, acks
-
-
-def publish(stream: Stream, subject: str, data: bytes = b"x", **headers: str) -> None:
-    block = hdrs.encode([(k.replace("_", "-"), v) for k, v in headers.items()]) if headers else None
-    stream.ingest(subject.encode(), b"_INBOX.r", block, data)
+from tests.support.streams import SECOND, make, publish
 
 
 def messages(stream: Stream) -> list[tuple[int, str, dict[str, str], bytes]]:

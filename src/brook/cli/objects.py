@@ -1,7 +1,8 @@
 """`brook object`: Object Store buckets on any NATS server (Brook or nats-server).
 
 Thin wrappers over nats-py's Object Store API (chunked puts, digest-checked gets), sharing
-connection options, output helpers and exit statuses with `brook kv` (`kv.py`).
+connection options, output helpers, bucket plumbing and exit statuses with `brook kv`
+(`remote.py`).
 
     brook object add BUCKET [--ttl 1h] [--max-bytes 1GB] [--storage file|memory] ...
     brook object put BUCKET FILE [--name NAME] [--description TEXT]   (FILE "-": stdin)
@@ -19,17 +20,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brook.cli.kv import (
+from brook.cli.remote import (
     CliError,
     add_connection_options,
+    bucket_streams,
+    delete_bucket,
     duration_arg,
     emit_json,
     human_duration,
     human_size,
+    open_bucket,
     print_fields,
     print_table,
     run_command,
     size_arg,
+    subcommands,
 )
 
 OBJ_PREFIX = "OBJ_"
@@ -121,14 +126,7 @@ class _Status:
 
 
 async def _store(js: Any, name: str) -> Any:
-    import nats.js.errors as jserr
-
-    try:
-        return await js.object_store(name)
-    except jserr.BucketNotFoundError:
-        raise CliError(f"bucket {name!r} not found") from None
-    except jserr.InvalidBucketNameError:
-        raise CliError(f"invalid bucket name {name!r}") from None
+    return await open_bucket(js.object_store, name)
 
 
 async def _object_info(obs: Any, bucket: str, name: str) -> Any:
@@ -252,11 +250,7 @@ async def obj_ls(args: argparse.Namespace, js: Any) -> int:
 
 
 async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
-    infos = [si for si in await js.streams_info() if si.config.name.startswith(OBJ_PREFIX)]
-    statuses = [
-        _status_json(_Status(si, si.config.name[len(OBJ_PREFIX) :]))
-        for si in sorted(infos, key=lambda s: s.config.name)
-    ]
+    statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, OBJ_PREFIX)]
     if args.json:
         emit_json(statuses)
         return 0
@@ -292,17 +286,7 @@ async def obj_rm(args: argparse.Namespace, js: Any) -> int:
     import nats.js.errors as jserr
 
     if args.name is None:
-        try:
-            await js.delete_object_store(args.bucket)
-        except jserr.InvalidBucketNameError:
-            raise CliError(f"invalid bucket name {args.bucket!r}") from None
-        except jserr.NotFoundError:
-            raise CliError(f"bucket {args.bucket!r} not found") from None
-        if args.json:
-            emit_json({"bucket": args.bucket, "deleted": True})
-        else:
-            print(f"deleted bucket {args.bucket!r}")
-        return 0
+        return await delete_bucket(args, js.delete_object_store)
     obs = await _store(js, args.bucket)
     try:
         await obs.delete(args.name)
@@ -321,13 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Object Store buckets on a NATS server (Brook or nats-server).",
     )
     add_connection_options(parser, suppress=False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_)
-        add_connection_options(p, suppress=True)
-        p.set_defaults(func=func)
-        return p
+    command = subcommands(parser)
 
     p = command("add", "create a bucket (or confirm an identical one exists)", obj_add)
     p.add_argument("bucket")

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,8 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
 import brook
-from tests.support.natsserver import free_port, wait_for_port
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,20 +88,11 @@ async def test_clean_restart_keeps_durable_consumer(tmp_path: Path) -> None:
     assert not (Path(store) / "streams" / "P" / "consumers" / "d.json").exists()
 
 
-def start(store: Path, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--jetstream", "--store-dir", str(store)]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port)
-    return proc
-
-
 async def test_sigkill_keeps_ack_sync_acknowledgements(tmp_path: Path) -> None:
     store = tmp_path / "store"
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
-    proc = start(store, port)
+    proc = start_brook(store, port)
     try:
         nc = await nats.connect(url, allow_reconnect=False)
         js = nc.jetstream()
@@ -117,7 +106,7 @@ async def test_sigkill_keeps_ack_sync_acknowledgements(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    proc = start(store, port)
+    proc = start_brook(store, port)
     try:
         nc = await nats.connect(url, allow_reconnect=False)
         js = nc.jetstream()

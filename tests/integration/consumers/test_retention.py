@@ -8,10 +8,7 @@ that what all consumers acknowledged stays gone and what some consumer still hol
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,8 @@ import pytest
 from nats.js.api import RetentionPolicy
 
 import brook
-from tests.support.natsserver import free_port, wait_for_port
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -382,22 +380,13 @@ async def test_damaged_consumer_file_removes_nothing_at_start(tmp_path: Path) ->
         await conn.close()
 
 
-def start(store: Path, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--jetstream", "--store-dir", str(store)]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port)
-    return proc
-
-
 async def test_sigkill_keeps_retention_consistent(tmp_path: Path) -> None:
     """Acks in flight when the server is killed: after the restart every message is either
     gone (all its consumers were done) or delivered again; none is both or neither."""
     store = tmp_path / "store"
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
-    proc = start(store, port)
+    proc = start_brook(store, port)
     try:
         conn = await nats.connect(url, allow_reconnect=False)
         js = conn.jetstream()
@@ -426,7 +415,7 @@ async def test_sigkill_keeps_retention_consistent(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
-    proc = start(store, port)
+    proc = start_brook(store, port)
     try:
         conn = await nats.connect(url, allow_reconnect=False)
         js = conn.jetstream()
