@@ -37,7 +37,7 @@ from multiprocessing.queues import Queue
 from typing import Any
 
 from bench import jetstream
-from bench.core import _connect, brook_server, nats_server
+from bench.core import _connect, brook_server, nats_server, server_cpu_s
 
 STREAM = b"BENCH"  # created by bench.jetstream.create_stream, subjects js.bench.>
 PULL_BATCH = 100
@@ -192,6 +192,7 @@ class Outcome:
     num_ack_pending: int
     num_pending: int
     num_redelivered: int
+    server_cpu_s: float = 0.0  # the server's CPU over the workload (set by run_workload)
 
 
 def _finish(
@@ -350,9 +351,11 @@ def run_workload(port: int, w: Workload, total: int) -> Outcome:
         proc = mp.Process(target=pull_client, args=(port, w.name, total, w.inflight, out))
     else:
         proc = mp.Process(target=push_client, args=(port, w.name, deliver, total, out))
+    cpu_before = server_cpu_s(port)
     proc.start()
     result = out.get(timeout=max(300.0, total / 2000))
     proc.join()
+    result.server_cpu_s = server_cpu_s(port) - cpu_before
     return result
 
 
@@ -411,7 +414,7 @@ def main() -> None:
         our_fill, ours = run_server(port, args)
     print(
         f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}"
-        f" {'client CPU (nats/brook)':>24}"
+        f" {'client CPU (nats/brook)':>24} {'server µs/msg (nats/brook)':>27}"
     )
     print(
         f"{'fill (2 publishers, acked)':34} {ref_fill:>10,.0f}/s {our_fill:>10,.0f}/s "
@@ -422,7 +425,8 @@ def main() -> None:
         r_rate, o_rate = r.received / r.elapsed_s, o.received / o.elapsed_s
         print(
             f"{w.label:34} {r_rate:>10,.0f}/s {o_rate:>10,.0f}/s {o_rate / r_rate:>6.2f}x"
-            f" {r.client_cpu_s / r.elapsed_s:>15.0%} / {o.client_cpu_s / o.elapsed_s:.0%}"
+            f" {r.client_cpu_s / r.elapsed_s:>15.0%} / {o.client_cpu_s / o.elapsed_s:<4.0%}"
+            f" {r.server_cpu_s / r.received * 1e6:>16.1f} / {o.server_cpu_s / o.received * 1e6:.1f}"
         )
         problems += [
             _check("nats-server", w, r, args.messages),

@@ -28,8 +28,20 @@ from multiprocessing.synchronize import Barrier
 
 from tests.support.natsserver import free_port, nats_server_binary, wait_for_port
 
+SERVER_PIDS: dict[int, int] = {}
+"""port -> pid of the server process started by `brook_server` / `nats_server`, so that a
+benchmark can read the server's CPU time (`server_cpu_s`): CPU per message is what a
+busy 2-core machine distorts least."""
+
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}\r\nPING\r\n'
 BATCH = 512
+
+
+def server_cpu_s(port: int) -> float:
+    """User + system CPU seconds used so far by the server listening on `port`."""
+    with open(f"/proc/{SERVER_PIDS[port]}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -57,10 +69,12 @@ def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterato
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        SERVER_PIDS[port] = proc.pid
         try:
             wait_for_port(port)
             yield port
         finally:
+            del SERVER_PIDS[port]
             proc.terminate()
             proc.wait(10)
 
@@ -78,10 +92,12 @@ def nats_server(jetstream: bool = False) -> Iterator[int]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        SERVER_PIDS[port] = proc.pid
         try:
             wait_for_port(port)
             yield port
         finally:
+            del SERVER_PIDS[port]
             proc.terminate()
             proc.wait(10)
 

@@ -10,6 +10,12 @@ subscriptions (a JetStream consumer's `$JS.ACK.<stream>.<consumer>.>`) match sub
 are each published about once, whose entries would only push hot subjects out of the
 cache. The cache never changes what `match` returns. Mirrors nats-server's sublist.go
 semantics (wire reference §1.10, §1.11).
+
+Ack routes: every ack a client sends is such a one-off subject, so its match would walk
+the trie token by token. A one-off plain subscription on `$JS.ACK.<stream>.<consumer>.>`
+is also entered in `_ack_routes` under its prefix, and while no other subscription could
+match anything under `$JS.ACK.` (`_ack_foreign` counts those: a `>` or `$JS.*.>` say),
+the match of an ack subject is that one subscription, found by its prefix in one lookup.
 """
 
 from __future__ import annotations
@@ -79,6 +85,36 @@ class MatchResult:
 EMPTY = MatchResult((), ())
 
 
+ACK_PREFIX = b"$JS.ACK."
+
+
+def _ack_route_prefix(sub: Subscription) -> bytes | None:
+    """`$JS.ACK.<s>.<c>.` for a one-off plain subscription on `$JS.ACK.<s>.<c>.>`."""
+    if sub.cache_results or sub.queue is not None:
+        return None
+    tokens = sub.subject.split(b".")
+    if (
+        len(tokens) == 5
+        and tokens[0] == b"$JS"
+        and tokens[1] == b"ACK"
+        and tokens[4] == b">"
+        and all(t and t != b"*" and t != b">" for t in tokens[2:4])
+    ):
+        return sub.subject[:-1]
+    return None
+
+
+def _may_match_acks(pattern: bytes) -> bool:
+    """Could `pattern` match a subject under `$JS.ACK.` (conservatively: maybe)?"""
+    tokens = pattern.split(b".", 2)
+    first = tokens[0]
+    if first == b">":
+        return True
+    if (first != b"$JS" and first != b"*") or len(tokens) < 2:
+        return False
+    return tokens[1] in (b"ACK", b"*", b">")
+
+
 class _Node:
     __slots__ = ("children", "plain", "queues")
 
@@ -99,6 +135,35 @@ class Sublist:
         self.count = 0
         self.matches = 0
         self.cache_misses = 0  # hits are derived: one counter on the hot path, not two
+        # See "Ack routes" in the module docstring.
+        self._ack_routes: dict[bytes, MatchResult] = {}
+        self._ack_foreign = 0
+
+    def _track_ack_route(self, sub: Subscription, added: bool) -> None:
+        prefix = _ack_route_prefix(sub)
+        routes = self._ack_routes
+        if prefix is not None:
+            if added and prefix not in routes:
+                routes[prefix] = MatchResult((sub,), ())
+                return
+            route = routes.get(prefix)
+            if not added and route is not None and route.plain[0] is sub:
+                del routes[prefix]
+                return
+        elif not _may_match_acks(sub.subject):
+            return
+        self._ack_foreign += 1 if added else -1
+
+    def _ack_match(self, subject: bytes) -> MatchResult:
+        """`match` of a subject under `$JS.ACK.` while only ack routes can match one."""
+        i = subject.find(b".", 8)
+        j = subject.find(b".", i + 1) if i > 0 else -1
+        if j < 0:
+            return EMPTY
+        rest = subject[j + 1 :]
+        if not rest or rest[0] == 46 or rest[-1] == 46 or b".." in rest:
+            return EMPTY  # an empty token (46 is ".") matches nothing
+        return self._ack_routes.get(subject[: j + 1], EMPTY)
 
     def insert(self, sub: Subscription) -> None:
         node = self._root
@@ -112,6 +177,7 @@ class Sublist:
         else:
             node.queues.setdefault(sub.queue, []).append(sub)
         self.count += 1
+        self._track_ack_route(sub, True)
         self._invalidate(sub.subject)
 
     def remove(self, sub: Subscription) -> bool:
@@ -141,6 +207,7 @@ class Sublist:
                 break
             del parent.children[tok]
         self.count -= 1
+        self._track_ack_route(sub, False)
         self._invalidate(sub.subject)
         return True
 
@@ -165,6 +232,8 @@ class Sublist:
         if cached is not None:
             return cached
         self.cache_misses += 1
+        if self._ack_routes and not self._ack_foreign and subject.startswith(ACK_PREFIX):
+            return self._ack_match(subject)
         plain: list[Subscription] = []
         queues: dict[bytes, list[Subscription]] = {}
         tokens = subject.split(b".")

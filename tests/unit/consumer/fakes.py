@@ -36,6 +36,13 @@ class FakeSource:
                 return self.msgs[s]
         return None
 
+    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        while len(out) < max_count and (m := self.next_matching(after_seq)) is not None:
+            out.append(m)
+            after_seq = m.seq
+        return out
+
     def load(self, seq: int) -> StoredMessage | None:
         return self.msgs.get(seq)
 

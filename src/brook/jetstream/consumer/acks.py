@@ -140,12 +140,12 @@ def _nak_delay(arg: str) -> int | None:
 
 
 _PLAIN_ACK = AckPayload(AckKind.ACK)  # immutable: one shared value for the common case
-_PLAIN_ACK_BODIES = (b"", b"+ACK", b"+OK")
+PLAIN_ACK_BODIES = (b"", b"+ACK", b"+OK")
 
 
 def parse_ack_payload(payload: bytes) -> AckPayload | None:
     """Classify an ack message body; None for anything the server ignores."""
-    if payload in _PLAIN_ACK_BODIES:
+    if payload in PLAIN_ACK_BODIES:
         return _PLAIN_ACK
     try:
         text = payload.decode()

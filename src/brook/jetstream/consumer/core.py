@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from brook.jetstream.consumer.acks import ack_subject
+from brook.jetstream.consumer.acks import ACK_PREFIX
 from brook.jetstream.consumer.actions import (
     MAX_DELIVERIES,
     Acked,
@@ -26,6 +26,8 @@ from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retenti
 from brook.jetstream.consumer.pull import WaitingRequest, message_size
 from brook.jetstream.consumer.source import MessageSource
 from brook.jetstream.store.base import StoredMessage
+
+AHEAD_MAX = 128  # the most messages `_candidate` reads from the store at once
 
 
 @dataclass(slots=True)
@@ -89,6 +91,11 @@ class ConsumerCore:
         self._rl_tokens = float(settings.rate_burst_bytes)
         self._rl_at: int | None = None
         self._sample_credit = 0  # sample_freq: percent accumulated towards the next metric
+        # Matching messages from the position on, read in one batch by `_candidate` during
+        # one `_dispatch` (the store cannot change meanwhile); emptied when it returns.
+        self._ahead: deque[StoredMessage] = deque()
+        self._ahead_want = 1  # how many `_candidate` reads at once: what `_dispatch` may send
+        self._ack_prefix = f"{ACK_PREFIX}{settings.stream}.{settings.name}."  # see ack_subject
 
     # ------------------------------------------------------------------ counters
 
@@ -333,14 +340,27 @@ class ConsumerCore:
             if msg is not None:
                 return msg, None
             self._lps.popleft()
-        found = self._src.next_matching(self._next_seq - 1)
-        return (found, None) if found is not None else None
+        ahead = self._ahead
+        if not ahead:
+            ahead.extend(self._src.next_batch(self._next_seq - 1, self._ahead_want))
+            if not ahead:
+                return None
+        return ahead[0], None
 
     def _deliver(
-        self, msg: StoredMessage, p: Pending | None, reply: str, ack: str, now_ns: int, size: int
-    ) -> list[Action]:
+        self,
+        msg: StoredMessage,
+        p: Pending | None,
+        reply: str,
+        ack: str,
+        pending_after: int,
+        now_ns: int,
+        size: int,
+        out: list[Action],
+    ) -> None:
         """Record the delivery of `msg` (as sent: `headers_only` already applied) whose
-        wire size is `size`, and return the `Deliver` plus any retention action."""
+        wire size is `size`, and append the `Deliver` plus any retention action to `out`.
+        `ack` and `pending_after` come from `_ack_subject_for`."""
         # Runs once per delivered message: locals instead of repeated attribute lookups.
         cfg = self.cfg
         cseq = self.delivered_consumer_seq = self.delivered_consumer_seq + 1
@@ -358,6 +378,9 @@ class ConsumerCore:
             if lps and lps[0] == seq:
                 lps.popleft()
             else:
+                ahead = self._ahead
+                if ahead and ahead[0].seq == seq:
+                    ahead.popleft()
                 self._next_seq = seq + 1
                 np = self._np
                 if np is not None:
@@ -367,12 +390,12 @@ class ConsumerCore:
             count = 1
             self._replay_prev = (msg.ts_ns, now_ns)
             if cfg.ack_policy is not AckPolicy.NONE:  # cfg.tracks_acks
-                pending = self._pending
-                assert not pending or next(reversed(pending)) < seq
-                q = Pending(cseq, 1, None, now_ns, now_ns)
-                pending[seq] = q
-                self._order.append(seq)
-                self._arm(seq, q, now_ns + cfg.ack_wait_for(1))
+                order = self._order
+                assert not order or order[-1] < seq  # `_order` stays sorted
+                deadline = now_ns + cfg.ack_wait_for(1)
+                self._pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                order.append(seq)
+                heapq.heappush(self._timers, (deadline, seq))  # `_arm`, inlined
             else:  # ack none: delivered is acknowledged
                 self._floor_c, self._floor_s = cseq, self.delivered_stream_seq
                 if cfg.retention is Retention.WORKQUEUE:
@@ -381,8 +404,9 @@ class ConsumerCore:
                     retained = Acked(seq)
         if cfg.rate_limit_bps > 0:
             self._rl_tokens -= size
-        sent = Deliver(msg, reply, ack, cseq, seq, count, self.num_pending(), msg.ts_ns)
-        return [sent] if retained is None else [sent, retained]
+        out.append(Deliver(msg, reply, ack, cseq, seq, count, pending_after, msg.ts_ns))
+        if retained is not None:
+            out.append(retained)
 
     # ------------------------------------------------------------------ pacing
 
@@ -438,17 +462,18 @@ class ConsumerCore:
         self._fc_bytes = self._fc_covers = 0
         self._fc_reply = None
 
-    def _ack_subject_for(self, msg: StoredMessage, p: Pending | None) -> str:
-        pending_after = self.num_pending() - (0 if p is not None else 1)
-        return ack_subject(
-            self.cfg.stream,
-            self.cfg.name,
-            p.deliveries + 1 if p is not None else 1,
-            msg.seq,
-            self.delivered_consumer_seq + 1,
-            msg.ts_ns,
-            max(pending_after, 0),
-        )
+    def _ack_subject_for(self, msg: StoredMessage, p: Pending | None) -> tuple[str, int]:
+        """The ack subject of the next delivery of `msg` (`acks.ack_subject`, with the
+        prefix made once), and the consumer's num_pending after it."""
+        if p is None:
+            pending_after = max(self.num_pending() - 1, 0)
+            deliveries = 1
+        else:
+            pending_after = self.num_pending()
+            deliveries = p.deliveries + 1
+        cseq = self.delivered_consumer_seq + 1
+        ack = f"{self._ack_prefix}{deliveries}.{msg.seq}.{cseq}.{msg.ts_ns}.{pending_after}"
+        return ack, pending_after
 
     def _dispatch(self, now_ns: int) -> list[Action]:
         out: list[Action] = []
@@ -456,6 +481,24 @@ class ConsumerCore:
         if self.paused(now_ns):
             self._held_until = self.cfg.paused_until_ns
             return self._expire_no_wait(out)
+        try:
+            return self._dispatch_unpaused(now_ns, out)
+        finally:
+            self._ahead.clear()
+
+    def _read_ahead(self) -> int:
+        """How many messages `_dispatch` may send now: what `_candidate` reads at once."""
+        cfg = self.cfg
+        room = AHEAD_MAX
+        limit = cfg.max_ack_pending
+        if limit > 0 and cfg.ack_policy is not AckPolicy.NONE:
+            room = min(room, limit - len(self._pending))
+        if not cfg.is_push:
+            room = min(room, sum(w.batch_left for w in self._waiting))
+        return max(room, 1)
+
+    def _dispatch_unpaused(self, now_ns: int, out: list[Action]) -> list[Action]:
+        self._ahead_want = self._read_ahead()
         cfg = self.cfg
         # `_hold` has nothing to hold back (and changes nothing) without pacing.
         paced = cfg.replay_original or cfg.rate_limit_bps > 0
@@ -468,14 +511,14 @@ class ConsumerCore:
                 and (c := self._candidate(now_ns, out)) is not None
             ):
                 msg, p = c
-                ack = self._ack_subject_for(msg, p)
+                ack, pending_after = self._ack_subject_for(msg, p)
                 if cfg.headers_only:
                     msg = headers_only(msg)
                 size = message_size(msg.subject, ack, msg.header, msg.data)
                 if paced and (at := self._hold(msg, p, size, now_ns)) is not None:
                     self._held_until = at
                     break
-                out += self._deliver(msg, p, target, ack, now_ns, size)
+                self._deliver(msg, p, target, ack, pending_after, now_ns, size, out)
                 if cfg.flow_control:
                     self._fc_account(size, out)
                 if self._push_hb_at is not None:
@@ -485,7 +528,7 @@ class ConsumerCore:
         while waiting and (c := self._candidate(now_ns, out)) is not None:
             msg, p = c
             w = waiting[0]
-            ack = self._ack_subject_for(msg, p)
+            ack, pending_after = self._ack_subject_for(msg, p)
             if cfg.headers_only:
                 msg = headers_only(msg)
             size = message_size(msg.subject, ack, msg.header, msg.data)
@@ -496,7 +539,7 @@ class ConsumerCore:
             if paced and (at := self._hold(msg, p, size, now_ns)) is not None:
                 self._held_until = at
                 break
-            out += self._deliver(msg, p, w.reply, ack, now_ns, size)
+            self._deliver(msg, p, w.reply, ack, pending_after, now_ns, size, out)
             w.batch_left -= 1
             w.delivered += 1
             if w.max_bytes > 0:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brook.jetstream.consumer.acks import (
+    PLAIN_ACK_BODIES,
     AckKind,
     PullRequestError,
     ack_sequences,
@@ -118,8 +119,8 @@ class ConsumerRunner:
         self._on_change = on_change
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
-        self._rearm_soon: asyncio.Handle | None = None  # `_rearm_later`'s pending call
-        self._dispatch_soon: asyncio.Handle | None = None  # `_dispatch_later`'s pending call
+        self._settle_soon: asyncio.Handle | None = None  # `_settle_later`'s pending call
+        self._settle_dispatch = False  # `_settle` is to dispatch (deferred by acks)
         self._last_activity_ns = created_ns
         self.state = self._new_state()
         self._mark = self._fingerprint()
@@ -252,12 +253,9 @@ class ConsumerRunner:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._rearm_soon is not None:
-            self._rearm_soon.cancel()
-            self._rearm_soon = None
-        if self._dispatch_soon is not None:
-            self._dispatch_soon.cancel()
-            self._dispatch_soon = None
+        if self._settle_soon is not None:
+            self._settle_soon.cancel()
+            self._settle_soon = None
         deleted = self.state.consumer_deleted()
         if notify:
             self._execute(deleted)
@@ -302,6 +300,21 @@ class ConsumerRunner:
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
+        if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
+            # The common case, kept short: a plain ack that asks for no answer. The
+            # deliveries it allows, the timer and persistence are seen to once per loop
+            # turn, for all the acks of a read chunk (`_settle`).
+            seqs = ack_sequences(subject)
+            if seqs is not None:
+                now = self._last_activity_ns = self._now_ns()
+                state = self.state
+                if state.num_waiting:
+                    self._prune_requests()
+                actions = state.ack_plain(seqs[1], seqs[2], now)
+                if actions:
+                    self._execute(actions)
+                self._settle_later(dispatch=True)
+                return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
         now = self._now_ns()
@@ -312,14 +325,14 @@ class ConsumerRunner:
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
             if not self.state.acceptable(stream_seq):
                 return None  # not delivered yet: ignored, and an ack_sync gets no answer
-            # A push consumer at max_ack_pending delivers one message per ack: the acks of
-            # one read chunk are applied one by one, their deliveries made together once.
-            batch = ack.kind is AckKind.ACK and self._loop is not None and self.state.cfg.is_push
+            # A consumer at max_ack_pending delivers one message per ack: the acks of one
+            # read chunk are applied one by one, their deliveries made together once.
+            batch = ack.kind is AckKind.ACK and self._loop is not None
             actions = self.state.ack_payload(
                 stream_seq, consumer_seq, ack, now, inbox, delivered, dispatch=not batch
             )
             if batch:
-                self._dispatch_later()
+                self._settle_later(dispatch=True)
             if ack.kind is AckKind.NXT:
                 self._run(actions)
                 return None
@@ -378,7 +391,7 @@ class ConsumerRunner:
 
     def _run(self, actions: list[Action], *, waiter: Callable[[], None] | None = None) -> None:
         self._execute(actions)
-        self._rearm_later()
+        self._settle_later()
         self._changed(waiter)
 
     def _fingerprint(self) -> tuple[int, ...]:
@@ -396,11 +409,17 @@ class ConsumerRunner:
 
     def _execute(self, actions: list[Action]) -> None:
         internal = self._internal
+        deliver_as = internal.deliver_as
+        reply_str: str | None = None  # the last Deliver's reply, and its bytes
+        reply = b""
         for a in actions:
-            if isinstance(a, Deliver):
+            if type(a) is Deliver:
                 m = a.msg
-                internal.deliver_as(
-                    a.reply.encode(),
+                if a.reply is not reply_str:  # a push consumer's are all the same string
+                    reply_str = a.reply
+                    reply = reply_str.encode()
+                deliver_as(
+                    reply,
                     m.subject.encode("utf-8", "surrogateescape"),
                     a.ack_subject.encode(),
                     m.header or None,
@@ -424,29 +443,27 @@ class ConsumerRunner:
                 if retention is not None:
                     retention.released(a.seq)
 
-    def _dispatch_later(self) -> None:
-        """`ConsumerState.dispatch` once, at the end of this loop iteration (see `_on_ack`)."""
-        if self._loop is not None and self._dispatch_soon is None:
-            self._dispatch_soon = self._loop.call_soon(self._dispatch_deferred)
-
-    def _dispatch_deferred(self) -> None:
-        self._dispatch_soon = None
-        if self._subs:  # not stopped meanwhile
-            self._run(self.state.dispatch(self._now_ns()))
-
-    def _rearm_later(self) -> None:
-        """`_rearm` once, at the end of this loop iteration, for all the inputs handled in
+    def _settle_later(self, *, dispatch: bool = False) -> None:
+        """`_settle` once, at the end of this loop iteration, for all the inputs handled in
         it: a read chunk of acks is hundreds of inputs, each of which moves the lowest
-        pending message's ack deadline, and re-arming after each one was a tenth of the
-        cost of an ack. The timer ends up where `_rearm` after the last input would put it;
-        if it fires first, `_on_timer` works from the current state as it always does."""
-        if self._loop is None or not self._subs:
-            return
-        if self._rearm_soon is None:
-            self._rearm_soon = self._loop.call_soon(self._rearm_deferred)
+        pending message's ack deadline and may allow one more delivery; re-arming and
+        dispatching after each one was a large part of the cost of an ack. The timer ends
+        up where `_rearm` after the last input would put it; if it fires first,
+        `_on_timer` works from the current state as it always does. `dispatch`: the
+        inputs left their deliveries to `_settle` (`ConsumerState.dispatch`)."""
+        if dispatch:
+            self._settle_dispatch = True
+        if self._settle_soon is None and self._loop is not None and self._subs:
+            self._settle_soon = self._loop.call_soon(self._settle)
 
-    def _rearm_deferred(self) -> None:
-        self._rearm_soon = None
+    def _settle(self) -> None:
+        self._settle_soon = None
+        if not self._subs:  # stopped meanwhile
+            return
+        if self._settle_dispatch:
+            self._settle_dispatch = False
+            self._execute(self.state.dispatch(self._now_ns()))
+        self._changed()  # persistence of plain acks, which skip `_run`
         self._rearm()
 
     def _rearm(self) -> None:

@@ -18,6 +18,10 @@ class MessageSource(Protocol):
         """The first stored message matching the filter(s) with seq > after_seq."""
         ...
 
+    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
+        """`next_matching` repeated: up to `max_count` matching messages after `after_seq`."""
+        ...
+
     def load(self, seq: int) -> StoredMessage | None:
         """The message at seq (for redelivery), or None once it was removed."""
         ...
@@ -45,6 +49,14 @@ class StoreSource:
             if m is not None and (best is None or m.seq < best.seq):
                 best = m
         return best
+
+    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
+        filters = self._filters
+        if len(filters) == 1:
+            return self._store.load_batch(filters[0], after_seq + 1, max_count)
+        merged = [m for f in filters for m in self._store.load_batch(f, after_seq + 1, max_count)]
+        merged.sort(key=lambda m: m.seq)  # filters do not overlap: no duplicates
+        return merged[:max_count]
 
     def load(self, seq: int) -> StoredMessage | None:
         return self._store.load(seq)

@@ -216,6 +216,13 @@ class ConsumerState(ConsumerCore):
             out += self.pull(reply, req, now_ns)
         return self._finish(out)
 
+    def ack_plain(self, stream_seq: int, consumer_seq: int, now_ns: int) -> list[Action]:
+        """`ack(..., AckKind.ACK, dispatch=False)`: the hot path of every plain ack, without
+        the verb dispatch and keyword arguments; the owner calls `dispatch()` later."""
+        if stream_seq > self.delivered_stream_seq:  # not `acceptable`
+            return []
+        return self._ack(stream_seq, consumer_seq, now_ns)
+
     def ack_payload(
         self,
         stream_seq: int,

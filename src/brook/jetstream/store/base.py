@@ -56,8 +56,11 @@ class StoreError(Exception):
     """The store cannot do what was asked (closed, I/O failure, corrupt beyond repair)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredMessage:
+    """One message as read from a store. Not frozen, as the store hands out one per read
+    and a frozen dataclass's `__init__` costs four times as much; treat it as read-only."""
+
     seq: int
     subject: str
     header: bytes | None  # the raw NATS/1.0 header block, byte-exact, or None
@@ -119,6 +122,13 @@ class MessageStore(Protocol):
     def load_next(self, filter_subject: str, start_seq: int) -> StoredMessage | None:
         """The first message with seq >= start_seq whose subject matches the filter
         (`""` or `">"` match everything; wildcards allowed)."""
+        ...
+
+    def load_batch(
+        self, filter_subject: str, start_seq: int, max_count: int
+    ) -> list[StoredMessage]:
+        """Up to `max_count` messages matching the filter from `start_seq` on, ascending:
+        `load_next` repeated, in one call (a consumer's deliveries read in runs)."""
         ...
 
     def load_last(self, filter_subject: str) -> StoredMessage | None:

@@ -199,6 +199,18 @@ class MemoryStore:
             return None if found is None else self._msgs[found]
         return self._next_matching(flt, start)
 
+    def load_batch(
+        self, filter_subject: str, start_seq: int, max_count: int
+    ) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        while len(out) < max_count:
+            m = self.load_next(filter_subject, start_seq)
+            if m is None:
+                break
+            out.append(m)
+            start_seq = m.seq + 1
+        return out
+
     def load_last(self, filter_subject: str) -> StoredMessage | None:
         self._check_open()
         if not self._msgs:

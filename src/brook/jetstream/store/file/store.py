@@ -47,7 +47,13 @@ from brook.jetstream.store.file.recovery import (
     prepare_directory,
     replay,
 )
-from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
+from brook.jetstream.store.file.segment import (
+    DEAD,
+    HDR_BIT,
+    LEN_MASK,
+    MAX_SEGMENT_BYTES,
+    Segment,
+)
 from brook.jetstream.store.filters import compile_filter
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
@@ -225,6 +231,62 @@ class FileStore:
         loc = q.next_live(self._index, compile_filter(filter_subject), start_seq)
         return None if loc is None else self._read(*loc)
 
+    def load_batch(
+        self, filter_subject: str, start_seq: int, max_count: int
+    ) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        if filter_subject and filter_subject != ">":
+            while len(out) < max_count:
+                m = self.load_next(filter_subject, start_seq)
+                if m is None:
+                    break
+                out.append(m)
+                start_seq = m.seq + 1
+            return out
+        # Unfiltered: runs of live slots, segment by segment (`next_live` finds each start).
+        self._check_open()
+        index = self._index
+        everything = compile_filter("")
+        seq = start_seq
+        while len(out) < max_count:
+            loc = q.next_live(index, everything, seq)
+            if loc is None:
+                break
+            seg, k = loc
+            seq = self._read_run(seg, k, max_count - len(out), out)
+        return out
+
+    def _read_run(self, seg: Segment, k: int, max_count: int, out: list[StoredMessage]) -> int:
+        """Append the messages of up to `max_count` live slots of `seg`, from slot `k` on,
+        to `out`; returns the sequence after the last slot looked at. Every read of a
+        message comes here: a consumer's reads come in runs, so the per-run lookups are
+        made once."""
+        offs = seg.offs
+        sids = seg.sids
+        base = seg.base
+        name_of = self._index.subjects.name_of
+        record_at = self._record
+        decode = fmt.decode_message_fields
+        n = len(offs)
+        taken = 0
+        while k < n and taken < max_count:
+            if offs[k] == DEAD:
+                k += 1
+                continue
+            seq = base + k
+            try:
+                found, ts_ns, flags, _subject, header, data = decode(record_at(seg, k))
+            except fmt.RecordError as exc:
+                raise StoreError(f"{seg.path}: record of sequence {seq} is corrupt: {exc}") from exc
+            except OSError as exc:
+                raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
+            if found != seq or flags & fmt.F_ERASED:
+                raise StoreError(f"{seg.path}: slot of sequence {seq} holds another record")
+            out.append(StoredMessage(seq, name_of(sids[k]), header or None, data, ts_ns))
+            taken += 1
+            k += 1
+        return base + k
+
     def load_last(self, filter_subject: str) -> StoredMessage | None:
         self._check_open()
         seq = q.last_live(self._index, compile_filter(filter_subject))
@@ -326,19 +388,10 @@ class FileStore:
             raise StoreError(f"store failed, not accepting writes: {self._failed}")
 
     def _read(self, seg: Segment, k: int) -> StoredMessage:
-        seq = seg.base + k
-        try:
-            found, ts_ns, flags, _subject, header, data = fmt.decode_message_fields(
-                self._record(seg, k)
-            )
-        except fmt.RecordError as exc:
-            raise StoreError(f"{seg.path}: record of sequence {seq} is corrupt: {exc}") from exc
-        except OSError as exc:
-            raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
-        if found != seq or flags & fmt.F_ERASED:
-            raise StoreError(f"{seg.path}: slot of sequence {seq} holds another record")
-        subject = self._index.subjects.name_of(seg.sids[k])
-        return StoredMessage(seq, subject, header or None, data, ts_ns)
+        """The message in live slot `k` of `seg`."""
+        out: list[StoredMessage] = []
+        self._read_run(seg, k, 1, out)
+        return out[0]
 
     def _record(self, seg: Segment, k: int) -> bytes:
         """The bytes of slot `k`'s record, as `seg.read` returns them. A read that lies in a
