@@ -92,17 +92,3 @@ class InternalClient:
         reply: bytes | None = None,
     ) -> int:
         return self.router.publish(self, subject, reply, header, payload)
-
-    def deliver_as(
-        self,
-        route_subject: bytes,
-        shown_subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        payload: bytes,
-    ) -> int:
-        """Send a message routed by `route_subject` whose MSG line shows `shown_subject`
-        (consumer deliveries: see `Router.deliver_as`)."""
-        return self.router.publish(
-            self, route_subject, reply, header, payload, shown_subject=shown_subject
-        )

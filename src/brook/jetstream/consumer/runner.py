@@ -302,18 +302,18 @@ class ConsumerRunner:
     ) -> bool | None:
         if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
             # The common case, kept short: a plain ack that asks for no answer. The
-            # deliveries it allows, the timer and persistence are seen to once per loop
-            # turn, for all the acks of a read chunk (`_settle`).
+            # deliveries it allows (after dropping requests whose inbox went away), the
+            # timer and persistence are seen to once per loop turn, for all the acks of a
+            # read chunk (`_settle`).
             seqs = ack_sequences(subject)
             if seqs is not None:
                 now = self._last_activity_ns = self._now_ns()
-                state = self.state
-                if state.num_waiting:
-                    self._prune_requests()
-                actions = state.ack_plain(seqs[1], seqs[2], now)
+                actions = self.state.ack_plain(seqs[1], seqs[2], now)
                 if actions:
                     self._execute(actions)
-                self._settle_later(dispatch=True)
+                self._settle_dispatch = True
+                if self._settle_soon is None and self._subs:
+                    self._settle_soon = self._loop.call_soon(self._settle)
                 return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
@@ -409,7 +409,7 @@ class ConsumerRunner:
 
     def _execute(self, actions: list[Action]) -> None:
         internal = self._internal
-        deliver_as = internal.deliver_as
+        publish = internal.router.publish  # routed by the reply, showing the stored subject
         reply_str: str | None = None  # the last Deliver's reply, and its bytes
         reply = b""
         for a in actions:
@@ -418,12 +418,14 @@ class ConsumerRunner:
                 if a.reply is not reply_str:  # a push consumer's are all the same string
                     reply_str = a.reply
                     reply = reply_str.encode()
-                deliver_as(
+                publish(
+                    internal,
                     reply,
-                    m.subject.encode("utf-8", "surrogateescape"),
                     a.ack_subject.encode(),
                     m.header or None,
                     m.data,
+                    True,
+                    m.subject.encode("utf-8", "surrogateescape"),
                 )
             elif isinstance(a, Status):
                 respond_to = a.respond_to.encode() if a.respond_to is not None else None
@@ -462,6 +464,7 @@ class ConsumerRunner:
             return
         if self._settle_dispatch:
             self._settle_dispatch = False
+            self._prune_requests()
             self._execute(self.state.dispatch(self._now_ns()))
         self._changed()  # persistence of plain acks, which skip `_run`
         self._rearm()
