@@ -311,9 +311,7 @@ class ConsumerRunner:
                 actions = self.state.ack_plain(seqs[1], seqs[2], now)
                 if actions:
                     self._execute(actions)
-                self._settle_dispatch = True
-                if self._settle_soon is None and self._subs:
-                    self._settle_soon = self._loop.call_soon(self._settle)
+                self._settle_later(dispatch=True)
                 return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)

@@ -68,6 +68,20 @@ class StoredMessage:
     ts_ns: int  # nanoseconds since the Unix epoch, UTC
 
 
+def load_next_repeated(
+    store: MessageStore, filter_subject: str, start_seq: int, max_count: int
+) -> list[StoredMessage]:
+    """`MessageStore.load_batch` done as `load_next` repeated: a store's plain version."""
+    out: list[StoredMessage] = []
+    while len(out) < max_count:
+        m = store.load_next(filter_subject, start_seq)
+        if m is None:
+            break
+        out.append(m)
+        start_seq = m.seq + 1
+    return out
+
+
 @dataclass(slots=True)
 class StreamState:
     messages: int = 0

@@ -29,6 +29,7 @@ from brook.jetstream.store.base import (
     StoreError,
     StreamState,
     SubjectState,
+    load_next_repeated,
     memory_msg_size,
 )
 from brook.jetstream.store.filters import SubjectFilter, compile_filter
@@ -202,14 +203,7 @@ class MemoryStore:
     def load_batch(
         self, filter_subject: str, start_seq: int, max_count: int
     ) -> list[StoredMessage]:
-        out: list[StoredMessage] = []
-        while len(out) < max_count:
-            m = self.load_next(filter_subject, start_seq)
-            if m is None:
-                break
-            out.append(m)
-            start_seq = m.seq + 1
-        return out
+        return load_next_repeated(self, filter_subject, start_seq, max_count)
 
     def load_last(self, filter_subject: str) -> StoredMessage | None:
         self._check_open()

@@ -35,6 +35,7 @@ from brook.jetstream.store.base import (
     StoreError,
     StreamState,
     SubjectState,
+    load_next_repeated,
 )
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
@@ -234,17 +235,11 @@ class FileStore:
     def load_batch(
         self, filter_subject: str, start_seq: int, max_count: int
     ) -> list[StoredMessage]:
-        out: list[StoredMessage] = []
         if filter_subject and filter_subject != ">":
-            while len(out) < max_count:
-                m = self.load_next(filter_subject, start_seq)
-                if m is None:
-                    break
-                out.append(m)
-                start_seq = m.seq + 1
-            return out
+            return load_next_repeated(self, filter_subject, start_seq, max_count)
         # Unfiltered: runs of live slots, segment by segment (`next_live` finds each start).
         self._check_open()
+        out: list[StoredMessage] = []
         index = self._index
         everything = compile_filter("")
         seq = start_seq
