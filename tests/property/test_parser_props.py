@@ -69,6 +69,10 @@ class Recorder:
         assert len(payload) + len(header or b"") <= self.parser.max_payload
         self._record(("pub", subject, reply, header, payload))
 
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        for subject in subjects:
+            self.on_pub(subject, None, None, payload)
+
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         assert subject
         assert sid
@@ -124,7 +128,8 @@ options = st.dictionaries(st.text(max_size=8), json_value, max_size=5)
 @st.composite
 def valid_op(draw: st.DrawFn) -> tuple[bytes, Op | None]:
     """One encoded operation and the callback it must produce (None: ignored)."""
-    kind = draw(st.sampled_from(["connect", "pub", "hpub", "sub", "unsub", "ping", "pong", "info"]))
+    kinds = ["connect", "pub", "ack", "hpub", "sub", "unsub", "ping", "pong", "info"]
+    kind = draw(st.sampled_from(kinds))
     if kind in ("connect", "info"):
         opts = draw(options)
         encode = encoder.connect if kind == "connect" else encoder.info
@@ -133,6 +138,11 @@ def valid_op(draw: st.DrawFn) -> tuple[bytes, Op | None]:
         return encode(opts), ("connect", opts) if kind == "connect" else None
     if kind == "pub":
         subject, reply, payload = draw(token), draw(maybe_token), draw(body)
+        return encoder.pub(subject, payload, reply), ("pub", subject, reply, None, payload)
+    if kind == "ack":  # what the parser hands over in runs (`on_acks`)
+        subject = b"$JS.ACK." + draw(token)
+        payload = draw(st.sampled_from([b"+ACK", b"+ACK", b"", b"", b"-NAK", b"+AC"]))
+        reply = draw(st.none() | st.none() | token)
         return encoder.pub(subject, payload, reply), ("pub", subject, reply, None, payload)
     if kind == "hpub":
         subject, reply = draw(token), draw(maybe_token)
@@ -233,7 +243,7 @@ FRAGMENTS = [
     b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR",
     b"pub", b"MSG", b" ", b"\t", b"  ", b"\r\n", b"\n", b"\r", b"\r\r\n", b"\x0b", b"\x0c",
     b"0", b"1", b"5", b"12", b"512", b"513", b"-1", b"99999999999999999999", b"1e3",
-    b"\xef\xbc\x91",
+    b"\xef\xbc\x91", b"$JS.ACK.", b"$JS.ACK.S.C.1.2.3.4.5", b"4", b"+ACK",
     b"foo", b"foo.bar", b"*", b">", b"{", b"}", b"[" * 50, b"{}", b'{"verbose":false}',
     b'"', b"null", b"\x00", b"\xff", b"x" * 300, b"PINGX", b"pongpong", b"PING" + b"x" * 260,
 ]  # fmt: skip

@@ -135,6 +135,10 @@ class Recorder:
     ) -> None:
         self.ops.append(("pub", subject, reply, header, payload))
 
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        for subject in subjects:
+            self.on_pub(subject, None, None, payload)
+
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self.ops.append(("sub", subject, queue, sid))
 

@@ -43,6 +43,10 @@ class Recorder:
     ) -> None:
         self._record(("pub", subject, reply, header, payload))
 
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        for subject in subjects:
+            self.on_pub(subject, None, None, payload)
+
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self._record(("sub", subject, queue, sid))
 
@@ -634,3 +638,83 @@ def test_parser_state_is_reset_after_a_handler_raises_protocol_error() -> None:
     assert parser.buffered_bytes == 0
     parser.feed(b"PONG\r\n")
     assert rec.ops == [("pong",)]
+
+
+# ---------------------------------------------------------------------------- runs of plain acks
+
+
+class AckRunRecorder(Recorder):
+    """Keeps the runs `on_acks` hands over, besides recording each ack as a PUB."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[tuple[list[bytes], bytes]] = []
+
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        self.runs.append((list(subjects), payload))
+        super().on_acks(subjects, payload)
+
+
+def _ack(n: int, blanks: bytes = b" ") -> bytes:
+    return b"PUB $JS.ACK.S.C.1.%d.%d.1700.0%b4\r\n+ACK\r\n" % (n, n, blanks)
+
+
+def test_consecutive_plain_acks_are_handed_over_as_one_run_in_order() -> None:
+    rec = AckRunRecorder()
+    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256)
+    parser.feed(
+        _ack(1)
+        + _ack(2, b"  ")  # nats-py's double blank
+        + b"PING\r\n"
+        + _ack(3)
+        + b"PUB $JS.ACK.S.C.1.4.4.1700.0 4\r\n-NAK\r\n"  # not plain: the general path
+        + b"PUB $JS.ACK.S.C.1.5.5.1700.0 _INBOX.r 4\r\n+ACK\r\n"  # asks for an answer
+        + _ack(6)
+        + _ack(7)
+        + b"PUB $JS.ACK.S.C.1.8.8.1700.0  0\r\n\r\n"  # nats-py's: no payload
+        + b"PUB $JS.ACK.S.C.1.9.9.1700.0 0\r\n\r\n"
+        + _ack(10)
+    )
+    subject = b"$JS.ACK.S.C.1.%d.%d.1700.0"
+    assert rec.runs == [
+        ([subject % (1, 1), subject % (2, 2)], b"+ACK"),
+        ([subject % (3, 3)], b"+ACK"),
+        ([subject % (6, 6), subject % (7, 7)], b"+ACK"),
+        ([subject % (8, 8), subject % (9, 9)], b""),
+        ([subject % (10, 10)], b"+ACK"),
+    ]
+    assert rec.ops == [
+        ("pub", subject % (1, 1), None, None, b"+ACK"),
+        ("pub", subject % (2, 2), None, None, b"+ACK"),
+        ("ping",),
+        ("pub", subject % (3, 3), None, None, b"+ACK"),
+        ("pub", subject % (4, 4), None, None, b"-NAK"),
+        ("pub", subject % (5, 5), b"_INBOX.r", None, b"+ACK"),
+        ("pub", subject % (6, 6), None, None, b"+ACK"),
+        ("pub", subject % (7, 7), None, None, b"+ACK"),
+        ("pub", subject % (8, 8), None, None, b""),
+        ("pub", subject % (9, 9), None, None, b""),
+        ("pub", subject % (10, 10), None, None, b"+ACK"),
+    ]
+
+
+def test_a_run_of_acks_split_across_reads_loses_nothing() -> None:
+    stream = b"".join(_ack(i) for i in range(1, 41))
+    rec = AckRunRecorder()
+    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256)
+    for at in range(0, len(stream), 37):
+        parser.feed(stream[at : at + 37])
+    assert [op[1] for op in rec.ops] == [
+        b"$JS.ACK.S.C.1.%d.%d.1700.0" % (i, i) for i in range(1, 41)
+    ]
+    assert parser.buffered_bytes == 0
+
+
+def test_an_ack_over_the_control_line_limit_ends_the_run_with_the_usual_error() -> None:
+    rec = AckRunRecorder()
+    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=40)
+    long_ack = b"PUB $JS.ACK.S.C.1.2.2.1700." + b"0" * 40 + b" 4\r\n+ACK\r\n"
+    with pytest.raises(ProtocolError) as info:
+        parser.feed(_ack(1) + long_ack)
+    assert info.value.err_text == "maximum control line exceeded"
+    assert rec.runs == [([b"$JS.ACK.S.C.1.1.1.1700.0"], b"+ACK")]

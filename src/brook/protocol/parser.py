@@ -25,6 +25,7 @@ Every problem raises `ProtocolError`; nothing else escapes `feed` for any input.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
@@ -39,6 +40,11 @@ class ClientOpHandler(Protocol):
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> None: ...
 
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        """A run of consecutive plain acks: `on_pub(subject, None, None, payload)` for
+        each subject, in order; `payload` is `b""` or `b"+ACK"` (see `ClientParser.feed`)."""
+        ...
+
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None: ...
 
     def on_unsub(self, sid: bytes, max_msgs: int | None) -> None: ...
@@ -52,6 +58,12 @@ _OPS = frozenset(
     (b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR")
 )
 
+
+# A plain JetStream ack as clients send it, no reply: `PUB $JS.ACK.<...> 0` and no payload
+# (nats-py), or `PUB $JS.ACK.<...> 4` and `+ACK` (nats-py puts two blanks before the
+# size). Consumers receive one per delivered message, so `feed` hands consecutive ones
+# with the same payload over as a run (`on_acks`).
+_PLAIN_ACK = re.compile(rb"PUB (\$JS\.ACK\.[^ \t\r\n]+) +(?:0\r\n|4\r\n(\+ACK))\r\n")
 
 # nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
 _SIZE_DIGITS_MAX = 9
@@ -144,6 +156,7 @@ class ClientParser:
         n = len(buf)
         pos = 0
         on_pub = self._handler.on_pub
+        plain_ack = _PLAIN_ACK.match if self.max_payload >= 4 else None  # "+ACK" fits
         max_control_line = self.max_control_line
         max_payload = self.max_payload
         try:
@@ -159,6 +172,26 @@ class ClientParser:
                     return
                 line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
                 if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
+                    if (
+                        plain_ack is not None
+                        and buf.startswith(b"$JS.ACK.", pos + 4)
+                        and (m := plain_ack(buf, pos)) is not None
+                    ):
+                        # A run of plain acks with one payload: each one exactly what
+                        # the general path below would make of it, handed over together.
+                        acks = [m[1]]
+                        payload = m[2] or b""
+                        tail = len(payload) + 4  # the CRLFs around the payload
+                        pos = m.end()
+                        while (
+                            (m := plain_ack(buf, pos)) is not None
+                            and (m[2] or b"") == payload
+                            and m.end() - tail - pos <= max_control_line
+                        ):
+                            acks.append(m[1])
+                            pos = m.end()
+                        self._handler.on_acks(acks, payload)
+                        continue
                     # Fast path for the most common operation: upper-case PUB, arguments
                     # separated by spaces (nats-py doubles the one before the size), size
                     # in range, payload already received. Anything else, including every

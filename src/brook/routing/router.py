@@ -126,6 +126,77 @@ class Router:
                 self._expire(sub)
         return delivered
 
+    def publish_run(
+        self,
+        publisher: object,
+        subject: bytes,
+        messages: list[tuple[bytes, bytes | None, bytes | None, bytes]],
+        echo: bool = True,
+    ) -> None:
+        """`publish(publisher, subject, reply, header, payload, echo, shown)` for each
+        `(shown, reply, header, payload)` of `messages`, in order: a consumer's deliveries
+        to one inbox or deliver subject. When that is one plain subscription of a client
+        with `deliver_run(sub, messages)` (a connection), it gets them in one call."""
+        result = self.sublist.match(subject)
+        if not result.queues and len(result.plain) == 1:
+            sub = result.plain[0]
+            client = sub.client
+            deliver_run = getattr(client, "deliver_run", None)
+            if deliver_run is not None and not sub.max_msgs and (echo or client is not publisher):
+                deliver_run(sub, messages)
+                sub.delivered += len(messages)
+                return
+        for shown, reply, header, payload in messages:
+            self.publish(publisher, subject, reply, header, payload, echo, shown)
+
+    def publish_acks(
+        self, publisher: object, subjects: list[bytes], payload: bytes, echo: bool = True
+    ) -> None:
+        """`publish(publisher, subject, None, None, payload, echo)` for each subject, in
+        order: a run of plain acks. While only ack routes can match ack subjects, each
+        run of subjects bound for one route goes to its client in one
+        `deliver_acks(sub, subjects, payload)` call, when the client has that method (a
+        consumer's internal client)."""
+        sublist = self.sublist
+        if not sublist.ack_routes_only:
+            for subject in subjects:
+                self.publish(publisher, subject, None, None, payload, echo)
+            return
+        n = len(subjects)
+        sublist.matches += n
+        sublist.cache_misses += n  # `match` never caches an ack subject
+        ack_match = sublist.ack_match
+        run_sub: Subscription | None = None
+        run: list[bytes] = []
+        for subject in subjects:
+            plain = ack_match(subject).plain
+            sub = plain[0] if plain else None
+            if sub is not run_sub:
+                if run:
+                    self._deliver_acks(publisher, run_sub, run, payload, echo)
+                run_sub = sub
+                run = []
+            run.append(subject)
+        self._deliver_acks(publisher, run_sub, run, payload, echo)
+
+    def _deliver_acks(
+        self,
+        publisher: object,
+        sub: Subscription | None,
+        subjects: list[bytes],
+        payload: bytes,
+        echo: bool,
+    ) -> None:
+        if sub is None or (sub.client is publisher and not echo):
+            return  # nobody to deliver to; a plain ack has no reply to answer with 503
+        deliver_acks = getattr(sub.client, "deliver_acks", None)
+        if deliver_acks is None or sub.max_msgs:
+            for subject in subjects:
+                self.publish(publisher, subject, None, None, payload, echo)
+            return
+        deliver_acks(sub, subjects, payload)
+        sub.delivered += len(subjects)
+
     def _expire(self, sub: Subscription) -> None:
         owner = sub.client
         remove = getattr(owner, "remove_subscription", None)

@@ -154,7 +154,12 @@ class Sublist:
             return
         self._ack_foreign += 1 if added else -1
 
-    def _ack_match(self, subject: bytes) -> MatchResult:
+    @property
+    def ack_routes_only(self) -> bool:
+        """Only ack routes can match a subject under `$JS.ACK.`: `ack_match` is `match`."""
+        return bool(self._ack_routes) and not self._ack_foreign
+
+    def ack_match(self, subject: bytes) -> MatchResult:
         """`match` of a subject under `$JS.ACK.` while only ack routes can match one."""
         i = subject.find(b".", 8)
         j = subject.find(b".", i + 1) if i > 0 else -1
@@ -233,7 +238,7 @@ class Sublist:
             return cached
         self.cache_misses += 1
         if self._ack_routes and not self._ack_foreign and subject.startswith(ACK_PREFIX):
-            return self._ack_match(subject)
+            return self.ack_match(subject)
         plain: list[Subscription] = []
         queues: dict[bytes, list[Subscription]] = {}
         tokens = subject.split(b".")

@@ -358,6 +358,18 @@ class ClientConnection(asyncio.Protocol):
         if not delivered and reply is not None and self.no_responders:
             router.no_responders(self, subject, reply)
 
+    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+        """Plain acks (no reply) read in a run: routed together, so that a read chunk of
+        acks costs one call into the router rather than one publish each."""
+        if not self.connected or self.verbose or self.pedantic:
+            for subject in subjects:  # +OK or subject warnings are owed one by one
+                self.on_pub(subject, None, None, payload)
+            return
+        n = len(subjects)
+        self.in_msgs += n
+        self.in_bytes += len(payload) * n
+        self.server.router.publish_acks(self, subjects, payload, self.echo)
+
     # ------------------------------------------------------------------ output
 
     def deliver(
@@ -388,6 +400,36 @@ class ClientConnection(asyncio.Protocol):
         if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
             self._flush()
         elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def deliver_run(
+        self, sub: Subscription, messages: list[tuple[bytes, bytes | None, bytes | None, bytes]]
+    ) -> None:
+        """`deliver(sub, subject, reply, header, payload)` for each message of a run
+        (`Router.publish_run`): a consumer's deliveries, framed in one loop."""
+        sid = sub.sid
+        out = self._out
+        headers = self.headers
+        for subject, reply, header, payload in messages:
+            if self.closed:
+                return
+            if header is not None and headers:
+                frame = encoder.hmsg(subject, sid, reply, header, payload)
+                self.out_bytes += len(header) + len(payload)
+            else:
+                size = len(payload)
+                if reply is None:
+                    frame = b"MSG %b %b %d\r\n%b\r\n" % (subject, sid, size, payload)
+                else:
+                    frame = b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sid, reply, size, payload)
+                self.out_bytes += size
+            self.out_msgs += 1
+            out.append(frame)
+            self._out_bytes += len(frame)
+            if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
+                self._flush()
+        if self._out_bytes and not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 

@@ -23,6 +23,10 @@ log = logging.getLogger("brook.internal")
 MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | None]
 """(subject, reply, header, payload) -> False to decline the message (not a responder)"""
 
+AcksHandler = Callable[[list[bytes]], None]
+"""(subjects) of a run of plain acks: `(subject, None, None, payload)` messages whose
+payload (`b""` or `b"+ACK"`) means the same to a consumer"""
+
 
 class InternalClient:
     """A named in-process participant on the router."""
@@ -32,6 +36,7 @@ class InternalClient:
         self.name = name
         self.echo = True
         self._handlers: dict[int, MessageHandler] = {}
+        self._acks_handlers: dict[int, AcksHandler] = {}
         self._next_sid = 0
         self.subs: dict[bytes, Subscription] = {}
 
@@ -42,14 +47,19 @@ class InternalClient:
         queue: bytes | None = None,
         *,
         cache_results: bool = True,
+        acks_handler: AcksHandler | None = None,
     ) -> Subscription:
         """`cache_results=False` for a wildcard whose matching subjects are each published
-        about once (ack subjects): see `Subscription.cache_results`."""
+        about once (ack subjects): see `Subscription.cache_results`. `acks_handler` takes
+        runs of plain acks in one call instead of `handler` once each
+        (`Router.publish_acks`)."""
         self._next_sid += 1
         sid = b"%d" % self._next_sid
         subj = subject.encode() if isinstance(subject, str) else subject
         sub = Subscription(self, subj, sid, queue, cache_results=cache_results)
         self._handlers[id(sub)] = handler
+        if acks_handler is not None:
+            self._acks_handlers[id(sub)] = acks_handler
         self.subs[sid] = sub
         self.router.subscribe(sub)
         return sub
@@ -59,6 +69,7 @@ class InternalClient:
 
     def remove_subscription(self, sub: Subscription) -> None:
         self._handlers.pop(id(sub), None)
+        self._acks_handlers.pop(id(sub), None)
         self.subs.pop(sub.sid, None)
         self.router.unsubscribe(sub)
 
@@ -83,6 +94,18 @@ class InternalClient:
             # A bug in one service must not take down the publisher's connection.
             log.exception("%s: handler for %r failed", self.name, subject)
             return None
+
+    def deliver_acks(self, sub: Subscription, subjects: list[bytes], payload: bytes) -> None:
+        """`deliver(sub, subject, None, None, payload)` for each subject, in order."""
+        handler = self._acks_handlers.get(id(sub))
+        if handler is None:
+            for subject in subjects:
+                self.deliver(sub, subject, None, None, payload)
+            return
+        try:
+            handler(subjects)
+        except Exception:
+            log.exception("%s: acks handler for %r failed", self.name, sub.subject)
 
     def publish(
         self,

@@ -1,11 +1,13 @@
 """The consumer hot paths' shortcuts agree with the general code they stand in for.
 
 `ack_sequences` (bytes, per ack) against `parse_ack_subject`; `decode_message_fields` (per
-delivery) against `decode_message`, on valid and damaged records alike.
+delivery) against `decode_message`, and `decode_message_fields_at` (a record inside a run
+of bytes) against `decode_message_fields`, on valid and damaged records alike.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from hypothesis import given
@@ -61,6 +63,29 @@ def test_decode_message_fields_agrees_with_decode_message(
         assert _outcome(fmt.decode_message_fields, candidate) == _outcome(
             lambda r: _fields(fmt.decode_message(r)), candidate
         )
+
+
+@given(
+    st.integers(1, 2**40),
+    st.binary(min_size=1, max_size=20),
+    st.binary(max_size=50),
+    st.binary(max_size=60),
+    st.binary(max_size=60),
+    st.data(),
+)
+def test_decode_message_fields_at_agrees_with_decode_message_fields(
+    seq: int, subject: bytes, data: bytes, before: bytes, after: bytes, draw: st.DataObject
+) -> None:
+    record = fmt.encode_message(seq, 1_700_000_000_000_000_000, subject, b"", data)
+    flip = draw.draw(st.integers(0, len(record) - 1))
+    damaged = record[:flip] + bytes([record[flip] ^ 0x5A]) + record[flip + 1 :]
+    cut = draw.draw(st.integers(0, len(record)))
+    for candidate in (record, damaged):
+        run = before + candidate + after
+        at = len(before)
+        for n in (len(candidate), cut):  # the record's length, or a wrong one
+            at_n = functools.partial(fmt.decode_message_fields_at, pos=at, n=n)
+            assert _outcome(at_n, run) == _outcome(fmt.decode_message_fields, run[at : at + n])
 
 
 def _fields(m: fmt.Message) -> tuple[int, int, int, bytes, bytes, bytes]:

@@ -502,6 +502,17 @@ class ConsumerCore:
         cfg = self.cfg
         # `_hold` has nothing to hold back (and changes nothing) without pacing.
         paced = cfg.replay_original or cfg.rate_limit_bps > 0
+        if (
+            not paced
+            and not self._rdq
+            and not self._lps
+            and cfg.ack_policy is not AckPolicy.NONE
+            and not cfg.headers_only
+            and not cfg.flow_control
+            and (self._push_interest if cfg.is_push else self._waiting)
+            and all(w.max_bytes <= 0 for w in self._waiting)
+        ):
+            self._deliver_new(now_ns, out)
         if cfg.is_push:
             target = cfg.deliver_subject
             assert target is not None
@@ -552,6 +563,69 @@ class ConsumerCore:
             elif w.max_bytes > 0 and w.bytes_left > 0:
                 out.append(w.pending_status(409, "Batch Completed"))
         return self._expire_no_wait(out)
+
+    def _deliver_new(self, now_ns: int, out: list[Action]) -> None:
+        """First deliveries, as many as may go now, in one loop: what the general loop
+        of `_dispatch_unpaused` does through `_candidate`, `_ack_subject_for` and
+        `_deliver`, for the common case it checked (nothing to redeliver, no last-per-
+        subject queue, acks tracked; no pacing, flow control, headers_only or max_bytes,
+        which need each message's size). Same state and actions; the general loop then
+        finds nothing more to send, or takes over where this stops."""
+        cfg = self.cfg
+        limit = cfg.max_ack_pending
+        pending = self._pending
+        waiting = self._waiting
+        target = cfg.deliver_subject
+        room = AHEAD_MAX * 1024 if limit <= 0 else limit - len(pending)
+        if target is None:
+            room = min(room, sum(w.batch_left for w in waiting))
+        if room <= 0:
+            return
+        deadline = now_ns + cfg.ack_wait_for(1)
+        np = self.num_pending()  # no last-per-subject queue: `_np`, now cached
+        prefix = self._ack_prefix + "1."
+        cseq = self.delivered_consumer_seq
+        order_append = self._order.append
+        timers = self._timers
+        push = heapq.heappush
+        out_append = out.append
+        msg: StoredMessage | None = None
+        while room > 0:
+            batch = self._src.next_batch(self._next_seq - 1, min(room, AHEAD_MAX))
+            if not batch:
+                break
+            room -= len(batch)
+            for msg in batch:
+                seq = msg.seq
+                cseq += 1
+                if np > 0:
+                    np -= 1
+                ack = f"{prefix}{seq}.{cseq}.{msg.ts_ns}.{np}"
+                pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                order_append(seq)
+                push(timers, (deadline, seq))
+                if target is not None:
+                    out_append(Deliver(msg, target, ack, cseq, seq, 1, np, msg.ts_ns))
+                    continue
+                w = waiting.popleft()
+                out_append(Deliver(msg, w.reply, ack, cseq, seq, 1, np, msg.ts_ns))
+                w.batch_left -= 1
+                w.delivered += 1
+                if w.next_heartbeat_ns is not None:
+                    w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+                if w.batch_left > 0:
+                    waiting.append(w)  # round robin across requests, as nats-server does
+            self._next_seq = batch[-1].seq + 1
+        if msg is None:
+            return
+        self.delivered_consumer_seq = cseq
+        self._np = np
+        if msg.seq > self.delivered_stream_seq:
+            self.delivered_stream_seq = msg.seq
+        self.last_delivered_ns = now_ns
+        self._replay_prev = (msg.ts_ns, now_ns)
+        if target is not None and self._push_hb_at is not None:
+            self._push_hb_at = now_ns + cfg.idle_heartbeat_ns
 
     def _expire_no_wait(self, out: list[Action]) -> list[Action]:
         """`no_wait` requests end as soon as nothing more can be delivered to them now."""

@@ -128,7 +128,12 @@ class ConsumerRunner:
         self._subs: list[Subscription] = [
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
             # Every ack subject is unique (it carries the sequences): not worth caching.
-            internal.subscribe(f"$JS.ACK.{prefix}.>", self._on_ack, cache_results=False),
+            internal.subscribe(
+                f"$JS.ACK.{prefix}.>",
+                self._on_ack,
+                cache_results=False,
+                acks_handler=self._on_plain_acks,
+            ),
         ]
         if config.flow_control:
             self._subs.append(internal.subscribe(f"$JS.FC.{prefix}.>", self._on_flow_control))
@@ -297,22 +302,41 @@ class ConsumerRunner:
         self._run(self.state.pull(inbox, req, now))
         return None
 
+    def _on_plain_acks(self, subjects: list[bytes]) -> None:
+        """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks (the
+        common case, kept short). The deliveries they allow (after dropping requests
+        whose inbox went away), the timer and persistence are seen to once per loop turn,
+        for all the acks of a read chunk (`_settle`)."""
+        if self._loop is None:
+            for subject in subjects:
+                self._on_ack(subject, None, None, b"+ACK")
+            return
+        now = self._last_activity_ns = self._now_ns()
+        ack_plain = self.state.ack_plain
+        actions: list[Action] = []
+        for subject in subjects:
+            seqs = ack_sequences(subject)
+            if seqs is None:
+                self._on_ack(subject, None, None, b"+ACK")  # ignored, the usual way
+                continue
+            done = ack_plain(seqs[1], seqs[2], now)
+            if done:
+                actions += done
+        if actions:
+            self._execute(actions)
+        self._settle_later(dispatch=True)
+
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
-        if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
-            # The common case, kept short: a plain ack that asks for no answer. The
-            # deliveries it allows (after dropping requests whose inbox went away), the
-            # timer and persistence are seen to once per loop turn, for all the acks of a
-            # read chunk (`_settle`).
-            seqs = ack_sequences(subject)
-            if seqs is not None:
-                now = self._last_activity_ns = self._now_ns()
-                actions = self.state.ack_plain(seqs[1], seqs[2], now)
-                if actions:
-                    self._execute(actions)
-                self._settle_later(dispatch=True)
-                return None
+        if (
+            reply is None
+            and payload in PLAIN_ACK_BODIES
+            and self._loop is not None
+            and ack_sequences(subject) is not None
+        ):
+            self._on_plain_acks([subject])
+            return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
         now = self._now_ns()
@@ -407,25 +431,32 @@ class ConsumerRunner:
 
     def _execute(self, actions: list[Action]) -> None:
         internal = self._internal
-        publish = internal.router.publish  # routed by the reply, showing the stored subject
-        reply_str: str | None = None  # the last Deliver's reply, and its bytes
-        reply = b""
+        # Deliveries are routed by their reply (the pull request's inbox or the deliver
+        # subject), showing the stored subject; consecutive ones to the same reply go
+        # as one run (a push consumer's replies are all the same string).
+        run_to: str | None = None
+        run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
         for a in actions:
             if type(a) is Deliver:
+                if a.reply is not run_to and a.reply != run_to:
+                    if run:
+                        self._deliver_run(run_to, run)
+                        run = []
+                    run_to = a.reply
                 m = a.msg
-                if a.reply is not reply_str:  # a push consumer's are all the same string
-                    reply_str = a.reply
-                    reply = reply_str.encode()
-                publish(
-                    internal,
-                    reply,
-                    a.ack_subject.encode(),
-                    m.header or None,
-                    m.data,
-                    True,
-                    m.subject.encode("utf-8", "surrogateescape"),
+                run.append(
+                    (
+                        m.subject.encode("utf-8", "surrogateescape"),
+                        a.ack_subject.encode(),
+                        m.header or None,
+                        m.data,
+                    )
                 )
-            elif isinstance(a, Status):
+                continue
+            if run:
+                self._deliver_run(run_to, run)
+                run = []
+            if isinstance(a, Status):
                 respond_to = a.respond_to.encode() if a.respond_to is not None else None
                 internal.publish(a.reply.encode(), b"", a.header_block(), respond_to)
             elif isinstance(a, Advisory):
@@ -442,6 +473,14 @@ class ConsumerRunner:
                 retention = self.stream.retention
                 if retention is not None:
                     retention.released(a.seq)
+        if run:
+            self._deliver_run(run_to, run)
+
+    def _deliver_run(
+        self, reply: str | None, run: list[tuple[bytes, bytes | None, bytes | None, bytes]]
+    ) -> None:
+        assert reply is not None
+        self._internal.router.publish_run(self._internal, reply.encode(), run)
 
     def _settle_later(self, *, dispatch: bool = False) -> None:
         """`_settle` once, at the end of this loop iteration, for all the inputs handled in

@@ -225,7 +225,11 @@ def decode_message(record: bytes) -> Message:
     )
 
 
-def decode_message_fields(record: bytes) -> tuple[int, int, int, bytes, bytes, bytes]:
+MessageFields = tuple[int, int, int, bytes, bytes, bytes]
+"""(seq, ts_ns, flags, subject, header, data) of a MSG record"""
+
+
+def decode_message_fields(record: bytes) -> MessageFields:
     """`decode_message` as a plain tuple (seq, ts_ns, flags, subject, header, data).
 
     Every delivery to a consumer reads one record back: the valid case is checked inline
@@ -249,6 +253,26 @@ def decode_message_fields(record: bytes) -> tuple[int, int, int, bytes, bytes, b
             return seq, ts, flags, record[HEADER_SIZE:a], record[a:b], record[b:crc_at]
     m = decode_message(record)  # raises RecordError for every record refused above
     return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
+
+
+def decode_message_fields_at(buf: bytes, pos: int, n: int) -> MessageFields:
+    """`decode_message_fields(buf[pos : pos + n])` without copying the record out first:
+    a run of records read at once is decoded in place (`FileStore._read_run`)."""
+    if n >= OVERHEAD and pos + n <= len(buf):
+        magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(buf, pos)
+        crc_at = pos + n - CRC_SIZE
+        if (
+            magic == MAGIC
+            and version == VERSION
+            and rtype == T_MSG
+            and length == n == OVERHEAD + sl + hl + dl
+            and sl > 0
+            and zlib.crc32(memoryview(buf)[pos:crc_at]) == _CRC.unpack_from(buf, crc_at)[0]
+        ):
+            a = pos + HEADER_SIZE + sl
+            b = a + hl
+            return seq, ts, flags, buf[pos + HEADER_SIZE : a], buf[a:b], buf[b:crc_at]
+    return decode_message_fields(buf[pos : pos + n])
 
 
 def accounted_size(subj_len: int, hdr_len: int, data_len: int) -> int:

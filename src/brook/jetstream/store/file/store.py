@@ -4,7 +4,7 @@ The on-disk format is docs/storage-format.md; this module is the writer. Every c
 record appended to the active segment before the in-memory index (`index.py`) changes, so a
 failed write leaves the index as it was, and the index is always what replaying the log
 would give. Reading a message is one pread(); payloads are not kept in memory, except in
-a few small read-ahead buffers (`_record`): a reader going through the log in order (a
+a few small read-ahead buffers (`_bytes_at`): a reader going through the log in order (a
 consumer) gets one pread() per `READ_AHEAD_BYTES` instead of one per message. They cannot
 go stale: the bytes of a live message's record never change (records are only appended;
 an erase overwrites a record whose slot is dropped from the index at once, and reads
@@ -60,6 +60,7 @@ from brook.jetstream.store.filters import compile_filter
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 READ_AHEAD_BYTES = 32 * 1024
 READ_AHEAD_READERS = 4  # buffers kept, most recently used first
+READ_RUN_BYTES = 256 * 1024  # the most `_read_run` fetches at once (unless one record is more)
 
 
 class FileStore:
@@ -94,7 +95,7 @@ class FileStore:
         self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
         self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
         self._closed = False
-        # (segment, file offset, bytes read there) per sequential reader: see `_record`.
+        # (segment, file offset, bytes read there) per sequential reader: see `_bytes_at`.
         self._ahead: list[tuple[Segment, int, bytes]] = []
         self.syncs = 0
         self._index = Index(first_seq)
@@ -254,32 +255,47 @@ class FileStore:
     def _read_run(self, seg: Segment, k: int, max_count: int, out: list[StoredMessage]) -> int:
         """Append the messages of up to `max_count` live slots of `seg`, from slot `k` on,
         to `out`; returns the sequence after the last slot looked at. Every read of a
-        message comes here: a consumer's reads come in runs, so the per-run lookups are
-        made once."""
+        message comes here: a consumer's reads come in runs, so the run's records are
+        fetched as one span of bytes (at most `READ_RUN_BYTES`, or one record) and the
+        per-run lookups are made once."""
         offs = seg.offs
-        sids = seg.sids
-        base = seg.base
-        name_of = self._index.subjects.name_of
-        record_at = self._record
-        decode = fmt.decode_message_fields
+        lens = seg.lens
         n = len(offs)
-        taken = 0
-        while k < n and taken < max_count:
-            if offs[k] == DEAD:
-                k += 1
-                continue
-            seq = base + k
+        slots: list[int] = []
+        first = last_end = 0
+        while k < n and len(slots) < max_count:
+            off = offs[k]
+            if off != DEAD:
+                end = off + (lens[k] & LEN_MASK)
+                if not slots:
+                    first = off
+                elif end - first > READ_RUN_BYTES:
+                    break
+                slots.append(k)
+                last_end = end
+            k += 1
+        base = seg.base
+        if not slots:
+            return base + k
+        try:
+            buf = self._bytes_at(seg, first, last_end - first)
+        except OSError as exc:
+            seq = base + slots[0]
+            raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
+        sids = seg.sids
+        name_of = self._index.subjects.name_of
+        decode = fmt.decode_message_fields_at
+        for j in slots:
+            seq = base + j
             try:
-                found, ts_ns, flags, _subject, header, data = decode(record_at(seg, k))
+                found, ts_ns, flags, _subject, header, data = decode(
+                    buf, offs[j] - first, lens[j] & LEN_MASK
+                )
             except fmt.RecordError as exc:
                 raise StoreError(f"{seg.path}: record of sequence {seq} is corrupt: {exc}") from exc
-            except OSError as exc:
-                raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
             if found != seq or flags & fmt.F_ERASED:
                 raise StoreError(f"{seg.path}: slot of sequence {seq} holds another record")
-            out.append(StoredMessage(seq, name_of(sids[k]), header or None, data, ts_ns))
-            taken += 1
-            k += 1
+            out.append(StoredMessage(seq, name_of(sids[j]), header or None, data, ts_ns))
         return base + k
 
     def load_last(self, filter_subject: str) -> StoredMessage | None:
@@ -388,14 +404,13 @@ class FileStore:
         self._read_run(seg, k, 1, out)
         return out[0]
 
-    def _record(self, seg: Segment, k: int) -> bytes:
-        """The bytes of slot `k`'s record, as `seg.read` returns them. A read that lies in a
-        buffer is served from it; one that starts at most `READ_AHEAD_BYTES` past the end of
-        a buffer of the same segment continues a sequential reader, and reads ahead; any
-        other read starts a new (one-record) buffer, so that a reader is recognised by its
-        second read. Raises OSError as `seg.read` does."""
-        off = seg.offs[k]
-        n = seg.lens[k] & LEN_MASK
+    def _bytes_at(self, seg: Segment, off: int, n: int) -> bytes:
+        """The `n` bytes of `seg` at `off` (records), as `seg.read` returns them. A read
+        that lies in a buffer is served from it; one that starts at most
+        `READ_AHEAD_BYTES` past the end of a buffer of the same segment continues a
+        sequential reader, and reads ahead; any other read starts a new (exact) buffer, so
+        that a reader is recognised by its second read. Raises OSError as `seg.read`
+        does."""
         ahead = self._ahead
         for i, (bseg, start, buf) in enumerate(ahead):
             if bseg is not seg or off < start:

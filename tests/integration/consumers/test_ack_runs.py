@@ -1,0 +1,103 @@
+"""Plain acks read in runs (`ClientParser` → `Connection.on_acks` → `Router.publish_acks`)
+and deliveries framed in runs (`Router.publish_run` → `Connection.deliver_run`) behave as
+one publish each: against a real Brook, over TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import nats
+import pytest
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def ack_floor_reaches(js: Any, durable: str, seq: int) -> Any:
+    for _ in range(200):
+        info = await js.consumer_info("S", durable)
+        if info.ack_floor.stream_seq >= seq:
+            return info
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"ack floor stayed at {info.ack_floor.stream_seq}, wanted {seq}")
+
+
+async def publish_many(js: Any, n: int) -> None:
+    await asyncio.gather(*(js.publish("s.a", b"%d" % i) for i in range(n)))
+
+
+async def test_a_burst_of_acks_settles_every_message(js: Any) -> None:
+    await publish_many(js, 600)
+    psub = await js.pull_subscribe("s.>", durable="d")
+    got: list[Any] = []
+    while len(got) < 600:
+        got += await psub.fetch(300, timeout=5)
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 601))
+    # Not awaited one by one: nats-py writes them out together, so they arrive in runs.
+    await asyncio.gather(*(m.ack() for m in got))
+    info = await ack_floor_reaches(js, "d", 600)
+    assert info.num_ack_pending == 0
+    assert info.num_redelivered == 0
+    assert info.delivered.consumer_seq == 600
+
+
+async def test_an_ack_subscriber_sees_the_acks_and_the_consumer_still_gets_them(
+    nc: Any, js: Any
+) -> None:
+    watcher = await nats.connect(nc.connected_url.geturl(), allow_reconnect=False)
+    try:
+        seen: list[tuple[str, bytes]] = []
+        sub = await watcher.subscribe("$JS.ACK.>", cb=None)
+        await watcher.flush()
+        await publish_many(js, 50)
+        psub = await js.pull_subscribe("s.>", durable="d")
+        msgs = await psub.fetch(50, timeout=5)
+        await asyncio.gather(*(m.ack() for m in msgs))
+        for _ in range(50):
+            m = await sub.next_msg(timeout=5)
+            seen.append((m.subject, m.data))
+        assert [s for s, _ in seen] == [m.reply for m in msgs]
+        assert {d for _, d in seen} == {b""}  # nats-py's ack has no payload
+        info = await ack_floor_reaches(js, "d", 50)
+        assert info.num_ack_pending == 0
+    finally:
+        await watcher.close()
+
+
+async def _read_until(reader: asyncio.StreamReader, buf: bytearray, done: Any) -> None:
+    while not done(buf):
+        chunk = await asyncio.wait_for(reader.read(65536), 5)
+        assert chunk, "connection closed"
+        buf += chunk
+
+
+async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
+    await publish_many(js, 5)
+    await js.add_consumer("S", durable_name="d", ack_policy="explicit")
+    host, port = nc.connected_url.hostname, nc.connected_url.port
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        buf = bytearray()
+        await _read_until(reader, buf, lambda b: b"\r\n" in b)  # INFO
+        del buf[:]
+        request = json.dumps({"batch": 5, "expires": 5_000_000_000}).encode()
+        writer.write(
+            b'CONNECT {"verbose":true,"pedantic":false}\r\nSUB in.box 1\r\n'
+            b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d in.box %d\r\n%b\r\n" % (len(request), request)
+        )
+        await _read_until(reader, buf, lambda b: b.count(b"MSG s.a 1 ") == 5)
+        replies = [
+            line.split(b" ")[3]
+            for line in bytes(buf).split(b"\r\n")
+            if line.startswith(b"MSG s.a 1 ")
+        ]
+        assert len(replies) == 5
+        oks_before = buf.count(b"+OK\r\n")
+        writer.write(b"".join(b"PUB %b 4\r\n+ACK\r\n" % r for r in replies))
+        await _read_until(reader, buf, lambda b: b.count(b"+OK\r\n") >= oks_before + 5)
+        info = await ack_floor_reaches(js, "d", 5)
+        assert info.num_ack_pending == 0
+        assert oks_before == 3  # CONNECT, SUB, PUB
+    finally:
+        writer.close()

@@ -1,0 +1,199 @@
+"""`ConsumerCore._deliver_new` (first deliveries in one loop) agrees with the general
+dispatch loop it stands in for.
+
+Two consumers over one source get the same random inputs; in one of them the shortcut is
+switched off, so the general loop (`_candidate`, `_ack_subject_for`, `_deliver`) makes
+every delivery. After every step both must have produced the same actions, and agree on
+their info, snapshot and next deadline.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from brook.jetstream.consumer import (
+    AckKind,
+    AckPolicy,
+    Action,
+    ConsumerSettings,
+    ConsumerState,
+    Deliver,
+)
+from brook.jetstream.consumer.core import AHEAD_MAX
+
+from .fakes import FakeSource, S
+
+T0 = 1_000 * S
+
+
+class GeneralOnly(ConsumerState):
+    """A consumer that always takes the general loop."""
+
+    def _deliver_new(self, now_ns: int, out: list[Action]) -> None:
+        return
+
+
+class TwinConsumers(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = T0
+        self.src = FakeSource("o.*")
+        self.fast: ConsumerState
+        self.general: ConsumerState
+        self.outstanding: dict[int, int] = {}  # seq -> consumer seq of the latest delivery
+        self.n = 0
+
+    @initialize(
+        push=st.booleans(),
+        ack_policy=st.sampled_from([AckPolicy.EXPLICIT, AckPolicy.ALL, AckPolicy.NONE]),
+        max_ack_pending=st.sampled_from([-1, 1, 3, 100, AHEAD_MAX + 5]),
+        backoff=st.sampled_from([(), (1 * S, 3 * S)]),
+        max_deliver=st.sampled_from([-1, 2]),
+        headers_only=st.booleans(),
+        heartbeat=st.sampled_from([0, 2 * S]),
+        stored=st.integers(0, 2 * AHEAD_MAX + 10),
+    )
+    def setup(
+        self,
+        push: bool,
+        ack_policy: AckPolicy,
+        max_ack_pending: int,
+        backoff: tuple[int, ...],
+        max_deliver: int,
+        headers_only: bool,
+        heartbeat: int,
+        stored: int,
+    ) -> None:
+        for i in range(stored):
+            self.src.add("x.y" if i % 7 == 3 else "o.a")
+        cfg = ConsumerSettings(
+            stream="S",
+            name="c",
+            ack_policy=ack_policy,
+            ack_wait_ns=2 * S,
+            backoff_ns=backoff,
+            max_deliver=max_deliver,
+            max_ack_pending=max_ack_pending,
+            max_waiting=8,
+            deliver_subject="deliver.here" if push else None,
+            idle_heartbeat_ns=heartbeat if push else 0,
+            headers_only=headers_only,
+        )
+        self.fast = ConsumerState(cfg, self.src)
+        self.general = GeneralOnly(cfg, self.src)
+
+    def both(self, step: str, *args: object, **kwargs: object) -> None:
+        out_fast = getattr(self.fast, step)(*args, **kwargs)
+        out_general = getattr(self.general, step)(*args, **kwargs)
+        assert out_fast == out_general
+        for a in out_fast:
+            if isinstance(a, Deliver):
+                self.outstanding[a.stream_seq] = a.consumer_seq
+
+    @rule(subject=st.sampled_from(["o.a", "o.b", "x.y"]), count=st.sampled_from([1, 1, 40]))
+    def publish(self, subject: str, count: int) -> None:
+        for _ in range(count):
+            seq = self.src.add(subject)
+            self.both("message_stored", seq, self.now)
+
+    @precondition(lambda self: not self.fast.cfg.is_push)
+    @rule(
+        batch=st.sampled_from([1, 3, 50, 300]),
+        expires=st.sampled_from([0, 3]),
+        no_wait=st.booleans(),
+        max_bytes=st.sampled_from([0, 0, 60, 100_000]),
+    )
+    def pull(self, batch: int, expires: int, no_wait: bool, max_bytes: int) -> None:
+        self.n += 1
+        self.both(
+            "pull_request",
+            f"r{self.n}",
+            self.now,
+            batch=batch,
+            expires_ns=expires * S,
+            no_wait=no_wait,
+            max_bytes=max_bytes,
+        )
+
+    @precondition(lambda self: self.fast.cfg.is_push)
+    @rule(interest=st.booleans())
+    def push_interest(self, interest: bool) -> None:
+        self.both("set_push_interest", interest, self.now)
+
+    @rule(
+        pick=st.integers(0, 1000),
+        kind=st.sampled_from([AckKind.ACK, AckKind.ACK, AckKind.NAK, AckKind.TERM]),
+        many=st.booleans(),
+    )
+    def ack(self, pick: int, kind: AckKind, many: bool) -> None:
+        if not self.outstanding:
+            return
+        seqs = sorted(self.outstanding)
+        chosen = seqs[pick % len(seqs) :] if many else [seqs[pick % len(seqs)]]
+        for seq in chosen:
+            cseq = self.outstanding.pop(seq)
+            if kind is AckKind.ACK:
+                self.both("ack_plain", seq, cseq, self.now)
+            else:
+                self.both("ack", seq, cseq, kind, self.now, dispatch=False)
+        self.both("dispatch", self.now)
+
+    @rule(pick=st.integers(0, 1000))
+    def remove(self, pick: int) -> None:
+        if not self.src.msgs:
+            return
+        seqs = sorted(self.src.msgs)
+        seq = seqs[pick % len(seqs)]
+        self.src.remove(seq)
+        self.fast.messages_removed([seq])
+        self.general.messages_removed([seq])
+        self.outstanding.pop(seq, None)
+
+    @rule(dt=st.integers(0, 5 * S))
+    def tick(self, dt: int) -> None:
+        self.now += dt
+        self.both("tick", self.now)
+
+    @invariant()
+    def agree(self) -> None:
+        if not hasattr(self, "fast"):
+            return
+        self.fast.check_invariants()
+        assert self.fast.info() == self.general.info()
+        assert self.fast.snapshot() == self.general.snapshot()
+        assert self.fast.next_deadline() == self.general.next_deadline()
+        assert self.fast.next_stream_seq == self.general.next_stream_seq
+
+
+TwinConsumers.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestTwinConsumers = TwinConsumers.TestCase
+
+
+def test_the_shortcut_makes_the_deliveries_of_a_plain_consumer() -> None:
+    """The twin test would pass vacuously if `_deliver_new` never ran: a plain pull
+    consumer's first deliveries must come from it."""
+    src = FakeSource("o.*")
+    for _ in range(10):
+        src.add("o.a")
+    cfg = ConsumerSettings(stream="S", name="c", max_ack_pending=100)
+    taken: list[int] = []
+
+    class Counting(ConsumerState):
+        def _deliver_new(self, now_ns: int, out: list[Action]) -> None:
+            taken.append(now_ns)
+            super()._deliver_new(now_ns, out)
+
+    c = Counting(cfg, src)
+    out = c.pull_request("inbox", T0, batch=4, expires_ns=5 * S)
+    assert [a.stream_seq for a in out if isinstance(a, Deliver)] == [1, 2, 3, 4]
+    assert taken
+    # `_deliver_new` made them all: the general loop, given nothing to add, agrees.
+    general = GeneralOnly(cfg, src)
+    assert general.pull_request("inbox", T0, batch=4, expires_ns=5 * S) == out
