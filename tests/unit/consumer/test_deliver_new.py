@@ -1,10 +1,12 @@
-"""`ConsumerCore._deliver_new` (first deliveries in one loop) agrees with the general
-dispatch loop it stands in for.
+"""The consumer's run-shaped shortcuts agree with the general code they stand in for:
+`ConsumerCore._deliver_new` (first deliveries in one loop) with the general dispatch loop,
+and `ConsumerState.ack_plain_run` (a read chunk's plain acks) with `ack` once per ack.
 
-Two consumers over one source get the same random inputs; in one of them the shortcut is
-switched off, so the general loop (`_candidate`, `_ack_subject_for`, `_deliver`) makes
-every delivery. After every step both must have produced the same actions, and agree on
-their info, snapshot and next deadline.
+Two consumers over one source get the same random inputs; in one of them the delivery
+shortcut is switched off, so the general loop (`_candidate`, `_ack_subject_for`,
+`_deliver`) makes every delivery, and plain acks go through `ack` one by one. After every
+step both must have produced the same actions, and agree on their info, snapshot and next
+deadline.
 """
 
 from __future__ import annotations
@@ -126,17 +128,24 @@ class TwinConsumers(RuleBasedStateMachine):
         pick=st.integers(0, 1000),
         kind=st.sampled_from([AckKind.ACK, AckKind.ACK, AckKind.NAK, AckKind.TERM]),
         many=st.booleans(),
+        late=st.booleans(),
     )
-    def ack(self, pick: int, kind: AckKind, many: bool) -> None:
+    def ack(self, pick: int, kind: AckKind, many: bool, late: bool) -> None:
         if not self.outstanding:
             return
         seqs = sorted(self.outstanding)
         chosen = seqs[pick % len(seqs) :] if many else [seqs[pick % len(seqs)]]
-        for seq in chosen:
-            cseq = self.outstanding.pop(seq)
-            if kind is AckKind.ACK:
-                self.both("ack_plain", seq, cseq, self.now)
-            else:
+        acks = [(seq, self.outstanding.pop(seq)) for seq in chosen]
+        if late:  # again (ignored), and one not delivered yet (ignored)
+            acks += [acks[0], (self.src.last + 3, 1)]
+        if kind is AckKind.ACK:
+            out_fast = self.fast.ack_plain_run(acks, self.now)
+            out_general: list[Action] = []
+            for seq, cseq in acks:
+                out_general += self.general.ack(seq, cseq, kind, self.now, dispatch=False)
+            assert out_fast == out_general
+        else:
+            for seq, cseq in acks:
                 self.both("ack", seq, cseq, kind, self.now, dispatch=False)
         self.both("dispatch", self.now)
 

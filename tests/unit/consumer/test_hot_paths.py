@@ -1,8 +1,8 @@
 """The consumer hot paths' shortcuts agree with the general code they stand in for.
 
-`ack_sequences` (bytes, per ack) against `parse_ack_subject`; `decode_message_fields` (per
-delivery) against `decode_message`, and `decode_message_fields_at` (a record inside a run
-of bytes) against `decode_message_fields`, on valid and damaged records alike.
+`ack_sequences` (bytes, per ack) against `parse_ack_subject`, and `ack_run_sequences` (a
+run of acks) against `ack_sequences`; `decode_message_fields_at` (per delivery, a record
+inside a run of bytes) against `decode_message`, on valid and damaged records alike.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brook.jetstream.consumer.acks import ack_sequences, parse_ack_subject
+from brook.jetstream.consumer.acks import ack_run_sequences, ack_sequences, parse_ack_subject
 from brook.jetstream.store.file import format as fmt
 
 # Tokens that are digits for some parsers and not others, or not tokens at all.
@@ -33,6 +33,28 @@ def test_ack_sequences_agrees_with_parse_ack_subject(tokens: list[str], prefix: 
     assert ack_sequences(raw) == _meta_seqs(raw.decode("utf-8", "surrogateescape"))
 
 
+@given(
+    st.lists(
+        st.lists(token, min_size=0, max_size=13).map(lambda t: ".".join(["$JS.ACK", *t])),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_ack_run_sequences_agrees_with_ack_sequences(subjects: list[str]) -> None:
+    raw = [s.encode("utf-8", "surrogatepass").replace(b" ", b"_") for s in subjects]
+    one_by_one = [ack_sequences(s) for s in raw]
+    expected = None if None in one_by_one else [(q[1], q[2]) for q in one_by_one if q is not None]
+    assert ack_run_sequences(raw) == expected
+
+
+def test_ack_run_sequences_of_a_run() -> None:
+    run = [b"$JS.ACK.S.C.1.%d.%d.1700.%d" % (i, i + 5, 9 - i) for i in range(1, 9)]
+    assert ack_run_sequences(run) == [(i, i + 5) for i in range(1, 9)]
+    assert ack_run_sequences([*run, b"$JS.ACK.S.C.1.10.7.1700"]) is None  # one token short
+    assert ack_run_sequences([*run, b"$JS.ACK._.HASH.S.C.3.10.7.1700.4.x"]) is None  # v2
+    assert ack_run_sequences([run[0] + b"." + run[1]]) is None
+
+
 def test_ack_sequences_of_both_versions() -> None:
     assert ack_sequences(b"$JS.ACK.S.C.2.10.7.1700.4") == (2, 10, 7)
     assert ack_sequences(b"$JS.ACK._.HASH.S.C.3.10.7.1700.4.extra") == (3, 10, 7)
@@ -45,47 +67,24 @@ def test_ack_sequences_of_both_versions() -> None:
     st.binary(min_size=1, max_size=20),
     st.binary(max_size=30),
     st.binary(max_size=50),
+    st.binary(max_size=120),
     st.data(),
 )
-def test_decode_message_fields_agrees_with_decode_message(
-    seq: int, subject: bytes, header: bytes, data: bytes, draw: st.DataObject
+def test_decode_message_fields_at_agrees_with_decode_message(
+    seq: int, subject: bytes, header: bytes, data: bytes, around: bytes, draw: st.DataObject
 ) -> None:
     record = fmt.encode_message(seq, 1_700_000_000_000_000_000, subject, header, data)
-    cut = draw.draw(st.integers(0, len(record)))
-    flip = draw.draw(st.integers(0, len(record) - 1))
-    damaged = [
-        record,
-        record[:cut],
-        record[:flip] + bytes([record[flip] ^ 0x5A]) + record[flip + 1 :],
-        record + b"\x00",
-    ]
-    for candidate in damaged:
-        assert _outcome(fmt.decode_message_fields, candidate) == _outcome(
-            lambda r: _fields(fmt.decode_message(r)), candidate
-        )
-
-
-@given(
-    st.integers(1, 2**40),
-    st.binary(min_size=1, max_size=20),
-    st.binary(max_size=50),
-    st.binary(max_size=60),
-    st.binary(max_size=60),
-    st.data(),
-)
-def test_decode_message_fields_at_agrees_with_decode_message_fields(
-    seq: int, subject: bytes, data: bytes, before: bytes, after: bytes, draw: st.DataObject
-) -> None:
-    record = fmt.encode_message(seq, 1_700_000_000_000_000_000, subject, b"", data)
+    before, after = around[: len(around) // 2], around[len(around) // 2 :]
     flip = draw.draw(st.integers(0, len(record) - 1))
     damaged = record[:flip] + bytes([record[flip] ^ 0x5A]) + record[flip + 1 :]
     cut = draw.draw(st.integers(0, len(record)))
-    for candidate in (record, damaged):
+    for candidate in (record, damaged, record[:cut] + b"\x00" * (len(record) - cut)):
         run = before + candidate + after
         at = len(before)
         for n in (len(candidate), cut):  # the record's length, or a wrong one
             at_n = functools.partial(fmt.decode_message_fields_at, pos=at, n=n)
-            assert _outcome(at_n, run) == _outcome(fmt.decode_message_fields, run[at : at + n])
+            whole = _outcome(lambda r: _fields(fmt.decode_message(r)), run[at : at + n])
+            assert _outcome(at_n, run) == whole
 
 
 def _fields(m: fmt.Message) -> tuple[int, int, int, bytes, bytes, bytes]:

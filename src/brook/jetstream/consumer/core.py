@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,27 +276,7 @@ class ConsumerCore:
         the acked (consumer, stream) sequences, unless that is at or below the floor."""
         out: list[Action] = []
         if self.cfg.ack_policy is AckPolicy.EXPLICIT:
-            p = self._pending.get(seq)
-            if p is None:
-                self._release_dead(seq, out)
-                return out
-            self._resolve(seq, out, now_ns)
-            self.last_ack_ns = now_ns
-            if not self._pending:
-                self._floor_c = self.delivered_consumer_seq
-                self._floor_s = self.delivered_stream_seq
-            elif p.consumer_seq == self._floor_c + 1:
-                self._floor_c, self._floor_s = p.consumer_seq, seq
-                # The first pending seq above `seq`: the lowest one, unless (never, by the
-                # invariants) something below `seq` is still pending.
-                lowest = self._lowest_pending()
-                nxt = (
-                    lowest
-                    if lowest is None or lowest > seq
-                    else next((s for s in self._pending if s > seq), None)
-                )
-                if nxt is not None:
-                    self._floor_c, self._floor_s = self._pending[nxt].consumer_seq - 1, nxt - 1
+            self._ack_explicit((seq,), now_ns, out)
         elif self.cfg.ack_policy is AckPolicy.ALL:
             if consumer_seq <= self._floor_c or seq <= self._floor_s:
                 return out
@@ -314,6 +294,33 @@ class ConsumerCore:
                 self._release_dead(s, out)
             self.last_ack_ns = now_ns
         return out
+
+    def _ack_explicit(self, seqs: Iterable[int], now_ns: int, out: list[Action]) -> None:
+        """`_ack` of each of `seqs` in turn under `ack_policy: explicit` (a consumer
+        sequence is not needed: the floor moves by the pending entries' own)."""
+        pending = self._pending
+        for seq in seqs:
+            p = pending.get(seq)
+            if p is None:
+                self._release_dead(seq, out)
+                continue
+            self._resolve(seq, out, now_ns)
+            self.last_ack_ns = now_ns
+            if not pending:
+                self._floor_c = self.delivered_consumer_seq
+                self._floor_s = self.delivered_stream_seq
+            elif p.consumer_seq == self._floor_c + 1:
+                self._floor_c, self._floor_s = p.consumer_seq, seq
+                # The first pending seq above `seq`: the lowest one, unless (never, by the
+                # invariants) something below `seq` is still pending.
+                lowest = self._lowest_pending()
+                nxt = (
+                    lowest
+                    if lowest is None or lowest > seq
+                    else next((s for s in pending if s > seq), None)
+                )
+                if nxt is not None:
+                    self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
 
     def _candidate(
         self, now_ns: int, out: list[Action]

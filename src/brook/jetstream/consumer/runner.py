@@ -33,6 +33,7 @@ from brook.jetstream.consumer.acks import (
     PLAIN_ACK_BODIES,
     AckKind,
     PullRequestError,
+    ack_run_sequences,
     ack_sequences,
     parse_ack_payload,
     parse_pull_request,
@@ -303,25 +304,21 @@ class ConsumerRunner:
         return None
 
     def _on_plain_acks(self, subjects: list[bytes]) -> None:
-        """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks (the
-        common case, kept short). The deliveries they allow (after dropping requests
-        whose inbox went away), the timer and persistence are seen to once per loop turn,
-        for all the acks of a read chunk (`_settle`)."""
+        """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks as the
+        parser read them (the common case, kept short). The deliveries they allow (after
+        dropping requests whose inbox went away), the timer and persistence are seen to
+        once per loop turn, for all the acks of a read chunk (`_settle`)."""
         if self._loop is None:
             for subject in subjects:
                 self._on_ack(subject, None, None, b"+ACK")
             return
+        acks = ack_run_sequences(subjects)
+        if acks is None:  # some subject is not of the usual form: one by one
+            for subject in subjects:
+                self._on_ack(subject, None, None, b"+ACK")
+            return
         now = self._last_activity_ns = self._now_ns()
-        ack_plain = self.state.ack_plain
-        actions: list[Action] = []
-        for subject in subjects:
-            seqs = ack_sequences(subject)
-            if seqs is None:
-                self._on_ack(subject, None, None, b"+ACK")  # ignored, the usual way
-                continue
-            done = ack_plain(seqs[1], seqs[2], now)
-            if done:
-                actions += done
+        actions = self.state.ack_plain_run(acks, now)
         if actions:
             self._execute(actions)
         self._settle_later(dispatch=True)
@@ -329,14 +326,15 @@ class ConsumerRunner:
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
-        if (
-            reply is None
-            and payload in PLAIN_ACK_BODIES
-            and self._loop is not None
-            and ack_sequences(subject) is not None
-        ):
-            self._on_plain_acks([subject])
-            return None
+        if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
+            seqs = ack_sequences(subject)
+            if seqs is not None:
+                now = self._last_activity_ns = self._now_ns()
+                actions = self.state.ack_plain_run([(seqs[1], seqs[2])], now)
+                if actions:
+                    self._execute(actions)
+                self._settle_later(dispatch=True)
+                return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
         now = self._now_ns()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
@@ -35,6 +35,7 @@ from brook.jetstream.consumer.actions import (
     Status,
     heartbeat_headers,
 )
+from brook.jetstream.consumer.config import AckPolicy
 from brook.jetstream.consumer.core import ConsumerCore, Pending
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
 
@@ -216,12 +217,20 @@ class ConsumerState(ConsumerCore):
             out += self.pull(reply, req, now_ns)
         return self._finish(out)
 
-    def ack_plain(self, stream_seq: int, consumer_seq: int, now_ns: int) -> list[Action]:
-        """`ack(..., AckKind.ACK, dispatch=False)`: the hot path of every plain ack, without
-        the verb dispatch and keyword arguments; the owner calls `dispatch()` later."""
-        if stream_seq > self.delivered_stream_seq:  # not `acceptable`
-            return []
-        return self._ack(stream_seq, consumer_seq, now_ns)
+    def ack_plain_run(self, acks: Sequence[tuple[int, int]], now_ns: int) -> list[Action]:
+        """`ack(stream_seq, consumer_seq, AckKind.ACK, now_ns, dispatch=False)` of each
+        (stream_seq, consumer_seq) in turn: the hot path of plain acks, a read chunk's at
+        a time, without the verb dispatch; the owner calls `dispatch()` later."""
+        delivered = self.delivered_stream_seq
+        if self.cfg.ack_policy is not AckPolicy.EXPLICIT:
+            out: list[Action] = []
+            for stream_seq, consumer_seq in acks:
+                if stream_seq <= delivered:
+                    out += self._ack(stream_seq, consumer_seq, now_ns)
+            return out
+        out = []
+        self._ack_explicit((s for s, _c in acks if s <= delivered), now_ns, out)
+        return out
 
     def ack_payload(
         self,

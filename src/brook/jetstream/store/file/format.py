@@ -229,35 +229,14 @@ MessageFields = tuple[int, int, int, bytes, bytes, bytes]
 """(seq, ts_ns, flags, subject, header, data) of a MSG record"""
 
 
-def decode_message_fields(record: bytes) -> MessageFields:
-    """`decode_message` as a plain tuple (seq, ts_ns, flags, subject, header, data).
-
-    Every delivery to a consumer reads one record back: the valid case is checked inline
-    (the same rules as `validate` for a MSG record, CRC included) and builds no frozen
-    dataclass; anything else goes through `decode_message`, which raises its usual error.
-    """
-    n = len(record)
-    if n >= OVERHEAD:
-        magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(record)
-        crc_at = n - CRC_SIZE
-        if (
-            magic == MAGIC
-            and version == VERSION
-            and rtype == T_MSG
-            and length == n == OVERHEAD + sl + hl + dl
-            and sl > 0
-            and zlib.crc32(memoryview(record)[:crc_at]) == _CRC.unpack_from(record, crc_at)[0]
-        ):
-            a = HEADER_SIZE + sl
-            b = a + hl
-            return seq, ts, flags, record[HEADER_SIZE:a], record[a:b], record[b:crc_at]
-    m = decode_message(record)  # raises RecordError for every record refused above
-    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
-
-
 def decode_message_fields_at(buf: bytes, pos: int, n: int) -> MessageFields:
-    """`decode_message_fields(buf[pos : pos + n])` without copying the record out first:
-    a run of records read at once is decoded in place (`FileStore._read_run`)."""
+    """`decode_message(buf[pos : pos + n])` as a plain tuple, without copying the record.
+
+    Every delivery to a consumer reads one record back, from a run of records read at
+    once (`FileStore._read_run`): the valid case is checked in place (the same rules as
+    `validate` for a MSG record, CRC included) and builds no frozen dataclass; anything
+    else goes through `decode_message`, which raises its usual error.
+    """
     if n >= OVERHEAD and pos + n <= len(buf):
         magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(buf, pos)
         crc_at = pos + n - CRC_SIZE
@@ -272,7 +251,8 @@ def decode_message_fields_at(buf: bytes, pos: int, n: int) -> MessageFields:
             a = pos + HEADER_SIZE + sl
             b = a + hl
             return seq, ts, flags, buf[pos + HEADER_SIZE : a], buf[a:b], buf[b:crc_at]
-    return decode_message_fields(buf[pos : pos + n])
+    m = decode_message(buf[pos : pos + n])  # raises RecordError for every record refused above
+    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
 
 
 def accounted_size(subj_len: int, hdr_len: int, data_len: int) -> int:
