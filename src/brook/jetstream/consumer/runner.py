@@ -308,15 +308,15 @@ class ConsumerRunner:
         parser read them (the common case, kept short). The deliveries they allow (after
         dropping requests whose inbox went away), the timer and persistence are seen to
         once per loop turn, for all the acks of a read chunk (`_settle`)."""
-        if self._loop is None:
+        acks = ack_run_sequences(subjects) if self._loop is not None else None
+        if acks is None:  # no loop to settle on, or a subject of another form: one by one
             for subject in subjects:
                 self._on_ack(subject, None, None, b"+ACK")
             return
-        acks = ack_run_sequences(subjects)
-        if acks is None:  # some subject is not of the usual form: one by one
-            for subject in subjects:
-                self._on_ack(subject, None, None, b"+ACK")
-            return
+        self._apply_plain_acks(acks)
+
+    def _apply_plain_acks(self, acks: list[tuple[int, int]]) -> None:
+        """(stream_seq, consumer_seq) of plain acks; the rest is left to `_settle`."""
         now = self._last_activity_ns = self._now_ns()
         actions = self.state.ack_plain_run(acks, now)
         if actions:
@@ -329,11 +329,7 @@ class ConsumerRunner:
         if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
             seqs = ack_sequences(subject)
             if seqs is not None:
-                now = self._last_activity_ns = self._now_ns()
-                actions = self.state.ack_plain_run([(seqs[1], seqs[2])], now)
-                if actions:
-                    self._execute(actions)
-                self._settle_later(dispatch=True)
+                self._apply_plain_acks([(seqs[1], seqs[2])])
                 return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
