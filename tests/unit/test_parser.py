@@ -718,3 +718,34 @@ def test_an_ack_over_the_control_line_limit_ends_the_run_with_the_usual_error() 
         parser.feed(_ack(1) + long_ack)
     assert info.value.err_text == "maximum control line exceeded"
     assert rec.runs == [([b"$JS.ACK.S.C.1.1.1.1700.0"], b"+ACK")]
+
+
+@pytest.mark.parametrize("payload", [b"", b"+ACK"])
+@pytest.mark.parametrize("blanks", [b" ", b"  ", b"   "])
+def test_acks_right_at_the_control_line_limit_stay_in_the_run(
+    payload: bytes, blanks: bytes
+) -> None:
+    # A run takes every ack whose control line is within the limit; a longer line goes
+    # the general way, which applies the limit to the arguments (after "PUB ") and
+    # refuses the first one over it.
+    limit = 64
+    size = b"%d" % len(payload)
+
+    def ack(n: int, line_len: int) -> bytes:
+        head = b"$JS.ACK.S.C.1.%d.%d.1700." % (n, n)
+        filler = line_len - len(b"PUB ") - len(head) - len(blanks) - len(size)
+        line = b"PUB " + head + b"0" * filler + blanks + size
+        assert len(line) == line_len
+        return line + b"\r\n" + payload + b"\r\n"
+
+    rec = AckRunRecorder()
+    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=limit)
+    lengths = [limit - 2, limit, limit - 1, limit, limit, limit + 4]
+    with pytest.raises(ProtocolError) as info:
+        parser.feed(
+            b"".join(ack(n, k) for n, k in enumerate(lengths, 1)) + ack(7, limit + 5) + ack(8, 40)
+        )
+    assert [op[1].split(b".")[5] for op in rec.ops] == [b"%d" % n for n in range(1, 7)]
+    subjects, run_payload = rec.runs[0]
+    assert (len(subjects), run_payload) == (5, payload)
+    assert info.value.err_text == "maximum control line exceeded"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brook.routing.sublist import EMPTY, MatchResult, Sublist, Subscription, _Node
 from brook.subjects import matches
@@ -339,3 +341,70 @@ def test_cache_can_be_disabled(size: int) -> None:
     assert plain(sl.match(b"foo")) == {s}
     assert sl.statistics()["num_cache"] == 0
     assert sl.cache_hits == 0
+
+
+# ---------------------------------------------------------------------------- ack routes
+
+_ACK_ROUTES = (b"$JS.ACK.S.C.>", b"$JS.ACK.S.D.>", b"$JS.ACK.T.C.>")
+_ack_token = st.sampled_from([b"S", b"C", b"D", b"T", b"1", b"22", b"", b"*", b">"])
+_ack_tokens = st.lists(_ack_token, max_size=6)
+
+
+def _ack_subject(tokens: list[bytes]) -> bytes:
+    return b".".join([b"$JS", b"ACK", *tokens])
+
+
+def ack_routes() -> tuple[Sublist, dict[bytes, Subscription]]:
+    """Consumers' ack subscriptions, as their internal clients make them (uncached)."""
+    sl = Sublist()
+    subs = {}
+    for subject in _ACK_ROUTES:
+        subs[subject] = s = Subscription(CLIENT, subject, b"1", None, cache_results=False)
+        sl.insert(s)
+    return sl, subs
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(  # mostly a consumer's route key
+        st.sampled_from([[b"S", b"C"], [b"S", b"D"], [b"T", b"C"]]),
+        st.lists(_ack_token, max_size=3),
+    ),
+    st.lists(_ack_tokens, min_size=1, max_size=6),
+    st.lists(_ack_tokens, max_size=2),
+)
+def test_ack_matches_agree_with_the_subject_rules(
+    head: list[bytes], tails: list[list[bytes]], others: list[list[bytes]]
+) -> None:
+    # `ack_match` (one subject) and `ack_run_match` (a run of them, or None when it cannot
+    # tell cheaply) are shortcuts of the trie walk for consumers' ack routes: both must
+    # find exactly the subscriptions the walk finds. Mostly one consumer's acks (a
+    # shared head), as a read chunk brings them, and perhaps a few others.
+    subjects = [_ack_subject(head + tail) for tail in tails] + [_ack_subject(t) for t in others]
+    sl, _ = ack_routes()
+    assert sl.ack_routes_only
+    # The oracle: `match` walks the trie once some other subscription could match an
+    # ack subject (this one never matches the generated subjects).
+    walked, _ = ack_routes()
+    walked.insert(sub(b"$JS.ACK.Q.Q.Q"))
+    assert not walked.ack_routes_only
+
+    def names(result: MatchResult) -> set[bytes]:
+        return {s.subject for s in plain(result)}
+
+    expected = [names(walked.match(subject)) for subject in subjects]
+    assert [names(sl.ack_match(subject)) for subject in subjects] == expected
+    shared = sl.ack_run_match(subjects)
+    if shared is not None:
+        assert all(names(shared) == e for e in expected)
+
+
+def test_a_run_of_one_consumers_acks_is_matched_at_once() -> None:
+    sl, subs = ack_routes()
+    run = [b"$JS.ACK.S.C.1.%d.%d.1763800000000000000.0" % (i, i) for i in range(1, 50)]
+    shared = sl.ack_run_match(run)
+    assert shared is not None
+    assert plain(shared) == {subs[b"$JS.ACK.S.C.>"]}
+    assert sl.ack_run_match([*run, b"$JS.ACK.S.D.1.2.3.4.0"]) is None  # two routes
+    assert sl.ack_run_match([*run, b"$JS.ACK.S.C.1..3.4.0"]) is None  # an empty token
+    assert sl.ack_run_match([b"$JS.ACK.X.Y.1.2.3.4.0"] * 3) is EMPTY  # no such route

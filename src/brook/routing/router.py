@@ -165,6 +165,11 @@ class Router:
         n = len(subjects)
         sublist.matches += n
         sublist.cache_misses += n  # `match` never caches an ack subject
+        shared = sublist.ack_run_match(subjects)
+        if shared is not None:  # all bound for one route, or for none
+            plain = shared.plain
+            self._deliver_acks(publisher, plain[0] if plain else None, subjects, payload, echo)
+            return
         ack_match = sublist.ack_match
         run_sub: Subscription | None = None
         run: list[bytes] = []

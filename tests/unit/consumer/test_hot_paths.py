@@ -1,20 +1,16 @@
 """The consumer hot paths' shortcuts agree with the general code they stand in for.
 
 `ack_sequences` (bytes, per ack) against `parse_ack_subject`, and `ack_run_sequences` (a
-run of acks) against `ack_sequences`; `decode_message_fields_at` (per delivery, a record
-inside a run of bytes) against `decode_message`, on valid and damaged records alike.
+run of acks) against `ack_sequences`. (The file store's in-place record check is compared
+with `decode_message` in tests/store/test_file_damaged_reads.py.)
 """
 
 from __future__ import annotations
-
-import functools
-from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from brook.jetstream.consumer.acks import ack_run_sequences, ack_sequences, parse_ack_subject
-from brook.jetstream.store.file import format as fmt
 
 # Tokens that are digits for some parsers and not others, or not tokens at all.
 TRICKY = ["", "0", "7", "123", "+1", "-1", "1_0", " 1", "1 ", "\u0661", "²", "12a", "_", "x"]
@@ -60,40 +56,3 @@ def test_ack_sequences_of_both_versions() -> None:
     assert ack_sequences(b"$JS.ACK._.HASH.S.C.3.10.7.1700.4.extra") == (3, 10, 7)
     assert ack_sequences(b"$JS.ACK.S.C.2.10.\xd9\xa1.1700.4") is None  # Arabic-Indic one
     assert ack_sequences(b"$JS.ACK.S..2.10.7.1700.4") is None
-
-
-@given(
-    st.integers(1, 2**40),
-    st.binary(min_size=1, max_size=20),
-    st.binary(max_size=30),
-    st.binary(max_size=50),
-    st.binary(max_size=120),
-    st.data(),
-)
-def test_decode_message_fields_at_agrees_with_decode_message(
-    seq: int, subject: bytes, header: bytes, data: bytes, around: bytes, draw: st.DataObject
-) -> None:
-    record = fmt.encode_message(seq, 1_700_000_000_000_000_000, subject, header, data)
-    before, after = around[: len(around) // 2], around[len(around) // 2 :]
-    flip = draw.draw(st.integers(0, len(record) - 1))
-    damaged = record[:flip] + bytes([record[flip] ^ 0x5A]) + record[flip + 1 :]
-    cut = draw.draw(st.integers(0, len(record)))
-    for candidate in (record, damaged, record[:cut] + b"\x00" * (len(record) - cut)):
-        run = before + candidate + after
-        at = len(before)
-        for n in (len(candidate), cut):  # the record's length, or a wrong one
-            at_n = functools.partial(fmt.decode_message_fields_at, pos=at, n=n)
-            whole = _outcome(lambda r: _fields(fmt.decode_message(r)), run[at : at + n])
-            assert _outcome(at_n, run) == whole
-
-
-def _fields(m: fmt.Message) -> tuple[int, int, int, bytes, bytes, bytes]:
-    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
-
-
-def _outcome(decode: Callable[[bytes], object], record: bytes) -> object:
-    """What `decode` returns, or the text of the RecordError it raises."""
-    try:
-        return decode(record)
-    except fmt.RecordError as exc:
-        return f"RecordError: {exc}"

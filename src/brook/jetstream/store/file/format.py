@@ -34,7 +34,7 @@ HEADER = struct.Struct("<2sBBIQqBBHII")
 HEADER_SIZE = HEADER.size  # 36
 CRC_SIZE = 4
 OVERHEAD = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
-_CRC = struct.Struct("<I")
+CRC_FIELD = struct.Struct("<I")
 _STATE_BODY = struct.Struct("<Qq")
 
 MAX_SUBJECT_BYTES = 0xFFFF
@@ -65,7 +65,7 @@ RecordInfo = tuple[int, int, int, int, int, int, int, int, int]
 
 def _finish(head: bytes, *body: bytes) -> bytes:
     rec = b"".join((head, *body))
-    return rec + _CRC.pack(zlib.crc32(rec))
+    return rec + CRC_FIELD.pack(zlib.crc32(rec))
 
 
 def encode_message(
@@ -149,7 +149,7 @@ def validate(buf: Buffer, offset: int, end: int) -> RecordInfo | str:
         return "incomplete record"
     view = memoryview(buf)
     crc_at = offset + length - CRC_SIZE
-    if zlib.crc32(view[offset:crc_at]) != _CRC.unpack_from(buf, crc_at)[0]:
+    if zlib.crc32(view[offset:crc_at]) != CRC_FIELD.unpack_from(buf, crc_at)[0]:
         return "bad CRC"
     shape = _shape_error(buf, offset, rtype, seq, sl, hl, dl)
     if shape:
@@ -223,36 +223,6 @@ def decode_message(record: bytes) -> Message:
     return Message(
         seq, ts, flags, record[HEADER_SIZE:a], record[a:b], record[b : length - CRC_SIZE]
     )
-
-
-MessageFields = tuple[int, int, int, bytes, bytes, bytes]
-"""(seq, ts_ns, flags, subject, header, data) of a MSG record"""
-
-
-def decode_message_fields_at(buf: bytes, pos: int, n: int) -> MessageFields:
-    """`decode_message(buf[pos : pos + n])` as a plain tuple, without copying the record.
-
-    Every delivery to a consumer reads one record back, from a run of records read at
-    once (`FileStore._read_run`): the valid case is checked in place (the same rules as
-    `validate` for a MSG record, CRC included) and builds no frozen dataclass; anything
-    else goes through `decode_message`, which raises its usual error.
-    """
-    if n >= OVERHEAD and pos + n <= len(buf):
-        magic, version, rtype, length, seq, ts, flags, _r, sl, hl, dl = HEADER.unpack_from(buf, pos)
-        crc_at = pos + n - CRC_SIZE
-        if (
-            magic == MAGIC
-            and version == VERSION
-            and rtype == T_MSG
-            and length == n == OVERHEAD + sl + hl + dl
-            and sl > 0
-            and zlib.crc32(memoryview(buf)[pos:crc_at]) == _CRC.unpack_from(buf, crc_at)[0]
-        ):
-            a = pos + HEADER_SIZE + sl
-            b = a + hl
-            return seq, ts, flags, buf[pos + HEADER_SIZE : a], buf[a:b], buf[b:crc_at]
-    m = decode_message(buf[pos : pos + n])  # raises RecordError for every record refused above
-    return m.seq, m.ts_ns, m.flags, m.subject, m.header, m.data
 
 
 def accounted_size(subj_len: int, hdr_len: int, data_len: int) -> int:
