@@ -259,3 +259,25 @@ def test_ack_next_acks_then_pulls_on_ack_reply() -> None:
     out = c.ack(1, 1, AckKind.NXT, T0, reply="_INBOX.nxt")
     assert [(d.stream_seq, d.reply) for d in delivers(out)] == [(2, "_INBOX.nxt")]
     assert c.pending_seqs() == [2]
+
+
+def test_deadlines_out_of_delivery_order_come_due_in_deadline_order() -> None:
+    # Deadlines are kept in two sorted parts (in-order arrivals and the rest); whatever
+    # part an entry is in, redeliveries follow the deadlines, and the next deadline is the
+    # earliest one that still counts.
+    c, src = make(3, ack_wait_ns=10 * S)
+    assert delivered(c.pull_request("inbox", T0, batch=3)) == [1, 2, 3]
+    assert c.next_deadline() == T0 + 10 * S
+    c.ack(1, 1, AckKind.NAK, T0 + 1 * S, delay_ns=25 * S)  # due at 26 s, after 2 and 3
+    c.ack(3, 3, AckKind.WPI, T0 + 1 * S)  # due at 11 s
+    src.add()
+    assert delivered(c.pull_request("inbox", T0 + 2 * S, batch=1)) == [4]  # due at 12 s
+    c.ack(2, 2, AckKind.ACK, T0 + 3 * S)
+    assert c.next_deadline() == T0 + 11 * S
+    assert c.tick(T0 + 11 * S) == []  # 3 is due: queued, no request waiting
+    assert c.next_deadline() == T0 + 12 * S
+    assert c.tick(T0 + 30 * S) == []
+    out = c.pull_request("inbox", T0 + 30 * S, batch=3)
+    assert delivered(out) == [3, 4, 1]
+    assert c.next_deadline() == T0 + 40 * S
+    c.check_invariants()

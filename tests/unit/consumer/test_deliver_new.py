@@ -1,6 +1,6 @@
 """The consumer's run-shaped shortcuts agree with the general code they stand in for:
 `ConsumerCore._deliver_new` (first deliveries in one loop) with the general dispatch loop,
-and `ConsumerState.ack_plain_run` (a read chunk's plain acks) with `ack` once per ack.
+and `ConsumerState.ack_explicit_run` (a read chunk's plain acks) with `ack` once per ack.
 
 Two consumers over one source get the same random inputs; in one of them the delivery
 shortcut is switched off, so the general loop (`_candidate`, `_ack_subject_for`,
@@ -138,8 +138,8 @@ class TwinConsumers(RuleBasedStateMachine):
         acks = [(seq, self.outstanding.pop(seq)) for seq in chosen]
         if late:  # again (ignored), and one not delivered yet (ignored)
             acks += [acks[0], (self.src.last + 3, 1)]
-        if kind is AckKind.ACK:
-            out_fast = self.fast.ack_plain_run(acks, self.now)
+        if kind is AckKind.ACK and self.fast.cfg.ack_policy is AckPolicy.EXPLICIT:
+            out_fast = self.fast.ack_explicit_run([seq for seq, _ in acks], self.now)
             out_general: list[Action] = []
             for seq, cseq in acks:
                 out_general += self.general.ack(seq, cseq, kind, self.now, dispatch=False)

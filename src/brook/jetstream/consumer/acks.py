@@ -88,22 +88,22 @@ def ack_sequences(subject: bytes) -> tuple[int, int, int] | None:
     return None if meta is None else (meta.delivered, meta.stream_seq, meta.consumer_seq)
 
 
-# `_ACK_V1` for each of several subjects joined by blanks (which no subject holds).
-_ACK_V1_RUN = re.compile(
-    rb"(?<![^ ])\$JS\.ACK\.[^. ]+\.[^. ]+\.\d+\.(\d+)\.(\d+)\.\d+\.\d+(?![^ ])"
-)
+# `_ACK_V1` for each of several subjects joined by blanks (which no subject holds),
+# keeping the stream sequence only.
+_ACK_V1_RUN = re.compile(rb"(?<![^ ])\$JS\.ACK\.[^. ]+\.[^. ]+\.\d+\.(\d+)\.\d+\.\d+\.\d+(?![^ ])")
 
 
-def ack_run_sequences(subjects: list[bytes]) -> list[tuple[int, int]] | None:
-    """(stream_seq, consumer_seq) of each ack subject, as `ack_sequences` gives them, in
-    one regular-expression scan; None unless every subject is of the version 1 form.
+def ack_run_stream_seqs(subjects: list[bytes]) -> list[int] | None:
+    """The stream sequence of each ack subject, as `ack_sequences` gives it, in one
+    regular-expression scan; None unless every subject is of the version 1 form.
 
     For subjects as the parser reads them, which hold no blanks (the run's separator).
+    An explicit ack needs no more: the consumer finds the rest in its pending entry.
     """
     found = _ACK_V1_RUN.findall(b" ".join(subjects))
     if len(found) != len(subjects):
         return None
-    return [(int(s), int(c)) for s, c in found]
+    return list(map(int, found))
 
 
 class AckKind(enum.Enum):

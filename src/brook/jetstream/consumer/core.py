@@ -4,6 +4,7 @@ module docstring there for the model."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -70,7 +71,13 @@ class ConsumerCore:
         # keeps these (as nats-server, for inspection), a late ack still releases them
         # (retention.py), and they count as redelivered until then (nats-server's `rdc`).
         self._dead: dict[int, int] = {}
-        self._timers: list[tuple[int, int]] = []  # (deadline_ns, stream_seq), lazy
+        # Ack deadlines, (deadline_ns, stream_seq), lazy: an entry counts while its message
+        # is pending with that deadline. Entries that come in order (first deliveries,
+        # all with the same ack_wait: nearly all of them) queue in `_timer_fifo`, the rest
+        # (backoff, NAK delays, progress) in the `_timers` heap; each part is sorted, so
+        # the next deadline is the lower of their fronts (`_arm`, `next_deadline`, `tick`).
+        self._timer_fifo: deque[tuple[int, int]] = deque()
+        self._timers: list[tuple[int, int]] = []
         self._waiting: deque[WaitingRequest] = deque()
         self._np: int | None = None  # cached num_pending of the source
         self._push_interest = False
@@ -212,7 +219,12 @@ class ConsumerCore:
 
     def _arm(self, seq: int, p: Pending, deadline: int) -> None:
         p.deadline_ns = deadline
-        heapq.heappush(self._timers, (deadline, seq))
+        entry = (deadline, seq)
+        fifo = self._timer_fifo
+        if not fifo or fifo[-1] <= entry:
+            fifo.append(entry)
+        else:
+            heapq.heappush(self._timers, entry)
 
     def _exhausted(self, seq: int, p: Pending) -> bool:
         return 0 < self.cfg.max_deliver <= p.deliveries
@@ -400,9 +412,9 @@ class ConsumerCore:
                 order = self._order
                 assert not order or order[-1] < seq  # `_order` stays sorted
                 deadline = now_ns + cfg.ack_wait_for(1)
-                self._pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                p = self._pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
                 order.append(seq)
-                heapq.heappush(self._timers, (deadline, seq))  # `_arm`, inlined
+                self._arm(seq, p, deadline)
             else:  # ack none: delivered is acknowledged
                 self._floor_c, self._floor_s = cseq, self.delivered_stream_seq
                 if cfg.retention is Retention.WORKQUEUE:
@@ -593,8 +605,12 @@ class ConsumerCore:
         prefix = self._ack_prefix + "1."
         cseq = self.delivered_consumer_seq
         order_append = self._order.append
-        timers = self._timers
-        push = heapq.heappush
+        # Every entry of this call has one deadline and a higher seq than any before (the
+        # `_arm` rule): they go to the end of the in-order queue, unless a longer deadline
+        # is already there.
+        fifo = self._timer_fifo
+        in_order = not fifo or fifo[-1] <= (deadline, self._next_seq)
+        timer_append = fifo.append if in_order else functools.partial(heapq.heappush, self._timers)
         out_append = out.append
         msg: StoredMessage | None = None
         while room > 0:
@@ -610,7 +626,7 @@ class ConsumerCore:
                 ack = f"{prefix}{seq}.{cseq}.{msg.ts_ns}.{np}"
                 pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
                 order_append(seq)
-                push(timers, (deadline, seq))
+                timer_append((deadline, seq))
                 if target is not None:
                     out_append(Deliver(msg, target, ack, cseq, seq, 1, np, msg.ts_ns))
                     continue

@@ -33,7 +33,7 @@ from brook.jetstream.consumer.acks import (
     PLAIN_ACK_BODIES,
     AckKind,
     PullRequestError,
-    ack_run_sequences,
+    ack_run_stream_seqs,
     ack_sequences,
     parse_ack_payload,
     parse_pull_request,
@@ -308,17 +308,23 @@ class ConsumerRunner:
         parser read them (the common case, kept short). The deliveries they allow (after
         dropping requests whose inbox went away), the timer and persistence are seen to
         once per loop turn, for all the acks of a read chunk (`_settle`)."""
-        acks = ack_run_sequences(subjects) if self._loop is not None else None
-        if acks is None:  # no loop to settle on, or a subject of another form: one by one
+        seqs = ack_run_stream_seqs(subjects) if self._plain_acks_in_runs() else None
+        if seqs is None:  # a subject of another form, or no run to make: one by one
             for subject in subjects:
                 self._on_ack(subject, None, None, b"+ACK")
             return
-        self._apply_plain_acks(acks)
+        self._apply_plain_acks(seqs)
 
-    def _apply_plain_acks(self, acks: list[tuple[int, int]]) -> None:
-        """(stream_seq, consumer_seq) of plain acks; the rest is left to `_settle`."""
+    def _plain_acks_in_runs(self) -> bool:
+        """Explicit acks with a loop to settle on: plain ones need their stream sequence
+        only (`ConsumerState.ack_explicit_run`). Ack all (one ack for many messages,
+        usually) and ack none take the general path."""
+        return self._loop is not None and self.state.cfg.ack_policy is AckPolicy.EXPLICIT
+
+    def _apply_plain_acks(self, seqs: list[int]) -> None:
+        """Stream sequences of plain explicit acks; the rest is left to `_settle`."""
         now = self._last_activity_ns = self._now_ns()
-        actions = self.state.ack_plain_run(acks, now)
+        actions = self.state.ack_explicit_run(seqs, now)
         if actions:
             self._execute(actions)
         self._settle_later(dispatch=True)
@@ -326,10 +332,10 @@ class ConsumerRunner:
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
-        if reply is None and payload in PLAIN_ACK_BODIES and self._loop is not None:
+        if reply is None and payload in PLAIN_ACK_BODIES and self._plain_acks_in_runs():
             seqs = ack_sequences(subject)
             if seqs is not None:
-                self._apply_plain_acks([(seqs[1], seqs[2])])
+                self._apply_plain_acks([seqs[1]])
                 return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)

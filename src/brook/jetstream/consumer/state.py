@@ -11,7 +11,7 @@ Bookkeeping follows wire reference §6.7:
 * `_pending` maps stream seq -> `Pending` for delivered, unacknowledged messages, in
   ascending stream-seq order (new deliveries always have a higher sequence), so the
   lowest pending message is the first key. A pending entry is either timed (`deadline_ns`
-  set, with a matching entry in the lazy `_timers` heap) or queued for redelivery
+  set, with a matching entry in the lazy `_timer_fifo` or `_timers`) or queued for redelivery
   (`deadline_ns is None`, key in the ordered set `_rdq`).
 * Ack floors are derived: stream floor = lowest pending seq - 1, consumer floor = lowest
   pending consumer seq - 1 (both monotonic); with nothing pending they equal `delivered`.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
@@ -217,19 +217,15 @@ class ConsumerState(ConsumerCore):
             out += self.pull(reply, req, now_ns)
         return self._finish(out)
 
-    def ack_plain_run(self, acks: Sequence[tuple[int, int]], now_ns: int) -> list[Action]:
-        """`ack(stream_seq, consumer_seq, AckKind.ACK, now_ns, dispatch=False)` of each
-        (stream_seq, consumer_seq) in turn: the hot path of plain acks, a read chunk's at
-        a time, without the verb dispatch; the owner calls `dispatch()` later."""
+    def ack_explicit_run(self, stream_seqs: Iterable[int], now_ns: int) -> list[Action]:
+        """`ack(stream_seq, _, AckKind.ACK, now_ns, dispatch=False)` of each of
+        `stream_seqs` in turn under `ack_policy: explicit`: the hot path of plain acks, a
+        read chunk's at a time, without the verb dispatch; the owner calls `dispatch()`
+        later. (Explicit acks need no consumer sequence: the pending entry has it.)"""
+        assert self.cfg.ack_policy is AckPolicy.EXPLICIT
         delivered = self.delivered_stream_seq
-        if self.cfg.ack_policy is not AckPolicy.EXPLICIT:
-            out: list[Action] = []
-            for stream_seq, consumer_seq in acks:
-                if stream_seq <= delivered:
-                    out += self._ack(stream_seq, consumer_seq, now_ns)
-            return out
-        out = []
-        self._ack_explicit((s for s, _c in acks if s <= delivered), now_ns, out)
+        out: list[Action] = []
+        self._ack_explicit((s for s in stream_seqs if s <= delivered), now_ns, out)
         return out
 
     def ack_payload(
@@ -264,9 +260,15 @@ class ConsumerState(ConsumerCore):
     def tick(self, now_ns: int) -> list[Action]:
         """Time passed: ack deadlines, request expiry, then deliveries and heartbeats."""
         out: list[Action] = []
-        timers = self._timers
-        while timers and timers[0][0] <= now_ns:
-            deadline, seq = heapq.heappop(timers)
+        fifo = self._timer_fifo
+        heap = self._timers
+        while True:  # due entries of both parts, merged in (deadline, seq) order
+            if fifo and fifo[0][0] <= now_ns and not (heap and heap[0] < fifo[0]):
+                deadline, seq = fifo.popleft()
+            elif heap and heap[0][0] <= now_ns:
+                deadline, seq = heapq.heappop(heap)
+            else:
+                break
             p = self._pending.get(seq)
             if p is not None and p.deadline_ns == deadline:
                 out += self._due(seq, p)
@@ -290,15 +292,25 @@ class ConsumerState(ConsumerCore):
 
     def next_deadline(self) -> int | None:
         """When `tick` next has something to do, or None."""
-        timers = self._timers
-        while timers:
-            deadline, seq = timers[0]
-            p = self._pending.get(seq)
+        pending = self._pending
+        fifo = self._timer_fifo
+        while fifo:  # drop the entries that no longer count from the front of each part
+            deadline, seq = fifo[0]
+            p = pending.get(seq)
             if p is not None and p.deadline_ns == deadline:
                 break
-            heapq.heappop(timers)
+            fifo.popleft()
+        heap = self._timers
+        while heap:
+            deadline, seq = heap[0]
+            p = pending.get(seq)
+            if p is not None and p.deadline_ns == deadline:
+                break
+            heapq.heappop(heap)
         # The minimum of the candidates that are set, without building a list (per input).
-        at = timers[0][0] if timers else None
+        at = fifo[0][0] if fifo else None
+        if heap and (at is None or heap[0][0] < at):
+            at = heap[0][0]
         for w in self._waiting:
             t = w.expires_at_ns
             if t is not None and (at is None or t < at):
@@ -356,6 +368,7 @@ class ConsumerState(ConsumerCore):
         self._lps = deque(int(s) for s in data.get("last_per_subject", []))
         self._pending.clear()
         self._rdq.clear()
+        self._timer_fifo.clear()
         self._timers.clear()
         self._waiting.clear()
         self._np = None
