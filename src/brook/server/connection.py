@@ -407,29 +407,34 @@ class ClientConnection(asyncio.Protocol):
         self, sub: Subscription, messages: list[tuple[bytes, bytes | None, bytes | None, bytes]]
     ) -> None:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
-        (`Router.publish_run`): a consumer's deliveries, framed in one loop."""
+        (`Router.publish_run`): a consumer's deliveries, framed in one loop, counted and
+        handed to the output once (a run is at most what the consumer may have
+        outstanding, so the eager flush looks at the whole of it)."""
+        if self.closed:
+            return
         sid = sub.sid
-        out = self._out
         headers = self.headers
+        frames: list[bytes] = []
+        append = frames.append
+        content = 0  # header and payload bytes, as `out_bytes` counts them
         for subject, reply, header, payload in messages:
-            if self.closed:
-                return
             if header is not None and headers:
-                frame = encoder.hmsg(subject, sid, reply, header, payload)
-                self.out_bytes += len(header) + len(payload)
+                append(encoder.hmsg(subject, sid, reply, header, payload))
+                content += len(header) + len(payload)
+                continue
+            size = len(payload)
+            if reply is None:
+                append(b"MSG %b %b %d\r\n%b\r\n" % (subject, sid, size, payload))
             else:
-                size = len(payload)
-                if reply is None:
-                    frame = b"MSG %b %b %d\r\n%b\r\n" % (subject, sid, size, payload)
-                else:
-                    frame = b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sid, reply, size, payload)
-                self.out_bytes += size
-            self.out_msgs += 1
-            out.append(frame)
-            self._out_bytes += len(frame)
-            if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-                self._flush()
-        if self._out_bytes and not self._flush_scheduled:
+                append(b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sid, reply, size, payload))
+            content += size
+        self.out_msgs += len(frames)
+        self.out_bytes += content
+        self._out.extend(frames)
+        self._out_bytes += sum(map(len, frames))
+        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 

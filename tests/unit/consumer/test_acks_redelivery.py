@@ -98,7 +98,7 @@ def test_ack_wait_redelivery_with_new_consumer_seq() -> None:
     out = c.tick(T0 + 30 * S)
     got = [(d.stream_seq, d.consumer_seq, d.delivery_count) for d in delivers(out)]
     assert got == [(1, 3, 2), (2, 4, 2)]
-    assert delivers(out)[0].ack_subject.startswith("$JS.ACK.ORDERS.worker.2.1.3.")
+    assert delivers(out)[0].ack_subject.startswith(b"$JS.ACK.ORDERS.worker.2.1.3.")
     info = c.info()
     assert info["delivered"] == {"consumer_seq": 4, "stream_seq": 2}
     assert info["num_redelivered"] == 2
@@ -148,7 +148,7 @@ def test_nak_with_delay_redelivers_after_delay_like_reference() -> None:
     out = c.tick(T0 + S)
     d = delivers(out)[0]
     assert (d.delivery_count, d.stream_seq, d.consumer_seq) == (2, 2, 5)
-    assert d.ack_subject == f"$JS.ACK.ORDERS.worker.2.2.5.{src.msgs[2].ts_ns}.0"
+    assert d.ack_subject == b"$JS.ACK.ORDERS.worker.2.2.5.%d.0" % src.msgs[2].ts_ns
     c.ack(2, 5, AckKind.ACK, T0 + S)
     info = c.info()
     assert info["delivered"] == {"consumer_seq": 5, "stream_seq": 4}

@@ -16,7 +16,7 @@ def test_fetch1_then_timeout_then_no_wait_404() -> None:  # js-pull-fetch1
     assert c.num_pending() == 1
     out = c.pull_request("_INBOX.a", T0, batch=1, expires_ns=1_999_900_000)
     (d,) = delivers(out)
-    assert d.ack_subject == f"$JS.ACK.ORDERS.worker.1.1.1.{src.msgs[1].ts_ns}.0"
+    assert d.ack_subject == b"$JS.ACK.ORDERS.worker.1.1.1.%d.0" % src.msgs[1].ts_ns
     assert d.reply == "_INBOX.a"
     assert len(out) == 1  # batch complete: silently
     c.ack(1, 1, AckKind.ACK, T0)
@@ -37,7 +37,7 @@ def test_fetch1_then_timeout_then_no_wait_404() -> None:  # js-pull-fetch1
 def test_fetch10_with_three_messages() -> None:  # js-pull-fetch10
     c, _ = make(3)
     out = c.pull_request("_INBOX.x", T0, batch=10, expires_ns=2_999_900_000, no_wait=True)
-    assert [d.ack_subject.split(".")[-1] for d in delivers(out)] == ["2", "1", "0"]
+    assert [d.ack_subject.split(b".")[-1] for d in delivers(out)] == [b"2", b"1", b"0"]
     assert statuses(out) == [(404, "No Messages")]
     assert isinstance(out[-1], Status)
     assert c.num_waiting == 0

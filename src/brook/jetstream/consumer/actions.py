@@ -40,7 +40,7 @@ class Deliver:
 
     msg: StoredMessage
     reply: str
-    ack_subject: str
+    ack_subject: bytes  # the reply subject, as sent (`acks.ack_subject`, encoded)
     consumer_seq: int
     stream_seq: int
     delivery_count: int

@@ -51,6 +51,6 @@ def admission_error(
     return None
 
 
-def message_size(subject: str, ack_subject: str, header: bytes | None, data: bytes) -> int:
+def message_size(subject: str, ack_subject: bytes, header: bytes | None, data: bytes) -> int:
     """What a delivery costs against a request's `max_bytes`."""
     return len(subject.encode()) + len(ack_subject) + len(header or b"") + len(data)

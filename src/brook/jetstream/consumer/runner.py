@@ -447,7 +447,7 @@ class ConsumerRunner:
                 run.append(
                     (
                         m.subject.encode("utf-8", "surrogateescape"),
-                        a.ack_subject.encode(),
+                        a.ack_subject,
                         m.header or None,
                         m.data,
                     )

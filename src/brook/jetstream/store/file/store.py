@@ -294,35 +294,45 @@ class FileStore:
             seq = base + slots[0]
             raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
         sids = seg.sids
+        # `name_of`, called only if the id were free (which raises): a live slot's is not.
+        names = self._index.subjects.names
         name_of = self._index.subjects.name_of
         append = out.append
         unpack_header = fmt.HEADER.unpack_from
         unpack_crc = fmt.CRC_FIELD.unpack_from
         crc32 = zlib.crc32
+        magic_ok, version_ok, msg_type, overhead = fmt.MAGIC, fmt.VERSION, fmt.T_MSG, fmt.OVERHEAD
+        header_size, crc_size, erased = fmt.HEADER_SIZE, fmt.CRC_SIZE, fmt.F_ERASED
         view = memoryview(buf)
         size = len(buf)
         for j in slots:
             pos = offs[j] - first
             n = lens[j] & LEN_MASK
-            crc_at = pos + n - fmt.CRC_SIZE
-            if n >= fmt.OVERHEAD and pos + n <= size:
+            crc_at = pos + n - crc_size
+            if n >= overhead and pos + n <= size:
                 magic, version, rtype, length, seq, ts_ns, flags, _r, sl, hl, dl = unpack_header(
                     buf, pos
                 )
                 if (
-                    magic == fmt.MAGIC
-                    and version == fmt.VERSION
-                    and rtype == fmt.T_MSG
-                    and length == n == fmt.OVERHEAD + sl + hl + dl
+                    magic == magic_ok
+                    and version == version_ok
+                    and rtype == msg_type
+                    and length == n == overhead + sl + hl + dl
                     and sl > 0
                     and seq == base + j
-                    and not flags & fmt.F_ERASED
+                    and not flags & erased
                     and crc32(view[pos:crc_at]) == unpack_crc(buf, crc_at)[0]
                 ):
-                    a = pos + fmt.HEADER_SIZE + sl
+                    a = pos + header_size + sl
                     b = a + hl
                     append(
-                        StoredMessage(seq, name_of(sids[j]), buf[a:b] or None, buf[b:crc_at], ts_ns)
+                        StoredMessage(
+                            seq,
+                            names[sids[j]] or name_of(sids[j]),
+                            buf[a:b] or None,
+                            buf[b:crc_at],
+                            ts_ns,
+                        )
                     )
                     continue
             self._refuse(seg, base + j, buf[pos : pos + n])
