@@ -281,3 +281,34 @@ def test_deadlines_out_of_delivery_order_come_due_in_deadline_order() -> None:
     assert delivered(out) == [3, 4, 1]
     assert c.next_deadline() == T0 + 40 * S
     c.check_invariants()
+
+
+def test_a_run_of_acks_leaves_the_floor_below_a_message_given_up_on() -> None:
+    # Message 1 is given up on (max_deliver 1) while 2 and 3 are pending: the floor stays
+    # below it, so acking 2, now the lowest pending, moves nothing, in a run of acks as
+    # one by one (the run's shortcut applies only when the floor sits right below).
+    runs, singles = (
+        make(3, max_deliver=1, ack_wait_ns=10 * S),
+        make(3, max_deliver=1, ack_wait_ns=10 * S),
+    )
+    for c, _ in (runs, singles):
+        assert delivered(c.pull_request("a", T0, batch=1)) == [1]
+        assert delivered(c.pull_request("b", T0 + 5 * S, batch=2)) == [2, 3]
+        c.tick(T0 + 11 * S)
+        assert c.pending_seqs() == [2, 3]
+    runs[0].ack_explicit_run([2], T0 + 12 * S)
+    singles[0].ack(2, 2, AckKind.ACK, T0 + 12 * S)
+    assert runs[0].ack_floor == singles[0].ack_floor == (0, 0)
+    runs[0].ack_explicit_run([3], T0 + 12 * S)
+    singles[0].ack(3, 3, AckKind.ACK, T0 + 12 * S)
+    assert runs[0].ack_floor == singles[0].ack_floor == (3, 3)
+    assert runs[0].snapshot() == singles[0].snapshot()
+    # A late ack of the message given up on releases it, alongside an ordinary one.
+    for c, src in (runs, singles):
+        src.add()
+        assert delivered(c.pull_request("c", T0 + 13 * S, batch=1)) == [4]
+    runs[0].ack_explicit_run([1, 4], T0 + 14 * S)
+    singles[0].ack(1, 1, AckKind.ACK, T0 + 14 * S)
+    singles[0].ack(4, 4, AckKind.ACK, T0 + 14 * S)
+    assert runs[0].snapshot() == singles[0].snapshot()
+    assert runs[0].info()["num_redelivered"] == 0

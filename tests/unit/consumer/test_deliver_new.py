@@ -11,6 +11,8 @@ deadline.
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -22,6 +24,7 @@ from brook.jetstream.consumer import (
     ConsumerSettings,
     ConsumerState,
     Deliver,
+    Retention,
 )
 from brook.jetstream.consumer.core import AHEAD_MAX
 
@@ -52,10 +55,12 @@ class TwinConsumers(RuleBasedStateMachine):
         ack_policy=st.sampled_from([AckPolicy.EXPLICIT, AckPolicy.ALL, AckPolicy.NONE]),
         max_ack_pending=st.sampled_from([-1, 1, 3, 100, AHEAD_MAX + 5]),
         backoff=st.sampled_from([(), (1 * S, 3 * S)]),
-        max_deliver=st.sampled_from([-1, 2]),
+        max_deliver=st.sampled_from([-1, 1, 2]),
         headers_only=st.booleans(),
         heartbeat=st.sampled_from([0, 2 * S]),
         stored=st.integers(0, 2 * AHEAD_MAX + 10),
+        retention=st.sampled_from([Retention.LIMITS, Retention.LIMITS, Retention.INTEREST]),
+        sample_percent=st.sampled_from([0, 0, 50]),
     )
     def setup(
         self,
@@ -67,6 +72,8 @@ class TwinConsumers(RuleBasedStateMachine):
         headers_only: bool,
         heartbeat: int,
         stored: int,
+        retention: Retention,
+        sample_percent: int,
     ) -> None:
         for i in range(stored):
             self.src.add("x.y" if i % 7 == 3 else "o.a")
@@ -82,6 +89,8 @@ class TwinConsumers(RuleBasedStateMachine):
             deliver_subject="deliver.here" if push else None,
             idle_heartbeat_ns=heartbeat if push else 0,
             headers_only=headers_only,
+            retention=retention,
+            sample_percent=sample_percent,
         )
         self.fast = ConsumerState(cfg, self.src)
         self.general = GeneralOnly(cfg, self.src)
@@ -177,7 +186,7 @@ class TwinConsumers(RuleBasedStateMachine):
 
 
 TwinConsumers.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=int(os.environ.get("TWIN_EXAMPLES", "150")),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -336,6 +336,46 @@ class ConsumerCore:
                 if nxt is not None:
                     self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
 
+    def _ack_explicit_run(self, seqs: Iterable[int], now_ns: int, out: list[Action]) -> None:
+        """`_ack_explicit(seqs, ...)`, for a read chunk of acks: when the floor sits right
+        below the lowest pending message (as it does unless messages were given up on or
+        removed while pending), the acks are applied without moving the floor, which is
+        then put right below the lowest message still pending (or at `delivered`) if that
+        one was acked. One by one, each ack of the lowest message moves the floor to right
+        below the next lowest, and no other ack moves it: the same place in the end."""
+        pending = self._pending
+        lowest = self._lowest_pending()
+        if lowest is None or pending[lowest].consumer_seq != self._floor_c + 1:
+            self._ack_explicit(seqs, now_ns, out)
+            return
+        cfg = self.cfg
+        before = len(pending)
+        if cfg.sample_percent <= 0 and cfg.retention is Retention.LIMITS and not (
+            self._rdq or self._dead
+        ):
+            # No metric, no retention action, nothing queued or given up on: an ack that
+            # finds its message pending removes it, and any other does nothing.
+            pop = pending.pop
+            for seq in seqs:
+                pop(seq, None)
+        else:
+            for seq in seqs:
+                if seq in pending:
+                    self._resolve(seq, out, now_ns)
+                else:
+                    self._release_dead(seq, out)
+        if len(pending) < before:
+            self.last_ack_ns = now_ns
+        if lowest in pending:
+            return
+        if not pending:
+            self._floor_c = self.delivered_consumer_seq
+            self._floor_s = self.delivered_stream_seq
+            return
+        nxt = self._lowest_pending()
+        assert nxt is not None
+        self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
+
     def _candidate(
         self, now_ns: int, out: list[Action]
     ) -> tuple[StoredMessage, Pending | None] | None:

@@ -225,7 +225,7 @@ class ConsumerState(ConsumerCore):
         assert self.cfg.ack_policy is AckPolicy.EXPLICIT
         delivered = self.delivered_stream_seq
         out: list[Action] = []
-        self._ack_explicit((s for s in stream_seqs if s <= delivered), now_ns, out)
+        self._ack_explicit_run((s for s in stream_seqs if s <= delivered), now_ns, out)
         return out
 
     def ack_payload(
