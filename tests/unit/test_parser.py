@@ -749,3 +749,43 @@ def test_acks_right_at_the_control_line_limit_stay_in_the_run(
     subjects, run_payload = rec.runs[0]
     assert (len(subjects), run_payload) == (5, payload)
     assert info.value.err_text == "maximum control line exceeded"
+
+
+@pytest.mark.parametrize("form", [b" 4\r\n+ACK\r\n", b"  0\r\n\r\n"])
+def test_long_runs_of_acks_with_other_operations_among_them(form: bytes) -> None:
+    # Long runs are taken in windows of growing size, each checked as a whole; anything
+    # else inside a window (another verb, a PING, different blanks, an ack asking for an
+    # answer) must come out in its place, and every ack exactly once, in order.
+    def ack(n: int, tail: bytes = form) -> bytes:
+        return b"PUB $JS.ACK.S.C.1.%d.%d.1700.0%b" % (n, n, tail)
+
+    odd = {
+        100: b"PUB $JS.ACK.S.C.1.100.100.1700.0 4\r\n-NAK\r\n",
+        101: b"PING\r\n",
+        250: ack(250, b"   4\r\n+ACK\r\n"),
+        251: ack(251, b"   0\r\n\r\n"),
+        400: b"PUB $JS.ACK.S.C.1.400.400.1700.0 _INBOX.x" + form,
+        700: b"PUB orders.eu.created" + form,  # the same tail, not an ack subject
+        500: b"PUB $JS.ACK." + form,  # nothing after the prefix: not a plain ack
+        501: b"PUB $JS.ACK.x" + form,  # the shortest that is
+        402: b"PUB $JS.ACK.S..1.402\t.402.1700.0" + form,
+    }
+    stream = b"".join(odd.get(i, ack(i)) for i in range(1, 1201))
+    rec = AckRunRecorder()
+    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=4096)
+    for at in range(0, len(stream), 20_000):
+        parser.feed(stream[at : at + 20_000])
+    expected = [op for i in range(1, 1201) for op in _ops_of(odd.get(i, ack(i)))]
+    assert rec.ops == expected
+    in_runs = [subject for subjects, _ in rec.runs for subject in subjects]
+    assert all(s.startswith(b"$JS.ACK.") and len(s) > len(b"$JS.ACK.") for s in in_runs)
+    assert len(in_runs) >= 1190
+    assert len(rec.runs) < 40  # long runs, not one call per ack
+    assert parser.buffered_bytes == 0
+
+
+def _ops_of(data: bytes) -> list[tuple[object, ...]]:
+    """What a parser on its own makes of `data` (no runs: the general path)."""
+    rec = Recorder()
+    ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=4096).feed(data)
+    return rec.ops

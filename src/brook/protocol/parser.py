@@ -65,6 +65,76 @@ _OPS = frozenset(
 # with the same payload over as a run (`on_acks`).
 _PLAIN_ACK = re.compile(rb"PUB (\$JS\.ACK\.[^ \t\r\n]+) +(?:0\r\n|4\r\n(\+ACK))\r\n")
 
+# What may not occur in an ack subject (nor, but for its blanks, in a plain ack's tail).
+_SUBJECT_BREAKS = b" \t\r\n"
+_ACK_PUB = b"PUB $JS.ACK."
+# `_ack_span`'s first window, in acks (of the first one's length), and its largest.
+_SPAN_FIRST_ACKS = 8
+_SPAN_MAX_BYTES = 1 << 20
+
+
+def _ack_run(
+    buf: bytes, first: re.Match[bytes], max_control_line: int
+) -> tuple[list[bytes], bytes, int]:
+    """A run of plain acks with one payload, from the one `_PLAIN_ACK` matched: their
+    subjects, the payload, and where the run ends. Each is exactly what the general path
+    would make of it: the run is handed over together (`on_acks`).
+
+    A client sends its acks alike (the same blanks and payload), so after the first one
+    the run is taken in windows of growing size, each checked with a few scans over its
+    bytes (`_ack_span`); where a window holds anything else, a smaller one is tried, then
+    one ack at a time."""
+    acks = [first[1]]
+    payload = first[2] or b""
+    pos = first.end()
+    tail = buf[first.end(1) : pos]  # blanks, size, CRLF, payload, CRLF
+    longest = max_control_line - len(tail) + len(payload) + 4 - len(b"PUB ")
+    unit = pos - first.start()
+    budget = unit * _SPAN_FIRST_ACKS
+    while budget >= unit:
+        span = _ack_span(buf, pos, tail, budget, longest)
+        if span is None:
+            budget //= 2
+            continue
+        acks += span[0]
+        pos = span[1]
+        budget = min(budget * 2, _SPAN_MAX_BYTES)
+    overhead = len(payload) + 4  # the CRLFs around the payload
+    while (
+        (m := _PLAIN_ACK.match(buf, pos)) is not None
+        and (m[2] or b"") == payload
+        and m.end() - overhead - pos <= max_control_line
+    ):
+        acks.append(m[1])
+        pos = m.end()
+    return acks, payload, pos
+
+
+def _ack_span(
+    buf: bytes, pos: int, tail: bytes, budget: int, longest: int
+) -> tuple[list[bytes], int] | None:
+    """The subjects of the plain acks `PUB <subject><tail>` that fill `buf` from `pos` up
+    to the end of the last `tail` within `budget` bytes, and that end; None unless every
+    one of them is such an ack whose subject (`$JS.ACK.` and more, no blank, tab, CR or
+    LF) is at most `longest` bytes."""
+    last = buf.rfind(tail, pos, pos + budget)
+    if last < 0 or not buf.startswith(_ACK_PUB, pos):
+        return None
+    body = buf[pos + 4 : last]  # subject, tail + "PUB ", subject, ..., subject
+    sep = tail + b"PUB "
+    subjects = body.split(sep)
+    joints = len(subjects) - 1
+    breaks = len(sep) - len(sep.translate(None, _SUBJECT_BREAKS))
+    if (
+        len(body) - len(body.translate(None, _SUBJECT_BREAKS)) != joints * breaks
+        or body.count(sep + b"$JS.ACK.") != joints
+        or min(map(len, subjects)) <= len(b"$JS.ACK.")
+        or max(map(len, subjects)) > longest
+    ):
+        return None
+    return subjects, last + len(tail)
+
+
 # nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
 _SIZE_DIGITS_MAX = 9
 
@@ -177,19 +247,7 @@ class ClientParser:
                         and buf.startswith(b"$JS.ACK.", pos + 4)
                         and (m := plain_ack(buf, pos)) is not None
                     ):
-                        # A run of plain acks with one payload: each one exactly what
-                        # the general path below would make of it, handed over together.
-                        acks = [m[1]]
-                        payload = m[2] or b""
-                        tail = len(payload) + 4  # the CRLFs around the payload
-                        pos = m.end()
-                        while (
-                            (m := plain_ack(buf, pos)) is not None
-                            and (m[2] or b"") == payload
-                            and m.end() - tail - pos <= max_control_line
-                        ):
-                            acks.append(m[1])
-                            pos = m.end()
+                        acks, payload, pos = _ack_run(buf, m, max_control_line)
                         self._handler.on_acks(acks, payload)
                         continue
                     # Fast path for the most common operation: upper-case PUB, arguments

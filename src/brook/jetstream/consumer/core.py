@@ -350,8 +350,10 @@ class ConsumerCore:
             return
         cfg = self.cfg
         before = len(pending)
-        if cfg.sample_percent <= 0 and cfg.retention is Retention.LIMITS and not (
-            self._rdq or self._dead
+        if (
+            cfg.sample_percent <= 0
+            and cfg.retention is Retention.LIMITS
+            and not (self._rdq or self._dead)
         ):
             # No metric, no retention action, nothing queued or given up on: an ack that
             # finds its message pending removes it, and any other does nothing.
