@@ -7,6 +7,7 @@ from brook.jetstream.consumer import (
     ConsumerSettings,
     ConsumerState,
     Deliver,
+    DeliverRun,
     Status,
 )
 from brook.jetstream.store.base import StoredMessage
@@ -60,12 +61,23 @@ def make(
     return ConsumerState(cfg, src), src
 
 
+def flat(actions: list[Action]) -> list[Action]:
+    """`actions` with each `DeliverRun` replaced by its `Deliver`s, in place."""
+    out: list[Action] = []
+    for a in actions:
+        if isinstance(a, DeliverRun):
+            out += a.delivers()
+        else:
+            out.append(a)
+    return out
+
+
 def delivered(actions: list[Action]) -> list[int]:
-    return [a.stream_seq for a in actions if isinstance(a, Deliver)]
+    return [a.stream_seq for a in flat(actions) if isinstance(a, Deliver)]
 
 
 def delivers(actions: list[Action]) -> list[Deliver]:
-    return [a for a in actions if isinstance(a, Deliver)]
+    return [a for a in flat(actions) if isinstance(a, Deliver)]
 
 
 def statuses(actions: list[Action]) -> list[tuple[int, str]]:

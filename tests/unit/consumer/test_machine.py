@@ -17,7 +17,7 @@ from brook.jetstream.consumer import (
     Deliver,
 )
 
-from .fakes import FakeSource, S
+from .fakes import FakeSource, S, flat
 
 T0 = 1_000 * S
 
@@ -62,7 +62,7 @@ class ConsumerMachine(RuleBasedStateMachine):
         return self.acked | self.termed | self.dead | self.removed
 
     def handle(self, actions: list[Action]) -> None:
-        for a in actions:
+        for a in flat(actions):
             if isinstance(a, Deliver):
                 assert a.stream_seq not in self._resolved(), a
                 assert self.src.flt.matches(a.msg.subject)

@@ -17,6 +17,7 @@ from brook.jetstream.consumer.actions import (
     Action,
     Advisory,
     Deliver,
+    DeliverRun,
     RemoveMessage,
     Status,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ConsumerState",
     "Deliver",
     "DeliverPolicy",
+    "DeliverRun",
     "MessageSource",
     "Pending",
     "PullRequest",

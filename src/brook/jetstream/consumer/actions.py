@@ -1,7 +1,8 @@
 """What the consumer state machine asks its owner to do: small immutable values.
 
 The owner (the engine) executes them in order: `Deliver` becomes a MSG/HMSG to `reply` with
-the original subject and `ack_subject` as reply, `Status` an inline-status HMSG, `Advisory`
+the original subject and `ack_subject` as reply (`DeliverRun`: one for each of its
+messages), `Status` an inline-status HMSG, `Advisory`
 a publish of `payload` (JSON) to `subject` once the engine has added `id`, `timestamp` (and
 `domain`), `RemoveMessage` a removal from the stream, `Acked` a note for interest retention.
 """
@@ -48,6 +49,28 @@ class Deliver:
     timestamp_ns: int  # the message's stored timestamp
 
 
+@dataclass(slots=True)
+class DeliverRun:
+    """First deliveries of consecutive new messages to one `reply`: message `i` goes
+    exactly as `delivers()[i]` says. `ConsumerCore._deliver_new` makes one per call
+    instead of a `Deliver` per message (a push consumer's deliveries, or those to the one
+    waiting pull request): the owner frames the run in one loop. Nobody mutates one."""
+
+    reply: str
+    msgs: list[StoredMessage]
+    acks: list[bytes]  # the ack subject of each
+    first_consumer_seq: int  # consecutive from here
+    pending_before: int  # num_pending before the first; one less after each, down to 0
+
+    def delivers(self) -> list[Deliver]:
+        """The same deliveries, one `Deliver` each."""
+        first, before = self.first_consumer_seq, self.pending_before
+        return [
+            Deliver(m, self.reply, ack, first + i, m.seq, 1, max(before - i - 1, 0), m.ts_ns)
+            for i, (m, ack) in enumerate(zip(self.msgs, self.acks, strict=True))
+        ]
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     """An inline status (`NATS/1.0 <code> <description>`) with optional headers, no body,
@@ -89,7 +112,7 @@ class Acked:
     seq: int
 
 
-Action = Deliver | Status | Advisory | RemoveMessage | Acked
+Action = Deliver | DeliverRun | Status | Advisory | RemoveMessage | Acked
 
 
 def pending_headers(messages: int, nbytes: int) -> tuple[tuple[str, str], ...]:

@@ -17,6 +17,7 @@ from brook.jetstream.consumer.actions import (
     Acked,
     Action,
     Deliver,
+    DeliverRun,
     RemoveMessage,
     Status,
     ack_metric,
@@ -663,6 +664,10 @@ class ConsumerCore:
         in_order = not fifo or fifo[-1] <= (deadline, self._next_seq)
         timer_append = fifo.append if in_order else functools.partial(heapq.heappush, self._timers)
         out_append = out.append
+        # One reply for all (push, or a single waiting pull request): one `DeliverRun`.
+        run_to = target if target is not None else waiting[0].reply if len(waiting) == 1 else None
+        run = DeliverRun(run_to or "", [], [], cseq + 1, np)
+        run_acks = run.acks.append
         msg: StoredMessage | None = None
         while room > 0:
             batch = self._src.next_batch(self._next_seq - 1, min(room, AHEAD_MAX))
@@ -678,8 +683,8 @@ class ConsumerCore:
                 pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
                 order_append(seq)
                 timer_append((deadline, seq))
-                if target is not None:
-                    out_append(Deliver(msg, target, ack, cseq, seq, 1, np, msg.ts_ns))
+                if run_to is not None:
+                    run_acks(ack)
                     continue
                 w = waiting.popleft()
                 out_append(Deliver(msg, w.reply, ack, cseq, seq, 1, np, msg.ts_ns))
@@ -689,9 +694,22 @@ class ConsumerCore:
                     w.next_heartbeat_ns = now_ns + w.heartbeat_ns
                 if w.batch_left > 0:
                     waiting.append(w)  # round robin across requests, as nats-server does
+            if run_to is not None:
+                run.msgs += batch
             self._next_seq = batch[-1].seq + 1
         if msg is None:
             return
+        if run_to is not None:
+            out_append(run)
+            if target is None:  # the one request: what each delivery did to it, at once
+                w = waiting[0]
+                n = len(run.msgs)
+                w.batch_left -= n
+                w.delivered += n
+                if w.next_heartbeat_ns is not None:
+                    w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+                if w.batch_left <= 0:
+                    waiting.popleft()
         self.delivered_consumer_seq = cseq
         self._np = np
         if msg.seq > self.delivered_stream_seq:

@@ -45,6 +45,7 @@ from brook.jetstream.consumer.actions import (
     Action,
     Advisory,
     Deliver,
+    DeliverRun,
     RemoveMessage,
     Status,
 )
@@ -437,21 +438,32 @@ class ConsumerRunner:
         run_to: str | None = None
         run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
         for a in actions:
-            if type(a) is Deliver:
+            if type(a) is DeliverRun or type(a) is Deliver:
                 if a.reply is not run_to and a.reply != run_to:
                     if run:
                         self._deliver_run(run_to, run)
                         run = []
                     run_to = a.reply
-                m = a.msg
-                run.append(
-                    (
-                        m.subject.encode("utf-8", "surrogateescape"),
-                        a.ack_subject,
-                        m.header or None,
-                        m.data,
+                if type(a) is DeliverRun:
+                    run += [
+                        (
+                            m.subject.encode("utf-8", "surrogateescape"),
+                            ack,
+                            m.header or None,
+                            m.data,
+                        )
+                        for m, ack in zip(a.msgs, a.acks, strict=True)
+                    ]
+                elif type(a) is Deliver:
+                    m = a.msg
+                    run.append(
+                        (
+                            m.subject.encode("utf-8", "surrogateescape"),
+                            a.ack_subject,
+                            m.header or None,
+                            m.data,
+                        )
                     )
-                )
                 continue
             if run:
                 self._deliver_run(run_to, run)
