@@ -1,10 +1,10 @@
 """What the consumer state machine asks its owner to do: small immutable values.
 
 The owner (the engine) executes them in order: `Deliver` becomes a MSG/HMSG to `reply` with
-the original subject and `ack_subject` as reply (`DeliverRun`: one for each of its
-messages), `Status` an inline-status HMSG, `Advisory`
-a publish of `payload` (JSON) to `subject` once the engine has added `id`, `timestamp` (and
-`domain`), `RemoveMessage` a removal from the stream, `Acked` a note for interest retention.
+the original subject and `ack_subject` as reply (a `DeliverRun`, one for each of its
+messages), `Status` an inline-status HMSG, `Advisory` a publish of `payload` (JSON) to
+`subject` once the engine has added `id`, `timestamp` (and `domain`), `RemoveMessage` a
+removal from the stream, `Acked` a note for interest retention.
 """
 
 from __future__ import annotations
