@@ -10,6 +10,9 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.api import ConsumerConfig
+
+import brook
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -101,3 +104,43 @@ async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
         assert oks_before == 3  # CONNECT, SUB, PUB
     finally:
         writer.close()
+
+
+async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: Any) -> None:
+    # The runner remembers each ack subject it sent until its plain ack returns (a dict
+    # lookup instead of reading the subject). Plain acks leave nothing behind; acks of
+    # other kinds leave their subjects, but only up to the memo's bound, after which it
+    # is emptied and acks are read from their subjects again.
+    from brook.jetstream.consumer.runner import ACK_MEMO_MIN
+
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s.>"])
+            total = ACK_MEMO_MIN + 300
+            await publish_many(js, total)
+            psub = await js.pull_subscribe(
+                "s.>", durable="d", config=ConsumerConfig(max_ack_pending=100)
+            )
+            runner = server.jetstream.consumers["S"]["d"]
+            got = await psub.fetch(100, timeout=5)
+            assert len(runner._ack_memo) == 100
+            await asyncio.gather(*(m.ack() for m in got))
+            await ack_floor_reaches(js, "d", 100)
+            assert runner._ack_memo == {}
+            # Terminated, not acked plainly: their subjects stay, up to the bound.
+            termed = 100
+            while termed < total - 100:
+                got = await psub.fetch(100, timeout=5)
+                await asyncio.gather(*(m.term() for m in got))
+                termed += len(got)
+                await ack_floor_reaches(js, "d", termed)
+                assert len(runner._ack_memo) <= runner._ack_memo_cap() + 100
+            # Plain acks after the memo was emptied are read from their subjects.
+            got = await psub.fetch(100, timeout=5)
+            await asyncio.gather(*(m.ack() for m in got))
+            info = await ack_floor_reaches(js, "d", total)
+            assert info.num_ack_pending == 0
+        finally:
+            await nc.close()

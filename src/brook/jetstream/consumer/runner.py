@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
+import operator
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from brook.jetstream.consumer.acks import (
     PLAIN_ACK_BODIES,
@@ -61,6 +63,12 @@ from brook.routing.sublist import Subscription
 from brook.server.internal import InternalClient
 
 log = logging.getLogger("brook.consumer")
+
+# `ConsumerRunner._ack_memo`'s bound: at least this many subjects, or this many when
+# max_ack_pending is unlimited.
+ACK_MEMO_MIN = 1024
+ACK_MEMO_UNLIMITED = 65536
+_SEQ = operator.attrgetter("seq")
 
 
 def settings_for(config: ConsumerConfig, stream: Stream) -> ConsumerSettings:
@@ -124,6 +132,11 @@ class ConsumerRunner:
         self._settle_soon: asyncio.Handle | None = None  # `_settle_later`'s pending call
         self._settle_dispatch = False  # `_settle` is to dispatch (deferred by acks)
         self._last_activity_ns = created_ns
+        # The stream sequence of each ack subject this consumer sent (explicit acks),
+        # until its plain ack comes back: a dict lookup instead of reading the subject.
+        # Only a memo of what the subject says (`ack_run_stream_seqs` reads the same), so
+        # it is emptied whenever it outgrows `_ack_memo_cap()`, and then acks are read.
+        self._ack_memo: dict[bytes, int] = {}
         self.state = self._new_state()
         self._mark = self._fingerprint()
         prefix = f"{stream.name}.{self.name}"
@@ -309,12 +322,22 @@ class ConsumerRunner:
         parser read them (the common case, kept short). The deliveries they allow (after
         dropping requests whose inbox went away), the timer and persistence are seen to
         once per loop turn, for all the acks of a read chunk (`_settle`)."""
-        seqs = ack_run_stream_seqs(subjects) if self._plain_acks_in_runs() else None
+        seqs: list[int] | None = None
+        if self._plain_acks_in_runs():
+            memo = self._ack_memo
+            known = list(map(memo.pop, subjects, itertools.repeat(None)))
+            seqs = ack_run_stream_seqs(subjects) if None in known else cast(list[int], known)
         if seqs is None:  # a subject of another form, or no run to make: one by one
             for subject in subjects:
                 self._on_ack(subject, None, None, b"+ACK")
             return
         self._apply_plain_acks(seqs)
+
+    def _ack_memo_cap(self) -> int:
+        """How many ack subjects `_ack_memo` may hold: twice what may be pending (those
+        whose ack never comes back plain stay until it is emptied)."""
+        limit = self.state.cfg.max_ack_pending
+        return max(2 * limit, ACK_MEMO_MIN) if limit > 0 else ACK_MEMO_UNLIMITED
 
     def _plain_acks_in_runs(self) -> bool:
         """Explicit acks with a loop to settle on: plain ones need their stream sequence
@@ -334,9 +357,12 @@ class ConsumerRunner:
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
         if reply is None and payload in PLAIN_ACK_BODIES and self._plain_acks_in_runs():
-            seqs = ack_sequences(subject)
-            if seqs is not None:
-                self._apply_plain_acks([seqs[1]])
+            seq = self._ack_memo.pop(subject, None)
+            if seq is None:
+                seqs = ack_sequences(subject)
+                seq = None if seqs is None else seqs[1]
+            if seq is not None:
+                self._apply_plain_acks([seq])
                 return None
         seqs = ack_sequences(subject)
         ack = parse_ack_payload(payload)
@@ -437,6 +463,7 @@ class ConsumerRunner:
         # as one run (a push consumer's replies are all the same string).
         run_to: str | None = None
         run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
+        memo = self._ack_memo if self._plain_acks_in_runs() else None
         for a in actions:
             if type(a) is DeliverRun or type(a) is Deliver:
                 if a.reply is not run_to and a.reply != run_to:
@@ -444,6 +471,13 @@ class ConsumerRunner:
                         self._deliver_run(run_to, run)
                         run = []
                     run_to = a.reply
+                if memo is not None:
+                    if len(memo) > self._ack_memo_cap():
+                        memo.clear()
+                    if type(a) is DeliverRun:
+                        memo.update(zip(a.acks, map(_SEQ, a.msgs), strict=True))
+                    elif type(a) is Deliver:
+                        memo[a.ack_subject] = a.stream_seq
                 if type(a) is DeliverRun:
                     run += [
                         (
