@@ -48,6 +48,10 @@ SHUTDOWN_FLUSH_S: Final = 5.0
 DEDUP_IDS_MAX: Final = 1_000_000
 # Worker threads that run fsyncs (group commits) for all streams.
 SYNC_THREADS: Final = 4
+# A durable consumer's state file is rewritten at most this often while only plain acks
+# and deliveries change it (nats-server's consumer store: about ten writes a second); an
+# ack that asks for a confirmation is written at once.
+CONSUMER_FLUSH_INTERVAL_S: Final = 0.1
 # JetStream API level reported in account info and stream metadata: 1 = per-message TTL.
 JETSTREAM_API_LEVEL: Final = 1
 # Push flow control (wire reference §6.6): the window of delivered-but-unconfirmed bytes

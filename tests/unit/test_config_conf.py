@@ -639,7 +639,22 @@ def test_sample_config_loads() -> None:
         1024**3,
         10 * 1024**3,
     )
+    assert s.jetstream.consumer_flush_interval_s == 0.1
     assert (s.debug, s.trace) == (False, False)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("2s", 2.0), ("0", 0.0), ("250ms", 0.25)])
+def test_consumer_flush_interval(tmp_path: Path, text: str, seconds: float) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ consumer_flush_interval: {text} }}\n")
+    assert load_conf_file(str(path)).jetstream.consumer_flush_interval_s == seconds
+
+
+def test_consumer_flush_interval_is_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { consumer_flush_interval: 2m }\n")
+    with pytest.raises(ConfigError, match="consumer_flush_interval: must be 0 to 60 seconds"):
+        load_conf_file(str(path))
 
 
 # ---- helpers shared with the flags --------------------------------------------------------

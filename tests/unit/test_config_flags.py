@@ -141,6 +141,16 @@ def test_negative_values_are_values_not_flags() -> None:
         parse_serve_args(["-p", "-1"])
 
 
+@pytest.mark.parametrize("interval", [-0.1, 61.0])
+def test_the_consumer_flush_interval_is_bounded(interval: float) -> None:
+    settings = Settings()
+    settings.jetstream.consumer_flush_interval_s = interval
+    with pytest.raises(ConfigError, match="consumer_flush_interval: must be 0 to 60 seconds"):
+        settings.validate()
+    settings.jetstream.consumer_flush_interval_s = 0.0  # every change, as soon as it can
+    assert settings.validate() is settings
+
+
 # ---- config file and precedence -------------------------------------------------------------
 
 

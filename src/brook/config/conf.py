@@ -169,6 +169,7 @@ _JS_STORE_DIR = ("store_dir", "store", "storedir")
 _JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
 _JS_MAX_FILE = ("max_file_store", "max_file")
 _JS_SYNC = ("sync_interval", "sync")
+_JS_CONSUMER_FLUSH = ("consumer_flush_interval",)  # Brook's own (see JetStreamSettings)
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -190,7 +191,14 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
         js.enabled = v.lower().startswith("enable")
     elif isinstance(v, dict):
         enabled = True
-        known = (*_JS_ENABLED, *_JS_STORE_DIR, *_JS_MAX_MEMORY, *_JS_MAX_FILE, *_JS_SYNC)
+        known = (
+            *_JS_ENABLED,
+            *_JS_STORE_DIR,
+            *_JS_MAX_MEMORY,
+            *_JS_MAX_FILE,
+            *_JS_SYNC,
+            *_JS_CONSUMER_FLUSH,
+        )
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
                 enabled = _bool(at, value)
@@ -200,6 +208,8 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.max_memory_store_bytes = _size(at, value)
             elif key in _JS_SYNC:
                 js.sync_interval_s = sync_interval(at, value)
+            elif key in _JS_CONSUMER_FLUSH:
+                js.consumer_flush_interval_s = _duration(at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled

@@ -47,6 +47,9 @@ class JetStreamSettings:
     # > 0: nats-server's interval mode: acknowledge after the write, fsync every N seconds;
     # faster, but a power loss can drop acknowledged messages (docs/adr/0004).
     sync_interval_s: float = 0.0
+    # The least time between two writes of a durable consumer's state, unless an ack
+    # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
+    consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
 
 
 @dataclass(slots=True)
@@ -99,6 +102,8 @@ class Settings:
         for name in ("ping_interval_s", "auth_timeout_s", "write_deadline_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
+        if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
+            raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.auth.token is not None and self.auth.users:

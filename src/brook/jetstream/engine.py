@@ -69,6 +69,7 @@ class JetStream:
         max_memory_bytes: int = -1,
         max_file_bytes: int = -1,
         sync_interval_s: float = 0.0,
+        consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -85,7 +86,9 @@ class JetStream:
         self.sync_interval_s = sync_interval_s
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
-        self.consumer_files = ConsumerFiles(self.root, self._executor)
+        self.consumer_files = ConsumerFiles(
+            self.root, self._executor, flush_interval_s=consumer_flush_interval_s
+        )
 
     # ------------------------------------------------------------------ lifecycle
 

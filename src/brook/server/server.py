@@ -118,6 +118,7 @@ class Server:
             max_memory_bytes=js_settings.max_memory_store_bytes,
             max_file_bytes=js_settings.max_file_store_bytes,
             sync_interval_s=js_settings.sync_interval_s,
+            consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
         )
         await self.jetstream.start()
         api = ApiDispatcher(self.jetstream.internal)

@@ -3,11 +3,15 @@
 Durable consumers of file streams (not `mem_storage` ones, not ephemerals) are persisted as
 `{"config", "created_ns", "state": ConsumerState.snapshot()}`, written atomically. The
 config is written synchronously on create and update; a state change marks the consumer
-dirty and a flush runs on the sync executor, at most one per consumer in flight, changes
-made meanwhile coalescing into the next one. An ack with a reply subject (ack_sync) is
-answered only once a snapshot holding it is durable. `drain()` and `close()` write every
-dirty consumer at shutdown. A damaged file is reported and skipped, never deleted; a
-file left ahead of its stream by a kill is rewound to the stream (`fit_to_stream`).
+dirty and a flush runs on the sync executor, at most one per consumer in flight and, while
+only plain acks and deliveries wait for it, at most one per `flush_interval_s` (as
+nats-server's consumer store, which writes about ten times a second: a snapshot of a
+thousand pending messages costs a millisecond to encode, every time), changes made
+meanwhile coalescing into the next one. An ack with a reply subject (ack_sync) is
+answered only once a snapshot holding it is durable, and its flush does not wait.
+`drain()` and `close()` write every dirty consumer at shutdown. A damaged file is
+reported and skipped, never deleted; a file left ahead of its stream by a kill is
+rewound to the stream (`fit_to_stream`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from brook import limits
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.models.consumer_json import consumer_config_to_json
@@ -42,6 +47,8 @@ class _File:
     dirty: bool = False
     deleted: bool = False
     flushing: asyncio.Future[None] | None = None
+    next_flush_at: float = 0.0  # loop time before which no flush starts unless awaited
+    delayed: asyncio.TimerHandle | None = None  # the flush put off until next_flush_at
     waiters: list[Waiter] = field(default_factory=list)  # for the next flush
     in_flight: list[Waiter] = field(default_factory=list)  # for the running one
 
@@ -56,9 +63,16 @@ def _record(runner: ConsumerRunner) -> bytes:
 
 
 class ConsumerFiles:
-    def __init__(self, root: Path | None, executor: Executor) -> None:
+    def __init__(
+        self,
+        root: Path | None,
+        executor: Executor,
+        *,
+        flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
+    ) -> None:
         self.root = root  # the `streams` directory, or None without a store
         self._executor = executor
+        self._flush_interval_s = flush_interval_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._files: dict[Path, _File] = {}
         # The same records keyed by their runner (identity), always {cf.runner: cf for cf in
@@ -87,8 +101,10 @@ class ConsumerFiles:
     def _drop(self, path: Path | None) -> _File | None:
         """Remove and return the record kept for `path`, from both indexes."""
         cf = self._files.pop(path, None) if path is not None else None
-        if cf is not None and self._by_runner.get(cf.runner) is cf:
-            del self._by_runner[cf.runner]
+        if cf is not None:
+            self._cancel_delayed(cf)
+            if self._by_runner.get(cf.runner) is cf:
+                del self._by_runner[cf.runner]
         return cf
 
     def track(self, runner: ConsumerRunner, path: Path, *, write_now: bool) -> None:
@@ -144,12 +160,36 @@ class ConsumerFiles:
             else:
                 waiter()  # nothing unsaved: the state it acknowledges is durable
         if cf.dirty and cf.flushing is None:
+            self._flush_soon(cf)
+
+    def _flush_soon(self, cf: _File) -> None:
+        """`_flush` now if an ack waits for it or the interval has passed, else once it
+        has (one timer per consumer)."""
+        if self._loop is None or self._closed:
+            return
+        wait = cf.next_flush_at - self._loop.time()
+        if cf.waiters or wait <= 0:
             self._flush(cf)
+        elif cf.delayed is None:
+            cf.delayed = self._loop.call_later(wait, self._delayed_flush, cf)
+
+    def _delayed_flush(self, cf: _File) -> None:
+        cf.delayed = None
+        if cf.dirty and cf.flushing is None and not cf.deleted:
+            self._flush(cf)
+
+    @staticmethod
+    def _cancel_delayed(cf: _File) -> None:
+        if cf.delayed is not None:
+            cf.delayed.cancel()
+            cf.delayed = None
 
     def _flush(self, cf: _File) -> None:
         """Snapshot now (on the loop) and write it on the sync executor."""
         if self._loop is None or self._closed:
             return
+        self._cancel_delayed(cf)
+        cf.next_flush_at = self._loop.time() + self._flush_interval_s
         cf.dirty = False
         cf.in_flight, cf.waiters = cf.waiters, []
         future = self._loop.run_in_executor(
@@ -179,7 +219,7 @@ class ConsumerFiles:
         for waiter in waiters:
             waiter()
         if cf.dirty:
-            self._flush(cf)
+            self._flush_soon(cf)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -198,6 +238,8 @@ class ConsumerFiles:
     async def close(self) -> None:
         """No more background flushes: wait for running ones, write what is left here."""
         self._closed = True
+        for cf in self._files.values():
+            self._cancel_delayed(cf)
         running = [cf.flushing for cf in self._files.values() if cf.flushing]
         if running:
             await asyncio.gather(*running, return_exceptions=True)
