@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -145,18 +147,35 @@ async def test_damaged_consumer_file_is_skipped(tmp_path: Path) -> None:
     assert bad.exists(), "a damaged consumer file is never deleted"
 
 
-def _saved_state(store: Path) -> dict[str, Any]:
+def _saved_floor(store: Path) -> int:
+    """The ack floor (stream sequence) in consumer d's file."""
     path = store / "streams" / "P" / "consumers" / "d.json"
-    state: dict[str, Any] = json.loads(path.read_text())["state"]
-    return state
+    return int(json.loads(path.read_text())["state"]["ack_floor"]["stream_seq"])
 
 
 async def _saved_floor_reaches(store: Path, seq: int, timeout: float) -> None:
     for _ in range(int(timeout / 0.02)):
-        if _saved_state(store)["ack_floor"]["stream_seq"] >= seq:
+        if _saved_floor(store) >= seq:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"the saved ack floor stayed below {seq}")
+
+
+@contextlib.asynccontextmanager
+async def _ten_delivered(
+    store: Path, flush_interval_s: float
+) -> AsyncIterator[tuple[Any, Any, list[Any]]]:
+    """A Brook with that consumer_flush_interval, consumer d and its ten messages fetched:
+    (connection, JetStream context, messages)."""
+    settings = Settings()
+    settings.jetstream.consumer_flush_interval_s = flush_interval_s
+    async with brook.serve(port=0, store_dir=str(store), settings=settings) as server:
+        nc = await nats.connect(server.url)
+        try:
+            js = nc.jetstream()
+            yield nc, js, await fetch_seqs(await setup(js), 10)
+        finally:
+            await nc.close()
 
 
 async def test_plain_acks_are_saved_at_the_flush_interval_and_ack_sync_at_once(
@@ -166,22 +185,16 @@ async def test_plain_acks_are_saved_at_the_flush_interval_and_ack_sync_at_once(
     # consumer_flush_interval_s; an ack that asks for a confirmation is written (and
     # answered) at once, whatever the interval; shutdown writes what is left.
     store = tmp_path / "store"
-    settings = Settings()
-    settings.jetstream.consumer_flush_interval_s = 30.0
-    async with brook.serve(port=0, store_dir=str(store), settings=settings) as server:
-        nc = await nats.connect(server.url)
-        js = nc.jetstream()
-        psub = await setup(js)
-        msgs = await fetch_seqs(psub, 10)
+    async with _ten_delivered(store, 30.0) as (nc, js, msgs):
         await msgs[0].ack_sync()  # written at once: delivered 10, floor 1
-        assert _saved_state(store)["ack_floor"]["stream_seq"] == 1
+        assert _saved_floor(store) == 1
         for m in msgs[1:5]:
             await m.ack()
         await nc.flush()
         info = await js.consumer_info("P", "d")
         assert info.ack_floor.stream_seq == 5
         await asyncio.sleep(0.3)
-        assert _saved_state(store)["ack_floor"]["stream_seq"] == 1  # not yet: throttled
+        assert _saved_floor(store) == 1  # not yet: throttled
         await asyncio.wait_for(msgs[5].ack_sync(), 2)  # not held back by the interval
         await _saved_floor_reaches(store, 6, timeout=2)
         for m in msgs[6:]:
@@ -189,21 +202,13 @@ async def test_plain_acks_are_saved_at_the_flush_interval_and_ack_sync_at_once(
         await nc.flush()
         info = await js.consumer_info("P", "d")
         assert info.ack_floor.stream_seq == 10
-        assert _saved_state(store)["ack_floor"]["stream_seq"] == 6
-        await nc.close()
-    assert _saved_state(store)["ack_floor"]["stream_seq"] == 10  # written at shutdown
+        assert _saved_floor(store) == 6
+    assert _saved_floor(store) == 10  # written at shutdown
 
 
 async def test_plain_acks_reach_the_file_within_the_flush_interval(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    settings = Settings()
-    settings.jetstream.consumer_flush_interval_s = 0.2
-    async with brook.serve(port=0, store_dir=str(store), settings=settings) as server:
-        nc = await nats.connect(server.url)
-        js = nc.jetstream()
-        psub = await setup(js)
-        msgs = await fetch_seqs(psub, 10)
+    async with _ten_delivered(store, 0.2) as (_nc, _js, msgs):
         for m in msgs:
             await m.ack()
         await _saved_floor_reaches(store, 10, timeout=5)
-        await nc.close()

@@ -4,8 +4,6 @@ module docstring there for the model."""
 
 from __future__ import annotations
 
-import functools
-import heapq
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from brook.jetstream.consumer.actions import (
     headers_only,
 )
 from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.deadlines import AckDeadlines
 from brook.jetstream.consumer.pull import WaitingRequest, message_size
 from brook.jetstream.consumer.source import MessageSource
 from brook.jetstream.store.base import StoredMessage
@@ -72,13 +71,7 @@ class ConsumerCore:
         # keeps these (as nats-server, for inspection), a late ack still releases them
         # (retention.py), and they count as redelivered until then (nats-server's `rdc`).
         self._dead: dict[int, int] = {}
-        # Ack deadlines, (deadline_ns, stream_seq), lazy: an entry counts while its message
-        # is pending with that deadline. Entries that come in order (first deliveries,
-        # all with the same ack_wait: nearly all of them) queue in `_timer_fifo`, the rest
-        # (backoff, NAK delays, progress) in the `_timers` heap; each part is sorted, so
-        # the next deadline is the lower of their fronts (`_arm`, `next_deadline`, `tick`).
-        self._timer_fifo: deque[tuple[int, int]] = deque()
-        self._timers: list[tuple[int, int]] = []
+        self._deadlines = AckDeadlines()  # of the timed pending messages (deadlines.py)
         self._waiting: deque[WaitingRequest] = deque()
         self._np: int | None = None  # cached num_pending of the source
         self._push_interest = False
@@ -222,12 +215,7 @@ class ConsumerCore:
 
     def _arm(self, seq: int, p: Pending, deadline: int) -> None:
         p.deadline_ns = deadline
-        entry = (deadline, seq)
-        fifo = self._timer_fifo
-        if not fifo or fifo[-1] <= entry:
-            fifo.append(entry)
-        else:
-            heapq.heappush(self._timers, entry)
+        self._deadlines.add(deadline, seq)
 
     def _exhausted(self, seq: int, p: Pending) -> bool:
         return 0 < self.cfg.max_deliver <= p.deliveries
@@ -657,12 +645,8 @@ class ConsumerCore:
         prefix = self._ack_prefix + b"1."
         cseq = self.delivered_consumer_seq
         order_append = self._order.append
-        # Every entry of this call has one deadline and a higher seq than any before (the
-        # `_arm` rule): they go to the end of the in-order queue, unless a longer deadline
-        # is already there.
-        fifo = self._timer_fifo
-        in_order = not fifo or fifo[-1] <= (deadline, self._next_seq)
-        timer_append = fifo.append if in_order else functools.partial(heapq.heappush, self._timers)
+        # Every deadline of this call is the same, for sequences from `_next_seq` up.
+        timer_append = self._deadlines.adder(deadline, self._next_seq)
         out_append = out.append
         # One reply for all (push, or a single waiting pull request): one `DeliverRun`.
         run_to = target if target is not None else waiting[0].reply if len(waiting) == 1 else None

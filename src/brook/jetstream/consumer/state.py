@@ -11,7 +11,7 @@ Bookkeeping follows wire reference §6.7:
 * `_pending` maps stream seq -> `Pending` for delivered, unacknowledged messages, in
   ascending stream-seq order (new deliveries always have a higher sequence), so the
   lowest pending message is the first key. A pending entry is either timed (`deadline_ns`
-  set, with a matching entry in the lazy `_timer_fifo` or `_timers`) or queued for redelivery
+  set, with a matching entry in the lazy `_deadlines`) or queued for redelivery
   (`deadline_ns is None`, key in the ordered set `_rdq`).
 * Ack floors are derived: stream floor = lowest pending seq - 1, consumer floor = lowest
   pending consumer seq - 1 (both monotonic); with nothing pending they equal `delivered`.
@@ -22,7 +22,6 @@ delivered, and new deliveries never push `len(pending)` beyond `max_ack_pending`
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -260,15 +259,8 @@ class ConsumerState(ConsumerCore):
     def tick(self, now_ns: int) -> list[Action]:
         """Time passed: ack deadlines, request expiry, then deliveries and heartbeats."""
         out: list[Action] = []
-        fifo = self._timer_fifo
-        heap = self._timers
-        while True:  # due entries of both parts, merged in (deadline, seq) order
-            if fifo and fifo[0][0] <= now_ns and not (heap and heap[0] < fifo[0]):
-                deadline, seq = fifo.popleft()
-            elif heap and heap[0][0] <= now_ns:
-                deadline, seq = heapq.heappop(heap)
-            else:
-                break
+        while (due := self._deadlines.pop_due(now_ns)) is not None:
+            deadline, seq = due
             p = self._pending.get(seq)
             if p is not None and p.deadline_ns == deadline:
                 out += self._due(seq, p)
@@ -292,25 +284,8 @@ class ConsumerState(ConsumerCore):
 
     def next_deadline(self) -> int | None:
         """When `tick` next has something to do, or None."""
-        pending = self._pending
-        fifo = self._timer_fifo
-        while fifo:  # drop the entries that no longer count from the front of each part
-            deadline, seq = fifo[0]
-            p = pending.get(seq)
-            if p is not None and p.deadline_ns == deadline:
-                break
-            fifo.popleft()
-        heap = self._timers
-        while heap:
-            deadline, seq = heap[0]
-            p = pending.get(seq)
-            if p is not None and p.deadline_ns == deadline:
-                break
-            heapq.heappop(heap)
         # The minimum of the candidates that are set, without building a list (per input).
-        at = fifo[0][0] if fifo else None
-        if heap and (at is None or heap[0][0] < at):
-            at = heap[0][0]
+        at = self._deadlines.earliest(self._pending)
         for w in self._waiting:
             t = w.expires_at_ns
             if t is not None and (at is None or t < at):
@@ -368,8 +343,7 @@ class ConsumerState(ConsumerCore):
         self._lps = deque(int(s) for s in data.get("last_per_subject", []))
         self._pending.clear()
         self._rdq.clear()
-        self._timer_fifo.clear()
-        self._timers.clear()
+        self._deadlines.clear()
         self._waiting.clear()
         self._np = None
         self._dead = {int(s): int(d) for s, d in data.get("dead", [])}
