@@ -137,8 +137,8 @@ def test_auth_flag_errors(argv: list[str], message: str) -> None:
 
 def test_negative_values_are_values_not_flags() -> None:
     assert parse_serve_args(["--max-subscriptions", "-0"]).max_subscriptions == 0
-    with pytest.raises(ConfigError, match="port: -1 is not a TCP port"):
-        parse_serve_args(["-p", "-1"])
+    with pytest.raises(ConfigError, match="port: -2 is not a TCP port"):
+        parse_serve_args(["-p", "-2"])
 
 
 @pytest.mark.parametrize("interval", [-0.1, 61.0])
@@ -247,7 +247,7 @@ def test_double_dash_ends_the_flags() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["-p", "70000"], "port: 70000 is not a TCP port (0-65535)"),
+        (["-p", "70000"], "port: 70000 is not a TCP port (0-65535, -1 = any free)"),
         (["-m", "70000"], "http_port: 70000 is not a TCP port"),
         (["--max-payload", "128MB"], "max_payload: 134217728 must be between 1 and"),
         (["--max-payload", "2MB", "--max-pending", "1MB"], "cannot exceed max_pending"),

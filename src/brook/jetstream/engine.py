@@ -63,7 +63,7 @@ class JetStream:
     def __init__(
         self,
         router: Router,
-        store_dir: str | None,
+        store_dir: str,
         *,
         now_ns: Callable[[], int] = time.time_ns,
         max_memory_bytes: int = -1,
@@ -73,7 +73,7 @@ class JetStream:
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
-        self.root = Path(store_dir) / "streams" if store_dir else None
+        self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
         self.now_ns = now_ns
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
@@ -95,8 +95,6 @@ class JetStream:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.consumer_files.start(self._loop)
-        if self.root is None:
-            return
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -202,8 +200,7 @@ class JetStream:
         self._detach(name)
         del self._entries[name]
         entry.stream.close()
-        if self.root is not None:
-            shutil.rmtree(self.root / name, ignore_errors=True)
+        shutil.rmtree(self.root / name, ignore_errors=True)
 
     # ------------------------------------------------------------------ consumers
 
@@ -310,7 +307,7 @@ class JetStream:
     def _build(self, config: Any, created_ns: int) -> Stream:
         store: Any
         committer: GroupCommitter | None = None
-        if config.storage == "file" and self.root is not None:
+        if config.storage == "file":
             from brook.jetstream.store.file import FileStore
 
             directory = self.root / config.name / "data"
@@ -422,8 +419,6 @@ class JetStream:
     # ------------------------------------------------------------------ persistence
 
     def _persist(self, stream: Stream) -> None:
-        if self.root is None:
-            return
         directory = self.root / stream.name
         directory.mkdir(parents=True, exist_ok=True)
         record = {
