@@ -20,7 +20,6 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from brook import __version__, limits
 from brook.config.settings import ConfigError, Settings
@@ -83,24 +82,28 @@ def _ignore_signal(sig: signal.Signals) -> None:
     log.warning("%s is not supported yet: signal ignored", operation.capitalize())
 
 
-def _stop_signal(server: Any, sig: signal.Signals) -> None:
+def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
     log.info('Trapped "%s" signal', _STOP_SIGNALS[sig])
-    server.request_shutdown()
+    stop.set()
 
 
 async def _serve(settings: Settings) -> None:
     from brook.server.server import Server
 
+    # Every handler is in place before the server starts: a launcher may signal as soon
+    # as it reads "Server is ready", and a stop asked for during start-up waits for it.
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
     for sig in _IGNORED_SIGNALS:
         loop.add_signal_handler(sig, _ignore_signal, sig)
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop_signal, stop, sig)
     server = Server(settings)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()
-    for sig in _STOP_SIGNALS:
-        loop.add_signal_handler(sig, _stop_signal, server, sig)
-    await server.wait_stopped()
+    await stop.wait()
+    await server.shutdown()
 
 
 def _run(settings: Settings) -> None:
