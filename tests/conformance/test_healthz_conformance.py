@@ -80,7 +80,7 @@ def nats_server_http(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]
 
 
 async def add_assets(url: str) -> None:
-    nc = await nats.connect(url, max_reconnect_attempts=0)
+    nc = await nats.connect(url, allow_reconnect=False)
     js = nc.jetstream()
     await js.add_stream(name="FS", subjects=["fs"])
     await js.add_consumer("FS", durable_name="C")
@@ -146,7 +146,7 @@ async def test_documented_differences(nats_server_http: tuple[str, str], tmp_pat
 
 async def test_a_stream_that_did_not_recover_fails_the_probe(tmp_path: Path) -> None:
     async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        nc = await nats.connect(server.url, max_reconnect_attempts=0)
+        nc = await nats.connect(server.url, allow_reconnect=False)
         await nc.jetstream().add_stream(name="BAD", subjects=["bad"])
         await nc.jetstream().add_stream(name="GOOD", subjects=["good"])
         await nc.close()

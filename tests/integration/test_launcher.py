@@ -270,7 +270,7 @@ async def test_reload_reopen_and_lame_duck_signals_do_not_stop_the_server(
     with LoggedProcess(cmd) as proc:
         port = int(proc.wait_for(LISTENING).group(2))
         proc.wait_for(READY)
-        nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
         js = nc.jetstream()
         await js.add_stream(name="SIG", subjects=["sig"])
         await js.publish("sig", b"before")
@@ -287,7 +287,7 @@ async def test_reload_reopen_and_lame_duck_signals_do_not_stop_the_server(
     with LoggedProcess(cmd) as proc:  # everything was closed and written as at any stop
         port = int(proc.wait_for(LISTENING).group(2))
         proc.wait_for(READY)
-        nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
         js = nc.jetstream()
         assert (await js.stream_info("SIG")).state.messages == 2
         assert (await js.consumer_info("SIG", "d")).ack_floor.stream_seq == 1
@@ -322,7 +322,7 @@ async def test_file_streams_without_a_store_dir_survive_a_restart(tmp_path: Path
             where = proc.wait_for(r'Store Directory: "(.+)"$').group(1)
             assert where == str(tmp_path / "brook" / "jetstream")
             proc.wait_for(READY)
-            nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=0)
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
             js = nc.jetstream()
             if not restart:
                 await js.add_stream(name="KEEP", subjects=["keep"])  # storage: file
@@ -341,7 +341,7 @@ async def test_embedded_jetstream_without_a_store_dir_keeps_file_streams_on_disk
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     for restart in (False, True):
         async with brook.serve(port=0, jetstream=True) as server:
-            nc = await nats.connect(server.url, max_reconnect_attempts=0)
+            nc = await nats.connect(server.url, allow_reconnect=False)
             js = nc.jetstream()
             if not restart:
                 await js.add_stream(name="EMB", subjects=["emb"])
@@ -400,8 +400,8 @@ def test_a_specific_address_is_one_family(listening: Any, host: str, other: str)
 @needs_ipv6
 async def test_default_listener_takes_ipv6_clients_in_process() -> None:
     async with brook.serve(host=limits.DEFAULT_HOST, port=0, http_port=-1) as server:
-        nc6 = await nats.connect(f"nats://[::1]:{server.port}", max_reconnect_attempts=0)
-        nc4 = await nats.connect(f"nats://127.0.0.1:{server.port}", max_reconnect_attempts=0)
+        nc6 = await nats.connect(f"nats://[::1]:{server.port}", allow_reconnect=False)
+        nc4 = await nats.connect(f"nats://127.0.0.1:{server.port}", allow_reconnect=False)
         url = f"http://[::1]:{server.monitor.port}/connz"
         status, body = await asyncio.to_thread(http_get, url)
         assert status == 200
