@@ -113,11 +113,11 @@ def _check_assets(server: Server, probe: _Probe, account: str, stream: str, cons
     """Every stream whose directory is in the store must be open; the asked-for ones exist."""
     js = server.jetstream
     opened = js.streams
-    on_disk = sorted(e.name for e in os.scandir(js.root) if e.is_dir()) if js.root.is_dir() else []
+    on_disk = {e.name for e in os.scandir(js.root) if e.is_dir()} if js.root.is_dir() else set()
     account_found = account in ("", ACCOUNT)
     stream_found = consumer_found = False
     if account_found:
-        for name in sorted(set(on_disk) | set(opened)):
+        for name in sorted(on_disk | opened.keys()):  # nats-server: in directory order
             if stream and name != stream:
                 continue
             stream_found = bool(stream)
