@@ -141,6 +141,26 @@ def test_random_ports_ports_file_and_start_up_lines(server: str, tmp_path: Path)
         assert not ports_file.exists(), "the ports file is removed at shutdown"
 
 
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_config_file_as_nats_js_writes_it(server: str, tmp_path: Path) -> None:
+    """nats.js's launcher: random ports in the config, then it reads the ports file."""
+    conf = tmp_path / "server.conf"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\nhttp: "127.0.0.1:-1"\nports_file_dir: "{tmp_path}"\n'
+    )
+    with LoggedProcess([*command(server), "-c", str(conf)]) as proc:
+        port = int(proc.wait_for(LISTENING).group(2))
+        http_port = int(proc.wait_for(MONITOR).group(2))
+        ports_file = tmp_path / f"{program(server)}_{proc.proc.pid}.ports"
+        ports = json.loads(wait_for_file(ports_file))
+        assert ports == {
+            "nats": [f"nats://127.0.0.1:{port}"],
+            "monitoring": [f"http://127.0.0.1:{http_port}"],
+        }
+        assert read_info("127.0.0.1", port)["port"] == port
+        assert proc.stop() == 0
+
+
 def test_installed_as_nats_server_takes_nats_servers_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -362,11 +362,18 @@ def test_defaults_come_from_settings() -> None:
         ('listen: "[::1]:4333"', "::1", 4333),
         ("host: 10.0.0.1\nport: 1234", "10.0.0.1", 1234),
         ("net: example.org", "example.org", limits.DEFAULT_PORT),
+        ("port: -1", limits.DEFAULT_HOST, -1),  # nats-server's RANDOM_PORT
+        ('listen: "127.0.0.1:-1"', "127.0.0.1", -1),
     ],
 )
 def test_listen_host_port(text: str, host: str, port: int) -> None:
     s = conf(text)
     assert (s.host, s.port) == (host, port)
+
+
+def test_random_monitoring_port_and_ports_file_dir() -> None:
+    s = conf('http: "127.0.0.1:-1"\nports_file_dir: "/tmp/ports"')  # as nats.js writes
+    assert (s.http_host, s.http_port, s.ports_file_dir) == ("127.0.0.1", -1, "/tmp/ports")
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from brook.config.flags import HelpRequested, help_text, parse_serve_args
+from brook.config.flags import (
+    ArgumentError,
+    HelpRequested,
+    VersionRequested,
+    help_text,
+    parse_serve_args,
+)
 from brook.config.settings import ConfigError, Settings, User
 
 
@@ -133,6 +139,16 @@ def test_user_and_password(argv: list[str]) -> None:
 def test_auth_flag_errors(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse_serve_args(argv)
+
+
+def test_random_ports_ports_file_dir_and_version() -> None:
+    s = parse_serve_args(["-p", "-1", "-m", "-1", "--ports_file_dir", "/tmp/p"])
+    assert (s.port, s.http_port, s.ports_file_dir) == (-1, -1, "/tmp/p")
+    for argv in (["-v"], ["-p", "1", "--version"]):
+        with pytest.raises(VersionRequested):
+            parse_serve_args(argv)
+    with pytest.raises(ArgumentError, match="flag '--routes': clustering is not supported"):
+        parse_serve_args(["--routes", "nats://127.0.0.1:6222"])
 
 
 def test_negative_values_are_values_not_flags() -> None:
