@@ -106,6 +106,7 @@ class Server:
         )
 
     async def _start_jetstream(self) -> None:
+        from brook.jetstream.api import cluster
         from brook.jetstream.api.consumers import ConsumerApi
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
@@ -133,6 +134,7 @@ class Server:
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
         ).register(api)
+        cluster.register(api)
         api.start()
 
     def request_shutdown(self) -> None:
