@@ -73,6 +73,10 @@ class StreamApi:
         out["ts"] = models.format_ts_ns(self.js.now_ns())
         return out
 
+    def created_info(self, stream: Stream) -> dict[str, Any]:
+        """The info of a stream just added (create, restore), as nats-server sends it."""
+        return self._info(stream, server_metadata=True)
+
     def _stream(self, request: Request, index: int = 2) -> Stream:
         return self.js.get(request.tokens[index])
 
