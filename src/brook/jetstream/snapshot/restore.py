@@ -117,29 +117,38 @@ class RestoreSession:
                         self._name,
                     )
                     return
+                body: dict[str, Any] | None = None
                 if not data:  # the end of the upload
                     self._stop_listening()
                     body, committed = await self._finish()
+                elif 0 <= t.restore_max_bytes < self._received + len(data):
+                    body = _failure(
+                        f"snapshot exceeds restore_max_bytes ({t.restore_max_bytes} bytes)"
+                    )
+                else:
+                    try:
+                        await loop.run_in_executor(t.executor, _write_all, fd, data)
+                    except OSError as exc:
+                        body = _failure(str(exc))
+                if body is not None:  # the last answer: what failed is gone by then
+                    self._stop_listening()
+                    os.close(fd)
+                    fd = -1
+                    await loop.run_in_executor(t.executor, _remove, self._leftovers(committed))
                     self._answer(reply, body)
-                    return
-                limit = t.restore_max_bytes
-                if 0 <= limit < self._received + len(data):
-                    too_big = f"snapshot exceeds restore_max_bytes ({limit} bytes)"
-                    self._answer(reply, _failure(too_big))
-                    return
-                try:
-                    await loop.run_in_executor(t.executor, _write_all, fd, data)
-                except OSError as exc:
-                    self._answer(reply, _failure(str(exc)))
                     return
                 self._received += len(data)
                 t.js.internal.publish(reply, b"")
         finally:
             t.restores -= 1
             self._stop_listening()
-            os.close(fd)
-            leftovers = [self._upload] if committed else [self._upload, self._dir]
-            loop.run_in_executor(t.executor, _remove, leftovers)
+            if fd >= 0:
+                os.close(fd)
+                loop.run_in_executor(t.executor, _remove, self._leftovers(committed))
+
+    def _leftovers(self, committed: bool) -> list[Any]:
+        """The staging files of this restore (its directory became the stream's if committed)."""
+        return [self._upload] if committed else [self._upload, self._dir]
 
     async def _finish(self) -> tuple[dict[str, Any], bool]:
         """The final answer's body, and whether the stream was committed."""
@@ -149,11 +158,14 @@ class RestoreSession:
         except ApiError as err:
             return {"error": err.to_json()}, False
         except ArchiveTooLarge:
-            storage = self._config.storage.upper()
-            return {"error": api_error(f"{storage}_RESOURCES_EXCEEDED").to_json()}, False
+            exceeded = "MEMORY" if self._config.storage == "memory" else "STORAGE"
+            return {"error": api_error(f"{exceeded}_RESOURCES_EXCEEDED").to_json()}, False
         except (ArchiveError, OSError, StoreError, ValueError, KeyError, TypeError) as exc:
             log.warning("restore of stream '$G > %s' failed: %s", self._name, exc)
             return _failure(str(exc)), False
+        except Exception as exc:  # a bug: still answered, and logged with its trace
+            log.exception("restore of stream '$G > %s' failed", self._name)
+            return _failure(f"internal error: {exc}"), False
         try:
             stream = self._commit(prepared)
         except ApiError as err:
