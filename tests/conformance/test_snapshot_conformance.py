@@ -106,7 +106,7 @@ async def test_snapshot_response_and_chunk_flow_match(urls: tuple[str, str]) -> 
     async def run(nc: Any) -> Any:
         await stream(nc, count=300, size=1000)  # incompressible: several 16 KiB chunks
         saved = await backup(nc, "S", chunk_size=16 * 1024)
-        shape = []
+        shape: list[tuple[Any, ...]] = []
         for index, (size, reply) in enumerate(saved.chunks, 1):
             if reply is None:
                 shape.append(("last", size < 16 * 1024, index == len(saved.chunks)))
