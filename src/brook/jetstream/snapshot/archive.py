@@ -51,6 +51,8 @@ MANIFEST = "brook-snapshot.json"
 MESSAGES = "messages"
 
 READ_BYTES = 1024 * 1024  # one piece of a segment, read at once
+METADATA_BYTES_MAX = 1024 * 1024  # the manifest and stream.json, read whole
+READ_BYTES_MAX = 16 * 1024 * 1024  # the most `tarfile` may ask for at once (a header)
 FRAME_INPUT_BYTES = 64 * 1024  # the compressor is flushed per snappy frame's worth of input
 BLOCK = tarfile.BLOCKSIZE
 
@@ -240,16 +242,19 @@ class _Decompressed:
     def __init__(self, f: IO[bytes]) -> None:
         self._frames = _frames(f)
         self._buf = b""
+        self._pos = 0  # what of `_buf` was read (slicing the rest off each time is quadratic)
 
     def read(self, n: int = -1) -> bytes:
-        while n < 0 or len(self._buf) < n:
+        if n < 0 or n > READ_BYTES_MAX:  # an entry's data is read in pieces (`_read_all`)
+            raise ArchiveError("snapshot holds an oversized tar header")
+        while len(self._buf) - self._pos < n:
             frame = next(self._frames, None)
             if frame is None:
                 break
-            self._buf += frame
-        if n < 0:
-            n = len(self._buf)
-        out, self._buf = self._buf[:n], self._buf[n:]
+            self._buf = self._buf[self._pos :] + frame
+            self._pos = 0
+        out = self._buf[self._pos : self._pos + n]
+        self._pos += len(out)
         return out
 
 
@@ -265,11 +270,18 @@ class Unpacked:
     content_bytes: int = 0
 
 
-def _read_all(src: IO[bytes], size: int) -> bytes:
-    data = src.read(size)
-    if len(data) != size:
-        raise ArchiveError("snapshot ends inside a file")
-    return data
+def _read_all(src: IO[bytes], size: int, limit: int | None = None) -> bytes:
+    if limit is not None and size > limit:
+        raise ArchiveError(f"an entry of {size} bytes where at most {limit} are expected")
+    parts = []
+    left = size
+    while left:
+        data = src.read(min(left, READ_BYTES))
+        if not data:
+            raise ArchiveError("snapshot ends inside a file")
+        parts.append(data)
+        left -= len(data)
+    return b"".join(parts)
 
 
 def _copy_to(src: IO[bytes], path: Path, size: int) -> None:
@@ -312,9 +324,9 @@ def unpack(upload: Path, staging: Path, *, budget: int) -> Unpacked:
                 if manifest is None and name != MANIFEST:
                     raise ArchiveError(f"{MANIFEST} must come first, found {name!r}")
                 if name == MANIFEST:
-                    manifest = _json(_read_all(src, info.size), name)
+                    manifest = _json(_read_all(src, info.size, METADATA_BYTES_MAX), name)
                 elif name == STREAM_FILE:
-                    stream = _json(_read_all(src, info.size), name)
+                    stream = _json(_read_all(src, info.size, METADATA_BYTES_MAX), name)
                 elif match := _CONSUMER_FILE.match(name):
                     consumers[match.group(1)] = _read_all(src, info.size)
                 elif name == MESSAGES:

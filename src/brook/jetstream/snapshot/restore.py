@@ -78,8 +78,13 @@ class RestoreSession:
         self._sub: Any = None
 
     def start(self) -> None:
+        """Create the upload file and listen; an error here is the RESTORE request's answer."""
+        try:
+            fd = os.open(self._upload, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise api_error("STREAM_RESTORE", err=str(exc)) from None
         self._sub = self._t.js.internal.subscribe(self.deliver_subject, self._on_chunk)
-        self._t.spawn(self._run())
+        self._t.spawn(self._run(fd))
 
     def _on_chunk(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
@@ -95,12 +100,11 @@ class RestoreSession:
         data = json.dumps({"type": CREATE_RESPONSE, **body}, separators=(",", ":")).encode()
         self._t.js.internal.publish(reply, data)
 
-    async def _run(self) -> None:
+    async def _run(self, fd: int) -> None:
         t = self._t
         loop = asyncio.get_running_loop()
         t.restores += 1
         log.info("starting restore for stream '$G > %s'", self._name)
-        fd = os.open(self._upload, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         committed = False
         try:
             while True:
