@@ -30,6 +30,7 @@ from brook.jetstream.snapshot.archive import freeze
 from brook.jetstream.snapshot.restore import RestoreSession
 from brook.jetstream.snapshot.sender import SnapshotSender
 from brook.jetstream.snapshot.transfers import Transfers
+from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
 
 _SNAPSHOT_FIELDS = {"deliver_subject", "no_consumers", "chunk_size", "window_size", "jsck"}
@@ -91,7 +92,10 @@ class SnapshotApi:
         if not deliver or not subjects.is_valid_literal_subject(deliver.encode()):
             raise api_error("SNAPSHOT_DELIVER_SUBJECT_INVALID")
         runners = list(self.js.consumers.get(stream.name, {}).values())
-        image = freeze(stream, runners, include_consumers=not no_consumers)
+        try:
+            image = freeze(stream, runners, include_consumers=not no_consumers)
+        except (OSError, StoreError) as exc:  # descriptors exhausted, say
+            raise api_error("STREAM_SNAPSHOT", err=str(exc)) from None
         state = stream.store.state()
         sender = SnapshotSender(
             self.transfers, image, deliver, chunk_size=chunk_size, window_size=window_size

@@ -157,8 +157,9 @@ class RestoreSession:
     async def _finish(self) -> tuple[dict[str, Any], bool]:
         """The final answer's body, and whether the stream was committed."""
         loop = asyncio.get_running_loop()
+        budget = self._budget()  # the engine's counters are read here, on the event loop
         try:
-            prepared = await loop.run_in_executor(self._t.executor, self._prepare)
+            prepared = await loop.run_in_executor(self._t.executor, self._prepare, budget)
         except ApiError as err:
             return {"error": err.to_json()}, False
         except ArchiveTooLarge:
@@ -191,9 +192,8 @@ class RestoreSession:
             return -1 if js.max_memory_bytes < 0 else max(js.max_memory_bytes - memory, 0)
         return -1 if js.max_file_bytes < 0 else max(js.max_file_bytes - file, 0)
 
-    def _prepare(self) -> _Prepared:
+    def _prepare(self, budget: int) -> _Prepared:
         config = self._config
-        budget = self._budget()
         self._dir.mkdir()
         unpacked = unpack(self._upload, self._dir, budget=budget)
         self._upload.unlink()  # the space it took is needed no more
