@@ -640,6 +640,7 @@ def test_sample_config_loads() -> None:
         10 * 1024**3,
     )
     assert s.jetstream.consumer_flush_interval_s == 0.1
+    assert (s.jetstream.restore_max_bytes, s.jetstream.restore_idle_timeout_s) == (64 * 1024**3, 5)
     assert (s.debug, s.trace) == (False, False)
 
 
@@ -654,6 +655,30 @@ def test_consumer_flush_interval_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "c.conf"
     path.write_text("jetstream { consumer_flush_interval: 2m }\n")
     with pytest.raises(ConfigError, match="consumer_flush_interval: must be 0 to 60 seconds"):
+        load_conf_file(str(path))
+
+
+def test_restore_limits(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { restore_max_bytes: 1MB, restore_idle_timeout: 30s }\n")
+    js = load_conf_file(str(path)).jetstream
+    assert (js.restore_max_bytes, js.restore_idle_timeout_s) == (1024**2, 30.0)
+    path.write_text("jetstream { restore_max_bytes: -1 }\n")
+    assert load_conf_file(str(path)).jetstream.restore_max_bytes == -1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("restore_max_bytes: 0", "restore_max_bytes: must be positive, or -1"),
+        ("restore_idle_timeout: 0s", "restore_idle_timeout: must be above 0"),
+        ("restore_idle_timeout: 2h", "restore_idle_timeout: must be above 0, at most 1 hour"),
+    ],
+)
+def test_restore_limits_are_bounded(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ {text} }}\n")
+    with pytest.raises(ConfigError, match=message):
         load_conf_file(str(path))
 
 

@@ -50,6 +50,9 @@ class JetStreamSettings:
     # The least time between two writes of a durable consumer's state, unless an ack
     # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
     consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
+    # Stream restores: the largest upload (-1: no limit) and the longest wait for a chunk.
+    restore_max_bytes: int = limits.RESTORE_MAX_BYTES
+    restore_idle_timeout_s: float = limits.RESTORE_IDLE_TIMEOUT_S
 
 
 @dataclass(slots=True)
@@ -106,6 +109,10 @@ class Settings:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
+        if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:
+            raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
+        if not 0 < self.jetstream.restore_idle_timeout_s <= 3600:
+            raise ConfigError("jetstream.restore_idle_timeout: must be above 0, at most 1 hour")
         if self.auth.token is not None and self.auth.users:
             raise ConfigError("authorization: token and users cannot both be set")
         seen: set[str] = set()

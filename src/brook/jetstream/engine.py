@@ -24,7 +24,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,13 @@ from brook.server.internal import InternalClient
 log = logging.getLogger("brook.jetstream")
 
 STREAM_FILE = "stream.json"
+DATA_DIR = "data"
+
+
+def stream_record(config: Any, created_ns: int) -> bytes:
+    """The content of a stream's `stream.json`: its configuration and creation time."""
+    record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
+    return json.dumps(record, indent=1).encode()
 
 
 @dataclass
@@ -298,6 +305,13 @@ class JetStream:
         for runner in self.consumers.get(stream_name, {}).values():
             runner.messages_changed()
 
+    def check_new(self, config: Any, *, exists: str) -> None:
+        """Raise unless a stream of `config` could be added now: the API error `exists` if
+        the name is taken, 10065 if its subjects overlap another stream's."""
+        if config.name in self._entries:
+            raise api_error(exists)
+        self._check_overlap(config.name, config.subjects)
+
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for other_name, entry in self._entries.items():
             if other_name != name and models.subjects_overlap(
@@ -307,18 +321,21 @@ class JetStream:
 
     # ------------------------------------------------------------------ wiring
 
-    def _build(self, config: Any, created_ns: int) -> Stream:
-        store: Any
+    def _build(self, config: Any, created_ns: int, store: Any = None) -> Stream:
+        """Register and subscribe a stream; its store is opened here unless `store` is one
+        opened already (a restore)."""
         committer: GroupCommitter | None = None
-        if config.storage == "file" and self.root is not None:
-            from brook.jetstream.store.file import FileStore
+        if self.keeps_files(config):
+            if store is None:
+                from brook.jetstream.store.file import FileStore
 
-            directory = self.root / config.name / "data"
-            directory.mkdir(parents=True, exist_ok=True)
-            store = FileStore(directory=directory, first_seq=config.first_seq or 1)
+                assert self.root is not None
+                directory = self.root / config.name / DATA_DIR
+                directory.mkdir(parents=True, exist_ok=True)
+                store = FileStore(directory=directory, first_seq=config.first_seq or 1)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
-        else:
+        elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
         stream = Stream(
             config,
@@ -421,16 +438,16 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
+    def keeps_files(self, config: Any) -> bool:
+        """Whether a stream of this configuration keeps its messages in a file store."""
+        return config.storage == "file" and self.root is not None
+
     def _persist(self, stream: Stream) -> None:
         if self.root is None:
             return
         directory = self.root / stream.name
         directory.mkdir(parents=True, exist_ok=True)
-        record = {
-            "config": models.stream_config_to_json(stream.config),
-            "created_ns": stream.created_ns,
-        }
-        write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
+        write_atomically(directory / STREAM_FILE, stream_record(stream.config, stream.created_ns))
 
     def _open_existing(self, directory: Path) -> None:
         path = directory / STREAM_FILE
@@ -440,8 +457,33 @@ class JetStream:
             raise ValueError(f"{path}: name {config.name!r} does not match its directory")
         stream = self._build(config, int(record["created_ns"]))
         log.info("stream %s opened (%s storage)", config.name, config.storage)
+        self._open_stream_consumers(stream)
+
+    def adopt(
+        self,
+        config: Any,
+        created_ns: int,
+        store: Any,
+        volatile: list[tuple[Any, int, dict[str, Any]]],
+    ) -> Stream:
+        """Serve a restored stream (jetstream/snapshot/): its directory, if it keeps one, is
+        in place with its durable consumers' files, `store` is open on it, and `volatile`
+        holds the (config, created_ns, state) of the consumers that live in memory only."""
+        stream = self._build(config, created_ns, store=store)
+        self._open_stream_consumers(stream, volatile)
+        return stream
+
+    def _open_stream_consumers(
+        self, stream: Stream, volatile: Sequence[tuple[Any, int, dict[str, Any]]] = ()
+    ) -> None:
+        """Start a stream's persisted consumers, then `volatile` ones; retention is
+        recovered only if every one of them runs (one that failed may hold messages)."""
         self._open_consumers(stream)
-        persisted = len(list((directory / CONSUMERS_DIR).glob("*.json")))
+        for config, created_ns, state in volatile:
+            self.add_consumer(stream, config, created_ns=created_ns, snapshot=state)
+        persisted = len(volatile)
+        if self.root is not None:
+            persisted += len(list((self.root / stream.name / CONSUMERS_DIR).glob("*.json")))
         if len(self.consumers.get(stream.name, {})) >= persisted:
             self._retention(stream).recovered()
         else:  # damaged metadata never deletes messages: not even those only it held

@@ -104,6 +104,8 @@ def build_varz(
                 "store_dir": js.store_dir or "",
             }
         }
+        if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress
+            v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

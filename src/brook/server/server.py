@@ -51,6 +51,7 @@ class Server:
         self._shutdown_task: asyncio.Future[None] | None = None
         self.monitor: Any = None
         self.jetstream: Any = None
+        self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.started_at = time.time()
         self.host = self.settings.host
         self.port = self.settings.port
@@ -106,6 +107,7 @@ class Server:
         )
 
     async def _start_jetstream(self) -> None:
+        from brook.jetstream.api import cluster, snapshots
         from brook.jetstream.api.consumers import ConsumerApi
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
@@ -122,17 +124,26 @@ class Server:
         )
         await self.jetstream.start()
         api = ApiDispatcher(self.jetstream.internal)
-        StreamApi(
+        streams = StreamApi(
             self.jetstream,
             server_name=self.server_name,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
-        ).register(api)
+        )
+        streams.register(api)
         ConsumerApi(
             self.jetstream,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
         ).register(api)
+        cluster.register(api)
+        self.transfers = snapshots.register(
+            api,
+            self.jetstream,
+            js_settings,
+            streams.created_info,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        )
         api.start()
 
     def request_shutdown(self) -> None:
@@ -165,6 +176,8 @@ class Server:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        if self.transfers is not None:
+            await self.transfers.stop()
         if self.jetstream is not None:
             await self.jetstream.stop()
         if self.monitor is not None:

@@ -53,13 +53,20 @@ class _File:
     in_flight: list[Waiter] = field(default_factory=list)  # for the running one
 
 
-def _record(runner: ConsumerRunner) -> bytes:
+def consumer_record(runner: ConsumerRunner) -> bytes:
+    """The content of a durable consumer's file (and of a stream snapshot's consumers)."""
     record = {
         "config": consumer_config_to_json(runner.config),
         "created_ns": runner.created_ns,
         "state": runner.state.snapshot(),
     }
     return json.dumps(record, separators=(",", ":")).encode()
+
+
+def is_persisted(storage: str, config: Any) -> bool:
+    """Whether a consumer is kept on disk (given a store directory): a durable of a file
+    stream, unless it asked for `mem_storage`."""
+    return storage == "file" and bool(config.durable_name) and not config.mem_storage
 
 
 class ConsumerFiles:
@@ -86,9 +93,7 @@ class ConsumerFiles:
 
     def path_for(self, stream: Stream, config: Any) -> Path | None:
         """Where a consumer is persisted, or None when it is not (ephemeral, memory)."""
-        if self.root is None or stream.config.storage != "file":
-            return None
-        if not config.durable_name or config.mem_storage:
+        if self.root is None or not is_persisted(stream.config.storage, config):
             return None
         return self.root / stream.name / CONSUMERS_DIR / f"{config.name}.json"
 
@@ -113,7 +118,7 @@ class ConsumerFiles:
         self._files[path] = self._by_runner[runner] = _File(runner, path)
         if write_now:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, _record(runner))
+            write_atomically(path, consumer_record(runner))
 
     def updated(self, runner: ConsumerRunner) -> None:
         """The consumer's config changed: write it now, or with the flush under way."""
@@ -121,7 +126,7 @@ class ConsumerFiles:
         if cf is None:
             return
         if cf.flushing is None:
-            write_atomically(cf.path, _record(runner))
+            write_atomically(cf.path, consumer_record(runner))
         else:
             cf.dirty = True
 
@@ -193,7 +198,7 @@ class ConsumerFiles:
         cf.dirty = False
         cf.in_flight, cf.waiters = cf.waiters, []
         future = self._loop.run_in_executor(
-            self._executor, write_atomically, cf.path, _record(cf.runner)
+            self._executor, write_atomically, cf.path, consumer_record(cf.runner)
         )
         cf.flushing = future
         future.add_done_callback(lambda f: self._flushed(cf, f))
@@ -248,7 +253,7 @@ class ConsumerFiles:
                 continue
             cf.dirty = False
             try:
-                write_atomically(cf.path, _record(cf.runner))
+                write_atomically(cf.path, consumer_record(cf.runner))
             except OSError as exc:
                 log.error("consumer file %s could not be written: %s", cf.path, exc)
                 continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from brook.jetstream.store.base import (
     PurgeResult,
@@ -99,6 +100,17 @@ class _SeqList:
     def all(self) -> list[int]:
         """All sequences, ascending (a copy: callers remove while iterating)."""
         return self._seqs[self._head :]
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """A memory store's content at one moment: its live messages in sequence order and the
+    sequence bounds (messages are shared with the store, which never changes one)."""
+
+    first_seq: int
+    last_seq: int
+    last_ts_ns: int
+    messages: list[StoredMessage]
 
 
 class MemoryStore:
@@ -179,6 +191,34 @@ class MemoryStore:
         self._closed = True
         self._msgs = {}
         self._subjects = {}
+
+    # ------------------------------------------------------------------ snapshots
+
+    def freeze(self) -> MemorySnapshot:
+        """The content now, for a stream snapshot: O(messages) references, no payload copies.
+        The dict holds sequences in insertion order, which is ascending (`store`)."""
+        self._check_open()
+        return MemorySnapshot(self._first, self._last, self._last_ts, list(self._msgs.values()))
+
+    @classmethod
+    def thaw(cls, snapshot: MemorySnapshot) -> MemoryStore:
+        """A store holding exactly `snapshot` (a restore); ValueError if it is inconsistent."""
+        msgs = snapshot.messages
+        last = snapshot.last_seq
+        floor = msgs[0].seq if msgs else snapshot.first_seq
+        if floor < 1 or floor > last + 1 or (msgs and msgs[-1].seq > last):
+            raise ValueError(f"messages {floor}.. do not fit last_seq {last}")
+        store = cls(first_seq=floor)
+        prev = 0
+        for m in msgs:
+            if m.seq <= prev:
+                raise ValueError(f"sequence {m.seq} after {prev}")
+            prev = m.seq
+            store._last = m.seq - 1
+            store.store(m.subject, m.header, m.data, m.ts_ns)
+        store._last, store._last_ts = last, snapshot.last_ts_ns
+        store._first = floor if msgs else last + 1
+        return store
 
     # ------------------------------------------------------------------ reading
 

@@ -42,8 +42,10 @@ from brook.jetstream.store.base import (
 )
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
+from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.index import Index
 from brook.jetstream.store.file.recovery import (
+    META,
     MSGS,
     RecoveryReport,
     fsync_dir,
@@ -100,6 +102,7 @@ class FileStore:
         self._closed = False
         # (segment, file offset, bytes read there) per sequential reader: see `_bytes_at`.
         self._ahead: list[tuple[Segment, int, bytes]] = []
+        self._frozen: list[FrozenLog] = []  # open point-in-time views (`freeze`)
         self.syncs = 0
         self._index = Index(first_seq)
         self._active: Segment
@@ -403,6 +406,23 @@ class FileStore:
         flt = compile_filter(filter_subject)
         return [e.last() for e in self._index.subjects.matching(flt)]
 
+    def freeze(self) -> FrozenLog:
+        """The log as it is now, for a stream snapshot (frozen.py); `close()` it when done."""
+        self._check_open()
+        segments = [(seg.path.name, seg.path, seg.size) for seg in self._index.segments]
+        meta = (self.directory / META).read_bytes()
+        frozen = FrozenLog(meta, segments, self._frozen.remove)
+        self._frozen.append(frozen)
+        return frozen
+
+    def relocate(self, directory: str | os.PathLike[str]) -> None:
+        """Follow the store's directory, renamed to `directory` while open (a restore moves
+        its staging directory into place); descriptors stay valid across a rename."""
+        self.directory = Path(directory)
+        self._msgs_dir = self.directory / MSGS
+        for seg in (*self._index.segments, *self._doomed):
+            seg.path = self._msgs_dir / seg.path.name
+
     # ------------------------------------------------------------------ durability
 
     def sync(self) -> None:
@@ -555,6 +575,8 @@ class FileStore:
         record = seg.read(offset, seg.lens[k] & LEN_MASK)
         if isinstance(fmt.validate(record, 0, len(record)), str):
             raise StoreError(f"{seg.path}: record of sequence {seg.base + k} is corrupt")
+        for frozen in self._frozen:  # a snapshot in progress still needs the original
+            frozen.preserve(seg.path.name, offset, record)
         try:
             seg.write_at(offset, fmt.erased_image(record))
         except OSError as exc:
