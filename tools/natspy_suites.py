@@ -128,13 +128,15 @@ def ensure_venv(python: str, venv: Path, requirements: list[str]) -> Path:
 
 
 def server_dir(work: Path, name: str, executable: Path) -> Path:
-    """A directory whose only entry, `nats-server`, is `executable`: goes first on PATH."""
-    directory = work / f"bin-{name}"
+    """A directory whose only entry, `nats-server`, is `executable`: goes first on PATH.
+    Named after the executable, so runs with different Brooks can share `work`."""
+    target = executable.resolve()
+    directory = work / f"bin-{name}-{hashlib.sha256(bytes(target)).hexdigest()[:8]}"
     directory.mkdir(parents=True, exist_ok=True)
     link = directory / "nats-server"
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
-    link.symlink_to(executable.resolve())
+    link.symlink_to(target)
     return directory
 
 
