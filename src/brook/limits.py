@@ -59,3 +59,17 @@ JETSTREAM_API_LEVEL: Final = 1
 # A request goes out when half the window is used; delivery stops when all of it is.
 CONSUMER_FC_WINDOW_START_BYTES: Final = 2 * 1024 * 1024
 CONSUMER_FC_WINDOW_MAX_BYTES: Final = 32 * 1024 * 1024
+# Full disk. The JetStream store's filesystem keeps this much free: below it, publishes
+# to file streams are refused with 10023 (insufficient resources), so removals, consumer
+# state and metadata always find room. The default is the smaller of this and a twentieth
+# of the filesystem (`jetstream.free_space_reserve` sets it).
+STORE_RESERVE_BYTES: Final = 64 * 1024 * 1024
+STORE_RESERVE_SHARE: Final = 20  # the default reserve is at most 1/20 of the filesystem
+# Writes resume once this much more than the reserve is free again (no flapping).
+STORE_RESUME_MARGIN_BYTES: Final = 1024 * 1024
+# Free space is read at least this often while file streams are written to.
+STORE_SPACE_CHECK_S: Final = 1.0
+# A store write failure (other than a full disk) is logged at most this often, as
+# nats-server does; a durable consumer's failed state write is retried this often.
+STORE_ERROR_LOG_INTERVAL_S: Final = 10.0
+CONSUMER_WRITE_RETRY_S: Final = 1.0

@@ -50,6 +50,9 @@ class JetStreamSettings:
     # The least time between two writes of a durable consumer's state, unless an ack
     # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
     consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
+    # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
+    # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
+    free_space_reserve_bytes: int = -1
 
 
 @dataclass(slots=True)
@@ -104,6 +107,8 @@ class Settings:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
         if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
+        if self.jetstream.free_space_reserve_bytes < -1:
+            raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.auth.token is not None and self.auth.users:

@@ -104,6 +104,8 @@ def build_varz(
                 "store_dir": js.store_dir or "",
             }
         }
+        if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
+            v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

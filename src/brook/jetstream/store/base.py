@@ -49,6 +49,7 @@ matcher both stores use). Sequences returned in lists are ascending.
 
 from __future__ import annotations
 
+import errno
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -62,6 +63,16 @@ class StoreError(Exception):
 class StoreFullError(StoreError):
     """The filesystem has no room for a write (ENOSPC, EDQUOT). Nothing was changed: the
     same call can succeed once space is freed."""
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """A write failed because the filesystem is full (or the quota used up)."""
+    return isinstance(exc, StoreFullError) or (
+        isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+    )
 
 
 # Stream info lists at most this many lost sequences (the lowest); `LostData.bytes` and

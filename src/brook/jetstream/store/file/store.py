@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import os
 import threading
 import time
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,6 +41,7 @@ from brook.jetstream.store.base import (
     StreamState,
     SubjectState,
     add_lost,
+    is_no_space,
     load_next_repeated,
 )
 from brook.jetstream.store.file import format as fmt
@@ -68,12 +68,11 @@ SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 READ_AHEAD_BYTES = 32 * 1024
 READ_AHEAD_READERS = 4  # buffers kept, most recently used first
 READ_RUN_BYTES = 256 * 1024  # the most `_read_run` fetches at once (unless one record is more)
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _write_error(what: str, exc: OSError) -> StoreError:
     """The StoreError for a failed write: `StoreFullError` when the disk is full."""
-    kind = StoreFullError if exc.errno in _NO_SPACE else StoreError
+    kind = StoreFullError if is_no_space(exc) else StoreError
     return kind(f"{what}: {exc}")
 
 
@@ -113,6 +112,9 @@ class FileStore:
         # append rolls first.
         self._roll_owed = False
         self._lost: LostData | None = None  # found lost at open, or skipped (`skip_to`)
+        # Called (on the event loop) when segments wait for a sync to be deleted, so the
+        # owner can sync soon and free their space (the engine asks its group commit).
+        self.on_reclaim: Callable[[], None] | None = None
         self._closed = False
         # (segment, file offset, bytes read there) per sequential reader: see `_bytes_at`.
         self._ahead: list[tuple[Segment, int, bytes]] = []
@@ -665,6 +667,8 @@ class FileStore:
                 if recorded:
                     self._dirty.discard(seg)
                 self._doomed.append(seg)
+            if self.on_reclaim is not None:
+                self.on_reclaim()
             # Tombstones elsewhere that only served the deleted file are no longer needed.
             for other in index.segments:
                 if len(other.ext):
