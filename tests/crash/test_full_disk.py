@@ -192,3 +192,49 @@ async def test_brook_starts_read_mostly_on_a_full_disk(tmp_path: Path) -> None:
     assert "starting read-mostly" in text, text
     assert "publishes to file streams resumed" in text
     assert "Traceback" not in text
+
+
+async def test_consumer_state_waits_for_room_and_no_ack_is_lost(tmp_path: Path) -> None:
+    """A durable consumer's state write on a disk with no byte free: nothing crashes, the
+    failure is logged once, an ack_sync is confirmed only once its state is on disk (after
+    room returns, by the retry), and a restart then redelivers nothing acknowledged."""
+    log = tmp_path / "server.log"
+    port = free_port()
+    with small_tmpfs(tmp_path / "disk", DISK_BYTES) as disk:
+        proc = start_brook(disk / "store", port, log=log)
+        try:
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+            js = nc.jetstream(timeout=2)
+            await js.add_stream(name="S", subjects=["s.>"])
+            config = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+            await js.add_consumer("S", config)
+            for i in range(10):
+                await js.publish("s.x", b"%d" % i)
+            psub = await js.pull_subscribe_bind("d", stream="S")
+            msgs = await psub.fetch(10, timeout=2)
+            filler = fill_up(disk)
+            for m in msgs[:5]:
+                await m.ack()  # plain acks: their state write fails and is retried
+            confirmed = asyncio.ensure_future(msgs[5].ack_sync(timeout=10))
+            await asyncio.sleep(1.5)
+            assert not confirmed.done()  # not on disk: not confirmed
+            os.remove(filler)
+            await confirmed  # the retry wrote it once there was room
+            for m in msgs[6:]:
+                await m.ack_sync()
+            await nc.close()
+        finally:
+            assert stop(proc) == 0
+        proc = start_brook(disk / "store", port, log=log)
+        try:
+            nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+            js = nc.jetstream(timeout=2)
+            info = await js.consumer_info("S", "d")
+            assert (info.ack_floor.stream_seq, info.num_ack_pending, info.num_pending) == (10, 0, 0)
+            await nc.close()
+        finally:
+            assert stop(proc) == 0
+    text = log.read_text()
+    assert text.count("could not be written") == 1, text
+    assert text.count("written again") == 1
+    assert "Traceback" not in text
