@@ -76,6 +76,7 @@ class StoreSpace:
         if self._budget > 0 and self._clock() < self._next_check:
             return True
         if self._check():
+            self._budget -= nbytes
             return True
         self.refused += 1
         return False
