@@ -67,8 +67,8 @@ STORE_RESERVE_BYTES: Final = 64 * 1024 * 1024
 STORE_RESERVE_SHARE: Final = 20  # the default reserve is at most 1/20 of the filesystem
 # Writes resume once this much more than the reserve is free again (no flapping).
 STORE_RESUME_MARGIN_BYTES: Final = 1024 * 1024
-# Free space is read at least this often while file streams are written to.
-STORE_SPACE_CHECK_S: Final = 1.0
+# Free space is read again at least after this many bytes were admitted to file streams.
+STORE_SPACE_CHECK_BYTES: Final = 1024 * 1024
 # A store write failure (other than a full disk) is logged at most this often, as
 # nats-server does; a durable consumer's failed state write is retried this often.
 STORE_ERROR_LOG_INTERVAL_S: Final = 10.0

@@ -39,33 +39,29 @@ def test_default_reserve() -> None:
 
 def test_admission_follows_the_free_space(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "brook.jetstream.space")
+    check = limits.STORE_SPACE_CHECK_BYTES
+    margin = limits.STORE_RESUME_MARGIN_BYTES
     with small_tmpfs(tmp_path / "disk", 8 * MIB) as disk:
-        clock = Clock()
-        space = StoreSpace(disk, 2 * MIB, clock=clock)
+        space = StoreSpace(disk, 2 * MIB, clock=Clock())
         assert space.reserve_bytes == 2 * MIB
-        assert space.admit(1000)
-        assert space.statistics()["full"] is False
-        # Another program leaves less than the reserve. Until the next reading (a second,
-        # or half the headroom admitted) writes are admitted; the store's own ENOSPC, if
-        # it comes first, is `no_space`.
+        # Plenty of room: the next reading comes after STORE_SPACE_CHECK_BYTES. Another
+        # program filling the disk meanwhile is noticed then (or by a write's ENOSPC).
+        assert space.admit(check - 1)
         set_free(disk, MIB)
-        assert space.admit(1000)
-        clock.now += limits.STORE_SPACE_CHECK_S
-        assert not space.admit(1000)
-        assert space.full
+        assert space.statistics()["full"] is False
+        assert not space.admit(1)
         assert not space.admit(0)  # every refusal reads again: still full
-        assert space.refused == 2
         # Room again, but within the margin: still refused (no flapping).
-        set_free(disk, 2 * MIB + limits.STORE_RESUME_MARGIN_BYTES // 2)
-        assert not space.admit(1000)
-        set_free(disk, 5 * MIB)
-        assert space.admit(1000)
-        assert space.statistics()["full"] is False
-        # Admitting half the headroom forces the next reading before the second is up.
-        headroom = free_bytes(disk) - space.reserve_bytes
-        assert space.admit(headroom // 2 - 2000)
+        set_free(disk, 2 * MIB + margin // 2)
+        assert not space.admit(0)
+        set_free(disk, 2 * MIB + margin + MIB // 2)
+        assert space.admit(0)
+        # Little headroom: the next reading comes once half of it is admitted.
+        half = (free_bytes(disk) - space.reserve_bytes) // 2
+        assert half < check
+        assert space.admit(half - 1)
         set_free(disk, MIB)
-        assert not space.admit(1000)
+        assert not space.admit(1)
         stats = space.statistics()
         assert (stats["full"], stats["full_episodes"], stats["refused_publishes"]) == (True, 2, 4)
         assert stats["free_bytes"] == free_bytes(disk)

@@ -12,9 +12,11 @@ leaves room for. A write that fails for lack of space anyway is answered the sam
 Writes resume by themselves once the free space is back above the reserve (by
 `STORE_RESUME_MARGIN_BYTES`); entering and leaving the full state is logged once each.
 
-Free space is read with statvfs() at most every `STORE_SPACE_CHECK_S` while there is room,
-and sooner once the bytes admitted since the last reading could have used half of the
-headroom; while full, on every refused publish (a refusal costs little anyway).
+Free space is read with statvfs() (a couple of microseconds) each time the bytes admitted
+since the last reading could have used half of the headroom above the reserve, or
+`STORE_SPACE_CHECK_BYTES`, whichever is less; while full, on every refused publish (a
+refusal costs little anyway). Between readings an admission is one subtraction: other
+programs filling the disk meanwhile are noticed at the next reading, or by a write's ENOSPC.
 """
 
 from __future__ import annotations
@@ -63,7 +65,6 @@ class StoreSpace:
         self.refused = 0  # publishes refused for lack of space (statistics)
         self.full_episodes = 0  # times the store filled up (statistics)
         self._budget = 0  # bytes that may be admitted before the next statvfs
-        self._next_check = 0.0
         self._failures_logged_at: float | None = None
         self._failures_unlogged = 0
         self._check(starting=True)
@@ -73,7 +74,7 @@ class StoreSpace:
     def admit(self, nbytes: int) -> bool:
         """May a write of about `nbytes` go ahead? False: answer 10023."""
         self._budget -= nbytes
-        if self._budget > 0 and self._clock() < self._next_check:
+        if self._budget > 0:
             return True
         if self._check():
             self._budget -= nbytes
@@ -92,8 +93,7 @@ class StoreSpace:
             st = os.statvfs(self.path)
         except OSError as exc:  # cannot tell: let the writes themselves find out
             self.write_failed(f"free space of {self.path} unknown", exc)
-            self._budget = 0
-            self._next_check = self._clock() + limits.STORE_SPACE_CHECK_S
+            self._budget = limits.STORE_SPACE_CHECK_BYTES
             return True
         free = self.free_bytes = st.f_bavail * st.f_frsize
         headroom = free - self.reserve_bytes
@@ -124,8 +124,7 @@ class StoreSpace:
                     f"{_mib(free)} free, below the reserve of {_mib(self.reserve_bytes)}"
                 )
             return False
-        self._budget = headroom // 2
-        self._next_check = self._clock() + limits.STORE_SPACE_CHECK_S
+        self._budget = min(headroom // 2, limits.STORE_SPACE_CHECK_BYTES)
         return True
 
     def _enter_full(self, why: str) -> None:

@@ -559,23 +559,19 @@ class FileStore:
         seg = self._active
         if self._roll_owed or seg.should_roll(self._segment_bytes_max, len(record)):
             seg = self._roll()
-        if not seg.size:
-            self._write(seg, self._state_record())  # the preamble (storage-format.md 4)
-        self._write(seg, record)
+        if not seg.size:  # a new segment: its preamble first (storage-format.md 4)
+            record = self._state_record() + record
+        try:
+            seg.append(record)
+        except OSError as exc:
+            seg.drop_unfinished()
+            raise _write_error(f"{seg.path}: write failed", exc) from exc
         # Lock-free fast path: if the segment is already in the set, the next sync to take
         # a snapshot includes it and fsyncs after this write.
         if seg not in self._dirty:
             with self._lock:
                 self._dirty.add(seg)
         return seg
-
-    @staticmethod
-    def _write(seg: Segment, record: bytes) -> None:
-        try:
-            seg.append(record)
-        except OSError as exc:
-            seg.drop_unfinished()
-            raise _write_error(f"{seg.path}: write failed", exc) from exc
 
     def _append_delete(self, ranges: list[tuple[int, int]], *, erase: bool = False) -> None:
         now = time.time_ns()
