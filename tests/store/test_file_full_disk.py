@@ -96,3 +96,28 @@ def test_a_store_opens_on_a_full_disk_and_a_purge_makes_room(tmp_path: Path) -> 
         assert s.store("full.x", None, PAYLOAD, T0) == last + 1
         s.close()
         assert check_store(disk / "s").healthy
+
+
+def test_a_skip_without_room_for_a_new_segment_is_kept_until_there_is(tmp_path: Path) -> None:
+    """`skip_to` records the skip with a new segment; with no file left to create (the
+    inodes used up) it holds in memory, the next append rolls first, and is refused until
+    it can."""
+    with small_tmpfs(tmp_path / "disk", DISK_BYTES, inodes=64) as disk:
+        s = FileStore(disk / "s")
+        for i in range(3):
+            s.store("a", None, b"x", T0 + i)
+        spare: list[Path] = []
+        with pytest.raises(OSError, match="No space left"):  # noqa: PT012
+            for i in range(64):
+                (disk / f"spare{i}").touch()
+                spare.append(disk / f"spare{i}")
+        s.skip_to(10)
+        assert s.state().last_seq == 10
+        with pytest.raises(StoreFullError):
+            s.store("a", None, b"x", T0 + 3)
+        spare.pop().unlink()
+        assert s.store("a", None, b"x", T0 + 3) == 11
+        s.close()
+        s = FileStore(disk / "s")
+        assert (s.state().last_seq, s.state().messages) == (11, 4)
+        s.close()

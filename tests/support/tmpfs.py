@@ -21,16 +21,18 @@ SKIP = "FULL-DISK TEST NOT RUN: "
 
 
 @contextlib.contextmanager
-def small_tmpfs(where: Path, size_bytes: int) -> Iterator[Path]:
-    """Mount a tmpfs of `size_bytes` at `where` (created); unmounted afterwards."""
+def small_tmpfs(where: Path, size_bytes: int, *, inodes: int = 0) -> Iterator[Path]:
+    """Mount a tmpfs of `size_bytes` (and at most `inodes` files, when given) at `where`
+    (created); unmounted afterwards."""
     mount, umount = shutil.which("mount"), shutil.which("umount")
     if mount is None or umount is None:
         pytest.skip(SKIP + "mount/umount are not installed")
     if os.geteuid() != 0:
         pytest.skip(SKIP + "mounting a tmpfs needs root")
     where.mkdir(parents=True, exist_ok=True)
+    options = f"size={size_bytes}" + (f",nr_inodes={inodes}" if inodes else "")
     done = subprocess.run(
-        [mount, "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(where)],
+        [mount, "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
         capture_output=True,
         text=True,
         check=False,

@@ -117,13 +117,14 @@ class JetStream:
             return
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
-        self.space = StoreSpace(self.root.parent, self._free_space_reserve_bytes)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
             log.error("cannot create %s: %s; no stream can be created here", self.root, exc)
+        self.space = StoreSpace(self.root.parent, self._free_space_reserve_bytes)
+        if not self.root.is_dir():
             return
         for directory in sorted(p for p in self.root.iterdir() if p.is_dir()):
             try:

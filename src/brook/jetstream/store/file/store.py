@@ -257,14 +257,19 @@ class FileStore:
         index = self._index
         if last_seq <= index.last:
             return
-        # The new segment's name alone records the skipped sequences (storage-format.md
-        # 6.1); it is durable before any message can take the sequence after them.
-        self._roll(last_seq + 1)
         lost = range(index.last + 1, last_seq + 1)
         index.last = last_seq
         if not index.messages:
             index.first = last_seq + 1
         self._lost = add_lost(self._lost, lost, 0)
+        # A new segment named `last_seq + 1` records the skip (storage-format.md 7.6),
+        # durable before any message takes the sequence after it. Without room for it,
+        # the next append rolls first (the consumers' files still tell a restart).
+        try:
+            self._roll()
+        except StoreFullError:
+            self._roll_owed = True
+            return
         self.sync()
 
     # ------------------------------------------------------------------ reading
