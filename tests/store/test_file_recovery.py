@@ -440,3 +440,31 @@ def test_healthy_store_checks_clean(tmp_path: Path) -> None:
         st_.num_deleted,
     )
     assert report.segments == len(seg_files(tmp_path)) > 1
+
+
+def test_a_torn_segment_left_with_nothing_live_is_deleted(tmp_path: Path) -> None:
+    """The torn record was the segment's only live message: the store rolls away from
+    the segment (its name keeps the sequence), and then deletes it instead of cutting it."""
+    s = FileStore(tmp_path)
+    for i in range(3):
+        s.store("a", None, b"x%d" % i, T0 + i)
+    for seq in (1, 2, 3):
+        s.remove(seq)
+    s.store("a", None, b"last", T0 + 3)
+    s.close()
+    seg = seg_files(tmp_path)[-1]
+    start, length = records(seg)[-1][:2]
+    with open(seg, "r+b") as f:
+        f.truncate(start + length - 1)
+    s = FileStore(tmp_path)
+    assert not seg.exists()
+    assert [f.kind for f in s.recovery_report.findings] == ["torn_tail"]
+    state = s.state()
+    assert (state.messages, state.first_seq, state.last_seq) == (0, 5, 4)
+    assert state.lost == LostData((4,), length - 1)
+    s.close()
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    assert s.store("a", None, b"next", T0 + 9) == 5
+    s.close()
+    assert check_store(tmp_path).healthy

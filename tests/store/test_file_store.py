@@ -325,6 +325,23 @@ def test_emptying_the_store_deletes_the_newest_segment_too(tmp_path: Path, how: 
     assert check_store(tmp_path).healthy
 
 
+@pytest.mark.parametrize("messages", [0, 5])
+def test_skip_to_leaves_no_segment_behind(tmp_path: Path, messages: int) -> None:
+    """`skip_to` starts a segment named after the skip; the one it leaves, if nothing in
+    it is live (a fresh store's, never written), is deleted, not left for `check`."""
+    s = FileStore(tmp_path)
+    fill(s, messages)
+    s.skip_to(9)
+    s.close()
+    assert check_store(tmp_path).healthy
+    assert [int(p.stem) for p in seg_files(tmp_path)] == ([1, 10] if messages else [10])
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    assert (s.state().last_seq, s.state().messages) == (9, messages)
+    assert s.store("s.x", None, b"x", T0) == 10
+    s.close()
+
+
 def test_deleting_a_segment_keeps_its_tombstones_for_older_segments(tmp_path: Path) -> None:
     """Segment D holds the tombstones of messages in an older segment A that stays (one live
     message). Deleting D must not resurrect them (storage-format.md 6.2)."""

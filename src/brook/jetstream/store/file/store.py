@@ -168,9 +168,10 @@ class FileStore:
         self._reclaim()
         self.sync()
         # Torn tails go once the log's last_seq is durable without them (7.1); one in the
-        # active segment the store could not roll away from stays until the next open.
+        # active segment the store could not roll away from stays until the next open, and
+        # a segment deleted meanwhile (nothing live) needs no cut.
         for seg in torn:
-            if seg is not self._active or not self._roll_owed:
+            if not seg.doomed and (seg is not self._active or not self._roll_owed):
                 seg.truncate(seg.size)
                 os.fsync(seg.fd)
                 report.repaired = True
@@ -270,6 +271,7 @@ class FileStore:
         except StoreFullError:
             self._roll_owed = True
             return
+        self._reclaim()  # the segment rolled away from, if nothing in it is live
         self.sync()
 
     # ------------------------------------------------------------------ reading
