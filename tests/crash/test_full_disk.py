@@ -128,6 +128,9 @@ async def test_full_disk_is_answered_logged_once_and_resumes(tmp_path: Path) -> 
             assert last > 1000
             for _ in range(20):
                 await assert_refused_at_once(js, "s.more")
+            with pytest.raises(APIError) as info:  # a new file stream would not fit either
+                await js.add_stream(name="NEW", subjects=["new.>"])
+            assert refused(info.value) == INSUFFICIENT
             await reads_and_other_traffic_go_on(nc, js, last)
             store = varz(http)["jetstream"]["brook_store"]
             assert store["full"] is True
@@ -183,8 +186,13 @@ async def test_brook_starts_read_mostly_on_a_full_disk(tmp_path: Path) -> None:
             sub = await nc.subscribe("core.x")
             await nc.publish("core.x", b"core")
             assert (await sub.next_msg(timeout=2)).data == b"core"
+            with pytest.raises(APIError) as info:  # its file cannot be written
+                await js.add_consumer("S", ConsumerConfig(durable_name="late"))
+            assert refused(info.value) == INSUFFICIENT
             assert await js.delete_stream("BIG") is True  # frees room without writing
             assert await publish_when_room(js, "s.x") == 4
+            await js.add_consumer("S", ConsumerConfig(durable_name="late"))
+            assert (await js.consumer_info("S", "late")).num_pending == 4
             await nc.close()
         finally:
             assert stop(proc) == 0

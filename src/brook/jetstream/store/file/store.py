@@ -107,9 +107,9 @@ class FileStore:
         self._sync_lock = threading.Lock()  # one sync (or close) at a time
         self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
         self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
-        # The active segment must not take appends (it ends in a torn record whose sequence
-        # the log keeps, 7.6) and rolling away from it failed for lack of space: the next
-        # append rolls first.
+        # The active segment must not take appends (last_seq is past its next message:
+        # a torn record kept its sequence, or `skip_to`, 7.6) and rolling away from it
+        # failed for lack of space: the next append rolls first.
         self._roll_owed = False
         self._lost: LostData | None = None  # found lost at open, or skipped (`skip_to`)
         # Called (on the event loop) when segments wait for a sync to be deleted, so the
@@ -163,7 +163,7 @@ class FileStore:
                 try:
                     self._roll()
                 except StoreFullError:
-                    self._roll_owed = True  # read-mostly until there is room (7.4)
+                    self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
         self.sync()
@@ -593,12 +593,12 @@ class FileStore:
         index = self._index
         return fmt.encode_state(index.first, index.last, index.last_ts, time.time_ns())
 
-    def _roll(self, name: int = 0) -> Segment:
-        """Start a new, empty active segment named `name` (default `last_seq + 1`); its
-        preamble is written with its first record (`_append_record`)."""
+    def _roll(self) -> Segment:
+        """Start a new, empty active segment named `last_seq + 1`; its preamble is
+        written with its first record (`_append_record`)."""
         index = self._index
         try:
-            seg = Segment.create(self._msgs_dir, name or index.last + 1)
+            seg = Segment.create(self._msgs_dir, index.last + 1)
         except OSError as exc:
             raise _write_error(f"cannot create a segment in {self._msgs_dir}", exc) from exc
         old = getattr(self, "_active", None)
