@@ -641,7 +641,23 @@ def test_sample_config_loads() -> None:
     )
     assert s.jetstream.consumer_flush_interval_s == 0.1
     assert (s.jetstream.restore_max_bytes, s.jetstream.restore_idle_timeout_s) == (64 * 1024**3, 5)
+    assert s.jetstream.free_space_reserve_bytes == 64 * 1024**2
     assert (s.debug, s.trace) == (False, False)
+
+
+@pytest.mark.parametrize(("text", "size"), [("0", 0), ("1MB", 1024**2), ("512", 512)])
+def test_free_space_reserve(tmp_path: Path, text: str, size: int) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ free_space_reserve: {text} }}\n")
+    assert load_conf_file(str(path)).jetstream.free_space_reserve_bytes == size
+    assert Settings().jetstream.free_space_reserve_bytes == -1  # derived from the filesystem
+
+
+def test_free_space_reserve_is_a_size(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { free_space_reserve: lots }\n")
+    with pytest.raises(ConfigError, match="free_space_reserve"):
+        load_conf_file(str(path))
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("2s", 2.0), ("0", 0.0), ("250ms", 0.25)])

@@ -53,6 +53,9 @@ class JetStreamSettings:
     # Stream restores: the largest upload (-1: no limit) and the longest wait for a chunk.
     restore_max_bytes: int = limits.RESTORE_MAX_BYTES
     restore_idle_timeout_s: float = limits.RESTORE_IDLE_TIMEOUT_S
+    # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
+    # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
+    free_space_reserve_bytes: int = -1
 
 
 @dataclass(slots=True)
@@ -107,6 +110,8 @@ class Settings:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
         if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
+        if self.jetstream.free_space_reserve_bytes < -1:
+            raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:

@@ -106,6 +106,8 @@ def build_varz(
         }
         if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress
             v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
+        if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
+            v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

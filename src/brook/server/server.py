@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import platform
@@ -20,6 +21,7 @@ from typing import Any
 
 from brook import __version__, limits
 from brook.config.settings import ConfigError, Settings
+from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
@@ -64,20 +66,25 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
 
     def _prepare_store_dir(self) -> None:
-        """Create and probe the JetStream store directory, so a bad path fails at start."""
+        """Create and probe the JetStream store directory, so a bad path fails at start. A
+        full filesystem is no bad path: Brook starts read-mostly then (jetstream/space.py),
+        so that an operator can purge or delete streams to make room."""
         js = self.settings.jetstream
         if not js.enabled or js.store_dir is None:
             return
+        probe = os.path.join(js.store_dir, ".brook-write-probe")
         try:
             os.makedirs(js.store_dir, exist_ok=True)
-            probe = os.path.join(js.store_dir, ".brook-write-probe")
             with open(probe, "wb") as f:
                 f.write(b"ok")
             os.remove(probe)
         except OSError as exc:
-            raise ConfigError(
-                f"jetstream.store_dir: {js.store_dir!r} is not usable: {exc}"
-            ) from exc
+            with contextlib.suppress(OSError):
+                os.remove(probe)
+            if not (is_no_space(exc) and os.path.isdir(js.store_dir)):
+                raise ConfigError(
+                    f"jetstream.store_dir: {js.store_dir!r} is not usable: {exc}"
+                ) from exc
 
     async def start(self) -> None:
         self._prepare_store_dir()
@@ -121,6 +128,7 @@ class Server:
             max_file_bytes=js_settings.max_file_store_bytes,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
+            free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
         )
         await self.jetstream.start()
         api = ApiDispatcher(self.jetstream.internal)

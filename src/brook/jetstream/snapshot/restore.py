@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brook.jetstream import models
-from brook.jetstream.consumer.files import CONSUMERS_DIR, fit_to_stream, is_persisted
-from brook.jetstream.engine import DATA_DIR, STREAM_FILE, stream_record
+from brook.jetstream.consumer.files import CONSUMERS_DIR, is_persisted
+from brook.jetstream.engine import DATA_DIR, STREAM_FILE, Consumer, stream_record
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.consumer_rules import parse_consumer_create
 from brook.jetstream.snapshot.archive import ArchiveError, ArchiveTooLarge, Unpacked, unpack
@@ -49,8 +49,6 @@ log = logging.getLogger("brook.jetstream.snapshot")
 
 DELIVER_PREFIX = "$JS.SNAPSHOT.RESTORE"
 CREATE_RESPONSE = "io.nats.jetstream.api.v1.stream_create_response"
-
-Consumer = tuple[Any, int, dict[str, Any]]  # (config, created_ns, state)
 
 
 @dataclass
@@ -204,8 +202,7 @@ class RestoreSession:
         keeps_files = self._t.js.keeps_files(config)
         store = self._open_store(unpacked, keeps_files)
         try:
-            last_seq = store.state().last_seq
-            volatile = self._place_consumers(unpacked, keeps_files, last_seq)
+            volatile = self._place_consumers(unpacked, keeps_files)
             created_ns = int(unpacked.stream["created_ns"])
             _write_synced(self._dir / STREAM_FILE, stream_record(config, created_ns))
             for sub in (
@@ -246,9 +243,7 @@ class RestoreSession:
             raise ArchiveError(f"content does not match the snapshot's manifest: {found}")
         return store
 
-    def _place_consumers(
-        self, unpacked: Unpacked, keeps_files: bool, last_seq: int
-    ) -> list[Consumer]:
+    def _place_consumers(self, unpacked: Unpacked, keeps_files: bool) -> list[Consumer]:
         """Write the durable consumers' files into the staging directory; return the rest."""
         config = self._config
         volatile: list[Consumer] = []
@@ -261,7 +256,7 @@ class RestoreSession:
                     subject_stream=self._name,
                     subject_consumer=name,
                 )
-                state = fit_to_stream(dict(record["state"]), last_seq)
+                state = dict(record["state"])
                 created_ns = int(record["created_ns"])
             except ApiError as err:
                 raise ArchiveError(f"consumer {name!r}: {err.description}") from None

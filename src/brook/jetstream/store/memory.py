@@ -25,11 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from brook.jetstream.store.base import (
+    LostData,
     PurgeResult,
     StoredMessage,
     StoreError,
     StreamState,
     SubjectState,
+    add_lost,
     load_next_repeated,
     memory_msg_size,
 )
@@ -125,6 +127,7 @@ class MemoryStore:
         self._last = first_seq - 1  # highest sequence ever assigned
         self._last_ts = 0
         self._bytes = 0
+        self._lost: LostData | None = None  # skipped sequences (skip_to)
         self._closed = False
 
     # ------------------------------------------------------------------ writing
@@ -183,6 +186,15 @@ class MemoryStore:
             removed.append(first.seq)
             self._advance_first()
         return removed
+
+    def skip_to(self, last_seq: int) -> None:
+        self._check_open()
+        if last_seq <= self._last:
+            return
+        self._lost = add_lost(self._lost, range(self._last + 1, last_seq + 1), 0)
+        self._last = last_seq
+        if not self._msgs:
+            self._first = last_seq + 1
 
     def sync(self) -> None:
         self._check_open()
@@ -277,6 +289,7 @@ class MemoryStore:
             st.num_deleted = last - self._first + 1 - count
         else:
             st.first_seq = last + 1 if last > 0 else 0
+        st.lost = self._lost
         if deleted_details:
             st.deleted = (
                 [s for s in range(self._first, last + 1) if s not in msgs] if st.num_deleted else []
