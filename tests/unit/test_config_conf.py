@@ -650,7 +650,24 @@ def test_sample_config_loads() -> None:
         10 * 1024**3,
     )
     assert s.jetstream.consumer_flush_interval_s == 0.1
+    assert (s.jetstream.restore_max_bytes, s.jetstream.restore_idle_timeout_s) == (64 * 1024**3, 5)
+    assert s.jetstream.free_space_reserve_bytes == 64 * 1024**2
     assert (s.debug, s.trace) == (False, False)
+
+
+@pytest.mark.parametrize(("text", "size"), [("0", 0), ("1MB", 1024**2), ("512", 512)])
+def test_free_space_reserve(tmp_path: Path, text: str, size: int) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ free_space_reserve: {text} }}\n")
+    assert load_conf_file(str(path)).jetstream.free_space_reserve_bytes == size
+    assert Settings().jetstream.free_space_reserve_bytes == -1  # derived from the filesystem
+
+
+def test_free_space_reserve_is_a_size(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { free_space_reserve: lots }\n")
+    with pytest.raises(ConfigError, match="free_space_reserve"):
+        load_conf_file(str(path))
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("2s", 2.0), ("0", 0.0), ("250ms", 0.25)])
@@ -664,6 +681,30 @@ def test_consumer_flush_interval_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "c.conf"
     path.write_text("jetstream { consumer_flush_interval: 2m }\n")
     with pytest.raises(ConfigError, match="consumer_flush_interval: must be 0 to 60 seconds"):
+        load_conf_file(str(path))
+
+
+def test_restore_limits(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { restore_max_bytes: 1MB, restore_idle_timeout: 30s }\n")
+    js = load_conf_file(str(path)).jetstream
+    assert (js.restore_max_bytes, js.restore_idle_timeout_s) == (1024**2, 30.0)
+    path.write_text("jetstream { restore_max_bytes: -1 }\n")
+    assert load_conf_file(str(path)).jetstream.restore_max_bytes == -1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("restore_max_bytes: 0", "restore_max_bytes: must be positive, or -1"),
+        ("restore_idle_timeout: 0s", "restore_idle_timeout: must be above 0"),
+        ("restore_idle_timeout: 2h", "restore_idle_timeout: must be above 0, at most 1 hour"),
+    ],
+)
+def test_restore_limits_are_bounded(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ {text} }}\n")
+    with pytest.raises(ConfigError, match=message):
         load_conf_file(str(path))
 
 

@@ -42,7 +42,7 @@ class AuthSettings:
 def default_store_dir() -> str:
     """Where JetStream keeps its data when no `store_dir` is set: nats-server's rule (a
     directory under the system's temporary directory, `$TMPDIR` or /tmp), in a directory
-    named for Brook, whose on-disk format is its own (ADR 0008). The server warns, as
+    named for Brook, whose on-disk format is its own (ADR 0010). The server warns, as
     nats-server does, that such data can be lost on reboot."""
     return os.path.join(tempfile.gettempdir(), "brook", "jetstream")
 
@@ -60,6 +60,12 @@ class JetStreamSettings:
     # The least time between two writes of a durable consumer's state, unless an ack
     # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
     consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
+    # Stream restores: the largest upload (-1: no limit) and the longest wait for a chunk.
+    restore_max_bytes: int = limits.RESTORE_MAX_BYTES
+    restore_idle_timeout_s: float = limits.RESTORE_IDLE_TIMEOUT_S
+    # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
+    # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
+    free_space_reserve_bytes: int = -1
 
     @property
     def store_path(self) -> str:
@@ -124,8 +130,14 @@ class Settings:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
         if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
+        if self.jetstream.free_space_reserve_bytes < -1:
+            raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
+        if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:
+            raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
+        if not 0 < self.jetstream.restore_idle_timeout_s <= 3600:
+            raise ConfigError("jetstream.restore_idle_timeout: must be above 0, at most 1 hour")
         if self.auth.token is not None and self.auth.users:
             raise ConfigError("authorization: token and users cannot both be set")
         seen: set[str] = set()

@@ -104,6 +104,10 @@ def build_varz(
                 "store_dir": js.store_path,
             }
         }
+        if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress
+            v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
+        if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
+            v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import platform
@@ -22,6 +23,7 @@ from typing import Any
 
 from brook import __version__, limits
 from brook.config.settings import ConfigError, Settings
+from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
@@ -56,6 +58,7 @@ class Server:
         self.monitor: Any = None
         self._ports_file: Path | None = None
         self.jetstream: Any = None
+        self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.started_at = time.time()
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
@@ -68,15 +71,17 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
 
     def _prepare_store_dir(self) -> None:
-        """Create and probe the JetStream store directory, so a bad path fails at start;
-        errors use nats-server's words ("storage directory is not a directory")."""
+        """Create and probe the JetStream store directory, so a bad path fails at start
+        (in nats-server's words: "storage directory is not a directory"). A full
+        filesystem is no bad path: Brook starts read-mostly then (jetstream/space.py), so
+        that an operator can purge or delete streams to make room."""
         js = self.settings.jetstream
         if not js.enabled:
             return
         path = js.store_path
+        probe = os.path.join(path, ".brook-write-probe")
         try:
             os.makedirs(path, exist_ok=True)
-            probe = os.path.join(path, ".brook-write-probe")
             with open(probe, "wb") as f:
                 f.write(b"ok")
             os.remove(probe)
@@ -85,7 +90,10 @@ class Server:
                 f"jetstream.store_dir: {path!r}: storage directory is not a directory"
             ) from None
         except OSError as exc:
-            raise ConfigError(f"jetstream.store_dir: {path!r} is not usable: {exc}") from exc
+            with contextlib.suppress(OSError):
+                os.remove(probe)
+            if not (is_no_space(exc) and os.path.isdir(path)):
+                raise ConfigError(f"jetstream.store_dir: {path!r} is not usable: {exc}") from exc
 
     async def start(self) -> None:
         """Open everything or nothing: whatever a failed start opened is closed again."""
@@ -137,6 +145,7 @@ class Server:
         self._ports_file = path
 
     async def _start_jetstream(self) -> None:
+        from brook.jetstream.api import cluster, snapshots
         from brook.jetstream.api.consumers import ConsumerApi
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
@@ -154,20 +163,30 @@ class Server:
             max_file_bytes=js_settings.max_file_store_bytes,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
+            free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
         )
         await self.jetstream.start()
         api = ApiDispatcher(self.jetstream.internal)
-        StreamApi(
+        streams = StreamApi(
             self.jetstream,
             server_name=self.server_name,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
-        ).register(api)
+        )
+        streams.register(api)
         ConsumerApi(
             self.jetstream,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
         ).register(api)
+        cluster.register(api)
+        self.transfers = snapshots.register(
+            api,
+            self.jetstream,
+            js_settings,
+            streams.created_info,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        )
         api.start()
 
     def request_shutdown(self) -> None:
@@ -200,6 +219,8 @@ class Server:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        if self.transfers is not None:
+            await self.transfers.stop()
         if self.jetstream is not None:
             await self.jetstream.stop()
         if self.monitor is not None:
