@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def _host_port(where: str, v: object) -> tuple[str | None, int]:
         return None, int(v)
     if isinstance(v, str):
         host, _, port = v.rpartition(":")
-        if port.isascii() and port.isdigit():
+        if re.fullmatch(r"-?[0-9]+", port, re.ASCII):  # -1: any free port, as nats-server
             host = host.removeprefix("[").removesuffix("]")  # [::1]:4222
             return host or None, int(port)
     raise _bad(where, "'host:port', ':port' or a port number", v)
@@ -242,6 +243,7 @@ _PLAIN = (
     ("port", "port", _int),
     ("http_port monitor_port", "http_port", _int),
     ("server_name", "server_name", _str),
+    ("ports_file_dir", "ports_file_dir", _str),
     ("max_payload", "max_payload_bytes", _size),
     ("max_control_line", "max_control_line_bytes", _size),
     ("max_connections max_conn", "max_connections", _int),

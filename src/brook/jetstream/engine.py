@@ -87,7 +87,7 @@ class JetStream:
     def __init__(
         self,
         router: Router,
-        store_dir: str | None,
+        store_dir: str,
         *,
         now_ns: Callable[[], int] = time.time_ns,
         max_memory_bytes: int = -1,
@@ -98,7 +98,7 @@ class JetStream:
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
-        self.root = Path(store_dir) / "streams" if store_dir else None
+        self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
         self.now_ns = now_ns
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
@@ -124,8 +124,6 @@ class JetStream:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.consumer_files.start(self._loop)
-        if self.root is None:
-            return
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
         try:
@@ -208,8 +206,8 @@ class JetStream:
         if config.storage == "file" and self.space is not None and not self.space.admit(0):
             raise api_error("INSUFFICIENT_RESOURCES")
         created = self.now_ns()
-        directory = self.root / config.name if self.root is not None else None
-        fresh = directory is not None and not directory.exists()
+        directory = self.root / config.name
+        fresh = not directory.exists()
         try:
             stream = self._build(config, created)
             self._persist(stream)
@@ -217,7 +215,7 @@ class JetStream:
             if config.name in self._entries:  # built but not persisted: undo it
                 self._detach(config.name)
                 self._entries.pop(config.name).stream.close()
-            if fresh and directory is not None:
+            if fresh:
                 shutil.rmtree(directory, ignore_errors=True)
             raise
         return stream, True
@@ -252,8 +250,7 @@ class JetStream:
         del self._entries[name]
         self.recoveries.pop(name, None)
         entry.stream.close()
-        if self.root is not None:
-            shutil.rmtree(self.root / name, ignore_errors=True)
+        shutil.rmtree(self.root / name, ignore_errors=True)
 
     # ------------------------------------------------------------------ consumers
 
@@ -410,7 +407,6 @@ class JetStream:
             if store is None:
                 from brook.jetstream.store.file import FileStore
 
-                assert self.root is not None
                 directory = self.root / config.name / DATA_DIR
                 directory.mkdir(parents=True, exist_ok=True)
                 store = FileStore(directory=directory, first_seq=config.first_seq or 1)
@@ -548,11 +544,9 @@ class JetStream:
 
     def keeps_files(self, config: Any) -> bool:
         """Whether a stream of this configuration keeps its messages in a file store."""
-        return config.storage == "file" and self.root is not None
+        return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
 
     def _persist(self, stream: Stream) -> None:
-        if self.root is None:
-            return
         directory = self.root / stream.name
         directory.mkdir(parents=True, exist_ok=True)
         write_atomically(directory / STREAM_FILE, stream_record(stream.config, stream.created_ns))
@@ -585,9 +579,8 @@ class JetStream:
         """Start a stream's persisted consumers, then `volatile` ones; retention is
         recovered only if every one of them runs (one that failed may hold messages)."""
         self._open_consumers(stream, volatile)
-        persisted = len(volatile)
-        if self.root is not None:
-            persisted += len(list((self.root / stream.name / CONSUMERS_DIR).glob("*.json")))
+        on_disk = (self.root / stream.name / CONSUMERS_DIR).glob("*.json")
+        persisted = len(volatile) + len(list(on_disk))
         if len(self.consumers.get(stream.name, {})) >= persisted:
             try:
                 self._retention(stream).recovered()

@@ -101,7 +101,7 @@ def build_varz(
             "config": {
                 "max_memory": js.max_memory_store_bytes,
                 "max_storage": js.max_file_store_bytes,
-                "store_dir": js.store_dir or "",
+                "store_dir": js.store_path,
             }
         }
         if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress

@@ -79,12 +79,12 @@ def is_persisted(storage: str, config: Any) -> bool:
 class ConsumerFiles:
     def __init__(
         self,
-        root: Path | None,
+        root: Path,
         executor: Executor,
         *,
         flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
     ) -> None:
-        self.root = root  # the `streams` directory, or None without a store
+        self.root = root  # the `streams` directory
         self._executor = executor
         self._flush_interval_s = flush_interval_s
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -100,7 +100,7 @@ class ConsumerFiles:
 
     def path_for(self, stream: Stream, config: Any) -> Path | None:
         """Where a consumer is persisted, or None when it is not (ephemeral, memory)."""
-        if self.root is None or not is_persisted(stream.config.storage, config):
+        if not is_persisted(stream.config.storage, config):
             return None
         return self.root / stream.name / CONSUMERS_DIR / f"{config.name}.json"
 
@@ -288,7 +288,7 @@ class ConsumerFiles:
     def load(self, stream: Stream) -> Iterator[tuple[Any, int, dict[str, Any], int]]:
         """(config, created_ns, state snapshot, `seen_up_to`) of each persisted consumer
         of `stream`."""
-        if self.root is None or stream.config.storage != "file":
+        if stream.config.storage != "file":
             return
         directory = self.root / stream.name / CONSUMERS_DIR
         if not directory.is_dir():

@@ -277,16 +277,13 @@ class RestoreSession:
         js = self._t.js
         config = self._config
         js.check_new(config, exists="STREAM_NAME_EXIST_RESTORE_FAILED")
-        if js.root is not None:
-            final = js.root / self._name
-            if final.exists():
-                raise api_error(
-                    "STREAM_RESTORE", err=f"{final} exists (a stream that failed to open?)"
-                )
-            os.rename(self._dir, final)
-            fsync_dir(js.root)
-            if isinstance(prepared.store, FileStore):
-                prepared.store.relocate(final / DATA_DIR)
+        final = js.root / self._name
+        if final.exists():
+            raise api_error("STREAM_RESTORE", err=f"{final} exists (a stream that failed to open?)")
+        os.rename(self._dir, final)
+        fsync_dir(js.root)
+        if isinstance(prepared.store, FileStore):
+            prepared.store.relocate(final / DATA_DIR)
         stream = js.adopt(config, prepared.created_ns, prepared.store, prepared.volatile)
         stream.enforce_all_limits()
         return stream

@@ -13,7 +13,6 @@ import logging
 import secrets
 import shutil
 import string
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -69,17 +68,12 @@ class Transfers:
     def staging(self) -> Path:
         """Where restores are staged: beside `streams/`, on the same filesystem."""
         if self._staging is None:
-            if self.js.root is not None:
-                self._staging = self.js.root.parent / STAGING_DIR
-            else:
-                self._staging = Path(tempfile.mkdtemp(prefix="brook-restores-"))
+            self._staging = self.js.root.parent / STAGING_DIR
             self._staging.mkdir(parents=True, exist_ok=True)
         return self._staging
 
     def start(self) -> None:
         """Remove what restores cut short (by a crash) left in the staging area."""
-        if self.js.root is None:
-            return
         leftovers = self.js.root.parent / STAGING_DIR
         if leftovers.is_dir() and any(leftovers.iterdir()):
             log.warning("removing unfinished restores left in %s", leftovers)
@@ -97,8 +91,6 @@ class Transfers:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self.executor.shutdown(wait=True)
-        if self.js.root is None and self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
 
     def statistics(self) -> dict[str, Any]:
         """For monitoring: the limits in force and the sessions in progress."""
