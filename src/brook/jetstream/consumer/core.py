@@ -309,21 +309,31 @@ class ConsumerCore:
                 continue
             self._resolve(seq, out, now_ns)
             self.last_ack_ns = now_ns
-            if not pending:
-                self._floor_c = self.delivered_consumer_seq
-                self._floor_s = self.delivered_stream_seq
-            elif p.consumer_seq == self._floor_c + 1:
-                self._floor_c, self._floor_s = p.consumer_seq, seq
-                # The first pending seq above `seq`: the lowest one, unless (never, by the
-                # invariants) something below `seq` is still pending.
-                lowest = self._lowest_pending()
-                nxt = (
-                    lowest
-                    if lowest is None or lowest > seq
-                    else next((s for s in pending if s > seq), None)
-                )
-                if nxt is not None:
-                    self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
+            self._move_floor(seq, p)
+
+    def _move_floor(self, seq: int, p: Pending) -> None:
+        """`seq`, pending as `p`, was acknowledged explicitly and left `_pending`: move the
+        floor as nats-server's consumer store does (`UpdateAcks`, whose floor consumer info
+        reports). A delivery at or below the floor's consumer sequence (only after a purge
+        put the floor above messages still pending: `stream_purged`) leaves it alone."""
+        if p.consumer_seq <= self._floor_c:
+            return
+        pending = self._pending
+        if not pending:
+            self._floor_c = self.delivered_consumer_seq
+            self._floor_s = self.delivered_stream_seq
+        elif p.consumer_seq == self._floor_c + 1:
+            self._floor_c, self._floor_s = p.consumer_seq, seq
+            # The first pending seq above `seq`: the lowest one, unless something below
+            # `seq` is still pending (after a purge: `stream_purged`).
+            lowest = self._lowest_pending()
+            nxt = (
+                lowest
+                if lowest is None or lowest > seq
+                else next((s for s in pending if s > seq), None)
+            )
+            if nxt is not None:
+                self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
 
     def _ack_explicit_run(self, seqs: Iterable[int], now_ns: int, out: list[Action]) -> None:
         """`_ack_explicit(seqs, ...)`, for a read chunk of acks: when the floor sits right
