@@ -326,11 +326,6 @@ POSITION = (
     "deliver, and a purge writes that position to its consumer store, where info reads "
     "it; Brook moves the position only on a delivery (test_consumer_info_conformance)"
 )
-MEMORY_FLOOR = (
-    "ack_floor: giving up on a message (max_deliver) moves the ack floor nats-server keeps "
-    "in memory, not the one its consumer store (and info) reports; a purge then writes the "
-    "in-memory floor to the store"
-)
 SCENARIOS: dict[Scenario, dict[str, str]] = {
     full_purge: {},
     seq_purge: {f"after a purge past the end: {c}": PAST_THE_END for c in ("u", "all", "late")},
@@ -339,10 +334,7 @@ SCENARIOS: dict[Scenario, dict[str, str]] = {
     filtered_keep_and_seq: {},
     one_message_purges: {},
     nak_then_purge: {},
-    dead_letters: {
-        f"{label}: d": MEMORY_FLOOR
-        for label in ("after purging one", "after purging the head", "after the fetch")
-    },
+    dead_letters: {},
     interest_retention: {},
     workqueue_retention: {},
 }

@@ -75,22 +75,24 @@ class ConsumerState(ConsumerCore):
 
         1. The store reports the removal (nats-server's `storeUpdates`). A purge that took
            out one message on its own (`removed_seq`: a filtered or `keep` purge of one)
-           forgets it as a dead letter, or, if it is pending, terminates it after step 2
+           forgets it as a dead letter (an ack in nats-server's consumer store, which
+           sets the ack floor's `last_active`), or, if it is pending, terminates it after step 2
            (`decStreamPending`: acknowledged, and a `MSG_TERMINATED` advisory). Any other
            purge that removed something forgets the dead letters below `dead_below`, the
            stream's new first sequence (`removeRedeliveredBelow`).
         2. Unless the purge left this consumer alone (`start_seq` None), its messages now
            begin at `start_seq` (nats-server's consumer `purge`):
            * the position moves up to `start_seq` (never back);
-           * if the ack floor is below `start_seq`, what is pending below it is dropped,
-             and so is, for a consumer `wider` than a filtered purge, what is pending
-             above whose message is gone. Each drop acknowledges the delivery in
-             nats-server's consumer store (`UpdateAcks`: `_move_floor`); then the
-             consumer's own floor, (highest consumer sequence dropped, `start_seq - 1`),
-             replaces the store's unless the store's stream floor is higher by then. So
-             the floor may end above a delivery still pending, which `_move_floor` then
-             leaves alone;
-           * with nothing pending the floor is `delivered`;
+           * if the in-memory ack floor (core.py `_mem_floor`) is below `start_seq`,
+             what is pending below it is dropped, and so is, for a consumer `wider` than
+             a filtered purge, what is pending above whose message is gone. Each drop
+             acknowledges the delivery in nats-server's consumer store (`UpdateAcks`:
+             `_move_store_floor`); the in-memory floor becomes (highest consumer
+             sequence dropped, `start_seq - 1`);
+           * with nothing pending the in-memory floor is `delivered`;
+           * the in-memory floor is written to the store, and replaces its floor unless
+             that one's stream sequence is higher by then. So the reported floor may end
+             above a delivery still pending, which `_move_store_floor` then leaves alone;
            * the redelivery queue is emptied (nats-server keeps only its entries at or
              above the position, which none are): a queued message still pending is
              redelivered when its ack wait, counted from its last delivery, runs out;
@@ -102,8 +104,8 @@ class ConsumerState(ConsumerCore):
         term: Pending | None = None
         if removed_seq:
             term = self._pending.get(removed_seq)
-            if term is None:
-                self._dead.pop(removed_seq, None)
+            if term is None and self._dead.pop(removed_seq, None) is not None:
+                self.last_ack_ns = now_ns  # nats-server "acks" it in its store
         elif dead_below and self._dead:
             for s in [s for s in self._dead if s < dead_below]:
                 del self._dead[s]
@@ -121,30 +123,35 @@ class ConsumerState(ConsumerCore):
         )
 
     def _purge_to(self, start_seq: int, now_ns: int, *, wider: bool) -> None:
-        """Step 2 of `stream_purged`."""
+        """Step 2 of `stream_purged`, on nats-server's two ack floors (core.py
+        `_mem_floor`): the in-memory one decides and is written to the store, whose floor
+        has meanwhile moved on each drop, unless that one is higher by then."""
         if self._next_seq < start_seq:
             self._next_seq = start_seq
             self.delivered_stream_seq = max(self.delivered_stream_seq, start_seq - 1)
         pending = self._pending
-        if self._floor_s < start_seq:
-            top_c = self._floor_c
+        mem_c, mem_s = self._mem_floor or (self._floor_c, self._floor_s)
+        if mem_s < start_seq:
             gone = [s for s in pending if s < start_seq or (wider and self._src.load(s) is None)]
             for s in gone:
                 p = pending.pop(s)
                 self._rdq.pop(s, None)
-                top_c = max(top_c, p.consumer_seq)
+                mem_c = max(mem_c, p.consumer_seq)
                 if self.cfg.ack_policy is AckPolicy.ALL:
                     if p.consumer_seq > self._floor_c:
                         self._floor_c, self._floor_s = p.consumer_seq, s
                 else:
-                    self._move_floor(s, p)
+                    self._move_store_floor(s, p)
             if gone:
                 self.last_ack_ns = now_ns
-            if pending and self._floor_s <= start_seq - 1:
-                self._floor_c, self._floor_s = top_c, start_seq - 1
+            mem_s = start_seq - 1
         if not pending:
-            self._floor_c = self.delivered_consumer_seq
-            self._floor_s = self.delivered_stream_seq
+            mem_c, mem_s = self.delivered_consumer_seq, self.delivered_stream_seq
+        if mem_s >= self._floor_s:
+            self._floor_c, self._floor_s = mem_c, mem_s
+        self._mem_floor = (
+            None if (mem_c, mem_s) == (self._floor_c, self._floor_s) else (mem_c, mem_s)
+        )
         for s in self._rdq:
             p = pending[s]
             wait = self.cfg.ack_wait_for(p.deliveries)
@@ -441,6 +448,7 @@ class ConsumerState(ConsumerCore):
         self._np = None
         self._dead = {int(s): int(d) for s, d in data.get("dead", [])}
         floor = data.get("ack_floor", {})
+        self._mem_floor = None  # nats-server starts with the store's
         self._floor_c = int(floor.get("consumer_seq", 0))
         self._floor_s = int(floor.get("stream_seq", self.delivered_stream_seq))
         for s, c, d, first, last in sorted(data.get("pending", [])):
