@@ -6,8 +6,8 @@ nats-server's, and so must what the next fetch delivers and what acks do afterwa
 consumers whose filters lie within the purged subject, wider ones, unrelated ones, several
 filters, every ack policy, pending and NAKed deliveries, dead letters, the termination
 (and its advisory) of a pending message that a purge removed on its own, interest and
-workqueue retention, and durable consumers across a restart of both servers (file
-storage). What is masked, and why: consumer_harness.Probe._mask.
+workqueue retention, rollups (a purge in nats-server), and durable consumers across a
+restart of both servers (file storage). What is masked, and why: consumer_harness.Probe._mask.
 """
 
 from __future__ import annotations
@@ -315,6 +315,25 @@ async def workqueue_retention(p: Probe) -> None:
     await _stream_state(p, "stream after all")
 
 
+async def rollups(p: Probe) -> None:
+    """A rollup is a purge (`keep` 1) in nats-server, and moves consumers as one."""
+    await _setup(p, allow_rollup_hdrs=True)
+    await _consumer(p, "u")
+    await _consumer(p, "a", filter_subject="px.a")
+    await _consumer(p, "b", filter_subject="px.b")
+    await _fetch(p, "u fetch", "u", 5)
+    await _fetch(p, "a fetch", "a", 2)
+    await _fetch(p, "b fetch", "b", 1)
+    await p.publish("px.a", b"rolled a", **{"Nats-Rollup": "sub"})
+    await _info(p, "after a subject rollup", "u", "a", "b")
+    await _terminated(p, "after a subject rollup")
+    await p.publish("px.b", b"rolled all", **{"Nats-Rollup": "all"})
+    await _info(p, "after a rollup of all", "u", "a", "b")
+    await _terminated(p, "after a rollup of all")
+    await _fetch(p, "u fetch after", "u", 2)
+    await _info(p, "after the fetch", "u")
+
+
 PAST_THE_END = (
     "a purge with `seq` beyond the last sequence: nats-server's store moves the stream's "
     "last sequence to seq - 1 (and its consumers follow); Brook's store keeps it "
@@ -337,6 +356,7 @@ SCENARIOS: dict[Scenario, dict[str, str]] = {
     dead_letters: {},
     interest_retention: {},
     workqueue_retention: {},
+    rollups: {},
 }
 
 

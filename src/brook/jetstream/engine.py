@@ -457,6 +457,9 @@ class JetStream:
         )
         name = stream.name
         stream.retention = StreamRetention(stream, lambda: self.consumers.get(name, {}).values())
+        stream.on_purge = lambda result, subject, keep: self.stream_purged(
+            stream, result, subject, keep
+        )
         entry = _Entry(stream, committer=committer)
         self._entries[config.name] = entry
         self._attach(entry)
