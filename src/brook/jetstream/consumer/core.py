@@ -317,23 +317,24 @@ class ConsumerCore:
                 continue
             self._resolve(seq, out, now_ns)
             self.last_ack_ns = now_ns
-            self._move_floor(seq, p)
-
-    def _move_floor(self, seq: int, p: Pending) -> None:
-        """`seq`, pending as `p`, was acknowledged explicitly and left `_pending`: move
-        both floors (`_move_store_floor`, `_move_mem_floor`)."""
-        if self._mem_floor is not None:
-            self._move_mem_floor(seq, p)
-        self._move_store_floor(seq, p)
+            if self._mem_floor is not None:
+                self._move_mem_floor(seq, p)
+            c = p.consumer_seq
+            if c > self._floor_c and (c == self._floor_c + 1 or not pending):
+                self._move_store_floor(seq, p)  # (its test, inline: per ack)
 
     def _move_store_floor(self, seq: int, p: Pending) -> None:
-        """Move the floor as nats-server's consumer store does (`UpdateAcks`, whose floor
-        consumer info reports). A delivery at or below the floor's consumer sequence (only
-        after a purge put the floor above messages still pending: `stream_purged`)
-        leaves it alone."""
-        if p.consumer_seq <= self._floor_c:
+        """`seq`, pending as `p`, was acknowledged explicitly and left `_pending`: move the
+        floor as nats-server's consumer store does (`UpdateAcks`, whose floor consumer info
+        reports; the in-memory one: `_move_mem_floor`). A delivery at or below the floor's
+        consumer sequence (only after a purge put the floor above messages still pending:
+        `stream_purged`) leaves it alone; so does one not right on it while others are
+        pending (checked here first: the common case, per ack)."""
+        c = p.consumer_seq
+        floor_c = self._floor_c
+        if c <= floor_c or (c != floor_c + 1 and self._pending):
             return
-        self._floor_c, self._floor_s = self._floor_after(seq, p, (self._floor_c, self._floor_s))
+        self._floor_c, self._floor_s = self._floor_after(seq, p, (floor_c, self._floor_s))
         if self._mem_floor == (self._floor_c, self._floor_s):
             self._mem_floor = None
 
