@@ -383,6 +383,13 @@ class JetStream:
         for runner in self.consumers.get(stream_name, {}).values():
             runner.messages_changed()
 
+    def stream_removed(self, stream: Stream, seqs: list[int]) -> None:
+        """The stream removed `seqs` on their own (`Stream.on_removed`): a consumer
+        terminates each one it has pending, as nats-server's consumers do when their
+        store reports the removal (`ConsumerRunner.stream_removed`)."""
+        for runner in list(self.consumers.get(stream.name, {}).values()):
+            runner.stream_removed(seqs)
+
     def stream_purged(
         self, stream: Stream, result: PurgeResult, subject: str = "", keep: int = 0
     ) -> None:
@@ -456,6 +463,7 @@ class JetStream:
         stream.on_purge = lambda result, subject, keep: self.stream_purged(
             stream, result, subject, keep
         )
+        stream.on_removed = lambda seqs: self.stream_removed(stream, seqs)
         entry = _Entry(stream, committer=committer)
         self._entries[config.name] = entry
         self._attach(entry)

@@ -225,15 +225,26 @@ def test_max_deliver_applies_to_nak_when_it_comes_up() -> None:
     assert (c.num_ack_pending, c.num_redelivered) == (0, 0)  # delivered once: not redelivered
 
 
-def test_removed_message_is_dropped_not_redelivered() -> None:
-    c, src = make(2, ack_wait_ns=1 * S)
-    c.pull_request("r", T0, batch=2)
+def test_removed_message_is_terminated_once_removed_or_found_gone() -> None:
+    """nats-server: a pending message the stream removed is acknowledged, with a
+    MSG_TERMINATED advisory, when the store reports the removal (`message_removed`) or,
+    if nobody did, when it is found gone at its redelivery."""
+    c, src = make(3, ack_wait_ns=1 * S)
+    c.pull_request("r", T0, batch=3)
     src.remove(1)
     c.pull_request("r", T0, batch=5, expires_ns=100 * S)
-    assert delivered(c.tick(T0 + 1 * S)) == [2]
-    assert c.pending_seqs() == [2]
-    c.messages_removed([2])
-    assert c.pending_seqs() == []
+    out = c.tick(T0 + 1 * S)
+    assert delivered(out) == [2, 3]
+    adv = [a for a in out if isinstance(a, Advisory)]
+    assert [(a.kind, a.payload["stream_seq"], a.payload["reason"]) for a in adv] == [
+        ("MSG_TERMINATED", 1, "Unacknowledged message was deleted")
+    ]
+    assert (c.pending_seqs(), c.ack_floor) == ([2, 3], (1, 1))
+    src.remove(2)
+    out = c.message_removed(2, T0 + 2 * S)
+    assert [a.payload["deliveries"] for a in out if isinstance(a, Advisory)] == [2]
+    assert (c.pending_seqs(), c.ack_floor) == ([3], (2, 2))
+    assert c.message_removed(7, T0 + 2 * S) == []  # not held here: no news
 
 
 def test_workqueue_retention_removes_on_ack_and_term() -> None:

@@ -314,6 +314,20 @@ class ConsumerRunner:
         self.state.messages_removed(removed)
         self._changed()
 
+    def stream_removed(self, seqs: list[int]) -> None:
+        """The stream removed `seqs` on their own, in this order
+        (`ConsumerState.message_removed`): counts are refreshed, and each one this
+        consumer holds (pending, or given up on) is terminated or forgotten."""
+        state = self.state
+        now = self._now_ns()
+        held = False
+        actions: list[Action] = []
+        for seq in seqs:
+            held = held or state.holds(seq)
+            actions += state.message_removed(seq, now)
+        if held:
+            self._run(actions)
+
     def stream_purged(self, subject: str, point: PurgePoint) -> None:
         """The stream was purged of `subject`'s messages (all when empty). Which consumers
         move and from where, as nats-server 2.15 decides (observed: with several filters it

@@ -28,7 +28,6 @@ from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
 from brook.jetstream.consumer.actions import (
-    DELETED_WHILE_PENDING,
     MSG_NAKED,
     MSG_TERMINATED,
     Action,
@@ -61,6 +60,15 @@ class ConsumerState(ConsumerCore):
         if gone and self._lps:
             self._lps = deque(s for s in self._lps if s not in gone)
         self._np = None
+
+    def message_removed(self, seq: int, now_ns: int) -> list[Action]:
+        """The stream removed message `seq` on its own (STREAM.MSG.DELETE, a secure
+        erase, a discard-old limit, max_age or its TTL). nats-server's store reports each
+        such removal to the consumers (`storeUpdates` -> `decStreamPending`): a pending
+        delivery of it is terminated (acknowledged, and a `MSG_TERMINATED` advisory
+        "Unacknowledged message was deleted"), a dead letter forgotten. This is step 1
+        of `stream_purged` on its own."""
+        return self.stream_purged(None, now_ns, removed_seq=seq)
 
     def stream_purged(
         self,
@@ -113,14 +121,9 @@ class ConsumerState(ConsumerCore):
             self._purge_to(start_seq, now_ns, wider=wider)
         if term is None:
             return []
-        return self.ack(
-            removed_seq,
-            term.consumer_seq,
-            AckKind.TERM,
-            now_ns,
-            reason=DELETED_WHILE_PENDING,
-            deliveries=term.deliveries,
-        )
+        out: list[Action] = []
+        self._terminate_removed(removed_seq, term, now_ns, out)
+        return self._finish(out + self._dispatch(now_ns))
 
     def _purge_to(self, start_seq: int, now_ns: int, *, wider: bool) -> None:
         """Step 2 of `stream_purged`, on nats-server's two ack floors (core.py
