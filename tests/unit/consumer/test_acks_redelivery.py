@@ -225,6 +225,26 @@ def test_max_deliver_applies_to_nak_when_it_comes_up() -> None:
     assert (c.num_ack_pending, c.num_redelivered) == (0, 0)  # delivered once: not redelivered
 
 
+def test_max_deliver_gives_up_when_the_next_request_comes() -> None:
+    """As nats-server: past the last ack deadline with nothing waiting, a message stays
+    pending (and redelivered) until something may be delivered; only max_deliver 1 is
+    given up on at the deadline (its `checkPending` counts redeliveries, at least 1)."""
+    c, _ = make(2, ack_wait_ns=1 * S, max_deliver=2)
+    assert delivered(c.pull_request("r", T0, batch=1)) == [1]
+    assert c.tick(T0 + 1 * S) == []
+    assert delivered(c.pull_request("r", T0 + 2 * S, batch=1)) == [1]
+    assert c.tick(T0 + 3 * S) == []
+    assert (c.num_ack_pending, c.num_redelivered, c.next_deadline()) == (1, 1, None)
+    out = c.pull_request("r", T0 + 9 * S, batch=1)
+    assert [a.kind for a in out if isinstance(a, Advisory)] == ["MAX_DELIVERIES"]
+    assert delivered(out) == [2]
+    assert (c.pending_seqs(), c.num_redelivered) == ([2], 1)
+    once, _ = make(1, ack_wait_ns=1 * S, max_deliver=1)
+    once.pull_request("r", T0, batch=1)
+    assert [a.kind for a in once.tick(T0 + 1 * S) if isinstance(a, Advisory)] == ["MAX_DELIVERIES"]
+    assert once.num_ack_pending == 0
+
+
 def test_removed_message_is_terminated_once_removed_or_found_gone() -> None:
     """nats-server: a pending message the stream removed is acknowledged, with a
     MSG_TERMINATED advisory, when the store reports the removal (`message_removed`) or,

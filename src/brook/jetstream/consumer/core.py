@@ -241,9 +241,14 @@ class ConsumerCore:
         return self._advisory(MAX_DELIVERIES, seq, p.deliveries)
 
     def _due(self, seq: int, p: Pending) -> list[Action]:
-        """The ack deadline passed: queue for redelivery, or give up after max_deliver
-        (at once, as nats-server's `checkPending`)."""
-        if self._exhausted(seq, p):
+        """The ack deadline passed: queue for redelivery. `_candidate` gives up on a
+        message past max_deliver when it comes up, once something may be delivered (a
+        pull request waits, a push consumer has interest), as nats-server's
+        `getNextMsg`. Only with max_deliver 1 does nats-server's `checkPending` give up at
+        the deadline (`hasMaxDeliveries`): the delivery count it checks there
+        (`deliveryCount`) is the number of redeliveries, or 1 before the first."""
+        max_deliver = self.cfg.max_deliver
+        if 0 < max_deliver <= max(p.deliveries - 1, 1):
             return [self._give_up(seq, p)]
         self._queue(seq, p)
         return []
