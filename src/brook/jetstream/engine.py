@@ -24,10 +24,11 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from brook import limits
@@ -35,13 +36,15 @@ from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles
 from brook.jetstream.consumer.runner import ConsumerRunner
+from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
-from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.fsutil import fsync_directory, write_atomically
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.router import Router
+from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import Subscription
 from brook.server.internal import InternalClient
 
@@ -53,6 +56,8 @@ STREAM_FILE = "stream.json"
 @dataclass
 class _Entry:
     stream: Stream
+    # The stream's consumers by filter subject: which of them a stored message concerns.
+    consumers: ConsumerIndex[ConsumerRunner] = field(default_factory=ConsumerIndex)
     subs: list[Subscription] = field(default_factory=list)
     expiry: asyncio.TimerHandle | None = None
     expiry_at: int | None = None  # when `expiry` fires, in the engine's clock (ns)
@@ -78,6 +83,10 @@ class JetStream:
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
         self._entries: dict[str, _Entry] = {}
+        self._streams: dict[str, Stream] = {}  # the same streams by name (`streams`)
+        # Every stream's subjects -> its name: the overlap check of a create or update
+        # walks what the new subjects could share, not every stream.
+        self._subjects = SubjectIndex[str]()
         # stream name -> consumer name -> runner (durables of file streams are persisted)
         self.consumers: dict[str, dict[str, ConsumerRunner]] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
@@ -144,6 +153,7 @@ class JetStream:
         for name in list(self._entries):
             self._stop_consumers(name, notify=False)
             self._detach(name)
+            self._streams.pop(name)
             self._entries.pop(name).stream.close()
         self.internal.close()
         self._executor.shutdown(wait=True)
@@ -151,8 +161,9 @@ class JetStream:
     # ------------------------------------------------------------------ registry
 
     @property
-    def streams(self) -> dict[str, Stream]:
-        return {name: e.stream for name, e in self._entries.items()}
+    def streams(self) -> Mapping[str, Stream]:
+        """Every stream by name: a read-only view, so a lookup costs one lookup."""
+        return MappingProxyType(self._streams)
 
     def get(self, name: str) -> Stream:
         entry = self._entries.get(name)
@@ -170,7 +181,7 @@ class JetStream:
         self._check_overlap(config.name, config.subjects)
         created = self.now_ns()
         stream = self._build(config, created)
-        self._persist(stream)
+        self._persist(stream, new=True)
         return stream, True
 
     def update(self, config: Any) -> Stream:
@@ -181,7 +192,9 @@ class JetStream:
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         self._detach(config.name)
+        self._index_subjects(entry.stream.config, add=False)
         entry.stream.config = config
+        self._index_subjects(config, add=True)
         self._attach(entry)
         self._persist(entry.stream)
         entry.stream.enforce_all_limits()
@@ -200,7 +213,9 @@ class JetStream:
             raise api_error("STREAM_NOT_FOUND")
         self._stop_consumers(name, notify=True)
         self._detach(name)
+        self._index_subjects(entry.stream.config, add=False)
         del self._entries[name]
+        del self._streams[name]
         entry.stream.close()
         if self.root is not None:
             shutil.rmtree(self.root / name, ignore_errors=True)
@@ -237,16 +252,19 @@ class JetStream:
             files.track(runner, path, write_now=snapshot is None)
         self.consumers.setdefault(stream.name, {})[config.name] = runner
         stream.consumer_count = len(self.consumers[stream.name])
-        self._retention(stream).consumers_changed()
+        self._entries[stream.name].consumers.add(runner, config.filters)
+        self._retention(stream).consumer_added(runner)
         return runner
 
     def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
-        """Update a consumer in place; a persisted one has its new config written."""
+        """Update a consumer in place; a persisted one has its new config written. New
+        filters apply at once (the runner reads through them from its position on)."""
         old_filters = set(runner.config.filters)
         runner.update(config)
         self.consumer_files.updated(runner)
         if set(runner.config.filters) != old_filters:
-            self._retention(runner.stream).filters_changed()
+            self._entries[runner.stream.name].consumers.update(runner, runner.config.filters)
+            self._retention(runner.stream).filters_changed(runner)
 
     def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
         """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""
@@ -261,7 +279,8 @@ class JetStream:
         runner.stop(notify=True)
         runner.stream.consumer_count = len(runners)
         self.consumer_files.forget(runner, unlink=True)
-        self._retention(runner.stream).consumer_deleted()
+        self._entries[stream_name].consumers.remove(runner)
+        self._retention(runner.stream).consumer_deleted(runner)
 
     def _retention(self, stream: Stream) -> StreamRetention:
         assert stream.retention is not None  # set by _build
@@ -299,11 +318,16 @@ class JetStream:
             runner.messages_changed()
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
-        for other_name, entry in self._entries.items():
-            if other_name != name and models.subjects_overlap(
-                subjects, entry.stream.config.subjects
-            ):
+        for subject in subjects:
+            if any(other != name for other in self._subjects.intersecting(subject.encode())):
                 raise api_error("STREAM_SUBJECT_OVERLAP")
+
+    def _index_subjects(self, config: Any, *, add: bool) -> None:
+        for subject in config.subjects:
+            if add:
+                self._subjects.add(subject.encode(), config.name)
+            else:
+                self._subjects.remove(subject.encode(), config.name)
 
     # ------------------------------------------------------------------ wiring
 
@@ -314,7 +338,6 @@ class JetStream:
             from brook.jetstream.store.file import FileStore
 
             directory = self.root / config.name / "data"
-            directory.mkdir(parents=True, exist_ok=True)
             store = FileStore(directory=directory, first_seq=config.first_seq or 1)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
@@ -329,27 +352,26 @@ class JetStream:
             created_ns=created_ns,
         )
         name = stream.name
-        stream.retention = StreamRetention(stream, lambda: self.consumers.get(name, {}).values())
         entry = _Entry(stream, committer=committer)
+        stream.retention = StreamRetention(
+            stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
+        )
         self._entries[config.name] = entry
+        self._streams[config.name] = stream
+        self._index_subjects(config, add=True)
         self._attach(entry)
         self._schedule_expiry(entry)
         return stream
 
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
+        index = entry.consumers
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            before = stream.store.state().last_seq if self.consumers.get(stream.name) else 0
-            stream.ingest(subject, reply, header, data)
-            runners = self.consumers.get(stream.name)
-            if runners:
-                last = stream.store.state().last_seq
-                for runner in list(runners.values()):
-                    if last != before:
-                        runner.message_stored(last)
-                    else:
-                        runner.messages_changed()
+            if not index:
+                stream.ingest(subject, reply, header, data)
+            else:
+                self._ingest_with_consumers(stream, index, subject, reply, header, data)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
@@ -368,6 +390,39 @@ class JetStream:
 
             for pattern in (prefix, prefix + ".>"):
                 entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+
+    def _ingest_with_consumers(
+        self,
+        stream: Stream,
+        index: ConsumerIndex[ConsumerRunner],
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        data: bytes,
+    ) -> None:
+        """Ingest, then tell the consumers what changed: a stored message concerns only
+        those whose filter matches its subject. When the publish also removed messages
+        (discard-old limits, a rollup) every consumer forgets its pending count, as
+        nats-server's walk of every consumer on a removal; a message interest retention
+        did not keep (no consumer's filter matches it) concerns nobody."""
+        store = stream.store
+        retention = stream.retention
+        before = store.state()
+        not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
+        stream.ingest(subject, reply, header, data)
+        after = store.state()
+        if after.last_seq == before.last_seq:
+            return  # refused: nothing stored, nothing removed
+        if retention is not None:
+            not_kept = retention.stats.not_kept_on_publish - not_kept
+        # Every stored message takes a sequence; those gone since are the removed ones.
+        removed = (after.last_seq - after.messages) - (before.last_seq - before.messages)
+        if removed > not_kept:
+            for runner in list(self.consumers.get(stream.name, {}).values()):
+                runner.messages_changed()
+        if not not_kept:
+            for runner in index.matching(subject):
+                runner.message_stored(after.last_seq)
 
     def _detach(self, name: str) -> None:
         entry = self._entries[name]
@@ -421,7 +476,9 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
-    def _persist(self, stream: Stream) -> None:
+    def _persist(self, stream: Stream, *, new: bool = False) -> None:
+        """Write the stream's definition durably: a created stream survives a power loss
+        (its empty store's files become durable with its first message, FileStore)."""
         if self.root is None:
             return
         directory = self.root / stream.name
@@ -431,6 +488,8 @@ class JetStream:
             "created_ns": stream.created_ns,
         }
         write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
+        if new:
+            fsync_directory(self.root)  # the stream's directory itself
 
     def _open_existing(self, directory: Path) -> None:
         path = directory / STREAM_FILE
