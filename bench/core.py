@@ -76,7 +76,7 @@ def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterato
         finally:
             del SERVER_PIDS[port]
             proc.terminate()
-            proc.wait(10)
+            proc.wait(60)  # a server with thousands of consumers takes a while
 
 
 @contextlib.contextmanager
@@ -99,7 +99,7 @@ def nats_server(jetstream: bool = False) -> Iterator[int]:
         finally:
             del SERVER_PIDS[port]
             proc.terminate()
-            proc.wait(10)
+            proc.wait(60)  # a server with thousands of consumers takes a while
 
 
 def _connect(port: int) -> socket.socket:
