@@ -366,12 +366,34 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
+        consumers = self.consumers
+        store = stream.store
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            if not index:
+            """Ingest, then tell the consumers what changed (module docstring: a stored
+            message concerns only those whose filter matches it; a publish that also
+            removed messages makes every consumer forget its pending count; a message
+            interest retention did not keep concerns nobody). One function: it runs for
+            every message stored."""
+            if not consumers.get(stream.name):
                 stream.ingest(subject, reply, header, data)
             else:
-                self._ingest_with_consumers(stream, index, subject, reply, header, data)
+                retention = stream.retention
+                last, messages = store.counts()
+                not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
+                stream.ingest(subject, reply, header, data)
+                last_now, messages_now = store.counts()
+                if last_now != last:  # else refused: nothing changed
+                    if retention is not None:
+                        not_kept = retention.stats.not_kept_on_publish - not_kept
+                    # Every stored message takes a sequence: those gone since were removed.
+                    removed = (last_now - messages_now) - (last - messages)
+                    if removed > not_kept:
+                        for runner in list(consumers.get(stream.name, {}).values()):
+                            runner.messages_changed()
+                    if not not_kept:
+                        for runner in index.matching(subject):
+                            runner.message_stored(last_now)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
@@ -390,39 +412,6 @@ class JetStream:
 
             for pattern in (prefix, prefix + ".>"):
                 entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
-
-    def _ingest_with_consumers(
-        self,
-        stream: Stream,
-        index: ConsumerIndex[ConsumerRunner],
-        subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        data: bytes,
-    ) -> None:
-        """Ingest, then tell the consumers what changed: a stored message concerns only
-        those whose filter matches its subject. When the publish also removed messages
-        (discard-old limits, a rollup) every consumer forgets its pending count, as
-        nats-server's walk of every consumer on a removal; a message interest retention
-        did not keep (no consumer's filter matches it) concerns nobody."""
-        store = stream.store
-        retention = stream.retention
-        before = store.state()
-        not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
-        stream.ingest(subject, reply, header, data)
-        after = store.state()
-        if after.last_seq == before.last_seq:
-            return  # refused: nothing stored, nothing removed
-        if retention is not None:
-            not_kept = retention.stats.not_kept_on_publish - not_kept
-        # Every stored message takes a sequence; those gone since are the removed ones.
-        removed = (after.last_seq - after.messages) - (before.last_seq - before.messages)
-        if removed > not_kept:
-            for runner in list(self.consumers.get(stream.name, {}).values()):
-                runner.messages_changed()
-        if not not_kept:
-            for runner in index.matching(subject):
-                runner.message_stored(after.last_seq)
 
     def _detach(self, name: str) -> None:
         entry = self._entries[name]
