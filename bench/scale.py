@@ -4,9 +4,10 @@ Each server starts with one file stream `SCALE` (subjects `scale.>`), one unfilt
 durable consumer on it and a filtered pull consumer `FETCH` (`scale.f`). The setup then
 grows in steps to `--subs` subscriptions (a tenth of them wildcards, on a connection of
 their own), `--streams` more file streams and `--consumers` more durable consumers on
-`SCALE`, each with a filter subject of its own (`scale.c.<i>`), created with a window of
-requests in flight. At each size the same probes run, one operation at a time, each
-timed from request to answer:
+`SCALE`, each with a filter subject of its own (`scale.c.<i>`; every tenth a push
+consumer whose deliver subject nobody subscribes to, so the server watches it for
+interest), created with a window of requests in flight. At each size the same probes
+run, one operation at a time, each timed from request to answer:
 
 * SUB: `SUB probe.<i>` and a PING, until the PONG (the subscriptions are removed after);
 * acked publish: `PUB scale.hot` with a reply, until the PubAck (file storage: Brook
@@ -14,12 +15,14 @@ timed from request to answer:
   consumer matches;
 * stream create: a file stream of its own subjects (deleted after);
 * consumer create: a durable consumer on `SCALE` with a filter of its own (deleted after);
-* filtered fetch: publish to `scale.f`, then a `MSG.NEXT` of one message on `FETCH`,
-  timed until the message arrives (acked after).
+* filtered fetch: (messages published to `scale.f` first) a `MSG.NEXT` of one message on
+  `FETCH`, timed until the message arrives, then acked.
 
-The table shows each probe's median per operation at each size, its growth from the
-smallest size to the largest (nats-server's stays near 1x: cost does not depend on
-streams or consumers that are not concerned), and Brook/nats-server at each size.
+Two tables: each probe's median wall time per operation and the server's CPU time per
+operation (all its threads, from /proc: the kernel's work in its fsyncs included, the
+wait for the disk not), at each size, the
+growth from the smallest size to the largest (nats-server's stays near 1x: cost does not
+depend on streams or consumers that are not concerned), and Brook/nats-server.
 
     python -m bench.scale [--subs N] [--streams N] [--consumers N] [--steps F,F,..]
                           [--only brook|nats-server] [--profile FILE]
@@ -40,7 +43,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.core import _connect, brook_server, nats_server
+from bench.core import SERVER_PIDS, _connect, brook_server, nats_server
 
 STREAM = "SCALE"
 WINDOW = 32  # growth requests in flight
@@ -153,10 +156,14 @@ def stream_config(name: str, subjects: list[str]) -> dict[str, Any]:
     return {"name": name, "subjects": subjects, "storage": "file"}
 
 
-def consumer_create(name: str, filter_subject: str | None) -> tuple[str, dict[str, Any]]:
+def consumer_create(
+    name: str, filter_subject: str | None, deliver_subject: str | None = None
+) -> tuple[str, dict[str, Any]]:
     config: dict[str, Any] = {"durable_name": name, "ack_policy": "explicit"}
     if filter_subject is not None:
         config["filter_subject"] = filter_subject
+    if deliver_subject is not None:
+        config["deliver_subject"] = deliver_subject
     return (
         f"$JS.API.CONSUMER.CREATE.{STREAM}.{name}",
         {"stream_name": STREAM, "config": config},
@@ -175,22 +182,24 @@ class Setup:
 @dataclass
 class Point:
     size: Setup
-    us: dict[str, float] = field(default_factory=dict)  # probe -> median µs per operation
+    us: dict[str, float] = field(default_factory=dict)  # probe -> median wall µs per op
+    cpu: dict[str, float] = field(default_factory=dict)  # probe -> server CPU µs per op
 
 
-def timed(count: int, op: Callable[[int], object]) -> float:
-    """The median wall time of `op(i)` for i in range(count), in µs."""
-    samples = []
-    for i in range(count):
-        start = time.perf_counter()
-        op(i)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
+def server_cpu_ns(pid: int) -> int:
+    """CPU time the server's threads have run so far, in ns (/proc/<pid>/task/*/schedstat:
+    exact, where /proc/<pid>/stat counts clock ticks)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
 
 
 class Bench:
     def __init__(self, port: int, args: argparse.Namespace) -> None:
         self.args = args
+        self.pid = SERVER_PIDS[port]
         self.ctl = Conn(port)  # API requests and probes
         self.holder = Conn(port)  # the grown subscriptions
         self.have = Setup()
@@ -215,43 +224,63 @@ class Bench:
             ]
         )
         grown = range(self.have.consumers, to.consumers)
-        self.ctl.requests([consumer_create(f"C{i}", f"scale.c.{i}") for i in grown])
+        self.ctl.requests(
+            [
+                consumer_create(f"C{i}", f"scale.c.{i}", f"deliver.{i}" if i % 10 == 9 else None)
+                for i in grown
+            ]
+        )
         self.have = to
 
-    def probe(self) -> dict[str, float]:
+    def timed(self, point: Point, probe: str, count: int, op: Callable[[int], object]) -> None:
+        """`op(i)` for i in range(count), one at a time: the median wall time of one and
+        the server's mean CPU time per operation, in µs, go to `point`."""
+        samples = []
+        cpu = server_cpu_ns(self.pid)
+        for i in range(count):
+            start = time.perf_counter()
+            op(i)
+            samples.append(time.perf_counter() - start)
+        point.cpu[probe] = (server_cpu_ns(self.pid) - cpu) / count / 1000
+        point.us[probe] = statistics.median(samples) * 1e6
+
+    def probe(self, point: Point) -> None:
         a, ctl, n = self.args, self.ctl, self.stage
         self.stage += 1
-        us: dict[str, float] = {}
 
         def sub(i: int) -> None:
             ctl.send(b"SUB probe.%d.%d p%d.%d\r\n" % (n, i, n, i))
             ctl.roundtrip()
 
-        us["SUB"] = timed(a.probe_subs, sub)
+        self.timed(point, "SUB", a.probe_subs, sub)
         ctl.send(b"".join(b"UNSUB p%d.%d\r\n" % (n, i) for i in range(a.probe_subs)))
         ctl.roundtrip()
-        us["acked publish"] = timed(a.probe_pubs, lambda i: self._publish("scale.hot"))
+        self.timed(point, "acked publish", a.probe_pubs, lambda i: self._publish("scale.hot"))
         names = [f"P{n}_{i}" for i in range(a.probe_creates)]
-        us["stream create"] = timed(
+        self.timed(
+            point,
+            "stream create",
             a.probe_creates,
             lambda i: ctl.request(
                 f"$JS.API.STREAM.CREATE.{names[i]}", stream_config(names[i], [f"p{n}.{i}.>"])
             ),
         )
         ctl.requests([(f"$JS.API.STREAM.DELETE.{name}", {}) for name in names])
-        us["consumer create"] = timed(
-            a.probe_creates, lambda i: ctl.request(*consumer_create(names[i], f"scale.p.{n}.{i}"))
+        self.timed(
+            point,
+            "consumer create",
+            a.probe_creates,
+            lambda i: ctl.request(*consumer_create(names[i], f"scale.p.{n}.{i}")),
         )
         ctl.requests([(f"$JS.API.CONSUMER.DELETE.{STREAM}.{name}", {}) for name in names])
-        samples = []
         for _ in range(a.probe_fetches):
             self._publish("scale.f")
-            start = time.perf_counter()
-            ack = self._fetch_one()
-            samples.append(time.perf_counter() - start)
-            ctl.send(b"PUB %b 0\r\n\r\n" % ack)
-        us["filtered fetch"] = statistics.median(samples) * 1e6
-        return us
+        self.timed(
+            point,
+            "filtered fetch",
+            a.probe_fetches,
+            lambda i: ctl.send(b"PUB %b 0\r\n\r\n" % self._fetch_one()),  # and ack it
+        )
 
     def _publish(self, subject: str) -> None:
         self.ctl.request(subject, b"x" * 16)
@@ -281,12 +310,13 @@ def run_server(server: AbstractContextManager[int], args: argparse.Namespace) ->
             start = time.perf_counter()
             bench.grow(to)
             grown = time.perf_counter() - start
-            point = Point(to, bench.probe())
+            point = Point(to)
+            bench.probe(point)
             points.append(point)
             print(
                 f"  {to.subs:>6} subs {to.streams:>5} streams {to.consumers:>6} consumers"
                 f" (grown in {grown:5.1f} s): "
-                + ", ".join(f"{k} {v:,.0f} µs" for k, v in point.us.items()),
+                + ", ".join(f"{k} {point.us[k]:,.0f} µs ({point.cpu[k]:,.0f})" for k in PROBES),
                 flush=True,
             )
         bench.close()
@@ -303,17 +333,25 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, AbstractContextMana
 def report(results: dict[str, list[Point]]) -> None:
     sizes = [p.size for p in next(iter(results.values()))]
     header = "".join(f" {f'{s.subs}/{s.streams}/{s.consumers}':>17}" for s in sizes)
-    print(f"\nmedian µs per operation at subs/streams/consumers{header}   growth")
-    for probe in PROBES:
-        for name, points in results.items():
-            row = [p.us[probe] for p in points]
-            cells = "".join(f" {v:>17,.0f}" for v in row)
-            print(f"  {probe:16} {name:12}{' ' * 20}{cells} {row[-1] / row[0]:>7.1f}x")
-        if len(results) == 2:
-            ref, ours = results["nats-server"], results["brook"]
-            pairs = zip(ref, ours, strict=True)
-            cells = "".join(f" {o.us[probe] / r.us[probe]:>16.1f}x" for r, o in pairs)
-            print(f"  {probe:16} {'brook/nats':12}{' ' * 20}{cells}")
+    measures: list[tuple[str, Callable[[Point, str], float]]] = [
+        ("median wall µs per operation", lambda p, probe: p.us[probe]),
+        ("server CPU µs per operation", lambda p, probe: p.cpu[probe]),
+    ]
+    for title, measure in measures:
+        print(f"\n{title:48} at subs/streams/consumers{header}   growth")
+        for probe in PROBES:
+            for name, points in results.items():
+                row = [measure(p, probe) for p in points]
+                cells = "".join(f" {v:>17,.0f}" for v in row)
+                growth = row[-1] / row[0] if row[0] else float("nan")
+                print(f"  {probe:16} {name:12}{' ' * 44}{cells} {growth:>7.1f}x")
+            if len(results) == 2:
+                ref, ours = results["nats-server"], results["brook"]
+                pairs = zip(ref, ours, strict=True)
+                cells = "".join(
+                    f" {measure(o, probe) / measure(r, probe):>16.1f}x" for r, o in pairs
+                )
+                print(f"  {probe:16} {'brook/nats':12}{' ' * 44}{cells}")
 
 
 def main() -> None:
