@@ -1,6 +1,7 @@
 """Consumer endpoints of the JetStream API (wire reference §5.4-§5.6, §2.4).
 
-CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE and PAUSE. The
+CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE, PAUSE and
+UNPIN. The
 decision sequence on create follows nats-server (and the `Model` of
 tests/conformance/test_consumer_config_conformance.py): parse and validate, then an
 existing consumer with the same name is compared (`action:"create"`) or updated in place,
@@ -14,6 +15,7 @@ memory only.
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 import weakref
@@ -41,6 +43,7 @@ from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 NAMES_PAGE = 1024
 LIST_PAGE = 256
 _NAME_ALPHABET = string.ascii_letters + string.digits
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupName
 
 
 def _ephemeral_name() -> str:
@@ -83,6 +86,7 @@ class ConsumerApi:
         api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
         unpaused = {"paused": False, "pause_until": ZERO_TIME}
         api.add("CONSUMER.PAUSE.*.*", "consumer_pause_response", self.pause, unpaused)
+        api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
         # nats-server's error answers to NAMES and LIST carry an empty page too.
         paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
         api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, dict(paged))
@@ -113,7 +117,7 @@ class ConsumerApi:
         *,
         durable: bool,
     ) -> dict[str, Any]:
-        body = request.json(required=True)
+        body = request.json()  # empty: `{}`, refused below as nats-server does (10056)
         stream = self.js.streams.get(stream_name)
         config = parse_consumer_create(
             body,
@@ -194,6 +198,19 @@ class ConsumerApi:
         if runner.paused:
             out["pause_remaining"] = runner.pause_remaining_ns()
         return out
+
+    def unpin(self, request: Request) -> dict[str, Any]:
+        """CONSUMER.UNPIN, checked in nats-server's order. Brook refuses priority groups at
+        create (10052), so no consumer has one: a valid request ends in 10160."""
+        if not request.body.strip():
+            raise api_error("INVALID_JSON", err="unexpected end of JSON input")
+        group = get_field(request.json(), "group", str, "", invalid_json)
+        if not group:
+            raise api_error("INVALID_JSON", err="consumer group not specified")
+        if not _GROUP_NAME.fullmatch(group):
+            raise api_error("CONSUMER_INVALID_GROUP_NAME")
+        self._runner(request)  # 10059, 10014
+        raise api_error("CONSUMER_INVALID_PRIORITY_GROUP")
 
     def _page(self, request: Request, size: int) -> tuple[list[str], int, int]:
         stream_name = request.tokens[2]
