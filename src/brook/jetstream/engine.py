@@ -42,14 +42,14 @@ from brook import limits
 from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
-from brook.jetstream.consumer.runner import ConsumerRunner
+from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
 from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import fsync_directory, write_atomically
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
-from brook.jetstream.store.base import StoreError, is_no_space
+from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
@@ -396,6 +396,32 @@ class JetStream:
         for runner in self.consumers.get(stream_name, {}).values():
             runner.messages_changed()
 
+    def stream_purged(
+        self, stream: Stream, result: PurgeResult, subject: str = "", keep: int = 0
+    ) -> None:
+        """A purge (STREAM.PURGE, or a rollup) removed `result`'s messages, of `subject`
+        (all when empty), keeping the last `keep`: each consumer's position, ack floor and
+        pending deliveries move up to the purge point as nats-server's `purgeLocked`
+        moves them (`ConsumerRunner.stream_purged`). nats-server's store takes a filtered or
+        `keep` purge message by message, and when that removes exactly one it reports the
+        message on its own, which terminates it where it was pending (`PurgePoint.removed`)."""
+        runners = self.consumers.get(stream.name)
+        if not runners:
+            return
+        state = stream.store.state()
+        first = state.first_seq or state.last_seq + 1
+        left = stream.store.load_next(subject, first) if subject else None
+        alone = result.purged == 1 and (subject not in ("", ">") or keep > 0)
+        point = PurgePoint(
+            first,
+            state.last_seq,
+            left.seq if left is not None else 0,
+            removed=result.removed_seqs[0] if alone else 0,
+            batch=result.purged > 0 and not alone,
+        )
+        for runner in list(runners.values()):
+            runner.stream_purged(subject, point)
+
     def check_new(self, config: Any, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
         the name is taken, 10065 if its subjects overlap another stream's."""
@@ -445,6 +471,9 @@ class JetStream:
             space=self.space if config.storage == "file" else None,
         )
         name = stream.name
+        stream.on_purge = lambda result, subject, keep: self.stream_purged(
+            stream, result, subject, keep
+        )
         entry = _Entry(stream, committer=committer)
         stream.retention = StreamRetention(
             stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
@@ -492,7 +521,7 @@ class JetStream:
             removed messages (discard-old limits, a rollup) every consumer forgets its
             pending count, as nats-server walks every consumer on a removal; a message
             interest retention did not keep concerns nobody. One function, with the
-            store's `counts()`: it runs for every message stored (ADR 0011)."""
+            store's `counts()`: it runs for every message stored (ADR 0012)."""
             if not consumers.get(stream.name):
                 stream.ingest(subject, reply, header, data)
             else:

@@ -40,7 +40,13 @@ from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.store.base import MessageStore, StoredMessage, StoreError, StoreFullError
+from brook.jetstream.store.base import (
+    MessageStore,
+    PurgeResult,
+    StoredMessage,
+    StoreError,
+    StoreFullError,
+)
 from brook.protocol import headers as hdrs
 
 if TYPE_CHECKING:
@@ -99,8 +105,10 @@ class Stream:
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
         self._name_json = json.dumps(self.name)
         self.consumer_count = 0
-        # Set by the engine: interest and workqueue retention (retention.py).
+        # Set by the engine: interest and workqueue retention (retention.py), and what a
+        # rollup's purge does to consumers (`JetStream.stream_purged`).
         self.retention: StreamRetention | None = None
+        self.on_purge: Callable[[PurgeResult, str, int], None] | None = None
         self._ttls = ttls.TtlIndex()
         # Lowest sequence the max_age walk still has to look at: everything stored below it
         # is exempt (`never`), so a walk need not load those messages again.
@@ -222,16 +230,20 @@ class Stream:
             self._dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
         try:
-            if rollup == "sub":
-                self.store.purge(subject=subject, up_to_seq=seq)
-            elif rollup == "all":
-                self.store.purge(up_to_seq=seq)
+            result = None
+            if rollup is not None:
+                purged = "" if rollup == "all" else subject
+                result = self.store.purge(subject=purged or None, up_to_seq=seq)
             if unwanted:
                 assert retention is not None
                 self.store.remove(seq)
                 retention.not_kept()
             else:
                 self._enforce_limits(subject)
+            if result is not None and self.on_purge is not None:
+                # nats-server: a purge keeping the newest message (of `subject` for "sub";
+                # none when it was not kept), whose consumers move as after STREAM.PURGE.
+                self.on_purge(result, purged, 0 if unwanted else 1)
         except StoreError as exc:  # the message is stored: its ack stands
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)

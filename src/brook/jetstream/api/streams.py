@@ -192,7 +192,7 @@ class StreamApi:
         if seq and keep:
             raise api_error("BAD_REQUEST")
         result = stream.store.purge(subject=subject or None, up_to_seq=seq, keep=keep)
-        self.js.messages_removed(stream.name)
+        self.js.stream_purged(stream, result, subject, keep)
         return {"success": True, "purged": result.purged}
 
     def msg_get(self, request: Request) -> dict[str, Any]:

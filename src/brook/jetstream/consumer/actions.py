@@ -26,6 +26,9 @@ ADVISORY_TYPES = {
     MSG_TERMINATED: "io.nats.jetstream.advisory.v1.terminated",
     MSG_NAKED: "io.nats.jetstream.advisory.v1.nak",
 }
+# The `reason` of the MSG_TERMINATED advisory for a pending message that left the stream
+# (nats-server's `ackTermUnackedLimitsReason`).
+DELETED_WHILE_PENDING = "Unacknowledged message was deleted"
 PAUSE_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.consumer_pause"
 ACK_METRIC_TYPE = "io.nats.jetstream.metric.v1.consumer_ack"
 METRIC_PREFIX = "$JS.EVENT.METRIC.CONSUMER"

@@ -59,6 +59,11 @@ class ConsumerCore:
         # it stays below a message given up on after max_deliver or removed while pending.
         self._floor_c = 0
         self._floor_s = self.delivered_stream_seq
+        # nats-server's consumer keeps a second ack floor in memory, and a purge writes it
+        # to the consumer store, whose floor info reports (`ConsumerState.stream_purged`).
+        # It moves as the reported one on acks, and also when a message is given up on
+        # (`_give_up`); None while the two are the same, as they are until then.
+        self._mem_floor: tuple[int, int] | None = None
         self._pending: dict[int, Pending] = {}
         # The keys of `_pending` in ascending order, pruned lazily (`_lowest_pending`): the
         # lowest pending seq is needed on every ack and input, and `next(iter(dict))` on a
@@ -221,10 +226,12 @@ class ConsumerCore:
         return 0 < self.cfg.max_deliver <= p.deliveries
 
     def _give_up(self, seq: int, p: Pending) -> Action:
-        """max_deliver reached: no longer pending, a dead letter (the floor stays)."""
+        """max_deliver reached: no longer pending, a dead letter (the floor stays; the
+        in-memory one moves)."""
         del self._pending[seq]
         self._rdq.pop(seq, None)
         self._dead[seq] = p.deliveries
+        self._move_mem_floor(seq, p)
         return self._advisory(MAX_DELIVERIES, seq, p.deliveries)
 
     def _due(self, seq: int, p: Pending) -> list[Action]:
@@ -286,6 +293,7 @@ class ConsumerCore:
             if seq > self.delivered_stream_seq or consumer_seq > self.delivered_consumer_seq:
                 return out
             self._floor_c, self._floor_s = consumer_seq, seq
+            self._mem_floor = None
             covered = []
             for s in self._pending:
                 if s > seq:
@@ -309,21 +317,53 @@ class ConsumerCore:
                 continue
             self._resolve(seq, out, now_ns)
             self.last_ack_ns = now_ns
-            if not pending:
-                self._floor_c = self.delivered_consumer_seq
-                self._floor_s = self.delivered_stream_seq
-            elif p.consumer_seq == self._floor_c + 1:
-                self._floor_c, self._floor_s = p.consumer_seq, seq
-                # The first pending seq above `seq`: the lowest one, unless (never, by the
-                # invariants) something below `seq` is still pending.
-                lowest = self._lowest_pending()
-                nxt = (
-                    lowest
-                    if lowest is None or lowest > seq
-                    else next((s for s in pending if s > seq), None)
-                )
-                if nxt is not None:
-                    self._floor_c, self._floor_s = pending[nxt].consumer_seq - 1, nxt - 1
+            if self._mem_floor is not None:
+                self._move_mem_floor(seq, p)
+            c = p.consumer_seq
+            if c > self._floor_c and (c == self._floor_c + 1 or not pending):
+                self._move_store_floor(seq, p)  # (its test, inline: per ack)
+
+    def _move_store_floor(self, seq: int, p: Pending) -> None:
+        """`seq`, pending as `p`, was acknowledged explicitly and left `_pending`: move the
+        floor as nats-server's consumer store does (`UpdateAcks`, whose floor consumer info
+        reports; the in-memory one: `_move_mem_floor`). A delivery at or below the floor's
+        consumer sequence (only after a purge put the floor above messages still pending:
+        `stream_purged`) leaves it alone; so does one not right on it while others are
+        pending (checked here first: the common case, per ack)."""
+        c = p.consumer_seq
+        floor_c = self._floor_c
+        if c <= floor_c or (c != floor_c + 1 and self._pending):
+            return
+        self._floor_c, self._floor_s = self._floor_after(seq, p, (floor_c, self._floor_s))
+        if self._mem_floor == (self._floor_c, self._floor_s):
+            self._mem_floor = None
+
+    def _move_mem_floor(self, seq: int, p: Pending) -> None:
+        """Move the in-memory floor as nats-server's `moveAckFloor` does: as the store's,
+        but also for a message given up on, and with no exception below the floor."""
+        floor = self._mem_floor or (self._floor_c, self._floor_s)
+        floor = self._floor_after(seq, p, floor)
+        self._mem_floor = None if floor == (self._floor_c, self._floor_s) else floor
+
+    def _floor_after(self, seq: int, p: Pending, floor: tuple[int, int]) -> tuple[int, int]:
+        """Where `floor` goes once `seq` (pending as `p`) left `_pending`: to `delivered`
+        with nothing pending; from right on it to right below the next pending message."""
+        pending = self._pending
+        if not pending:
+            return self.delivered_consumer_seq, self.delivered_stream_seq
+        if p.consumer_seq != floor[0] + 1:
+            return floor
+        # The first pending seq above `seq`: the lowest one, unless something below `seq`
+        # is still pending (after a purge: `stream_purged`).
+        lowest = self._lowest_pending()
+        nxt = (
+            lowest
+            if lowest is None or lowest > seq
+            else next((s for s in pending if s > seq), None)
+        )
+        if nxt is None:
+            return p.consumer_seq, seq
+        return pending[nxt].consumer_seq - 1, nxt - 1
 
     def _ack_explicit_run(self, seqs: Iterable[int], now_ns: int, out: list[Action]) -> None:
         """`_ack_explicit(seqs, ...)`, for a read chunk of acks: when the floor sits right
@@ -334,7 +374,11 @@ class ConsumerCore:
         below the next lowest, and no other ack moves it: the same place in the end."""
         pending = self._pending
         lowest = self._lowest_pending()
-        if lowest is None or pending[lowest].consumer_seq != self._floor_c + 1:
+        if (
+            lowest is None
+            or pending[lowest].consumer_seq != self._floor_c + 1
+            or self._mem_floor is not None
+        ):
             self._ack_explicit(seqs, now_ns, out)
             return
         cfg = self.cfg

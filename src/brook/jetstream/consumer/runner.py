@@ -61,6 +61,7 @@ from brook.jetstream.stream import Stream
 from brook.limits import MAX_PAYLOAD_BYTES
 from brook.routing.sublist import Subscription
 from brook.server.internal import InternalClient
+from brook.subjects import subset_match
 
 log = logging.getLogger("brook.consumer")
 
@@ -103,6 +104,20 @@ def _sample_percent(sample_freq: str) -> int:
     """`sample_freq` ("30%" or "30", validated at create) as a percentage, 0 when unset."""
     text = sample_freq.removesuffix("%")
     return min(int(text), 100) if text else 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PurgePoint:
+    """The stream after a purge, as each consumer's move needs it (`stream_purged`): its
+    first and last sequence, the first sequence left on the purged subject (0: none); and
+    how nats-server's store reported the removal: the one message removed on its own, or
+    else whether a batch was removed (see the engine)."""
+
+    first: int
+    last: int
+    first_matching: int = 0
+    removed: int = 0
+    batch: bool = False
 
 
 class ConsumerRunner:
@@ -305,6 +320,35 @@ class ConsumerRunner:
         names those the consumer may hold as pending (lost in a crash, at start)."""
         self.state.messages_removed(removed)
         self._changed()
+
+    def stream_purged(self, subject: str, point: PurgePoint) -> None:
+        """The stream was purged of `subject`'s messages (all when empty). Which consumers
+        move and from where, as nats-server 2.15 decides (observed: with several filters it
+        differs from its `purgeLocked` source): all filters within `subject` (or no
+        subject): from the first message left on `subject` (none: past the last); else a
+        filter within `subject`, `subject` within a filter, or no filters: from the
+        stream's first message, the pending ones checked one by one ("wider"); else the
+        consumer stays (`ConsumerState.stream_purged`)."""
+        filters = [f.encode() for f in self.config.filters]
+        purged = subject.encode()
+        start: int | None = None
+        wider = False
+        if not subject:
+            start = point.first
+        elif filters and all(subset_match(purged, f) for f in filters):
+            start = point.first_matching or point.last + 1
+        elif not filters or any(
+            subset_match(purged, f) or subset_match(f, purged) for f in filters
+        ):
+            start, wider = point.first, True
+        actions = self.state.stream_purged(
+            start,
+            self._now_ns(),
+            wider=wider,
+            removed_seq=point.removed,
+            dead_below=point.first if point.batch else 0,
+        )
+        self._run(actions)
 
     def _on_next(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes

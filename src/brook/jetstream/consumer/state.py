@@ -28,6 +28,7 @@ from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
 from brook.jetstream.consumer.actions import (
+    DELETED_WHILE_PENDING,
     MSG_NAKED,
     MSG_TERMINATED,
     Action,
@@ -61,6 +62,105 @@ class ConsumerState(ConsumerCore):
         if gone and self._lps:
             self._lps = deque(s for s in self._lps if s not in gone)
         self._np = None
+
+    def stream_purged(
+        self,
+        start_seq: int | None,
+        now_ns: int,
+        *,
+        wider: bool = False,
+        removed_seq: int = 0,
+        dead_below: int = 0,
+    ) -> list[Action]:
+        """The stream was purged: what nats-server does to a consumer, in its order.
+
+        1. The store reports the removal (nats-server's `storeUpdates`). A purge that took
+           out one message on its own (`removed_seq`: a filtered or `keep` purge of one)
+           forgets it as a dead letter (an ack in nats-server's consumer store, which
+           sets the ack floor's `last_active`), or, if it is pending, terminates it after step 2
+           (`decStreamPending`: acknowledged, and a `MSG_TERMINATED` advisory). Any other
+           purge that removed something forgets the dead letters below `dead_below`, the
+           stream's new first sequence (`removeRedeliveredBelow`).
+        2. Unless the purge left this consumer alone (`start_seq` None), its messages now
+           begin at `start_seq` (nats-server's consumer `purge`):
+           * the position moves up to `start_seq` (never back);
+           * if the in-memory ack floor (core.py `_mem_floor`) is below `start_seq`,
+             what is pending below it is dropped, and so is, for a consumer `wider` than
+             a filtered purge, what is pending above whose message is gone. Each drop
+             acknowledges the delivery in nats-server's consumer store (`UpdateAcks`:
+             `_move_store_floor`); the in-memory floor becomes (highest consumer
+             sequence dropped, `start_seq - 1`);
+           * with nothing pending the in-memory floor is `delivered`;
+           * the in-memory floor is written to the store, and replaces its floor unless
+             that one's stream sequence is higher by then. So the reported floor may end
+             above a delivery still pending, which `_move_store_floor` then leaves alone;
+           * the redelivery queue is emptied (nats-server keeps only its entries at or
+             above the position, which none are): a queued message still pending is
+             redelivered when its ack wait, counted from its last delivery, runs out;
+             one queued by an ack wait that ran out already gets one more ack wait.
+           Nothing is dispatched for it (nats-server signals no consumer) and no retention
+           action results: the messages dropped are gone from the stream.
+        """
+        self._np = None
+        term: Pending | None = None
+        if removed_seq:
+            term = self._pending.get(removed_seq)
+            if term is None and self._dead.pop(removed_seq, None) is not None:
+                self.last_ack_ns = now_ns  # nats-server "acks" it in its store
+        elif dead_below and self._dead:
+            for s in [s for s in self._dead if s < dead_below]:
+                del self._dead[s]
+        if start_seq is not None:
+            self._purge_to(start_seq, now_ns, wider=wider)
+        if term is None:
+            return []
+        return self.ack(
+            removed_seq,
+            term.consumer_seq,
+            AckKind.TERM,
+            now_ns,
+            reason=DELETED_WHILE_PENDING,
+            deliveries=term.deliveries,
+        )
+
+    def _purge_to(self, start_seq: int, now_ns: int, *, wider: bool) -> None:
+        """Step 2 of `stream_purged`, on nats-server's two ack floors (core.py
+        `_mem_floor`): the in-memory one decides and is written to the store, whose floor
+        has meanwhile moved on each drop, unless that one is higher by then."""
+        if self._next_seq < start_seq:
+            self._next_seq = start_seq
+            self.delivered_stream_seq = max(self.delivered_stream_seq, start_seq - 1)
+        pending = self._pending
+        mem_c, mem_s = self._mem_floor or (self._floor_c, self._floor_s)
+        if mem_s < start_seq:
+            gone = [s for s in pending if s < start_seq or (wider and self._src.load(s) is None)]
+            for s in gone:
+                p = pending.pop(s)
+                self._rdq.pop(s, None)
+                mem_c = max(mem_c, p.consumer_seq)
+                if self.cfg.ack_policy is AckPolicy.ALL:
+                    if p.consumer_seq > self._floor_c:
+                        self._floor_c, self._floor_s = p.consumer_seq, s
+                else:
+                    self._move_store_floor(s, p)
+            if gone:
+                self.last_ack_ns = now_ns
+            mem_s = start_seq - 1
+        if not pending:
+            mem_c, mem_s = self.delivered_consumer_seq, self.delivered_stream_seq
+        if mem_s >= self._floor_s:
+            self._floor_c, self._floor_s = mem_c, mem_s
+        self._mem_floor = (
+            None if (mem_c, mem_s) == (self._floor_c, self._floor_s) else (mem_c, mem_s)
+        )
+        for s in self._rdq:
+            p = pending[s]
+            wait = self.cfg.ack_wait_for(p.deliveries)
+            deadline = p.last_delivered_ns + wait
+            if deadline <= now_ns:
+                deadline = max(deadline + wait, now_ns)
+            self._arm(s, p, deadline)
+        self._rdq.clear()
 
     def set_push_interest(self, interest: bool, now_ns: int) -> list[Action]:
         """Push consumers deliver only while their deliver subject has a subscriber."""
@@ -356,6 +456,7 @@ class ConsumerState(ConsumerCore):
         self._np = None
         self._dead = {int(s): int(d) for s, d in data.get("dead", [])}
         floor = data.get("ack_floor", {})
+        self._mem_floor = None  # nats-server starts with the store's
         self._floor_c = int(floor.get("consumer_seq", 0))
         self._floor_s = int(floor.get("stream_seq", self.delivered_stream_seq))
         for s, c, d, first, last in sorted(data.get("pending", [])):
