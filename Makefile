@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.core
 	$(BIN)/python -m bench.jetstream
 	$(BIN)/python -m bench.consumers
+	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.spark
 
 # The Spark pipeline of examples/, against the Brook of `make run` (start it first).

@@ -44,6 +44,17 @@ def server_cpu_s(port: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if that takes more than a minute (nats-server with thousands
+    of consumers may)."""
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterator[int]:
     """Brook in its own process; with `profile`, under cProfile (stats written at exit)."""
@@ -75,8 +86,7 @@ def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterato
             yield port
         finally:
             del SERVER_PIDS[port]
-            proc.terminate()
-            proc.wait(10)
+            _stop(proc)
 
 
 @contextlib.contextmanager
@@ -98,8 +108,7 @@ def nats_server(jetstream: bool = False) -> Iterator[int]:
             yield port
         finally:
             del SERVER_PIDS[port]
-            proc.terminate()
-            proc.wait(10)
+            _stop(proc)
 
 
 def _connect(port: int) -> socket.socket:

@@ -261,6 +261,47 @@ def test_fsync_false_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert FileStore(tmp_path).state().messages == 10
 
 
+def test_a_new_store_is_made_durable_by_its_first_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a store (a stream) costs no fsync; the first sync, before any message is
+    acknowledged, fsyncs its files and every directory that names a new one."""
+    synced: list[Path] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    directory = tmp_path / "stream" / "data"
+    s = FileStore(directory)
+    assert synced == []
+    s.store("a", None, b"x", 1)
+    s.sync()
+    (segment,) = seg_files(directory)
+    expected = {segment, directory / "meta.json", directory / "msgs", directory}
+    assert expected | {tmp_path / "stream", tmp_path} == set(synced)
+    synced.clear()
+    s.store("a", None, b"x", 2)
+    s.sync()
+    assert synced == [segment]  # only once
+    s.close()
+
+
+def test_a_new_store_lost_before_its_first_sync_opens_as_new(tmp_path: Path) -> None:
+    """What a power loss may leave of a store nothing was ever synced in: no meta.json,
+    an empty or no segment. It opens as the new, empty store it was, nothing reported."""
+    FileStore(tmp_path, first_seq=5).close()
+    (tmp_path / "meta.json").unlink()
+    for segment in seg_files(tmp_path):
+        segment.unlink()
+    s = FileStore(tmp_path, first_seq=5)
+    assert s.recovery_report.clean
+    assert s.store("a", None, b"x", 1) == 5
+    s.close()
+
+
 # ---------------------------------------------------------------------- segments
 
 

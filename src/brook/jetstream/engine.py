@@ -31,10 +31,11 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from brook import limits
@@ -42,9 +43,10 @@ from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
+from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
-from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.fsutil import fsync_directory, write_atomically
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
@@ -52,6 +54,7 @@ from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.router import Router
+from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import Subscription
 from brook.server.internal import InternalClient
 
@@ -77,6 +80,8 @@ RECOVERY_LOG_LINES_MAX = 20
 @dataclass
 class _Entry:
     stream: Stream
+    # The stream's consumers by filter subject: which of them a stored message concerns.
+    consumers: ConsumerIndex[ConsumerRunner] = field(default_factory=ConsumerIndex)
     subs: list[Subscription] = field(default_factory=list)
     expiry: asyncio.TimerHandle | None = None
     expiry_at: int | None = None  # when `expiry` fires, in the engine's clock (ns)
@@ -103,6 +108,10 @@ class JetStream:
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
         self._entries: dict[str, _Entry] = {}
+        self._streams: dict[str, Stream] = {}  # the same streams by name (`streams`)
+        # Every stream's subjects -> its name: the overlap check of a create or update
+        # walks what the new subjects could share, not every stream.
+        self._subjects = SubjectIndex[str]()
         # stream name -> consumer name -> runner (durables of file streams are persisted)
         self.consumers: dict[str, dict[str, ConsumerRunner]] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
@@ -178,16 +187,16 @@ class JetStream:
         await self.consumer_files.close()
         for name in list(self._entries):
             self._stop_consumers(name, notify=False)
-            self._detach(name)
-            self._entries.pop(name).stream.close()
+            self._unregister(name).stream.close()
         self.internal.close()
         self._executor.shutdown(wait=True)
 
     # ------------------------------------------------------------------ registry
 
     @property
-    def streams(self) -> dict[str, Stream]:
-        return {name: e.stream for name, e in self._entries.items()}
+    def streams(self) -> Mapping[str, Stream]:
+        """Every stream by name: a read-only view, so a lookup costs one lookup."""
+        return MappingProxyType(self._streams)
 
     def get(self, name: str) -> Stream:
         entry = self._entries.get(name)
@@ -210,11 +219,10 @@ class JetStream:
         fresh = not directory.exists()
         try:
             stream = self._build(config, created)
-            self._persist(stream)
+            self._persist(stream, new=True)
         except BaseException:
             if config.name in self._entries:  # built but not persisted: undo it
-                self._detach(config.name)
-                self._entries.pop(config.name).stream.close()
+                self._unregister(config.name).stream.close()
             if fresh:
                 shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -228,7 +236,9 @@ class JetStream:
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         self._detach(config.name)
+        self._index_subjects(entry.stream.config, add=False)
         entry.stream.config = config
+        self._index_subjects(config, add=True)
         self._attach(entry)
         self._persist(entry.stream)
         entry.stream.enforce_all_limits()
@@ -246,8 +256,7 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         self._stop_consumers(name, notify=True)
-        self._detach(name)
-        del self._entries[name]
+        self._unregister(name)
         self.recoveries.pop(name, None)
         entry.stream.close()
         shutil.rmtree(self.root / name, ignore_errors=True)
@@ -289,16 +298,19 @@ class JetStream:
                 raise
         self.consumers.setdefault(stream.name, {})[config.name] = runner
         stream.consumer_count = len(self.consumers[stream.name])
-        self._retention(stream).consumers_changed()
+        self._entries[stream.name].consumers.add(runner, config.filters)
+        self._retention(stream).consumer_added(runner)
         return runner
 
     def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
-        """Update a consumer in place; a persisted one has its new config written."""
+        """Update a consumer in place; a persisted one has its new config written. New
+        filters apply at once (the runner reads through them from its position on)."""
         old_filters = set(runner.config.filters)
         runner.update(config)
         self.consumer_files.updated(runner)
         if set(runner.config.filters) != old_filters:
-            self._retention(runner.stream).filters_changed()
+            self._entries[runner.stream.name].consumers.update(runner, runner.config.filters)
+            self._retention(runner.stream).filters_changed(runner)
 
     def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
         """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""
@@ -313,7 +325,8 @@ class JetStream:
         runner.stop(notify=True)
         runner.stream.consumer_count = len(runners)
         self.consumer_files.forget(runner, unlink=True)
-        self._retention(runner.stream).consumer_deleted()
+        self._entries[stream_name].consumers.remove(runner)
+        self._retention(runner.stream).consumer_deleted(runner)
 
     def _retention(self, stream: Stream) -> StreamRetention:
         assert stream.retention is not None  # set by _build
@@ -424,11 +437,16 @@ class JetStream:
         self._check_overlap(config.name, config.subjects)
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
-        for other_name, entry in self._entries.items():
-            if other_name != name and models.subjects_overlap(
-                subjects, entry.stream.config.subjects
-            ):
+        for subject in subjects:
+            if any(other != name for other in self._subjects.intersecting(subject.encode())):
                 raise api_error("STREAM_SUBJECT_OVERLAP")
+
+    def _index_subjects(self, config: Any, *, add: bool) -> None:
+        for subject in config.subjects:
+            if add:
+                self._subjects.add(subject.encode(), config.name)
+            else:
+                self._subjects.remove(subject.encode(), config.name)
 
     # ------------------------------------------------------------------ wiring
 
@@ -440,8 +458,9 @@ class JetStream:
             if store is None:
                 from brook.jetstream.store.file import FileStore
 
+                # Made by the store: the first sync of a new one makes its directories
+                # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
-                directory.mkdir(parents=True, exist_ok=True)
                 store = FileStore(directory=directory, first_seq=config.first_seq or 1)
                 self._report_recovery(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
@@ -459,13 +478,17 @@ class JetStream:
             space=self.space if config.storage == "file" else None,
         )
         name = stream.name
-        stream.retention = StreamRetention(stream, lambda: self.consumers.get(name, {}).values())
         stream.on_purge = lambda result, subject, keep: self.stream_purged(
             stream, result, subject, keep
         )
         stream.on_removed = lambda seqs: self.stream_removed(stream, seqs)
         entry = _Entry(stream, committer=committer)
+        stream.retention = StreamRetention(
+            stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
+        )
         self._entries[config.name] = entry
+        self._streams[config.name] = stream
+        self._index_subjects(config, add=True)
         self._attach(entry)
         self._schedule_expiry(entry)
         return stream
@@ -496,18 +519,36 @@ class JetStream:
 
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
+        index = entry.consumers
+        consumers = self.consumers
+        store = stream.store
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            before = stream.store.state().last_seq if self.consumers.get(stream.name) else 0
-            stream.ingest(subject, reply, header, data)
-            runners = self.consumers.get(stream.name)
-            if runners:
-                last = stream.store.state().last_seq
-                for runner in list(runners.values()):
-                    if last != before:
-                        runner.message_stored(last)
-                    else:
-                        runner.messages_changed()
+            """Ingest, then tell the consumers what changed: a stored message concerns
+            only those whose filter matches it (`ConsumerIndex`); when the publish also
+            removed messages (discard-old limits, a rollup) every consumer forgets its
+            pending count, as nats-server walks every consumer on a removal; a message
+            interest retention did not keep concerns nobody. One function, with the
+            store's `counts()`: it runs for every message stored (ADR 0012)."""
+            if not consumers.get(stream.name):
+                stream.ingest(subject, reply, header, data)
+            else:
+                retention = stream.retention
+                last, messages = store.counts()
+                not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
+                stream.ingest(subject, reply, header, data)
+                last_now, messages_now = store.counts()
+                if last_now != last:  # else refused: nothing changed
+                    if retention is not None:
+                        not_kept = retention.stats.not_kept_on_publish - not_kept
+                    # Every stored message takes a sequence: those gone since were removed.
+                    removed = (last_now - messages_now) - (last - messages)
+                    if removed > not_kept:
+                        for runner in list(consumers.get(stream.name, {}).values()):
+                            runner.messages_changed()
+                    if not not_kept:
+                        for runner in index.matching(subject):
+                            runner.message_stored(last_now)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
@@ -526,6 +567,14 @@ class JetStream:
 
             for pattern in (prefix, prefix + ".>"):
                 entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+
+    def _unregister(self, name: str) -> _Entry:
+        """Undo `_build`'s registration: subscriptions, timer, indexes; the store stays open."""
+        self._detach(name)
+        entry = self._entries.pop(name)
+        del self._streams[name]
+        self._index_subjects(entry.stream.config, add=False)
+        return entry
 
     def _detach(self, name: str) -> None:
         entry = self._entries[name]
@@ -583,10 +632,14 @@ class JetStream:
         """Whether a stream of this configuration keeps its messages in a file store."""
         return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
 
-    def _persist(self, stream: Stream) -> None:
+    def _persist(self, stream: Stream, *, new: bool = False) -> None:
+        """Write the stream's definition durably: a created one (`new`) survives a power
+        loss (its empty store's files become durable with its first message, FileStore)."""
         directory = self.root / stream.name
         directory.mkdir(parents=True, exist_ok=True)
         write_atomically(directory / STREAM_FILE, stream_record(stream.config, stream.created_ns))
+        if new:
+            fsync_directory(self.root)  # the entry of the stream's directory
 
     def _open_existing(self, directory: Path) -> None:
         path = directory / STREAM_FILE

@@ -23,7 +23,12 @@ def write_atomically(path: Path, data: bytes) -> None:
             tmp.unlink()
         raise
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the entries of `directory` (files created, renamed or removed) durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

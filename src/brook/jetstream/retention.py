@@ -50,8 +50,10 @@ Algorithm and cost. Nothing scans consumers x messages per ack:
   for C consumers. The message is loaded (for its subject) only when a filtered consumer's
   position says it may hold it, at most once per ack. With one consumer (the common case)
   nothing is loaded and the removal is immediate.
-* `wanted(subject)` is O(1) while some consumer is unfiltered, else one compiled-filter
-  test per filter.
+* `wanted(subject)` is O(1) while some consumer is unfiltered, else a walk of the
+  engine's `ConsumerIndex` (consumer_index.py): the filters the subject could match.
+* A consumer coming, going or changing its filters updates the holders in O(1) (and
+  sweeps, below); only a change of the stream's subjects classifies every consumer again.
 * Sweeps (consumer deleted or filtered differently, retention switched, restart) walk only
   stored messages (`load_next` jumps over gaps) from the stream's first sequence up to the
   lowest position of an unfiltered consumer, above which everything is held (and, for the
@@ -64,10 +66,11 @@ Algorithm and cost. Nothing scans consumers x messages per ack:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.store.base import StoredMessage, StoreError
 from brook.jetstream.store.filters import SubjectFilter, compile_filter
 
@@ -89,7 +92,7 @@ class _Filters(Protocol):
     def filters(self) -> list[str]: ...
 
 
-class ConsumerView(Protocol):
+class ConsumerView(Hashable, Protocol):
     """What retention reads of a consumer (a `ConsumerRunner`): filters and position."""
 
     @property
@@ -97,6 +100,10 @@ class ConsumerView(Protocol):
 
     @property
     def state(self) -> _Position: ...
+
+
+# A consumer with its compiled filters, None when it takes every subject.
+_Holder = tuple["ConsumerView", tuple[SubjectFilter, ...] | None]
 
 
 @dataclass(slots=True)
@@ -109,18 +116,21 @@ class RetentionStatistics:
     not_kept_on_publish: int = 0
 
 
-# A consumer with its compiled filters, None when it takes every subject. The consumer, not
-# its state: the state is read at each check.
-_Holder = tuple[ConsumerView, tuple[SubjectFilter, ...] | None]
-
-
 class StreamRetention:
-    def __init__(self, stream: Stream, consumers: Callable[[], Collection[ConsumerView]]) -> None:
+    def __init__(
+        self,
+        stream: Stream,
+        consumers: Callable[[], Collection[ConsumerView]],
+        index: ConsumerIndex[Any],
+    ) -> None:
         self._stream = stream
         self._consumers = consumers
-        self._holders: list[_Holder] = []
-        self._unfiltered = False  # some consumer takes every subject
-        self._filters: tuple[SubjectFilter, ...] = ()  # every filter of every consumer
+        self._index = index  # the engine's index of the same consumers (wanted())
+        # The holders: consumers taking every subject (first: no loads for them), and the
+        # filtered ones with their compiled filters. The consumer, not its state: the
+        # state is read at each check.
+        self._whole: dict[ConsumerView, None] = {}
+        self._filtered: dict[ConsumerView, tuple[SubjectFilter, ...]] = {}
         self.stats = RetentionStatistics()
 
     @property
@@ -130,35 +140,44 @@ class StreamRetention:
     # ------------------------------------------------------------------ consumer set
 
     def consumers_changed(self) -> None:
-        """A consumer was added, removed or reconfigured, or the stream's subjects changed:
-        recompile the filters. Filters naming every subject of the stream (nats-py's
-        `pull_subscribe("s.>")` on a stream of `s.>`) take everything, as in nats-server's
-        `isFiltered`, and so cost no message loads."""
-        holders: list[_Holder] = []
-        every: list[SubjectFilter] = []
-        stream_subjects = set(self._stream.config.subjects)
+        """The stream's subjects changed (or its consumers were replaced): classify every
+        consumer again. O(consumers); a consumer coming or going costs O(1) instead
+        (`consumer_added`, `consumer_deleted`)."""
+        self._whole.clear()
+        self._filtered.clear()
         for consumer in self._consumers():
-            filters = consumer.config.filters
-            compiled = tuple(compile_filter(f) for f in filters)
-            whole = (
-                not compiled
-                or any(f.match_all for f in compiled)
-                or (bool(stream_subjects) and stream_subjects <= set(filters))
-            )
-            holders.append((consumer, None if whole else compiled))
-            every.extend(compiled)
-        holders.sort(key=lambda h: h[1] is not None)  # unfiltered first: no loads for them
-        self._holders = holders
-        self._unfiltered = any(filters is None for _, filters in holders)
-        self._filters = tuple(every)
+            self.consumer_added(consumer)
+
+    def consumer_added(self, consumer: ConsumerView) -> None:
+        """Filters naming every subject of the stream (nats-py's `pull_subscribe("s.>")` on
+        a stream of `s.>`) take everything, as in nats-server's `isFiltered`, and so cost
+        no message loads."""
+        filters = consumer.config.filters
+        compiled = tuple(compile_filter(f) for f in filters)
+        subjects = self._stream.config.subjects
+        if (
+            not compiled
+            or any(f.match_all for f in compiled)
+            or (bool(subjects) and set(subjects) <= set(filters))
+        ):
+            self._whole[consumer] = None
+        else:
+            self._filtered[consumer] = compiled
+
+    def _forget(self, consumer: ConsumerView) -> None:
+        self._whole.pop(consumer, None)
+        self._filtered.pop(consumer, None)
+
+    def _holders(self) -> Iterator[_Holder]:
+        for consumer in self._whole:
+            yield consumer, None
+        yield from self._filtered.items()
 
     # ------------------------------------------------------------------ hot paths
 
     def wanted(self, subject: str) -> bool:
         """Interest streams: does some consumer's filter match a message on `subject`?"""
-        if self._unfiltered:
-            return True
-        return any(f.matches(subject) for f in self._filters)
+        return bool(self._whole) or self._index.concerns(subject.encode())
 
     def not_kept(self) -> None:
         """The stream dropped a published message because `wanted()` said no."""
@@ -183,7 +202,7 @@ class StreamRetention:
 
     def _held(self, seq: int, subject: str | None = None) -> bool:
         """Does some consumer hold `seq`? (True too when the message is gone already.)"""
-        for consumer, filters in self._holders:
+        for consumer, filters in self._holders():
             if not consumer.state.needs(seq):
                 continue
             if filters is None:
@@ -199,15 +218,16 @@ class StreamRetention:
 
     # ------------------------------------------------------------------ sweeps
 
-    def consumer_deleted(self) -> None:
+    def consumer_deleted(self, consumer: ConsumerView) -> None:
         """A consumer went (deleted, or reaped for inactivity): release what only it held."""
-        self.consumers_changed()
+        self._forget(consumer)
         if self.policy == "interest":
             self._sweep_unheld()
 
-    def filters_changed(self) -> None:
+    def filters_changed(self, consumer: ConsumerView) -> None:
         """A consumer's filters were updated: messages only its old filters held go."""
-        self.consumers_changed()
+        self._forget(consumer)
+        self.consumer_added(consumer)
         if self.policy == "interest":
             self._sweep_unheld()
 
@@ -216,7 +236,7 @@ class StreamRetention:
         self.consumers_changed()
         if self.policy == "interest":
             self._sweep_unheld()
-        elif self.policy == "workqueue" and self._holders:
+        elif self.policy == "workqueue" and self._has_holders():
             self._sweep_passed()
 
     def retention_changed(self) -> None:
@@ -224,19 +244,22 @@ class StreamRetention:
         self.consumers_changed()
         if self.policy != "interest":
             return
-        if not self._holders:
+        if not self._has_holders():
             self._purge()
         else:
             self._sweep_passed()
 
+    def _has_holders(self) -> bool:
+        return bool(self._whole or self._filtered)
+
     def _sweep_unheld(self) -> None:
-        if not self._holders:
+        if not self._has_holders():
             self._purge()
         else:
             self._sweep(lambda m: not self._held(m.seq, m.subject), self._unfiltered_floor())
 
     def _sweep_passed(self) -> None:
-        highest = max(consumer.state.next_stream_seq for consumer, _ in self._holders) - 1
+        highest = max(consumer.state.next_stream_seq for consumer, _ in self._holders()) - 1
         self._sweep(self._passed_and_unheld, min(self._unfiltered_floor(), highest))
 
     def _passed_and_unheld(self, msg: StoredMessage) -> bool:
@@ -246,13 +269,13 @@ class StreamRetention:
         return any(
             msg.seq < consumer.state.next_stream_seq
             and (filters is None or any(f.matches(msg.subject) for f in filters))
-            for consumer, filters in self._holders
+            for consumer, filters in self._holders()
         )
 
     def _unfiltered_floor(self) -> int:
         """The highest sequence worth looking at: an unfiltered consumer holds every message
         from its position on."""
-        positions = [c.state.next_stream_seq for c, filters in self._holders if filters is None]
+        positions = [c.state.next_stream_seq for c in self._whole]
         return min(positions) - 1 if positions else self._stream.store.state().last_seq
 
     def _purge(self) -> None:

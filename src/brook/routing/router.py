@@ -8,9 +8,10 @@ its quota, and a request that reaches nobody gets a 503 no-responders status.
 Interest watches: `watch_interest(subject, callback)` registers a literal subject (a push
 consumer's deliver subject); `callback()` is called, synchronously and after the index was
 updated, whenever a subscription whose subject could match it (`brook.subjects.matches`) is
-added or removed. The callback re-checks `sublist.match(subject)` itself. With nothing
-watched, subscribe/unsubscribe pay one empty-dict test; a literal subscription one lookup;
-only wildcard subscriptions scan the watched subjects.
+added or removed. The callback re-checks `sublist.match(subject)` itself. The watched
+subjects are a `SubjectIndex`: with nothing watched, subscribe/unsubscribe pay one length
+test; a literal subscription one lookup; a wildcard one a walk of the watched subjects it
+could match (`intersecting`), never a scan of them all.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from brook.protocol import headers
+from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import EMPTY, Sublist, Subscriber, Subscription
-from brook.subjects import matches
 
 InterestCallback = Callable[[], None]
 
@@ -39,7 +40,7 @@ class Router:
         self.sublist = sublist or Sublist()
         self._randrange = (rng or random.Random()).randrange
         # watched literal subject -> callbacks (see the module docstring)
-        self._watches: dict[bytes, list[InterestCallback]] = {}
+        self._watches = SubjectIndex[InterestCallback]()
 
     def subscribe(self, sub: Subscription) -> None:
         self.sublist.insert(sub)
@@ -53,31 +54,18 @@ class Router:
 
     def watch_interest(self, subject: bytes, callback: InterestCallback) -> None:
         """Call `callback()` whenever a subscription that could match `subject` comes or goes."""
-        self._watches.setdefault(subject, []).append(callback)
+        self._watches.add(subject, callback)
 
     def unwatch_interest(self, subject: bytes, callback: InterestCallback) -> None:
-        callbacks = self._watches.get(subject)
-        if callbacks is not None and callback in callbacks:
-            callbacks.remove(callback)
-            if not callbacks:
-                del self._watches[subject]
+        self._watches.remove(subject, callback)
 
     def has_interest(self, subject: bytes) -> bool:
         return bool(self.sublist.match(subject))
 
     def _notify(self, pattern: bytes) -> None:
-        if b"*" not in pattern and b">" not in pattern:
-            # A literal subscription can only match the identical watched subject: one
-            # lookup, so thousands of push consumers (KV watchers) cost nothing per SUB.
-            fire = list(self._watches.get(pattern, ()))
-        else:
-            fire = [
-                cb
-                for watched, callbacks in self._watches.items()
-                if matches(pattern, watched)
-                for cb in callbacks
-            ]
-        for cb in fire:
+        # The watched subjects are literal: a literal subscription can only match the
+        # identical one (one lookup), a wildcard one those its walk reaches.
+        for cb in self._watches.intersecting(pattern):
             cb()
 
     def publish(

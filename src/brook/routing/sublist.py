@@ -5,6 +5,10 @@ queue subscriptions grouped by queue name. Results are cached per subject (at mo
 `cache_entries_max`, the oldest entry evicted first); inserting or removing a subscription
 drops only the cached subjects that subscription matches, so a request/reply workload that
 subscribes and unsubscribes inboxes does not flush the cache of unrelated hot subjects.
+Finding those costs what they are, not what the cache holds: a literal subscription can
+only match its own subject (one dict lookup), and the cached subjects are also kept in a
+`SubjectIndex`, which a wildcard subscription's subject walks (`intersecting`), so a SUB
+never scans the cache.
 A result that includes a subscription made with `cache_results=False` is not cached: such
 subscriptions (a JetStream consumer's `$JS.ACK.<stream>.<consumer>.>`) match subjects that
 are each published about once, whose entries would only push hot subjects out of the
@@ -23,7 +27,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from brook import limits
-from brook.subjects import matches
+from brook.routing.subject_index import SubjectIndex, is_literal
 
 
 class Subscriber(Protocol):
@@ -139,6 +143,10 @@ class Sublist:
     def __init__(self, cache_entries_max: int = limits.SUBLIST_CACHE_ENTRIES_MAX) -> None:
         self._root = _Node()
         self._cache: dict[bytes, MatchResult] = {}
+        # The keys of `_cache`: literal ones in an index (each its own value), and the few
+        # published subjects with a wildcard token, which only wildcard subscriptions match.
+        self._cached = SubjectIndex[bytes]()
+        self._cached_wild: set[bytes] = set()
         self._cache_entries_max = cache_entries_max
         self.count = 0
         self.matches = 0
@@ -246,15 +254,21 @@ class Sublist:
         return True
 
     def _invalidate(self, pattern: bytes) -> None:
+        """Drop the cached results a subscription on `pattern` is part of (or now would be)."""
         cache = self._cache
         if not cache:
             return
-        if pattern in cache:
-            del cache[pattern]
-            if b"*" not in pattern and b">" not in pattern:
-                return
-        for subject in [s for s in cache if matches(pattern, s)]:
+        if is_literal(pattern):
+            if cache.pop(pattern, None) is not None:
+                self._cached.remove(pattern, pattern)
+            return
+        cached = self._cached
+        for subject in cached.intersecting(pattern):
             del cache[subject]
+            cached.remove(subject, subject)
+        for subject in self._cached_wild:
+            del cache[subject]
+        self._cached_wild.clear()
 
     @property
     def cache_hits(self) -> int:
@@ -292,8 +306,15 @@ class Sublist:
             if not cache:
                 return result  # cache_entries_max <= 0: caching is off
             # Evict the oldest entry (dicts keep insertion order): cheap and bounded.
-            del cache[next(iter(cache))]
+            oldest = next(iter(cache))
+            del cache[oldest]
+            if not self._cached.remove(oldest, oldest):
+                self._cached_wild.discard(oldest)
         cache[subject] = result
+        if is_literal(subject):
+            self._cached.add(subject, subject)
+        else:
+            self._cached_wild.add(subject)
         return result
 
     def statistics(self) -> dict[str, int]:

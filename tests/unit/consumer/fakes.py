@@ -50,6 +50,9 @@ class FakeSource:
     def num_pending(self, from_seq: int) -> int:
         return sum(1 for s, m in self.msgs.items() if s >= from_seq and self.flt.matches(m.subject))
 
+    def searched_to(self, after_seq: int) -> int:
+        return after_seq if self.flt.match_all else max(after_seq, self.last)
+
 
 def make(
     n: int = 0, filter_subject: str = "", **settings: object

@@ -19,13 +19,18 @@ import re
 import secrets
 import string
 import weakref
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from brook.jetstream.api.dispatch import ApiDispatcher, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
-from brook.jetstream.models.consumer_config import create_action, pause_until_field
+from brook.jetstream.models.consumer_config import (
+    ConsumerConfig,
+    create_action,
+    pause_until_field,
+)
 from brook.jetstream.models.consumer_rules import (
     check_consumer_update,
     check_workqueue,
@@ -43,6 +48,25 @@ _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupNa
 
 def _ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+class _Configs(Mapping[str, ConsumerConfig]):
+    """The configs of a stream's consumers by name, read on demand: only workqueue
+    streams' rules look at them, so a create on any other stream costs nothing per
+    existing consumer."""
+
+    def __init__(self, runners: Mapping[str, Any]) -> None:
+        self._runners = runners
+
+    def __getitem__(self, name: str) -> ConsumerConfig:
+        config: ConsumerConfig = self._runners[name].config
+        return config
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runners)
+
+    def __len__(self) -> int:
+        return len(self._runners)
 
 
 class ConsumerApi:
@@ -124,7 +148,7 @@ class ConsumerApi:
         limit = stream.config.max_consumers
         if limit > 0 and len(runners) >= limit:
             raise api_error("MAXIMUM_CONSUMERS_LIMIT")
-        check_workqueue(config, stream.config, {n: r.config for n, r in runners.items()})
+        check_workqueue(config, stream.config, _Configs(runners))
         generated = not config.name
         if generated:
             config.name = _ephemeral_name()

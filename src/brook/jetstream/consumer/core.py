@@ -464,8 +464,18 @@ class ConsumerCore:
         if not ahead:
             ahead.extend(self._src.next_batch(self._next_seq - 1, self._ahead_want))
             if not ahead:
+                self._passed_end()
                 return None
         return ahead[0], None
+
+    def _passed_end(self) -> None:
+        """The search for the next matching message found none: as nats-server's, the
+        position moves past every message the search passed over (to the stream's end),
+        so that a filter changed later starts there. Nothing it passed matched: the
+        pending count stays, and `delivered` still names the last delivery."""
+        end = self._src.searched_to(self._next_seq - 1) + 1
+        if end > self._next_seq:
+            self._next_seq = end
 
     def _deliver(
         self,
@@ -724,6 +734,7 @@ class ConsumerCore:
         while room > 0:
             batch = self._src.next_batch(self._next_seq - 1, min(room, AHEAD_MAX))
             if not batch:
+                self._passed_end()
                 break
             room -= len(batch)
             for msg in batch:

@@ -239,16 +239,23 @@ class ConsumerRunner:
     # ------------------------------------------------------------------ lifecycle
 
     def update(self, config: ConsumerConfig) -> None:
-        """An in-place update (the fields that may change): new limits apply from now."""
-        old_subject = self.config.deliver_subject
+        """An in-place update (the fields that may change): new limits apply from now, new
+        filters from the consumer's position on (as nats-server: what it passed stays
+        passed, and its pending count is counted again through the new filters)."""
+        old = self.config
         self.config = config
         self.state.cfg = settings_for(config, self.stream)
-        if config.deliver_subject != old_subject:
+        if config.deliver_subject != old.deliver_subject:
             self._unwatch_push()
             if self.push_bound:
                 self.state.set_push_interest(False, self._now_ns())
             self._watch_push()
-        self._run(self.state.settings_changed(self._now_ns()))
+        now = self._now_ns()
+        if config.filters != old.filters:
+            source = StoreSource(self.stream.store, config.filters)
+            self._run(self.state.source_changed(source, now))
+        else:
+            self._run(self.state.settings_changed(now))
 
     def pause(self, until_ns: int | None) -> None:
         """CONSUMER.PAUSE: no deliveries before `until_ns` (None resumes now); announced by a

@@ -30,6 +30,12 @@ class MessageSource(Protocol):
         """How many stored messages matching the filter(s) have seq >= from_seq."""
         ...
 
+    def searched_to(self, after_seq: int) -> int:
+        """How far a search from `after_seq` that found no matching message looked: the
+        stream's last sequence when messages may have been passed over (a filter), else
+        `after_seq` (without a filter every message matches: none was passed over)."""
+        ...
+
 
 class StoreSource:
     """A `MessageSource` over a `MessageStore` and the consumer's (non-overlapping) filters."""
@@ -63,6 +69,11 @@ class StoreSource:
 
     def num_pending(self, from_seq: int) -> int:
         return sum(self._store.num_pending(f, max(from_seq, 1)) for f in self._filters)
+
+    def searched_to(self, after_seq: int) -> int:
+        if self._filters == [""]:
+            return after_seq
+        return max(after_seq, self._store.state().last_seq)
 
     def last_matching(self) -> StoredMessage | None:
         best: StoredMessage | None = None

@@ -37,6 +37,7 @@ from brook.jetstream.consumer.actions import (
 from brook.jetstream.consumer.config import AckPolicy
 from brook.jetstream.consumer.core import ConsumerCore, Pending
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
+from brook.jetstream.consumer.source import MessageSource
 
 __all__ = ["ConsumerState", "Pending"]
 
@@ -191,6 +192,13 @@ class ConsumerState(ConsumerCore):
     def settings_changed(self, now_ns: int) -> list[Action]:
         """`cfg` was replaced (an update or a pause/resume): deliver what the new settings
         allow now."""
+        return self._finish(self._dispatch(now_ns))
+
+    def source_changed(self, source: MessageSource, now_ns: int) -> list[Action]:
+        """The filters changed (an update): read through `source` from the same position
+        on, with the pending count taken again; deliver what it allows now."""
+        self._src = source
+        self._np = None
         return self._finish(self._dispatch(now_ns))
 
     def pull_request(

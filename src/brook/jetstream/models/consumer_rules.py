@@ -9,6 +9,7 @@ take that state as arguments.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
@@ -360,7 +361,7 @@ def check_consumer_update(
 
 
 def check_workqueue(
-    c: ConsumerConfig, stream: StreamLike, others: dict[str, ConsumerConfig]
+    c: ConsumerConfig, stream: StreamLike, others: Mapping[str, ConsumerConfig]
 ) -> None:
     """Workqueue rules for a NEW consumer (nats-server checks them after 10149/10026).
 
@@ -390,7 +391,7 @@ def check_workqueue_update(
         _check_partition(c, others)
 
 
-def _check_partition(c: ConsumerConfig, others: dict[str, ConsumerConfig]) -> None:
+def _check_partition(c: ConsumerConfig, others: Mapping[str, ConsumerConfig]) -> None:
     """nats-server's `partitionUnique`: 10100 when one of `c`'s filters collides with a
     filter of another consumer, or another consumer takes every subject."""
     filters = c.filters

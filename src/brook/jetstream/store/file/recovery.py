@@ -150,8 +150,9 @@ def read_meta(directory: Path) -> tuple[dict[str, Any] | None, str]:
     return meta, ""
 
 
-def write_meta(directory: Path, first_seq: int) -> None:
-    """Write meta.json atomically: temp file, fsync, rename, fsync the directory."""
+def write_meta(directory: Path, first_seq: int, *, sync: bool = True) -> None:
+    """Write meta.json atomically: temp file, fsync, rename, fsync the directory (without
+    `sync`, a new store's: its first sync makes it durable, `FileStore.sync`)."""
     meta = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
@@ -162,9 +163,19 @@ def write_meta(directory: Path, first_seq: int) -> None:
     with open(tmp, "wb") as f:
         f.write(json.dumps(meta, indent=2).encode() + b"\n")
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, directory / META)
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -199,9 +210,12 @@ def lock_directory(directory: Path) -> int:
 
 def prepare_directory(
     directory: Path, first_seq: int, report: RecoveryReport
-) -> tuple[list[tuple[int, Path]], int]:
+) -> tuple[list[tuple[int, Path]], int, bool]:
     """Check meta.json (setting a damaged one aside and rewriting it), make sure `msgs/`
-    exists; returns the segment files in log order and the store's configured first_seq."""
+    exists; returns the segment files in log order, the store's configured first_seq, and
+    whether the store is new (nothing was there). A new store's files are not fsynced
+    here: it holds nothing to lose, and its first sync makes them durable before any
+    message is (a store lost or cut short before that opens as new again)."""
     with contextlib.suppress(FileNotFoundError):
         (directory / META_TMP).unlink()
     msgs_dir = directory / MSGS
@@ -209,18 +223,20 @@ def prepare_directory(
     meta, problem = read_meta(directory)
     if meta is not None and meta["version"] > FORMAT_VERSION:
         raise StoreError(f"{directory}: format version {meta['version']} unsupported")
+    new = meta is None and not entries and problem == "missing"
     if meta is None:
-        if entries or problem != "missing":  # a new directory just has none yet
+        if not new:
             report.findings.append(Finding("meta", META, detail=problem))
             set_meta_aside(directory)
             report.repaired = True
-        write_meta(directory, first_seq)
+        write_meta(directory, first_seq, sync=not new)
     else:
         first_seq = meta["first_seq"]
     if not msgs_dir.is_dir():
         msgs_dir.mkdir()
-        fsync_dir(directory)
-    return entries, first_seq
+        if not new:
+            fsync_dir(directory)
+    return entries, first_seq, new
 
 
 # ---------------------------------------------------------------------- segments

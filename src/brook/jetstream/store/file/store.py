@@ -53,6 +53,7 @@ from brook.jetstream.store.file.recovery import (
     MSGS,
     RecoveryReport,
     fsync_dir,
+    fsync_file,
     lock_directory,
     prepare_directory,
     replay,
@@ -106,6 +107,9 @@ class FileStore:
         self._dirty: set[Segment] = set()  # written since the last sync
         self._dir_dirty = False  # segment files created since the last sync
         self._doomed: list[Segment] = []  # out of the index, to unlink at the next sync
+        # A new store's directory and those naming it: its first sync makes them and its
+        # meta.json durable (`_open`).
+        self._unsynced: list[Path] = []
         self._sync_lock = threading.Lock()  # one sync (or close) at a time
         self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
         self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
@@ -124,10 +128,15 @@ class FileStore:
         self.syncs = 0
         self._index = Index(first_seq)
         self._active: Segment
+        created = []  # the directories made here, innermost first
+        missing = self.directory
+        while not missing.exists():
+            created.append(missing)
+            missing = missing.parent
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_directory(self.directory)
         try:
-            self.recovery_report = self._open(first_seq)
+            self.recovery_report = self._open(first_seq, [d.parent for d in created])
         except BaseException:
             for seg in self._index.segments:
                 seg.close()
@@ -136,11 +145,12 @@ class FileStore:
 
     # ------------------------------------------------------------------ opening
 
-    def _open(self, first_seq: int) -> RecoveryReport:
+    def _open(self, first_seq: int, parents: list[Path]) -> RecoveryReport:
+        """`parents`: the directories that got an entry when the store's was created."""
         started = time.monotonic()
         report = RecoveryReport()
         try:
-            entries, first_seq = prepare_directory(self.directory, first_seq, report)
+            entries, first_seq, new = prepare_directory(self.directory, first_seq, report)
         except OSError as exc:
             raise _write_error(f"cannot prepare {self.directory}", exc) from exc
         # With a log, the log alone decides the sequences (its preambles carry first_seq).
@@ -169,7 +179,12 @@ class FileStore:
                     self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
-        self.sync()
+        if new:
+            # Nothing to lose yet: creating a stream costs no fsync here; the first sync
+            # (the group commit of the first message) makes the new files durable first.
+            self._unsynced = [self.directory, *parents]
+        else:
+            self.sync()
         # Torn tails go once the log's last_seq is durable without them (7.1); one in the
         # active segment the store could not roll away from stays until the next open, and
         # a segment deleted meanwhile (nothing live) needs no cut.
@@ -444,6 +459,10 @@ class FileStore:
             st.subjects = self.subject_counts(subjects_filter)
         return st
 
+    def counts(self) -> tuple[int, int]:
+        index = self._index
+        return index.last, index.messages
+
     def subject_state(self, filter_subject: str) -> SubjectState:
         self._check_open()
         return q.subject_state(self._index, compile_filter(filter_subject))
@@ -493,10 +512,15 @@ class FileStore:
                 self._dirty.clear()
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 doomed, self._doomed = self._doomed, []
+                unsynced, self._unsynced = self._unsynced, []
             try:
                 if self._fsync:
                     for seg in dirty:
                         os.fsync(seg.fd)
+                    if unsynced:  # a new store: meta.json, then the directories naming it
+                        fsync_file(self.directory / META)
+                        for directory in unsynced:
+                            fsync_dir(directory)
                 # Their tombstones, repeated elsewhere or not needed, are durable now.
                 for seg in sorted(doomed, key=lambda seg: seg.name):
                     seg.close()
