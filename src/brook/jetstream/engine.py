@@ -355,12 +355,15 @@ class JetStream:
             (config, created, state, seen_by(config, state)) for config, created, state in volatile
         ]
         self._skip_seen(stream, max((seen for *_, seen in loaded), default=0))
-        lost = stream.store.state().lost
+        state = stream.store.state()
+        lost = state.lost
+        first = state.first_seq or state.last_seq + 1
         for config, created_ns, snapshot, _seen in loaded:
             try:
                 runner = self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
                 if lost is not None:  # pending messages that are gone are not redelivered
                     runner.messages_changed(lost.msgs)
+                runner.stream_starts_at(first)  # what expired while it was not running
             except Exception as exc:
                 log.error(
                     "consumer %s > %s could not be restored: %s", stream.name, config.name, exc

@@ -343,3 +343,20 @@ def test_a_run_of_acks_leaves_the_floor_below_a_message_given_up_on() -> None:
     singles[0].ack(4, 4, AckKind.ACK, T0 + 14 * S)
     assert runs[0].snapshot() == singles[0].snapshot()
     assert runs[0].info()["num_redelivered"] == 0
+
+
+def test_pending_below_the_first_sequence_at_start_is_dropped_as_nats_server() -> None:
+    """At start (nats-server's `checkPending`): pending deliveries of messages below the
+    stream's first sequence are dropped without an advisory; the floor moves to the
+    highest sequences dropped, however they were acked around them, and to `delivered`
+    once nothing is pending."""
+    c, src = make(5, ack_wait_ns=10 * S)
+    c.pull_request("r", T0, batch=5)
+    c.ack(2, 2, AckKind.ACK, T0)
+    src.remove(1)
+    src.remove(3)
+    c.stream_starts_at(4)
+    assert (c.pending_seqs(), c.ack_floor, c.last_ack_ns) == ([4, 5], (3, 3), T0)
+    c.stream_starts_at(6)
+    assert (c.pending_seqs(), c.ack_floor) == ([], (5, 5))
+    c.check_invariants()

@@ -321,6 +321,12 @@ class ConsumerRunner:
         self.state.messages_removed(removed)
         self._changed()
 
+    def stream_starts_at(self, first_seq: int) -> None:
+        """At start, after `restore`: the stream's first message is `first_seq`
+        (`ConsumerState.stream_starts_at`)."""
+        self.state.stream_starts_at(first_seq)
+        self._changed()
+
     def stream_removed(self, seqs: list[int]) -> None:
         """The stream removed `seqs` on their own, in this order
         (`ConsumerState.message_removed`): counts are refreshed, and each one this
