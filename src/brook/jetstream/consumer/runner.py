@@ -316,8 +316,9 @@ class ConsumerRunner:
         self._run(self.state.message_stored(seq, self._now_ns()))
 
     def messages_changed(self, removed: Iterable[int] = ()) -> None:
-        """Messages were removed by purge/delete/limits: forget cached counts. `removed`
-        names those the consumer may hold as pending (lost in a crash, at start)."""
+        """Messages left the stream without a report (`stream_removed`, `stream_purged`
+        are the reported removals): forget cached counts. `removed` names those the
+        consumer may hold as pending, never redelivered (lost in a crash, at start)."""
         self.state.messages_removed(removed)
         self._changed()
 
