@@ -155,6 +155,18 @@ SCENARIOS: dict[str, list[Step]] = {
         pub("s.b", b"3"),
         api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}),
     ],
+    # nats-py's JSMTest::test_jsm_stream_info_options: no match means no `subjects`.
+    "info-subjects-filter": [
+        api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),
+        pub("s.a", b"1"),
+        pub("s.b", b"2"),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "nothing"}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "nothing", "offset": 3}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 1}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 2}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 9}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.b"}),
+    ],
     "get-delete-purge": [
         api("$JS.API.STREAM.CREATE.G", {"name": "G", "subjects": ["g.>"]}),
         pub("g.a", b"first", Nats_Msg_Id="m-1"),

@@ -155,6 +155,18 @@ async def test_names_and_list_page_and_filter(js: Any) -> None:
     assert await js.find_stream_name_by_subject("s.42") == "S042"
 
 
+async def test_info_subjects_filter_matching_nothing_has_no_subjects(js: Any) -> None:
+    """nats-py's JSMTest::test_jsm_stream_info_options: `subjects` is None, never `{}`."""
+    await js.add_stream(name="F", subjects=["f.>"], storage="memory")
+    for i in range(3):
+        await js.publish(f"f.{i}", b"A")
+    info = await js.stream_info("F", subjects_filter=">")
+    assert info.state.subjects == {"f.0": 1, "f.1": 1, "f.2": 1}
+    info = await js.stream_info("F", subjects_filter="nothing")
+    assert (info.state.messages, info.state.subjects) == (3, None)
+    assert (await js.stream_info("F")).state.subjects is None
+
+
 async def test_account_info_counts(js: Any) -> None:
     await js.add_stream(name="AI", subjects=["ai"], storage="memory")
     await js.publish("ai", b"x" * 10)
