@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
+
+import brook
+
+S = 1_000_000_000
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -180,6 +185,47 @@ async def test_request_whose_inbox_went_away_is_skipped(nc: Any, js: Any) -> Non
     await js.publish("s.a", b"for the living")
     msgs = await psub.fetch(1, timeout=2)
     assert [m.data for m in msgs] == [b"for the living"]
+
+
+async def test_request_on_an_inbox_nobody_listens_to_takes_nothing(nc: Any, js: Any) -> None:
+    """nats-py's PullSubscribeTest::test_pull_subscribe_limits: after `unsubscribe()` a
+    fetch on the old inbox must leave the message pending (num_pending 1, as nats-server
+    reports), not deliver it into the void where it would wait for its ack_wait."""
+    await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_wait=30))
+    await js.publish("s.a", b"last message")
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.d", b'{"batch":1}', reply="nobody.here")
+    await nc.flush()
+    info = await js.consumer_info("S", "d")
+    assert (info.num_pending, info.num_ack_pending, info.num_waiting) == (1, 0, 0)
+    assert info.delivered.stream_seq == 0
+
+
+async def test_request_past_its_expiry_gets_408_not_the_message(tmp_path: Path) -> None:
+    """nats-py's PullSubscribeTest::test_fetch_heartbeats: a message stored after a pull
+    request expired, before the timer that ends the request has fired, went to the
+    request (whose client had given up) instead of staying for the next fetch. The
+    engine's clock is a manual one here, so "after the expiry" is exact."""
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        clock = [1_000 * S]
+        server.jetstream.now_ns = lambda: clock[0]
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_wait=30))
+        sub = await nc.subscribe("fetch.inbox")
+        request = json.dumps({"batch": 1, "expires": S})
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.d", request.encode(), reply="fetch.inbox")
+        await nc.flush()
+        clock[0] += S  # the request's expiry; its timer is a real second away
+        await js.publish("s.a", b"for the next fetch")
+        status = await sub.next_msg(timeout=2)
+        assert status.headers is not None
+        assert status.headers.get("Status") == "408"
+        info = await js.consumer_info("S", "d")
+        assert (info.num_pending, info.num_ack_pending) == (1, 0)
+        psub = await js.pull_subscribe_bind("d", "S")
+        assert [m.data for m in await psub.fetch(1, timeout=2)] == [b"for the next fetch"]
+        await nc.close()
 
 
 async def test_expiry_by_max_age_updates_num_pending(nc: Any) -> None:

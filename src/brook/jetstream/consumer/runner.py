@@ -214,11 +214,13 @@ class ConsumerRunner:
         if policy is DeliverPolicy.LAST_PER_SUBJECT:
             for f in c.filters or [">"]:
                 lps.extend(store.last_seqs(f))
+        router = self._internal.router
         return ConsumerState(
             settings_for(c, self.stream),
             source,
             start_seq=start,
             last_per_subject_seqs=sorted(set(lps)),
+            has_interest=lambda reply: router.has_interest(reply.encode()),
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -282,15 +284,7 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ inputs
 
-    def _prune_requests(self, *, everywhere: bool = False) -> None:
-        if self.state.num_waiting:
-            router = self._internal.router
-            self.state.drop_unheard_requests(
-                lambda reply: router.has_interest(reply.encode()), everywhere=everywhere
-            )
-
     def message_stored(self, seq: int) -> None:
-        self._prune_requests()
         self._run(self.state.message_stored(seq, self._now_ns()))
 
     def messages_changed(self) -> None:
@@ -319,9 +313,9 @@ class ConsumerRunner:
 
     def _on_plain_acks(self, subjects: list[bytes]) -> None:
         """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks as the
-        parser read them (the common case, kept short). The deliveries they allow (after
-        dropping requests whose inbox went away), the timer and persistence are seen to
-        once per loop turn, for all the acks of a read chunk (`_settle`)."""
+        parser read them (the common case, kept short). The deliveries they allow, the
+        timer and persistence are seen to once per loop turn, for all the acks of a read
+        chunk (`_settle`)."""
         seqs: list[int] | None = None
         if self._plain_acks_in_runs():
             memo = self._ack_memo
@@ -370,7 +364,6 @@ class ConsumerRunner:
         self._last_activity_ns = now
         if seqs is not None and ack is not None:
             delivered, stream_seq, consumer_seq = seqs
-            self._prune_requests()
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
             if not self.state.acceptable(stream_seq):
                 return None  # not delivered yet: ignored, and an ack_sync gets no answer
@@ -413,7 +406,6 @@ class ConsumerRunner:
         if self._inactive(now) and self._on_inactive is not None:
             self._on_inactive(self)
             return
-        self._prune_requests()
         self._run(self.state.tick(now))
         if self._was_paused and not self.paused:
             self._was_paused = False
@@ -547,7 +539,6 @@ class ConsumerRunner:
             return
         if self._settle_dispatch:
             self._settle_dispatch = False
-            self._prune_requests()
             self._execute(self.state.dispatch(self._now_ns()))
         self._changed()  # persistence of plain acks, which skip `_run`
         self._rearm()
@@ -579,7 +570,7 @@ class ConsumerRunner:
         return max(until - self._now_ns(), 0) if until is not None else 0
 
     def info(self, *, server_version: str | None, api_level: int | None) -> dict[str, Any]:
-        self._prune_requests(everywhere=True)
+        self.state.drop_unheard_requests()
         s = self.state
         floor_c, floor_s = s.ack_floor
         return consumer_info_to_json(

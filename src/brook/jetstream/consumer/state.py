@@ -23,7 +23,7 @@ delivered, and new deliveries never push `len(pending)` beyond `max_ack_pending`
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
@@ -147,19 +147,14 @@ class ConsumerState(ConsumerCore):
         self._waiting.clear()
         return out
 
-    def drop_unheard_requests(
-        self, has_interest: Callable[[str], bool], *, everywhere: bool = False
-    ) -> None:
-        """Drop waiting requests whose reply subject nobody listens to any more (a client
-        gave up on a fetch): as nats-server, check interest before serving a request
-        rather than deliver into the void. Only the head of the queue is checked (the next
-        to be served) unless `everywhere` (consumer info counts only live requests)."""
-        waiting = self._waiting
-        if everywhere:
-            self._waiting = deque(w for w in waiting if has_interest(w.reply))
-            return
-        while waiting and not has_interest(waiting[0].reply):
-            waiting.popleft()
+    def drop_unheard_requests(self) -> None:
+        """Drop every waiting request whose reply subject nobody listens to any more (a
+        client gave up on a fetch), as nats-server's `processWaiting` does on its timer
+        and for consumer info (which counts only live requests). Deliveries check the
+        request they go to (`_next_request`)."""
+        has_interest = self._has_interest
+        if not all(has_interest(w.reply) for w in self._waiting):
+            self._waiting = deque(w for w in self._waiting if has_interest(w.reply))
 
     def ack(
         self,
@@ -268,6 +263,7 @@ class ConsumerState(ConsumerCore):
             if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
                 self._waiting.remove(w)
                 out.append(w.pending_status(408, "Request Timeout"))
+        self.drop_unheard_requests()  # no heartbeats into the void
         out += self._dispatch(now_ns)
         hb = heartbeat_headers(self.delivered_consumer_seq, self.delivered_stream_seq)
         if self._fc_reply is not None:
