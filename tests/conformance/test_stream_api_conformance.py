@@ -59,6 +59,11 @@ def direct(subject: str, body: Any = None) -> Step:
     return ("direct", subject, body)
 
 
+def pub_reply(subject: str, reply: str, payload: bytes = b"x") -> Step:
+    """A publish whose reply subject is `reply` (subscribed to for the answer)."""
+    return ("pub_reply", subject, reply, payload)
+
+
 ORDERS = {"name": "ORDERS", "subjects": ["orders.>"]}
 DG = {"name": "DG", "subjects": ["dg.>"], "allow_direct": True}
 
@@ -154,6 +159,34 @@ SCENARIOS: dict[str, list[Step]] = {
         pub("s.a", b"2"),
         pub("s.b", b"3"),
         api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}),
+    ],
+    # Batch publishes to a stream that allows none: refused, nothing stored. Which headers
+    # and reply subjects make a publish a batch one, and which checks come first.
+    "batch-publish-refused": [
+        api("$JS.API.STREAM.CREATE.B", {"name": "B", "subjects": ["b.>"]}),
+        pub("b.a", b"1", Nats_Batch_Id="x"),  # 10174
+        pub("b.a", b"2", Nats_Batch_Id="x", Nats_Batch_Sequence="1"),  # 10174
+        pub("b.a", b"3", Nats_Batch_Id="x", Nats_Batch_Commit="1"),  # 10174
+        pub("b.a", b"4", Nats_Batch_Id="x", Nats_Expected_Stream="OTHER"),  # 10174 first
+        pub("b.a", b"5", Nats_Batch_Id="x", Nats_Msg_Id="m1"),  # 10174
+        pub("b.a", b"6", Nats_Batch_Id="x", X_Big="y" * 70000),  # 10174 before 10097
+        pub("b.a", b"7", Nats_Batch_Sequence="1"),  # stored
+        pub("b.a", b"8", Nats_Batch_Commit="1"),  # stored
+        pub("b.a", b"9", Nats_Batch_Id=""),  # stored
+        pub("b.a", b"10", **{"nats-batch-id": "x"}),  # stored: names are case-sensitive
+        pub_reply("b.a", "in.abc.10.fail.1.0.$FI"),  # fast batch: 10205
+        pub_reply("b.a", "in.$FI"),  # 10205, malformed as it is
+        pub_reply("b.a", "in.x$FI"),  # stored
+        api("$JS.API.STREAM.INFO.B"),
+        api(
+            "$JS.API.STREAM.CREATE.M",
+            {"name": "M", "subjects": ["m.>"], "max_msg_size": 40},
+        ),
+        pub("m.a", b"x" * 50, Nats_Batch_Id="x"),  # 10054 first
+        pub_reply("m.a", "in.$FI", b"x" * 50),  # 10054 first
+        api("$JS.API.STREAM.CREATE.SE", {"name": "SE", "subjects": ["se"]}),
+        api("$JS.API.STREAM.UPDATE.SE", {"name": "SE", "subjects": ["se"], "sealed": True}),
+        pub("se", b"1", Nats_Batch_Id="x"),  # 10109 first
     ],
     # nats-py's JSMTest::test_jsm_stream_info_options: no match means no `subjects`.
     "info-subjects-filter": [
@@ -375,6 +408,12 @@ async def run_scenario(url: str, steps: list[Step]) -> list[Any]:
             elif step[0] == "direct":
                 results.append(await direct_get(nc, step[1], step[2]))
                 continue
+            elif step[0] == "pub_reply":
+                _, subject, reply_to, payload = step
+                sub = await nc.subscribe(reply_to)
+                await nc.publish(subject, payload, reply=reply_to)
+                reply = await sub.next_msg(timeout=5)
+                await sub.unsubscribe()
             else:
                 _, subject, headers, payload = step
                 reply = await nc.request(subject, payload, timeout=5, headers=headers or None)

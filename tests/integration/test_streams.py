@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,31 @@ async def test_publish_ack_dedup_and_expected_headers(js: Any, storage: str) -> 
     assert other.value.err_code == 10060
     state = (await js.stream_info("P")).state
     assert (state.messages, state.first_seq, state.last_seq) == (2, 1, 2)
+
+
+async def test_batch_publishes_are_refused_and_not_stored(js_server: Any, storage: str) -> None:
+    """A stream without `allow_atomic`/`allow_batched` (Brook implements neither) refuses
+    a `Nats-Batch-Id` publish with 10174 and a fast-batch (`.$FI` reply) one with 10205,
+    and stores neither, acknowledged or not; `Nats-Batch-Sequence` alone is no batch."""
+    nc = await nats.connect(js_server.url, allow_reconnect=False)
+    js = nc.jetstream()
+    await js.add_stream(name="B", subjects=["b.>"], storage=storage)
+    batch = {"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "1"}
+    with pytest.raises(BadRequestError) as atomic:
+        await js.publish("b.a", b"1", headers=batch)
+    assert (atomic.value.err_code, atomic.value.description) == (
+        10174,
+        "atomic publish is disabled",
+    )
+    await nc.publish("b.a", b"no reply", headers={"Nats-Batch-Id": "b2"})
+    answers = await nc.subscribe("in.b3.10.fail.1.0.$FI")
+    await nc.publish("b.a", b"fast", reply="in.b3.10.fail.1.0.$FI")
+    refused = json.loads((await answers.next_msg(timeout=2)).data)
+    assert refused["error"]["err_code"] == 10205
+    ack = await js.publish("b.a", b"plain", headers={"Nats-Batch-Sequence": "1"})
+    assert ack.seq == 1, "nothing of the batches took a sequence"
+    assert (await js.stream_info("B")).state.messages == 1
+    await nc.close()
 
 
 async def test_headers_and_payload_stored_byte_exact(js: Any, storage: str) -> None:
