@@ -160,6 +160,92 @@ SCENARIOS: dict[str, list[Step]] = {
         pub("s.b", b"3"),
         api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}),
     ],
+    # Every field of nats-server's StreamConfigRequest is refused or honoured, never
+    # dropped; a field it does not know is an error (its decoder is strict).
+    "config-fields": [
+        api("$JS.API.STREAM.CREATE.P1", {"name": "P1", "persist_mode": "default"}),
+        api("$JS.API.STREAM.CREATE.P2", {"name": "P2", "persist_mode": ""}),
+        api("$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": "fast"}),
+        api("$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": None}),
+        api(
+            "$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": "async", "storage": "memory"}
+        ),
+        api("$JS.API.STREAM.UPDATE.P1", {"name": "P1", "persist_mode": "default", "max_msgs": 5}),
+        api("$JS.API.STREAM.CREATE.L1", {"name": "L1", "placement": {}}),
+        api("$JS.API.STREAM.CREATE.L2", {"name": "L2", "placement": {"cluster": "c1"}}),
+        api(
+            "$JS.API.STREAM.CREATE.L3",
+            {"name": "L3", "placement": {"cluster": "", "tags": ["a", "b"]}},
+        ),
+        api("$JS.API.STREAM.INFO.L3"),
+        api("$JS.API.STREAM.CREATE.L3", {"name": "L3", "placement": {"tags": ["a", "b"]}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": {"preferred": "n1"}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": {"cluster": "c", "zone": 1}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": "c1"}),
+        api("$JS.API.STREAM.CREATE.C1", {"name": "C1", "consumer_limits": {"max_ack_pending": 0}}),
+        api(
+            "$JS.API.STREAM.CREATE.C2",
+            {
+                "name": "C2",
+                "consumer_limits": {"max_ack_pending": 10, "inactive_threshold": 5_000_000_000},
+            },
+        ),
+        api("$JS.API.STREAM.CREATE.C3", {"name": "C3", "consumer_limits": {"max_pending": 1}}),
+        api(
+            "$JS.API.STREAM.CREATE.C3",
+            {"name": "C3", "consumer_limits": {"inactive_threshold": "5s"}},
+        ),
+        api("$JS.API.STREAM.CREATE.U1", {"name": "U1", "max_msg": 5}),  # misspelt: refused
+        api("$JS.API.STREAM.CREATE.X", {"name": "Y", "bogus": 1}),  # decoding comes first
+        api("$JS.API.STREAM.CREATE.U1", {"name": "U1", "pedantic": "yes"}),
+        api("$JS.API.STREAM.UPDATE.P1", {"name": "P1", "bogus": 1}),
+    ],
+    # The request's `pedantic`: refuse rather than adjust what the request set.
+    "config-pedantic": [
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "duplicate_window": -5}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "max_age": -5}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "num_replicas": 7}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "num_replicas": -1}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "description": "d" * 4097}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "metadata": {"k": "v" * 131072}}),
+        *(
+            api("$JS.API.STREAM.CREATE.D2", {"name": "D2", "pedantic": True, key: -5})
+            for key in (
+                "max_msgs",
+                "max_msgs_per_subject",
+                "max_bytes",
+                "max_msg_size",
+                "max_consumers",
+            )
+        ),
+        api("$JS.API.STREAM.CREATE.D2", {"name": "D2", "pedantic": True, "max_age": 1_000_000_000}),
+        api(
+            "$JS.API.STREAM.CREATE.D2",
+            {"name": "D2", "pedantic": True, "subject_delete_marker_ttl": 2_000_000_000},
+        ),
+        api(
+            "$JS.API.STREAM.CREATE.D2",
+            {
+                "name": "D2",
+                "pedantic": True,
+                "subject_delete_marker_ttl": 2_000_000_000,
+                "allow_msg_ttl": True,
+            },
+        ),
+        api(
+            "$JS.API.STREAM.CREATE.D3",
+            {
+                "name": "D3",
+                "pedantic": True,
+                "max_age": 1_000_000_000,
+                "duplicate_window": 500_000_000,
+                "max_msgs": 0,
+            },
+        ),
+        api("$JS.API.STREAM.CREATE.D4", {"name": "D4", "pedantic": False, "max_msgs": -5}),
+        api("$JS.API.STREAM.UPDATE.D4", {"name": "D4", "pedantic": True, "sealed": True}),
+        api("$JS.API.STREAM.UPDATE.D4", {"name": "D4", "pedantic": True, "max_msgs": -4}),
+    ],
     # Batch publishes to a stream that allows none: refused, nothing stored. Which headers
     # and reply subjects make a publish a batch one, and which checks come first.
     "batch-publish-refused": [

@@ -228,6 +228,51 @@ async def test_file_streams_survive_restart(tmp_path: Path) -> None:
         await nc.close()
 
 
+async def test_config_fields_are_kept_or_refused_never_dropped(tmp_path: Path) -> None:
+    """`persist_mode: async` (acks before the write is durable) is refused until Brook
+    has it; `placement` and `consumer_limits` are kept, across a restart too; a field
+    nats-server does not know is refused, not ignored."""
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+
+        async def create(config: dict[str, Any]) -> dict[str, Any]:
+            subject = f"$JS.API.STREAM.CREATE.{config['name']}"
+            reply = await nc.request(subject, json.dumps(config).encode(), timeout=5)
+            return dict(json.loads(reply.data))
+
+        refused = await create({"name": "A", "persist_mode": "async"})
+        assert refused["error"] == {
+            "code": 500,
+            "err_code": 10052,
+            "description": "persist_mode is not supported by this server",
+        }
+        typo = await create({"name": "T", "max_msg": 5})
+        assert typo["error"]["err_code"] == 10025
+        assert typo["error"]["description"] == 'invalid JSON: json: unknown field "max_msg"'
+        kept = {
+            "name": "K",
+            "persist_mode": "default",
+            "placement": {"cluster": "east", "tags": ["ssd"]},
+            "consumer_limits": {"max_ack_pending": 7, "inactive_threshold": 9_000_000_000},
+        }
+        created = await create(kept)
+        assert created["config"]["placement"] == {"cluster": "east", "tags": ["ssd"]}
+        assert "persist_mode" not in created["config"]  # the default, left out as nats-server
+        await nc.close()
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.K", b"", timeout=5)).data)
+        assert info["config"]["placement"] == {"cluster": "east", "tags": ["ssd"]}
+        assert info["config"]["consumer_limits"] == {
+            "inactive_threshold": 9_000_000_000,
+            "max_ack_pending": 7,
+        }
+        again = await nc.request("$JS.API.STREAM.CREATE.K", json.dumps(kept).encode(), timeout=5)
+        assert "error" not in json.loads(again.data), "the same config: an idempotent create"
+        await nc.close()
+
+
 async def test_publish_to_subject_without_stream_is_no_responders(js: Any) -> None:
     from nats.js.errors import NoStreamResponseError
 

@@ -55,7 +55,7 @@ def parse_consumer_create(
     nats-server). The returned `name` is "" for a legacy ephemeral: the caller generates
     one (it is not part of the config). Read the request's action with `create_action`.
     """
-    stream_name, raw = _decode(body)
+    stream_name, pedantic, raw = _decode(body)
     c = _config_from(raw)
     if stream_name != subject_stream:
         raise api_error("STREAM_MISMATCH")
@@ -67,7 +67,7 @@ def parse_consumer_create(
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
     if stream is None:
         raise api_error("STREAM_NOT_FOUND")
-    apply_defaults(c, stream)
+    apply_defaults(c, stream, pedantic=pedantic)
     validate_consumer_config(c, stream)
     if len(c.name.encode()) > NAME_BYTES_MAX:
         raise api_error("CONSUMER_NAME_TOO_LONG", max=NAME_BYTES_MAX)
@@ -112,28 +112,41 @@ def _consumer_limits(stream: StreamLike) -> tuple[int, int]:
     )
 
 
-def apply_defaults(c: ConsumerConfig, stream: StreamLike) -> None:
-    """nats-server's `setConsumerConfigDefaults` (non-pedantic) plus the ephemeral stamp."""
+def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = False) -> None:
+    """nats-server's `setConsumerConfigDefaults` plus the ephemeral stamp. A `pedantic`
+    request is refused (10157) where a default would change a value it set."""
+
+    def adjust(key: str, value: int, rule: str) -> None:
+        if pedantic:
+            raise api_error("PEDANTIC", err=f"{key} {rule}")
+        setattr(c, key, value)
+
     limit_ack_pending, limit_inactive = _consumer_limits(stream)
-    if c.max_deliver == 0 or c.max_deliver < -1:
+    if c.max_deliver < -1:
+        adjust("max_deliver", -1, "must be set to -1")
+    if c.max_deliver == 0:
         c.max_deliver = -1
     if c.max_waiting < 0:
-        c.max_waiting = 0
+        adjust("max_waiting", 0, "must not be negative")
     if c.max_ack_pending < -1:
-        c.max_ack_pending = -1
+        adjust("max_ack_pending", -1, "must be set to -1")
     for key in ("max_batch", "max_expires", "max_bytes", "idle_heartbeat", "inactive_threshold"):
         if getattr(c, key) < 0:
-            setattr(c, key, 0)
+            adjust(key, 0, "must not be negative")
     if not c.deliver_subject and c.max_waiting == 0:
         c.max_waiting = DEFAULT_MAX_WAITING
     if c.ack_wait == 0 and c.ack_policy in ("explicit", "all"):
         c.ack_wait = DEFAULT_ACK_WAIT_NS
     if c.backoff:
+        if pedantic and c.ack_wait != c.backoff[0]:
+            raise api_error("PEDANTIC", err="first backoff value has to equal batch AckWait")
         c.ack_wait = c.backoff[0]
-    if c.max_ack_pending == 0:
-        c.max_ack_pending = limit_ack_pending
-    if c.inactive_threshold == 0:
-        c.inactive_threshold = limit_inactive
+    if c.max_ack_pending == 0 and limit_ack_pending > 0:
+        rule = "must be set if it's configured in stream limits"
+        adjust("max_ack_pending", limit_ack_pending, rule)
+    if c.inactive_threshold == 0 and limit_inactive > 0:
+        rule = "must be set if it's configured in stream limits"
+        adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
         c.max_ack_pending = DEFAULT_MAX_ACK_PENDING
     if not c.durable_name and c.inactive_threshold <= 0:
