@@ -248,6 +248,13 @@ class JetStream:
         if set(runner.config.filters) != old_filters:
             self._retention(runner.stream).filters_changed()
 
+    def reset_consumer(self, runner: ConsumerRunner, seq: int) -> None:
+        """CONSUMER.RESET: the consumer starts again at `seq`; its file is written before
+        the answer goes, and on an interest stream what it no longer holds goes."""
+        runner.reset(seq)
+        self.consumer_files.updated(runner)
+        self._retention(runner.stream).consumer_reset()
+
     def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
         """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""
         runner.pause(until_ns)

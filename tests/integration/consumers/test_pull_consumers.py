@@ -240,3 +240,39 @@ async def test_expiry_by_max_age_updates_num_pending(nc: Any) -> None:
         if (await js.stream_info("AGE")).state.messages == 0:
             break
     assert (await js.consumer_info("AGE", "c")).num_pending == 0
+
+
+async def test_reset_moves_the_consumer_and_survives_a_restart(tmp_path: Path) -> None:
+    """CONSUMER.RESET (nats-server 2.14+): pending deliveries are forgotten, the next fetch
+    starts at the reset sequence with fresh delivery counts, and the reset is on disk before
+    it is answered; a consumer that does not exist gets no answer, as from nats-server."""
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        for i in range(5):
+            await js.publish(f"s.{i}", str(i).encode())
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+        psub = await js.pull_subscribe_bind("d", "S")
+        msgs = await psub.fetch(3, timeout=2)
+        await msgs[0].ack_sync()
+        reply = await nc.request("$JS.API.CONSUMER.RESET.S.d", b'{"seq": 2}', timeout=5)
+        answer = json.loads(reply.data)
+        assert answer["type"] == "io.nats.jetstream.api.v1.consumer_reset_response"
+        assert answer["reset_seq"] == 2
+        assert answer["delivered"] == {"consumer_seq": 0, "stream_seq": 1}
+        assert (answer["num_ack_pending"], answer["num_pending"]) == (0, 4)
+        with pytest.raises(nats.errors.TimeoutError):
+            await nc.request("$JS.API.CONSUMER.RESET.S.nope", b"", timeout=0.5)
+        await nc.close()
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        info = await js.consumer_info("S", "d")
+        assert (info.delivered.stream_seq, info.ack_floor.stream_seq) == (1, 1)
+        psub = await js.pull_subscribe_bind("d", "S")
+        again = await psub.fetch(1, timeout=2)
+        meta = again[0].metadata
+        assert (meta.sequence.stream, meta.sequence.consumer, meta.num_delivered) == (2, 1, 1)
+        await nc.close()

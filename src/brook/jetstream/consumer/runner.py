@@ -260,6 +260,16 @@ class ConsumerRunner:
         subject = f"{ADVISORY_PREFIX}.PAUSE.{self.stream.name}.{self.name}"
         self._execute([Advisory("PAUSE", subject, payload)])
 
+    def reset(self, seq: int) -> None:
+        """CONSUMER.RESET to stream sequence `seq` (`ConsumerState.reset`). Deliveries from
+        there (to waiting pull requests, or a push consumer's subscriber) follow at the end
+        of this loop turn, after the answer that shows the consumer as reset."""
+        self._ack_memo.clear()  # a memo of subjects delivered before: no longer of use
+        self._last_activity_ns = self._now_ns()
+        self.state.reset(seq)
+        self._changed()
+        self._settle_later(dispatch=True)
+
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace the state with a persisted snapshot (at start, before any input)."""
         self.state.restore(snapshot, self._now_ns())

@@ -141,6 +141,28 @@ class ConsumerState(ConsumerCore):
             idle_heartbeat_ns=req.idle_heartbeat_ns,
         )
 
+    def reset(self, seq: int) -> None:
+        """CONSUMER.RESET to stream sequence `seq` (validated by the caller), as nats-server's
+        `resetLocalStartingSeq`: every message from `seq` on is to come (again), what was
+        pending, queued for redelivery or given up on is forgotten with its delivery
+        counts, consumer sequences start again at 1, and the ack floor and `delivered` sit
+        right below `seq`. Waiting pull requests stay; the owner calls `dispatch()` to
+        serve them (after answering the reset, whose answer shows the state it made)."""
+        self._pending.clear()
+        self._order.clear()
+        self._rdq.clear()
+        self._deadlines.clear()
+        self._dead.clear()
+        self._lps.clear()
+        self._ahead.clear()
+        self._pending_limit_slack = 0
+        self._next_seq = max(seq, 1)
+        self._np = None
+        self.delivered_consumer_seq = self._floor_c = 0
+        self.delivered_stream_seq = self._floor_s = self._next_seq - 1
+        self.last_delivered_ns = self.last_ack_ns = 0
+        self._replay_prev = None
+
     def consumer_deleted(self) -> list[Action]:
         """The consumer is going away: every waiting pull request gets `409 Consumer Deleted`."""
         out: list[Action] = [Status(w.reply, 409, "Consumer Deleted") for w in self._waiting]

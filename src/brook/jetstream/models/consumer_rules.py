@@ -9,9 +9,12 @@ take that state as arguments.
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
     _INT_RE,
     _NAME_FORBIDDEN,
@@ -28,6 +31,7 @@ from brook.jetstream.models.consumer_config import (
     StreamLike,
     _config_from,
     _decode,
+    _json_kind,
     go_duration,
 )
 from brook.jetstream.models.stream_config import subjects_overlap
@@ -415,3 +419,59 @@ def _check_partition(c: ConsumerConfig, others: dict[str, ConsumerConfig]) -> No
         theirs = other.filters
         if not theirs or subjects_overlap(filters, theirs):
             raise api_error("CONSUMER_WQ_CONSUMER_NOT_UNIQUE")
+
+
+# --- reset --------------------------------------------------------------------------------
+
+
+def parse_reset_request(body: bytes) -> int:
+    """The `seq` of a `$JS.API.CONSUMER.RESET` request, 0 meaning "back to the ack floor",
+    decoded as nats-server's lenient `json.Unmarshal` into an unsigned `seq` decodes it:
+    an empty body or `null` asks for nothing, unknown fields are ignored, field names match
+    without regard to case (the last match wins), anything else is 10025."""
+    if not body:
+        return 0
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise invalid_json(str(exc)) from None
+    if value is None:
+        return 0
+    if not isinstance(value, dict):
+        raise invalid_json(
+            f"json: cannot unmarshal {_json_kind(value)} into Go value of type "
+            "server.JSApiConsumerResetRequest"
+        )
+    seq: Any = None
+    for key, item in value.items():
+        if key.lower() == "seq":
+            seq = item
+    if seq is None:
+        return 0
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 64:
+        number = isinstance(seq, int | float) and not isinstance(seq, bool)
+        what = f"number {json.dumps(seq)}" if number else _json_kind(seq)
+        raise invalid_json(
+            f"json: cannot unmarshal {what} into Go struct field "
+            "JSApiConsumerResetRequest.seq of type uint64"
+        )
+    return seq
+
+
+def reset_start_seq(
+    c: ConsumerConfig, requested: int, ack_floor_stream_seq: int, first_seq_at: Callable[[int], int]
+) -> int:
+    """Where a reset puts the consumer, as nats-server's `resetStartingSeq`: `requested` 0
+    is right above the ack floor (any deliver policy); another sequence is allowed for
+    `all`, and for `by_start_sequence` / `by_start_time` not below where the policy
+    starts (`first_seq_at(ns)`: the first stream sequence stored at or after a time);
+    anything else is 10204."""
+    if requested == 0:
+        return ack_floor_stream_seq + 1
+    if c.deliver_policy == "by_start_sequence" and requested < c.opt_start_seq:
+        raise api_error("CONSUMER_INVALID_RESET", err="below start seq")
+    if c.deliver_policy == "by_start_time" and requested < first_seq_at(c.opt_start_time or 0):
+        raise api_error("CONSUMER_INVALID_RESET", err="below start time")
+    if c.deliver_policy not in ("all", "by_start_sequence", "by_start_time"):
+        raise api_error("CONSUMER_INVALID_RESET", err="not allowed")
+    return requested
