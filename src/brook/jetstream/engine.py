@@ -106,6 +106,14 @@ class JetStream:
             except Exception:
                 log.exception("stream in %s could not be opened; left untouched", directory)
 
+    def signal_shutdown(self) -> None:
+        """The server is stopping: every consumer answers its waiting pull requests with
+        `409 Server Shutdown` (nats-server's first step of a shutdown), while their clients
+        are still connected to receive it."""
+        for runners in self.consumers.values():
+            for runner in runners.values():
+                runner.server_shutdown()
+
     async def drain(self) -> None:
         """Wait for every pending group commit (and so every owed acknowledgement), then
         write every durable consumer with unsaved state."""

@@ -14,6 +14,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
 
 import brook
+from tests.support.raw import PONG, Msg, RawClient
 
 S = 1_000_000_000
 
@@ -276,3 +277,33 @@ async def test_reset_moves_the_consumer_and_survives_a_restart(tmp_path: Path) -
         meta = again[0].metadata
         assert (meta.sequence.stream, meta.sequence.consumer, meta.num_delivered) == (2, 1, 1)
         await nc.close()
+
+
+async def test_waiting_requests_get_409_server_shutdown(tmp_path: Path) -> None:
+    """A graceful stop answers every waiting pull request with what it still wanted, so
+    clients ask again once reconnected (nats.py's ordered consumer resumes so)."""
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+        await nc.close()
+        async with RawClient.connect_url(server.url) as raw:
+            await raw.handshake()
+            await raw.send(b"SUB in.a 1\r\nSUB in.b 2\r\n")
+            requests = [(b"in.a", b'{"batch":3}'), (b"in.b", b'{"batch":2,"max_bytes":512}')]
+            for reply, body in requests:
+                await raw.send(
+                    b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d %b %d\r\n%b\r\n" % (reply, len(body), body)
+                )
+            await raw.send(b"PING\r\n")
+            await raw.read_ops(until=lambda op: op == PONG)
+            await server.shutdown()
+            ops = await raw.read_ops(timeout=5, allow_eof=True)
+    frames = sorted((op.subject, op.header) for op in ops if isinstance(op, Msg))
+    assert frames == [
+        (b"in.a", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 3\r\n"
+                  b"Nats-Pending-Bytes: 0\r\n\r\n"),
+        (b"in.b", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 2\r\n"
+                  b"Nats-Pending-Bytes: 512\r\n\r\n"),
+    ]  # fmt: skip

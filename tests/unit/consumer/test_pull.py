@@ -282,3 +282,23 @@ def test_consumer_deleted_answers_every_waiting_request_with_409() -> None:
     ]
     assert state.consumer_deleted() == []
     assert state.num_waiting == 0
+
+
+def test_server_shutdown_answers_each_reply_once_with_what_it_wanted() -> None:
+    """nats-server's signalPullConsumers: one 409 per reply subject, with the pending
+    counts of the last request (in queue order) on it; nothing waits afterwards."""
+    c, src = make(0)
+    c.pull_request("a", T0, batch=5, expires_ns=10 * S)
+    c.pull_request("b", T0, batch=2, expires_ns=10 * S, max_bytes=900)
+    c.pull_request("a", T0, batch=3, expires_ns=10 * S)
+    c.message_stored(src.add(), T0 + 1)  # to a's first request, now behind the others
+    out = c.server_shutdown()
+    assert sorted((a.reply, a.header_block()) for a in out if isinstance(a, Status)) == [
+        ("a", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 4\r\n"
+              b"Nats-Pending-Bytes: 0\r\n\r\n"),
+        ("b", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 2\r\n"
+              b"Nats-Pending-Bytes: 900\r\n\r\n"),
+    ]  # fmt: skip
+    assert len(out) == 2
+    assert c.num_waiting == 0
+    assert c.tick(T0 + 20 * S) == []  # no 408s or heartbeats for them later

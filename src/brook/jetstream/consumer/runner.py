@@ -276,6 +276,11 @@ class ConsumerRunner:
         self._mark = self._fingerprint()
         self._rearm()
 
+    def server_shutdown(self) -> None:
+        """The server is stopping (before clients are closed): answer the waiting pull
+        requests (`ConsumerState.server_shutdown`)."""
+        self._execute(self.state.server_shutdown())
+
     def stop(self, *, notify: bool = True) -> None:
         """Unsubscribe and cancel the timer; waiting requests get `409 Consumer Deleted`."""
         self._unwatch_push()

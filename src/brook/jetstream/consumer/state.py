@@ -169,6 +169,15 @@ class ConsumerState(ConsumerCore):
         self._waiting.clear()
         return out
 
+    def server_shutdown(self) -> list[Action]:
+        """The server is stopping: every waiting pull request ends with `409 Server
+        Shutdown` and what it still wanted (`Nats-Pending-Messages`/`-Bytes`), so that the
+        client asks again once reconnected. As nats-server's `signalPullConsumers`: one
+        answer per reply subject, with the last request's counts."""
+        last = {w.reply: w for w in self._waiting}
+        self._waiting.clear()
+        return [w.pending_status(409, "Server Shutdown") for w in last.values()]
+
     def drop_unheard_requests(self) -> None:
         """Drop every waiting request whose reply subject nobody listens to any more (a
         client gave up on a fetch), as nats-server's `processWaiting` does on its timer
