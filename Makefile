@@ -18,8 +18,8 @@ run: $(STAMP)
 	$(BIN)/brook serve --addr 127.0.0.1 --port 4222 --jetstream --store_dir ./brook-data
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples tools
+	$(BIN)/ruff format --check src tests bench examples tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,8 +1,10 @@
 """`brook.serve()`: an in-process server as an async context manager.
 
 Defaults suit tests: loopback address, a free port (`port=0`), and JetStream enabled when
-a `store_dir` is given. Any other keyword is a `Settings` field, so tests can shrink
-limits (`max_payload_bytes=1024`) or turn on auth exactly as a config file would.
+a `store_dir` is given. `jetstream=True` without one stores file streams where `brook -js`
+does, under the system's temporary directory (`default_store_dir()`), never in memory; a
+test should give its own `store_dir`. Any other keyword is a `Settings` field, so tests
+can shrink limits (`max_payload_bytes=1024`) or turn on auth exactly as a config file would.
 """
 
 from __future__ import annotations

@@ -59,3 +59,36 @@ JETSTREAM_API_LEVEL: Final = 1
 # A request goes out when half the window is used; delivery stops when all of it is.
 CONSUMER_FC_WINDOW_START_BYTES: Final = 2 * 1024 * 1024
 CONSUMER_FC_WINDOW_MAX_BYTES: Final = 32 * 1024 * 1024
+# Stream snapshots (`$JS.API.STREAM.SNAPSHOT`), with nats-server's values: a request's chunk
+# size and window are clamped to these bounds; a snapshot that gets no flow-control ack for
+# SNAPSHOT_ACK_TIMEOUT_S ends with `408 No Flow Response`; a deliver subject nobody listens
+# to yet is given SNAPSHOT_INTEREST_WAIT_S to get a subscriber before chunks go out.
+SNAPSHOT_CHUNK_BYTES_DEFAULT: Final = 128 * 1024
+SNAPSHOT_CHUNK_BYTES_MIN: Final = 1024
+SNAPSHOT_CHUNK_BYTES_MAX: Final = 1024 * 1024
+SNAPSHOT_WINDOW_BYTES_DEFAULT: Final = 8 * 1024 * 1024
+SNAPSHOT_WINDOW_BYTES_MIN: Final = 1024
+SNAPSHOT_WINDOW_BYTES_MAX: Final = 32 * 1024 * 1024
+SNAPSHOT_ACK_TIMEOUT_S: Final = 5.0
+SNAPSHOT_INTEREST_WAIT_S: Final = 2.0
+# Stream restores (`$JS.API.STREAM.RESTORE`): abandoned after this long without a chunk
+# (nats-server's stall watchdog), and refused past this many uploaded bytes (Brook's own:
+# the upload is staged on the store's disk). Both configurable (jetstream block).
+RESTORE_IDLE_TIMEOUT_S: Final = 5.0
+RESTORE_MAX_BYTES: Final = 64 * 1024 * 1024 * 1024
+# Worker threads that read, compress, stage and check snapshots (apart from the fsyncs').
+TRANSFER_THREADS: Final = 2
+# Full disk. The JetStream store's filesystem keeps this much free: below it, publishes
+# to file streams are refused with 10023 (insufficient resources), so removals, consumer
+# state and metadata always find room. The default is the smaller of this and a twentieth
+# of the filesystem (`jetstream.free_space_reserve` sets it).
+STORE_RESERVE_BYTES: Final = 64 * 1024 * 1024
+STORE_RESERVE_SHARE: Final = 20  # the default reserve is at most 1/20 of the filesystem
+# Writes resume once this much more than the reserve is free again (no flapping).
+STORE_RESUME_MARGIN_BYTES: Final = 1024 * 1024
+# Free space is read again at least after this many bytes were admitted to file streams.
+STORE_SPACE_CHECK_BYTES: Final = 1024 * 1024
+# A store write failure (other than a full disk) is logged at most this often, as
+# nats-server does; a durable consumer's failed state write is retried this often.
+STORE_ERROR_LOG_INTERVAL_S: Final = 10.0
+CONSUMER_WRITE_RETRY_S: Final = 1.0

@@ -88,14 +88,14 @@ class JetStreamDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         _refuse_overwrite(overwrite)
-        options = parse_write(self.options)
+        options = parse_write(self.options, streaming=False)
         check_write_schema(schema, options)
         # Generated here, on the driver: every task, every retry and commit() share it.
         return JetStreamBatchWriter(options, options.write_id or uuid.uuid4().hex)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         _refuse_overwrite(overwrite)
-        options = parse_write(self.options)
+        options = parse_write(self.options, streaming=True)
         check_write_schema(schema, options)
         return JetStreamStreamWriter(options)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tempfile
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -230,10 +231,11 @@ async def compare(
     server is fixed.
     """
     known = known or {}
-    async with brook.serve(port=0, jetstream=True) as server:
-        theirs, ours = await asyncio.gather(
-            _run_one(nats_server_url, scenario), _run_one(server.url, scenario)
-        )
+    with tempfile.TemporaryDirectory(prefix="brook-conformance-") as store:
+        async with brook.serve(port=0, store_dir=store) as server:
+            theirs, ours = await asyncio.gather(
+                _run_one(nats_server_url, scenario), _run_one(server.url, scenario)
+            )
     assert [label for label, _ in theirs] == [label for label, _ in ours]
     assert set(known) <= {label for label, _ in theirs}, "unknown labels in `known`"
     problems = []

@@ -607,6 +607,55 @@ SCENARIOS = [
     sc("pub-plus-size", CONN, b"PUB foo +1\r\n"),
     sc("pub-ten-digit-size", CONN, b"PUB foo 1000000000\r\n"),
     sc("pub-twenty-digit-size", CONN, b"PUB foo 99999999999999999999\r\n"),
+    # nats-server reads at most 9 digits, leading zeros included, for every size (parseSize)
+    # and closes silently on more; Brook's answer must not depend on how the bytes arrive:
+    # in one read (the parser's fast path) or with the payload in a later read.
+    sc(
+        "pub-nine-digit-zero-padded-size",
+        CONN,
+        b"SUB foo 1\r\nPUB foo 000000002\r\nhi\r\n",
+        closed=False,
+    ),
+    sc(
+        "pub-ten-digit-zero-padded-size",
+        CONN,
+        b"SUB foo 1\r\nPUB foo 0000000002\r\nhi\r\n",
+        closed=True,
+    ),
+    sc(
+        "pub-ten-digit-zero-padded-size-split",
+        CONN,
+        b"SUB foo 1\r\nPUB foo 0000000002\r\n",
+        b"hi\r\n",
+        closed=True,
+    ),
+    sc("pub-reply-ten-digit-zero-size", CONN, b"SUB foo 1\r\nPUB foo r 0000000000\r\n\r\n"),
+    sc("ack-ten-digit-zero-size", CONN, b"SUB $JS.ACK.> 1\r\nPUB $JS.ACK.s.c 0000000000\r\n\r\n"),
+    sc(
+        "hpub-nine-digit-zero-padded-sizes",
+        CONN,
+        b"SUB foo 1\r\nHPUB foo 000000012 000000014\r\nNATS/1.0\r\n\r\nhi\r\n",
+    ),
+    sc(
+        "hpub-ten-digit-zero-padded-header-size",
+        CONN,
+        b"SUB foo 1\r\nHPUB foo 0000000012 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+    ),
+    sc(
+        "hpub-ten-digit-zero-padded-total-size",
+        CONN,
+        b"SUB foo 1\r\nHPUB foo 12 0000000014\r\nNATS/1.0\r\n\r\nhi\r\n",
+    ),
+    sc(
+        "unsub-ten-digit-zero-padded-max",
+        CONN,
+        b"SUB a 1\r\nUNSUB 1 0000000002\r\nPUB a 1\r\nx\r\n",
+    ),
+    sc(
+        "unsub-nine-digit-zero-padded-max",
+        CONN,
+        b"SUB a 1\r\nUNSUB 1 000000002\r\nPUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB a 1\r\nz\r\n",
+    ),
     sc("pub-subject-only", CONN, b"PUB foo\r\n"),
     sc("pub-blank-args", CONN, b"PUB \r\n"),
     sc("pub-tab-args", CONN, b"PUB\t\r\n"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -113,8 +114,8 @@ async def scenario(url: str) -> list[Any]:
 
 
 @pytest.fixture
-async def brook_url() -> AsyncIterator[str]:
-    async with brook.serve(port=0, jetstream=True) as server:
+async def brook_url(tmp_path: Path) -> AsyncIterator[str]:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
         yield server.url
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -537,8 +538,8 @@ async def direct_get(nc: Any, subject: str, body: Any) -> list[Any]:
 
 
 @pytest.fixture
-async def brook_url() -> AsyncIterator[str]:
-    async with brook.serve(port=0, jetstream=True) as server:
+async def brook_url(tmp_path: Path) -> AsyncIterator[str]:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
         yield server.url
 
 

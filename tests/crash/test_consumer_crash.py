@@ -15,11 +15,12 @@ The rules checked (at-least-once, with durable confirmed acks):
   stream sequence, also after a further clean restart.
 
 The second test also publishes while consuming, so that a consumer may deliver (and even
-persist) messages whose publish was never acknowledged and which the kill then takes
-away: the consumer must still deliver every message that the stream keeps. That case
-(a consumer file ahead of its stream) is rare under real kills, so the last two tests
-make the on-disk state directly: it is rewound to the stream, except for a consumer
-legitimately waiting for a future start sequence.
+persist) messages whose publish was never acknowledged: the consumer must deliver every
+message that the stream keeps. A SIGKILL takes nothing the OS has, but a power loss can
+take stored messages a consumer already delivered (a consumer file ahead of its stream),
+so the last two tests make that on-disk state directly: the stream goes on after the
+sequences the consumer saw, which are never handed out again, and a consumer legitimately
+waiting for a future start sequence keeps waiting there.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 
 import nats
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, LostStreamData
 
 import brook
 from brook.jetstream.store.check import check_store
@@ -64,9 +65,9 @@ SEED = int(os.environ.get("BROOK_CRASH_SEED", "11"))
 Key = tuple[int, int, int]
 
 
-def rewinds(store: Path) -> int:
-    """How often a restart found a consumer ahead of its stream (see `fit_to_stream`)."""
-    return (store.parent / "server.log").read_text().count("is ahead of its stream")
+def skips(store: Path) -> int:
+    """How often a restart found a consumer ahead of its stream (engine `_skip_seen`)."""
+    return (store.parent / "server.log").read_text().count("were lost in a crash")
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> int:
@@ -362,8 +363,8 @@ async def test_confirmed_acks_survive_sigkill(tmp_path: Path) -> None:
         assert stop(proc, signal.SIGTERM) == 0
     finally:
         stop(proc)
-    report(ledgers, consumer_rewinds=rewinds(store))
-    assert rewinds(store) == 0, "every message was durable before it was delivered"
+    report(ledgers, stream_skips=skips(store))
+    assert skips(store) == 0, "every message was durable before it was delivered"
     for lg in ledgers.values():
         assert not lg.violations, "\n".join(lg.violations[:20])
         assert {seq for seq, _, _ in lg.delivered} == set(range(1, total + 1))
@@ -435,7 +436,7 @@ async def test_confirmed_acks_survive_sigkill_while_publishing(tmp_path: Path) -
         published=total,
         stored=len(stored),
         last_seq=state.last_seq,
-        consumer_rewinds=rewinds(store),
+        stream_skips=skips(store),
     )
     assert sorted(k for _, k, _ in stored.values()) == list(range(total)), "ids stored once"
     for k, seq in pubs.acked.items():
@@ -447,11 +448,15 @@ async def test_confirmed_acks_survive_sigkill_while_publishing(tmp_path: Path) -
     assert check_store(store / "streams" / STREAM / "data").healthy
 
 
-async def test_consumer_left_ahead_of_its_stream_is_rewound(tmp_path: Path) -> None:
-    """The on-disk state a kill can leave, made deterministically: the consumer delivered
-    (and persisted) sequences 11..15 that were stored but not yet durable, so the stream
-    comes back with 10 messages while the consumer file says 15. New publishes reuse
-    11..15 and must be delivered as the new messages they are."""
+async def test_stream_goes_on_after_what_its_consumer_saw(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The on-disk state a power loss can leave, made deterministically: the consumer
+    delivered (and persisted) sequences 11..15 that were stored but not yet durable, so
+    the stream comes back with 10 messages while the consumer file says 15. Those
+    sequences are lost (stream info `state.lost`, as nats-server) and never handed out
+    again: new publishes get 16.., which the consumer delivers as the new messages they
+    are; its pending entries for lost messages are dropped, not redelivered."""
     store = tmp_path / "store"
     async with brook.serve(port=0, store_dir=str(store)) as server:
         nc = await nats.connect(server.url)
@@ -471,31 +476,36 @@ async def test_consumer_left_ahead_of_its_stream_is_rewound(tmp_path: Path) -> N
         ack_floor={"consumer_seq": 8, "stream_seq": 8},
     )
     path.write_text(json.dumps(record))
-    async with brook.serve(port=0, store_dir=str(store)) as server:
-        on_disk = json.loads(path.read_text())["state"]
-        assert (on_disk["delivered"]["stream_seq"], on_disk["next_seq"]) == (10, 11)
-        assert [p[0] for p in on_disk["pending"]] == [9, 10]
-        nc = await nats.connect(server.url)
-        js = nc.jetstream()
-        info = await js.consumer_info(STREAM, "d")
-        assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (10, 15)
-        assert (info.num_ack_pending, info.num_pending, info.ack_floor.stream_seq) == (2, 0, 8)
-        for k in range(10, 15):
-            await js.publish("c.x", body(k))
-        psub = await js.pull_subscribe_bind("d", stream=STREAM)
-        got: dict[int, int] = {}
-        while len(got) < 7:
-            for m in await psub.fetch(7 - len(got), timeout=2):
-                got[m.metadata.sequence.stream] = m.metadata.num_delivered
-                assert (
-                    identity(m.metadata.sequence.stream, m.data)[1]
-                    == m.metadata.sequence.stream - 1
-                )
-                await m.ack_sync()
-        assert got == {9: 2, 10: 2, 11: 1, 12: 1, 13: 1, 14: 1, 15: 1}
-        info = await js.consumer_info(STREAM, "d")
-        assert (info.num_ack_pending, info.num_pending, info.ack_floor.stream_seq) == (0, 0, 15)
-        await nc.close()
+    for restart in range(2):  # the skip is durable: a second restart finds nothing to do
+        caplog.clear()
+        async with brook.serve(port=0, store_dir=str(store)) as server:
+            nc = await nats.connect(server.url)
+            js = nc.jetstream()
+            state = (await js.stream_info(STREAM)).state
+            if restart:
+                assert (state.messages, state.last_seq, state.lost) == (15, 20, None)
+                assert "lost in a crash" not in caplog.text
+                await nc.close()
+                break
+            assert (state.messages, state.last_seq) == (10, 15)
+            assert state.lost == LostStreamData(msgs=[11, 12, 13, 14, 15], bytes=0)
+            assert "sequences 11..15 were lost in a crash" in caplog.text
+            info = await js.consumer_info(STREAM, "d")
+            assert (info.delivered.stream_seq, info.delivered.consumer_seq) == (15, 15)
+            acks = [await js.publish("c.x", body(k)) for k in range(10, 15)]
+            assert [a.seq for a in acks] == [16, 17, 18, 19, 20]
+            psub = await js.pull_subscribe_bind("d", stream=STREAM)
+            got: dict[int, int] = {}
+            while len(got) < 7:
+                for m in await psub.fetch(7 - len(got), timeout=2):
+                    seq = m.metadata.sequence.stream
+                    got[seq] = m.metadata.num_delivered
+                    assert identity(seq, m.data)[1] == (seq - 1 if seq <= 10 else seq - 6)
+                    await m.ack_sync()
+            assert got == {9: 2, 10: 2, 16: 1, 17: 1, 18: 1, 19: 1, 20: 1}
+            info = await js.consumer_info(STREAM, "d")
+            assert (info.num_ack_pending, info.num_pending, info.ack_floor.stream_seq) == (0, 0, 20)
+            await nc.close()
 
 
 async def test_consumer_starting_beyond_its_stream_is_not_rewound(tmp_path: Path) -> None:

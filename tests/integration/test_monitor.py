@@ -185,6 +185,12 @@ async def test_varz_jetstream_section_only_when_enabled(tmp_path: Path) -> None:
         v = await get_json(server, "/varz")
     assert v["jetstream"]["config"]["store_dir"] == str(tmp_path)
     assert {"max_memory", "max_storage"} <= set(v["jetstream"]["config"])
+    assert v["jetstream"]["brook_transfers"] == {
+        "restore_max_bytes": 64 * 1024**3,
+        "restore_idle_timeout": 5_000_000_000,
+        "snapshots_in_progress": 0,
+        "restores_in_progress": 0,
+    }
 
 
 async def test_varz_counts_slow_consumers() -> None:

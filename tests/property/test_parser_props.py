@@ -243,6 +243,7 @@ FRAGMENTS = [
     b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO", b"+OK", b"-ERR",
     b"pub", b"MSG", b" ", b"\t", b"  ", b"\r\n", b"\n", b"\r", b"\r\r\n", b"\x0b", b"\x0c",
     b"0", b"1", b"5", b"12", b"512", b"513", b"-1", b"99999999999999999999", b"1e3",
+    b"000000002", b"0000000002", b"0000000000",
     b"\xef\xbc\x91", b"$JS.ACK.", b"$JS.ACK.S.C.1.2.3.4.5", b"4", b"+ACK",
     b"foo", b"foo.bar", b"*", b">", b"{", b"}", b"[" * 50, b"{}", b'{"verbose":false}',
     b'"', b"null", b"\x00", b"\xff", b"x" * 300, b"PINGX", b"pongpong", b"PING" + b"x" * 260,
@@ -252,6 +253,7 @@ garbage = st.lists(st.sampled_from(FRAGMENTS) | st.binary(max_size=8), max_size=
 
 ODD_ARGS = [
     b"-1", b"x", b"0", b"3", b"512", b"513", b"999999999", b"1234567890", b"1e3", b"+1",
+    b"000000003", b"0000000003", b"0000000000",
     b"\xef\xbc\x91", b"{}", b"null", b"[]", b'{"a":', b"[" * 250, b"[" * 3000, b'"\xff"',
 ]  # fmt: skip
 
@@ -329,6 +331,19 @@ def feed_all(chunks: list[bytes], limits: tuple[int, int]) -> None:
         assert parser.buffered_bytes <= buffer_bound(parser)
 
 
+def outcome(
+    chunks: list[bytes], limits: tuple[int, int] = (MAX_CONTROL_LINE, MAX_PAYLOAD)
+) -> tuple[list[Op], str | bool | None]:
+    """Callbacks up to the first error and that error's err_text (False: no error)."""
+    parser, rec = new_parser(limits=limits)
+    try:
+        for chunk in chunks:
+            parser.feed(chunk)
+    except ProtocolError as exc:
+        return rec.ops, exc.err_text
+    return rec.ops, False
+
+
 @SETTINGS
 @given(data=hostile, cuts=st.lists(st.integers(0, 4096), max_size=30), limits=LIMITS)
 def test_hostile_bytes_give_only_callbacks_or_protocol_errors(
@@ -351,17 +366,94 @@ def test_outcome_does_not_depend_on_the_split(
     data: bytes, cuts: list[int], limits: tuple[int, int]
 ) -> None:
     """Callbacks up to the first error, and that error's err_text, are the same however split."""
+    assert outcome(split(data, cuts), limits) == outcome([data], limits)
 
-    def run(chunks: list[bytes]) -> tuple[list[Op], str | bool | None]:
-        parser, rec = new_parser(limits=limits)
-        try:
-            for chunk in chunks:
-                parser.feed(chunk)
-        except ProtocolError as exc:
-            return rec.ops, exc.err_text
-        return rec.ops, False
 
-    assert run(split(data, cuts)) == run([data])
+# ---------------------------------------------------------------------------- every split
+
+# The parser has fast paths (an upper-case PUB whose payload is buffered, runs of plain
+# acks) beside the general one, and which one a frame takes depends on where a read ends.
+# Frames at the edges of what they check (sizes padded with zeros to 9 digits and beyond,
+# control lines around max_control_line, acks) are split at every position, so a rule that
+# only one path applies shows up as an outcome that depends on the split.
+
+
+@st.composite
+def size_token(draw: st.DrawFn, value: int) -> bytes:
+    """`value` as nats-server may or may not read it: zero-padded to 1-12 digits."""
+    return b"%0*d" % (draw(st.integers(1, 12)), value)
+
+
+@st.composite
+def edge_frame(
+    draw: st.DrawFn,
+    max_control_line: int,
+    kinds: tuple[str, ...] = ("pub", "pub-reply", "ack", "hpub", "unsub"),
+) -> bytes:
+    """PUB, PUB with reply, ack, HPUB or UNSUB with zero-padded numbers, its first argument
+    (subject or sid) sized to put the line's argument part near max_control_line."""
+    kind = draw(st.sampled_from(kinds))
+    payload = draw(st.sampled_from([b"", b"hi", b"+ACK", b"x" * 40]))
+    op, prefix, tail = b"PUB", b"s.", payload + b"\r\n"
+    if kind == "unsub":
+        op, prefix, tail = b"UNSUB", b"", b""
+        rest = [draw(size_token(draw(st.integers(0, 3))))]
+    elif kind == "hpub":
+        header = b"NATS/1.0\r\n\r\n"
+        op, tail = b"HPUB", header + tail
+        rest = [draw(size_token(len(header))), draw(size_token(len(header) + len(payload)))]
+    else:
+        rest = [draw(size_token(len(payload)))]
+        if kind == "pub-reply":
+            rest.insert(0, b"r")
+        if kind == "ack":
+            prefix = b"$JS.ACK.s.c.1.1."
+    args_tail = draw(st.sampled_from([b" ", b"  "])) + b" ".join(rest)
+    room = max_control_line - len(prefix) - len(args_tail)
+    length = draw(st.sampled_from([1, 8, room - 1, room, room + 1, room + 4, room + 5]))
+    line = op + b" " + prefix + b"a" * max(length, 1) + args_tail
+    return line + draw(st.sampled_from([b"\r\n", b"\n"])) + tail
+
+
+@st.composite
+def ack_run(draw: st.DrawFn, max_control_line: int) -> bytes:
+    """Plain acks alike enough for `_ack_span`'s windows, with at most one odd one out: a
+    padded size, a tab, another payload, or a subject around the control line limit."""
+    blanks, payload = draw(st.sampled_from([(b" ", b""), (b"  ", b""), (b"  ", b"+ACK")]))
+    size = b"%d" % len(payload)
+    acks = [
+        b"PUB $JS.ACK.s.c.1.%d.1 %b%b\r\n%b\r\n" % (i, blanks, size, payload)
+        for i in range(draw(st.integers(2, 24)))
+    ]
+    odd = draw(
+        st.sampled_from(
+            [
+                b"PUB $JS.ACK.s.c.1.9.1 %b0%b\r\n%b\r\n" % (blanks, size, payload),
+                b"PUB $JS.ACK.s.c.1.9.1 %b%b\r\n%b\r\n" % (blanks, b"0" * 9 + size, payload),
+                b"PUB $JS.ACK.s.c.1.9.1\t%b\r\n%b\r\n" % (size, payload),
+                b"PUB $JS.ACK.s.c.1.9.1 %b3\r\n-NA\r\n" % blanks,
+            ]
+        )
+        | edge_frame(max_control_line, kinds=("ack",))
+    )
+    acks.insert(draw(st.integers(0, len(acks))), odd)
+    return b"".join(acks)
+
+
+edge_stream = st.lists(
+    edge_frame(MAX_CONTROL_LINE) | ack_run(MAX_CONTROL_LINE) | valid_op().map(lambda t: t[0]),
+    max_size=4,
+)
+
+
+@SETTINGS
+@given(frames=edge_stream)
+def test_edge_frames_give_one_outcome_at_every_split_position(frames: list[bytes]) -> None:
+    stream = b"".join(frames)
+    whole = outcome([stream])
+    for at in range(len(stream) + 1):
+        assert outcome([stream[:at], stream[at:]]) == whole, at
+    assert outcome([stream[i : i + 1] for i in range(len(stream))]) == whole
 
 
 @SETTINGS

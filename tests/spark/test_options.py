@@ -15,6 +15,7 @@ from tests.support.natsserver import nats_server_binary, run_nats_server
 from brook_spark.options import (
     OffsetSpec,
     OptionError,
+    Query,
     format_rfc3339_ns,
     parse_connect,
     parse_duration_s,
@@ -97,14 +98,102 @@ def test_starting_offsets_forms(value: str, expected: OffsetSpec) -> None:
     ],
 )
 def test_bad_read_options_name_the_option(options: dict[str, str], message: str) -> None:
+    streaming = any("Trigger" in key for key in options)  # options of streaming reads only
     with pytest.raises(OptionError) as info:
-        read(**options)
+        read(streaming, **options)
     assert message in str(info.value)
 
 
 def test_batch_only_options_are_refused_for_streaming() -> None:
     with pytest.raises(OptionError, match="option 'endingOffsets' applies only to batch"):
         read(True, endingOffsets="10")
+
+
+def parse(query: Query, options: dict[str, str]) -> Any:
+    """`options` as the user spells them, through the parser of `query`."""
+    if query in (Query.READ, Query.READ_STREAM):
+        return parse_read({"stream": "S", **options}, streaming=query is Query.READ_STREAM)
+    return parse_write(options, streaming=query is Query.WRITE_STREAM)
+
+
+EVERY_QUERY = list(Query)
+
+
+# What a job moved over from Spark's Kafka source passes, and what the error must offer.
+KAFKA_CASES = [
+    ({"subscribe": "orders"}, "unknown option 'subscribe' (Spark's Kafka source)", "'stream'"),
+    ({"subscribePattern": "orders.*"}, "'subscribePattern'", "'filterSubjects'"),
+    ({"assign": '{"orders": [0]}'}, "'assign'", "'stream'"),
+    ({"maxOffsetsPerTrigger": "100"}, "'maxOffsetsPerTrigger'", "'maxRecordsPerTrigger'"),
+    ({"minOffsetsPerTrigger": "100"}, "'minOffsetsPerTrigger'", "'minRecordsPerTrigger'"),
+    ({"startingOffsetsByTimestamp": "{}"}, "'startingOffsetsByTimestamp'", "'startingTimestamp'"),
+    ({"endingOffsetsByTimestamp": "{}"}, "'endingOffsetsByTimestamp'", "'endingTimestamp'"),
+    ({"kafka.bootstrap.servers": "h:9092"}, "'kafka.bootstrap.servers'", "'servers'"),
+    ({"kafka.security.protocol": "SSL"}, "'kafka.security.protocol'", "'tlsCaFile'"),
+    ({"kafka.group.id": "g"}, "'kafka.group.id'", "checkpoint"),
+    ({"groupIdPrefix": "g"}, "'groupIdPrefix'", "checkpoint"),
+    ({"topic": "orders"}, "unknown option 'topic' (Spark's Kafka source)", "'subject'"),
+]
+
+
+@pytest.mark.parametrize("query", EVERY_QUERY, ids=lambda q: q.name)
+@pytest.mark.parametrize(("options", "names", "instead"), KAFKA_CASES)
+def test_kafka_options_are_refused_with_the_jetstream_equivalent(
+    query: Query, options: dict[str, str], names: str, instead: str
+) -> None:
+    with pytest.raises(OptionError) as info:
+        parse(query, options)
+    assert names in str(info.value)
+    assert instead in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "options", "message"),
+    [
+        (Query.READ, {"maxRecordsPerTrigger": "5"}, "applies only to streaming reads"),
+        (Query.READ, {"minRecordsPerTrigger": "5"}, "applies only to streaming reads"),
+        (Query.READ, {"checkpointLocation": "/c"}, "applies only to streaming writes"),
+        (Query.READ_STREAM, {"endingTimestamp": "0"}, "applies only to batch reads"),
+        (Query.READ_STREAM, {"checkpointLocation": "/c"}, "applies only to streaming writes"),
+        (Query.READ_STREAM, {"subject": "a"}, "applies only to writes"),
+        (Query.WRITE, {"failOnDataLoss": "false"}, "'failOnDataLoss' applies only to reads"),
+        (Query.WRITE, {"startingTimestamp": "0"}, "'startingTimestamp' applies only to reads"),
+        (Query.WRITE, {"commitBucket": "B"}, "applies only to streaming writes"),
+        (Query.WRITE, {"queryName": "q"}, "applies only to streaming writes"),
+        (Query.WRITE_STREAM, {"writeId": "job"}, "'writeId' applies only to batch writes"),
+        (Query.WRITE_STREAM, {"includeHeaders": "true"}, "applies only to reads"),
+        (Query.READ, {"path": "ORDERS"}, "takes no path"),
+        (Query.WRITE_STREAM, {"path": "/out"}, "takes no path"),
+        (Query.READ, {"maxRecordPerPartition": "5"}, "did you mean 'maxRecordsPerPartition'?"),
+        (Query.WRITE, {"header": "true"}, "unknown option 'header' for batch writes (df.write)"),
+        (Query.READ_STREAM, {"maxFilesPerTrigger": "1"}, "for streaming reads (spark.readStream)"),
+        (Query.READ_STREAM, {"maxFilesPerTrigger": "1"}, " maxRecordsPerTrigger, "),
+    ],
+)
+def test_options_a_query_does_not_take_are_refused(
+    query: Query, options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(OptionError) as info:
+        parse(query, options)
+    assert message in str(info.value)
+
+
+def test_option_names_are_case_insensitive() -> None:
+    opts = parse_read({"STREAM": "S", "StartingOffsets": "5", "NATS.name": "x"}, streaming=False)
+    assert (opts.stream, opts.starting, opts.connect.extra) == (
+        "S",
+        OffsetSpec("seq", 5),
+        (("name", "x"),),
+    )
+    with pytest.raises(OptionError, match="'maxOffsetsPerTrigger'"):
+        parse_read({"stream": "S", "MAXOFFSETSPERTRIGGER": "5"}, streaming=True)
+
+
+def test_options_spark_hands_a_streaming_sink_are_accepted() -> None:
+    # df.writeStream...option("checkpointLocation", ...).queryName(...) puts both on the
+    # sink's options (lower-cased); Spark hands readers and batch writers none of its own.
+    opts = parse_write({"checkpointlocation": "/c", "queryname": "q"}, streaming=True)
+    assert opts.commit_bucket == "SPARK_COMMITS"
 
 
 def test_filters_connect_and_pass_through() -> None:
@@ -136,7 +225,7 @@ def test_connect_options_are_hashable_and_picklable() -> None:
 
 
 def test_write_options() -> None:
-    opts = parse_write({"subject": "a.b", "writeid": "job-1", "maxpending": "10"})
+    opts = parse_write({"subject": "a.b", "writeid": "job-1", "maxpending": "10"}, streaming=False)
     assert (opts.subject, opts.write_id, opts.max_pending, opts.commit_bucket) == (
         "a.b",
         "job-1",
@@ -144,11 +233,11 @@ def test_write_options() -> None:
         "SPARK_COMMITS",
     )
     with pytest.raises(OptionError, match=r"option 'subject'.*wildcards cannot be published"):
-        parse_write({"subject": "a.>"})
+        parse_write({"subject": "a.>"}, streaming=False)
     with pytest.raises(OptionError, match="option 'maxPending' must be at least 1"):
-        parse_write({"maxpending": "0"})
-    with pytest.raises(OptionError, match="option 'commitBucket'"):
-        parse_write({"commitbucket": "a.b"})
+        parse_write({"maxpending": "0"}, streaming=True)
+    with pytest.raises(OptionError, match=r"option 'commitBucket': 'a\.b' is not a valid"):
+        parse_write({"commitbucket": "a.b"}, streaming=True)
 
 
 def test_durations_and_timestamps() -> None:
@@ -182,6 +271,26 @@ def test_bad_options_fail_the_query_before_reading(spark: Any, brook: JetStream)
     query = streaming.writeStream.format("noop").trigger(availableNow=True).start()
     with pytest.raises(Exception, match="option 'endingOffsets' applies only to batch"):
         query.awaitTermination(60)
+
+
+def test_kafka_options_fail_a_read_and_a_write_before_any_io(
+    spark: Any, brook: JetStream, name: str
+) -> None:
+    brook.add_stream(name, [f"{name}.>"])
+    brook.fill(f"{name}.x", 3)
+    read = (
+        spark.read.format("jetstream")
+        .option("servers", brook.url)
+        .option("stream", name)
+        .option("maxOffsetsPerTrigger", "1")
+    )
+    with pytest.raises(Exception, match=r"unknown option 'maxOffsetsPerTrigger'.*'maxRecordsPer"):
+        read.load().count()
+    df = spark.createDataFrame([("x",)], "data string")
+    write = df.write.format("jetstream").mode("append").option("servers", brook.url)
+    with pytest.raises(Exception, match=r"unknown option 'topic'.*'subject'"):
+        write.option("topic", f"{name}.y").save()
+    assert brook.state(name)["messages"] == 3  # nothing was published
 
 
 def test_unreachable_server_names_the_option(spark: Any) -> None:

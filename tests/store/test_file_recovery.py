@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from brook.jetstream.store.base import StoreError
+from brook.jetstream.store.base import LostData, StoreError
 from brook.jetstream.store.check import check_store
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file import format as fmt
@@ -146,6 +146,81 @@ def test_torn_tail_at_every_byte(tmp_path: Path, last_is: str) -> None:
         shutil.rmtree(work)
 
 
+def test_a_torn_message_keeps_its_sequence(tmp_path: Path) -> None:
+    """A torn tail that still holds the 16 bytes of its header naming the next sequence
+    (storage-format.md 7.6): that message had its sequence before the crash (a consumer
+    may have seen it), so the sequence is reported lost and never handed out again, also
+    after further restarts. With less of the header left nothing proves it was used."""
+    src = tmp_path / "src"
+    make_store(src, 20)
+    seg = seg_files(src)[-1]
+    start, length = records(seg)[-1][:2]
+    for cut in range(start + 1, start + length):
+        work = tmp_path / f"cut{cut}"
+        shutil.copytree(src, work)
+        with open(work / "msgs" / seg.name, "r+b") as f:
+            f.truncate(cut)
+        kept = cut - start >= 16
+        checked = check_store(work)
+        assert checked.last_seq == (20 if kept else 19)
+        assert [str(lost) for lost in checked.lost] == (
+            [f"sequence 20 lost (msgs/{seg.name})"] if kept else []
+        )
+        assert ("sequence 20 lost" in checked.format()) == kept
+        s = FileStore(work)
+        state = s.state()
+        assert (state.messages, state.last_seq) == (19, 20 if kept else 19)
+        assert state.lost == (LostData((20,), cut - start) if kept else None)
+        assert [str(lost) for lost in s.recovery_report.lost] == (
+            [f"sequence 20 lost (msgs/{seg.name})"] if kept else []
+        )
+        assert s.store("next", None, b"x", T0 + 99) == (21 if kept else 20)
+        s.close()
+        assert check_store(work).healthy
+        s = FileStore(work)
+        assert s.recovery_report.clean  # reported once, at the open that found it
+        assert s.state().last_seq == (21 if kept else 20)
+        assert s.state().lost is None
+        assert s.store("more", None, b"y", T0 + 100) == (22 if kept else 21)
+        s.close()
+        shutil.rmtree(work)
+
+
+def test_a_torn_message_keeps_its_sequence_across_restarts(tmp_path: Path) -> None:
+    """Reopened again before anything is stored, the store still knows the torn
+    message's sequence: the segment it rolled to is named after it."""
+    make_store(tmp_path, 20)
+    seg = seg_files(tmp_path)[-1]
+    start, length = records(seg)[-1][:2]
+    with open(seg, "r+b") as f:
+        f.truncate(start + length // 2)
+    FileStore(tmp_path).close()
+    assert seg.stat().st_size == start  # the tail was cut once the new segment was durable
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    assert s.state().last_seq == 20
+    assert s.store("next", None, b"x", T0 + 99) == 21
+    s.close()
+
+
+def test_damage_reports_lost_sequences(tmp_path: Path) -> None:
+    """Messages whose records are gone, found by the sequence jump over the damage."""
+    make_store(tmp_path, 20)
+    seg = seg_files(tmp_path)[0]
+    recs = records(seg)
+    off, length, _rtype, k = recs[10][:4]
+    data = bytearray(seg.read_bytes())
+    data[off + length - 1] ^= 0xFF
+    data[recs[11][0] + 40] ^= 0xFF  # and the one after it: a region of two
+    seg.write_bytes(bytes(data))
+    s = FileStore(tmp_path)
+    report = s.recovery_report
+    assert [str(lost) for lost in report.lost] == [f"sequence {k}..{k + 1} lost (msgs/{seg.name})"]
+    assert s.state().lost == LostData((k, k + 1), length + recs[11][1])
+    assert report.to_dict()["lost"] == [{"file": f"msgs/{seg.name}", "first": k, "last": k + 1}]
+    s.close()
+
+
 def test_torn_tail_of_a_sealed_segment(tmp_path: Path) -> None:
     """A crash can leave an earlier segment short if it was rolled but not yet synced."""
     make_store(tmp_path, 40, segment_bytes_max=600)
@@ -161,6 +236,7 @@ def test_torn_tail_of_a_sealed_segment(tmp_path: Path) -> None:
     ]
     assert_messages(s, set(range(1, 41)) - {lost}, 40)
     assert s.state().last_seq == 40
+    assert s.state().lost == LostData((lost,), length // 2)
     assert s.state().deleted is None
     assert s.state(deleted_details=True).deleted == [lost]
     s.close()
@@ -364,3 +440,31 @@ def test_healthy_store_checks_clean(tmp_path: Path) -> None:
         st_.num_deleted,
     )
     assert report.segments == len(seg_files(tmp_path)) > 1
+
+
+def test_a_torn_segment_left_with_nothing_live_is_deleted(tmp_path: Path) -> None:
+    """The torn record was the segment's only live message: the store rolls away from
+    the segment (its name keeps the sequence), and then deletes it instead of cutting it."""
+    s = FileStore(tmp_path)
+    for i in range(3):
+        s.store("a", None, b"x%d" % i, T0 + i)
+    for seq in (1, 2, 3):
+        s.remove(seq)
+    s.store("a", None, b"last", T0 + 3)
+    s.close()
+    seg = seg_files(tmp_path)[-1]
+    start, length = records(seg)[-1][:2]
+    with open(seg, "r+b") as f:
+        f.truncate(start + length - 1)
+    s = FileStore(tmp_path)
+    assert not seg.exists()
+    assert [f.kind for f in s.recovery_report.findings] == ["torn_tail"]
+    state = s.state()
+    assert (state.messages, state.first_seq, state.last_seq) == (0, 5, 4)
+    assert state.lost == LostData((4,), length - 1)
+    s.close()
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    assert s.store("a", None, b"next", T0 + 9) == 5
+    s.close()
+    assert check_store(tmp_path).healthy

@@ -296,6 +296,52 @@ def test_segments_roll_and_whole_segments_are_deleted(tmp_path: Path) -> None:
     assert check_store(tmp_path).healthy
 
 
+@pytest.mark.parametrize("how", ["purge", "purge_up_to", "expire"])
+def test_emptying_the_store_deletes_the_newest_segment_too(tmp_path: Path, how: str) -> None:
+    """A purge that leaves nothing frees the space of every segment, the one being
+    appended to included (on a full disk, purging is how an operator makes room)."""
+    s = FileStore(tmp_path)
+    fill(s, 2000, size=100)
+    [newest] = seg_files(tmp_path)
+    assert newest.stat().st_size > 200_000
+    if how == "purge":
+        assert s.purge().purged == 2000
+    elif how == "purge_up_to":
+        assert s.purge(up_to_seq=2001).purged == 2000
+    else:
+        assert len(s.expire_before(T0 + 2000)) == 2000
+    s.sync()
+    assert not newest.exists()
+    assert sum(p.stat().st_size for p in seg_files(tmp_path)) < 200
+    state = s.state()
+    assert (state.messages, state.first_seq, state.last_seq) == (0, 2001, 2000)
+    s.close()
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    state = s.state()
+    assert (state.first_seq, state.last_seq, state.last_ts_ns) == (2001, 2000, T0 + 1999)
+    assert s.store("s.x", None, b"x", T0 + 2000) == 2001
+    s.close()
+    assert check_store(tmp_path).healthy
+
+
+@pytest.mark.parametrize("messages", [0, 5])
+def test_skip_to_leaves_no_segment_behind(tmp_path: Path, messages: int) -> None:
+    """`skip_to` starts a segment named after the skip; the one it leaves, if nothing in
+    it is live (a fresh store's, never written), is deleted, not left for `check`."""
+    s = FileStore(tmp_path)
+    fill(s, messages)
+    s.skip_to(9)
+    s.close()
+    assert check_store(tmp_path).healthy
+    assert [int(p.stem) for p in seg_files(tmp_path)] == ([1, 10] if messages else [10])
+    s = FileStore(tmp_path)
+    assert s.recovery_report.clean
+    assert (s.state().last_seq, s.state().messages) == (9, messages)
+    assert s.store("s.x", None, b"x", T0) == 10
+    s.close()
+
+
 def test_deleting_a_segment_keeps_its_tombstones_for_older_segments(tmp_path: Path) -> None:
     """Segment D holds the tombstones of messages in an older segment A that stays (one live
     message). Deleting D must not resurrect them (storage-format.md 6.2)."""

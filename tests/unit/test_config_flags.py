@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from brook.config.flags import HelpRequested, help_text, parse_serve_args
+from brook.config.flags import (
+    ArgumentError,
+    HelpRequested,
+    VersionRequested,
+    help_text,
+    parse_serve_args,
+)
 from brook.config.settings import ConfigError, Settings, User
 
 
@@ -135,10 +141,20 @@ def test_auth_flag_errors(argv: list[str], message: str) -> None:
         parse_serve_args(argv)
 
 
+def test_random_ports_ports_file_dir_and_version() -> None:
+    s = parse_serve_args(["-p", "-1", "-m", "-1", "--ports_file_dir", "/tmp/p"])
+    assert (s.port, s.http_port, s.ports_file_dir) == (-1, -1, "/tmp/p")
+    for argv in (["-v"], ["-p", "1", "--version"]):
+        with pytest.raises(VersionRequested):
+            parse_serve_args(argv)
+    with pytest.raises(ArgumentError, match="flag '--routes': clustering is not supported"):
+        parse_serve_args(["--routes", "nats://127.0.0.1:6222"])
+
+
 def test_negative_values_are_values_not_flags() -> None:
     assert parse_serve_args(["--max-subscriptions", "-0"]).max_subscriptions == 0
-    with pytest.raises(ConfigError, match="port: -1 is not a TCP port"):
-        parse_serve_args(["-p", "-1"])
+    with pytest.raises(ConfigError, match="port: -2 is not a TCP port"):
+        parse_serve_args(["-p", "-2"])
 
 
 @pytest.mark.parametrize("interval", [-0.1, 61.0])
@@ -247,7 +263,7 @@ def test_double_dash_ends_the_flags() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["-p", "70000"], "port: 70000 is not a TCP port (0-65535)"),
+        (["-p", "70000"], "port: 70000 is not a TCP port (0-65535, -1 = any free)"),
         (["-m", "70000"], "http_port: 70000 is not a TCP port"),
         (["--max-payload", "128MB"], "max_payload: 134217728 must be between 1 and"),
         (["--max-payload", "2MB", "--max-pending", "1MB"], "cannot exceed max_pending"),

@@ -492,6 +492,12 @@ def test_control_line_limit_applies_to_connect() -> None:
         (b"PUB foo \xef\xbc\x91\r\n", None),  # a full-width digit one
         (b"PUB foo 1234567890\r\n", None),  # 10 digits: more than nats-server parses
         (b"PUB foo 1234567890123456789\r\n", None),
+        # ...leading zeros count: refused with the payload in the same read (fast path) too.
+        (b"PUB foo 0000000002\r\nhi\r\n", None),
+        (b"PUB foo r 0000000002\r\nhi\r\n", None),
+        (b"PUB $JS.ACK.s.c.1.1.1 0000000000\r\n\r\n", None),
+        (b"HPUB foo 0000000012 12\r\nNATS/1.0\r\n\r\n\r\n", None),
+        (b"HPUB foo 12 0000000012\r\nNATS/1.0\r\n\r\n\r\n", None),
         (b"HPUB foo x 3\r\n", None),
         (b"HPUB foo 1 x\r\n", None),
         (b"HPUB foo 4 3\r\n", None),  # header larger than total

@@ -2,8 +2,14 @@
 
 `brook serve [options]` runs a server until SIGINT/SIGTERM, then shuts down gracefully
 and exits 0. So that tools written to launch nats-server can launch Brook, a command line
-that starts with a flag (`brook -p 4222 -js`) means `brook serve`. Configuration errors
-print one line naming the key or flag and exit 1 (argument errors exit 2).
+that starts with a flag (`brook -p 4222 -js`) means `brook serve` (and so does any command
+line when the program is named `nats-server`), the log has nats-server's
+format and start-up lines (cli/logformat.py), and failures exit as nats-server's do: a bad
+config file or setting, or a start-up failure (a busy port, an unusable store directory),
+prints one line naming the cause and exits 1; a malformed command line exits 2.
+SIGHUP, SIGUSR1 and SIGUSR2, which nats-server uses for reload, log reopening and lame
+duck mode, are logged and otherwise ignored until Brook has those operations: they must
+never end the process without closing its stores.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import gc
 import logging
 import signal
 import sys
+from pathlib import Path
 
-from brook import __version__
+from brook import __version__, limits
 from brook.config.settings import ConfigError, Settings
 
 USAGE = """usage: brook <command> [options]
@@ -41,26 +48,62 @@ commands:
 GC_GEN0_THRESHOLD = 10_000
 
 
+log = logging.getLogger("brook")
+
+# Signals a server handles, with Go's names for them (nats-server logs `Trapped "hangup"
+# signal`) and, for those Brook does not act on yet, the operation nats-server performs.
+_STOP_SIGNALS = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminated"}
+_IGNORED_SIGNALS = {
+    signal.SIGHUP: ("hangup", "configuration reload"),
+    signal.SIGUSR1: ("user defined signal 1", "reopening the log file"),
+    signal.SIGUSR2: ("user defined signal 2", "lame duck mode"),
+}
+
+
+def version_text() -> str:
+    """`brook --version`: Brook's version, then the nats-server version it speaks as,
+    which launchers that gate features on `nats-server --version` read (`v2.x.y`)."""
+    return f"brook {__version__} (nats-server v{limits.NATS_COMPAT_VERSION} compatible)"
+
+
 def _configure_logging(settings: Settings) -> None:
-    level = logging.DEBUG if settings.debug or settings.trace else logging.INFO
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s [%(levelname)s] %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    from brook.cli.logformat import NatsServerFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(NatsServerFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if settings.debug or settings.trace else logging.INFO)
+
+
+def _ignore_signal(sig: signal.Signals) -> None:
+    name, operation = _IGNORED_SIGNALS[sig]
+    log.info('Trapped "%s" signal', name)
+    log.warning("%s is not supported yet: signal ignored", operation.capitalize())
+
+
+def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    log.info('Trapped "%s" signal', _STOP_SIGNALS[sig])
+    stop.set()
 
 
 async def _serve(settings: Settings) -> None:
     from brook.server.server import Server
 
+    # Every handler is in place before the server starts: a launcher may signal as soon
+    # as it reads "Server is ready", and a stop asked for during start-up waits for it.
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in _IGNORED_SIGNALS:
+        loop.add_signal_handler(sig, _ignore_signal, sig)
+    for sig in _STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop_signal, stop, sig)
     server = Server(settings)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, server.request_shutdown)
-    await server.wait_stopped()
+    await stop.wait()
+    await server.shutdown()
 
 
 def _run(settings: Settings) -> None:
@@ -73,37 +116,47 @@ def _run(settings: Settings) -> None:
 
 
 def serve_command(argv: list[str]) -> int:
-    from brook.config.flags import HelpRequested, parse_serve_args
+    from brook.config.flags import (
+        ArgumentError,
+        HelpRequested,
+        VersionRequested,
+        parse_serve_args,
+    )
 
     try:
         settings = parse_serve_args(argv)
     except HelpRequested as help_:
         print(help_.text)
         return 0
+    except VersionRequested:
+        print(version_text())
+        return 0
     except ConfigError as exc:
         print(f"brook: {exc}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(exc, ArgumentError) else 1
     _configure_logging(settings)
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     try:
         _run(settings)
-    except ConfigError as exc:
-        print(f"brook: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"brook: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+    except (ConfigError, OSError) as exc:  # the store directory, a port: named in the text
+        log.critical("%s", exc)
         return 1
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if Path(sys.argv[0]).name == "nats-server":
+        # Installed or linked as nats-server, Brook takes nats-server's command line
+        # (no subcommands; no arguments at all start a server), so launchers and test
+        # harnesses written for nats-server run it unchanged.
+        return serve_command(args)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     command = args[0]
-    if command in ("version", "--version"):
-        print(f"brook {__version__}")
+    if command in ("version", "--version", "-v"):
+        print(version_text())
         return 0
     if command == "serve":
         return serve_command(args[1:])

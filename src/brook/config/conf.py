@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def _host_port(where: str, v: object) -> tuple[str | None, int]:
         return None, int(v)
     if isinstance(v, str):
         host, _, port = v.rpartition(":")
-        if port.isascii() and port.isdigit():
+        if re.fullmatch(r"-?[0-9]+", port, re.ASCII):  # -1: any free port, as nats-server
             host = host.removeprefix("[").removesuffix("]")  # [::1]:4222
             return host or None, int(port)
     raise _bad(where, "'host:port', ':port' or a port number", v)
@@ -170,6 +171,9 @@ _JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
 _JS_MAX_FILE = ("max_file_store", "max_file")
 _JS_SYNC = ("sync_interval", "sync")
 _JS_CONSUMER_FLUSH = ("consumer_flush_interval",)  # Brook's own (see JetStreamSettings)
+_JS_RESTORE_MAX = ("restore_max_bytes",)  # Brook's own
+_JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
+_JS_RESERVE = ("free_space_reserve",)  # Brook's own
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -198,6 +202,9 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
             *_JS_MAX_FILE,
             *_JS_SYNC,
             *_JS_CONSUMER_FLUSH,
+            *_JS_RESTORE_MAX,
+            *_JS_RESTORE_IDLE,
+            *_JS_RESERVE,
         )
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
@@ -210,6 +217,12 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.sync_interval_s = sync_interval(at, value)
             elif key in _JS_CONSUMER_FLUSH:
                 js.consumer_flush_interval_s = _duration(at, value)
+            elif key in _JS_RESTORE_MAX:
+                js.restore_max_bytes = _size(at, value)
+            elif key in _JS_RESTORE_IDLE:
+                js.restore_idle_timeout_s = _duration(at, value)
+            elif key in _JS_RESERVE:
+                js.free_space_reserve_bytes = _size(at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled
@@ -230,6 +243,7 @@ _PLAIN = (
     ("port", "port", _int),
     ("http_port monitor_port", "http_port", _int),
     ("server_name", "server_name", _str),
+    ("ports_file_dir", "ports_file_dir", _str),
     ("max_payload", "max_payload_bytes", _size),
     ("max_control_line", "max_control_line_bytes", _size),
     ("max_connections max_conn", "max_connections", _int),

@@ -126,7 +126,8 @@ class _Parser:
         at = self.pos if at is None else at
         line = self.text.count("\n", 0, at) + 1
         col = at - self.text.rfind("\n", 0, at)
-        return ConfigError(f"{self.path or '<config>'}:{line}:{col}: {message}")
+        # "Parse error" as nats-server words it: launchers match on the phrase.
+        return ConfigError(f"{self.path or '<config>'}:{line}:{col}: Parse error: {message}")
 
     def peek(self) -> str:
         return self.text[self.pos : self.pos + 1]

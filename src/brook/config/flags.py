@@ -5,8 +5,9 @@ accepted as aliases so scripts written for nats-server keep working. Parsing fol
 `flag` package, which nats-server uses: one or two dashes mean the same, a value follows as
 `-p 4222` or `-p=4222`, and a boolean flag is set by its presence or as `-js=false`, never by
 a separate word. As in nats-server, a config file named with `-c` is loaded first and every
-flag overrides it. The parser never exits the process: errors are `ConfigError` and `-h`
-raises `HelpRequested`, leaving printing and exit codes to the CLI.
+flag overrides it. The parser never exits the process: a malformed command line is an
+`ArgumentError`, a bad config file or setting a `ConfigError`, and `-h` and `-v` raise
+`HelpRequested` and `VersionRequested`, leaving printing and exit codes to the CLI.
 """
 
 from __future__ import annotations
@@ -19,9 +20,20 @@ from brook.config.conf import load_conf_file, sync_interval
 from brook.config.conf_syntax import parse_duration, parse_size
 from brook.config.settings import ConfigError, Settings, User
 
-__all__ = ["HelpRequested", "help_text", "parse_serve_args"]
+__all__ = [
+    "ArgumentError",
+    "HelpRequested",
+    "VersionRequested",
+    "help_text",
+    "parse_serve_args",
+]
 
 _Kind = Literal["bool", "str", "int", "size", "duration"]
+
+
+class ArgumentError(ConfigError):
+    """The command line itself is malformed (unknown flag, missing or mistyped value);
+    the CLI exits 2 for these, and 1 for a bad config file or setting, as nats-server."""
 
 
 class HelpRequested(Exception):
@@ -30,6 +42,11 @@ class HelpRequested(Exception):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+
+class VersionRequested(Exception):
+    """`-v`/`--version` was given (anywhere, as nats-server allows); the CLI prints the
+    version and exits with status 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +60,31 @@ class _Flag:
 
 _FLAGS = (
     _Flag(("host", "a", "addr", "net"), "str", "host", "Client listen address", "HOST"),
-    _Flag(("port", "p"), "int", "port", "Client port (0 = pick a free port)", "PORT"),
-    _Flag(("http-port", "m", "http_port"), "int", "http_port", "Monitoring port (0 = off)", "PORT"),
+    _Flag(("port", "p"), "int", "port", "Client port (-1 or 0 = pick a free port)", "PORT"),
+    _Flag(
+        ("http-port", "m", "http_port"),
+        "int",
+        "http_port",
+        "Monitoring port (0 = off, -1 = pick a free port)",
+        "PORT",
+    ),
     _Flag(("server-name", "n", "name", "server_name"), "str", "server_name", "Server name", "NAME"),
     _Flag(("config", "c"), "str", "@config", "nats-server style config file, read first", "FILE"),
     _Flag(("jetstream", "js"), "bool", "jetstream.enabled", "Enable JetStream"),
-    _Flag(("store-dir", "sd", "store_dir"), "str", "jetstream.store_dir", "JetStream data", "DIR"),
+    _Flag(
+        ("store-dir", "sd", "store_dir"),
+        "str",
+        "jetstream.store_dir",
+        "JetStream data (default: brook/jetstream in the system's temporary directory)",
+        "DIR",
+    ),
+    _Flag(
+        ("ports-file-dir", "ports_file_dir"),
+        "str",
+        "ports_file_dir",
+        "Write <program>_<pid>.ports there (the listening URLs, as JSON)",
+        "DIR",
+    ),
     _Flag(
         ("sync-interval", "sync_interval"),
         "str",
@@ -78,8 +114,19 @@ _FLAGS = (
     _Flag(("trace", "V"), "bool", "trace", "Protocol trace logging"),
     _Flag(("DV",), "bool", "@debug_trace", "Debug and trace logging"),
     _Flag(("help", "h"), "bool", "@help", "Show this help"),
+    _Flag(("version", "v"), "bool", "@version", "Show the version"),
 )
 _BY_NAME = {name: flag for flag in _FLAGS for name in flag.names}
+# nats-server flags for features Brook does not have: refused with the feature's name.
+_UNSUPPORTED = {
+    name: feature
+    for names, feature in (
+        ("cluster cluster_name cluster_listen cluster_advertise routes no_advertise"
+         " connect_retries", "clustering"),
+        ("tls tlscert tlskey tlsverify tlscacert https_port ms", "TLS"),
+    )
+    for name in names.split()
+}  # fmt: skip
 _BOOL_WORDS = {w: True for w in ("1", "t", "true", "yes", "on")} | {
     w: False for w in ("0", "f", "false", "no", "off")
 }
@@ -138,10 +185,10 @@ def _convert(flag: _Flag, typed: str, raw: str | None) -> object:
         if raw is None:
             return True
         if raw.lower() not in _BOOL_WORDS:
-            raise ConfigError(f"flag {typed!r}: expected true or false, got {raw!r}")
+            raise ArgumentError(f"flag {typed!r}: expected true or false, got {raw!r}")
         return _BOOL_WORDS[raw.lower()]
     if raw is None:  # `_scan` already insists on a value; this keeps the types honest
-        raise ConfigError(f"flag {typed!r} needs a value")
+        raise ArgumentError(f"flag {typed!r} needs a value")
     if flag.kind == "str":
         return raw
     try:
@@ -151,7 +198,8 @@ def _convert(flag: _Flag, typed: str, raw: str | None) -> object:
             return int(raw)
         return parse_size(raw) if flag.kind == "size" else parse_duration(raw)
     except ValueError:
-        raise ConfigError(f"flag {typed!r}: expected {_EXPECTED[flag.kind]}, got {raw!r}") from None
+        expected = _EXPECTED[flag.kind]
+        raise ArgumentError(f"flag {typed!r}: expected {expected}, got {raw!r}") from None
 
 
 def _scan(argv: list[str]) -> list[tuple[_Flag, str, str | None]]:
@@ -163,21 +211,26 @@ def _scan(argv: list[str]) -> list[tuple[_Flag, str, str | None]]:
         i += 1
         if arg == "--":
             if i < len(argv):
-                raise ConfigError(f"unexpected argument {argv[i]!r}")
+                raise ArgumentError(f"unexpected argument {argv[i]!r}")
             break
         if not arg.startswith("-") or arg == "-":
             hint = ""
             if given and given[-1][0].kind == "bool" and arg.lower() in _BOOL_WORDS:
                 hint = f" (boolean flags take a value only as '{given[-1][1]}={arg}')"
-            raise ConfigError(f"unexpected argument {arg!r}{hint}")
+            raise ArgumentError(f"unexpected argument {arg!r}{hint}")
         flag, typed, value = _lookup(arg)
         if flag is None:
-            raise ConfigError(f"unknown flag {typed!r}")
+            feature = _UNSUPPORTED.get(typed.lstrip("-"))
+            if feature is not None:
+                raise ArgumentError(f"flag {typed!r}: {feature} is not supported by Brook")
+            raise ArgumentError(f"unknown flag {typed!r}")
         if flag.target == "@help":
             raise HelpRequested(help_text())
+        if flag.target == "@version":
+            raise VersionRequested
         if flag.kind != "bool" and value is None:
             if i >= len(argv) or (argv[i].startswith("-") and _lookup(argv[i])[0] is not None):
-                raise ConfigError(f"flag {typed!r} needs a value")
+                raise ArgumentError(f"flag {typed!r} needs a value")
             value = argv[i]
             i += 1
         given.append((flag, typed, value))
@@ -208,7 +261,7 @@ def parse_serve_args(argv: list[str]) -> Settings:
     if user is not None and password is not None:
         settings.auth.users = [User(str(user[1]), str(password[1]))]
     elif user is not None:
-        raise ConfigError(f"flag {user[0]!r} needs --pass as well")
+        raise ArgumentError(f"flag {user[0]!r} needs --pass as well")
     elif password is not None:
-        raise ConfigError(f"flag {password[0]!r} needs --user as well")
+        raise ArgumentError(f"flag {password[0]!r} needs --user as well")
     return settings.validate()

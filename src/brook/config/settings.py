@@ -8,6 +8,8 @@ raises `ConfigError` naming the offending key, so every loader reports errors th
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from dataclasses import dataclass, field
 
 from brook import limits
@@ -37,10 +39,18 @@ class AuthSettings:
         return self.token is not None or bool(self.users)
 
 
+def default_store_dir() -> str:
+    """Where JetStream keeps its data when no `store_dir` is set: nats-server's rule (a
+    directory under the system's temporary directory, `$TMPDIR` or /tmp), in a directory
+    named for Brook, whose on-disk format is its own (ADR 0010). The server warns, as
+    nats-server does, that such data can be lost on reboot."""
+    return os.path.join(tempfile.gettempdir(), "brook", "jetstream")
+
+
 @dataclass(slots=True)
 class JetStreamSettings:
     enabled: bool = False
-    store_dir: str | None = None
+    store_dir: str | None = None  # None: default_store_dir(); never memory for file streams
     max_memory_store_bytes: int = -1  # -1 = no account limit
     max_file_store_bytes: int = -1
     # 0 ("always"): every PubAck waits for an fsync covering its message (group commit).
@@ -50,14 +60,28 @@ class JetStreamSettings:
     # The least time between two writes of a durable consumer's state, unless an ack
     # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
     consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
+    # Stream restores: the largest upload (-1: no limit) and the longest wait for a chunk.
+    restore_max_bytes: int = limits.RESTORE_MAX_BYTES
+    restore_idle_timeout_s: float = limits.RESTORE_IDLE_TIMEOUT_S
+    # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
+    # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
+    free_space_reserve_bytes: int = -1
+
+    @property
+    def store_path(self) -> str:
+        """The directory JetStream uses: `store_dir`, or the default when it is unset."""
+        return self.store_dir or default_store_dir()
 
 
 @dataclass(slots=True)
 class Settings:
-    host: str = limits.DEFAULT_HOST
-    port: int = limits.DEFAULT_PORT
+    host: str = limits.DEFAULT_HOST  # 0.0.0.0 (or ::) listens on IPv4 and IPv6 alike
+    port: int = limits.DEFAULT_PORT  # -1 (nats-server's RANDOM_PORT) or 0 = pick a free port
     http_port: int = 0  # 0 = monitoring disabled; -1 = pick a free port
     http_host: str | None = None  # defaults to `host`
+    # nats-server's ports_file_dir: write `<program>_<pid>.ports` (JSON URLs) there once
+    # listening, remove it at shutdown; launchers of test servers read it.
+    ports_file_dir: str | None = None
     server_name: str | None = None
     max_payload_bytes: int = limits.MAX_PAYLOAD_BYTES
     max_control_line_bytes: int = limits.MAX_CONTROL_LINE_BYTES
@@ -78,10 +102,12 @@ class Settings:
 
     def validate(self) -> Settings:
         """Check ranges and cross-field rules; return self so loaders can chain."""
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port: {self.port} is not a TCP port (0-65535)")
+        if not -1 <= self.port <= 65535:
+            raise ConfigError(f"port: {self.port} is not a TCP port (0-65535, -1 = any free)")
         if not -1 <= self.http_port <= 65535:
-            raise ConfigError(f"http_port: {self.http_port} is not a TCP port (0-65535)")
+            raise ConfigError(
+                f"http_port: {self.http_port} is not a TCP port (0-65535, -1 = any free)"
+            )
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
                 f"max_payload: {self.max_payload_bytes} must be between 1 and "
@@ -104,8 +130,14 @@ class Settings:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
         if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
+        if self.jetstream.free_space_reserve_bytes < -1:
+            raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
+        if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:
+            raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
+        if not 0 < self.jetstream.restore_idle_timeout_s <= 3600:
+            raise ConfigError("jetstream.restore_idle_timeout: must be above 0, at most 1 hour")
         if self.auth.token is not None and self.auth.users:
             raise ConfigError("authorization: token and users cannot both be set")
         seen: set[str] = set()

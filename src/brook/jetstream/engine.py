@@ -15,6 +15,13 @@ and when the stream is reopened or changes its retention policy.
 The engine subscribes each stream to its subjects through an `InternalClient`, schedules
 max-age expiry, and owns the worker threads that run group commits. The JSON API lives in
 `jetstream/api/` and calls the methods here.
+
+The store's filesystem (`space.py`): one `StoreSpace` admits publishes to every file
+stream, and a file store that deletes segments asks for a sync at once (its group commit),
+so that a purge, an expiry or acks free the space even while no publish is acknowledged.
+What opening a file store found damaged (`recovery_report`) is logged and kept for
+monitoring (`recoveries`). Sequences that a stream's durable consumers saw but its log lost
+in a crash are skipped (`MessageStore.skip_to`), so they are never handed out again.
 """
 
 from __future__ import annotations
@@ -24,21 +31,24 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from brook import limits
 from brook.jetstream import models
 from brook.jetstream.commit import GroupCommitter
-from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles
+from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.retention import StreamRetention
+from brook.jetstream.space import StoreSpace
+from brook.jetstream.store.base import StoreError, is_no_space
+from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.router import Router
@@ -48,6 +58,20 @@ from brook.server.internal import InternalClient
 log = logging.getLogger("brook.jetstream")
 
 STREAM_FILE = "stream.json"
+# A consumer to start: its configuration, creation time and state snapshot.
+Consumer = tuple[Any, int, dict[str, Any]]
+DATA_DIR = "data"
+
+
+def stream_record(config: Any, created_ns: int) -> bytes:
+    """The content of a stream's `stream.json`: its configuration and creation time."""
+    record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
+    return json.dumps(record, indent=1).encode()
+
+
+# Findings of one stream's recovery logged one by one; the rest are counted (`brook store
+# check` lists them all).
+RECOVERY_LOG_LINES_MAX = 20
 
 
 @dataclass
@@ -63,17 +87,18 @@ class JetStream:
     def __init__(
         self,
         router: Router,
-        store_dir: str | None,
+        store_dir: str,
         *,
         now_ns: Callable[[], int] = time.time_ns,
         max_memory_bytes: int = -1,
         max_file_bytes: int = -1,
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
+        free_space_reserve_bytes: int = -1,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
-        self.root = Path(store_dir) / "streams" if store_dir else None
+        self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
         self.now_ns = now_ns
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
@@ -89,17 +114,27 @@ class JetStream:
         self.consumer_files = ConsumerFiles(
             self.root, self._executor, flush_interval_s=consumer_flush_interval_s
         )
+        self._free_space_reserve_bytes = free_space_reserve_bytes
+        self.space: StoreSpace | None = None  # set at start when there is a store
+        # stream name -> what opening its file store found damaged (monitoring)
+        self.recoveries: dict[str, RecoveryReport] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.consumer_files.start(self._loop)
-        if self.root is None:
-            return
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.error("cannot create %s: %s; no stream can be created here", self.root, exc)
+        self.space = StoreSpace(self.root.parent, self._free_space_reserve_bytes)
+        if not self.root.is_dir():
+            return
         for directory in sorted(p for p in self.root.iterdir() if p.is_dir()):
             try:
                 self._open_existing(directory)
@@ -176,9 +211,21 @@ class JetStream:
                 return existing.stream, False
             raise api_error("STREAM_NAME_EXIST")
         self._check_overlap(config.name, config.subjects)
+        if config.storage == "file" and self.space is not None and not self.space.admit(0):
+            raise api_error("INSUFFICIENT_RESOURCES")
         created = self.now_ns()
-        stream = self._build(config, created)
-        self._persist(stream)
+        directory = self.root / config.name
+        fresh = not directory.exists()
+        try:
+            stream = self._build(config, created)
+            self._persist(stream)
+        except BaseException:
+            if config.name in self._entries:  # built but not persisted: undo it
+                self._detach(config.name)
+                self._entries.pop(config.name).stream.close()
+            if fresh:
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
         return stream, True
 
     def update(self, config: Any) -> Stream:
@@ -209,9 +256,9 @@ class JetStream:
         self._stop_consumers(name, notify=True)
         self._detach(name)
         del self._entries[name]
+        self.recoveries.pop(name, None)
         entry.stream.close()
-        if self.root is not None:
-            shutil.rmtree(self.root / name, ignore_errors=True)
+        shutil.rmtree(self.root / name, ignore_errors=True)
 
     # ------------------------------------------------------------------ consumers
 
@@ -242,7 +289,12 @@ class JetStream:
         if snapshot is not None:
             runner.restore(snapshot)
         if path is not None:
-            files.track(runner, path, write_now=snapshot is None)
+            try:
+                files.track(runner, path, write_now=snapshot is None)
+            except BaseException:  # its file could not be written (a full disk)
+                runner.stop(notify=False)
+                files.release(runner)
+                raise
         self.consumers.setdefault(stream.name, {})[config.name] = runner
         stream.consumer_count = len(self.consumers[stream.name])
         self._retention(stream).consumers_changed()
@@ -297,10 +349,20 @@ class JetStream:
             else:
                 self.consumer_files.release(runner)
 
-    def _open_consumers(self, stream: Stream) -> None:
-        for config, created_ns, snapshot in self.consumer_files.load(stream):
+    def _open_consumers(self, stream: Stream, volatile: Sequence[Consumer] = ()) -> None:
+        """Start the stream's persisted consumers and `volatile` ones (a restore's consumers
+        that live in memory only), after moving the stream past what any of them saw."""
+        loaded = list(self.consumer_files.load(stream))
+        loaded += [
+            (config, created, state, seen_by(config, state)) for config, created, state in volatile
+        ]
+        self._skip_seen(stream, max((seen for *_, seen in loaded), default=0))
+        lost = stream.store.state().lost
+        for config, created_ns, snapshot, _seen in loaded:
             try:
-                self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
+                runner = self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
+                if lost is not None:  # pending messages that are gone are not redelivered
+                    runner.messages_changed(lost.msgs)
             except Exception as exc:
                 log.error(
                     "consumer %s > %s could not be restored: %s", stream.name, config.name, exc
@@ -308,10 +370,40 @@ class JetStream:
                 continue
             log.info("consumer %s > %s restored", stream.name, config.name)
 
+    def _skip_seen(self, stream: Stream, seen_seq: int) -> None:
+        """Durable consumers delivered up to `seen_seq` but the stream's log ends before
+        it: a crash (a power loss) took messages that were stored and delivered but not yet
+        durable. The stream goes on after them, as nats-server does, so no consumer (or
+        its client) sees a sequence twice with two messages."""
+        last = stream.store.state().last_seq
+        if seen_seq <= last:
+            return
+        log.warning(
+            "stream %s: its consumers saw sequences up to %d but its log ends at %d: "
+            "sequences %d..%d were lost in a crash; the stream goes on after %d",
+            stream.name,
+            seen_seq,
+            last,
+            last + 1,
+            seen_seq,
+            seen_seq,
+        )
+        try:
+            stream.store.skip_to(seen_seq)
+        except StoreError as exc:
+            stream.write_failed("skip lost sequences", exc)
+
     def messages_removed(self, stream_name: str) -> None:
         """Messages left the stream outside a publish (purge, delete): refresh counts."""
         for runner in self.consumers.get(stream_name, {}).values():
             runner.messages_changed()
+
+    def check_new(self, config: Any, *, exists: str) -> None:
+        """Raise unless a stream of `config` could be added now: the API error `exists` if
+        the name is taken, 10065 if its subjects overlap another stream's."""
+        if config.name in self._entries:
+            raise api_error(exists)
+        self._check_overlap(config.name, config.subjects)
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for other_name, entry in self._entries.items():
@@ -322,18 +414,22 @@ class JetStream:
 
     # ------------------------------------------------------------------ wiring
 
-    def _build(self, config: Any, created_ns: int) -> Stream:
-        store: Any
+    def _build(self, config: Any, created_ns: int, store: Any = None) -> Stream:
+        """Register and subscribe a stream; its store is opened here unless `store` is one
+        opened already (a restore)."""
         committer: GroupCommitter | None = None
-        if config.storage == "file" and self.root is not None:
-            from brook.jetstream.store.file import FileStore
+        if self.keeps_files(config):
+            if store is None:
+                from brook.jetstream.store.file import FileStore
 
-            directory = self.root / config.name / "data"
-            directory.mkdir(parents=True, exist_ok=True)
-            store = FileStore(directory=directory, first_seq=config.first_seq or 1)
+                directory = self.root / config.name / DATA_DIR
+                directory.mkdir(parents=True, exist_ok=True)
+                store = FileStore(directory=directory, first_seq=config.first_seq or 1)
+                self._report_recovery(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
-        else:
+                store.on_reclaim = _request_sync(committer)
+        elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
         stream = Stream(
             config,
@@ -342,6 +438,7 @@ class JetStream:
             send_ack=self._send_ack,
             committer=committer,
             created_ns=created_ns,
+            space=self.space if config.storage == "file" else None,
         )
         name = stream.name
         stream.retention = StreamRetention(stream, lambda: self.consumers.get(name, {}).values())
@@ -350,6 +447,30 @@ class JetStream:
         self._attach(entry)
         self._schedule_expiry(entry)
         return stream
+
+    def _report_recovery(self, name: str, report: RecoveryReport) -> None:
+        """Log what opening a stream's file store found damaged (stream, file, offsets,
+        lost sequences) and keep it for monitoring."""
+        self.recoveries.pop(name, None)
+        if report.clean:
+            return
+        self.recoveries[name] = report
+        lines = [str(f) for f in report.findings] + [str(lost) for lost in report.lost]
+        log.warning(
+            "stream %s: opening its store found %d problem(s) (%s); %d sequence(s) lost",
+            name,
+            len(report.findings),
+            "repaired" if report.repaired else "nothing changed",
+            len(report.lost_seqs()),
+        )
+        for line in lines[:RECOVERY_LOG_LINES_MAX]:
+            log.warning("stream %s: %s", name, line)
+        if len(lines) > RECOVERY_LOG_LINES_MAX:
+            log.warning(
+                "stream %s: %d more (brook store check lists them all)",
+                name,
+                len(lines) - RECOVERY_LOG_LINES_MAX,
+            )
 
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
@@ -436,16 +557,14 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
+    def keeps_files(self, config: Any) -> bool:
+        """Whether a stream of this configuration keeps its messages in a file store."""
+        return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
+
     def _persist(self, stream: Stream) -> None:
-        if self.root is None:
-            return
         directory = self.root / stream.name
         directory.mkdir(parents=True, exist_ok=True)
-        record = {
-            "config": models.stream_config_to_json(stream.config),
-            "created_ns": stream.created_ns,
-        }
-        write_atomically(directory / STREAM_FILE, json.dumps(record, indent=1).encode())
+        write_atomically(directory / STREAM_FILE, stream_record(stream.config, stream.created_ns))
 
     def _open_existing(self, directory: Path) -> None:
         path = directory / STREAM_FILE
@@ -455,10 +574,33 @@ class JetStream:
             raise ValueError(f"{path}: name {config.name!r} does not match its directory")
         stream = self._build(config, int(record["created_ns"]))
         log.info("stream %s opened (%s storage)", config.name, config.storage)
-        self._open_consumers(stream)
-        persisted = len(list((directory / CONSUMERS_DIR).glob("*.json")))
+        self._open_stream_consumers(stream)
+
+    def adopt(
+        self,
+        config: Any,
+        created_ns: int,
+        store: Any,
+        volatile: list[Consumer],
+    ) -> Stream:
+        """Serve a restored stream (jetstream/snapshot/): its directory, if it keeps one, is
+        in place with its durable consumers' files, `store` is open on it, and `volatile`
+        holds the (config, created_ns, state) of the consumers that live in memory only."""
+        stream = self._build(config, created_ns, store=store)
+        self._open_stream_consumers(stream, volatile)
+        return stream
+
+    def _open_stream_consumers(self, stream: Stream, volatile: Sequence[Consumer] = ()) -> None:
+        """Start a stream's persisted consumers, then `volatile` ones; retention is
+        recovered only if every one of them runs (one that failed may hold messages)."""
+        self._open_consumers(stream, volatile)
+        on_disk = (self.root / stream.name / CONSUMERS_DIR).glob("*.json")
+        persisted = len(volatile) + len(list(on_disk))
         if len(self.consumers.get(stream.name, {})) >= persisted:
-            self._retention(stream).recovered()
+            try:
+                self._retention(stream).recovered()
+            except StoreError as exc:  # a full disk: the sweep is done at the next start
+                stream.write_failed("remove the messages no consumer holds", exc)
         else:  # damaged metadata never deletes messages: not even those only it held
             log.warning(
                 "stream %s: not every consumer could be restored; retention left as found",
@@ -466,6 +608,21 @@ class JetStream:
             )
 
     # ------------------------------------------------------------------ accounting
+
+    def store_statistics(self) -> dict[str, Any]:
+        """Monitoring (`/varz` jetstream.brook_store): the store filesystem's free space
+        and reserve, and what opening each stream's file store found damaged."""
+        out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
+        out["damaged_streams"] = {
+            name: {
+                "repaired": report.repaired,
+                "num_findings": len(report.findings),
+                "findings": [asdict(f) for f in report.findings[:RECOVERY_LOG_LINES_MAX]],
+                "lost": [asdict(lost) for lost in report.lost[:RECOVERY_LOG_LINES_MAX]],
+            }
+            for name, report in sorted(self.recoveries.items())
+        }
+        return out
 
     def usage(self) -> tuple[int, int]:
         """(memory bytes, file bytes) stored across all streams."""
@@ -477,3 +634,16 @@ class JetStream:
             else:
                 file += size
         return memory, file
+
+
+def _request_sync(committer: GroupCommitter) -> Callable[[], None]:
+    """A file store's `on_reclaim`: a sync soon, which deletes the reclaimed segments."""
+
+    def request() -> None:
+        committer.request(_ignore)
+
+    return request
+
+
+def _ignore(_error: BaseException | None) -> None:
+    """No one waits for this sync; a failure is logged by the committer."""

@@ -69,7 +69,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from brook.jetstream.store.base import StoredMessage
+from brook.jetstream.store.base import StoredMessage, StoreError
 from brook.jetstream.store.filters import SubjectFilter, compile_filter
 
 if TYPE_CHECKING:
@@ -166,13 +166,19 @@ class StreamRetention:
         self.stats.not_kept_on_publish += 1
 
     def released(self, seq: int) -> None:
-        """A consumer is done with `seq` (acked, terminated, delivered without acks)."""
+        """A consumer is done with `seq` (acked, terminated, delivered without acks). If
+        the removal cannot be written (a full disk), the message stays until the sweep at
+        the next start: the ack itself is kept by the consumer."""
         policy = self.policy
-        if policy == "workqueue":
-            removed = self._stream.store.remove(seq)
-        elif policy == "interest":
-            removed = not self._held(seq) and self._stream.store.remove(seq)
-        else:
+        try:
+            if policy == "workqueue":
+                removed = self._stream.store.remove(seq)
+            elif policy == "interest":
+                removed = not self._held(seq) and self._stream.store.remove(seq)
+            else:
+                return
+        except StoreError as exc:
+            self._stream.write_failed(f"remove acknowledged message {seq}", exc)
             return
         self.stats.removed_on_ack += removed
 

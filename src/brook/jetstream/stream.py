@@ -19,6 +19,13 @@ timer: `next_wakeup_ns` is the earliest moment an expiry may be due as far as it
 lowered by every publish that brings one forward, and the engine (the one owner of
 expiry timers) re-arms its timer whenever that moment moves earlier.
 
+A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
+header checks and dedup, where nats-server checks its storage limit) and answers 10023
+"insufficient resources" when there is no room, as it does when the write fails with
+ENOSPC all the same; nothing is stored then. Any other store failure is answered with
+10077 and logged at most every 10 seconds. A failure after the message is stored (its
+rollup or a limit's removals) leaves the message acknowledged and is logged.
+
 The stream owns no sockets and no clock of its own: `now_ns` is injected, so expiry and
 the duplicate window are exact in tests.
 """
@@ -34,11 +41,12 @@ from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.store.base import MessageStore, StoredMessage
+from brook.jetstream.store.base import MessageStore, StoredMessage, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 
 if TYPE_CHECKING:
     from brook.jetstream.retention import StreamRetention
+    from brook.jetstream.space import StoreSpace
 
 log = logging.getLogger("brook.stream")
 
@@ -59,6 +67,8 @@ MAX_HEADER_BYTES = 65535
 # Forget stale TTL entries once they could outnumber live messages by this much (amortised:
 # a compaction at least halves the index).
 _TTL_SLACK = 64
+# An expiry that failed to write its removals (a full disk) is tried again this much later.
+_EXPIRY_RETRY_NS = 1_000_000_000
 
 
 def _uint(value: str) -> int | None:
@@ -75,6 +85,7 @@ class Stream:
         send_ack: AckSender,
         committer: GroupCommitter | None,
         created_ns: int,
+        space: StoreSpace | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -83,6 +94,7 @@ class Stream:
         self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
+        self._space = space  # file streams: room on the disk (module docstring)
         self._dedup = DedupWindow(lambda: int(self.config.duplicate_window), now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
@@ -181,6 +193,9 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
+        space = self._space
+        if space is not None and not space.admit(size):
+            raise api_error("INSUFFICIENT_RESOURCES")
         # Interest retention keeps no message that no consumer's filter matches: as
         # nats-server, it still takes a sequence, gets its PubAck and applies its rollup,
         # and no discard-new limit refuses it.
@@ -193,7 +208,15 @@ class Stream:
         if config.discard == "new" and not unwanted:
             self._check_discard_new(subject, header, data, rollup)
         now = self._now_ns()
-        seq = self.store.store(subject, header, data, now)
+        try:
+            seq = self.store.store(subject, header, data, now)
+        except StoreFullError as exc:
+            if space is not None:
+                space.no_space(exc)
+            raise api_error("INSUFFICIENT_RESOURCES") from None
+        except StoreError as exc:
+            self.write_failed("store a message", exc)
+            raise api_error("STREAM_STORE_FAILED", err=f"storage failure: {exc}") from None
         if ttl:
             due = self._ttls.add(seq, now, ttl)
             if due is not None:
@@ -203,16 +226,19 @@ class Stream:
         if msg_id:
             self._dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
-        if rollup == "sub":
-            self.store.purge(subject=subject, up_to_seq=seq)
-        elif rollup == "all":
-            self.store.purge(up_to_seq=seq)
-        if unwanted:
-            assert retention is not None
-            self.store.remove(seq)
-            retention.not_kept()
-        else:
-            self._enforce_limits(subject)
+        try:
+            if rollup == "sub":
+                self.store.purge(subject=subject, up_to_seq=seq)
+            elif rollup == "all":
+                self.store.purge(up_to_seq=seq)
+            if unwanted:
+                assert retention is not None
+                self.store.remove(seq)
+                retention.not_kept()
+            else:
+                self._enforce_limits(subject)
+        except StoreError as exc:  # the message is stored: its ack stands
+            self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)
 
     def _check_discard_new(
@@ -301,7 +327,11 @@ class Stream:
         """Remove messages past max_age or past their own TTL; returns ns until the next
         expiry of either kind, or None when nothing will expire."""
         now = self._now_ns()
-        wait = self._expire_due(now)
+        try:
+            wait = self._expire_due(now)
+        except StoreError as exc:  # a full disk: try again a little later
+            self.write_failed("expire messages", exc)
+            wait = _EXPIRY_RETRY_NS
         self.next_wakeup_ns = None if wait is None else now + wait
         return wait
 
@@ -415,6 +445,17 @@ class Stream:
                 if ttl:
                     self._ttls.add(msg.seq, msg.ts_ns, ttl)
             msg = store.load_next("", msg.seq + 1)
+
+    def write_failed(self, what: str, error: StoreError) -> None:
+        """A store write failed: logged (rate-limited for file streams, `space.py`)."""
+        message = f"stream {self.name}: cannot {what}"
+        if self._space is not None:
+            if isinstance(error, StoreFullError):
+                self._space.no_space(error)
+            else:
+                self._space.write_failed(message, error)
+        else:
+            log.error("%s: %s", message, error)
 
     # ------------------------------------------------------------------ acknowledgements
 

@@ -11,10 +11,11 @@ neither can hold up server shutdown.
 It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz` and
 `/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the way Go
 writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
-`/healthz`. The `/varz` and `/connz` documents, which follow nats-server field for field,
-are built by `brook.monitor.varz` and `brook.monitor.connz`; this module routes requests
-to them, turns their `HttpError`s into `{"code", "error"}` responses and counts requests
-per path for `/varz`'s `http_req_stats`.
+`/healthz`. The `/varz`, `/connz` and `/healthz` documents, which follow nats-server field
+for field, are built by `brook.monitor.varz`, `.connz` and `.healthz`; this module routes
+requests to them, turns their `HttpError`s into `{"code", "error"}` responses and counts
+requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
+(nats-server's `{"status", "error"}`), so it returns a `Reply`.
 """
 
 from __future__ import annotations
@@ -23,24 +24,39 @@ import asyncio
 import email.utils
 import json
 import logging
+import socket
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from brook import __version__, limits
 from brook.monitor.connz import HttpError, build_connz
+from brook.monitor.healthz import BadBoolean, build_healthz
 from brook.monitor.varz import CpuSampler, build_varz
+from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.portsfile import reachable_urls
 
 if TYPE_CHECKING:
     from brook.server.server import Server
 
-__all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer"]
+__all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer", "Reply"]
 
 log = logging.getLogger("brook.monitor")
 
 # How long a client may take to send its whole request head, and to accept the response.
 REQUEST_TIMEOUT_S = 5.0
+
+_JSON = "application/json"
+
+
+class Reply(NamedTuple):
+    """A response whose status and body the endpoint chose itself."""
+
+    status: int
+    body: bytes
+    content_type: str = _JSON
+
 
 _ENDPOINTS = {
     "/varz": "General server information and counters",
@@ -62,7 +78,8 @@ class MonitorServer:
         self._listener: asyncio.Server | None = None
         self._active: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
         self._cpu = CpuSampler()
-        self._routes: dict[str, Callable[[dict[str, list[str]]], dict[str, Any]]] = {
+        self._sock: socket.socket | None = None
+        self._routes: dict[str, Callable[[dict[str, list[str]]], dict[str, Any] | Reply]] = {
             "/": self.index,
             "/varz": self.varz,
             "/connz": self.connz,
@@ -71,17 +88,20 @@ class MonitorServer:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        host = "127.0.0.1" if self.host in WILDCARD_HOSTS else self.host
+        return f"http://{host_port(host, self.port)}"
+
+    def reachable_urls(self) -> list[str]:
+        """The monitoring URLs for the ports file."""
+        assert self._sock is not None
+        return reachable_urls("http", self.host, self._sock)
 
     async def start(self) -> None:
-        self._listener = await asyncio.start_server(
-            self._on_client, self.host, self.port, reuse_address=True
-        )
-        self.port = int(self._listener.sockets[0].getsockname()[1])
-        log.info("Brook monitoring listening on %s", self.url)
+        what = "Can't start monitoring: can't listen to the monitor port"
+        self._sock = open_listener(self.host, self.port, what, backlog=100)
+        self._listener = await asyncio.start_server(self._on_client, sock=self._sock)
+        self.port = int(self._sock.getsockname()[1])
+        log.info("Starting http monitor on %s", host_port(self.host, self.port))
 
     async def stop(self) -> None:
         """Close the listener and cut off every request still in progress."""
@@ -148,7 +168,9 @@ class MonitorServer:
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
             return self._response(500, {"error": "internal error"}, head_only)
-        return self._response(200, body, head_only, compact=path == "/healthz")
+        if isinstance(body, Reply):
+            return self._http(body, head_only)
+        return self._response(200, body, head_only)
 
     async def _read_head(self, reader: asyncio.StreamReader) -> bytes | None:
         """The request line and headers; b"" when over the size limit, None on EOF.
@@ -168,18 +190,20 @@ class MonitorServer:
             buf += chunk
         return b""
 
-    @staticmethod
-    def _response(
-        status: int, body: dict[str, Any], head_only: bool, compact: bool = False
-    ) -> bytes:
+    @classmethod
+    def _response(cls, status: int, body: dict[str, Any], head_only: bool) -> bytes:
         if status >= 400:
             body = {"code": status, **body}
-        # Go writes UTF-8 ("664µs"), not \u escapes; /healthz is compact, the rest indented.
-        style: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 2}
-        payload = json.dumps(body, ensure_ascii=False, **style).encode()
+        # Go writes UTF-8 ("664µs"), not \u escapes.
+        payload = json.dumps(body, ensure_ascii=False, indent=2).encode()
+        return cls._http(Reply(status, payload), head_only)
+
+    @staticmethod
+    def _http(reply: Reply, head_only: bool) -> bytes:
+        status, payload = reply.status, reply.body
         head = (
             f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-            "Content-Type: application/json\r\n"
+            f"Content-Type: {reply.content_type}\r\n"
             f"Content-Length: {len(payload)}\r\n"
             "Access-Control-Allow-Origin: *\r\n"
             f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
@@ -198,8 +222,12 @@ class MonitorServer:
             "endpoints": {f"{self.url}{p}": text for p, text in _ENDPOINTS.items()},
         }
 
-    def healthz(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        return {"status": "ok"}
+    def healthz(self, query: dict[str, list[str]]) -> Reply:
+        try:
+            status, body = build_healthz(self.server, query)
+        except BadBoolean as exc:  # nats-server answers this one in plain text
+            return Reply(400, str(exc).encode(), "text/plain; charset=utf-8")
+        return Reply(status, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 
     def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_varz(

@@ -101,9 +101,13 @@ def build_varz(
             "config": {
                 "max_memory": js.max_memory_store_bytes,
                 "max_storage": js.max_file_store_bytes,
-                "store_dir": js.store_dir or "",
+                "store_dir": js.store_path,
             }
         }
+        if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress
+            v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
+        if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
+            v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

@@ -23,6 +23,7 @@ from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Subscription
 from brook.server.keepalive import PingAction, ping_decision
+from brook.server.listen import peer_host
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
-            self.host, self.port = str(peer[0]), int(peer[1])
+            self.host, self.port = peer_host(str(peer[0])), int(peer[1])
         server = self.server
         self._send(encoder.info(server.client_info(self)))
         if not server.register(self):

@@ -12,18 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import platform
 import secrets
+import socket
 import time
+from pathlib import Path
 from typing import Any
 
 from brook import __version__, limits
 from brook.config.settings import ConfigError, Settings
+from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
+from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 
 log = logging.getLogger("brook.server")
 
@@ -51,9 +57,11 @@ class Server:
         self._stopped = asyncio.Event()
         self._shutdown_task: asyncio.Future[None] | None = None
         self.monitor: Any = None
+        self._ports_file: Path | None = None
         self.jetstream: Any = None
+        self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.started_at = time.time()
-        self.host = self.settings.host
+        self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
         # Traffic counters live on each connection (one increment per message on the hot
         # path); the server's totals add closed connections' final counts to live ones.
@@ -64,76 +72,122 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
 
     def _prepare_store_dir(self) -> None:
-        """Create and probe the JetStream store directory, so a bad path fails at start."""
+        """Create and probe the JetStream store directory, so a bad path fails at start
+        (in nats-server's words: "storage directory is not a directory"). A full
+        filesystem is no bad path: Brook starts read-mostly then (jetstream/space.py), so
+        that an operator can purge or delete streams to make room."""
         js = self.settings.jetstream
-        if not js.enabled or js.store_dir is None:
+        if not js.enabled:
             return
+        path = js.store_path
+        probe = os.path.join(path, ".brook-write-probe")
         try:
-            os.makedirs(js.store_dir, exist_ok=True)
-            probe = os.path.join(js.store_dir, ".brook-write-probe")
+            os.makedirs(path, exist_ok=True)
             with open(probe, "wb") as f:
                 f.write(b"ok")
             os.remove(probe)
-        except OSError as exc:
+        except (FileExistsError, NotADirectoryError):
             raise ConfigError(
-                f"jetstream.store_dir: {js.store_dir!r} is not usable: {exc}"
-            ) from exc
+                f"jetstream.store_dir: {path!r}: storage directory is not a directory"
+            ) from None
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(probe)
+            if not (is_no_space(exc) and os.path.isdir(path)):
+                raise ConfigError(f"jetstream.store_dir: {path!r} is not usable: {exc}") from exc
 
     async def start(self) -> None:
+        """Open everything or nothing: whatever a failed start opened is closed again."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.shutdown()
+            raise
+
+    async def _start(self) -> None:
+        # The start-up lines launchers of nats-server wait for and parse (nats.py's
+        # nats.server reads "Listening for client connections on HOST:PORT" and
+        # "Server is ready"), in nats-server's order and words.
+        log.info("Starting brook")
+        log.info(
+            "  Version:  %s (nats-server %s compatible)", __version__, limits.NATS_COMPAT_VERSION
+        )
+        log.info("  Name:     %s", self.server_name)
+        log.info("  ID:       %s", self.server_id)
         self._prepare_store_dir()
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
+        sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: ClientConnection(self),
-            host=self.settings.host,
-            port=self.settings.port,
-            reuse_address=True,
-            backlog=1024,
+            lambda: ClientConnection(self), sock=sock, backlog=1024
         )
-        sock = self._listener.sockets[0]
-        self.host, self.port = sock.getsockname()[:2]
+        self.port = sock.getsockname()[1]
+        log.info("Listening for client connections on %s", host_port(self.host, self.port))
         if self.settings.http_port:
             from brook.monitor.http import MonitorServer
 
             self.monitor = MonitorServer(self)
             await self.monitor.start()
-        log.info(
-            "Brook %s listening for clients on %s:%d (server id %s)",
-            __version__,
-            self.host,
-            self.port,
-            self.server_id,
-        )
+        if self.settings.ports_file_dir:
+            self._write_ports_file(self.settings.ports_file_dir, sock)
+        log.info("Server is ready")
+
+    def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
+        ports = {"nats": reachable_urls("nats", self.host, sock)}
+        if self.monitor is not None:
+            ports["monitoring"] = self.monitor.reachable_urls()
+        path = ports_file_path(directory)
+        try:
+            write_ports_file(path, ports)
+        except OSError as exc:  # nats-server logs this and serves on
+            log.error("Error writing ports file (%s): %s", path, exc)
+            return
+        self._ports_file = path
 
     async def _start_jetstream(self) -> None:
+        from brook.jetstream.api import cluster, snapshots
         from brook.jetstream.api.consumers import ConsumerApi
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
         from brook.jetstream.engine import JetStream
 
         js_settings = self.settings.jetstream
+        log.info("Starting JetStream")
+        if js_settings.store_dir is None:
+            log.warning("Temporary storage directory used, data could be lost on system reboot")
+        log.info('  Store Directory: "%s"', js_settings.store_path)
         self.jetstream = JetStream(
             self.router,
-            js_settings.store_dir,
+            js_settings.store_path,
             max_memory_bytes=js_settings.max_memory_store_bytes,
             max_file_bytes=js_settings.max_file_store_bytes,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
+            free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
         )
         await self.jetstream.start()
         api = ApiDispatcher(self.jetstream.internal)
-        StreamApi(
+        streams = StreamApi(
             self.jetstream,
             server_name=self.server_name,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
-        ).register(api)
+        )
+        streams.register(api)
         ConsumerApi(
             self.jetstream,
             version=limits.NATS_COMPAT_VERSION,
             api_level=limits.JETSTREAM_API_LEVEL,
         ).register(api)
+        cluster.register(api)
+        self.transfers = snapshots.register(
+            api,
+            self.jetstream,
+            js_settings,
+            streams.created_info,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        )
         api.start()
 
     def request_shutdown(self) -> None:
@@ -167,16 +221,20 @@ class Server:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        if self.transfers is not None:
+            await self.transfers.stop()
         if self.jetstream is not None:
             await self.jetstream.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self._ports_file is not None:
+            self._ports_file.unlink(missing_ok=True)
         log.info("Brook stopped")
         self._stopped.set()
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = "127.0.0.1" if self.host in WILDCARD_HOSTS else self.host
         if ":" in host:
             host = f"[{host}]"
         return f"nats://{host}:{self.port}"

@@ -1,7 +1,7 @@
 """Consumer endpoints of the JetStream API (wire reference §5.4-§5.6, §2.4).
 
-CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE and PAUSE. The
-decision sequence on create follows nats-server (and the `Model` of
+CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE, PAUSE,
+RESET and UNPIN. The decision sequence on create follows nats-server (and the `Model` of
 tests/conformance/test_consumer_config_conformance.py): parse and validate, then an
 existing consumer with the same name is compared (`action:"create"`) or updated in place,
 `action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
@@ -9,14 +9,14 @@ existing consumer with the same name is compared (`action:"create"`) or updated 
 CONSUMER.PAUSE stops deliveries until a time (runner.py). CONSUMER.RESET moves a consumer
 to another stream sequence (nats-server 2.14+; `reset_start_seq` says where), and, as
 nats-server, leaves a request for a consumer that does not exist unanswered. Durable
-consumers of file
-streams survive a restart (engine.py); ephemeral ones and those of memory streams live in
-memory only.
+consumers of file streams survive a restart (engine.py); ephemeral ones and those of
+memory streams live in memory only.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 import weakref
@@ -42,6 +42,7 @@ from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 NAMES_PAGE = 1024
 LIST_PAGE = 256
 _NAME_ALPHABET = string.ascii_letters + string.digits
+_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupName
 
 
 def _ephemeral_name() -> str:
@@ -66,6 +67,7 @@ class ConsumerApi:
         unpaused = {"paused": False, "pause_until": ZERO_TIME}
         api.add("CONSUMER.PAUSE.*.*", "consumer_pause_response", self.pause, unpaused)
         api.add("CONSUMER.RESET.*.*", "consumer_reset_response", self.reset, {"reset_seq": 0})
+        api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
         # nats-server's error answers to NAMES and LIST carry an empty page too.
         paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
         api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, dict(paged))
@@ -96,7 +98,7 @@ class ConsumerApi:
         *,
         durable: bool,
     ) -> dict[str, Any]:
-        body = request.json(required=True)
+        body = request.json()  # empty: `{}`, refused below as nats-server does (10056)
         stream = self.js.streams.get(stream_name)
         config = parse_consumer_create(
             body,
@@ -198,6 +200,19 @@ class ConsumerApi:
         seq = reset_start_seq(runner.config, requested, runner.state.ack_floor[1], first_seq_at)
         self.js.reset_consumer(runner, seq)
         return {**self._info(runner), "reset_seq": seq}
+
+    def unpin(self, request: Request) -> dict[str, Any]:
+        """CONSUMER.UNPIN, checked in nats-server's order. Brook refuses priority groups at
+        create (10052), so no consumer has one: a valid request ends in 10160."""
+        if not request.body.strip():
+            raise api_error("INVALID_JSON", err="unexpected end of JSON input")
+        group = get_field(request.json(), "group", str, "", invalid_json)
+        if not group:
+            raise api_error("INVALID_JSON", err="consumer group not specified")
+        if not _GROUP_NAME.fullmatch(group):
+            raise api_error("CONSUMER_INVALID_GROUP_NAME")
+        self._runner(request)  # 10059, 10014
+        raise api_error("CONSUMER_INVALID_PRIORITY_GROUP")
 
     def _page(self, request: Request, size: int) -> tuple[list[str], int, int]:
         stream_name = request.tokens[2]

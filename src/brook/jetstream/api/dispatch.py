@@ -7,7 +7,8 @@ at all (nats-server 2.15 behaves so, although older documents promise 10003). `D
 and `CONSUMER.MSG.NEXT` are served by the stream and consumer objects themselves: the
 dispatcher declines those, so with no such responder the requester gets the no-responders
 status, as from nats-server. Malformed JSON or a handler bug becomes an
-error response, never a crash.
+error response, never a crash; a write that found the disk full becomes 10023
+(insufficient resources).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.store.base import is_no_space
 from brook.server.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream.api")
@@ -113,10 +115,14 @@ class ApiDispatcher:
         except ApiError as err:
             self.errors += 1
             response = {"type": response_type, "error": err.to_json(), **route.error_fields}
-        except Exception:
+        except Exception as exc:
             self.errors += 1
-            log.exception("API handler for %s failed", ".".join(tokens))
-            failure = api_error("INTERNAL_ERROR")
+            if is_no_space(exc):  # a full disk: nats-server's answer, no stack trace
+                log.warning("API %s: %s", ".".join(tokens), exc)
+                failure = api_error("INSUFFICIENT_RESOURCES")
+            else:
+                log.exception("API handler for %s failed", ".".join(tokens))
+                failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
         self.total += 1  # after the response is built: as nats-server, it excludes itself
         if reply is not None:

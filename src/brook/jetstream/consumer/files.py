@@ -10,8 +10,14 @@ thousand pending messages costs a millisecond to encode, every time), changes ma
 meanwhile coalescing into the next one. An ack with a reply subject (ack_sync) is
 answered only once a snapshot holding it is durable, and its flush does not wait.
 `drain()` and `close()` write every dirty consumer at shutdown. A damaged file is
-reported and skipped, never deleted; a file left ahead of its stream by a kill is
-rewound to the stream (`fit_to_stream`).
+reported and skipped, never deleted. A consumer delivers a message as soon as it is
+stored, before its group commit, so after a power loss its file can be ahead of its
+stream: `load` says how far each consumer got (`seen_up_to`) and the engine moves the
+stream past it rather than the consumer back (sequences are never reused).
+
+A write that fails (a full disk) is logged once, not at every attempt, and retried every
+`CONSUMER_WRITE_RETRY_S` until it succeeds; acks waiting for it (ack_sync) are answered
+then, the consumer's state in memory stays as it is meanwhile.
 """
 
 from __future__ import annotations
@@ -49,11 +55,13 @@ class _File:
     flushing: asyncio.Future[None] | None = None
     next_flush_at: float = 0.0  # loop time before which no flush starts unless awaited
     delayed: asyncio.TimerHandle | None = None  # the flush put off until next_flush_at
+    failing: bool = False  # the last write failed: retried on a timer, not at every change
     waiters: list[Waiter] = field(default_factory=list)  # for the next flush
     in_flight: list[Waiter] = field(default_factory=list)  # for the running one
 
 
-def _record(runner: ConsumerRunner) -> bytes:
+def consumer_record(runner: ConsumerRunner) -> bytes:
+    """The content of a durable consumer's file (and of a stream snapshot's consumers)."""
     record = {
         "config": consumer_config_to_json(runner.config),
         "created_ns": runner.created_ns,
@@ -62,15 +70,21 @@ def _record(runner: ConsumerRunner) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode()
 
 
+def is_persisted(storage: str, config: Any) -> bool:
+    """Whether a consumer is kept on disk (given a store directory): a durable of a file
+    stream, unless it asked for `mem_storage`."""
+    return storage == "file" and bool(config.durable_name) and not config.mem_storage
+
+
 class ConsumerFiles:
     def __init__(
         self,
-        root: Path | None,
+        root: Path,
         executor: Executor,
         *,
         flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
     ) -> None:
-        self.root = root  # the `streams` directory, or None without a store
+        self.root = root  # the `streams` directory
         self._executor = executor
         self._flush_interval_s = flush_interval_s
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -86,9 +100,7 @@ class ConsumerFiles:
 
     def path_for(self, stream: Stream, config: Any) -> Path | None:
         """Where a consumer is persisted, or None when it is not (ephemeral, memory)."""
-        if self.root is None or stream.config.storage != "file":
-            return None
-        if not config.durable_name or config.mem_storage:
+        if not is_persisted(stream.config.storage, config):
             return None
         return self.root / stream.name / CONSUMERS_DIR / f"{config.name}.json"
 
@@ -113,7 +125,7 @@ class ConsumerFiles:
         self._files[path] = self._by_runner[runner] = _File(runner, path)
         if write_now:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, _record(runner))
+            write_atomically(path, consumer_record(runner))
 
     def updated(self, runner: ConsumerRunner) -> None:
         """The consumer's config changed: write it now, or with the flush under way."""
@@ -121,7 +133,7 @@ class ConsumerFiles:
         if cf is None:
             return
         if cf.flushing is None:
-            write_atomically(cf.path, _record(runner))
+            write_atomically(cf.path, consumer_record(runner))
         else:
             cf.dirty = True
 
@@ -168,7 +180,7 @@ class ConsumerFiles:
         if self._loop is None or self._closed:
             return
         wait = cf.next_flush_at - self._loop.time()
-        if cf.waiters or wait <= 0:
+        if (cf.waiters and not cf.failing) or wait <= 0:
             self._flush(cf)
         elif cf.delayed is None:
             cf.delayed = self._loop.call_later(wait, self._delayed_flush, cf)
@@ -193,7 +205,7 @@ class ConsumerFiles:
         cf.dirty = False
         cf.in_flight, cf.waiters = cf.waiters, []
         future = self._loop.run_in_executor(
-            self._executor, write_atomically, cf.path, _record(cf.runner)
+            self._executor, write_atomically, cf.path, consumer_record(cf.runner)
         )
         cf.flushing = future
         future.add_done_callback(lambda f: self._flushed(cf, f))
@@ -212,10 +224,25 @@ class ConsumerFiles:
             return
         exc = future.exception()
         if exc is not None:
-            # The acks it held stay unanswered (the clients' ack_sync time out): not durable.
-            log.error("consumer file %s could not be written: %s", cf.path, exc)
+            # The acks it held are not durable: they wait for a write that succeeds.
+            if not cf.failing:
+                log.error(
+                    "consumer file %s could not be written: %s; retrying every %gs, "
+                    "ack confirmations (ack_sync) wait until it is",
+                    cf.path,
+                    exc,
+                    limits.CONSUMER_WRITE_RETRY_S,
+                )
+            cf.failing = True
             cf.dirty = True
+            cf.waiters[:0] = waiters
+            assert self._loop is not None
+            cf.next_flush_at = self._loop.time() + limits.CONSUMER_WRITE_RETRY_S
+            self._flush_soon(cf)
             return
+        if cf.failing:
+            cf.failing = False
+            log.warning("consumer file %s written again", cf.path)
         for waiter in waiters:
             waiter()
         if cf.dirty:
@@ -248,7 +275,7 @@ class ConsumerFiles:
                 continue
             cf.dirty = False
             try:
-                write_atomically(cf.path, _record(cf.runner))
+                write_atomically(cf.path, consumer_record(cf.runner))
             except OSError as exc:
                 log.error("consumer file %s could not be written: %s", cf.path, exc)
                 continue
@@ -258,9 +285,10 @@ class ConsumerFiles:
 
     # ------------------------------------------------------------------ start
 
-    def load(self, stream: Stream) -> Iterator[tuple[Any, int, dict[str, Any]]]:
-        """(config, created_ns, state snapshot) of each persisted consumer of `stream`."""
-        if self.root is None or stream.config.storage != "file":
+    def load(self, stream: Stream) -> Iterator[tuple[Any, int, dict[str, Any], int]]:
+        """(config, created_ns, state snapshot, `seen_up_to`) of each persisted consumer
+        of `stream`."""
+        if stream.config.storage != "file":
             return
         directory = self.root / stream.name / CONSUMERS_DIR
         if not directory.is_dir():
@@ -276,58 +304,27 @@ class ConsumerFiles:
                     durable_subject=True,
                 )
                 state = dict(record["state"])
-                last_seq = stream.store.state().last_seq
-                start = config.opt_start_seq if config.deliver_policy == "by_start_sequence" else 0
-                fitted = fit_to_stream(state, last_seq, start)
-                loaded = (config, int(record["created_ns"]), fitted)
+                loaded = (config, int(record["created_ns"]), state, seen_by(config, state))
             except Exception as exc:
                 log.error("consumer file %s is damaged (%s); skipped, left untouched", path, exc)
                 continue
-            if fitted is not state:
-                log.warning(
-                    "consumer file %s is ahead of its stream (delivered %s, last %d): "
-                    "rewound to the stream's last sequence",
-                    path,
-                    state["delivered"]["stream_seq"],
-                    last_seq,
-                )
-                record["state"] = fitted
-                try:
-                    write_atomically(path, json.dumps(record, separators=(",", ":")).encode())
-                except OSError as exc:
-                    log.error("consumer file %s could not be rewritten: %s", path, exc)
             yield loaded
 
 
-def fit_to_stream(state: dict[str, Any], last_seq: int, start_seq: int = 0) -> dict[str, Any]:
-    """`state` without what lies beyond the stream's `last_seq` (itself when nothing does);
-    a consumer told to start at a later `start_seq` (by_start_sequence) keeps waiting there.
+def seen_by(config: Any, state: dict[str, Any]) -> int:
+    """`seen_up_to` of the state of a consumer of `config`."""
+    start = config.opt_start_seq if config.deliver_policy == "by_start_sequence" else 0
+    return seen_up_to(state, start)
 
-    Consumers deliver a message as soon as it is stored, before the group commit makes it
-    durable, and their state is flushed independently of the stream's. A SIGKILL can
-    therefore leave a consumer file that has delivered (even acknowledged) sequences the
-    stream lost with the kill; those sequences are then reused by new publishes, which
-    the consumer would skip (or redeliver as if already seen). The lost messages were
-    never acknowledged to their publishers, so forgetting them is correct: the consumer is
-    rewound to the stream's last sequence. The caller rewrites the file at once, before
-    any publish can reuse a sequence, so a second kill cannot bring the old state back."""
+
+def seen_up_to(state: dict[str, Any], start_seq: int = 0) -> int:
+    """The highest stream sequence a persisted consumer state proves the stream had
+    assigned: the last it delivered, or the last it looked at (a filtered consumer passes
+    messages it does not want; a `new` one starts after the last). A consumer waiting at a
+    future `start_seq` (by_start_sequence) has seen nothing there."""
     delivered = state["delivered"]
-    next_seq = max(last_seq + 1, start_seq)  # the furthest a consumer may legitimately be
-    if int(delivered["stream_seq"]) < next_seq and int(state["next_seq"]) <= next_seq:
-        return state
-    fitted = dict(state)
-    fitted["delivered"] = {
-        "consumer_seq": delivered["consumer_seq"],
-        "stream_seq": min(int(delivered["stream_seq"]), next_seq - 1),
-    }
-    fitted["next_seq"] = min(int(state["next_seq"]), next_seq)
-    fitted["last_per_subject"] = [s for s in state.get("last_per_subject", []) if s <= last_seq]
-    fitted["pending"] = [p for p in state.get("pending", []) if int(p[0]) <= last_seq]
-    fitted["dead"] = [d for d in state.get("dead", []) if int(d[0]) <= last_seq]
-    if "ack_floor" in state:
-        floor = state["ack_floor"]
-        fitted["ack_floor"] = {
-            "consumer_seq": floor["consumer_seq"],
-            "stream_seq": min(int(floor["stream_seq"]), next_seq - 1),
-        }
-    return fitted
+    seen = int(delivered["stream_seq"]) if int(delivered["consumer_seq"]) > 0 else 0
+    next_seq = int(state["next_seq"])
+    if next_seq > max(start_seq, 1):
+        seen = max(seen, next_seq - 1)
+    return seen

@@ -28,7 +28,7 @@ import json
 import logging
 import operator
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from brook.jetstream.consumer.acks import (
@@ -302,9 +302,10 @@ class ConsumerRunner:
     def message_stored(self, seq: int) -> None:
         self._run(self.state.message_stored(seq, self._now_ns()))
 
-    def messages_changed(self) -> None:
-        """Messages were removed by purge/delete/limits: forget cached counts."""
-        self.state.messages_removed(())
+    def messages_changed(self, removed: Iterable[int] = ()) -> None:
+        """Messages were removed by purge/delete/limits: forget cached counts. `removed`
+        names those the consumer may hold as pending (lost in a crash, at start)."""
+        self.state.messages_removed(removed)
         self._changed()
 
     def _on_next(

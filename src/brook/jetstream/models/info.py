@@ -61,6 +61,8 @@ def stream_state_to_json(state: StreamState, consumer_count: int) -> dict[str, A
         out["num_deleted"] = state.num_deleted
     if state.deleted is not None:
         out["deleted"] = state.deleted
+    if state.lost is not None:  # nats-server's `lost`: messages damage or a crash took
+        out["lost"] = {"msgs": list(state.lost.msgs), "bytes": state.lost.bytes}
     out["consumer_count"] = consumer_count
     return out
 

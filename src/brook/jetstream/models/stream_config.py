@@ -156,12 +156,10 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     name = _get(body, "name", str, "")
     if subject_name is not None and name != subject_name:
         raise api_error("STREAM_MISMATCH")  # an empty body too, as nats-server
-    if not name:
-        raise _invalid("stream name is required")
-    if "/" in name or "\\" in name:
+    if name and ("/" in name or "\\" in name):
         raise api_error("STREAM_NAME_CONTAINS_PATH_SEPARATORS")
     if not valid_stream_name(name):
-        raise _invalid("stream name is required and can not contain '.', '*', '>'")
+        raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
     for key in _UNSUPPORTED:
         if body.get(key) not in (None, False, "", [], {}, 0):
             raise _invalid(f"{key} is not supported by this server")
@@ -409,7 +407,10 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
 def parse_stream_update(body: dict[str, Any], *, subject_name: str) -> StreamConfig:
     """Like create, except that `sealed: true` is allowed (sealing happens by update)."""
     sealed = body.get("sealed") is True
-    config = parse_stream_config({**body, "sealed": False}, subject_name=subject_name)
+    # nats-server validates the configuration before it compares the names.
+    config = parse_stream_config({**body, "sealed": False})
+    if config.name != subject_name:
+        raise api_error("STREAM_MISMATCH")
     if sealed:
         # As nats-server: a sealed stream also denies deletes and purges and discards new.
         config.sealed = config.deny_delete = config.deny_purge = True

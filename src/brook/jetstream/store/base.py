@@ -6,7 +6,8 @@ stream (`brook.jetstream.stream`) using the primitives below, so the memory and 
 stores stay small and are held to one behavioural test suite (`tests/store/`).
 
 Sequences start at `first_seq` of an empty store (1 unless configured) and grow by one per
-stored message; they are never reused, even after every message is removed. `last_seq`
+stored message; they are never reused, even after every message is removed, nor (file
+store) after a crash or damage took the newest records (docs/storage-format.md 7.6). `last_seq`
 stays at the highest sequence ever assigned. Removing a message leaves a gap ("deleted")
 unless it is the first message, in which case `first_seq` advances past it and any gap
 that follows.
@@ -48,12 +49,55 @@ matcher both stores use). Sequences returned in lists are ascending.
 
 from __future__ import annotations
 
+import errno
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 
 class StoreError(Exception):
     """The store cannot do what was asked (closed, I/O failure, corrupt beyond repair)."""
+
+
+class StoreFullError(StoreError):
+    """The filesystem has no room for a write (ENOSPC, EDQUOT). Nothing was changed: the
+    same call can succeed once space is freed."""
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """A write failed because the filesystem is full (or the quota used up)."""
+    return isinstance(exc, StoreFullError) or (
+        isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+    )
+
+
+# Stream info lists at most this many lost sequences (the lowest); `LostData.bytes` and
+# the store's log cover them all.
+LOST_SEQS_LISTED_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class LostData:
+    """Sequences that were assigned to messages the store can no longer return: damage
+    found when a file store was opened, or sequences a consumer saw before a crash took
+    them (`skip_to`). nats-server's `state.lost` (`msgs`, `bytes`); `bytes` is what the
+    damaged records occupied on disk, 0 when unknown."""
+
+    msgs: tuple[int, ...]
+    bytes: int
+
+
+def add_lost(lost: LostData | None, seqs: Iterable[int], nbytes: int) -> LostData:
+    """`lost` with the sequences `seqs` and `nbytes` bytes added (the lowest
+    `LOST_SEQS_LISTED_MAX` sequences are listed)."""
+    listed = set(lost.msgs) if lost else set()
+    listed.update(itertools.islice(seqs, LOST_SEQS_LISTED_MAX))
+    msgs = tuple(sorted(listed)[:LOST_SEQS_LISTED_MAX])
+    return LostData(msgs, (lost.bytes if lost else 0) + nbytes)
 
 
 @dataclass(slots=True)
@@ -94,6 +138,7 @@ class StreamState:
     num_subjects: int = 0
     deleted: list[int] | None = None  # only when asked for (deleted_details)
     subjects: dict[str, int] | None = None  # only when asked for (subjects_filter)
+    lost: LostData | None = None  # messages lost since the store was opened (LostData)
 
 
 def memory_msg_size(subject: str, header: bytes | None, data: bytes) -> int:
@@ -203,6 +248,13 @@ class MessageStore(Protocol):
         Timestamps come from the stream's clock and are expected to be non-decreasing in
         sequence order, so an implementation may stop at the first message (in sequence
         order) whose `ts_ns >= ts_ns` instead of scanning the whole store."""
+        ...
+
+    def skip_to(self, last_seq: int) -> None:
+        """Sequences up to `last_seq` count as assigned although no message holds them:
+        `last_seq` rises to it (never falls) and the next message gets `last_seq + 1`. The
+        skipped sequences are reported as lost. For a stream whose durable consumers saw
+        sequences that a crash took from the store, so they are never handed out twice."""
         ...
 
     def sync(self) -> None:

@@ -21,6 +21,7 @@ from brook.jetstream.store.file.recovery import (
     META,
     MSGS,
     Finding,
+    Lost,
     RecoveryReport,
     list_segments,
     read_meta,
@@ -37,6 +38,7 @@ class CheckReport:
 
     directory: str
     findings: list[Finding] = field(default_factory=list)
+    lost: list[Lost] = field(default_factory=list)  # sequences the damage took (7.6)
     segments: int = 0
     records: int = 0
     messages: int = 0
@@ -51,9 +53,11 @@ class CheckReport:
         return not self.findings
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "findings"}
+        lists = ("findings", "lost")
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in lists}
         out["healthy"] = self.healthy
         out["findings"] = [asdict(f) for f in self.findings]
+        out["lost"] = [asdict(lost) for lost in self.lost]
         return out
 
     def format(self) -> str:
@@ -69,6 +73,7 @@ class CheckReport:
         else:
             lines.append(f"{len(self.findings)} problem(s):")
             lines.extend(f"  {finding}" for finding in self.findings)
+            lines.extend(f"  {lost}" for lost in self.lost)
         return "\n".join(lines)
 
 
@@ -100,11 +105,12 @@ def check_store(directory: str | os.PathLike[str]) -> CheckReport:
                 segments.append(Segment.open(seg_path, name, writable=False))
             except OSError as exc:
                 recovery.findings.append(Finding("io", f"{MSGS}/{seg_path.name}", detail=str(exc)))
-        replay(index, segments, recovery, repair=False)
+        replay(index, segments, recovery)
     finally:
         for seg in segments:
             seg.close()
     report.findings.extend(recovery.findings)
+    report.lost.extend(recovery.lost)
     report.segments = recovery.segments
     report.records = recovery.records
     report.messages = index.messages

@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from brook.jetstream.store.base import (
+    LostData,
     PurgeResult,
     StoredMessage,
     StoreError,
     StreamState,
     SubjectState,
+    add_lost,
     load_next_repeated,
     memory_msg_size,
 )
@@ -101,6 +104,17 @@ class _SeqList:
         return self._seqs[self._head :]
 
 
+@dataclass(frozen=True, slots=True)
+class MemorySnapshot:
+    """A memory store's content at one moment: its live messages in sequence order and the
+    sequence bounds (messages are shared with the store, which never changes one)."""
+
+    first_seq: int
+    last_seq: int
+    last_ts_ns: int
+    messages: list[StoredMessage]
+
+
 class MemoryStore:
     """A `MessageStore` kept in memory; `sync()` has nothing to do."""
 
@@ -113,6 +127,7 @@ class MemoryStore:
         self._last = first_seq - 1  # highest sequence ever assigned
         self._last_ts = 0
         self._bytes = 0
+        self._lost: LostData | None = None  # skipped sequences (skip_to)
         self._closed = False
 
     # ------------------------------------------------------------------ writing
@@ -172,6 +187,15 @@ class MemoryStore:
             self._advance_first()
         return removed
 
+    def skip_to(self, last_seq: int) -> None:
+        self._check_open()
+        if last_seq <= self._last:
+            return
+        self._lost = add_lost(self._lost, range(self._last + 1, last_seq + 1), 0)
+        self._last = last_seq
+        if not self._msgs:
+            self._first = last_seq + 1
+
     def sync(self) -> None:
         self._check_open()
 
@@ -179,6 +203,34 @@ class MemoryStore:
         self._closed = True
         self._msgs = {}
         self._subjects = {}
+
+    # ------------------------------------------------------------------ snapshots
+
+    def freeze(self) -> MemorySnapshot:
+        """The content now, for a stream snapshot: O(messages) references, no payload copies.
+        The dict holds sequences in insertion order, which is ascending (`store`)."""
+        self._check_open()
+        return MemorySnapshot(self._first, self._last, self._last_ts, list(self._msgs.values()))
+
+    @classmethod
+    def thaw(cls, snapshot: MemorySnapshot) -> MemoryStore:
+        """A store holding exactly `snapshot` (a restore); ValueError if it is inconsistent."""
+        msgs = snapshot.messages
+        last = snapshot.last_seq
+        floor = msgs[0].seq if msgs else snapshot.first_seq
+        if floor < 1 or floor > last + 1 or (msgs and msgs[-1].seq > last):
+            raise ValueError(f"messages {floor}.. do not fit last_seq {last}")
+        store = cls(first_seq=floor)
+        prev = 0
+        for m in msgs:
+            if m.seq <= prev:
+                raise ValueError(f"sequence {m.seq} after {prev}")
+            prev = m.seq
+            store._last = m.seq - 1
+            store.store(m.subject, m.header, m.data, m.ts_ns)
+        store._last, store._last_ts = last, snapshot.last_ts_ns
+        store._first = floor if msgs else last + 1
+        return store
 
     # ------------------------------------------------------------------ reading
 
@@ -237,6 +289,7 @@ class MemoryStore:
             st.num_deleted = last - self._first + 1 - count
         else:
             st.first_seq = last + 1 if last > 0 else 0
+        st.lost = self._lost
         if deleted_details:
             st.deleted = (
                 [s for s in range(self._first, last + 1) if s not in msgs] if st.num_deleted else []

@@ -172,6 +172,22 @@ def _shape_error(buf: Buffer, offset: int, rtype: int, seq: int, sl: int, hl: in
     return ""
 
 
+_CLAIM = struct.Struct("<2sBBIQ")  # magic, version, type, length, seq: a header's first 16 bytes
+
+
+def claimed_seq(buf: Buffer, offset: int, end: int) -> int | None:
+    """The sequence in the header of a MSG record cut short at `end` (storage-format.md
+    7.6), or None when fewer than 16 bytes of it remain or they do not begin a MSG record
+    longer than what remains. Nothing here is covered by a CRC: the caller trusts it only
+    for the one sequence the log expects next."""
+    if end - offset < _CLAIM.size:
+        return None
+    magic, version, rtype, length, seq = _CLAIM.unpack_from(buf, offset)
+    if magic != MAGIC or version != VERSION or rtype != T_MSG or length <= end - offset:
+        return None
+    return int(seq)
+
+
 def scan(buf: Buffer, end: int, start: int = 0) -> Iterator[RecordInfo | Damage]:
     """Every valid record in `buf[start:end]` in order, and a `Damage` for every run of
     bytes between them that holds none (storage-format.md 7.1, 7.2)."""

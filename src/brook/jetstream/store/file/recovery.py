@@ -1,13 +1,18 @@
 """Opening a store directory: meta.json, the segment list, and replay of the log.
 
 Replay rebuilds the in-memory index from the records (storage-format.md 6.1) and finds every
-kind of damage (section 7). The same code serves two callers: `FileStore` opens with
-`repair=True` (torn tails are truncated, a damaged meta.json is set aside and rewritten) and
-`check_store` with `repair=False` (files opened read-only, nothing changed), so the checker
-reports exactly what opening the store would find.
+kind of damage (section 7). The same code serves two callers: `FileStore` (which then
+repairs: torn tails are truncated, a damaged meta.json is set aside and rewritten) and
+`check_store` (files opened read-only, nothing changed), so the checker reports exactly
+what opening the store would find.
 
 The rule that keeps damage from costing data: the log is the only authority. A finding
-never removes a valid record; meta.json is never trusted over the log.
+never removes a valid record; meta.json is never trusted over the log. Replay never changes
+a segment file: a torn tail only ends the segment's valid bytes (`Segment.size`), and the
+store truncates it once the log's `last_seq` is durable without it (storage-format.md 7.1).
+
+Sequences that replay proves were assigned but whose records are gone (section 7.6) are
+reported as `lost`, and `last_seq` stays past them, so no sequence is ever handed out twice.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from brook.jetstream.store.file.format import (
     T_DELETE,
     T_MSG,
     Damage,
+    claimed_seq,
     decode_ranges,
     decode_state,
     scan,
@@ -61,11 +67,26 @@ class Finding:
         return f"{self.kind}: {where}{size}: {self.detail}"
 
 
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Sequences `first..last` that the log proves were assigned, whose records are gone
+    (storage-format.md 7.6). `file` is the segment that should have held them."""
+
+    file: str
+    first: int
+    last: int
+
+    def __str__(self) -> str:
+        seqs = str(self.first) if self.first == self.last else f"{self.first}..{self.last}"
+        return f"sequence {seqs} lost ({self.file})"
+
+
 @dataclass(slots=True)
 class RecoveryReport:
     """What opening (or checking) a store found. Empty `findings` means a clean log."""
 
     findings: list[Finding] = field(default_factory=list)
+    lost: list[Lost] = field(default_factory=list)
     segments: int = 0
     records: int = 0
     duration_s: float = 0.0
@@ -87,6 +108,14 @@ class RecoveryReport:
     def truncated_bytes(self) -> int:
         return sum(f.length for f in self.truncated)
 
+    @property
+    def damaged_bytes(self) -> int:
+        """Bytes of torn tails and corrupt regions: what the lost records occupied."""
+        return sum(f.length for f in self.findings if f.kind in ("torn_tail", "corrupt"))
+
+    def lost_seqs(self) -> list[int]:
+        return [seq for lost in self.lost for seq in range(lost.first, lost.last + 1)]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "clean": self.clean,
@@ -95,6 +124,7 @@ class RecoveryReport:
             "duration_s": self.duration_s,
             "repaired": self.repaired,
             "findings": [asdict(f) for f in self.findings],
+            "lost": [asdict(lost) for lost in self.lost],
         }
 
 
@@ -211,27 +241,31 @@ def list_segments(msgs_dir: Path, report: RecoveryReport) -> list[tuple[int, Pat
     return found
 
 
-def replay(index: Index, segments: list[Segment], report: RecoveryReport, *, repair: bool) -> None:
-    """Rebuild `index` from the segments' records (storage-format.md 6.1 and 7)."""
+def replay(index: Index, segments: list[Segment], report: RecoveryReport) -> list[Segment]:
+    """Rebuild `index` from the segments' records (storage-format.md 6.1 and 7); returns
+    the segments that end in a torn tail (their `size` already excludes it; the files are
+    left as they are)."""
+    torn: list[Segment] = []
     for i, seg in enumerate(segments):
         limit = segments[i + 1].name if i + 1 < len(segments) else None
         index.add_segment(seg)
-        _replay_segment(index, seg, limit, report, repair=repair)
+        if _replay_segment(index, seg, limit, report):
+            torn.append(seg)
         report.segments += 1
     if not index.messages:
         index.first = index.last + 1
+    return torn
 
 
-def _replay_segment(
-    index: Index, seg: Segment, limit: int | None, report: RecoveryReport, *, repair: bool
-) -> None:
+def _replay_segment(index: Index, seg: Segment, limit: int | None, report: RecoveryReport) -> bool:
+    """Replay one segment; True when it ends in a torn tail."""
     label = f"{MSGS}/{seg.path.name}"
     findings = report.findings
     if seg.size == 0:
         if limit is not None:  # an empty sealed segment: its preamble never reached disk
             findings.append(Finding("preamble", label, 0, 0, "empty segment"))
         index.last = max(index.last, seg.name - 1)
-        return
+        return False
     tail: Damage | None = None
     with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:
         damaged = 0  # bytes skipped since the last valid record
@@ -250,10 +284,13 @@ def _replay_segment(
             if off == 0:
                 _check_preamble(index, seg, item, buf, label, findings)
             if rtype == T_MSG:
+                expected = seg.next_seq()
                 problem = _msg_problem(index, seg, limit, seq, damaged)
                 if problem:
                     findings.append(Finding("sequence", label, off, length, problem))
                     continue
+                if seq > expected:  # the jump is over damaged records: theirs are lost
+                    report.lost.append(Lost(label, max(expected, index.last + 1), seq - 1))
                 if flags & F_ERASED:
                     index.add_removed(seg, seq, ts)
                 else:
@@ -262,7 +299,7 @@ def _replay_segment(
                     lenfield = length | (HDR_BIT if hl else 0)
                     index.add(seg, seq, off, lenfield, ts, subject)
             elif rtype == T_DELETE:
-                _lost_check(index, seq, off, length, label, findings)
+                _lost_check(index, seq, off, length, label, report)
                 for lo, hi in decode_ranges(buf, off, dl):
                     index.drop_range(lo, hi)
                     seg.note_external(lo, hi)
@@ -270,7 +307,7 @@ def _replay_segment(
             else:  # T_STATE
                 last_seq, last_ts = decode_state(buf, off)
                 if off:
-                    _lost_check(index, last_seq, off, length, label, findings)
+                    _lost_check(index, last_seq, off, length, label, report)
                 if seq > index.first:
                     index.drop_range(index.first, seq - 1)
                 if last_seq >= index.last:
@@ -279,15 +316,35 @@ def _replay_segment(
                         index.first = index.last + 1
             damaged = 0
             index.last = max(index.last, seg.name - 1)
+        if tail is not None:
+            _torn_record(index, seg, limit, buf, tail, label, report)
     if tail is not None:
         findings.append(Finding("torn_tail", label, tail.offset, tail.length, tail.reason))
-        if repair:
-            seg.truncate(tail.offset)
-            os.fsync(seg.fd)
-            report.repaired = True
-        else:
-            seg.size = tail.offset
+        seg.size = tail.offset
     index.last = max(index.last, seg.name - 1)
+    return tail is not None
+
+
+def _torn_record(
+    index: Index,
+    seg: Segment,
+    limit: int | None,
+    buf: mmap.mmap,
+    tail: Damage,
+    label: str,
+    report: RecoveryReport,
+) -> None:
+    """A torn tail that begins with the header of this segment's next message (7.6): the
+    message was assigned its sequence before the crash, so `last_seq` keeps it."""
+    seq = claimed_seq(buf, tail.offset, tail.offset + tail.length)
+    if seq is None or seq != seg.next_seq() or seq <= index.last:
+        return
+    if limit is not None and seq >= limit:
+        return
+    index.last = seq
+    if not index.messages:
+        index.first = seq + 1
+    report.lost.append(Lost(label, seq, seq))
 
 
 def _check_preamble(
@@ -317,7 +374,7 @@ def _msg_problem(index: Index, seg: Segment, limit: int | None, seq: int, damage
         return f"sequence {seq} below the segment's name"
     if limit is not None and seq >= limit:
         return f"sequence {seq} not below the next segment's name {limit}"
-    expected = seg.end_seq() if len(seg.offs) else seg.name
+    expected = seg.next_seq()
     # Consecutive within a segment; a jump only over damage that could have held the
     # missing records (each at least OVERHEAD bytes).
     if (seq - expected) * OVERHEAD > damaged:
@@ -326,12 +383,12 @@ def _msg_problem(index: Index, seg: Segment, limit: int | None, seq: int, damage
 
 
 def _lost_check(
-    index: Index, claimed_last: int, off: int, length: int, label: str, findings: list[Finding]
+    index: Index, claimed_last: int, off: int, length: int, label: str, report: RecoveryReport
 ) -> None:
     """A DELETE/STATE record carries the writer's last_seq; more than the log has shown so
     far means records before it were lost."""
     if claimed_last > index.last:
-        findings.append(
+        report.findings.append(
             Finding(
                 "sequence",
                 label,
@@ -340,3 +397,4 @@ def _lost_check(
                 f"record says last_seq {claimed_last}, log so far reached {index.last}",
             )
         )
+        report.lost.append(Lost(label, index.last + 1, claimed_last))

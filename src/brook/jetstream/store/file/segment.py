@@ -14,6 +14,7 @@ Governed by docs/storage-format.md sections 2 and 4.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from array import array
 from pathlib import Path
@@ -112,6 +113,12 @@ class Segment:
         os.ftruncate(self.fd, size)
         self.size = size
 
+    def drop_unfinished(self) -> None:
+        """After a failed append (a full disk): cut off whatever part of it reached the
+        file, so the bytes after the last valid record never look like a torn record."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, self.size)
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -131,6 +138,11 @@ class Segment:
     def end_seq(self) -> int:
         """One past the highest slot's sequence (== base when the segment has no slot)."""
         return self.base + len(self.offs)
+
+    def next_seq(self) -> int:
+        """The sequence this segment's next message record must have: messages in a
+        segment are consecutive, and the first is its name (storage-format.md 6.1)."""
+        return self.end_seq() if len(self.offs) else self.name
 
     def slot(self, seq: int) -> int:
         """The slot of `seq` if it is live in this segment, else -1."""

@@ -28,22 +28,28 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from brook.jetstream.store.base import (
+    LostData,
     PurgeResult,
     StoredMessage,
     StoreError,
+    StoreFullError,
     StreamState,
     SubjectState,
+    add_lost,
+    is_no_space,
     load_next_repeated,
 )
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
+from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.index import Index
 from brook.jetstream.store.file.recovery import (
+    META,
     MSGS,
     RecoveryReport,
     fsync_dir,
@@ -64,6 +70,12 @@ SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 READ_AHEAD_BYTES = 32 * 1024
 READ_AHEAD_READERS = 4  # buffers kept, most recently used first
 READ_RUN_BYTES = 256 * 1024  # the most `_read_run` fetches at once (unless one record is more)
+
+
+def _write_error(what: str, exc: OSError) -> StoreError:
+    """The StoreError for a failed write: `StoreFullError` when the disk is full."""
+    kind = StoreFullError if is_no_space(exc) else StoreError
+    return kind(f"{what}: {exc}")
 
 
 class FileStore:
@@ -97,9 +109,18 @@ class FileStore:
         self._sync_lock = threading.Lock()  # one sync (or close) at a time
         self._candidates: list[Segment] = []  # sealed segments that may hold nothing live
         self._failed: OSError | None = None  # an fsync failed: nothing is durable any more
+        # The active segment must not take appends (last_seq is past its next message:
+        # a torn record kept its sequence, or `skip_to`, 7.6) and rolling away from it
+        # failed for lack of space: the next append rolls first.
+        self._roll_owed = False
+        self._lost: LostData | None = None  # found lost at open, or skipped (`skip_to`)
+        # Called (on the event loop) when segments wait for a sync to be deleted, so the
+        # owner can sync soon and free their space (the engine asks its group commit).
+        self.on_reclaim: Callable[[], None] | None = None
         self._closed = False
         # (segment, file offset, bytes read there) per sequential reader: see `_bytes_at`.
         self._ahead: list[tuple[Segment, int, bytes]] = []
+        self._frozen: list[FrozenLog] = []  # open point-in-time views (`freeze`)
         self.syncs = 0
         self._index = Index(first_seq)
         self._active: Segment
@@ -118,29 +139,45 @@ class FileStore:
     def _open(self, first_seq: int) -> RecoveryReport:
         started = time.monotonic()
         report = RecoveryReport()
-        entries, first_seq = prepare_directory(self.directory, first_seq, report)
+        try:
+            entries, first_seq = prepare_directory(self.directory, first_seq, report)
+        except OSError as exc:
+            raise _write_error(f"cannot prepare {self.directory}", exc) from exc
         # With a log, the log alone decides the sequences (its preambles carry first_seq).
         self._index = index = Index(1 if entries else first_seq)
         segments: list[Segment] = []
         try:
             for name, path in entries:
                 segments.append(Segment.open(path, name, writable=True))
-            replay(index, segments, report, repair=True)
+            torn = replay(index, segments, report)
         except BaseException:
             for seg in segments:
                 seg.close()
             raise
+        if report.lost:
+            self._lost = add_lost(None, report.lost_seqs(), report.damaged_bytes)
         if not index.segments:
             self._roll()
         else:
             self._active = active = index.segments[-1]
-            if active.size == 0 and index.last == active.name - 1:
-                self._append_record(self._state_record())  # the missing preamble
-            elif active.size == 0 or (len(active.offs) and active.end_seq() != index.last + 1):
-                self._roll()  # keep message slots consecutive within a segment
+            if active.next_seq() != index.last + 1:
+                # Message slots are consecutive within a segment; and when a torn record
+                # kept its sequence (7.6), the new segment's name records it durably.
+                try:
+                    self._roll()
+                except StoreFullError:
+                    self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
         self.sync()
+        # Torn tails go once the log's last_seq is durable without them (7.1); one in the
+        # active segment the store could not roll away from stays until the next open, and
+        # a segment deleted meanwhile (nothing live) needs no cut.
+        for seg in torn:
+            if not seg.doomed and (seg is not self._active or not self._roll_owed):
+                seg.truncate(seg.size)
+                os.fsync(seg.fd)
+                report.repaired = True
         report.duration_s = time.monotonic() - started
         return report
 
@@ -183,12 +220,12 @@ class FileStore:
         index = self._index
         flt = compile_filter(subject)
         if flt.match_all and up_to_seq <= 0 and keep <= 0:
-            if not index.messages:
-                return PurgeResult()
-            self._append_delete([(index.first, index.last)])
-            removed = index.clear()
-            self._candidates.extend(s for s in index.segments if s is not self._active)
-            self._reclaim()
+            removed: list[int] = []
+            if index.messages:
+                self._append_delete([(index.first, index.last)])
+                removed = index.clear()
+                self._candidates.extend(s for s in index.segments if s is not self._active)
+            self._reclaim_emptied()  # also when already empty: retries a reclaim put off
             return PurgeResult(purged=len(removed), removed_seqs=removed)
         if flt.match_all:
             victims = q.all_victims(index, up_to_seq, keep)
@@ -217,7 +254,28 @@ class FileStore:
             assert loc is not None, f"victim {seq} is not live"
             index.drop(*loc)
             self._note_emptied(loc[0])
-        self._reclaim()
+        self._reclaim_emptied()
+
+    def skip_to(self, last_seq: int) -> None:
+        self._check_writable()
+        index = self._index
+        if last_seq <= index.last:
+            return
+        lost = range(index.last + 1, last_seq + 1)
+        index.last = last_seq
+        if not index.messages:
+            index.first = last_seq + 1
+        self._lost = add_lost(self._lost, lost, 0)
+        # A new segment named `last_seq + 1` records the skip (storage-format.md 7.6),
+        # durable before any message takes the sequence after it. Without room for it,
+        # the next append rolls first (the consumers' files still tell a restart).
+        try:
+            self._roll()
+        except StoreFullError:
+            self._roll_owed = True
+            return
+        self._reclaim()  # the segment rolled away from, if nothing in it is live
+        self.sync()
 
     # ------------------------------------------------------------------ reading
 
@@ -381,6 +439,7 @@ class FileStore:
     ) -> StreamState:
         self._check_open()
         st = q.stream_state(self._index, deleted_details=deleted_details)
+        st.lost = self._lost
         if subjects_filter is not None:
             st.subjects = self.subject_counts(subjects_filter)
         return st
@@ -403,6 +462,23 @@ class FileStore:
         flt = compile_filter(filter_subject)
         return [e.last() for e in self._index.subjects.matching(flt)]
 
+    def freeze(self) -> FrozenLog:
+        """The log as it is now, for a stream snapshot (frozen.py); `close()` it when done."""
+        self._check_open()
+        segments = [(seg.path.name, seg.path, seg.size) for seg in self._index.segments]
+        meta = (self.directory / META).read_bytes()
+        frozen = FrozenLog(meta, segments, self._frozen.remove)
+        self._frozen.append(frozen)
+        return frozen
+
+    def relocate(self, directory: str | os.PathLike[str]) -> None:
+        """Follow the store's directory, renamed to `directory` while open (a restore moves
+        its staging directory into place); descriptors stay valid across a rename."""
+        self.directory = Path(directory)
+        self._msgs_dir = self.directory / MSGS
+        for seg in (*self._index.segments, *self._doomed):
+            seg.path = self._msgs_dir / seg.path.name
+
     # ------------------------------------------------------------------ durability
 
     def sync(self) -> None:
@@ -421,7 +497,8 @@ class FileStore:
                 if self._fsync:
                     for seg in dirty:
                         os.fsync(seg.fd)
-                for seg in doomed:  # their tombstones, repeated elsewhere, are durable now
+                # Their tombstones, repeated elsewhere or not needed, are durable now.
+                for seg in sorted(doomed, key=lambda seg: seg.name):
                     seg.close()
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(seg.path)
@@ -503,14 +580,19 @@ class FileStore:
         return record
 
     def _append_record(self, record: bytes) -> Segment:
-        """Append to the active segment (rolling first if it is full); returns it."""
+        """Append to the active segment (rolling first if it is full), after its preamble
+        if it has none yet; returns it. On a failure (StoreFullError when the disk is full)
+        nothing was appended."""
         seg = self._active
-        if seg.should_roll(self._segment_bytes_max, len(record)):
+        if self._roll_owed or seg.should_roll(self._segment_bytes_max, len(record)):
             seg = self._roll()
+        if not seg.size:  # a new segment: its preamble first (storage-format.md 4)
+            record = self._state_record() + record
         try:
             seg.append(record)
         except OSError as exc:
-            raise StoreError(f"{seg.path}: write failed: {exc}") from exc
+            seg.drop_unfinished()
+            raise _write_error(f"{seg.path}: write failed", exc) from exc
         # Lock-free fast path: if the segment is already in the set, the next sync to take
         # a snapshot includes it and fsyncs after this write.
         if seg not in self._dirty:
@@ -532,16 +614,17 @@ class FileStore:
         return fmt.encode_state(index.first, index.last, index.last_ts, time.time_ns())
 
     def _roll(self) -> Segment:
-        """Start a new active segment named `last_seq + 1`, beginning with its preamble."""
+        """Start a new, empty active segment named `last_seq + 1`; its preamble is
+        written with its first record (`_append_record`)."""
         index = self._index
         try:
             seg = Segment.create(self._msgs_dir, index.last + 1)
-            seg.append(self._state_record())
         except OSError as exc:
-            raise StoreError(f"cannot create a segment in {self._msgs_dir}: {exc}") from exc
+            raise _write_error(f"cannot create a segment in {self._msgs_dir}", exc) from exc
         old = getattr(self, "_active", None)
         index.add_segment(seg)
         self._active = seg
+        self._roll_owed = False
         with self._lock:
             self._dirty.add(seg)
             self._dir_dirty = True
@@ -555,10 +638,12 @@ class FileStore:
         record = seg.read(offset, seg.lens[k] & LEN_MASK)
         if isinstance(fmt.validate(record, 0, len(record)), str):
             raise StoreError(f"{seg.path}: record of sequence {seg.base + k} is corrupt")
+        for frozen in self._frozen:  # a snapshot in progress still needs the original
+            frozen.preserve(seg.path.name, offset, record)
         try:
             seg.write_at(offset, fmt.erased_image(record))
         except OSError as exc:
-            raise StoreError(f"{seg.path}: erase failed: {exc}") from exc
+            raise _write_error(f"{seg.path}: erase failed", exc) from exc
         with self._lock:
             self._dirty.add(seg)
 
@@ -566,24 +651,49 @@ class FileStore:
         if not seg.live and seg is not self._active:
             self._candidates.append(seg)
 
+    def _reclaim_emptied(self) -> None:
+        """`_reclaim`, after a purge or an expiry: when nothing is live any more and the
+        active segment holds messages, appends move to a new segment so that the active
+        one can go too (storage-format.md 6.2). Without room for that, a later purge
+        tries again."""
+        if not self._index.messages and len(self._active.offs):
+            with contextlib.suppress(StoreFullError):
+                self._roll()
+        self._reclaim()
+
     def _reclaim(self) -> None:
         """Delete sealed segments holding nothing live (storage-format.md 6.2): first a
         STATE record and copies of their still-needed tombstones go to the active segment,
-        then the files are unlinked by the next sync, once those records are durable."""
+        then the files are unlinked by the next sync, once those records are durable.
+        Without room for those records the segments wait for the next call."""
         index = self._index
         while self._candidates:
             seg = self._candidates.pop()
             if seg.doomed or seg.live or seg is self._active or seg not in index.segments:
                 continue
             needed = q.needed_ranges(index, seg)
-            self._append_record(self._state_record())
-            if needed:
-                self._append_delete(needed)
+            try:
+                self._append_record(self._state_record())
+                if needed:
+                    self._append_delete(needed)
+            except StoreFullError:
+                if index.messages:
+                    self._candidates.append(seg)
+                    return
+                # Nothing is live: the segments go oldest first (sync unlinks in name
+                # order), each after its own records are durable, and every tombstone
+                # comes after its message in the log, so no copy is needed (6.2).
+                recorded = False
+            else:
+                recorded = True
             index.remove_segment(seg)
             seg.doomed = True
             with self._lock:
-                self._dirty.discard(seg)
+                if recorded:
+                    self._dirty.discard(seg)
                 self._doomed.append(seg)
+            if self.on_reclaim is not None:
+                self.on_reclaim()
             # Tombstones elsewhere that only served the deleted file are no longer needed.
             for other in index.segments:
                 if len(other.ext):

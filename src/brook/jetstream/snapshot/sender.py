@@ -1,0 +1,149 @@
+"""Sending a snapshot: nats-server's chunk flow, step for step (`streamSnapshot`).
+
+After the API response, the archive (archive.py) goes to the request's `deliver_subject`:
+
+* if nobody listens there yet, wait up to `snapshot_interest_wait_s` (2 s) for a subscriber,
+  then send regardless;
+* chunks of exactly `chunk_size` bytes, each with the reply subject
+  `$JS.SNAPSHOT.ACK.<stream>.<token>.<chunk bytes>.<index>` (index from 1); at most
+  `window_size / chunk_size` chunks are unacknowledged, any message to an ack subject
+  frees one slot;
+* the last, shorter chunk (if any) has no reply subject;
+* then an empty message: `NATS/1.0 204` once a full chunk went out (nothing but the empty
+  message when the whole snapshot fit in one chunk, as nats-server sends it), or
+  `408 No Flow Response` when no ack came for `snapshot_ack_timeout_s` (5 s) while the window
+  was full, `408 No Interest` when the last subscriber left, `500 <error>` when reading failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from brook import limits
+from brook.jetstream.snapshot.archive import CompressedReader, StreamImage, tar_pieces
+from brook.jetstream.snapshot.transfers import Transfers, token
+from brook.protocol import headers
+
+log = logging.getLogger("brook.jetstream.snapshot")
+
+ACK_PREFIX = "$JS.SNAPSHOT.ACK"
+
+
+def clamp_sizes(chunk_size: int, window_size: int) -> tuple[int, int]:
+    """nats-server's defaults and bounds for a request's chunk and window sizes."""
+    chunk = chunk_size or limits.SNAPSHOT_CHUNK_BYTES_DEFAULT
+    window = window_size or limits.SNAPSHOT_WINDOW_BYTES_DEFAULT
+    chunk = min(max(limits.SNAPSHOT_CHUNK_BYTES_MIN, chunk), limits.SNAPSHOT_CHUNK_BYTES_MAX)
+    window = min(max(limits.SNAPSHOT_WINDOW_BYTES_MIN, window), limits.SNAPSHOT_WINDOW_BYTES_MAX)
+    return chunk, max(window, chunk)
+
+
+def _status(code: int, description: str = "") -> bytes:
+    return headers.encode(status=code, description=" ".join(description.split()))
+
+
+class SnapshotSender:
+    """One snapshot on its way to `deliver` (see the module docstring)."""
+
+    def __init__(
+        self,
+        transfers: Transfers,
+        image: StreamImage,
+        deliver: str,
+        *,
+        chunk_size: int,
+        window_size: int,
+    ) -> None:
+        self._transfers = transfers
+        self._image = image
+        self._deliver = deliver.encode()
+        self._chunk, window = clamp_sizes(chunk_size, window_size)
+        self._max_inflight = window // self._chunk
+        self._slots = self._max_inflight
+        self._ack_prefix = f"{ACK_PREFIX}.{image.manifest['stream']}.{token()}"
+        self._wake = asyncio.Event()
+        self._lost = False  # the deliver subject lost its last subscriber
+        self._reading: asyncio.Future[bytes] | None = None  # the chunk being read, if any
+
+    def _on_ack(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> None:
+        self._slots = min(self._slots + 1, self._max_inflight)
+        self._wake.set()
+
+    def _on_interest(self) -> None:
+        if not self._transfers.js.router.has_interest(self._deliver):
+            self._lost = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        t = self._transfers
+        internal = t.js.internal
+        router = internal.router
+        loop = asyncio.get_running_loop()
+        ack_sub = internal.subscribe(self._ack_prefix + ".>", self._on_ack)
+        router.watch_interest(self._deliver, self._on_interest)
+        t.snapshots += 1
+        status: bytes | None = None
+        try:
+            if not router.has_interest(self._deliver):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), t.snapshot_interest_wait_s)
+                self._lost = False  # nats-server goes on without a subscriber too
+            reader = CompressedReader(tar_pieces(self._image))
+            ack_deadline = loop.time() + t.snapshot_ack_timeout_s
+            index = 1
+            while True:
+                self._wake.clear()
+                while self._slots == 0 and not self._lost:
+                    left = ack_deadline - loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), left)
+                    except TimeoutError:
+                        break
+                    self._wake.clear()
+                if self._lost:
+                    status = _status(408, "No Interest")
+                    break
+                if self._slots == 0:
+                    status = _status(408, "No Flow Response")
+                    break
+                self._reading = loop.run_in_executor(t.executor, reader.read, self._chunk)
+                try:
+                    chunk = await asyncio.shield(self._reading)
+                except Exception as exc:
+                    log.warning(
+                        "snapshot of stream %s failed: %s", self._image.manifest["stream"], exc
+                    )
+                    status = _status(500, str(exc))
+                    break
+                if len(chunk) < self._chunk:
+                    if chunk:
+                        internal.publish(self._deliver, chunk)
+                    break
+                self._slots -= 1
+                reply = f"{self._ack_prefix}.{len(chunk)}.{index}".encode()
+                internal.publish(self._deliver, chunk, reply=reply)
+                ack_deadline = loop.time() + t.snapshot_ack_timeout_s
+                index += 1
+                if status is None:
+                    status = _status(204)
+            internal.publish(self._deliver, b"", header=status)
+            log.info(
+                "snapshot of stream %s: %d bytes sent",
+                self._image.manifest["stream"],
+                reader.total,
+            )
+        finally:
+            t.snapshots -= 1
+            internal.unsubscribe(ack_sub)
+            router.unwatch_interest(self._deliver, self._on_interest)
+            if self._reading is not None and not self._reading.done():
+                # Cancelled mid-read: the descriptors are released once the thread is done.
+                self._reading.add_done_callback(lambda _f: self._image.close())
+            else:
+                self._image.close()
