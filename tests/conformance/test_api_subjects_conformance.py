@@ -13,9 +13,7 @@ its timeout. nats-server 2.15 answers a client of the global account on every su
 except the system-level ones in `SYSTEM_ONLY` (it serves those to the system account only)
 and subjects it does not know; for those both servers must stay silent.
 
-`CONSUMER.RESET.*.*` is left out here: it is implemented, and compared with nats-server, by
-another part of issue 14 (tests of CONSUMER.RESET itself); add it to `ENDPOINTS` once both
-are merged.
+`CONSUMER.RESET.*.*` is compared in depth by tests/conformance/test_consumer_reset_conformance.py.
 """
 
 from __future__ import annotations
@@ -64,6 +62,7 @@ ENDPOINTS: list[tuple[str, Any]] = [
     ("CONSUMER.INFO.AUDIT.C", b""),
     ("CONSUMER.MSG.NEXT.AUDIT.C", {"batch": 1, "no_wait": True}),
     ("CONSUMER.PAUSE.AUDIT.C2", {"pause_until": "2099-01-01T00:00:00Z"}),
+    ("CONSUMER.RESET.AUDIT.C", {"seq": 1}),
     ("CONSUMER.UNPIN.AUDIT.C", {"group": "G"}),
     ("CONSUMER.UNPIN.AUDIT.C", {"group": "not a group name"}),
     ("CONSUMER.UNPIN.NOPE.C", {"group": "G"}),

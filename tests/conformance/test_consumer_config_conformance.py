@@ -33,10 +33,15 @@ from brook.jetstream.models.stream_config import StreamConfig, parse_stream_conf
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
-STREAMS = {
+STREAMS: dict[str, dict[str, Any]] = {
     "CC": {"name": "CC", "subjects": ["cc.>"]},
     "CCWQ": {"name": "CCWQ", "subjects": ["ccwq.>"], "retention": "workqueue"},
     "CCIN": {"name": "CCIN", "subjects": ["ccin.>"], "retention": "interest"},
+    "CCL": {
+        "name": "CCL",
+        "subjects": ["ccl.>"],
+        "consumer_limits": {"max_ack_pending": 50, "inactive_threshold": 60_000_000_000},
+    },
 }
 C = "$JS.API.CONSUMER.CREATE.CC"
 D = "$JS.API.CONSUMER.DURABLE.CREATE.CC"
@@ -187,6 +192,43 @@ CASES: list[tuple[str, Any]] = [
         req({"ack_policy": "explicit", "deliver_policy": "new"}, stream="CCWQ"),
     ),  # 10101
     ("$JS.API.CONSUMER.CREATE.CCIN", req({"num_replicas": 1}, stream="CCIN")),
+    # `pedantic`: refused (10157) where a default would change what the request set.
+    *(
+        (C, req({key: -5}, pedantic=True))
+        for key in (
+            "max_deliver",
+            "max_waiting",
+            "max_ack_pending",
+            "max_batch",
+            "max_expires",
+            "max_bytes",
+            "idle_heartbeat",
+            "inactive_threshold",
+        )
+    ),
+    (C, req({"max_deliver": -5, "deliver_subject": "a.*"}, pedantic=True)),  # 10157 first
+    (C, req({"ack_policy": "explicit", "backoff": [1_000_000_000]}, pedantic=True)),
+    (
+        C,
+        req(
+            {"ack_policy": "explicit", "backoff": [10**9], "ack_wait": 10**9, "max_deliver": 2},
+            pedantic=True,
+        ),
+    ),
+    (C, req({"ack_policy": "explicit"}, pedantic=True)),
+    (C, req({"max_deliver": 0, "max_waiting": 0}, pedantic=True)),  # 0 means default
+    (C, req({"max_deliver": -5}, pedantic=False)),
+    (C, req({}, pedantic="yes")),  # 10025
+    ("$JS.API.CONSUMER.CREATE.CCL", req({}, stream="CCL", pedantic=True)),  # limits apply
+    (
+        "$JS.API.CONSUMER.CREATE.CCL",
+        req({"max_ack_pending": 20}, stream="CCL", pedantic=True),
+    ),
+    (
+        "$JS.API.CONSUMER.CREATE.CCL",
+        req({"max_ack_pending": 20, "inactive_threshold": 10**10}, stream="CCL", pedantic=True),
+    ),
+    ("$JS.API.CONSUMER.CREATE.CCL", req({"ack_policy": "explicit"}, stream="CCL")),
     # Existing consumers: idempotent create, updates, fixed fields.
     (f"{C}.upd", req({"name": "upd"}, action="update")),  # 10149
     (f"{C}.upd", req({"name": "upd"}, action="create")),

@@ -258,6 +258,26 @@ async def deleted(p: Probe) -> None:
     await _pull(p, "request after delete", "del", {"batch": 1}, 1)
 
 
+async def no_interest(p: Probe) -> None:
+    """nats-py's test_pull_subscribe_limits: a request on an inbox nobody subscribes to
+    (any more) takes nothing; the message stays pending for a live request."""
+    await _setup(p, 1)
+    await _consumer(p, "ni")
+    await p.next_request(S, "ni", "_INBOX.ni.nobody", {"batch": 1}, sub=False)
+    await p.sync()
+    await asyncio.sleep(0.05)  # nats-server queues pull requests asynchronously
+    await p.api("info after a request nobody listens to", f"{API}.INFO.{S}.ni")
+    await _pull(p, "a live request", "ni", {"batch": 1}, 1)
+    await p.next_request(S, "ni", "_INBOX.ni.gone", {"batch": 1, "expires": 2000 * MS})
+    await p.next_request(S, "ni", "_INBOX.ni.live", {"batch": 1, "expires": 2000 * MS})
+    await p.sync()
+    await asyncio.sleep(0.05)
+    await p.unsub("_INBOX.ni.gone")
+    await p.publish("cs.after", b"for the live one")
+    p.record_msgs("the request still listened to", await p.take("_INBOX.ni.live", 1))
+    await p.api("info at the end", f"{API}.INFO.{S}.ni")
+
+
 HEARTBEAT = "NATS/1.0 100 Idle Heartbeat"
 
 
@@ -300,6 +320,7 @@ SCENARIOS: dict[Scenario, dict[str, str]] = {
     max_bytes: {},
     deleted: {},
     heartbeats: {},
+    no_interest: {},
 }
 
 

@@ -158,20 +158,50 @@ async def test_flow_control_window_and_no_flow_response(urls: tuple[str, str]) -
 
 
 async def test_subscriber_gone_ends_with_no_interest(urls: tuple[str, str]) -> None:
+    """The last subscriber on the deliver subject leaves mid-snapshot: `408 No Interest`.
+
+    A wildcard subscriber sees that end: it receives the chunks but is no interest in the
+    sense of nats-server's sublist notifications (a plain subscription on exactly the deliver
+    subject), so it neither keeps the snapshot going nor misses the 408.
+    """
+
     async def run(nc: Any) -> Any:
         await stream(nc, count=50, size=1000)
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
-        req = {"deliver_subject": inbox, "chunk_size": 1024, "window_size": 1024}
+        deliver = "backup." + nc.new_inbox().rsplit(".", 1)[1]
+        tap = await nc.subscribe("backup.*")
+        sub = await nc.subscribe(deliver)
+        req = {"deliver_subject": deliver, "chunk_size": 1024, "window_size": 1024}
         await api(nc, "STREAM.SNAPSHOT.S", req)
         first = await sub.next_msg(timeout=5)
         await sub.unsubscribe()
-        tap = await nc.subscribe(inbox)  # sees what comes after the last subscriber left
-        end = await tap.next_msg(timeout=10)
-        return bool(first.reply), len(end.data), end.reply or None, dict(end.headers or {})
+        seen = [await tap.next_msg(timeout=10)]
+        while seen[-1].data:
+            seen.append(await tap.next_msg(timeout=10))
+        end = seen[-1]
+        return bool(first.reply), len(seen), end.reply or None, dict(end.headers or {})
 
     expected, actual = await both(urls, run)
-    assert actual == expected == (True, 0, None, {"Status": "408", "Description": "No Interest"})
+    assert actual == expected == (True, 2, None, {"Status": "408", "Description": "No Interest"})
+
+
+async def test_late_first_subscriber_ends_with_no_interest(urls: tuple[str, str]) -> None:
+    """Nobody subscribed to the deliver subject itself: after 2 s the chunks go out anyway (a
+    wildcard subscriber gets them); a plain subscriber arriving then is a change of interest,
+    and nats-server ends the snapshot with `408 No Interest`."""
+
+    async def run(nc: Any) -> Any:
+        await stream(nc, count=50, size=1000)
+        deliver = "backup." + nc.new_inbox().rsplit(".", 1)[1]
+        tap = await nc.subscribe("backup.*")
+        req = {"deliver_subject": deliver, "chunk_size": 1024, "window_size": 1024}
+        await api(nc, "STREAM.SNAPSHOT.S", req)
+        first = await tap.next_msg(timeout=5)
+        await nc.subscribe(deliver)
+        end = await tap.next_msg(timeout=10)
+        return bool(first.reply), len(end.data), dict(end.headers or {})
+
+    expected, actual = await both(urls, run)
+    assert actual == expected == (True, 0, {"Status": "408", "Description": "No Interest"})
 
 
 async def test_restore_flow_matches(urls: tuple[str, str]) -> None:

@@ -60,6 +60,11 @@ def direct(subject: str, body: Any = None) -> Step:
     return ("direct", subject, body)
 
 
+def pub_reply(subject: str, reply: str, payload: bytes = b"x") -> Step:
+    """A publish whose reply subject is `reply` (subscribed to for the answer)."""
+    return ("pub_reply", subject, reply, payload)
+
+
 ORDERS = {"name": "ORDERS", "subjects": ["orders.>"]}
 DG = {"name": "DG", "subjects": ["dg.>"], "allow_direct": True}
 
@@ -155,6 +160,132 @@ SCENARIOS: dict[str, list[Step]] = {
         pub("s.a", b"2"),
         pub("s.b", b"3"),
         api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}),
+    ],
+    # Every field of nats-server's StreamConfigRequest is refused or honoured, never
+    # dropped; a field it does not know is an error (its decoder is strict).
+    "config-fields": [
+        api("$JS.API.STREAM.CREATE.P1", {"name": "P1", "persist_mode": "default"}),
+        api("$JS.API.STREAM.CREATE.P2", {"name": "P2", "persist_mode": ""}),
+        api("$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": "fast"}),
+        api("$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": None}),
+        api(
+            "$JS.API.STREAM.CREATE.P3", {"name": "P3", "persist_mode": "async", "storage": "memory"}
+        ),
+        api("$JS.API.STREAM.UPDATE.P1", {"name": "P1", "persist_mode": "default", "max_msgs": 5}),
+        api("$JS.API.STREAM.CREATE.L1", {"name": "L1", "placement": {}}),
+        api("$JS.API.STREAM.CREATE.L2", {"name": "L2", "placement": {"cluster": "c1"}}),
+        api(
+            "$JS.API.STREAM.CREATE.L3",
+            {"name": "L3", "placement": {"cluster": "", "tags": ["a", "b"]}},
+        ),
+        api("$JS.API.STREAM.INFO.L3"),
+        api("$JS.API.STREAM.CREATE.L3", {"name": "L3", "placement": {"tags": ["a", "b"]}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": {"preferred": "n1"}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": {"cluster": "c", "zone": 1}}),
+        api("$JS.API.STREAM.CREATE.L4", {"name": "L4", "placement": "c1"}),
+        api("$JS.API.STREAM.CREATE.C1", {"name": "C1", "consumer_limits": {"max_ack_pending": 0}}),
+        api(
+            "$JS.API.STREAM.CREATE.C2",
+            {
+                "name": "C2",
+                "consumer_limits": {"max_ack_pending": 10, "inactive_threshold": 5_000_000_000},
+            },
+        ),
+        api("$JS.API.STREAM.CREATE.C3", {"name": "C3", "consumer_limits": {"max_pending": 1}}),
+        api(
+            "$JS.API.STREAM.CREATE.C3",
+            {"name": "C3", "consumer_limits": {"inactive_threshold": "5s"}},
+        ),
+        api("$JS.API.STREAM.CREATE.U1", {"name": "U1", "max_msg": 5}),  # misspelt: refused
+        api("$JS.API.STREAM.CREATE.X", {"name": "Y", "bogus": 1}),  # decoding comes first
+        api("$JS.API.STREAM.CREATE.U1", {"name": "U1", "pedantic": "yes"}),
+        api("$JS.API.STREAM.UPDATE.P1", {"name": "P1", "bogus": 1}),
+    ],
+    # The request's `pedantic`: refuse rather than adjust what the request set.
+    "config-pedantic": [
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "duplicate_window": -5}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "max_age": -5}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "num_replicas": 7}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "num_replicas": -1}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "description": "d" * 4097}),
+        api("$JS.API.STREAM.CREATE.D1", {"name": "D1", "metadata": {"k": "v" * 131072}}),
+        *(
+            api("$JS.API.STREAM.CREATE.D2", {"name": "D2", "pedantic": True, key: -5})
+            for key in (
+                "max_msgs",
+                "max_msgs_per_subject",
+                "max_bytes",
+                "max_msg_size",
+                "max_consumers",
+            )
+        ),
+        api("$JS.API.STREAM.CREATE.D2", {"name": "D2", "pedantic": True, "max_age": 1_000_000_000}),
+        api(
+            "$JS.API.STREAM.CREATE.D2",
+            {"name": "D2", "pedantic": True, "subject_delete_marker_ttl": 2_000_000_000},
+        ),
+        api(
+            "$JS.API.STREAM.CREATE.D2",
+            {
+                "name": "D2",
+                "pedantic": True,
+                "subject_delete_marker_ttl": 2_000_000_000,
+                "allow_msg_ttl": True,
+            },
+        ),
+        api(
+            "$JS.API.STREAM.CREATE.D3",
+            {
+                "name": "D3",
+                "pedantic": True,
+                "max_age": 1_000_000_000,
+                "duplicate_window": 500_000_000,
+                "max_msgs": 0,
+            },
+        ),
+        api("$JS.API.STREAM.CREATE.D4", {"name": "D4", "pedantic": False, "max_msgs": -5}),
+        api("$JS.API.STREAM.UPDATE.D4", {"name": "D4", "pedantic": True, "sealed": True}),
+        api("$JS.API.STREAM.UPDATE.D4", {"name": "D4", "pedantic": True, "max_msgs": -4}),
+    ],
+    # Batch publishes to a stream that allows none: refused, nothing stored. Which headers
+    # and reply subjects make a publish a batch one, and which checks come first.
+    "batch-publish-refused": [
+        api("$JS.API.STREAM.CREATE.B", {"name": "B", "subjects": ["b.>"]}),
+        pub("b.a", b"1", Nats_Batch_Id="x"),  # 10174
+        pub("b.a", b"2", Nats_Batch_Id="x", Nats_Batch_Sequence="1"),  # 10174
+        pub("b.a", b"3", Nats_Batch_Id="x", Nats_Batch_Commit="1"),  # 10174
+        pub("b.a", b"4", Nats_Batch_Id="x", Nats_Expected_Stream="OTHER"),  # 10174 first
+        pub("b.a", b"5", Nats_Batch_Id="x", Nats_Msg_Id="m1"),  # 10174
+        pub("b.a", b"6", Nats_Batch_Id="x", X_Big="y" * 70000),  # 10174 before 10097
+        pub("b.a", b"7", Nats_Batch_Sequence="1"),  # stored
+        pub("b.a", b"8", Nats_Batch_Commit="1"),  # stored
+        pub("b.a", b"9", Nats_Batch_Id=""),  # stored
+        pub("b.a", b"10", **{"nats-batch-id": "x"}),  # stored: names are case-sensitive
+        pub_reply("b.a", "in.abc.10.fail.1.0.$FI"),  # fast batch: 10205
+        pub_reply("b.a", "in.$FI"),  # 10205, malformed as it is
+        pub_reply("b.a", "in.x$FI"),  # stored
+        api("$JS.API.STREAM.INFO.B"),
+        api(
+            "$JS.API.STREAM.CREATE.M",
+            {"name": "M", "subjects": ["m.>"], "max_msg_size": 40},
+        ),
+        pub("m.a", b"x" * 50, Nats_Batch_Id="x"),  # 10054 first
+        pub_reply("m.a", "in.$FI", b"x" * 50),  # 10054 first
+        api("$JS.API.STREAM.CREATE.SE", {"name": "SE", "subjects": ["se"]}),
+        api("$JS.API.STREAM.UPDATE.SE", {"name": "SE", "subjects": ["se"], "sealed": True}),
+        pub("se", b"1", Nats_Batch_Id="x"),  # 10109 first
+    ],
+    # nats-py's JSMTest::test_jsm_stream_info_options: no match means no `subjects`.
+    "info-subjects-filter": [
+        api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),
+        pub("s.a", b"1"),
+        pub("s.b", b"2"),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "nothing"}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "nothing", "offset": 3}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 1}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 2}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.*", "offset": 9}),
+        api("$JS.API.STREAM.INFO.S", {"subjects_filter": "s.b"}),
     ],
     "get-delete-purge": [
         api("$JS.API.STREAM.CREATE.G", {"name": "G", "subjects": ["g.>"]}),
@@ -364,6 +495,12 @@ async def run_scenario(url: str, steps: list[Step]) -> list[Any]:
             elif step[0] == "direct":
                 results.append(await direct_get(nc, step[1], step[2]))
                 continue
+            elif step[0] == "pub_reply":
+                _, subject, reply_to, payload = step
+                sub = await nc.subscribe(reply_to)
+                await nc.publish(subject, payload, reply=reply_to)
+                reply = await sub.next_msg(timeout=5)
+                await sub.unsubscribe()
             else:
                 _, subject, headers, payload = step
                 reply = await nc.request(subject, payload, timeout=5, headers=headers or None)

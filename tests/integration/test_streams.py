@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,31 @@ async def test_publish_ack_dedup_and_expected_headers(js: Any, storage: str) -> 
     assert other.value.err_code == 10060
     state = (await js.stream_info("P")).state
     assert (state.messages, state.first_seq, state.last_seq) == (2, 1, 2)
+
+
+async def test_batch_publishes_are_refused_and_not_stored(js_server: Any, storage: str) -> None:
+    """A stream without `allow_atomic`/`allow_batched` (Brook implements neither) refuses
+    a `Nats-Batch-Id` publish with 10174 and a fast-batch (`.$FI` reply) one with 10205,
+    and stores neither, acknowledged or not; `Nats-Batch-Sequence` alone is no batch."""
+    nc = await nats.connect(js_server.url, allow_reconnect=False)
+    js = nc.jetstream()
+    await js.add_stream(name="B", subjects=["b.>"], storage=storage)
+    batch = {"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "1"}
+    with pytest.raises(BadRequestError) as atomic:
+        await js.publish("b.a", b"1", headers=batch)
+    assert (atomic.value.err_code, atomic.value.description) == (
+        10174,
+        "atomic publish is disabled",
+    )
+    await nc.publish("b.a", b"no reply", headers={"Nats-Batch-Id": "b2"})
+    answers = await nc.subscribe("in.b3.10.fail.1.0.$FI")
+    await nc.publish("b.a", b"fast", reply="in.b3.10.fail.1.0.$FI")
+    refused = json.loads((await answers.next_msg(timeout=2)).data)
+    assert refused["error"]["err_code"] == 10205
+    ack = await js.publish("b.a", b"plain", headers={"Nats-Batch-Sequence": "1"})
+    assert ack.seq == 1, "nothing of the batches took a sequence"
+    assert (await js.stream_info("B")).state.messages == 1
+    await nc.close()
 
 
 async def test_headers_and_payload_stored_byte_exact(js: Any, storage: str) -> None:
@@ -155,6 +181,18 @@ async def test_names_and_list_page_and_filter(js: Any) -> None:
     assert await js.find_stream_name_by_subject("s.42") == "S042"
 
 
+async def test_info_subjects_filter_matching_nothing_has_no_subjects(js: Any) -> None:
+    """nats-py's JSMTest::test_jsm_stream_info_options: `subjects` is None, never `{}`."""
+    await js.add_stream(name="F", subjects=["f.>"], storage="memory")
+    for i in range(3):
+        await js.publish(f"f.{i}", b"A")
+    info = await js.stream_info("F", subjects_filter=">")
+    assert info.state.subjects == {"f.0": 1, "f.1": 1, "f.2": 1}
+    info = await js.stream_info("F", subjects_filter="nothing")
+    assert (info.state.messages, info.state.subjects) == (3, None)
+    assert (await js.stream_info("F")).state.subjects is None
+
+
 async def test_account_info_counts(js: Any) -> None:
     await js.add_stream(name="AI", subjects=["ai"], storage="memory")
     await js.publish("ai", b"x" * 10)
@@ -187,6 +225,51 @@ async def test_file_streams_survive_restart(tmp_path: Path) -> None:
         assert (dup.seq, dup.duplicate) == (10, True), "dedup window survives a restart"
         mem = await js.stream_info("MEM")
         assert mem.state.messages == 0, "memory streams keep their definition, not their data"
+        await nc.close()
+
+
+async def test_config_fields_are_kept_or_refused_never_dropped(tmp_path: Path) -> None:
+    """`persist_mode: async` (acks before the write is durable) is refused until Brook
+    has it; `placement` and `consumer_limits` are kept, across a restart too; a field
+    nats-server does not know is refused, not ignored."""
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+
+        async def create(config: dict[str, Any]) -> dict[str, Any]:
+            subject = f"$JS.API.STREAM.CREATE.{config['name']}"
+            reply = await nc.request(subject, json.dumps(config).encode(), timeout=5)
+            return dict(json.loads(reply.data))
+
+        refused = await create({"name": "A", "persist_mode": "async"})
+        assert refused["error"] == {
+            "code": 500,
+            "err_code": 10052,
+            "description": "persist_mode is not supported by this server",
+        }
+        typo = await create({"name": "T", "max_msg": 5})
+        assert typo["error"]["err_code"] == 10025
+        assert typo["error"]["description"] == 'invalid JSON: json: unknown field "max_msg"'
+        kept = {
+            "name": "K",
+            "persist_mode": "default",
+            "placement": {"cluster": "east", "tags": ["ssd"]},
+            "consumer_limits": {"max_ack_pending": 7, "inactive_threshold": 9_000_000_000},
+        }
+        created = await create(kept)
+        assert created["config"]["placement"] == {"cluster": "east", "tags": ["ssd"]}
+        assert "persist_mode" not in created["config"]  # the default, left out as nats-server
+        await nc.close()
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.K", b"", timeout=5)).data)
+        assert info["config"]["placement"] == {"cluster": "east", "tags": ["ssd"]}
+        assert info["config"]["consumer_limits"] == {
+            "inactive_threshold": 9_000_000_000,
+            "max_ack_pending": 7,
+        }
+        again = await nc.request("$JS.API.STREAM.CREATE.K", json.dumps(kept).encode(), timeout=5)
+        assert "error" not in json.loads(again.data), "the same config: an idempotent create"
         await nc.close()
 
 

@@ -122,3 +122,22 @@ def test_parse_rejects_malformed_blocks(block: bytes) -> None:
 
 def test_header_error_is_a_value_error() -> None:
     assert issubclass(HeaderError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("block", "value"),
+    [
+        (b"NATS/1.0\r\nNats-Batch-Id: b1\r\n\r\n", b"b1"),
+        (b"NATS/1.0\r\nNats-Batch-Id:b1 \r\n\r\n", b"b1 "),  # trailing space kept
+        (b"NATS/1.0\r\nNats-Batch-Id: \tb1\r\n\r\n", b"\tb1"),  # only spaces skipped
+        (b"NATS/1.0\r\nNats-Batch-Id:\r\n\r\n", b""),
+        (b"NATS/1.0\r\nnats-batch-id: b1\r\n\r\n", None),  # case-sensitive
+        (b"NATS/1.0\r\nX-Nats-Batch-Id: b1\r\n\r\n", None),
+        (b"NATS/1.0\r\nNats-Batch-Id-X: b1\r\n\r\n", None),
+        (b"NATS/1.0\r\nA: 1\r\nNats-Batch-Id: 1\r\nNats-Batch-Id: 2\r\n\r\n", b"1"),
+        (b"NATS/1.0 Nats-Batch-Id: b1\r\n\r\n", None),  # not on the status line
+        (b"NATS/1.0\r\nno colon\r\nNats-Batch-Id: b1\r\n\r\n", b"b1"),  # parse refuses
+    ],
+)
+def test_raw_value_reads_as_nats_server_does(block: bytes, value: bytes | None) -> None:
+    assert headers.raw_value(block, b"Nats-Batch-Id") == value

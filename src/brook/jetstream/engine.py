@@ -150,6 +150,14 @@ class JetStream:
             except Exception:
                 log.exception("stream in %s could not be opened; left untouched", directory)
 
+    def signal_shutdown(self) -> None:
+        """The server is stopping: every consumer answers its waiting pull requests with
+        `409 Server Shutdown` (nats-server's first step of a shutdown), while their clients
+        are still connected to receive it."""
+        for runners in self.consumers.values():
+            for runner in runners.values():
+                runner.server_shutdown()
+
     async def drain(self) -> None:
         """Wait for every pending group commit (and so every owed acknowledgement), then
         write every durable consumer with unsaved state."""
@@ -311,6 +319,13 @@ class JetStream:
         if set(runner.config.filters) != old_filters:
             self._entries[runner.stream.name].consumers.update(runner, runner.config.filters)
             self._retention(runner.stream).filters_changed(runner)
+
+    def reset_consumer(self, runner: ConsumerRunner, seq: int) -> None:
+        """CONSUMER.RESET: the consumer starts again at `seq`; its file is written before
+        the answer goes, and on an interest stream what it no longer holds goes."""
+        runner.reset(seq)
+        self.consumer_files.updated(runner)
+        self._retention(runner.stream).consumer_reset()
 
     def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
         """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""

@@ -19,8 +19,9 @@ Behaviour is nats-server 2.15.1's, observed side by side
     consumers at all nothing is kept. `wanted()`, called by `Stream._ingest`.
   - ack (and `ack_policy` none at delivery, `all` for every pending at or below the acked
     sequence, a late ack of a dead letter): removed when no consumer holds it. `released()`.
-  - consumer deleted or its filters changed: every stored message nobody holds goes; the
-    last consumer going purges the stream (nats-server's `cleanupNoInterestMessages`).
+  - consumer deleted, its filters changed or its position reset: every stored message
+    nobody holds goes; the last consumer going purges the stream (nats-server's
+    `cleanupNoInterestMessages`).
   - stream switched from limits to interest: a message goes when some consumer has passed
     it (matching, not held) and nobody holds it; a message no consumer ever matched stays.
     Without consumers the stream is purged.
@@ -228,6 +229,12 @@ class StreamRetention:
         """A consumer's filters were updated: messages only its old filters held go."""
         self._forget(consumer)
         self.consumer_added(consumer)
+        if self.policy == "interest":
+            self._sweep_unheld()
+
+    def consumer_reset(self) -> None:
+        """A consumer was reset to another position (CONSUMER.RESET): on an interest stream
+        what it no longer holds goes, as after nats-server's reset."""
         if self.policy == "interest":
             self._sweep_unheld()
 

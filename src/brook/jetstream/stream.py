@@ -2,9 +2,10 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, header size, expected stream, TTL
-permission, expected last subject sequence, expected last sequence, duplicate
-`Nats-Msg-Id`, expected last msg id, rollup permission, TTL value, discard-new limits;
+lists an older order): sealed, `max_msg_size`, batch publishes (refused: Brook has no
+batches), header size, expected stream, TTL permission, expected last subject sequence,
+expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
+permission, TTL value, discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
@@ -63,6 +64,7 @@ _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _ROLLUP = "Nats-Rollup"
+_BATCH_ID = b"Nats-Batch-Id"
 # A subject delete marker (nats-server 2.11+); %b is the marker TTL in Go duration form.
 _MARKER_HEADER = (
     b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: %b\r\nNats-Rollup: sub\r\n\r\n"
@@ -133,20 +135,23 @@ class Stream:
     ) -> None:
         """Store a captured message and (when there is a reply subject) acknowledge it."""
         try:
-            ack = self._ingest(subject.decode("utf-8", "surrogateescape"), header, data)
+            ack = self._ingest(subject.decode("utf-8", "surrogateescape"), reply, header, data)
         except ApiError as err:
             ack = self._error_ack(err)
         if reply is None or self.config.no_ack:
             return
         self._after_durable(reply, ack)
 
-    def _ingest(self, subject: str, header: bytes | None, data: bytes) -> bytes:
+    def _ingest(
+        self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> bytes:
         config = self.config
         if config.sealed:
             raise api_error("STREAM_SEALED")
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        _refuse_batch(reply, header)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
@@ -519,6 +524,19 @@ class Stream:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _refuse_batch(reply: bytes | None, header: bytes | None) -> None:
+    """Batch publishes, which Brook does not implement (`allow_batched` and `allow_atomic`
+    are refused at create), are refused rather than stored as plain messages, in
+    nats-server's words and place (its batch paths, after the sealed and size checks): a
+    reply subject ending in `.$FI` is a fast batch (10205), a non-empty `Nats-Batch-Id`
+    an atomic one (10174). `Nats-Batch-Sequence` or `Nats-Batch-Commit` alone are plain
+    headers to nats-server too."""
+    if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
+        raise api_error("BATCH_PUBLISH_DISABLED")
+    if header and hdrs.raw_value(header, _BATCH_ID):
+        raise api_error("ATOMIC_PUBLISH_DISABLED")
 
 
 def _is_delete_marker(header: bytes | None) -> bool:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from brook.protocol import headers as hdrs
+
 NEVER = -1
 """`parse_ttl` result for `Nats-TTL: never`."""
 
@@ -64,13 +66,8 @@ def header_value(header: bytes | None) -> str | None:
     Not `headers.parse(...).get()`: that strips trailing whitespace, and nats-server keeps
     it (so `"5 "` is rejected there). Leading spaces are skipped, tabs are not.
     """
-    if not header or _HEADER not in header:
-        return None
-    for line in header.split(b"\r\n")[1:]:
-        name, sep, value = line.partition(b":")
-        if sep and name == _HEADER:
-            return value.lstrip(b" ").decode("utf-8", "surrogateescape")
-    return None
+    value = hdrs.raw_value(header, _HEADER) if header else None
+    return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
 def parse_ttl(value: str) -> int:

@@ -72,3 +72,17 @@ def parse(block: bytes) -> HeaderBlock:
             raise HeaderError(f"bad header line {line!r}")
         result.fields.append((name, value.strip()))
     return result
+
+
+def raw_value(block: bytes, name: bytes) -> bytes | None:
+    """The value of the first `name:` line as nats-server's `sliceHeader` reads it from the
+    raw bytes, or None when there is none: the name matches case-sensitively, leading
+    spaces of the value are skipped and nothing else is trimmed (unlike `parse`), and a
+    block `parse` would refuse is read all the same."""
+    if name not in block:
+        return None
+    for line in block.split(b"\r\n")[1:]:
+        key, sep, value = line.partition(b":")
+        if sep and key == name:
+            return value.lstrip(b" ")
+    return None

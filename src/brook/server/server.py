@@ -2,9 +2,10 @@
 
 A `Server` runs inside the caller's event loop, so the same object backs `brook serve`,
 Brook's own tests and users' tests (`brook.serve()`). Shutdown order: stop accepting,
-close every client after flushing what it was owed (bounded by `SHUTDOWN_FLUSH_S`), stop
-monitoring. Counters here are plain integers updated on the hot path and read by
-`statistics()` and the monitoring endpoints.
+answer waiting pull requests with `409 Server Shutdown` (as nats-server, so that clients
+ask again after reconnecting), close every client after flushing what it was owed
+(bounded by `SHUTDOWN_FLUSH_S`), stop monitoring. Counters here are plain integers
+updated on the hot path and read by `statistics()` and the monitoring endpoints.
 """
 
 from __future__ import annotations
@@ -212,6 +213,7 @@ class Server:
         if self._listener is not None:
             self._listener.close()
         if self.jetstream is not None:
+            self.jetstream.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
             await self.jetstream.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):
             client.close("server shutdown")

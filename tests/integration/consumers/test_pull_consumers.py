@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import NotFoundError
+
+import brook
+from tests.support.raw import PONG, Msg, RawClient
+
+S = 1_000_000_000
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -182,6 +188,47 @@ async def test_request_whose_inbox_went_away_is_skipped(nc: Any, js: Any) -> Non
     assert [m.data for m in msgs] == [b"for the living"]
 
 
+async def test_request_on_an_inbox_nobody_listens_to_takes_nothing(nc: Any, js: Any) -> None:
+    """nats-py's PullSubscribeTest::test_pull_subscribe_limits: after `unsubscribe()` a
+    fetch on the old inbox must leave the message pending (num_pending 1, as nats-server
+    reports), not deliver it into the void where it would wait for its ack_wait."""
+    await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_wait=30))
+    await js.publish("s.a", b"last message")
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.d", b'{"batch":1}', reply="nobody.here")
+    await nc.flush()
+    info = await js.consumer_info("S", "d")
+    assert (info.num_pending, info.num_ack_pending, info.num_waiting) == (1, 0, 0)
+    assert info.delivered.stream_seq == 0
+
+
+async def test_request_past_its_expiry_gets_408_not_the_message(tmp_path: Path) -> None:
+    """nats-py's PullSubscribeTest::test_fetch_heartbeats: a message stored after a pull
+    request expired, before the timer that ends the request has fired, went to the
+    request (whose client had given up) instead of staying for the next fetch. The
+    engine's clock is a manual one here, so "after the expiry" is exact."""
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        clock = [1_000 * S]
+        server.jetstream.now_ns = lambda: clock[0]
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_wait=30))
+        sub = await nc.subscribe("fetch.inbox")
+        request = json.dumps({"batch": 1, "expires": S})
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.S.d", request.encode(), reply="fetch.inbox")
+        await nc.flush()
+        clock[0] += S  # the request's expiry; its timer is a real second away
+        await js.publish("s.a", b"for the next fetch")
+        status = await sub.next_msg(timeout=2)
+        assert status.headers is not None
+        assert status.headers.get("Status") == "408"
+        info = await js.consumer_info("S", "d")
+        assert (info.num_pending, info.num_ack_pending) == (1, 0)
+        psub = await js.pull_subscribe_bind("d", "S")
+        assert [m.data for m in await psub.fetch(1, timeout=2)] == [b"for the next fetch"]
+        await nc.close()
+
+
 async def test_expiry_by_max_age_updates_num_pending(nc: Any) -> None:
     js = nc.jetstream()
     await js.add_stream(name="AGE", subjects=["age.>"], max_age=0.4)
@@ -194,3 +241,69 @@ async def test_expiry_by_max_age_updates_num_pending(nc: Any) -> None:
         if (await js.stream_info("AGE")).state.messages == 0:
             break
     assert (await js.consumer_info("AGE", "c")).num_pending == 0
+
+
+async def test_reset_moves_the_consumer_and_survives_a_restart(tmp_path: Path) -> None:
+    """CONSUMER.RESET (nats-server 2.14+): pending deliveries are forgotten, the next fetch
+    starts at the reset sequence with fresh delivery counts, and the reset is on disk before
+    it is answered; a consumer that does not exist gets no answer, as from nats-server."""
+    store = str(tmp_path / "store")
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        for i in range(5):
+            await js.publish(f"s.{i}", str(i).encode())
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+        psub = await js.pull_subscribe_bind("d", "S")
+        msgs = await psub.fetch(3, timeout=2)
+        await msgs[0].ack_sync()
+        reply = await nc.request("$JS.API.CONSUMER.RESET.S.d", b'{"seq": 2}', timeout=5)
+        answer = json.loads(reply.data)
+        assert answer["type"] == "io.nats.jetstream.api.v1.consumer_reset_response"
+        assert answer["reset_seq"] == 2
+        assert answer["delivered"] == {"consumer_seq": 0, "stream_seq": 1}
+        assert (answer["num_ack_pending"], answer["num_pending"]) == (0, 4)
+        with pytest.raises(nats.errors.TimeoutError):
+            await nc.request("$JS.API.CONSUMER.RESET.S.nope", b"", timeout=0.5)
+        await nc.close()
+    async with brook.serve(port=0, store_dir=store) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        info = await js.consumer_info("S", "d")
+        assert (info.delivered.stream_seq, info.ack_floor.stream_seq) == (1, 1)
+        psub = await js.pull_subscribe_bind("d", "S")
+        again = await psub.fetch(1, timeout=2)
+        meta = again[0].metadata
+        assert (meta.sequence.stream, meta.sequence.consumer, meta.num_delivered) == (2, 1, 1)
+        await nc.close()
+
+
+async def test_waiting_requests_get_409_server_shutdown(tmp_path: Path) -> None:
+    """A graceful stop answers every waiting pull request with what it still wanted, so
+    clients ask again once reconnected (nats.py's ordered consumer resumes so)."""
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        await js.add_consumer("S", ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT))
+        await nc.close()
+        async with RawClient.connect_url(server.url) as raw:
+            await raw.handshake()
+            await raw.send(b"SUB in.a 1\r\nSUB in.b 2\r\n")
+            requests = [(b"in.a", b'{"batch":3}'), (b"in.b", b'{"batch":2,"max_bytes":512}')]
+            for reply, body in requests:
+                await raw.send(
+                    b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d %b %d\r\n%b\r\n" % (reply, len(body), body)
+                )
+            await raw.send(b"PING\r\n")
+            await raw.read_ops(until=lambda op: op == PONG)
+            await server.shutdown()
+            ops = await raw.read_ops(timeout=5, allow_eof=True)
+    frames = sorted((op.subject, op.header) for op in ops if isinstance(op, Msg))
+    assert frames == [
+        (b"in.a", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 3\r\n"
+                  b"Nats-Pending-Bytes: 0\r\n\r\n"),
+        (b"in.b", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 2\r\n"
+                  b"Nats-Pending-Bytes: 512\r\n\r\n"),
+    ]  # fmt: skip

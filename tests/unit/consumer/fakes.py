@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from brook.jetstream.consumer import (
     Action,
     ConsumerSettings,
@@ -55,13 +57,18 @@ class FakeSource:
 
 
 def make(
-    n: int = 0, filter_subject: str = "", **settings: object
+    n: int = 0,
+    filter_subject: str = "",
+    has_interest: Callable[[str], bool] = lambda reply: True,
+    **settings: object,
 ) -> tuple[ConsumerState, FakeSource]:
+    """A consumer over `n` stored messages; `has_interest` says which pull request replies
+    still have a subscriber (all, by default)."""
     src = FakeSource(filter_subject)
     for _ in range(n):
         src.add()
     cfg = ConsumerSettings(stream="ORDERS", name="worker", **settings)  # type: ignore[arg-type]
-    return ConsumerState(cfg, src), src
+    return ConsumerState(cfg, src, has_interest=has_interest), src
 
 
 def flat(actions: list[Action]) -> list[Action]:

@@ -50,6 +50,7 @@ class TwinConsumers(RuleBasedStateMachine):
         self.general: ConsumerState
         self.outstanding: dict[int, int] = {}  # seq -> consumer seq of the latest delivery
         self.n = 0
+        self.listening: set[str] = set()  # pull request replies with a subscriber
 
     @initialize(
         push=st.booleans(),
@@ -93,8 +94,9 @@ class TwinConsumers(RuleBasedStateMachine):
             retention=retention,
             sample_percent=sample_percent,
         )
-        self.fast = ConsumerState(cfg, self.src)
-        self.general = GeneralOnly(cfg, self.src)
+        interest = self.listening.__contains__
+        self.fast = ConsumerState(cfg, self.src, has_interest=interest)
+        self.general = GeneralOnly(cfg, self.src, has_interest=interest)
 
     def both(self, step: str, *args: object, **kwargs: object) -> None:
         out_fast = flat(getattr(self.fast, step)(*args, **kwargs))
@@ -119,6 +121,7 @@ class TwinConsumers(RuleBasedStateMachine):
     )
     def pull(self, batch: int, expires: int, no_wait: bool, max_bytes: int) -> None:
         self.n += 1
+        self.listening.add(f"r{self.n}")
         self.both(
             "pull_request",
             f"r{self.n}",
@@ -169,6 +172,18 @@ class TwinConsumers(RuleBasedStateMachine):
         self.fast.messages_removed([seq])
         self.general.messages_removed([seq])
         self.outstanding.pop(seq, None)
+
+    @rule(pick=st.integers(0, 1000))
+    def unsubscribe(self, pick: int) -> None:
+        """A client gives up on a waiting request: the next delivery must skip it."""
+        waiting = sorted({w.reply for w in self.fast._waiting} & self.listening)
+        if waiting:
+            self.listening.remove(waiting[pick % len(waiting)])
+
+    @rule(dt=st.integers(0, 5 * S))
+    def wait(self, dt: int) -> None:
+        """Time passes without the timer firing (yet): requests may be past expiry."""
+        self.now += dt
 
     @rule(dt=st.integers(0, 5 * S))
     def tick(self, dt: int) -> None:

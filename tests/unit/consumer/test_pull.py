@@ -178,13 +178,74 @@ def test_pull_idle_heartbeats_reset_on_delivery() -> None:
 
 
 def test_drop_requests_for_lost_interest() -> None:
-    c, src = make(0)
+    listening = {"gone", "here", "gone.too"}
+    c, src = make(0, has_interest=listening.__contains__)
     c.pull_request("gone", T0, batch=1, expires_ns=S)
     c.pull_request("here", T0, batch=1, expires_ns=S)
     c.pull_request("gone.too", T0, batch=1, expires_ns=S)
-    c.drop_unheard_requests(lambda reply: reply == "here")
-    assert c.num_waiting == 2  # only the head is checked; the rest when they come up
+    listening -= {"gone", "gone.too"}
+    c.drop_unheard_requests()  # all at once (consumer info, the timer)
+    assert c.num_waiting == 1
+    c.pull_request("gone", T0, batch=1, expires_ns=S)
+    listening.add("gone")
+    c.pull_request("gone", T0, batch=1, expires_ns=S)
+    listening.discard("gone")
+    # ... or each when its turn comes to be served
     assert [d.reply for d in delivers(c.message_stored(src.add(), T0))] == ["here"]
+    assert c.num_waiting == 0
+
+
+def test_request_without_interest_is_never_served() -> None:
+    """nats-py's PullSubscribeTest::test_pull_subscribe_limits: a fetch on an inbox the
+    client has unsubscribed must not take the message (nats-server's nextWaiting checks
+    interest before every delivery): it stays pending for the consumer."""
+    c, _ = make(1, has_interest=lambda reply: reply != "unsubscribed")
+    assert c.pull_request("unsubscribed", T0, batch=1, expires_ns=S) == []
+    assert (c.num_pending(), c.num_ack_pending, c.num_waiting) == (1, 0, 0)
+    assert delivered(c.pull_request("live", T0, batch=1, expires_ns=S)) == [1]
+
+
+def test_round_robin_skips_requests_that_lost_interest() -> None:
+    listening = {"a", "b", "c"}
+    c, src = make(0, has_interest=listening.__contains__)
+    for reply in ("a", "b", "c"):
+        c.pull_request(reply, T0, batch=5, expires_ns=10 * S)
+    listening.discard("b")
+    for _ in range(4):
+        src.add()
+    out = c.message_stored(src.last, T0 + 1)
+    assert [(d.reply, d.stream_seq) for d in delivers(out)] == [
+        ("a", 1),
+        ("c", 2),
+        ("a", 3),
+        ("c", 4),
+    ]
+    assert c.num_waiting == 2
+
+
+def test_expired_request_gets_its_timeout_not_a_message() -> None:
+    """nats-py's PullSubscribeTest::test_fetch_heartbeats: a message stored after a
+    request's expiry, before the timer that ends it has fired, is not delivered to it (the
+    client gave up at its own deadline and would find it in its next fetch); nats-server
+    checks expiry before every delivery and answers 408."""
+    c, src = make(0)
+    c.pull_request("r", T0, batch=1, expires_ns=999_900_000)
+    out = c.message_stored(src.add(), T0 + 999_900_000)
+    assert out == [
+        Status(
+            "r",
+            408,
+            "Request Timeout",
+            (("Nats-Pending-Messages", "1"), ("Nats-Pending-Bytes", "0")),
+        )
+    ]
+    assert (c.num_pending(), c.num_waiting) == (1, 0)
+    assert delivered(c.pull_request("r1", T0 + S, batch=1, no_wait=True)) == [1]
+    c.pull_request("r2", T0 + S, batch=2, expires_ns=S)
+    c.pull_request("r3", T0 + S, batch=2, expires_ns=2 * S)
+    out = c.message_stored(src.add(), T0 + 2 * S)  # r2's time is up: r3 takes it
+    assert [a.reply for a in out if isinstance(a, Status)] == ["r2"]
+    assert [(d.reply, d.stream_seq) for d in delivers(out)] == [("r3", 2)]
 
 
 def test_push_consumer_waits_for_interest_and_heartbeats() -> None:
@@ -221,3 +282,23 @@ def test_consumer_deleted_answers_every_waiting_request_with_409() -> None:
     ]
     assert state.consumer_deleted() == []
     assert state.num_waiting == 0
+
+
+def test_server_shutdown_answers_each_reply_once_with_what_it_wanted() -> None:
+    """nats-server's signalPullConsumers: one 409 per reply subject, with the pending
+    counts of the last request (in queue order) on it; nothing waits afterwards."""
+    c, src = make(0)
+    c.pull_request("a", T0, batch=5, expires_ns=10 * S)
+    c.pull_request("b", T0, batch=2, expires_ns=10 * S, max_bytes=900)
+    c.pull_request("a", T0, batch=3, expires_ns=10 * S)
+    c.message_stored(src.add(), T0 + 1)  # to a's first request, now behind the others
+    out = c.server_shutdown()
+    assert sorted((a.reply, a.header_block()) for a in out if isinstance(a, Status)) == [
+        ("a", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 4\r\n"
+              b"Nats-Pending-Bytes: 0\r\n\r\n"),
+        ("b", b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 2\r\n"
+              b"Nats-Pending-Bytes: 900\r\n\r\n"),
+    ]  # fmt: skip
+    assert len(out) == 2
+    assert c.num_waiting == 0
+    assert c.tick(T0 + 20 * S) == []  # no 408s or heartbeats for them later

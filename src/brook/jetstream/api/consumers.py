@@ -1,15 +1,16 @@
 """Consumer endpoints of the JetStream API (wire reference §5.4-§5.6, §2.4).
 
-CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE, PAUSE and
-UNPIN. The
-decision sequence on create follows nats-server (and the `Model` of
+CONSUMER.CREATE (all subject forms), DURABLE.CREATE, INFO, NAMES, LIST, DELETE, PAUSE,
+RESET and UNPIN. The decision sequence on create follows nats-server (and the `Model` of
 tests/conformance/test_consumer_config_conformance.py): parse and validate, then an
 existing consumer with the same name is compared (`action:"create"`) or updated in place,
 `action:"update"` of a missing consumer fails, then `max_consumers` and the workqueue rules.
 
-CONSUMER.PAUSE stops deliveries until a time (runner.py). Durable consumers of file
-streams survive a restart (engine.py); ephemeral ones and those of memory streams live in
-memory only.
+CONSUMER.PAUSE stops deliveries until a time (runner.py). CONSUMER.RESET moves a consumer
+to another stream sequence (nats-server 2.14+; `reset_start_seq` says where), and, as
+nats-server, leaves a request for a consumer that does not exist unanswered. Durable
+consumers of file streams survive a restart (engine.py); ephemeral ones and those of
+memory streams live in memory only.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
@@ -36,6 +38,8 @@ from brook.jetstream.models.consumer_rules import (
     check_workqueue,
     check_workqueue_update,
     parse_consumer_create,
+    parse_reset_request,
+    reset_start_seq,
     same_consumer_config,
 )
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
@@ -86,6 +90,7 @@ class ConsumerApi:
         api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
         unpaused = {"paused": False, "pause_until": ZERO_TIME}
         api.add("CONSUMER.PAUSE.*.*", "consumer_pause_response", self.pause, unpaused)
+        api.add("CONSUMER.RESET.*.*", "consumer_reset_response", self.reset, {"reset_seq": 0})
         api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
         # nats-server's error answers to NAMES and LIST carry an empty page too.
         paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
@@ -198,6 +203,27 @@ class ConsumerApi:
         if runner.paused:
             out["pause_remaining"] = runner.pause_remaining_ns()
         return out
+
+    def reset(self, request: Request) -> dict[str, Any] | None:
+        runner = self.js.consumers.get(request.tokens[2], {}).get(request.tokens[3])
+        if runner is None:
+            return None
+        store = runner.stream.store
+        state = store.state()
+
+        def first_seq_at(ts_ns: int) -> int:
+            return resolve_start_seq(
+                DeliverPolicy.BY_START_TIME,
+                StoreSource(store),
+                stream_first_seq=state.first_seq,
+                stream_last_seq=state.last_seq,
+                opt_start_time_ns=ts_ns,
+            )
+
+        requested = parse_reset_request(request.body)
+        seq = reset_start_seq(runner.config, requested, runner.state.ack_floor[1], first_seq_at)
+        self.js.reset_consumer(runner, seq)
+        return {**self._info(runner), "reset_seq": seq}
 
     def unpin(self, request: Request) -> dict[str, Any]:
         """CONSUMER.UNPIN, checked in nats-server's order. Brook refuses priority groups at

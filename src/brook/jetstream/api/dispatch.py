@@ -51,7 +51,9 @@ class Request:
         return value
 
 
-Handler = Callable[[Request], dict[str, Any]]
+# A handler's response body, or None to leave the request unanswered (as nats-server leaves
+# those its consumers' own subscriptions would serve, when there is no such consumer).
+Handler = Callable[[Request], dict[str, Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,8 @@ class ApiDispatcher:
         response_type = TYPE_PREFIX + route.response_type
         try:
             body = route.handler(Request(tokens, payload, header))
+            if body is None:
+                return None
             response: dict[str, Any] = {"type": response_type, **body}
         except ApiError as err:
             self.errors += 1

@@ -117,15 +117,17 @@ class StreamApi:
             deleted_details=bool(body.get("deleted_details")),
             subjects_filter=subjects_filter or None,
         )
-        total = 0
-        limit = 0
-        if state.subjects is not None:
+        # As nats-server: with no subject matching, no page at all (total, offset and limit
+        # 0); otherwise the requested offset as sent, and `subjects` only when the page
+        # has some (an empty map is left out, never sent as `{}`).
+        total = limit = 0
+        if state.subjects:
             total = len(state.subjects)
             limit = SUBJECTS_PAGE
             page = sorted(state.subjects.items())[offset : offset + SUBJECTS_PAGE]
-            state.subjects = dict(page)
-            offset = min(offset, total)
+            state.subjects = dict(page) or None
         else:
+            state.subjects = None
             offset = 0
         return {
             "total": total,

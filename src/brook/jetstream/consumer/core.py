@@ -5,7 +5,7 @@ module docstring there for the model."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +50,13 @@ class ConsumerCore:
         *,
         start_seq: int = 1,
         last_per_subject_seqs: Sequence[int] = (),
+        has_interest: Callable[[str], bool] = lambda reply: True,
     ) -> None:
         self.cfg = settings
         self._src = source
+        # Does some subscription still listen on a pull request's reply subject? A request
+        # whose client went away is dropped rather than served (`_next_request`).
+        self._has_interest = has_interest
         self._lps: deque[int] = deque(sorted(s for s in last_per_subject_seqs if s < start_seq))
         self._next_seq = max(start_seq, 1)
         self.delivered_consumer_seq = 0
@@ -623,6 +627,23 @@ class ConsumerCore:
         finally:
             self._ahead.clear()
 
+    def _next_request(self, now_ns: int, out: list[Action]) -> WaitingRequest | None:
+        """The pull request to serve next, as nats-server's `nextWaiting` picks it before
+        every delivery: one whose expiry has come ends with `408 Request Timeout` (even if
+        the timer that would have said so has not fired yet), one whose reply subject
+        nobody listens to any more (the client gave up on it) is dropped unanswered."""
+        waiting = self._waiting
+        while waiting:
+            w = waiting[0]
+            if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
+                waiting.popleft()
+                out.append(w.pending_status(408, "Request Timeout"))
+            elif not self._has_interest(w.reply):
+                waiting.popleft()
+            else:
+                return w
+        return None
+
     def _read_ahead(self) -> int:
         """How many messages `_dispatch` may send now: what `_candidate` reads at once."""
         cfg = self.cfg
@@ -673,9 +694,10 @@ class ConsumerCore:
                     self._push_hb_at = now_ns + cfg.idle_heartbeat_ns
             return out
         waiting = self._waiting
-        while waiting and (c := self._candidate(now_ns, out)) is not None:
+        while (w := self._next_request(now_ns, out)) is not None and (
+            c := self._candidate(now_ns, out)
+        ) is not None:
             msg, p = c
-            w = waiting[0]
             ack, pending_after = self._ack_subject_for(msg, p)
             if cfg.headers_only:
                 msg = headers_only(msg)
@@ -713,6 +735,8 @@ class ConsumerCore:
         pending = self._pending
         waiting = self._waiting
         target = cfg.deliver_subject
+        if target is None and self._next_request(now_ns, out) is None:
+            return
         room = AHEAD_MAX * 1024 if limit <= 0 else limit - len(pending)
         if target is None:
             room = min(room, sum(w.batch_left for w in waiting))
@@ -730,14 +754,26 @@ class ConsumerCore:
         run_to = target if target is not None else waiting[0].reply if len(waiting) == 1 else None
         run = DeliverRun(run_to or "", [], [], cseq + 1, np)
         run_acks = run.acks.append
-        msg: StoredMessage | None = None
+        msg: StoredMessage | None = None  # the last one delivered
+        # Round robin: each request is checked (`_next_request`) when its first turn
+        # comes; time and interest stand still during this call, and the queue keeps its
+        # order, so after `unchecked` turns every request left has been checked. (The one
+        # request of a run was checked above.)
+        unchecked = len(waiting) if run_to is None else 0
         while room > 0:
             batch = self._src.next_batch(self._next_seq - 1, min(room, AHEAD_MAX))
             if not batch:
                 self._passed_end()
                 break
             room -= len(batch)
-            for msg in batch:
+            for candidate in batch:
+                if unchecked > 0:
+                    before = len(waiting)
+                    if self._next_request(now_ns, out) is None:
+                        room = 0
+                        break
+                    unchecked -= before - len(waiting) + 1  # those dropped, and the head
+                msg = candidate
                 seq = msg.seq
                 cseq += 1
                 if np > 0:
@@ -759,7 +795,8 @@ class ConsumerCore:
                     waiting.append(w)  # round robin across requests, as nats-server does
             if run_to is not None:
                 run.msgs += batch
-            self._next_seq = batch[-1].seq + 1
+            if msg is not None:
+                self._next_seq = msg.seq + 1
         if msg is None:
             return
         if run_to is not None:

@@ -229,11 +229,13 @@ class ConsumerRunner:
         if policy is DeliverPolicy.LAST_PER_SUBJECT:
             for f in c.filters or [">"]:
                 lps.extend(store.last_seqs(f))
+        router = self._internal.router
         return ConsumerState(
             settings_for(c, self.stream),
             source,
             start_seq=start,
             last_per_subject_seqs=sorted(set(lps)),
+            has_interest=lambda reply: router.has_interest(reply.encode()),
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -280,11 +282,26 @@ class ConsumerRunner:
         subject = f"{ADVISORY_PREFIX}.PAUSE.{self.stream.name}.{self.name}"
         self._execute([Advisory("PAUSE", subject, payload)])
 
+    def reset(self, seq: int) -> None:
+        """CONSUMER.RESET to stream sequence `seq` (`ConsumerState.reset`). Deliveries from
+        there (to waiting pull requests, or a push consumer's subscriber) follow at the end
+        of this loop turn, after the answer that shows the consumer as reset."""
+        self._ack_memo.clear()  # a memo of subjects delivered before: no longer of use
+        self._last_activity_ns = self._now_ns()
+        self.state.reset(seq)
+        self._changed()
+        self._settle_later(dispatch=True)
+
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace the state with a persisted snapshot (at start, before any input)."""
         self.state.restore(snapshot, self._now_ns())
         self._mark = self._fingerprint()
         self._rearm()
+
+    def server_shutdown(self) -> None:
+        """The server is stopping (before clients are closed): answer the waiting pull
+        requests (`ConsumerState.server_shutdown`)."""
+        self._execute(self.state.server_shutdown())
 
     def stop(self, *, notify: bool = True) -> None:
         """Unsubscribe and cancel the timer; waiting requests get `409 Consumer Deleted`."""
@@ -304,15 +321,7 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ inputs
 
-    def _prune_requests(self, *, everywhere: bool = False) -> None:
-        if self.state.num_waiting:
-            router = self._internal.router
-            self.state.drop_unheard_requests(
-                lambda reply: router.has_interest(reply.encode()), everywhere=everywhere
-            )
-
     def message_stored(self, seq: int) -> None:
-        self._prune_requests()
         self._run(self.state.message_stored(seq, self._now_ns()))
 
     def messages_changed(self, removed: Iterable[int] = ()) -> None:
@@ -392,9 +401,9 @@ class ConsumerRunner:
 
     def _on_plain_acks(self, subjects: list[bytes]) -> None:
         """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks as the
-        parser read them (the common case, kept short). The deliveries they allow (after
-        dropping requests whose inbox went away), the timer and persistence are seen to
-        once per loop turn, for all the acks of a read chunk (`_settle`)."""
+        parser read them (the common case, kept short). The deliveries they allow, the
+        timer and persistence are seen to once per loop turn, for all the acks of a read
+        chunk (`_settle`)."""
         seqs: list[int] | None = None
         if self._plain_acks_in_runs():
             memo = self._ack_memo
@@ -443,7 +452,6 @@ class ConsumerRunner:
         self._last_activity_ns = now
         if seqs is not None and ack is not None:
             delivered, stream_seq, consumer_seq = seqs
-            self._prune_requests()
             inbox = reply.decode("utf-8", "surrogateescape") if reply is not None else None
             if not self.state.acceptable(stream_seq):
                 return None  # not delivered yet: ignored, and an ack_sync gets no answer
@@ -486,7 +494,6 @@ class ConsumerRunner:
         if self._inactive(now) and self._on_inactive is not None:
             self._on_inactive(self)
             return
-        self._prune_requests()
         self._run(self.state.tick(now))
         if self._was_paused and not self.paused:
             self._was_paused = False
@@ -620,7 +627,6 @@ class ConsumerRunner:
             return
         if self._settle_dispatch:
             self._settle_dispatch = False
-            self._prune_requests()
             self._execute(self.state.dispatch(self._now_ns()))
         self._changed()  # persistence of plain acks, which skip `_run`
         self._rearm()
@@ -652,7 +658,7 @@ class ConsumerRunner:
         return max(until - self._now_ns(), 0) if until is not None else 0
 
     def info(self, *, server_version: str | None, api_level: int | None) -> dict[str, Any]:
-        self._prune_requests(everywhere=True)
+        self.state.drop_unheard_requests()
         s = self.state
         floor_c, floor_s = s.ack_floor
         return consumer_info_to_json(

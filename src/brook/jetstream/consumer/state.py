@@ -23,7 +23,7 @@ delivered, and new deliveries never push `len(pending)` beyond `max_ack_pending`
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
@@ -273,25 +273,51 @@ class ConsumerState(ConsumerCore):
             idle_heartbeat_ns=req.idle_heartbeat_ns,
         )
 
+    def reset(self, seq: int) -> None:
+        """CONSUMER.RESET to stream sequence `seq` (validated by the caller), as nats-server's
+        `resetLocalStartingSeq`: every message from `seq` on is to come (again), what was
+        pending, queued for redelivery or given up on is forgotten with its delivery
+        counts, consumer sequences start again at 1, and the ack floor and `delivered` sit
+        right below `seq`. Waiting pull requests stay; the owner calls `dispatch()` to
+        serve them (after answering the reset, whose answer shows the state it made)."""
+        self._pending.clear()
+        self._order.clear()
+        self._rdq.clear()
+        self._deadlines.clear()
+        self._dead.clear()
+        self._lps.clear()
+        self._ahead.clear()
+        self._pending_limit_slack = 0
+        self._next_seq = max(seq, 1)
+        self._np = None
+        self.delivered_consumer_seq = self._floor_c = 0
+        self.delivered_stream_seq = self._floor_s = self._next_seq - 1
+        self.last_delivered_ns = self.last_ack_ns = 0
+        self._replay_prev = None
+
     def consumer_deleted(self) -> list[Action]:
         """The consumer is going away: every waiting pull request gets `409 Consumer Deleted`."""
         out: list[Action] = [Status(w.reply, 409, "Consumer Deleted") for w in self._waiting]
         self._waiting.clear()
         return out
 
-    def drop_unheard_requests(
-        self, has_interest: Callable[[str], bool], *, everywhere: bool = False
-    ) -> None:
-        """Drop waiting requests whose reply subject nobody listens to any more (a client
-        gave up on a fetch): as nats-server, check interest before serving a request
-        rather than deliver into the void. Only the head of the queue is checked (the next
-        to be served) unless `everywhere` (consumer info counts only live requests)."""
-        waiting = self._waiting
-        if everywhere:
-            self._waiting = deque(w for w in waiting if has_interest(w.reply))
-            return
-        while waiting and not has_interest(waiting[0].reply):
-            waiting.popleft()
+    def server_shutdown(self) -> list[Action]:
+        """The server is stopping: every waiting pull request ends with `409 Server
+        Shutdown` and what it still wanted (`Nats-Pending-Messages`/`-Bytes`), so that the
+        client asks again once reconnected. As nats-server's `signalPullConsumers`: one
+        answer per reply subject, with the last request's counts."""
+        last = {w.reply: w for w in self._waiting}
+        self._waiting.clear()
+        return [w.pending_status(409, "Server Shutdown") for w in last.values()]
+
+    def drop_unheard_requests(self) -> None:
+        """Drop every waiting request whose reply subject nobody listens to any more (a
+        client gave up on a fetch), as nats-server's `processWaiting` does on its timer
+        and for consumer info (which counts only live requests). Deliveries check the
+        request they go to (`_next_request`)."""
+        has_interest = self._has_interest
+        if not all(has_interest(w.reply) for w in self._waiting):
+            self._waiting = deque(w for w in self._waiting if has_interest(w.reply))
 
     def ack(
         self,
@@ -400,6 +426,7 @@ class ConsumerState(ConsumerCore):
             if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
                 self._waiting.remove(w)
                 out.append(w.pending_status(408, "Request Timeout"))
+        self.drop_unheard_requests()  # no heartbeats into the void
         out += self._dispatch(now_ns)
         hb = heartbeat_headers(self.delivered_consumer_seq, self.delivered_stream_seq)
         if self._fc_reply is not None:

@@ -1,7 +1,7 @@
 """Consumer configuration: the wire model and the decoding of a create request.
 
 Follows nats-server 2.15 (wire reference §5, checked against the real server): the request
-envelope is `{"stream_name","config","action","pedantic"}`; unlike stream configs, unknown
+envelope is `{"stream_name","config","action","pedantic"}`; as for stream configs, unknown
 keys are rejected with 10025 as the reference's strict decoder does. Creation rules,
 defaults and validation live in `consumer_rules.py`; JSON output in `consumer_json.py`.
 
@@ -238,8 +238,9 @@ def _go_quote(value: Any) -> str:
     return json.dumps(value)
 
 
-def _decode(body: Any) -> tuple[str, dict[str, Any]]:
-    """Decode the envelope as Go's strict decoder would: types, unknown fields, enums."""
+def _decode(body: Any) -> tuple[str, bool, dict[str, Any]]:
+    """Decode the envelope as Go's strict decoder would: types, unknown fields, enums.
+    Returns the stream name, `pedantic` and the raw config."""
     if body is None:
         body = {}
     if not isinstance(body, dict):
@@ -251,7 +252,7 @@ def _decode(body: Any) -> tuple[str, dict[str, Any]]:
         if key not in _ENVELOPE_KEYS:
             raise invalid_json(f'json: unknown field "{key}"')
     stream_name = _get(body, "stream_name", str, "")
-    _get(body, "pedantic", bool, False)
+    pedantic = _get(body, "pedantic", bool, False)
     create_action(body)
     config = body.get("config")
     if config is None:
@@ -264,7 +265,7 @@ def _decode(body: Any) -> tuple[str, dict[str, Any]]:
     for key in config:
         if key not in _CONFIG_KEYS:
             raise invalid_json(f'json: unknown field "{key}"')
-    return stream_name, config
+    return stream_name, pedantic, config
 
 
 def _json_kind(value: Any) -> str:

@@ -9,10 +9,12 @@ take that state as arguments.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
     _INT_RE,
     _NAME_FORBIDDEN,
@@ -29,6 +31,7 @@ from brook.jetstream.models.consumer_config import (
     StreamLike,
     _config_from,
     _decode,
+    _json_kind,
     go_duration,
 )
 from brook.jetstream.models.stream_config import subjects_overlap
@@ -56,7 +59,7 @@ def parse_consumer_create(
     nats-server). The returned `name` is "" for a legacy ephemeral: the caller generates
     one (it is not part of the config). Read the request's action with `create_action`.
     """
-    stream_name, raw = _decode(body)
+    stream_name, pedantic, raw = _decode(body)
     c = _config_from(raw)
     if stream_name != subject_stream:
         raise api_error("STREAM_MISMATCH")
@@ -68,7 +71,7 @@ def parse_consumer_create(
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
     if stream is None:
         raise api_error("STREAM_NOT_FOUND")
-    apply_defaults(c, stream)
+    apply_defaults(c, stream, pedantic=pedantic)
     validate_consumer_config(c, stream)
     if len(c.name.encode()) > NAME_BYTES_MAX:
         raise api_error("CONSUMER_NAME_TOO_LONG", max=NAME_BYTES_MAX)
@@ -113,28 +116,41 @@ def _consumer_limits(stream: StreamLike) -> tuple[int, int]:
     )
 
 
-def apply_defaults(c: ConsumerConfig, stream: StreamLike) -> None:
-    """nats-server's `setConsumerConfigDefaults` (non-pedantic) plus the ephemeral stamp."""
+def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = False) -> None:
+    """nats-server's `setConsumerConfigDefaults` plus the ephemeral stamp. A `pedantic`
+    request is refused (10157) where a default would change a value it set."""
+
+    def adjust(key: str, value: int, rule: str) -> None:
+        if pedantic:
+            raise api_error("PEDANTIC", err=f"{key} {rule}")
+        setattr(c, key, value)
+
     limit_ack_pending, limit_inactive = _consumer_limits(stream)
-    if c.max_deliver == 0 or c.max_deliver < -1:
+    if c.max_deliver < -1:
+        adjust("max_deliver", -1, "must be set to -1")
+    if c.max_deliver == 0:
         c.max_deliver = -1
     if c.max_waiting < 0:
-        c.max_waiting = 0
+        adjust("max_waiting", 0, "must not be negative")
     if c.max_ack_pending < -1:
-        c.max_ack_pending = -1
+        adjust("max_ack_pending", -1, "must be set to -1")
     for key in ("max_batch", "max_expires", "max_bytes", "idle_heartbeat", "inactive_threshold"):
         if getattr(c, key) < 0:
-            setattr(c, key, 0)
+            adjust(key, 0, "must not be negative")
     if not c.deliver_subject and c.max_waiting == 0:
         c.max_waiting = DEFAULT_MAX_WAITING
     if c.ack_wait == 0 and c.ack_policy in ("explicit", "all"):
         c.ack_wait = DEFAULT_ACK_WAIT_NS
     if c.backoff:
+        if pedantic and c.ack_wait != c.backoff[0]:
+            raise api_error("PEDANTIC", err="first backoff value has to equal batch AckWait")
         c.ack_wait = c.backoff[0]
-    if c.max_ack_pending == 0:
-        c.max_ack_pending = limit_ack_pending
-    if c.inactive_threshold == 0:
-        c.inactive_threshold = limit_inactive
+    if c.max_ack_pending == 0 and limit_ack_pending > 0:
+        rule = "must be set if it's configured in stream limits"
+        adjust("max_ack_pending", limit_ack_pending, rule)
+    if c.inactive_threshold == 0 and limit_inactive > 0:
+        rule = "must be set if it's configured in stream limits"
+        adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
         c.max_ack_pending = DEFAULT_MAX_ACK_PENDING
     if not c.durable_name and c.inactive_threshold <= 0:
@@ -403,3 +419,59 @@ def _check_partition(c: ConsumerConfig, others: Mapping[str, ConsumerConfig]) ->
         theirs = other.filters
         if not theirs or subjects_overlap(filters, theirs):
             raise api_error("CONSUMER_WQ_CONSUMER_NOT_UNIQUE")
+
+
+# --- reset --------------------------------------------------------------------------------
+
+
+def parse_reset_request(body: bytes) -> int:
+    """The `seq` of a `$JS.API.CONSUMER.RESET` request, 0 meaning "back to the ack floor",
+    decoded as nats-server's lenient `json.Unmarshal` into an unsigned `seq` decodes it:
+    an empty body or `null` asks for nothing, unknown fields are ignored, field names match
+    without regard to case (the last match wins), anything else is 10025."""
+    if not body:
+        return 0
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise invalid_json(str(exc)) from None
+    if value is None:
+        return 0
+    if not isinstance(value, dict):
+        raise invalid_json(
+            f"json: cannot unmarshal {_json_kind(value)} into Go value of type "
+            "server.JSApiConsumerResetRequest"
+        )
+    seq: Any = None
+    for key, item in value.items():
+        if key.lower() == "seq":
+            seq = item
+    if seq is None:
+        return 0
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 1 << 64:
+        number = isinstance(seq, int | float) and not isinstance(seq, bool)
+        what = f"number {json.dumps(seq)}" if number else _json_kind(seq)
+        raise invalid_json(
+            f"json: cannot unmarshal {what} into Go struct field "
+            "JSApiConsumerResetRequest.seq of type uint64"
+        )
+    return seq
+
+
+def reset_start_seq(
+    c: ConsumerConfig, requested: int, ack_floor_stream_seq: int, first_seq_at: Callable[[int], int]
+) -> int:
+    """Where a reset puts the consumer, as nats-server's `resetStartingSeq`: `requested` 0
+    is right above the ack floor (any deliver policy); another sequence is allowed for
+    `all`, and for `by_start_sequence` / `by_start_time` not below where the policy
+    starts (`first_seq_at(ns)`: the first stream sequence stored at or after a time);
+    anything else is 10204."""
+    if requested == 0:
+        return ack_floor_stream_seq + 1
+    if c.deliver_policy == "by_start_sequence" and requested < c.opt_start_seq:
+        raise api_error("CONSUMER_INVALID_RESET", err="below start seq")
+    if c.deliver_policy == "by_start_time" and requested < first_seq_at(c.opt_start_time or 0):
+        raise api_error("CONSUMER_INVALID_RESET", err="below start time")
+    if c.deliver_policy not in ("all", "by_start_sequence", "by_start_time"):
+        raise api_error("CONSUMER_INVALID_RESET", err="not allowed")
+    return requested

@@ -1,18 +1,23 @@
 """Stream configuration: parse, default, validate, compare, update-check and serialise.
 
-Follows nats-server (wire reference §3.1, §2.5): requests may carry unknown fields (ignored),
-`null` for "not set", and durations in nanoseconds where 0 means "default". Defaults are
-applied before validation and before comparing configs (idempotent create). Serialisation
-emits the keys the reference server emits, in its order, and nothing else, because the
-`nats` CLI validates responses against schemas that forbid extra keys.
+Follows nats-server 2.15 (wire reference §3.1, §2.5, checked against the real server):
+fields may be `null` for "not set", durations are in nanoseconds where 0 means "default",
+and a field nats-server does not know is refused with 10025, as its strict decoder does (a
+misspelt limit is an error, never silently dropped). Defaults are applied before
+validation and before comparing configs (idempotent create). Serialisation emits the keys
+the reference server emits, in its order, and nothing else, because the `nats` CLI
+validates responses against schemas that forbid extra keys.
 
 Features Brook does not implement yet (mirrors, sources, subject transforms, republish,
-counters, atomic batches, schedules) are rejected with 10052 rather than silently ignored.
+counters, atomic and fast batches, schedules, `persist_mode: async`) are rejected with
+10052 rather than silently ignored. `placement` is kept and shown as nats-server does on a
+server without a cluster, where it places nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +42,54 @@ _UNSUPPORTED = (
     "allow_batched",
     "allow_msg_schedules",
 )
+# nats-server's StreamConfigRequest: its StreamConfig plus `pedantic`. Any other key is
+# refused (10025), as nats-server's strict decoder refuses it.
+_REQUEST_KEYS = frozenset(
+    {
+        "pedantic",
+        "name",
+        "description",
+        "subjects",
+        "retention",
+        "max_consumers",
+        "max_msgs",
+        "max_bytes",
+        "max_age",
+        "max_msgs_per_subject",
+        "max_msg_size",
+        "discard",
+        "storage",
+        "num_replicas",
+        "no_ack",
+        "duplicate_window",
+        "placement",
+        "mirror",
+        "sources",
+        "compression",
+        "first_seq",
+        "subject_transform",
+        "republish",
+        "allow_direct",
+        "mirror_direct",
+        "discard_new_per_subject",
+        "sealed",
+        "deny_delete",
+        "deny_purge",
+        "allow_rollup_hdrs",
+        "consumer_limits",
+        "allow_msg_ttl",
+        "subject_delete_marker_ttl",
+        "allow_msg_counter",
+        "allow_atomic",
+        "allow_msg_schedules",
+        "persist_mode",
+        "allow_batched",
+        "metadata",
+    }
+)
+_PLACEMENT_KEYS = frozenset({"cluster", "tags", "preferred"})
+_CONSUMER_LIMITS_KEYS = ("inactive_threshold", "max_ack_pending")  # nats-server's order
+PERSIST_MODES = ("default", "async")
 
 
 @dataclass(slots=True)
@@ -65,12 +118,15 @@ class StreamConfig:
     deny_delete: bool = False
     deny_purge: bool = False
     allow_rollup_hdrs: bool = False
+    # `inactive_threshold` and `max_ack_pending` when set (not 0), in nats-server's order.
     consumer_limits: dict[str, Any] = field(default_factory=dict)
     allow_msg_ttl: bool = False
     # Subject delete markers: when max_age (or a message's own TTL) removes the last
     # message of a subject, a marker with this TTL (ns) takes its place. 0: no markers.
     subject_delete_marker_ttl: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
+    # `cluster` and `tags` when set; nothing to place on a server without a cluster.
+    placement: dict[str, Any] = field(default_factory=dict)
 
 
 def _invalid(err: str) -> ApiError:
@@ -94,6 +150,9 @@ def valid_stream_name(name: str) -> bool:
 
 def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None) -> StreamConfig:
     """A request body → a defaulted, validated config (raises ApiError with nats-server's codes)."""
+    _refuse_unknown(body, _REQUEST_KEYS)  # decoding errors first, as nats-server
+    persist_mode = _persist_mode(body)
+    pedantic = _get(body, "pedantic", bool, False)
     name = _get(body, "name", str, "")
     if subject_name is not None and name != subject_name:
         raise api_error("STREAM_MISMATCH")  # an empty body too, as nats-server
@@ -104,6 +163,10 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     for key in _UNSUPPORTED:
         if body.get(key) not in (None, False, "", [], {}, 0):
             raise _invalid(f"{key} is not supported by this server")
+    if persist_mode == "async":  # acknowledged before it is durable: not (yet) in Brook
+        if body.get("storage") == "memory":
+            raise _invalid("async persist mode is only supported on file storage")
+        raise _invalid("persist_mode is not supported by this server")
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
         raise invalid_json("subjects: expected an array of strings")
@@ -135,52 +198,124 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         deny_delete=_get(body, "deny_delete", bool, False),
         deny_purge=_get(body, "deny_purge", bool, False),
         allow_rollup_hdrs=_get(body, "allow_rollup_hdrs", bool, False),
-        consumer_limits=_get(body, "consumer_limits", dict, {}),
         allow_msg_ttl=_get(body, "allow_msg_ttl", bool, False),
         subject_delete_marker_ttl=_get(body, "subject_delete_marker_ttl", int, 0),
         metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
+        placement=_placement(body),
+        consumer_limits=_consumer_limits(body),
     )
-    _normalise(config)
+    _validate_head(config)
+    _normalise(config, pedantic=pedantic)
     _validate(config)
-    _imply_marker_settings(config)
+    _imply_marker_settings(config, pedantic=pedantic)
     return config
 
 
-def _normalise(c: StreamConfig) -> None:
-    for key in ("max_consumers", "max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"):
+def _refuse_unknown(body: dict[str, Any], known: frozenset[str] | tuple[str, ...]) -> None:
+    for key in body:
+        if key not in known:
+            raise invalid_json(f'json: unknown field "{key}"')
+
+
+def _persist_mode(body: dict[str, Any]) -> str:
+    """`persist_mode` as nats-server decodes it: "default" (also "" or absent) or "async";
+    anything else, `null` included, is refused by its decoder (10025)."""
+    if "persist_mode" not in body:
+        return "default"
+    value = body["persist_mode"]
+    if value == "":
+        return "default"
+    if not isinstance(value, str) or value not in PERSIST_MODES:
+        raw = json.dumps(value).replace("\\", "\\\\").replace('"', '\\"')
+        raise invalid_json(f'can not unmarshal "{raw}"')
+    return value
+
+
+def _placement(body: dict[str, Any]) -> dict[str, Any]:
+    """`placement`, its empty parts left out (an empty one is none, as nats-server has it)."""
+    raw = _get(body, "placement", dict, {})
+    _refuse_unknown(raw, _PLACEMENT_KEYS)
+    out: dict[str, Any] = {}
+    cluster = _get(raw, "cluster", str, "")
+    if cluster:
+        out["cluster"] = cluster
+    tags = _get(raw, "tags", list, [])
+    if not all(isinstance(t, str) for t in tags):
+        raise invalid_json("placement.tags: expected an array of strings")
+    if tags:
+        out["tags"] = list(tags)
+    if _get(raw, "preferred", str, ""):
+        raise _invalid("preferred server not permitted in placement")
+    return out
+
+
+def _consumer_limits(body: dict[str, Any]) -> dict[str, Any]:
+    """`consumer_limits` (the defaults and caps of the stream's consumers, applied by
+    consumer_rules.py): integers, the unset (0) ones left out, in nats-server's order."""
+    raw = _get(body, "consumer_limits", dict, {})
+    _refuse_unknown(raw, _CONSUMER_LIMITS_KEYS)
+    values = {key: _get(raw, key, int, 0) for key in _CONSUMER_LIMITS_KEYS}
+    return {key: value for key, value in values.items() if value}
+
+
+def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
+    """nats-server's defaults; with `pedantic` (the request's), it refuses instead of
+    changing a value the request set (10157)."""
+    for key in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
         value = getattr(c, key)
         if value == 0 or value < -1:  # nats-server: 0 and other negatives mean "unlimited"
+            if pedantic and value < -1:
+                raise api_error("PEDANTIC", err=f"{key} must be set to -1")
             setattr(c, key, -1)
-    if c.duplicate_window <= 0:
+    if c.max_age < 0:
+        raise _invalid("max age can not be negative")
+    if 0 < c.max_age < MIN_DURATION_NS:
+        raise _invalid("max age needs to be >= 100ms")
+    if c.duplicate_window == 0:
         window = DEFAULT_DUPLICATE_WINDOW_NS
         if 0 < c.max_age < window:
+            if pedantic:
+                raise api_error("PEDANTIC", err="duplicate window cannot be bigger than max age")
             window = c.max_age
         c.duplicate_window = window
+    if c.duplicate_window < 0:
+        raise _invalid("duplicates window can not be negative")
 
 
-def _imply_marker_settings(c: StreamConfig) -> None:
+def _imply_marker_settings(c: StreamConfig, *, pedantic: bool) -> None:
     """Markers are TTL'd rollup messages, so nats-server turns on what they need, after
     validating the request as sent (an explicit `allow_rollup_hdrs` with `deny_purge` is
-    refused; `deny_purge` alone is silently dropped)."""
+    refused; `deny_purge` alone is silently dropped), unless the request is pedantic."""
     if c.subject_delete_marker_ttl > 0:
-        c.allow_msg_ttl = True
-        c.allow_rollup_hdrs = True
-        c.deny_purge = False
+        if not c.allow_msg_ttl:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if message TTLs are disabled")
+            c.allow_msg_ttl = True
+        if not c.allow_rollup_hdrs:
+            if pedantic:
+                raise _invalid("subject delete marker cannot be set if roll-ups are disabled")
+            c.allow_rollup_hdrs = True
+            c.deny_purge = False
+
+
+def _validate_head(c: StreamConfig) -> None:
+    """What nats-server's `checkStreamCfg` checks before it applies defaults."""
+    if len(c.description.encode()) > DESCRIPTION_BYTES_MAX:
+        raise _invalid(
+            f"stream description is too long, maximum allowed is {DESCRIPTION_BYTES_MAX}"
+        )
+    meta_size = sum(len(k.encode()) + len(v.encode()) for k, v in c.metadata.items())
+    if meta_size > METADATA_BYTES_MAX:
+        raise _invalid(f"stream metadata exceeds maximum size of {METADATA_BYTES_MAX} bytes")
+    if c.num_replicas > 5:
+        raise _invalid("maximum replicas is 5")
+    if c.num_replicas < 0:
+        raise api_error("REPLICAS_COUNT_CANNOT_BE_NEGATIVE")
+    if c.num_replicas > 1:
+        raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
 
 
 def _validate(c: StreamConfig) -> None:
-    if len(c.description.encode()) > DESCRIPTION_BYTES_MAX:
-        raise _invalid(f"description must be at most {DESCRIPTION_BYTES_MAX} bytes")
-    if c.num_replicas > 1:
-        if c.num_replicas > 5:
-            raise _invalid("replicas > 5 not supported")
-        raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
-    if c.num_replicas < 0:
-        raise _invalid("replicas must be 1 or more")
-    if c.max_age < 0:
-        raise _invalid("max age needs to be positive")
-    if 0 < c.max_age < MIN_DURATION_NS:
-        raise _invalid("max age needs to be >= 100ms")
     if c.duplicate_window < MIN_DURATION_NS:
         raise _invalid("duplicates window needs to be >= 100ms")
     if c.max_age and c.duplicate_window > c.max_age:
@@ -214,9 +349,6 @@ def _validate(c: StreamConfig) -> None:
         for b in c.subjects[i + 1 :]:
             if _pair_overlaps(a, b):
                 raise _invalid(f'subject "{a}" overlaps with "{b}"')
-    meta_size = sum(len(k) + len(v) for k, v in c.metadata.items())
-    if meta_size > METADATA_BYTES_MAX:
-        raise _invalid("metadata is too large")
 
 
 def _overlaps_system(subject: str) -> bool:
@@ -309,6 +441,8 @@ def stream_config_to_json(
     if c.no_ack:
         out["no_ack"] = True
     out["duplicate_window"] = c.duplicate_window
+    if c.placement:
+        out["placement"] = dict(c.placement)
     out["compression"] = c.compression
     if c.first_seq:
         out["first_seq"] = c.first_seq

@@ -4,6 +4,11 @@ After the API response, the archive (archive.py) goes to the request's `deliver_
 
 * if nobody listens there yet, wait up to `snapshot_interest_wait_s` (2 s) for a subscriber,
   then send regardless;
+* "listens" means what nats-server's sublist notifications mean: a plain (not queue)
+  subscription whose subject is exactly the deliver subject. Wildcard subscribers receive
+  the chunks but neither start nor keep a snapshot; once the chunks flow, any change of
+  that interest (the last such subscriber leaving, or the first arriving when there was
+  none) ends the snapshot with `408 No Interest`;
 * chunks of exactly `chunk_size` bytes, each with the reply subject
   `$JS.SNAPSHOT.ACK.<stream>.<token>.<chunk bytes>.<index>` (index from 1); at most
   `window_size / chunk_size` chunks are unacknowledged, any message to an ack subject
@@ -12,7 +17,7 @@ After the API response, the archive (archive.py) goes to the request's `deliver_
 * then an empty message: `NATS/1.0 204` once a full chunk went out (nothing but the empty
   message when the whole snapshot fit in one chunk, as nats-server sends it), or
   `408 No Flow Response` when no ack came for `snapshot_ack_timeout_s` (5 s) while the window
-  was full, `408 No Interest` when the last subscriber left, `500 <error>` when reading failed.
+  was full, `408 No Interest` when the interest changed, `500 <error>` when reading failed.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ class SnapshotSender:
         self._slots = self._max_inflight
         self._ack_prefix = f"{ACK_PREFIX}.{image.manifest['stream']}.{token()}"
         self._wake = asyncio.Event()
-        self._lost = False  # the deliver subject lost its last subscriber
+        self._listened = False  # a plain subscription on exactly the deliver subject exists
+        self._changed = False  # that interest changed since the chunks started
         self._reading: asyncio.Future[bytes] | None = None  # the chunk being read, if any
 
     def _on_ack(
@@ -73,10 +79,16 @@ class SnapshotSender:
         self._slots = min(self._slots + 1, self._max_inflight)
         self._wake.set()
 
+    def _listening(self) -> bool:
+        match = self._transfers.js.router.sublist.match(self._deliver)
+        return any(sub.subject == self._deliver for sub in match.plain)
+
     def _on_interest(self) -> None:
-        if not self._transfers.js.router.has_interest(self._deliver):
-            self._lost = True
-        self._wake.set()
+        listened = self._listening()
+        if listened != self._listened:
+            self._listened = listened
+            self._changed = True
+            self._wake.set()
 
     async def run(self) -> None:
         t = self._transfers
@@ -88,16 +100,17 @@ class SnapshotSender:
         t.snapshots += 1
         status: bytes | None = None
         try:
-            if not router.has_interest(self._deliver):
+            self._listened = self._listening()
+            if not self._listened:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), t.snapshot_interest_wait_s)
-                self._lost = False  # nats-server goes on without a subscriber too
+                self._changed = False  # nats-server goes on without a subscriber too
             reader = CompressedReader(tar_pieces(self._image))
             ack_deadline = loop.time() + t.snapshot_ack_timeout_s
             index = 1
             while True:
                 self._wake.clear()
-                while self._slots == 0 and not self._lost:
+                while self._slots == 0 and not self._changed:
                     left = ack_deadline - loop.time()
                     if left <= 0:
                         break
@@ -106,7 +119,7 @@ class SnapshotSender:
                     except TimeoutError:
                         break
                     self._wake.clear()
-                if self._lost:
+                if self._changed:
                     status = _status(408, "No Interest")
                     break
                 if self._slots == 0:
