@@ -158,6 +158,54 @@ async def max_deliver_idle(p: Probe) -> None:
     await _info(p, "info: after a request", "mi")
 
 
+async def max_deliver_no_request(p: Probe) -> None:
+    """max_deliver 2: the last ack deadline passes while no pull request waits.
+    nats-server keeps the message pending (and redelivered) and gives up on it, with the
+    advisory, only when the next request comes, which gets the next message."""
+    await _setup(p, 2, "mn", ack_wait=300 * MS, max_deliver=2)
+    await _pull(p, "delivery", "mn", {"batch": 1}, 1)
+    await asyncio.sleep(0.45)
+    await _pull(p, "redelivery", "mn", {"batch": 1, "no_wait": True}, 1)
+    await asyncio.sleep(0.6)
+    await _advisories(p, "after the last deadline, no request")
+    await _info(p, "info: last deadline passed, no request", "mn")
+    await _pull(p, "a request", "mn", {"batch": 2, "no_wait": True}, 2)
+    await _advisories(p, "after a request")
+    await _info(p, "info: after a request", "mn")
+
+
+async def max_deliver_no_request_backoff(p: Probe) -> None:
+    """max_deliver 3 with backoff: the same; the request that comes after the last
+    deadline finds nothing else to deliver and expires."""
+    await _setup(p, 1, "mb", backoff=[200 * MS, 300 * MS], max_deliver=3)
+    await _pull(p, "delivery", "mb", {"batch": 1}, 1)
+    await _pull(p, "second delivery", "mb", {"batch": 1, "expires": 600 * MS}, 1)
+    await _pull(p, "third delivery", "mb", {"batch": 1, "expires": 800 * MS}, 1)
+    await asyncio.sleep(0.6)
+    await _advisories(p, "after the last deadline, no request")
+    await _info(p, "info: last deadline passed, no request", "mb")
+    await _pull(p, "a request", "mb", {"batch": 1, "expires": 300 * MS}, 1)
+    await _advisories(p, "after a request")
+    await _info(p, "info: after a request", "mb")
+
+
+async def push_max_deliver_no_interest(p: Probe) -> None:
+    """A push consumer's last ack deadline passes while its deliver subject has no
+    subscriber: given up on when one comes, not at the deadline."""
+    await _setup(p, 1, "pn", ack_wait=300 * MS, max_deliver=2, deliver_subject="cr-push.pn")
+    await p.sub("cr-push.pn")
+    p.record_msgs("delivery", await p.take("cr-push.pn", 1))
+    p.record_msgs("redelivery", await p.take("cr-push.pn", 1, timeout=2))
+    await p.unsub("cr-push.pn")
+    await asyncio.sleep(0.6)
+    await _advisories(p, "after the last deadline, no interest")
+    await _info(p, "info: last deadline passed, no interest", "pn")
+    await p.sub("cr-push.pn")
+    p.record_msgs("nothing more", await p.take("cr-push.pn", 1, timeout=0.3))
+    await _advisories(p, "after a subscriber came")
+    await _info(p, "info: after a subscriber came", "pn")
+
+
 async def terminate(p: Probe) -> None:
     await _setup(p, 3, "tm")
     got = await _pull(p, "deliveries", "tm", {"batch": 3}, 3)
@@ -222,6 +270,9 @@ SCENARIOS: dict[Scenario, dict[str, str]] = {
     backoff: {},
     max_deliver: {},
     max_deliver_idle: {},
+    max_deliver_no_request: {},
+    max_deliver_no_request_backoff: {},
+    push_max_deliver_no_interest: {},
     terminate: {},
     stale_ack_subjects: {},
     ack_next: {},

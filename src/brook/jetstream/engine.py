@@ -370,12 +370,15 @@ class JetStream:
             (config, created, state, seen_by(config, state)) for config, created, state in volatile
         ]
         self._skip_seen(stream, max((seen for *_, seen in loaded), default=0))
-        lost = stream.store.state().lost
+        state = stream.store.state()
+        lost = state.lost
+        first = state.first_seq or state.last_seq + 1
         for config, created_ns, snapshot, _seen in loaded:
             try:
                 runner = self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
                 if lost is not None:  # pending messages that are gone are not redelivered
                     runner.messages_changed(lost.msgs)
+                runner.stream_starts_at(first)  # what expired while it was not running
             except Exception as exc:
                 log.error(
                     "consumer %s > %s could not be restored: %s", stream.name, config.name, exc
@@ -406,10 +409,13 @@ class JetStream:
         except StoreError as exc:
             stream.write_failed("skip lost sequences", exc)
 
-    def messages_removed(self, stream_name: str) -> None:
-        """Messages left the stream outside a publish (purge, delete): refresh counts."""
-        for runner in self.consumers.get(stream_name, {}).values():
-            runner.messages_changed()
+    def stream_removed(self, stream: Stream, seqs: list[int]) -> None:
+        """The stream removed `seqs` on their own (`Stream.on_removed`: a delete, limits,
+        an expiry): every consumer refreshes its counts and terminates each one it has
+        pending, as nats-server's consumers do when their store reports the removal
+        (`ConsumerRunner.stream_removed`)."""
+        for runner in list(self.consumers.get(stream.name, {}).values()):
+            runner.stream_removed(seqs)
 
     def stream_purged(
         self, stream: Stream, result: PurgeResult, subject: str = "", keep: int = 0
@@ -489,6 +495,7 @@ class JetStream:
         stream.on_purge = lambda result, subject, keep: self.stream_purged(
             stream, result, subject, keep
         )
+        stream.on_removed = lambda seqs: self.stream_removed(stream, seqs)
         entry = _Entry(stream, committer=committer)
         stream.retention = StreamRetention(
             stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
@@ -532,27 +539,22 @@ class JetStream:
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             """Ingest, then tell the consumers what changed: a stored message concerns
-            only those whose filter matches it (`ConsumerIndex`); when the publish also
-            removed messages (discard-old limits, a rollup) every consumer forgets its
-            pending count, as nats-server walks every consumer on a removal; a message
-            interest retention did not keep concerns nobody. One function, with the
-            store's `counts()`: it runs for every message stored (ADR 0012)."""
+            only those whose filter matches it (`ConsumerIndex`); a message interest
+            retention did not keep concerns nobody. (What the publish removed, by
+            discard-old limits or a rollup, reached every consumer already: the stream's
+            `on_removed` and `on_purge`.) One function, with the store's `counts()`: it
+            runs for every message stored (ADR 0012)."""
             if not consumers.get(stream.name):
                 stream.ingest(subject, reply, header, data)
             else:
                 retention = stream.retention
-                last, messages = store.counts()
+                last = store.counts()[0]
                 not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
                 stream.ingest(subject, reply, header, data)
-                last_now, messages_now = store.counts()
+                last_now = store.counts()[0]
                 if last_now != last:  # else refused: nothing changed
                     if retention is not None:
                         not_kept = retention.stats.not_kept_on_publish - not_kept
-                    # Every stored message takes a sequence: those gone since were removed.
-                    removed = (last_now - messages_now) - (last - messages)
-                    if removed > not_kept:
-                        for runner in list(consumers.get(stream.name, {}).values()):
-                            runner.messages_changed()
                     if not not_kept:
                         for runner in index.matching(subject):
                             runner.message_stored(last_now)
@@ -591,16 +593,14 @@ class JetStream:
         self._disarm_expiry(entry)
 
     def _schedule_expiry(self, entry: _Entry) -> None:
-        """Expire what is due now and arm the timer for the next expiry, if any."""
-        before = entry.stream.store.state()
-        before_last, before_count = before.last_seq, before.messages
+        """Expire what is due now and arm the timer for the next expiry, if any. (The
+        consumers hear of what expired from the stream: `stream_removed`.)"""
+        before_last = entry.stream.store.state().last_seq
         entry.stream.expire()
-        after = entry.stream.store.state()
-        for runner in list(self.consumers.get(entry.stream.name, {}).values()):
-            if after.last_seq != before_last:  # subject delete markers were stored
-                runner.message_stored(after.last_seq)
-            elif after.messages != before_count:  # expired: cached pending counts are stale
-                runner.messages_changed()
+        after_last = entry.stream.store.state().last_seq
+        if after_last != before_last:  # subject delete markers were stored
+            for runner in list(self.consumers.get(entry.stream.name, {}).values()):
+                runner.message_stored(after_last)
         wake = entry.stream.next_wakeup_ns
         if wake is None:
             self._disarm_expiry(entry)

@@ -111,6 +111,12 @@ class Stream:
         # rollup's purge does to consumers (`JetStream.stream_purged`).
         self.retention: StreamRetention | None = None
         self.on_purge: Callable[[PurgeResult, str, int], None] | None = None
+        # Messages removed on their own (a discard-old limit, max_age, a TTL, `remove`),
+        # reported in order once the operation that removed them is done: nats-server's
+        # store reports each such removal, and a consumer terminates a delivery of it
+        # still pending (`JetStream.stream_removed`).
+        self.on_removed: Callable[[list[int]], None] | None = None
+        self._removed: list[int] = []
         self._ttls = ttls.TtlIndex()
         # Lowest sequence the max_age walk still has to look at: everything stored below it
         # is exempt (`never`), so a walk need not load those messages again.
@@ -251,6 +257,8 @@ class Stream:
                 self.on_purge(result, purged, 0 if unwanted else 1)
         except StoreError as exc:  # the message is stored: its ack stands
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
+        if self._removed:
+            self._report_removed()
         return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)
 
     def _check_discard_new(
@@ -298,10 +306,33 @@ class Stream:
 
     def enforce_all_limits(self) -> None:
         """After a config update that may have tightened limits."""
-        if self.config.max_msgs_per_subject > 0:
-            for subject in self.store.subject_counts(">"):
-                self._enforce_subject_limit(subject)
-        self._enforce_stream_limits()
+        try:
+            if self.config.max_msgs_per_subject > 0:
+                for subject in self.store.subject_counts(">"):
+                    self._enforce_subject_limit(subject)
+            self._enforce_stream_limits()
+        finally:
+            self._report_removed()
+
+    def remove(self, seq: int, *, erase: bool = False) -> bool:
+        """STREAM.MSG.DELETE: remove message `seq` (overwritten first with `erase`);
+        False if there is none."""
+        if not self._remove(seq, erase=erase):
+            return False
+        self._report_removed()
+        return True
+
+    def _remove(self, seq: int, *, erase: bool = False) -> bool:
+        """Remove one message on its own, noted for the consumers (`on_removed`)."""
+        if not self.store.remove(seq, erase=erase):
+            return False
+        self._removed.append(seq)
+        return True
+
+    def _report_removed(self) -> None:
+        removed, self._removed = self._removed, []
+        if removed and self.on_removed is not None:
+            self.on_removed(removed)
 
     def _enforce_subject_limit(self, subject: str) -> None:
         limit = self.config.max_msgs_per_subject
@@ -313,7 +344,7 @@ class Stream:
             oldest = store.load_next(subject, 0)
             if oldest is None:
                 break
-            store.remove(oldest.seq)
+            self._remove(oldest.seq)
             excess -= 1
 
     def _enforce_stream_limits(self) -> None:
@@ -325,7 +356,7 @@ class Stream:
         while state.messages and (
             0 < config.max_msgs < state.messages or 0 < config.max_bytes < state.bytes
         ):
-            store.remove(state.first_seq)
+            self._remove(state.first_seq)
             state = store.state()
 
     # ------------------------------------------------------------------ expiry
@@ -344,6 +375,7 @@ class Stream:
         except StoreError as exc:  # a full disk: try again a little later
             self.write_failed("expire messages", exc)
             wait = _EXPIRY_RETRY_NS
+        self._report_removed()
         self.next_wakeup_ns = None if wait is None else now + wait
         return wait
 
@@ -352,7 +384,7 @@ class Stream:
         emptied: list[str] | None = [] if self.config.subject_delete_marker_ttl > 0 else None
         for seq in self._ttls.pop_due(now):
             if emptied is None:
-                self.store.remove(seq)  # False when it went some other way: harmless
+                self._remove(seq)  # False when it went some other way: harmless
             else:
                 msg = self.store.load(seq)
                 if msg is not None:
@@ -382,7 +414,7 @@ class Stream:
         cutoff = now - max_age + 1  # a message exactly max_age old is expired
         store = self.store
         if not self._ttls.has_exempt and emptied is None:
-            store.expire_before(cutoff)
+            self._removed += store.expire_before(cutoff)
             state = store.state()
             return state.first_ts_ns + max_age if state.messages else None
         # Some messages are exempt (`Nats-TTL: never`): walk in sequence order, removing the
@@ -402,7 +434,7 @@ class Stream:
                 self._age_floor = msg.seq
                 return msg.ts_ns + max_age
             if emptied is None:
-                store.remove(msg.seq)
+                self._remove(msg.seq)
             else:
                 self._remove_expired(msg, emptied)
             seq = msg.seq + 1
@@ -412,7 +444,7 @@ class Stream:
         """Remove an expired message; note its subject if that was its last message and
         it was not itself a delete marker (markers never beget markers, as nats-server)."""
         store = self.store
-        if not store.remove(msg.seq):
+        if not self._remove(msg.seq):
             return
         if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
             emptied.append(msg.subject)

@@ -225,15 +225,46 @@ def test_max_deliver_applies_to_nak_when_it_comes_up() -> None:
     assert (c.num_ack_pending, c.num_redelivered) == (0, 0)  # delivered once: not redelivered
 
 
-def test_removed_message_is_dropped_not_redelivered() -> None:
-    c, src = make(2, ack_wait_ns=1 * S)
-    c.pull_request("r", T0, batch=2)
+def test_max_deliver_gives_up_when_the_next_request_comes() -> None:
+    """As nats-server: past the last ack deadline with nothing waiting, a message stays
+    pending (and redelivered) until something may be delivered; only max_deliver 1 is
+    given up on at the deadline (its `checkPending` counts redeliveries, at least 1)."""
+    c, _ = make(2, ack_wait_ns=1 * S, max_deliver=2)
+    assert delivered(c.pull_request("r", T0, batch=1)) == [1]
+    assert c.tick(T0 + 1 * S) == []
+    assert delivered(c.pull_request("r", T0 + 2 * S, batch=1)) == [1]
+    assert c.tick(T0 + 3 * S) == []
+    assert (c.num_ack_pending, c.num_redelivered, c.next_deadline()) == (1, 1, None)
+    out = c.pull_request("r", T0 + 9 * S, batch=1)
+    assert [a.kind for a in out if isinstance(a, Advisory)] == ["MAX_DELIVERIES"]
+    assert delivered(out) == [2]
+    assert (c.pending_seqs(), c.num_redelivered) == ([2], 1)
+    once, _ = make(1, ack_wait_ns=1 * S, max_deliver=1)
+    once.pull_request("r", T0, batch=1)
+    assert [a.kind for a in once.tick(T0 + 1 * S) if isinstance(a, Advisory)] == ["MAX_DELIVERIES"]
+    assert once.num_ack_pending == 0
+
+
+def test_removed_message_is_terminated_once_removed_or_found_gone() -> None:
+    """nats-server: a pending message the stream removed is acknowledged, with a
+    MSG_TERMINATED advisory, when the store reports the removal (`message_removed`) or,
+    if nobody did, when it is found gone at its redelivery."""
+    c, src = make(3, ack_wait_ns=1 * S)
+    c.pull_request("r", T0, batch=3)
     src.remove(1)
     c.pull_request("r", T0, batch=5, expires_ns=100 * S)
-    assert delivered(c.tick(T0 + 1 * S)) == [2]
-    assert c.pending_seqs() == [2]
-    c.messages_removed([2])
-    assert c.pending_seqs() == []
+    out = c.tick(T0 + 1 * S)
+    assert delivered(out) == [2, 3]
+    adv = [a for a in out if isinstance(a, Advisory)]
+    assert [(a.kind, a.payload["stream_seq"], a.payload["reason"]) for a in adv] == [
+        ("MSG_TERMINATED", 1, "Unacknowledged message was deleted")
+    ]
+    assert (c.pending_seqs(), c.ack_floor) == ([2, 3], (1, 1))
+    src.remove(2)
+    out = c.message_removed(2, T0 + 2 * S)
+    assert [a.payload["deliveries"] for a in out if isinstance(a, Advisory)] == [2]
+    assert (c.pending_seqs(), c.ack_floor) == ([3], (2, 2))
+    assert c.message_removed(7, T0 + 2 * S) == []  # not held here: no news
 
 
 def test_workqueue_retention_removes_on_ack_and_term() -> None:
@@ -312,3 +343,20 @@ def test_a_run_of_acks_leaves_the_floor_below_a_message_given_up_on() -> None:
     singles[0].ack(4, 4, AckKind.ACK, T0 + 14 * S)
     assert runs[0].snapshot() == singles[0].snapshot()
     assert runs[0].info()["num_redelivered"] == 0
+
+
+def test_pending_below_the_first_sequence_at_start_is_dropped_as_nats_server() -> None:
+    """At start (nats-server's `checkPending`): pending deliveries of messages below the
+    stream's first sequence are dropped without an advisory; the floor moves to the
+    highest sequences dropped, however they were acked around them, and to `delivered`
+    once nothing is pending."""
+    c, src = make(5, ack_wait_ns=10 * S)
+    c.pull_request("r", T0, batch=5)
+    c.ack(2, 2, AckKind.ACK, T0)
+    src.remove(1)
+    src.remove(3)
+    c.stream_starts_at(4)
+    assert (c.pending_seqs(), c.ack_floor, c.last_ack_ns) == ([4, 5], (3, 3), T0)
+    c.stream_starts_at(6)
+    assert (c.pending_seqs(), c.ack_floor) == ([], (5, 5))
+    c.check_invariants()

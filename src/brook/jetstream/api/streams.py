@@ -223,9 +223,8 @@ class StreamApi:
             raise api_error("BAD_REQUEST")
         if seq > stream.store.state().last_seq:
             raise api_error("STREAM_MSG_DELETE_FAILED", err="stream store EOF")
-        if not stream.store.remove(seq, erase=not body.get("no_erase", False)):
+        if not stream.remove(seq, erase=not body.get("no_erase", False)):
             raise api_error("SEQUENCE_NOT_FOUND", seq=seq)
-        self.js.messages_removed(stream.name)
         return {"success": True}
 
 

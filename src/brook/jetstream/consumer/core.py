@@ -11,7 +11,9 @@ from typing import Any
 
 from brook.jetstream.consumer.acks import ACK_PREFIX
 from brook.jetstream.consumer.actions import (
+    DELETED_WHILE_PENDING,
     MAX_DELIVERIES,
+    MSG_TERMINATED,
     Acked,
     Action,
     Deliver,
@@ -163,6 +165,10 @@ class ConsumerCore:
             or (bool(self._lps) and seq in self._lps)
         )
 
+    def holds(self, seq: int) -> bool:
+        """A delivery of `seq` is pending here, or was given up on (a dead letter)."""
+        return seq in self._pending or seq in self._dead
+
     def info(self) -> dict[str, Any]:
         floor_c, floor_s = self.ack_floor
         return {
@@ -239,9 +245,14 @@ class ConsumerCore:
         return self._advisory(MAX_DELIVERIES, seq, p.deliveries)
 
     def _due(self, seq: int, p: Pending) -> list[Action]:
-        """The ack deadline passed: queue for redelivery, or give up after max_deliver
-        (at once, as nats-server's `checkPending`)."""
-        if self._exhausted(seq, p):
+        """The ack deadline passed: queue for redelivery. `_candidate` gives up on a
+        message past max_deliver when it comes up, once something may be delivered (a
+        pull request waits, a push consumer has interest), as nats-server's
+        `getNextMsg`. Only with max_deliver 1 does nats-server's `checkPending` give up at
+        the deadline (`hasMaxDeliveries`): the delivery count it checks there
+        (`deliveryCount`) is the number of redeliveries, or 1 before the first."""
+        max_deliver = self.cfg.max_deliver
+        if 0 < max_deliver <= max(p.deliveries - 1, 1):
             return [self._give_up(seq, p)]
         self._queue(seq, p)
         return []
@@ -273,6 +284,20 @@ class ConsumerCore:
             out.append(RemoveMessage(seq))
         elif self.cfg.retention is Retention.INTEREST:
             out.append(Acked(seq))
+
+    def _terminate_removed(self, seq: int, p: Pending, now_ns: int, out: list[Action]) -> None:
+        """`seq`, pending as `p`, is gone from the stream: acknowledged (the floors move)
+        and announced with a `MSG_TERMINATED` advisory, as nats-server's `processTerm`
+        with reason "Unacknowledged message was deleted" (`ConsumerState.message_removed`,
+        or found gone when due for redelivery)."""
+        out += self._ack(seq, p.consumer_seq, now_ns)
+        if seq in self._pending:  # ack all, and an ack of a later redelivery passed it
+            self._resolve(seq, out)
+        out.append(
+            self._advisory(
+                MSG_TERMINATED, seq, p.deliveries, p.consumer_seq, reason=DELETED_WHILE_PENDING
+            )
+        )
 
     def _release_dead(self, seq: int, out: list[Action]) -> None:
         """A late ack of a message given up on: retention may drop it now."""
@@ -429,8 +454,7 @@ class ConsumerCore:
             msg = self._src.load(seq)
             if msg is not None:
                 return msg, p
-            del self._rdq[seq]
-            del self._pending[seq]
+            self._terminate_removed(seq, p, now_ns, out)  # a removal nobody reported
         cfg = self.cfg
         limit = cfg.max_ack_pending
         if limit > 0 and len(self._pending) >= limit and cfg.ack_policy is not AckPolicy.NONE:

@@ -325,10 +325,31 @@ class ConsumerRunner:
         self._run(self.state.message_stored(seq, self._now_ns()))
 
     def messages_changed(self, removed: Iterable[int] = ()) -> None:
-        """Messages were removed by purge/delete/limits: forget cached counts. `removed`
-        names those the consumer may hold as pending (lost in a crash, at start)."""
+        """Messages left the stream without a report (`stream_removed`, `stream_purged`
+        are the reported removals): forget cached counts. `removed` names those the
+        consumer may hold as pending, never redelivered (lost in a crash, at start)."""
         self.state.messages_removed(removed)
         self._changed()
+
+    def stream_starts_at(self, first_seq: int) -> None:
+        """At start, after `restore`: the stream's first message is `first_seq`
+        (`ConsumerState.stream_starts_at`)."""
+        self.state.stream_starts_at(first_seq)
+        self._changed()
+
+    def stream_removed(self, seqs: list[int]) -> None:
+        """The stream removed `seqs` on their own, in this order
+        (`ConsumerState.message_removed`): counts are refreshed, and each one this
+        consumer holds (pending, or given up on) is terminated or forgotten."""
+        state = self.state
+        now = self._now_ns()
+        held = False
+        actions: list[Action] = []
+        for seq in seqs:
+            held = held or state.holds(seq)
+            actions += state.message_removed(seq, now)
+        if held:
+            self._run(actions)
 
     def stream_purged(self, subject: str, point: PurgePoint) -> None:
         """The stream was purged of `subject`'s messages (all when empty). Which consumers

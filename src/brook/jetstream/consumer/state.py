@@ -28,7 +28,6 @@ from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
 from brook.jetstream.consumer.actions import (
-    DELETED_WHILE_PENDING,
     MSG_NAKED,
     MSG_TERMINATED,
     Action,
@@ -62,6 +61,36 @@ class ConsumerState(ConsumerCore):
         if gone and self._lps:
             self._lps = deque(s for s in self._lps if s not in gone)
         self._np = None
+
+    def stream_starts_at(self, first_seq: int) -> None:
+        """At start: deliveries still pending of messages below the stream's first
+        sequence (max_age expired them while the server was down, before the consumer
+        was restored) are dropped as nats-server's `checkPending` drops them when a
+        consumer starts, without an advisory or an ack time: the floor moves up to the
+        highest (consumer, stream) sequences dropped, or to `delivered` once nothing is
+        pending."""
+        pending = self._pending
+        gone = [s for s in pending if s < first_seq]
+        if not gone:
+            return
+        for s in gone:
+            p = pending.pop(s)
+            self._rdq.pop(s, None)
+            self._floor_c = max(self._floor_c, p.consumer_seq)
+            self._floor_s = max(self._floor_s, s)
+        if not pending:
+            self._floor_c, self._floor_s = self.delivered_consumer_seq, self.delivered_stream_seq
+        self._mem_floor = None  # nats-server writes the floor it moved to its store
+        self._np = None
+
+    def message_removed(self, seq: int, now_ns: int) -> list[Action]:
+        """The stream removed message `seq` on its own (STREAM.MSG.DELETE, a secure
+        erase, a discard-old limit, max_age or its TTL). nats-server's store reports each
+        such removal to the consumers (`storeUpdates` -> `decStreamPending`): a pending
+        delivery of it is terminated (acknowledged, and a `MSG_TERMINATED` advisory
+        "Unacknowledged message was deleted"), a dead letter forgotten. This is step 1
+        of `stream_purged` on its own."""
+        return self.stream_purged(None, now_ns, removed_seq=seq)
 
     def stream_purged(
         self,
@@ -114,14 +143,9 @@ class ConsumerState(ConsumerCore):
             self._purge_to(start_seq, now_ns, wider=wider)
         if term is None:
             return []
-        return self.ack(
-            removed_seq,
-            term.consumer_seq,
-            AckKind.TERM,
-            now_ns,
-            reason=DELETED_WHILE_PENDING,
-            deliveries=term.deliveries,
-        )
+        out: list[Action] = []
+        self._terminate_removed(removed_seq, term, now_ns, out)
+        return self._finish(out + self._dispatch(now_ns))
 
     def _purge_to(self, start_seq: int, now_ns: int, *, wider: bool) -> None:
         """Step 2 of `stream_purged`, on nats-server's two ack floors (core.py
