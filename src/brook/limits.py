@@ -9,7 +9,6 @@ from typing import Final
 
 DEFAULT_HOST: Final = "0.0.0.0"
 DEFAULT_PORT: Final = 4222
-DEFAULT_HTTP_PORT: Final = 8222  # used when `-m` is given without a usable value
 
 # Advertised in INFO (ADR 0003). nats-py picks the named consumer-create subjects only for
 # 2.x with x >= 9; 2.11 is the release of per-message TTL (API level 1), which Brook has.
