@@ -27,11 +27,11 @@ class CommitBacklog:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit  # 0: no bound
-        self.owed = 0
+        self.owed = 0  # raised by `GroupCommitter.request` itself, per publish
         self.high_water = 0  # the most owed at once (monitoring)
         self.pauses = 0  # connections paused so far (monitoring)
-        # Set by every `added`; the reading connection clears it before handling input and
-        # reads it after, to learn whether that input published to a file stream.
+        # Set with every `owed` increment; the reading connection clears it before handling
+        # input and reads it after, to learn whether that input published to a file stream.
         self.contributed = False
         self._resume: list[Callable[[], None]] = []
 
@@ -44,15 +44,11 @@ class CommitBacklog:
         """Connections not being read now, waiting for the backlog to drain."""
         return len(self._resume)
 
-    def added(self) -> None:
-        """One more acknowledgement waits for a sync."""
-        self.owed += 1
-        self.contributed = True
+    def satisfied(self, count: int) -> None:
+        """A sync ended: `count` acknowledgements are no longer owed. (The most owed is
+        noted here, once per sync: between two syncs it only grows.)"""
         if self.owed > self.high_water:
             self.high_water = self.owed
-
-    def satisfied(self, count: int) -> None:
-        """A sync ended: `count` acknowledgements are no longer owed."""
         self.owed -= count
         if self._resume and self.owed <= self.limit // 2:
             resume, self._resume = self._resume, []
@@ -74,7 +70,7 @@ class CommitBacklog:
         return {
             "acks_awaiting_sync": self.owed,
             "max_acks_awaiting_sync": self.limit,
-            "acks_awaiting_sync_high_water": self.high_water,
+            "acks_awaiting_sync_high_water": max(self.high_water, self.owed),
             "paused_connections": self.paused,
             "pauses": self.pauses,
         }

@@ -51,7 +51,9 @@ class GroupCommitter:
     def request(self, on_durable: DurableCallback) -> None:
         """Call `on_durable(None)` once everything stored so far is durable."""
         self._waiting.append(on_durable)
-        self._backlog.added()
+        backlog = self._backlog  # counted inline: this runs for every publish
+        backlog.owed += 1
+        backlog.contributed = True
         if not self._in_flight:
             self._start()
 
