@@ -227,7 +227,14 @@ async def filtered_keep_and_seq(p: Probe) -> None:
 async def one_message_purges(p: Probe) -> None:
     """nats-server's store reports a filtered or `keep` purge that removed exactly one
     message on its own: consumers that had it pending terminate it (an acknowledgement
-    and a MSG_TERMINATED advisory), also those the purge otherwise leaves alone."""
+    and a MSG_TERMINATED advisory), also those the purge otherwise leaves alone.
+
+    nats-server races here: the store's removal callback starts the termination in a
+    goroutine (consumer.go `decStreamPending`: `go o.processTerm`) while the stream goes on
+    to purge its consumers (`o.purge`). Mostly the purge comes first, and Brook always
+    takes that order (state.py `stream_purged`); when the termination wins, an ack-all
+    consumer acknowledges everything up to the removed message before the purge moves its
+    floor over it, so its info and later advisories differ (RACY)."""
     await _setup(p, ("qx.b", "px.a", "px.b", "px.c", "px.a", "px.b", "qx.b"))
     await _consumer(p, "c1", filter_subjects=["px.a", "qx.b"])
     await _consumer(p, "c2", filter_subjects=["px.a", "px.c"])
@@ -360,11 +367,15 @@ SCENARIOS: dict[Scenario, dict[str, str]] = {
 }
 
 
+RACY = {one_message_purges}  # nats-server's outcome depends on its goroutines' order
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS), ids=lambda f: f.__name__)
 async def test_purge_moves_consumers_as_nats_server(
     scenario: Scenario, nats_server_url: str
 ) -> None:
-    await compare(scenario, nats_server_url, known=SCENARIOS[scenario])
+    runs = 8 if scenario in RACY else 1  # the rare order: 7 runs in 40 here
+    await compare(scenario, nats_server_url, known=SCENARIOS[scenario], nats_server_runs=runs)
 
 
 # ---------------------------------------------------------------------------- restarts
