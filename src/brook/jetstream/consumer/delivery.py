@@ -56,9 +56,10 @@ class Delivery:
         # Does some subscription still listen on a pull request's reply subject? A request
         # whose client went away is dropped rather than served (`next_request`).
         self.has_interest = has_interest
-        # The `last_per_subject` start sequences, served before `next_seq`.
-        self.lps: deque[int] = deque(sorted(s for s in last_per_subject_seqs if s < start_seq))
-        self.next_seq = max(start_seq, 1)  # the next stream seq to consider
+        # The `last_per_subject` start sequences (ascending, below `start_seq`), served
+        # before `next_seq`, the next stream seq to consider for a first delivery.
+        self.lps: deque[int] = deque(last_per_subject_seqs)
+        self.next_seq = start_seq
         self.np: int | None = None  # cached num_pending of the source
         self.waiting: deque[WaitingRequest] = deque()
         self.push_interest = False
@@ -70,10 +71,6 @@ class Delivery:
         # The ack subject's fixed part (see `acks.ack_subject`): deliveries format theirs
         # as bytes, which costs half an f-string and needs no encoding on the way out.
         self._ack_prefix = f"{ACK_PREFIX}{settings.stream}.{settings.name}.".encode()
-
-    def first_stream_seq(self) -> int:
-        """The first stream seq to deliver: the first last-per-subject one, or the position."""
-        return self.lps[0] if self.lps else self.next_seq
 
     def num_pending(self) -> int:
         """Matching messages after the consumer position not yet delivered (redeliveries

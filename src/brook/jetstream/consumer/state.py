@@ -46,9 +46,13 @@ class ConsumerState:
         last_per_subject_seqs: Sequence[int] = (),
         has_interest: Callable[[str], bool] = lambda reply: True,
     ) -> None:
+        # The last-per-subject start sequences (computed by the caller) come first.
+        lps = sorted(s for s in last_per_subject_seqs if s < start_seq)
+        start_seq = max(start_seq, 1)
+        self._cfg = settings
         self.pacer = Pacer(settings)
         self.flow = PushFlow(settings)
-        self.ledger = Ledger(settings, 0)
+        self.ledger = Ledger(settings, delivered_stream_seq=(lps[0] if lps else start_seq) - 1)
         self.delivery = Delivery(
             settings,
             source,
@@ -56,13 +60,9 @@ class ConsumerState:
             self.pacer,
             self.flow,
             start_seq=start_seq,
-            last_per_subject_seqs=last_per_subject_seqs,
+            last_per_subject_seqs=lps,
             has_interest=has_interest,
         )
-        self.ledger.delivered_stream_seq = self.ledger.floor_s = (
-            self.delivery.first_stream_seq() - 1
-        )
-        self._cfg = settings
 
     @property
     def cfg(self) -> ConsumerSettings:
