@@ -33,8 +33,6 @@ from brook.jetstream.consumer.pending import Ledger, Pending
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
 from brook.jetstream.consumer.source import MessageSource
 
-__all__ = ["ConsumerState", "Pending"]
-
 
 class ConsumerState:
     def __init__(
