@@ -534,30 +534,17 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
-        consumers = self.consumers
-        store = stream.store
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest, then tell the consumers what changed: a stored message concerns
-            only those whose filter matches it (`ConsumerIndex`); a message interest
-            retention did not keep concerns nobody. (What the publish removed, by
-            discard-old limits or a rollup, reached every consumer already: the stream's
-            `on_removed` and `on_purge`.) One function, with the store's `counts()`: it
-            runs for every message stored (ADR 0012)."""
-            if not consumers.get(stream.name):
-                stream.ingest(subject, reply, header, data)
-            else:
-                retention = stream.retention
-                last = store.counts()[0]
-                not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
-                stream.ingest(subject, reply, header, data)
-                last_now = store.counts()[0]
-                if last_now != last:  # else refused: nothing changed
-                    if retention is not None:
-                        not_kept = retention.stats.not_kept_on_publish - not_kept
-                    if not not_kept:
-                        for runner in index.matching(subject):
-                            runner.message_stored(last_now)
+            """Ingest, then tell the consumers what was stored: a kept message concerns
+            only those whose filter matches it (`ConsumerIndex`). (What the publish
+            removed, by discard-old limits or a rollup, reached every consumer already:
+            the stream's `on_removed` and `on_purge`.) It runs for every message stored
+            (ADR 0012)."""
+            result = stream.ingest(subject, reply, header, data)
+            if result.kept:
+                for runner in index.matching(subject):
+                    runner.message_stored(result.seq)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
