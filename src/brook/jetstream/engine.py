@@ -47,9 +47,12 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import fsync_directory, write_atomically
+from brook.jetstream.models.consumer_config import ConsumerConfig
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
-from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
@@ -62,11 +65,11 @@ log = logging.getLogger("brook.jetstream")
 
 STREAM_FILE = "stream.json"
 # A consumer to start: its configuration, creation time and state snapshot.
-Consumer = tuple[Any, int, dict[str, Any]]
+Consumer = tuple[ConsumerConfig, int, dict[str, Any]]
 DATA_DIR = "data"
 
 
-def stream_record(config: Any, created_ns: int) -> bytes:
+def stream_record(config: StreamConfig, created_ns: int) -> bytes:
     """The content of a stream's `stream.json`: its configuration and creation time."""
     record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
     return json.dumps(record, indent=1).encode()
@@ -212,7 +215,7 @@ class JetStream:
             raise api_error("STREAM_NOT_FOUND")
         return entry.stream
 
-    def create(self, config: Any) -> tuple[Stream, bool]:
+    def create(self, config: StreamConfig) -> tuple[Stream, bool]:
         """Create a stream; an identical existing one is returned as is (idempotent)."""
         existing = self._entries.get(config.name)
         if existing is not None:
@@ -236,7 +239,7 @@ class JetStream:
             raise
         return stream, True
 
-    def update(self, config: Any) -> Stream:
+    def update(self, config: StreamConfig) -> Stream:
         entry = self._entries.get(config.name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
@@ -274,7 +277,7 @@ class JetStream:
     def add_consumer(
         self,
         stream: Stream,
-        config: Any,
+        config: ConsumerConfig,
         *,
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
@@ -310,7 +313,7 @@ class JetStream:
         self._retention(stream).consumer_added(runner)
         return runner
 
-    def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
+    def update_consumer(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
         """Update a consumer in place; a persisted one has its new config written. New
         filters apply at once (the runner reads through them from its position on)."""
         old_filters = set(runner.config.filters)
@@ -443,7 +446,7 @@ class JetStream:
         for runner in list(runners.values()):
             runner.stream_purged(subject, point)
 
-    def check_new(self, config: Any, *, exists: str) -> None:
+    def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
         the name is taken, 10065 if its subjects overlap another stream's."""
         if config.name in self._entries:
@@ -455,7 +458,7 @@ class JetStream:
             if any(other != name for other in self._subjects.intersecting(subject.encode())):
                 raise api_error("STREAM_SUBJECT_OVERLAP")
 
-    def _index_subjects(self, config: Any, *, add: bool) -> None:
+    def _index_subjects(self, config: StreamConfig, *, add: bool) -> None:
         for subject in config.subjects:
             if add:
                 self._subjects.add(subject.encode(), config.name)
@@ -464,14 +467,14 @@ class JetStream:
 
     # ------------------------------------------------------------------ wiring
 
-    def _build(self, config: Any, created_ns: int, store: Any = None) -> Stream:
+    def _build(
+        self, config: StreamConfig, created_ns: int, store: MessageStore | None = None
+    ) -> Stream:
         """Register and subscribe a stream; its store is opened here unless `store` is one
         opened already (a restore)."""
         committer: GroupCommitter | None = None
         if self.keeps_files(config):
             if store is None:
-                from brook.jetstream.store.file import FileStore
-
                 # Made by the store: the first sync of a new one makes its directories
                 # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
@@ -479,6 +482,7 @@ class JetStream:
                 self._report_recovery(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
+                assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
@@ -622,9 +626,9 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
-    def keeps_files(self, config: Any) -> bool:
+    def keeps_files(self, config: StreamConfig) -> bool:
         """Whether a stream of this configuration keeps its messages in a file store."""
-        return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
+        return config.storage == "file"  # never memory: there is a store (ADR 0010)
 
     def _persist(self, stream: Stream, *, new: bool = False) -> None:
         """Write the stream's definition durably: a created one (`new`) survives a power
@@ -647,9 +651,9 @@ class JetStream:
 
     def adopt(
         self,
-        config: Any,
+        config: StreamConfig,
         created_ns: int,
-        store: Any,
+        store: MessageStore,
         volatile: list[Consumer],
     ) -> Stream:
         """Serve a restored stream (jetstream/snapshot/): its directory, if it keeps one, is

@@ -17,22 +17,24 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
     _INT_RE,
-    _NAME_FORBIDDEN,
-    DEFAULT_ACK_WAIT_NS,
-    DEFAULT_INACTIVE_THRESHOLD_NS,
-    DEFAULT_MAX_ACK_PENDING,
-    DEFAULT_MAX_WAITING,
-    DESCRIPTION_BYTES_MAX,
-    METADATA_BYTES_MAX,
     MIN_IDLE_HEARTBEAT_NS,
     MIN_MAX_EXPIRES_NS,
-    NAME_BYTES_MAX,
     ConsumerConfig,
     StreamLike,
     _config_from,
     _decode,
     _json_kind,
     go_duration,
+)
+from brook.jetstream.models.defaults import (
+    CONSUMER_ACK_WAIT_DEFAULT_NS,
+    CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS,
+    CONSUMER_MAX_ACK_PENDING_DEFAULT,
+    CONSUMER_MAX_WAITING_DEFAULT,
+    DESCRIPTION_BYTES_MAX,
+    METADATA_BYTES_MAX,
+    NAME_BYTES_MAX,
+    NAME_FORBIDDEN,
 )
 from brook.jetstream.models.stream_config import subjects_overlap
 from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_match
@@ -138,9 +140,9 @@ def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = Fa
         if getattr(c, key) < 0:
             adjust(key, 0, "must not be negative")
     if not c.deliver_subject and c.max_waiting == 0:
-        c.max_waiting = DEFAULT_MAX_WAITING
+        c.max_waiting = CONSUMER_MAX_WAITING_DEFAULT
     if c.ack_wait == 0 and c.ack_policy in ("explicit", "all"):
-        c.ack_wait = DEFAULT_ACK_WAIT_NS
+        c.ack_wait = CONSUMER_ACK_WAIT_DEFAULT_NS
     if c.backoff:
         if pedantic and c.ack_wait != c.backoff[0]:
             raise api_error("PEDANTIC", err="first backoff value has to equal batch AckWait")
@@ -152,14 +154,16 @@ def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = Fa
         rule = "must be set if it's configured in stream limits"
         adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
-        c.max_ack_pending = DEFAULT_MAX_ACK_PENDING
+        c.max_ack_pending = CONSUMER_MAX_ACK_PENDING_DEFAULT
     if not c.durable_name and c.inactive_threshold <= 0:
-        c.inactive_threshold = DEFAULT_INACTIVE_THRESHOLD_NS  # ephemerals are always reaped
+        c.inactive_threshold = (
+            CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS  # ephemerals are always reaped
+        )
         c.inactive_default = True
 
 
 def valid_consumer_name(name: str) -> bool:
-    return bool(name) and not (_NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
+    return bool(name) and not (NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
 
 
 def validate_consumer_config(c: ConsumerConfig, stream: StreamLike) -> None:
