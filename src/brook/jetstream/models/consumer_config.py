@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
@@ -80,19 +80,6 @@ _CONFIG_KEYS = frozenset(
     }
 )
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-
-
-class StreamLike(Protocol):
-    """What consumer validation needs from the parent stream's config."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def subjects(self) -> list[str]: ...
-
-    @property
-    def retention(self) -> str: ...
 
 
 @dataclass(slots=True)
