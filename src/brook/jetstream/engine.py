@@ -53,10 +53,10 @@ from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
+from brook.routing.internal import InternalClient
 from brook.routing.router import Router
 from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import Subscription
-from brook.server.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream")
 

@@ -59,8 +59,8 @@ from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
 from brook.limits import MAX_PAYLOAD_BYTES
+from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
-from brook.server.internal import InternalClient
 from brook.subjects import subset_match
 
 log = logging.getLogger("brook.consumer")
