@@ -72,10 +72,15 @@ _SPAN_MAX_BYTES = 1 << 20
 
 
 def _pub_run(
-    buf: bytes, first: re.Match[bytes], prefix: bytes, max_payload: int, max_control_line: int
+    buf: bytes,
+    first: re.Match[bytes],
+    heads: tuple[bytes, ...],
+    max_payload: int,
+    max_control_line: int,
 ) -> tuple[list[bytes], bytes, int] | None:
-    """A run of PUBs alike but for their subjects (all under `prefix` and longer, no reply, the same
-    blanks, size and payload), from the one `_RUN_PUB` matched: their subjects, the
+    """A run of PUBs alike but for their subjects (all longer than, and starting as, the
+    one of `heads` the first starts with; no reply; the same blanks, size and payload),
+    from the one `_RUN_PUB` matched: their subjects, the
     payload, and where the run ends; None when the first one is not complete or not
     right (the general path reads it then). Each is exactly what the general path would
     make of it: the run is handed over together (`on_pub_run`).
@@ -84,17 +89,25 @@ def _pub_run(
     run is taken in windows of growing size, each checked with a few scans over its
     bytes (`_run_span`); where a window holds anything else, a smaller one is tried, then
     one PUB at a time (the blanks before the size may differ then)."""
+    for head in heads:
+        if buf.startswith(head, first.start()):
+            break
     size = int(first[2])
     start = first.end()
     end = start + size
-    if size > max_payload or buf[end : end + 2] != b"\r\n" or len(first[1]) <= len(prefix):
+    if (
+        size > max_payload
+        or buf[end : end + 2] != b"\r\n"
+        or first.end(1) - first.start() <= len(head)
+    ):
         return None
     subjects = [first[1]]
     payload = buf[start:end]
     pos = end + 2
     tail = buf[first.end(1) : pos]  # blanks, size, CRLF, payload, CRLF
     longest = max_control_line - len(tail) + len(payload) + 4 - len(b"PUB ")
-    head = b"PUB " + prefix
+    if not buf.startswith(head, pos):
+        return subjects, payload, pos  # a run of one (at the end of a read, often)
     unit = pos - first.start()
     budget = unit * _SPAN_FIRST_OPS
     while budget >= unit:
@@ -104,17 +117,20 @@ def _pub_run(
             continue
         subjects += span[0]
         pos = span[1]
+        if not buf.startswith(head, pos):
+            return subjects, payload, pos
         budget = min(budget * 2, _SPAN_MAX_BYTES)
     rest = tail.lstrip(b" ")  # size, CRLF, payload, CRLF: the blanks may differ here
     while (
-        buf.startswith(head, pos)
-        and (m := _RUN_PUB.match(buf, pos)) is not None
+        (m := _RUN_PUB.match(buf, pos)) is not None
         and buf.startswith(rest, m.start(2))
-        and len(m[1]) > len(prefix)
+        and m.end(1) - pos > len(head)
         and m.end() - 2 - pos <= max_control_line
     ):
         subjects.append(m[1])
         pos = m.start(2) + len(rest)
+        if not buf.startswith(head, pos):
+            break
     return subjects, payload, pos
 
 
@@ -124,9 +140,9 @@ def _run_span(
     """The subjects of the PUBs `PUB <subject><tail>` that fill `buf` from `pos` up to
     the end of the last `tail` within `budget` bytes, and that end; None unless every one
     of them is such a PUB whose subject (starting as `head` after `PUB `, and longer; no
-    blank, tab, CR or LF) is at most `longest` bytes."""
+    blank, tab, CR or LF) is at most `longest` bytes. `buf` starts with `head` at `pos`."""
     last = buf.rfind(tail, pos, pos + budget)
-    if last < 0 or not buf.startswith(head, pos):
+    if last < 0:
         return None
     body = buf[pos + 4 : last]  # subject, tail + "PUB ", subject, ..., subject
     sep = tail + b"PUB "
@@ -135,7 +151,7 @@ def _run_span(
     breaks = len(sep) - len(sep.translate(None, _SUBJECT_BREAKS))
     if (
         len(body) - len(body.translate(None, _SUBJECT_BREAKS)) != joints * breaks
-        or body.count(sep + head[4:]) != joints
+        or body.count(tail + head) != joints
         or min(map(len, subjects)) <= len(head) - 4
         or max(map(len, subjects)) > longest
     ):
@@ -189,10 +205,10 @@ class ClientParser:
         "_handler",
         "_have",
         "_pending",
+        "_run_heads",
         "max_control_line",
         "max_payload",
         "paused",
-        "run_prefixes",
     )
 
     def __init__(
@@ -204,7 +220,7 @@ class ClientParser:
         run_prefixes: tuple[bytes, ...] = (),
     ) -> None:
         self._handler = handler
-        self.run_prefixes = run_prefixes
+        self._run_heads = tuple(b"PUB " + prefix for prefix in run_prefixes)
         self.max_payload = max_payload
         self.max_control_line = max_control_line
         self.paused = False
@@ -246,7 +262,7 @@ class ClientParser:
         n = len(buf)
         pos = 0
         on_pub = self._handler.on_pub
-        run_prefixes = self.run_prefixes
+        run_heads = self._run_heads
         max_control_line = self.max_control_line
         max_payload = self.max_payload
         try:
@@ -263,17 +279,9 @@ class ClientParser:
                 line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
                 if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
                     if (
-                        buf.startswith(run_prefixes, pos + 4)
+                        buf.startswith(run_heads, pos)
                         and (m := _RUN_PUB.match(buf, pos)) is not None
-                        and (
-                            run := _pub_run(
-                                buf,
-                                m,
-                                next(p for p in run_prefixes if m[1].startswith(p)),
-                                max_payload,
-                                max_control_line,
-                            )
-                        )
+                        and (run := _pub_run(buf, m, run_heads, max_payload, max_control_line))
                         is not None
                     ):
                         subjects, payload, pos = run
