@@ -48,9 +48,12 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import fsync_directory, write_atomically
+from brook.jetstream.models.consumer_config import ConsumerConfig
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
-from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
@@ -63,11 +66,11 @@ log = logging.getLogger("brook.jetstream")
 
 STREAM_FILE = "stream.json"
 # A consumer to start: its configuration, creation time and state snapshot.
-Consumer = tuple[Any, int, dict[str, Any]]
+Consumer = tuple[ConsumerConfig, int, dict[str, Any]]
 DATA_DIR = "data"
 
 
-def stream_record(config: Any, created_ns: int) -> bytes:
+def stream_record(config: StreamConfig, created_ns: int) -> bytes:
     """The content of a stream's `stream.json`: its configuration and creation time."""
     record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
     return json.dumps(record, indent=1).encode()
@@ -216,7 +219,7 @@ class JetStream:
             raise api_error("STREAM_NOT_FOUND")
         return entry.stream
 
-    def create(self, config: Any) -> tuple[Stream, bool]:
+    def create(self, config: StreamConfig) -> tuple[Stream, bool]:
         """Create a stream; an identical existing one is returned as is (idempotent)."""
         existing = self._entries.get(config.name)
         if existing is not None:
@@ -240,7 +243,7 @@ class JetStream:
             raise
         return stream, True
 
-    def update(self, config: Any) -> Stream:
+    def update(self, config: StreamConfig) -> Stream:
         entry = self._entries.get(config.name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
@@ -278,7 +281,7 @@ class JetStream:
     def add_consumer(
         self,
         stream: Stream,
-        config: Any,
+        config: ConsumerConfig,
         *,
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
@@ -314,7 +317,7 @@ class JetStream:
         self._retention(stream).consumer_added(runner)
         return runner
 
-    def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
+    def update_consumer(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
         """Update a consumer in place; a persisted one has its new config written. New
         filters apply at once (the runner reads through them from its position on)."""
         old_filters = set(runner.config.filters)
@@ -447,7 +450,7 @@ class JetStream:
         for runner in list(runners.values()):
             runner.stream_purged(subject, point)
 
-    def check_new(self, config: Any, *, exists: str) -> None:
+    def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
         the name is taken, 10065 if its subjects overlap another stream's."""
         if config.name in self._entries:
@@ -459,7 +462,7 @@ class JetStream:
             if any(other != name for other in self._subjects.intersecting(subject.encode())):
                 raise api_error("STREAM_SUBJECT_OVERLAP")
 
-    def _index_subjects(self, config: Any, *, add: bool) -> None:
+    def _index_subjects(self, config: StreamConfig, *, add: bool) -> None:
         for subject in config.subjects:
             if add:
                 self._subjects.add(subject.encode(), config.name)
@@ -468,14 +471,14 @@ class JetStream:
 
     # ------------------------------------------------------------------ wiring
 
-    def _build(self, config: Any, created_ns: int, store: Any = None) -> Stream:
+    def _build(
+        self, config: StreamConfig, created_ns: int, store: MessageStore | None = None
+    ) -> Stream:
         """Register and subscribe a stream; its store is opened here unless `store` is one
         opened already (a restore)."""
         committer: GroupCommitter | None = None
         if self.keeps_files(config):
             if store is None:
-                from brook.jetstream.store.file import FileStore
-
                 # Made by the store: the first sync of a new one makes its directories
                 # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
@@ -485,6 +488,7 @@ class JetStream:
                 committer = GroupCommitter(
                     store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
                 )
+                assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
@@ -540,30 +544,17 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
-        consumers = self.consumers
-        store = stream.store
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest, then tell the consumers what changed: a stored message concerns
-            only those whose filter matches it (`ConsumerIndex`); a message interest
-            retention did not keep concerns nobody. (What the publish removed, by
-            discard-old limits or a rollup, reached every consumer already: the stream's
-            `on_removed` and `on_purge`.) One function, with the store's `counts()`: it
-            runs for every message stored (ADR 0012)."""
-            if not consumers.get(stream.name):
-                stream.ingest(subject, reply, header, data)
-            else:
-                retention = stream.retention
-                last = store.counts()[0]
-                not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
-                stream.ingest(subject, reply, header, data)
-                last_now = store.counts()[0]
-                if last_now != last:  # else refused: nothing changed
-                    if retention is not None:
-                        not_kept = retention.stats.not_kept_on_publish - not_kept
-                    if not not_kept:
-                        for runner in index.matching(subject):
-                            runner.message_stored(last_now)
+            """Ingest, then tell the consumers what was stored: a kept message concerns
+            only those whose filter matches it (`ConsumerIndex`). (What the publish
+            removed, by discard-old limits or a rollup, reached every consumer already:
+            the stream's `on_removed` and `on_purge`.) It runs for every message stored
+            (ADR 0012)."""
+            result = stream.ingest(subject, reply, header, data)
+            if result.kept:
+                for runner in index.matching(subject):
+                    runner.message_stored(result.seq)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
@@ -641,9 +632,9 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
-    def keeps_files(self, config: Any) -> bool:
+    def keeps_files(self, config: StreamConfig) -> bool:
         """Whether a stream of this configuration keeps its messages in a file store."""
-        return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
+        return config.storage == "file"  # never memory: there is a store (ADR 0010)
 
     def _persist(self, stream: Stream, *, new: bool = False) -> None:
         """Write the stream's definition durably: a created one (`new`) survives a power
@@ -666,9 +657,9 @@ class JetStream:
 
     def adopt(
         self,
-        config: Any,
+        config: StreamConfig,
         created_ns: int,
-        store: Any,
+        store: MessageStore,
         volatile: list[Consumer],
     ) -> Stream:
         """Serve a restored stream (jetstream/snapshot/): its directory, if it keeps one, is
