@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
-from brook.jetstream.stream import Stream
+from brook.jetstream.consumer_index import ConsumerIndex
+from brook.jetstream.retention import StreamRetention
+from brook.jetstream.stream import Ingested, Stream
+from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, Clock, make, publish
 
 
@@ -101,6 +104,34 @@ def test_no_reply_or_no_ack_sends_nothing() -> None:
     assert acks == []
     assert acks2 == []
     assert stream.store.state().messages == stream2.store.state().messages == 1
+
+
+def test_ingest_says_what_it_did() -> None:
+    """The engine tells the consumers from `ingest`'s result alone: where the message was
+    stored and whether it is there to see; removals went to `on_removed` before it returns."""
+    stream, _, acks = make(max_msgs=2, discard="old")
+    removed: list[list[int]] = []
+    stream.on_removed = removed.append
+    header = hdrs.encode([("Nats-Msg-Id", "a")])
+    assert stream.ingest(b"s.a", b"r", header, b"x") == Ingested(1, True)
+    assert stream.ingest(b"s.a", None, header, b"x") == Ingested(1, False, True)
+    refused = stream.ingest(b"s.a", b"r", hdrs.encode([("Nats-Expected-Last-Sequence", "7")]), b"")
+    assert (refused.seq, refused.kept, refused.duplicate) == (0, False, False)
+    assert refused.error is not None
+    assert refused.error.err_code == 10071
+    assert stream.ingest(b"s.b", b"r", None, b"x") == Ingested(2, True)
+    assert removed == []
+    assert stream.ingest(b"s.c", b"r", None, b"x") == Ingested(3, True)
+    assert removed == [[1]]
+    assert [a.get("seq") for a in acks] == [1, 0, 2, 3]
+
+
+def test_interest_stream_says_an_unwanted_message_was_not_kept() -> None:
+    stream, _, acks = make(retention="interest")
+    stream.retention = StreamRetention(stream, lambda: [], ConsumerIndex())
+    assert stream.ingest(b"s.a", b"r", None, b"x") == Ingested(1, False)
+    assert acks == [{"stream": "S", "seq": 1}]
+    assert stream.store.state().messages == 0
 
 
 def _all(stream: Stream) -> list[Any]:

@@ -40,6 +40,7 @@ from typing import Any
 
 from brook import limits
 from brook.jetstream import models
+from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
@@ -48,9 +49,12 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.fsutil import fsync_directory, write_atomically
+from brook.jetstream.models.consumer_config import ConsumerConfig
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
-from brook.jetstream.store.base import PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
@@ -63,11 +67,11 @@ log = logging.getLogger("brook.jetstream")
 
 STREAM_FILE = "stream.json"
 # A consumer to start: its configuration, creation time and state snapshot.
-Consumer = tuple[Any, int, dict[str, Any]]
+Consumer = tuple[ConsumerConfig, int, dict[str, Any]]
 DATA_DIR = "data"
 
 
-def stream_record(config: Any, created_ns: int) -> bytes:
+def stream_record(config: StreamConfig, created_ns: int) -> bytes:
     """The content of a stream's `stream.json`: its configuration and creation time."""
     record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
     return json.dumps(record, indent=1).encode()
@@ -101,6 +105,7 @@ class JetStream:
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
+        max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -123,6 +128,8 @@ class JetStream:
         self.sync_interval_s = sync_interval_s
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
+        # The PubAcks every group commit owes, bounded by pausing their publishers.
+        self.commit_backlog = CommitBacklog(max_acks_awaiting_sync)
         self.consumer_files = ConsumerFiles(
             self.root, self._executor, flush_interval_s=consumer_flush_interval_s
         )
@@ -215,7 +222,7 @@ class JetStream:
             raise api_error("STREAM_NOT_FOUND")
         return entry.stream
 
-    def create(self, config: Any) -> tuple[Stream, bool]:
+    def create(self, config: StreamConfig) -> tuple[Stream, bool]:
         """Create a stream; an identical existing one is returned as is (idempotent)."""
         existing = self._entries.get(config.name)
         if existing is not None:
@@ -239,7 +246,7 @@ class JetStream:
             raise
         return stream, True
 
-    def update(self, config: Any) -> Stream:
+    def update(self, config: StreamConfig) -> Stream:
         entry = self._entries.get(config.name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
@@ -277,7 +284,7 @@ class JetStream:
     def add_consumer(
         self,
         stream: Stream,
-        config: Any,
+        config: ConsumerConfig,
         *,
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
@@ -313,7 +320,7 @@ class JetStream:
         self._retention(stream).consumer_added(runner)
         return runner
 
-    def update_consumer(self, runner: ConsumerRunner, config: Any) -> None:
+    def update_consumer(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
         """Update a consumer in place; a persisted one has its new config written. New
         filters apply at once (the runner reads through them from its position on)."""
         old_filters = set(runner.config.filters)
@@ -446,7 +453,7 @@ class JetStream:
         for runner in list(runners.values()):
             runner.stream_purged(subject, point)
 
-    def check_new(self, config: Any, *, exists: str) -> None:
+    def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
         the name is taken, 10065 if its subjects overlap another stream's."""
         if config.name in self._entries:
@@ -458,7 +465,7 @@ class JetStream:
             if any(other != name for other in self._subjects.intersecting(subject.encode())):
                 raise api_error("STREAM_SUBJECT_OVERLAP")
 
-    def _index_subjects(self, config: Any, *, add: bool) -> None:
+    def _index_subjects(self, config: StreamConfig, *, add: bool) -> None:
         for subject in config.subjects:
             if add:
                 self._subjects.add(subject.encode(), config.name)
@@ -467,21 +474,24 @@ class JetStream:
 
     # ------------------------------------------------------------------ wiring
 
-    def _build(self, config: Any, created_ns: int, store: Any = None) -> Stream:
+    def _build(
+        self, config: StreamConfig, created_ns: int, store: MessageStore | None = None
+    ) -> Stream:
         """Register and subscribe a stream; its store is opened here unless `store` is one
         opened already (a restore)."""
         committer: GroupCommitter | None = None
         if self.keeps_files(config):
             if store is None:
-                from brook.jetstream.store.file import FileStore
-
                 # Made by the store: the first sync of a new one makes its directories
                 # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
                 store = FileStore(directory=directory, first_seq=config.first_seq or 1)
                 self._report_recovery(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
-                committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
+                committer = GroupCommitter(
+                    store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
+                )
+                assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
@@ -537,30 +547,17 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
-        consumers = self.consumers
-        store = stream.store
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest, then tell the consumers what changed: a stored message concerns
-            only those whose filter matches it (`ConsumerIndex`); a message interest
-            retention did not keep concerns nobody. (What the publish removed, by
-            discard-old limits or a rollup, reached every consumer already: the stream's
-            `on_removed` and `on_purge`.) One function, with the store's `counts()`: it
-            runs for every message stored (ADR 0012)."""
-            if not consumers.get(stream.name):
-                stream.ingest(subject, reply, header, data)
-            else:
-                retention = stream.retention
-                last = store.counts()[0]
-                not_kept = retention.stats.not_kept_on_publish if retention is not None else 0
-                stream.ingest(subject, reply, header, data)
-                last_now = store.counts()[0]
-                if last_now != last:  # else refused: nothing changed
-                    if retention is not None:
-                        not_kept = retention.stats.not_kept_on_publish - not_kept
-                    if not not_kept:
-                        for runner in index.matching(subject):
-                            runner.message_stored(last_now)
+            """Ingest, then tell the consumers what was stored: a kept message concerns
+            only those whose filter matches it (`ConsumerIndex`). (What the publish
+            removed, by discard-old limits or a rollup, reached every consumer already:
+            the stream's `on_removed` and `on_purge`.) It runs for every message stored
+            (ADR 0012)."""
+            result = stream.ingest(subject, reply, header, data)
+            if result.kept:
+                for runner in index.matching(subject):
+                    runner.message_stored(result.seq)
             wake = stream.next_wakeup_ns
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
@@ -638,9 +635,9 @@ class JetStream:
 
     # ------------------------------------------------------------------ persistence
 
-    def keeps_files(self, config: Any) -> bool:
+    def keeps_files(self, config: StreamConfig) -> bool:
         """Whether a stream of this configuration keeps its messages in a file store."""
-        return bool(config.storage == "file")  # never memory: there is a store (ADR 0010)
+        return config.storage == "file"  # never memory: there is a store (ADR 0010)
 
     def _persist(self, stream: Stream, *, new: bool = False) -> None:
         """Write the stream's definition durably: a created one (`new`) survives a power
@@ -663,9 +660,9 @@ class JetStream:
 
     def adopt(
         self,
-        config: Any,
+        config: StreamConfig,
         created_ns: int,
-        store: Any,
+        store: MessageStore,
         volatile: list[Consumer],
     ) -> Stream:
         """Serve a restored stream (jetstream/snapshot/): its directory, if it keeps one, is

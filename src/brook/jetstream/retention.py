@@ -13,7 +13,7 @@ Behaviour is nats-server 2.15.1's, observed side by side
 * **interest**: a message stays while some consumer *holds* it: the consumer's filter matches
   its subject and the consumer has not delivered it yet (seq at or after its position), waits
   for its ack, or gave up on it after `max_deliver` (kept for inspection until acked or the
-  consumer goes). `ConsumerCore.needs` answers the position half; the filter half is here.
+  consumer goes). `ConsumerState.needs` answers the position half; the filter half is here.
   - publish: a message no consumer's filter matches is not kept (nats-server's `SkipMsg`:
     it gets its sequence and its PubAck, a rollup it carries still applies); with no
     consumers at all nothing is kept. `wanted()`, called by `Stream._ingest`.

@@ -35,12 +35,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.store.base import (
     MessageStore,
     PurgeResult,
@@ -77,6 +79,25 @@ _TTL_SLACK = 64
 _EXPIRY_RETRY_NS = 1_000_000_000
 
 
+@dataclass(slots=True)
+class Ingested:
+    """What `Stream.ingest` did with one message (the engine tells the consumers from it).
+
+    `seq` is the PubAck's sequence: where the message was stored or, for a `duplicate`, where
+    its first copy was; 0 with an `error` (nothing stored). `kept`: the message is in the
+    store now, for the consumers to see (interest retention stores a message no consumer
+    wants and removes it at once: it takes a sequence but is not kept). What the publish
+    removed, by discard-old limits or a rollup, is reported by the stream on its own path
+    (`on_removed`, `on_purge`), as every removal is. One is made per publish: a slots
+    class, neither frozen nor a NamedTuple, whose creation and attribute reads cost least
+    (callgrind)."""
+
+    seq: int
+    kept: bool
+    duplicate: bool = False
+    error: ApiError | None = None
+
+
 def _uint(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
@@ -84,7 +105,7 @@ def _uint(value: str) -> int | None:
 class Stream:
     def __init__(
         self,
-        config: Any,
+        config: StreamConfig,
         store: MessageStore,
         *,
         now_ns: Callable[[], int],
@@ -101,11 +122,11 @@ class Stream:
         self._send_ack = send_ack
         self._committer = committer
         self._space = space  # file streams: room on the disk (module docstring)
-        self._dedup = DedupWindow(lambda: int(self.config.duplicate_window), now_ns)
+        self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
-        self._name_json = json.dumps(self.name)
+        self._name_json = json.dumps(self.name).encode()
         self.consumer_count = 0
         # Set by the engine: interest and workqueue retention (retention.py), and what a
         # rollup's purge does to consumers (`JetStream.stream_purged`).
@@ -125,26 +146,36 @@ class Stream:
         # keeps its timer at or before it (module docstring).
         self.next_wakeup_ns: int | None = None
         self._dedup.rebuild(store)
-        if getattr(config, "allow_msg_ttl", False):
+        if config.allow_msg_ttl:
             self._rebuild_ttls()
 
     # ------------------------------------------------------------------ publishing
 
     def ingest(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-    ) -> None:
-        """Store a captured message and (when there is a reply subject) acknowledge it."""
+    ) -> Ingested:
+        """Store a captured message, (when there is a reply subject) acknowledge it, and
+        say what was done. What it removed went to `on_removed` (and a rollup's purge to
+        `on_purge`) before this returns."""
         try:
-            ack = self._ingest(subject.decode("utf-8", "surrogateescape"), reply, header, data)
+            result = self._ingest(subject.decode("utf-8", "surrogateescape"), reply, header, data)
         except ApiError as err:
-            ack = self._error_ack(err)
+            result = Ingested(0, False, False, err)
         if reply is None or self.config.no_ack:
-            return
+            return result
+        # The PubAck: nats-server's bytes (`"duplicate": true` with its blank).
+        if result.error is not None:
+            ack = self._error_ack(result.error)
+        elif result.duplicate:
+            ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+        else:
+            ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
         self._after_durable(reply, ack)
+        return result
 
     def _ingest(
         self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
-    ) -> bytes:
+    ) -> Ingested:
         config = self.config
         if config.sealed:
             raise api_error("STREAM_SEALED")
@@ -174,7 +205,7 @@ class Stream:
                     ttl = ttls.parse_ttl(ttl_value)
                 except ttls.InvalidTTL:
                     ttl_invalid = True  # reported late, after the other header checks
-                if ttl and not getattr(config, "allow_msg_ttl", False):
+                if ttl and not config.allow_msg_ttl:
                     raise api_error("MESSAGE_TTL_DISABLED")
             value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
             if value is not None:
@@ -192,10 +223,7 @@ class Stream:
             if msg_id:
                 seen = self._dedup.lookup(msg_id)
                 if seen is not None:
-                    return b'{"stream":%b,"seq":%d,"duplicate": true}' % (
-                        self._name_json.encode(),
-                        seen,
-                    )
+                    return Ingested(seen, False, True)
             value = block.get(_EXPECTED_LAST_MSG_ID)
             if value is not None and value != self._last_msg_id:
                 raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
@@ -259,7 +287,7 @@ class Stream:
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         if self._removed:
             self._report_removed()
-        return b'{"stream":%b,"seq":%d}' % (self._name_json.encode(), seq)
+        return Ingested(seq, not unwanted)
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None
@@ -408,7 +436,7 @@ class Stream:
 
         `emptied` (markers on) collects the subjects left without messages, which needs
         the message-by-message walk rather than the store's bulk expiry."""
-        max_age: int = self.config.max_age
+        max_age = self.config.max_age
         if max_age <= 0:
             return None
         cutoff = now - max_age + 1  # a message exactly max_age old is expired

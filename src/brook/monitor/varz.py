@@ -108,6 +108,8 @@ def build_varz(
             v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
         if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
             v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
+        if srv.jetstream is not None:  # Brook's own: PubAcks awaiting their fsync, and the bound
+            v["jetstream"]["brook_commits"] = srv.jetstream.commit_backlog.statistics()
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv.started_at),

@@ -1,9 +1,9 @@
 """The consumer's run-shaped shortcuts agree with the general code they stand in for:
-`ConsumerCore._deliver_new` (first deliveries in one loop) with the general dispatch loop,
+`Delivery.deliver_new` (first deliveries in one loop) with the general dispatch loop,
 and `ConsumerState.ack_explicit_run` (a read chunk's plain acks) with `ack` once per ack.
 
 Two consumers over one source get the same random inputs; in one of them the delivery
-shortcut is switched off, so the general loop (`_candidate`, `_ack_subject_for`,
+shortcut is switched off, so the general loop (`candidate`, `_ack_subject_for`,
 `_deliver`) makes every delivery, and plain acks go through `ack` one by one. After every
 step both must have produced the same actions, and agree on their info, snapshot and next
 deadline.
@@ -27,18 +27,24 @@ from brook.jetstream.consumer import (
     DeliverRun,
     Retention,
 )
-from brook.jetstream.consumer.core import AHEAD_MAX
+from brook.jetstream.consumer.delivery import AHEAD_MAX, Delivery
 
 from .fakes import FakeSource, S, flat
 
 T0 = 1_000 * S
 
 
-class GeneralOnly(ConsumerState):
-    """A consumer that always takes the general loop."""
+class GeneralOnly(Delivery):
+    """A consumer's delivery that always takes the general loop."""
 
-    def _deliver_new(self, now_ns: int, out: list[Action]) -> None:
+    def deliver_new(self, now_ns: int, out: list[Action]) -> None:
         return
+
+
+def general_only(c: ConsumerState) -> ConsumerState:
+    """`c`, its first deliveries' shortcut switched off."""
+    c.delivery.__class__ = GeneralOnly
+    return c
 
 
 class TwinConsumers(RuleBasedStateMachine):
@@ -96,7 +102,7 @@ class TwinConsumers(RuleBasedStateMachine):
         )
         interest = self.listening.__contains__
         self.fast = ConsumerState(cfg, self.src, has_interest=interest)
-        self.general = GeneralOnly(cfg, self.src, has_interest=interest)
+        self.general = general_only(ConsumerState(cfg, self.src, has_interest=interest))
 
     def both(self, step: str, *args: object, **kwargs: object) -> None:
         out_fast = flat(getattr(self.fast, step)(*args, **kwargs))
@@ -176,7 +182,7 @@ class TwinConsumers(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 1000))
     def unsubscribe(self, pick: int) -> None:
         """A client gives up on a waiting request: the next delivery must skip it."""
-        waiting = sorted({w.reply for w in self.fast._waiting} & self.listening)
+        waiting = sorted({w.reply for w in self.fast.delivery.waiting} & self.listening)
         if waiting:
             self.listening.remove(waiting[pick % len(waiting)])
 
@@ -211,7 +217,7 @@ TestTwinConsumers = TwinConsumers.TestCase
 
 
 def test_the_shortcut_makes_the_deliveries_of_a_plain_consumer() -> None:
-    """The twin test would pass vacuously if `_deliver_new` never ran: a plain pull
+    """The twin test would pass vacuously if `deliver_new` never ran: a plain pull
     consumer's first deliveries must come from it."""
     src = FakeSource("o.*")
     for _ in range(10):
@@ -219,16 +225,17 @@ def test_the_shortcut_makes_the_deliveries_of_a_plain_consumer() -> None:
     cfg = ConsumerSettings(stream="S", name="c", max_ack_pending=100)
     taken: list[int] = []
 
-    class Counting(ConsumerState):
-        def _deliver_new(self, now_ns: int, out: list[Action]) -> None:
+    class Counting(Delivery):
+        def deliver_new(self, now_ns: int, out: list[Action]) -> None:
             taken.append(now_ns)
-            super()._deliver_new(now_ns, out)
+            super().deliver_new(now_ns, out)
 
-    c = Counting(cfg, src)
+    c = ConsumerState(cfg, src)
+    c.delivery.__class__ = Counting
     out = c.pull_request("inbox", T0, batch=4, expires_ns=5 * S)
     assert [type(a) for a in out] == [DeliverRun]  # the one request's: one run
     assert [a.stream_seq for a in flat(out) if isinstance(a, Deliver)] == [1, 2, 3, 4]
     assert taken
-    # `_deliver_new` made them all: the general loop, given nothing to add, agrees.
-    general = GeneralOnly(cfg, src)
+    # `deliver_new` made them all: the general loop, given nothing to add, agrees.
+    general = general_only(ConsumerState(cfg, src))
     assert general.pull_request("inbox", T0, batch=4, expires_ns=5 * S) == flat(out)

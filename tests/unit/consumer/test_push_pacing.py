@@ -95,7 +95,7 @@ def test_flow_control_all_messages_flow_when_client_answers() -> None:
         assert reqs[-1].respond_to is not None
         out = st.flow_control_response(reqs[-1].respond_to, step * S)
     assert got == list(range(1, 201))
-    assert st._fc_window == 4096  # doubled up to the maximum, never beyond
+    assert st.flow.window == 4096  # doubled up to the maximum, never beyond
 
 
 def test_losing_interest_forgets_the_outstanding_request() -> None:

@@ -40,7 +40,7 @@ def test_reset_forgets_pending_redeliveries_and_dead_letters() -> None:
     ]
     snapshot = c.snapshot()
     restored, _ = make(0, max_deliver=1)
-    restored._src = src
+    restored.delivery.src = src
     restored.restore(snapshot, T0)
     assert restored.info() == c.info()
 

@@ -42,10 +42,9 @@ from brook.jetstream.models.consumer_rules import (
     reset_start_seq,
     same_consumer_config,
 )
+from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 
-NAMES_PAGE = 1024
-LIST_PAGE = 256
 _NAME_ALPHABET = string.ascii_letters + string.digits
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupName
 

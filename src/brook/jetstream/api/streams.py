@@ -15,11 +15,10 @@ from brook.jetstream.api.dispatch import ApiDispatcher, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
-NAMES_PAGE = 1024
-LIST_PAGE = 256
 SUBJECTS_PAGE = 100_000
 
 

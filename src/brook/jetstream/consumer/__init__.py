@@ -22,13 +22,14 @@ from brook.jetstream.consumer.actions import (
     Status,
 )
 from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.pending import Pending
 from brook.jetstream.consumer.source import (
     DeliverPolicy,
     MessageSource,
     StoreSource,
     resolve_start_seq,
 )
-from brook.jetstream.consumer.state import ConsumerState, Pending
+from brook.jetstream.consumer.state import ConsumerState
 
 __all__ = [
     "AckKind",

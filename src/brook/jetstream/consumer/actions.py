@@ -55,7 +55,7 @@ class Deliver:
 @dataclass(slots=True)
 class DeliverRun:
     """First deliveries of consecutive new messages to one `reply`: message `i` goes
-    exactly as `delivers()[i]` says. `ConsumerCore._deliver_new` makes one per call
+    exactly as `delivers()[i]` says. `Delivery.deliver_new` makes one per call
     instead of a `Deliver` per message (a push consumer's deliveries, or those to the one
     waiting pull request): the owner frames the run in one loop. Nobody mutates one."""
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from brook.jetstream.models.defaults import (
+    CONSUMER_ACK_WAIT_DEFAULT_NS,
+    CONSUMER_MAX_ACK_PENDING_DEFAULT,
+    CONSUMER_MAX_WAITING_DEFAULT,
+)
 from brook.limits import CONSUMER_FC_WINDOW_MAX_BYTES, CONSUMER_FC_WINDOW_START_BYTES
 
 
@@ -18,9 +23,6 @@ class Retention(enum.Enum):
     LIMITS = "limits"
     INTEREST = "interest"
     WORKQUEUE = "workqueue"
-
-
-DEFAULT_ACK_WAIT_NS = 30_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +40,11 @@ class ConsumerSettings:
     stream: str
     name: str
     ack_policy: AckPolicy = AckPolicy.EXPLICIT
-    ack_wait_ns: int = DEFAULT_ACK_WAIT_NS
+    ack_wait_ns: int = CONSUMER_ACK_WAIT_DEFAULT_NS
     backoff_ns: tuple[int, ...] = ()
     max_deliver: int = -1
-    max_ack_pending: int = 1000
-    max_waiting: int = 512
+    max_ack_pending: int = CONSUMER_MAX_ACK_PENDING_DEFAULT
+    max_waiting: int = CONSUMER_MAX_WAITING_DEFAULT
     max_batch: int = 0
     max_expires_ns: int = 0
     max_bytes: int = 0
@@ -72,4 +74,4 @@ class ConsumerSettings:
         `backoff[deliveries - 1]`, the last value repeating, else `ack_wait`."""
         if self.backoff_ns:
             return self.backoff_ns[min(max(deliveries, 1) - 1, len(self.backoff_ns) - 1)]
-        return self.ack_wait_ns if self.ack_wait_ns > 0 else DEFAULT_ACK_WAIT_NS
+        return self.ack_wait_ns if self.ack_wait_ns > 0 else CONSUMER_ACK_WAIT_DEFAULT_NS

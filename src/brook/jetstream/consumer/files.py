@@ -34,6 +34,7 @@ from typing import Any
 from brook import limits
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.consumer_json import consumer_config_to_json
 from brook.jetstream.models.consumer_rules import parse_consumer_create
 from brook.jetstream.stream import Stream
@@ -70,7 +71,7 @@ def consumer_record(runner: ConsumerRunner) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode()
 
 
-def is_persisted(storage: str, config: Any) -> bool:
+def is_persisted(storage: str, config: ConsumerConfig) -> bool:
     """Whether a consumer is kept on disk (given a store directory): a durable of a file
     stream, unless it asked for `mem_storage`."""
     return storage == "file" and bool(config.durable_name) and not config.mem_storage
@@ -98,7 +99,7 @@ class ConsumerFiles:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def path_for(self, stream: Stream, config: Any) -> Path | None:
+    def path_for(self, stream: Stream, config: ConsumerConfig) -> Path | None:
         """Where a consumer is persisted, or None when it is not (ephemeral, memory)."""
         if not is_persisted(stream.config.storage, config):
             return None
@@ -285,7 +286,7 @@ class ConsumerFiles:
 
     # ------------------------------------------------------------------ start
 
-    def load(self, stream: Stream) -> Iterator[tuple[Any, int, dict[str, Any], int]]:
+    def load(self, stream: Stream) -> Iterator[tuple[ConsumerConfig, int, dict[str, Any], int]]:
         """(config, created_ns, state snapshot, `seen_up_to`) of each persisted consumer
         of `stream`."""
         if stream.config.storage != "file":
@@ -311,7 +312,7 @@ class ConsumerFiles:
             yield loaded
 
 
-def seen_by(config: Any, state: dict[str, Any]) -> int:
+def seen_by(config: ConsumerConfig, state: dict[str, Any]) -> int:
     """`seen_up_to` of the state of a consumer of `config`."""
     start = config.opt_start_seq if config.deliver_policy == "by_start_sequence" else 0
     return seen_up_to(state, start)

@@ -3,7 +3,8 @@
 Follows nats-server 2.15 (wire reference §5, checked against the real server): the request
 envelope is `{"stream_name","config","action","pedantic"}`; as for stream configs, unknown
 keys are rejected with 10025 as the reference's strict decoder does. Creation rules,
-defaults and validation live in `consumer_rules.py`; JSON output in `consumer_json.py`.
+defaults and validation live in `consumer_rules.py` (the default values in `defaults.py`);
+JSON output in `consumer_json.py`.
 
 Not supported (10052 "... is not supported by this server"): priority groups and policies,
 the `flow_control` ack policy, and the internal `direct`/`sourcing` consumers.
@@ -15,21 +16,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.info import parse_ts
 
-DEFAULT_ACK_WAIT_NS = 30_000_000_000
-DEFAULT_INACTIVE_THRESHOLD_NS = 5_000_000_000
-DEFAULT_MAX_ACK_PENDING = 1000
-DEFAULT_MAX_WAITING = 512
 MIN_IDLE_HEARTBEAT_NS = 100_000_000
 MIN_MAX_EXPIRES_NS = 1_000_000
-NAME_BYTES_MAX = 255
-DESCRIPTION_BYTES_MAX = 4096
-METADATA_BYTES_MAX = 128 * 1024
 SERVER_METADATA_KEYS = ("_nats.ver", "_nats.level", "_nats.req.level")
 
 DELIVER_POLICIES = (
@@ -85,21 +79,7 @@ _CONFIG_KEYS = frozenset(
         "priority_timeout",
     }
 )
-_NAME_FORBIDDEN = set(" \t\r\n\f.*>")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
-
-
-class StreamLike(Protocol):
-    """What consumer validation needs from the parent stream's config."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def subjects(self) -> list[str]: ...
-
-    @property
-    def retention(self) -> str: ...
 
 
 @dataclass(slots=True)

@@ -17,24 +17,25 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
     _INT_RE,
-    _NAME_FORBIDDEN,
-    DEFAULT_ACK_WAIT_NS,
-    DEFAULT_INACTIVE_THRESHOLD_NS,
-    DEFAULT_MAX_ACK_PENDING,
-    DEFAULT_MAX_WAITING,
-    DESCRIPTION_BYTES_MAX,
-    METADATA_BYTES_MAX,
     MIN_IDLE_HEARTBEAT_NS,
     MIN_MAX_EXPIRES_NS,
-    NAME_BYTES_MAX,
     ConsumerConfig,
-    StreamLike,
     _config_from,
     _decode,
     _json_kind,
     go_duration,
 )
-from brook.jetstream.models.stream_config import subjects_overlap
+from brook.jetstream.models.defaults import (
+    CONSUMER_ACK_WAIT_DEFAULT_NS,
+    CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS,
+    CONSUMER_MAX_ACK_PENDING_DEFAULT,
+    CONSUMER_MAX_WAITING_DEFAULT,
+    DESCRIPTION_BYTES_MAX,
+    METADATA_BYTES_MAX,
+    NAME_BYTES_MAX,
+    NAME_FORBIDDEN,
+)
+from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
 from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_match
 
 # --- create -------------------------------------------------------------------------------
@@ -43,7 +44,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_ma
 def parse_consumer_create(
     body: Any,
     *,
-    stream: StreamLike | None,
+    stream: StreamConfig | None,
     subject_stream: str,
     subject_consumer: str | None = None,
     subject_filter: str | None = None,
@@ -106,8 +107,8 @@ def _check_subject(
         c.name = c.durable_name
 
 
-def _consumer_limits(stream: StreamLike) -> tuple[int, int]:
-    limits = getattr(stream, "consumer_limits", None) or {}
+def _consumer_limits(stream: StreamConfig) -> tuple[int, int]:
+    limits = stream.consumer_limits
     max_ack_pending = limits.get("max_ack_pending", 0)
     inactive_threshold = limits.get("inactive_threshold", 0)
     return (
@@ -116,7 +117,7 @@ def _consumer_limits(stream: StreamLike) -> tuple[int, int]:
     )
 
 
-def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = False) -> None:
+def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = False) -> None:
     """nats-server's `setConsumerConfigDefaults` plus the ephemeral stamp. A `pedantic`
     request is refused (10157) where a default would change a value it set."""
 
@@ -138,9 +139,9 @@ def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = Fa
         if getattr(c, key) < 0:
             adjust(key, 0, "must not be negative")
     if not c.deliver_subject and c.max_waiting == 0:
-        c.max_waiting = DEFAULT_MAX_WAITING
+        c.max_waiting = CONSUMER_MAX_WAITING_DEFAULT
     if c.ack_wait == 0 and c.ack_policy in ("explicit", "all"):
-        c.ack_wait = DEFAULT_ACK_WAIT_NS
+        c.ack_wait = CONSUMER_ACK_WAIT_DEFAULT_NS
     if c.backoff:
         if pedantic and c.ack_wait != c.backoff[0]:
             raise api_error("PEDANTIC", err="first backoff value has to equal batch AckWait")
@@ -152,24 +153,26 @@ def apply_defaults(c: ConsumerConfig, stream: StreamLike, *, pedantic: bool = Fa
         rule = "must be set if it's configured in stream limits"
         adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
-        c.max_ack_pending = DEFAULT_MAX_ACK_PENDING
+        c.max_ack_pending = CONSUMER_MAX_ACK_PENDING_DEFAULT
     if not c.durable_name and c.inactive_threshold <= 0:
-        c.inactive_threshold = DEFAULT_INACTIVE_THRESHOLD_NS  # ephemerals are always reaped
+        c.inactive_threshold = (
+            CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS  # ephemerals are always reaped
+        )
         c.inactive_default = True
 
 
 def valid_consumer_name(name: str) -> bool:
-    return bool(name) and not (_NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
+    return bool(name) and not (NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
 
 
-def validate_consumer_config(c: ConsumerConfig, stream: StreamLike) -> None:
+def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
     """nats-server's `checkConsumerCfg`, in its order (call after `apply_defaults`)."""
     invalid = "consumer {}name can not contain '.', '*', '>', '\\', '/'"
     if c.name and not valid_consumer_name(c.name):
         raise api_error("STREAM_INVALID_CONFIG", err=invalid.format(""))
     if c.durable_name and not valid_consumer_name(c.durable_name):
         raise api_error("STREAM_INVALID_CONFIG", err=invalid.format("durable "))
-    stream_replicas = getattr(stream, "num_replicas", 1) or 1
+    stream_replicas = stream.num_replicas or 1
     if c.num_replicas > 0 and c.num_replicas > stream_replicas:
         raise api_error("CONSUMER_REPLICAS_EXCEEDS_STREAM")
     if c.num_replicas < 0:
@@ -209,7 +212,7 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamLike) -> None:
         raise api_error("CONSUMER_METADATA_LENGTH", limit=f"{METADATA_BYTES_MAX // 1024}KB")
 
 
-def _validate_push(c: ConsumerConfig, stream: StreamLike) -> None:
+def _validate_push(c: ConsumerConfig, stream: StreamConfig) -> None:
     subject = c.deliver_subject.encode()
     if is_valid_subject(subject) and not is_valid_literal_subject(subject):
         raise api_error("CONSUMER_DELIVER_TO_WILDCARDS")
@@ -227,7 +230,7 @@ def _validate_push(c: ConsumerConfig, stream: StreamLike) -> None:
         raise api_error("CONSUMER_SMALL_HEARTBEAT")
 
 
-def _validate_pull(c: ConsumerConfig, stream: StreamLike) -> None:
+def _validate_pull(c: ConsumerConfig, stream: StreamConfig) -> None:
     if c.ack_policy == "none" and stream.retention == "workqueue":
         raise api_error("CONSUMER_PULL_REQUIRES_ACK")
     if c.rate_limit_bps > 0:
@@ -377,7 +380,7 @@ def check_consumer_update(
 
 
 def check_workqueue(
-    c: ConsumerConfig, stream: StreamLike, others: Mapping[str, ConsumerConfig]
+    c: ConsumerConfig, stream: StreamConfig, others: Mapping[str, ConsumerConfig]
 ) -> None:
     """Workqueue rules for a NEW consumer (nats-server checks them after 10149/10026).
 
@@ -397,7 +400,7 @@ def check_workqueue(
 
 
 def check_workqueue_update(
-    c: ConsumerConfig, stream: StreamLike, others: dict[str, ConsumerConfig]
+    c: ConsumerConfig, stream: StreamConfig, others: dict[str, ConsumerConfig]
 ) -> None:
     """Workqueue rule for an UPDATE of an existing consumer (nats-server checks it after
     10148 and before the fields that may not change): its new filters must not overlap

@@ -23,15 +23,17 @@ from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models.defaults import (
+    DESCRIPTION_BYTES_MAX,
+    METADATA_BYTES_MAX,
+    NAME_BYTES_MAX,
+    NAME_FORBIDDEN,
+    STREAM_DUPLICATE_WINDOW_DEFAULT_NS,
+)
 from brook.subjects import is_valid_subject, subset_match
 
-DEFAULT_DUPLICATE_WINDOW_NS = 120_000_000_000
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
 MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
-NAME_BYTES_MAX = 255
-DESCRIPTION_BYTES_MAX = 4096
-METADATA_BYTES_MAX = 128 * 1024
-_NAME_FORBIDDEN = set(" \t\r\n\f.*>")
 _UNSUPPORTED = (
     "mirror",
     "sources",
@@ -145,7 +147,7 @@ def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str
 
 
 def valid_stream_name(name: str) -> bool:
-    return bool(name) and len(name.encode()) <= NAME_BYTES_MAX and not (_NAME_FORBIDDEN & set(name))
+    return bool(name) and len(name.encode()) <= NAME_BYTES_MAX and not (NAME_FORBIDDEN & set(name))
 
 
 def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None) -> StreamConfig:
@@ -272,7 +274,7 @@ def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
     if 0 < c.max_age < MIN_DURATION_NS:
         raise _invalid("max age needs to be >= 100ms")
     if c.duplicate_window == 0:
-        window = DEFAULT_DUPLICATE_WINDOW_NS
+        window = STREAM_DUPLICATE_WINDOW_DEFAULT_NS
         if 0 < c.max_age < window:
             if pedantic:
                 raise api_error("PEDANTIC", err="duplicate window cannot be bigger than max age")

@@ -37,9 +37,10 @@ from brook.jetstream.consumer.files import CONSUMERS_DIR, is_persisted
 from brook.jetstream.engine import DATA_DIR, STREAM_FILE, Consumer, stream_record
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.consumer_rules import parse_consumer_create
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.snapshot.archive import ArchiveError, ArchiveTooLarge, Unpacked, unpack
 from brook.jetstream.snapshot.transfers import Transfers, token
-from brook.jetstream.store.base import StoreError
+from brook.jetstream.store.base import MessageStore, StoreError
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import MSGS, fsync_dir
 from brook.jetstream.store.memory import MemorySnapshot, MemoryStore
@@ -56,14 +57,14 @@ class _Prepared:
     """A checked, staged stream, ready to be committed."""
 
     created_ns: int
-    store: Any
+    store: MessageStore
     volatile: list[Consumer] = field(default_factory=list)
 
 
 class RestoreSession:
     """One restore of stream `config.name` (see the module docstring)."""
 
-    def __init__(self, transfers: Transfers, config: Any) -> None:
+    def __init__(self, transfers: Transfers, config: StreamConfig) -> None:
         self._t = transfers
         self._config = config
         self._name: str = config.name
@@ -219,14 +220,15 @@ class RestoreSession:
             raise
         return _Prepared(created_ns, store, volatile)
 
-    def _open_store(self, unpacked: Unpacked, keeps_files: bool) -> Any:
+    def _open_store(self, unpacked: Unpacked, keeps_files: bool) -> MessageStore:
         """The restored messages' store, checked against the snapshot's manifest."""
         expected = unpacked.manifest.get("state", {})
         if unpacked.messages is None:  # a file store, in the staging directory
-            store: Any = FileStore(self._dir / DATA_DIR)
+            file_store = FileStore(self._dir / DATA_DIR)
+            store: MessageStore = file_store
             if not keeps_files:  # JetStream without a store directory keeps it in memory
-                snapshot = _read_all(store)
-                store.close()
+                snapshot = _read_all(file_store)
+                file_store.close()
                 store = MemoryStore.thaw(snapshot)
         else:
             if keeps_files:

@@ -224,11 +224,6 @@ class MessageStore(Protocol):
         is not None. The stream layer calls this after every removal, so keep it cheap."""
         ...
 
-    def counts(self) -> tuple[int, int]:
-        """`(state().last_seq, state().messages)` without building a `StreamState`: the
-        engine compares them around every publish (which consumers to tell what)."""
-        ...
-
     def subject_state(self, filter_subject: str) -> SubjectState:
         """Count, first and last sequence of messages on subjects matching the filter."""
         ...

@@ -298,9 +298,6 @@ class MemoryStore:
             st.subjects = self.subject_counts(subjects_filter)
         return st
 
-    def counts(self) -> tuple[int, int]:
-        return self._last, len(self._msgs)
-
     def subject_state(self, filter_subject: str) -> SubjectState:
         self._check_open()
         if not self._msgs:

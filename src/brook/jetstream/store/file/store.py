@@ -459,10 +459,6 @@ class FileStore:
             st.subjects = self.subject_counts(subjects_filter)
         return st
 
-    def counts(self) -> tuple[int, int]:
-        index = self._index
-        return index.last, index.messages
-
     def subject_state(self, filter_subject: str) -> SubjectState:
         self._check_open()
         return q.subject_state(self._index, compile_filter(filter_subject))

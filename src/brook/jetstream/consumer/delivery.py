@@ -1,0 +1,428 @@
+"""What a consumer delivers next, and to whom: its position in the stream, the waiting
+pull requests, and the dispatch loops.
+
+`dispatch` serves, in order, redeliveries, the `last_per_subject` start sequences and then
+new messages (`candidate`), to a push consumer's deliver subject while it has a subscriber
+or to the waiting pull requests round robin, held back by pacing (pacing.py), flow control
+(flow.py) and max_ack_pending. `deliver_new` makes the common case's first deliveries in
+one loop; it must leave the same state and actions as the general loop would
+(tests/unit/consumer/test_deliver_new.py runs the two side by side).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from brook.jetstream.consumer.acks import ACK_PREFIX
+from brook.jetstream.consumer.actions import (
+    Acked,
+    Action,
+    Deliver,
+    DeliverRun,
+    RemoveMessage,
+    Status,
+    headers_only,
+)
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.flow import PushFlow
+from brook.jetstream.consumer.pacing import Pacer
+from brook.jetstream.consumer.pending import Ledger, Pending
+from brook.jetstream.consumer.pull import WaitingRequest, message_size
+from brook.jetstream.consumer.source import MessageSource
+from brook.jetstream.store.base import StoredMessage
+
+AHEAD_MAX = 128  # the most messages `candidate` reads from the store at once
+
+
+class Delivery:
+    def __init__(
+        self,
+        settings: ConsumerSettings,
+        source: MessageSource,
+        ledger: Ledger,
+        pacer: Pacer,
+        flow: PushFlow,
+        *,
+        start_seq: int,
+        last_per_subject_seqs: Sequence[int],
+        has_interest: Callable[[str], bool],
+    ) -> None:
+        self.cfg = settings
+        self.src = source
+        self._ledger = ledger
+        self._pacer = pacer
+        self._flow = flow
+        # Does some subscription still listen on a pull request's reply subject? A request
+        # whose client went away is dropped rather than served (`next_request`).
+        self.has_interest = has_interest
+        # The `last_per_subject` start sequences (ascending, below `start_seq`), served
+        # before `next_seq`, the next stream seq to consider for a first delivery.
+        self.lps: deque[int] = deque(last_per_subject_seqs)
+        self.next_seq = start_seq
+        self.np: int | None = None  # cached num_pending of the source
+        self.waiting: deque[WaitingRequest] = deque()
+        self.push_interest = False
+        self.last_delivered_ns = 0
+        # Matching messages from the position on, read in one batch by `candidate` during
+        # one `dispatch` (the store cannot change meanwhile); emptied when it returns.
+        self.ahead: deque[StoredMessage] = deque()
+        self._ahead_want = 1  # how many `candidate` reads at once: what `dispatch` may send
+        # The ack subject's fixed part (see `acks.ack_subject`): deliveries format theirs
+        # as bytes, which costs half an f-string and needs no encoding on the way out.
+        self._ack_prefix = f"{ACK_PREFIX}{settings.stream}.{settings.name}.".encode()
+
+    def num_pending(self) -> int:
+        """Matching messages after the consumer position not yet delivered (redeliveries
+        not counted)."""
+        if self.np is None:
+            self.np = self.src.num_pending(self.next_seq)
+        return self.np + len(self.lps)
+
+    # ------------------------------------------------------------------ the general loop
+
+    def dispatch(self, now_ns: int) -> list[Action]:
+        """Deliver what may go now."""
+        out: list[Action] = []
+        pacer = self._pacer
+        pacer.held_until = None
+        if pacer.paused(now_ns):
+            pacer.held_until = self.cfg.paused_until_ns
+            return self.expire_no_wait(out)
+        try:
+            return self._dispatch_unpaused(now_ns, out)
+        finally:
+            self.ahead.clear()
+
+    def next_request(self, now_ns: int, out: list[Action]) -> WaitingRequest | None:
+        """The pull request to serve next, as nats-server's `nextWaiting` picks it before
+        every delivery: one whose expiry has come ends with `408 Request Timeout` (even if
+        the timer that would have said so has not fired yet), one whose reply subject
+        nobody listens to any more (the client gave up on it) is dropped unanswered."""
+        waiting = self.waiting
+        while waiting:
+            w = waiting[0]
+            if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
+                waiting.popleft()
+                out.append(w.pending_status(408, "Request Timeout"))
+            elif not self.has_interest(w.reply):
+                waiting.popleft()
+            else:
+                return w
+        return None
+
+    def _read_ahead(self) -> int:
+        """How many messages `dispatch` may send now: what `candidate` reads at once."""
+        cfg = self.cfg
+        room = AHEAD_MAX
+        limit = cfg.max_ack_pending
+        if limit > 0 and cfg.ack_policy is not AckPolicy.NONE:
+            room = min(room, limit - len(self._ledger.pending))
+        if not cfg.is_push:
+            room = min(room, sum(w.batch_left for w in self.waiting))
+        return max(room, 1)
+
+    def _dispatch_unpaused(self, now_ns: int, out: list[Action]) -> list[Action]:
+        self._ahead_want = self._read_ahead()
+        cfg = self.cfg
+        # `hold` has nothing to hold back (and changes nothing) without pacing.
+        paced = cfg.replay_original or cfg.rate_limit_bps > 0
+        if (
+            not paced
+            and not self._ledger.rdq
+            and not self.lps
+            and cfg.ack_policy is not AckPolicy.NONE
+            and not cfg.headers_only
+            and not cfg.flow_control
+            and (self.push_interest if cfg.is_push else self.waiting)
+            and all(w.max_bytes <= 0 for w in self.waiting)
+        ):
+            self.deliver_new(now_ns, out)
+        hold = self._pacer.hold
+        if cfg.is_push:
+            target = cfg.deliver_subject
+            assert target is not None
+            flow = self._flow
+            while (
+                self.push_interest
+                and not flow.blocked()
+                and (c := self.candidate(now_ns, out)) is not None
+            ):
+                msg, p = c
+                ack, pending_after = self._ack_subject_for(msg, p)
+                if cfg.headers_only:
+                    msg = headers_only(msg)
+                size = message_size(msg.subject, ack, msg.header, msg.data)
+                if paced and (at := hold(msg, p is None, size, now_ns)) is not None:
+                    self._pacer.held_until = at
+                    break
+                self._deliver(msg, p, target, ack, pending_after, now_ns, size, out)
+                if cfg.flow_control:
+                    flow.account(size, out)
+                if flow.hb_at is not None:
+                    flow.hb_at = now_ns + cfg.idle_heartbeat_ns
+            return out
+        waiting = self.waiting
+        while (w := self.next_request(now_ns, out)) is not None and (
+            c := self.candidate(now_ns, out)
+        ) is not None:
+            msg, p = c
+            ack, pending_after = self._ack_subject_for(msg, p)
+            if cfg.headers_only:
+                msg = headers_only(msg)
+            size = message_size(msg.subject, ack, msg.header, msg.data)
+            if w.max_bytes > 0 and size > w.bytes_left:
+                waiting.popleft()
+                out.append(w.pending_status(409, "Message Size Exceeds MaxBytes"))
+                continue
+            if paced and (at := hold(msg, p is None, size, now_ns)) is not None:
+                self._pacer.held_until = at
+                break
+            self._deliver(msg, p, w.reply, ack, pending_after, now_ns, size, out)
+            w.batch_left -= 1
+            w.delivered += 1
+            if w.max_bytes > 0:
+                w.bytes_left -= size
+            if w.next_heartbeat_ns is not None:
+                w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+            waiting.popleft()
+            if w.batch_left > 0:
+                waiting.append(w)  # round robin across requests, as nats-server does
+            elif w.max_bytes > 0 and w.bytes_left > 0:
+                out.append(w.pending_status(409, "Batch Completed"))
+        return self.expire_no_wait(out)
+
+    def candidate(
+        self, now_ns: int, out: list[Action]
+    ) -> tuple[StoredMessage, Pending | None] | None:
+        """The next message to send: redeliveries first (giving up on those past
+        max_deliver, with the advisory in `out`), then (below max_ack_pending) new ones."""
+        ledger = self._ledger
+        rdq = ledger.rdq
+        while rdq:
+            seq = next(iter(rdq))
+            p = ledger.pending[seq]
+            if ledger.exhausted(p):  # NAKed at its last delivery
+                out.append(ledger.give_up(seq, p))
+                continue
+            msg = self.src.load(seq)
+            if msg is not None:
+                return msg, p
+            ledger.terminate_removed(seq, p, now_ns, out)  # a removal nobody reported
+        cfg = self.cfg
+        limit = cfg.max_ack_pending
+        if limit > 0 and len(ledger.pending) >= limit and cfg.ack_policy is not AckPolicy.NONE:
+            return None
+        while self.lps:
+            msg = self.src.load(self.lps[0])
+            if msg is not None:
+                return msg, None
+            self.lps.popleft()
+        ahead = self.ahead
+        if not ahead:
+            ahead.extend(self.src.next_batch(self.next_seq - 1, self._ahead_want))
+            if not ahead:
+                self._passed_end()
+                return None
+        return ahead[0], None
+
+    def _passed_end(self) -> None:
+        """The search for the next matching message found none: as nats-server's, the
+        position moves past every message the search passed over (to the stream's end),
+        so that a filter changed later starts there. Nothing it passed matched: the
+        pending count stays, and `delivered` still names the last delivery."""
+        end = self.src.searched_to(self.next_seq - 1) + 1
+        if end > self.next_seq:
+            self.next_seq = end
+
+    def _ack_subject_for(self, msg: StoredMessage, p: Pending | None) -> tuple[bytes, int]:
+        """The ack subject of the next delivery of `msg` (`acks.ack_subject`, with the
+        prefix made once), and the consumer's num_pending after it."""
+        if p is None:
+            pending_after = max(self.num_pending() - 1, 0)
+            deliveries = 1
+        else:
+            pending_after = self.num_pending()
+            deliveries = p.deliveries + 1
+        cseq = self._ledger.delivered_consumer_seq + 1
+        ack = b"%b%d.%d.%d.%d.%d" % (
+            self._ack_prefix,
+            deliveries,
+            msg.seq,
+            cseq,
+            msg.ts_ns,
+            pending_after,
+        )
+        return ack, pending_after
+
+    def _deliver(
+        self,
+        msg: StoredMessage,
+        p: Pending | None,
+        reply: str,
+        ack: bytes,
+        pending_after: int,
+        now_ns: int,
+        size: int,
+        out: list[Action],
+    ) -> None:
+        """Record the delivery of `msg` (as sent: `headers_only` already applied) whose
+        wire size is `size`, and append the `Deliver` plus any retention action to `out`.
+        `ack` and `pending_after` come from `_ack_subject_for`."""
+        # Runs once per delivered message: locals instead of repeated attribute lookups.
+        cfg = self.cfg
+        ledger = self._ledger
+        cseq = ledger.delivered_consumer_seq = ledger.delivered_consumer_seq + 1
+        seq = msg.seq
+        self.last_delivered_ns = now_ns
+        retained: Action | None = None  # a retention action following the Deliver
+        if p is not None:  # a redelivery
+            del ledger.rdq[seq]
+            p.deliveries += 1  # p.consumer_seq stays the first delivery's (nats-server)
+            p.last_delivered_ns = now_ns
+            ledger.arm(seq, p, now_ns + cfg.ack_wait_for(p.deliveries))
+            count = p.deliveries
+        else:
+            lps = self.lps
+            if lps and lps[0] == seq:
+                lps.popleft()
+            else:
+                ahead = self.ahead
+                if ahead and ahead[0].seq == seq:
+                    ahead.popleft()
+                self.next_seq = seq + 1
+                np = self.np
+                if np is not None:
+                    self.np = np - 1 if np > 0 else 0
+            if seq > ledger.delivered_stream_seq:
+                ledger.delivered_stream_seq = seq
+            count = 1
+            self._pacer.replay_prev = (msg.ts_ns, now_ns)
+            if cfg.ack_policy is not AckPolicy.NONE:  # cfg.tracks_acks
+                order = ledger.order
+                assert not order or order[-1] < seq  # `order` stays sorted
+                deadline = now_ns + cfg.ack_wait_for(1)
+                p = ledger.pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                order.append(seq)
+                ledger.arm(seq, p, deadline)
+            else:  # ack none: delivered is acknowledged
+                ledger.floor_c, ledger.floor_s = cseq, ledger.delivered_stream_seq
+                if cfg.retention is Retention.WORKQUEUE:
+                    retained = RemoveMessage(seq)
+                elif cfg.retention is Retention.INTEREST:
+                    retained = Acked(seq)
+        if cfg.rate_limit_bps > 0:
+            self._pacer.spend(size)
+        out.append(Deliver(msg, reply, ack, cseq, seq, count, pending_after, msg.ts_ns))
+        if retained is not None:
+            out.append(retained)
+
+    def expire_no_wait(self, out: list[Action]) -> list[Action]:
+        """`no_wait` requests end as soon as nothing more can be delivered to them now."""
+        waiting = self.waiting
+        for w in [w for w in waiting if w.no_wait]:
+            if w.delivered > 0 or w.expires_at_ns is None:
+                waiting.remove(w)
+                out.append(Status(w.reply, 404, "No Messages"))
+        return out
+
+    # ------------------------------------------------------------------ first deliveries
+
+    def deliver_new(self, now_ns: int, out: list[Action]) -> None:
+        """First deliveries, as many as may go now, in one loop: what the general loop
+        of `_dispatch_unpaused` does through `candidate`, `_ack_subject_for` and
+        `_deliver`, for the common case it checked (nothing to redeliver, no last-per-
+        subject queue, acks tracked; no pacing, flow control, headers_only or max_bytes,
+        which need each message's size). Same state and actions; the general loop then
+        finds nothing more to send, or takes over where this stops."""
+        cfg = self.cfg
+        ledger = self._ledger
+        limit = cfg.max_ack_pending
+        pending = ledger.pending
+        waiting = self.waiting
+        target = cfg.deliver_subject
+        if target is None and self.next_request(now_ns, out) is None:
+            return
+        room = AHEAD_MAX * 1024 if limit <= 0 else limit - len(pending)
+        if target is None:
+            room = min(room, sum(w.batch_left for w in waiting))
+        if room <= 0:
+            return
+        deadline = now_ns + cfg.ack_wait_for(1)
+        np = self.num_pending()  # no last-per-subject queue: `np`, now cached
+        prefix = self._ack_prefix + b"1."
+        cseq = ledger.delivered_consumer_seq
+        order_append = ledger.order.append
+        # Every deadline of this call is the same, for sequences from `next_seq` up.
+        timer_append = ledger.deadlines.adder(deadline, self.next_seq)
+        out_append = out.append
+        next_batch = self.src.next_batch
+        # One reply for all (push, or a single waiting pull request): one `DeliverRun`.
+        run_to = target if target is not None else waiting[0].reply if len(waiting) == 1 else None
+        run = DeliverRun(run_to or "", [], [], cseq + 1, np)
+        run_acks = run.acks.append
+        msg: StoredMessage | None = None  # the last one delivered
+        # Round robin: each request is checked (`next_request`) when its first turn
+        # comes; time and interest stand still during this call, and the queue keeps its
+        # order, so after `unchecked` turns every request left has been checked. (The one
+        # request of a run was checked above.)
+        unchecked = len(waiting) if run_to is None else 0
+        while room > 0:
+            batch = next_batch(self.next_seq - 1, min(room, AHEAD_MAX))
+            if not batch:
+                self._passed_end()
+                break
+            room -= len(batch)
+            for candidate in batch:
+                if unchecked > 0:
+                    before = len(waiting)
+                    if self.next_request(now_ns, out) is None:
+                        room = 0
+                        break
+                    unchecked -= before - len(waiting) + 1  # those dropped, and the head
+                msg = candidate
+                seq = msg.seq
+                cseq += 1
+                if np > 0:
+                    np -= 1
+                ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
+                pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                order_append(seq)
+                timer_append((deadline, seq))
+                if run_to is not None:
+                    run_acks(ack)
+                    continue
+                w = waiting.popleft()
+                out_append(Deliver(msg, w.reply, ack, cseq, seq, 1, np, msg.ts_ns))
+                w.batch_left -= 1
+                w.delivered += 1
+                if w.next_heartbeat_ns is not None:
+                    w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+                if w.batch_left > 0:
+                    waiting.append(w)  # round robin across requests, as nats-server does
+            if run_to is not None:
+                run.msgs += batch
+            if msg is not None:
+                self.next_seq = msg.seq + 1
+        if msg is None:
+            return
+        if run_to is not None:
+            out_append(run)
+            if target is None:  # the one request: what each delivery did to it, at once
+                w = waiting[0]
+                n = len(run.msgs)
+                w.batch_left -= n
+                w.delivered += n
+                if w.next_heartbeat_ns is not None:
+                    w.next_heartbeat_ns = now_ns + w.heartbeat_ns
+                if w.batch_left <= 0:
+                    waiting.popleft()
+        ledger.delivered_consumer_seq = cseq
+        self.np = np
+        if msg.seq > ledger.delivered_stream_seq:
+            ledger.delivered_stream_seq = msg.seq
+        self.last_delivered_ns = now_ns
+        self._pacer.replay_prev = (msg.ts_ns, now_ns)
+        flow = self._flow
+        if target is not None and flow.hb_at is not None:
+            flow.hb_at = now_ns + cfg.idle_heartbeat_ns
