@@ -144,12 +144,14 @@ class _ExclusivePrefix:
     routes by key (`<prefix><t1>...<tk>.`) and how many other subscriptions could match
     a subject under it."""
 
-    __slots__ = ("foreign", "key_tokens", "prefix", "routes", "tokens")
+    __slots__ = ("_key_dots", "foreign", "key_tokens", "prefix", "routes", "tokens")
 
     def __init__(self, prefix: bytes, key_tokens: int) -> None:
         self.prefix = prefix
         self.tokens = prefix[:-1].split(b".")
         self.key_tokens = key_tokens
+        # The dots up to the end of a route key: the prefix's and one per key token.
+        self._key_dots = len(self.tokens) + key_tokens
         self.routes: dict[bytes, MatchResult] = {}
         self.foreign = 0
 
@@ -183,12 +185,10 @@ class _ExclusivePrefix:
     def key_end(self, subject: bytes) -> int:
         """Where the route key of `subject` (a subject under the prefix) ends, or -1 when
         it has fewer tokens."""
-        j = len(self.prefix) - 1
-        for _ in range(self.key_tokens):
-            j = subject.find(b".", j + 1)
-            if j < 0:
-                return -1
-        return j + 1
+        parts = subject.split(b".", self._key_dots)
+        if len(parts) <= self._key_dots:
+            return -1
+        return len(subject) - len(parts[-1])
 
     def match(self, subject: bytes) -> MatchResult:
         """`Sublist.match` of a subject under the prefix while only routes can match it."""
@@ -196,7 +196,7 @@ class _ExclusivePrefix:
         if j < 0:
             return EMPTY
         rest = subject[j:]
-        if not rest or rest[0] == 46 or rest[-1] == 46 or b".." in rest:
+        if not rest or rest[0] == 46 or rest[-1] == 46 or rest.find(b"..") >= 0:
             return EMPTY  # an empty token (46 is ".") matches nothing
         return self.routes.get(subject[:j], EMPTY)
 
@@ -215,8 +215,8 @@ class _ExclusivePrefix:
         joined = b" ".join(subjects)
         if (
             joined.count(b" " + key) != len(subjects) - 1
-            or b".." in joined
-            or b". " in joined
+            or joined.find(b"..") >= 0  # `find`, not `in`: see protocol/parser.py
+            or joined.find(b". ") >= 0
             or joined[-1] == 46
         ):
             return None
