@@ -69,7 +69,7 @@ class Recorder:
         assert len(payload) + len(header or b"") <= self.parser.max_payload
         self._record(("pub", subject, reply, header, payload))
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
         for subject in subjects:
             self.on_pub(subject, None, None, payload)
 
@@ -95,7 +95,9 @@ def new_parser(
     pauses: list[bool] | None = None, limits: tuple[int, int] = (MAX_CONTROL_LINE, MAX_PAYLOAD)
 ) -> tuple[ClientParser, Recorder]:
     rec = Recorder(pauses)
-    parser = ClientParser(rec, max_control_line=limits[0], max_payload=limits[1])
+    parser = ClientParser(
+        rec, max_control_line=limits[0], max_payload=limits[1], run_prefixes=(b"$JS.ACK.",)
+    )
     rec.parser = parser
     return parser, rec
 
@@ -139,9 +141,9 @@ def valid_op(draw: st.DrawFn) -> tuple[bytes, Op | None]:
     if kind == "pub":
         subject, reply, payload = draw(token), draw(maybe_token), draw(body)
         return encoder.pub(subject, payload, reply), ("pub", subject, reply, None, payload)
-    if kind == "ack":  # what the parser hands over in runs (`on_acks`)
+    if kind == "ack":  # what the parser hands over in runs (`on_pub_run`), and others alike
         subject = b"$JS.ACK." + draw(token)
-        payload = draw(st.sampled_from([b"+ACK", b"+ACK", b"", b"", b"-NAK", b"+AC"]))
+        payload = draw(st.sampled_from([b"+ACK", b"+ACK", b"", b"", b"-NAK", b"+AC"]) | body)
         reply = draw(st.none() | st.none() | token)
         return encoder.pub(subject, payload, reply), ("pub", subject, reply, None, payload)
     if kind == "hpub":

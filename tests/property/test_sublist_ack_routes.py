@@ -1,7 +1,8 @@
-"""Sublist ack routes against the naive model: whatever mix of consumer ack subscriptions
-(`$JS.ACK.<s>.<c>.>`, one-off) and other subscriptions that may or may not match ack
-subjects is live, `match` of an ack-like subject returns exactly the subscriptions that
-`subjects.matches` says match it, whether the one-lookup ack route or the trie answered.
+"""Sublist exclusive prefix routes (`$JS.ACK.` registered, as the JetStream engine does)
+against the naive model: whatever mix of consumer ack subscriptions (`$JS.ACK.<s>.<c>.>`,
+one-off) and other subscriptions that may or may not match ack subjects is live, `match`
+of an ack-like subject returns exactly the subscriptions that `subjects.matches` says match
+it, whether the one-lookup route or the trie answered; `match_each` agrees with `match`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class AckRouteMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.sublist = Sublist()
+        self.sublist.add_exclusive_prefix(b"$JS.ACK.", 2)  # as the JetStream engine does
         self.live: list[Subscription] = []
         self.sid = 0
 
@@ -84,6 +86,19 @@ class AckRouteMachine(RuleBasedStateMachine):
             want = set()  # as nats-server: a subject with an empty token matches nothing
         assert got == want, (subject, [s.subject for s in self.live])
 
+    @rule(subjects=st.lists(ack_like_subject, min_size=1, max_size=5))
+    def match_each(self, subjects: list[bytes]) -> None:
+        # When it answers, `match_each` says for each subject what `match` says.
+        stretches = self.sublist.match_each(subjects)
+        if stretches is None:
+            return
+        assert [s for _, stretch in stretches for s in stretch] == subjects
+        for route, stretch in stretches:
+            for subject in stretch:
+                result = self.sublist.match(subject)
+                assert result.plain == ((route,) if route else ()), subject
+                assert not result.queues
+
 
 TestAckRoutes = AckRouteMachine.TestCase
 TestAckRoutes.settings = settings(
@@ -93,6 +108,7 @@ TestAckRoutes.settings = settings(
 
 def test_ack_route_answers_without_the_trie_when_nothing_else_can_match() -> None:
     sl = Sublist()
+    sl.add_exclusive_prefix(b"$JS.ACK.", 2)
     acks = Subscription(CLIENT, b"$JS.ACK.S.C.>", b"1", cache_results=False)
     api = Subscription(CLIENT, b"$JS.API.>", b"2")
     sl.insert(acks)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from brook.routing.sublist import Subscription
+from brook.routing.sublist import Subscriber, Subscription
 
 
-class NeverDelivered:
+class NeverDelivered(Subscriber):
     """A subscriber that is never delivered to: the sublist only stores it."""
 
     def deliver(
@@ -17,3 +17,6 @@ class NeverDelivered:
         payload: bytes,
     ) -> None:
         raise AssertionError("the sublist never delivers")
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        raise AssertionError("the sublist never removes on its own")

@@ -135,7 +135,7 @@ class Recorder:
     ) -> None:
         self.ops.append(("pub", subject, reply, header, payload))
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
         for subject in subjects:
             self.on_pub(subject, None, None, payload)
 

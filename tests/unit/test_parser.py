@@ -19,6 +19,8 @@ Op = tuple[Any, ...]
 
 MAX_PAYLOAD_BYTES = 1024
 MAX_CONTROL_LINE_BYTES = 256
+# Where runs of PUBs are looked for, as a server with JetStream has it (its ack prefix).
+RUN_PREFIXES = (b"$JS.ACK.",)
 
 
 class Recorder:
@@ -43,7 +45,7 @@ class Recorder:
     ) -> None:
         self._record(("pub", subject, reply, header, payload))
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
         for subject in subjects:
             self.on_pub(subject, None, None, payload)
 
@@ -67,7 +69,12 @@ def make(
     pause_on: frozenset[str] = frozenset(),
 ) -> tuple[ClientParser, Recorder]:
     rec = Recorder(pause_on)
-    parser = ClientParser(rec, max_payload=max_payload, max_control_line=max_control_line)
+    parser = ClientParser(
+        rec,
+        max_payload=max_payload,
+        max_control_line=max_control_line,
+        run_prefixes=RUN_PREFIXES,
+    )
     rec.parser = parser
     return parser, rec
 
@@ -646,19 +653,19 @@ def test_parser_state_is_reset_after_a_handler_raises_protocol_error() -> None:
     assert rec.ops == [("pong",)]
 
 
-# ---------------------------------------------------------------------------- runs of plain acks
+# ---------------------------------------------------------------------------- runs of PUBs (acks)
 
 
 class AckRunRecorder(Recorder):
-    """Keeps the runs `on_acks` hands over, besides recording each ack as a PUB."""
+    """Keeps the runs `on_pub_run` hands over, besides recording each ack as a PUB."""
 
     def __init__(self) -> None:
         super().__init__()
         self.runs: list[tuple[list[bytes], bytes]] = []
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
         self.runs.append((list(subjects), payload))
-        super().on_acks(subjects, payload)
+        super().on_pub_run(subjects, payload)
 
 
 def _ack(n: int, blanks: bytes = b" ") -> bytes:
@@ -667,13 +674,15 @@ def _ack(n: int, blanks: bytes = b" ") -> bytes:
 
 def test_consecutive_plain_acks_are_handed_over_as_one_run_in_order() -> None:
     rec = AckRunRecorder()
-    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256)
+    parser = ClientParser(
+        rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256, run_prefixes=RUN_PREFIXES
+    )
     parser.feed(
         _ack(1)
         + _ack(2, b"  ")  # nats-py's double blank
         + b"PING\r\n"
         + _ack(3)
-        + b"PUB $JS.ACK.S.C.1.4.4.1700.0 4\r\n-NAK\r\n"  # not plain: the general path
+        + b"PUB $JS.ACK.S.C.1.4.4.1700.0 4\r\n-NAK\r\n"  # another payload: a run of its own
         + b"PUB $JS.ACK.S.C.1.5.5.1700.0 _INBOX.r 4\r\n+ACK\r\n"  # asks for an answer
         + _ack(6)
         + _ack(7)
@@ -685,6 +694,7 @@ def test_consecutive_plain_acks_are_handed_over_as_one_run_in_order() -> None:
     assert rec.runs == [
         ([subject % (1, 1), subject % (2, 2)], b"+ACK"),
         ([subject % (3, 3)], b"+ACK"),
+        ([subject % (4, 4)], b"-NAK"),
         ([subject % (6, 6), subject % (7, 7)], b"+ACK"),
         ([subject % (8, 8), subject % (9, 9)], b""),
         ([subject % (10, 10)], b"+ACK"),
@@ -707,7 +717,9 @@ def test_consecutive_plain_acks_are_handed_over_as_one_run_in_order() -> None:
 def test_a_run_of_acks_split_across_reads_loses_nothing() -> None:
     stream = b"".join(_ack(i) for i in range(1, 41))
     rec = AckRunRecorder()
-    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256)
+    parser = ClientParser(
+        rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=256, run_prefixes=RUN_PREFIXES
+    )
     for at in range(0, len(stream), 37):
         parser.feed(stream[at : at + 37])
     assert [op[1] for op in rec.ops] == [
@@ -718,7 +730,9 @@ def test_a_run_of_acks_split_across_reads_loses_nothing() -> None:
 
 def test_an_ack_over_the_control_line_limit_ends_the_run_with_the_usual_error() -> None:
     rec = AckRunRecorder()
-    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=40)
+    parser = ClientParser(
+        rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=40, run_prefixes=RUN_PREFIXES
+    )
     long_ack = b"PUB $JS.ACK.S.C.1.2.2.1700." + b"0" * 40 + b" 4\r\n+ACK\r\n"
     with pytest.raises(ProtocolError) as info:
         parser.feed(_ack(1) + long_ack)
@@ -745,7 +759,9 @@ def test_acks_right_at_the_control_line_limit_stay_in_the_run(
         return line + b"\r\n" + payload + b"\r\n"
 
     rec = AckRunRecorder()
-    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=limit)
+    parser = ClientParser(
+        rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=limit, run_prefixes=RUN_PREFIXES
+    )
     lengths = [limit - 2, limit, limit - 1, limit, limit, limit + 4]
     with pytest.raises(ProtocolError) as info:
         parser.feed(
@@ -778,7 +794,9 @@ def test_long_runs_of_acks_with_other_operations_among_them(form: bytes) -> None
     }
     stream = b"".join(odd.get(i, ack(i)) for i in range(1, 1201))
     rec = AckRunRecorder()
-    parser = ClientParser(rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=4096)
+    parser = ClientParser(
+        rec, max_payload=MAX_PAYLOAD_BYTES, max_control_line=4096, run_prefixes=RUN_PREFIXES
+    )
     for at in range(0, len(stream), 20_000):
         parser.feed(stream[at : at + 20_000])
     expected = [op for i in range(1, 1201) for op in _ops_of(odd.get(i, ack(i)))]

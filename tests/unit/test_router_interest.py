@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from brook.routing.router import Router
-from brook.routing.sublist import Subscription
+from brook.routing.sublist import Subscriber, Subscription
 
 
-class _Client:
+class _Client(Subscriber):
     echo = True
 
     def deliver(
@@ -18,6 +18,9 @@ class _Client:
         payload: bytes,
     ) -> bool | None:
         return None
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        raise AssertionError("no quotas here")
 
 
 def test_watch_notifies_matching_subscriptions_only() -> None:

@@ -354,9 +354,14 @@ def _ack_subject(tokens: list[bytes]) -> bytes:
     return b".".join([b"$JS", b"ACK", *tokens])
 
 
+ACK_PREFIX = b"$JS.ACK."
+
+
 def ack_routes() -> tuple[Sublist, dict[bytes, Subscription]]:
-    """Consumers' ack subscriptions, as their internal clients make them (uncached)."""
+    """Consumers' ack subscriptions, as their internal clients make them (uncached), under
+    the prefix the JetStream engine registers."""
     sl = Sublist()
+    sl.add_exclusive_prefix(ACK_PREFIX, 2)
     subs = {}
     for subject in _ACK_ROUTES:
         subs[subject] = s = Subscription(CLIENT, subject, b"1", None, cache_results=False)
@@ -376,35 +381,73 @@ def ack_routes() -> tuple[Sublist, dict[bytes, Subscription]]:
 def test_ack_matches_agree_with_the_subject_rules(
     head: list[bytes], tails: list[list[bytes]], others: list[list[bytes]]
 ) -> None:
-    # `ack_match` (one subject) and `ack_run_match` (a run of them, or None when it cannot
-    # tell cheaply) are shortcuts of the trie walk for consumers' ack routes: both must
-    # find exactly the subscriptions the walk finds. Mostly one consumer's acks (a
-    # shared head), as a read chunk brings them, and perhaps a few others.
+    # `match` of a routed subject (one lookup) and `match_each` (a run of them, at once
+    # when they share a route) are shortcuts of the trie walk for consumers' ack routes:
+    # both must find exactly the subscriptions the walk finds. Mostly one consumer's acks
+    # (a shared head), as a read chunk brings them, and perhaps a few others.
     subjects = [_ack_subject(head + tail) for tail in tails] + [_ack_subject(t) for t in others]
     sl, _ = ack_routes()
-    assert sl.ack_routes_only
     # The oracle: `match` walks the trie once some other subscription could match an
     # ack subject (this one never matches the generated subjects).
     walked, _ = ack_routes()
     walked.insert(sub(b"$JS.ACK.Q.Q.Q"))
-    assert not walked.ack_routes_only
+    assert walked.match_each(subjects) is None
 
     def names(result: MatchResult) -> set[bytes]:
         return {s.subject for s in plain(result)}
 
     expected = [names(walked.match(subject)) for subject in subjects]
-    assert [names(sl.ack_match(subject)) for subject in subjects] == expected
-    shared = sl.ack_run_match(subjects)
-    if shared is not None:
-        assert all(names(shared) == e for e in expected)
+    assert [names(sl.match(subject)) for subject in subjects] == expected
+    stretches = sl.match_each(subjects)
+    if stretches is None:
+        assert not all(s.startswith(ACK_PREFIX) for s in subjects)
+        return
+    assert [s for _, stretch in stretches for s in stretch] == subjects
+    got = [{route.subject} if route else set() for route, stretch in stretches for _ in stretch]
+    assert got == expected
 
 
 def test_a_run_of_one_consumers_acks_is_matched_at_once() -> None:
     sl, subs = ack_routes()
     run = [b"$JS.ACK.S.C.1.%d.%d.1763800000000000000.0" % (i, i) for i in range(1, 50)]
-    shared = sl.ack_run_match(run)
-    assert shared is not None
-    assert plain(shared) == {subs[b"$JS.ACK.S.C.>"]}
-    assert sl.ack_run_match([*run, b"$JS.ACK.S.D.1.2.3.4.0"]) is None  # two routes
-    assert sl.ack_run_match([*run, b"$JS.ACK.S.C.1..3.4.0"]) is None  # an empty token
-    assert sl.ack_run_match([b"$JS.ACK.X.Y.1.2.3.4.0"] * 3) is EMPTY  # no such route
+    matches = sl.matches
+    assert sl.match_each(run) == [(subs[b"$JS.ACK.S.C.>"], run)]
+    assert sl.matches == matches + len(run)  # counted as `match` would count them
+    other = b"$JS.ACK.S.D.1.2.3.4.0"
+    assert sl.match_each([*run, other]) == [
+        (subs[b"$JS.ACK.S.C.>"], run),
+        (subs[b"$JS.ACK.S.D.>"], [other]),
+    ]
+    empty = b"$JS.ACK.S.C.1..3.4.0"  # an empty token matches nothing
+    assert sl.match_each([*run, empty]) == [(subs[b"$JS.ACK.S.C.>"], run), (None, [empty])]
+    unknown = [b"$JS.ACK.X.Y.1.2.3.4.0"] * 3
+    assert sl.match_each(unknown) == [(None, unknown)]
+    assert sl.match_each([*run, b"orders.x"]) is None  # not all under the prefix
+
+
+def test_exclusive_prefixes_are_generic_and_may_come_after_the_subscriptions() -> None:
+    # Any owner may register a prefix, with its own number of route tokens; what is
+    # subscribed already is counted, routes and foreign ones alike.
+    sl = Sublist()
+    done = Subscription(CLIENT, b"jobs.done.A.>", b"1", None, cache_results=False)
+    sl.insert(done)
+    assert sl.match_each([b"jobs.done.A.1"]) is None  # no prefix registered yet
+    sl.add_exclusive_prefix(b"jobs.done.", 1)
+    sl.add_exclusive_prefix(b"jobs.done.", 1)  # again: no change
+    assert sl.exclusive_prefixes == (b"jobs.done.",)
+    assert sl.match_each([b"jobs.done.A.1", b"jobs.done.A.2"]) == [
+        (done, [b"jobs.done.A.1", b"jobs.done.A.2"])
+    ]
+    assert sl.match(b"jobs.done.A.3").plain == (done,)
+    watcher = sub(b"jobs.*.A.>")  # could match under the prefix: the trie answers again
+    sl.insert(watcher)
+    assert sl.match_each([b"jobs.done.A.1"]) is None
+    assert plain(sl.match(b"jobs.done.A.3")) == {done, watcher}
+    sl.remove(watcher)
+    late = Sublist()
+    late.insert(done)
+    late.insert(watcher)
+    late.add_exclusive_prefix(b"jobs.done.", 1)
+    assert late.match_each([b"jobs.done.A.1"]) is None
+    late.remove(watcher)
+    assert late.match_each([b"jobs.done.A.1"]) == [(done, [b"jobs.done.A.1"])]

@@ -42,6 +42,7 @@ from brook import limits
 from brook.jetstream import models
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.commit import GroupCommitter
+from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
 from brook.jetstream.consumer_index import ConsumerIndex
@@ -57,10 +58,10 @@ from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
+from brook.routing.internal import InternalClient
 from brook.routing.router import Router
 from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import Subscription
-from brook.server.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream")
 
@@ -108,6 +109,8 @@ class JetStream:
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
+        # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
+        router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
         self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
         self.now_ns = now_ns
         self.max_memory_bytes = max_memory_bytes

@@ -41,9 +41,10 @@ class ClientOpHandler(Protocol):
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> None: ...
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
-        """A run of consecutive plain acks: `on_pub(subject, None, None, payload)` for
-        each subject, in order; `payload` is `b""` or `b"+ACK"` (see `ClientParser.feed`)."""
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
+        """A run of consecutive PUBs alike but for their subjects, all under one of the
+        parser's `run_prefixes` (see `ClientParser`): `on_pub(subject, None, None,
+        payload)` for each subject, in order."""
         ...
 
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None: ...
@@ -60,66 +61,88 @@ _OPS = frozenset(
 )
 
 
-# A plain JetStream ack as clients send it, no reply: `PUB $JS.ACK.<...> 0` and no payload
-# (nats-py), or `PUB $JS.ACK.<...> 4` and `+ACK` (nats-py puts two blanks before the
-# size). Consumers receive one per delivered message, so `feed` hands consecutive ones
-# with the same payload over as a run (`on_acks`).
-_PLAIN_ACK = re.compile(rb"PUB (\$JS\.ACK\.[^ \t\r\n]+) +(?:0\r\n|4\r\n(\+ACK))\r\n")
+# A PUB of a run (`_pub_run`): subject, blanks, size; no reply.
+_RUN_PUB = re.compile(rb"PUB ([^ \t\r\n]+) +([0-9]{1,9})\r\n")
 
-# What may not occur in an ack subject (nor, but for its blanks, in a plain ack's tail).
+# What may not occur in a subject (nor, but for its blanks, in a run's tail).
 _SUBJECT_BREAKS = b" \t\r\n"
-_ACK_PUB = b"PUB $JS.ACK."
-# `_ack_span`'s first window, in acks (of the first one's length), and its largest.
-_SPAN_FIRST_ACKS = 8
+# `_run_span`'s first window, in PUBs (of the first one's length), and its largest.
+_SPAN_FIRST_OPS = 8
 _SPAN_MAX_BYTES = 1 << 20
 
 
-def _ack_run(
-    buf: bytes, first: re.Match[bytes], max_control_line: int
-) -> tuple[list[bytes], bytes, int]:
-    """A run of plain acks with one payload, from the one `_PLAIN_ACK` matched: their
-    subjects, the payload, and where the run ends. Each is exactly what the general path
-    would make of it: the run is handed over together (`on_acks`).
+def _pub_run(
+    buf: bytes,
+    first: re.Match[bytes],
+    heads: tuple[bytes, ...],
+    max_payload: int,
+    max_control_line: int,
+) -> tuple[list[bytes], bytes, int] | None:
+    """A run of PUBs alike but for their subjects (all longer than, and starting as, the
+    one of `heads` the first starts with; no reply; the same blanks, size and payload),
+    from the one `_RUN_PUB` matched: their subjects, the
+    payload, and where the run ends; None when the first one is not complete or not
+    right (the general path reads it then). Each is exactly what the general path would
+    make of it: the run is handed over together (`on_pub_run`).
 
-    A client sends its acks alike (the same blanks and payload), so after the first one
-    the run is taken in windows of growing size, each checked with a few scans over its
-    bytes (`_ack_span`); where a window holds anything else, a smaller one is tried, then
-    one ack at a time."""
-    acks = [first[1]]
-    payload = first[2] or b""
-    pos = first.end()
+    A client sends such PUBs alike (a consumer's acks, say), so after the first one the
+    run is taken in windows of growing size, each checked with a few scans over its
+    bytes (`_run_span`); where a window holds anything else, a smaller one is tried, then
+    one PUB at a time (the blanks before the size may differ then)."""
+    for head in heads:
+        if buf.startswith(head, first.start()):
+            break
+    size = int(first[2])
+    start = first.end()
+    end = start + size
+    if (
+        size > max_payload
+        or buf[end : end + 2] != b"\r\n"
+        or first.end(1) - first.start() <= len(head)
+    ):
+        return None
+    subjects = [first[1]]
+    payload = buf[start:end]
+    pos = end + 2
     tail = buf[first.end(1) : pos]  # blanks, size, CRLF, payload, CRLF
     longest = max_control_line - len(tail) + len(payload) + 4 - len(b"PUB ")
+    if not buf.startswith(head, pos):
+        return subjects, payload, pos  # a run of one (at the end of a read, often)
     unit = pos - first.start()
-    budget = unit * _SPAN_FIRST_ACKS
+    budget = unit * _SPAN_FIRST_OPS
     while budget >= unit:
-        span = _ack_span(buf, pos, tail, budget, longest)
+        span = _run_span(buf, pos, head, tail, budget, longest)
         if span is None:
             budget //= 2
             continue
-        acks += span[0]
+        subjects += span[0]
         pos = span[1]
+        if not buf.startswith(head, pos):
+            return subjects, payload, pos
         budget = min(budget * 2, _SPAN_MAX_BYTES)
-    overhead = len(payload) + 4  # the CRLFs around the payload
+    rest = tail.lstrip(b" ")  # size, CRLF, payload, CRLF: the blanks may differ here
     while (
-        (m := _PLAIN_ACK.match(buf, pos)) is not None
-        and (m[2] or b"") == payload
-        and m.end() - overhead - pos <= max_control_line
+        (m := _RUN_PUB.match(buf, pos)) is not None
+        and buf.startswith(rest, m.start(2))
+        and m.end(1) - pos > len(head)
+        and m.end() - 2 - pos <= max_control_line
     ):
-        acks.append(m[1])
-        pos = m.end()
-    return acks, payload, pos
+        subjects.append(m[1])
+        pos = m.start(2) + len(rest)
+        if not buf.startswith(head, pos):
+            break
+    return subjects, payload, pos
 
 
-def _ack_span(
-    buf: bytes, pos: int, tail: bytes, budget: int, longest: int
+def _run_span(
+    buf: bytes, pos: int, head: bytes, tail: bytes, budget: int, longest: int
 ) -> tuple[list[bytes], int] | None:
-    """The subjects of the plain acks `PUB <subject><tail>` that fill `buf` from `pos` up
-    to the end of the last `tail` within `budget` bytes, and that end; None unless every
-    one of them is such an ack whose subject (`$JS.ACK.` and more, no blank, tab, CR or
-    LF) is at most `longest` bytes."""
+    """The subjects of the PUBs `PUB <subject><tail>` that fill `buf` from `pos` up to
+    the end of the last `tail` within `budget` bytes, and that end; None unless every one
+    of them is such a PUB whose subject (starting as `head` after `PUB `, and longer; no
+    blank, tab, CR or LF) is at most `longest` bytes. `buf` starts with `head` at `pos`."""
     last = buf.rfind(tail, pos, pos + budget)
-    if last < 0 or not buf.startswith(_ACK_PUB, pos):
+    if last < 0:
         return None
     body = buf[pos + 4 : last]  # subject, tail + "PUB ", subject, ..., subject
     sep = tail + b"PUB "
@@ -128,8 +151,8 @@ def _ack_span(
     breaks = len(sep) - len(sep.translate(None, _SUBJECT_BREAKS))
     if (
         len(body) - len(body.translate(None, _SUBJECT_BREAKS)) != joints * breaks
-        or body.count(sep + b"$JS.ACK.") != joints
-        or min(map(len, subjects)) <= len(b"$JS.ACK.")
+        or body.count(tail + head) != joints
+        or min(map(len, subjects)) <= len(head) - 4
         or max(map(len, subjects)) > longest
     ):
         return None
@@ -169,6 +192,11 @@ class ClientParser:
     `paused` lets the handler stop parsing after the current operation (used while a
     CONNECT's credentials are checked off the event loop); `resume()` continues with the
     bytes already received.
+
+    `run_prefixes`: subjects that clients publish to in runs, one PUB after another with
+    no reply, the same size and payload (a JetStream consumer's acks: the connection
+    passes the router's exclusive prefixes). Consecutive such PUBs under one of them go
+    to the handler as one `on_pub_run` (ADR 0006); any other PUB goes to `on_pub`.
     """
 
     __slots__ = (
@@ -177,15 +205,22 @@ class ClientParser:
         "_handler",
         "_have",
         "_pending",
+        "_run_heads",
         "max_control_line",
         "max_payload",
         "paused",
     )
 
     def __init__(
-        self, handler: ClientOpHandler, *, max_payload: int, max_control_line: int
+        self,
+        handler: ClientOpHandler,
+        *,
+        max_payload: int,
+        max_control_line: int,
+        run_prefixes: tuple[bytes, ...] = (),
     ) -> None:
         self._handler = handler
+        self._run_heads = tuple(b"PUB " + prefix for prefix in run_prefixes)
         self.max_payload = max_payload
         self.max_control_line = max_control_line
         self.paused = False
@@ -227,7 +262,7 @@ class ClientParser:
         n = len(buf)
         pos = 0
         on_pub = self._handler.on_pub
-        plain_ack = _PLAIN_ACK.match if self.max_payload >= 4 else None  # "+ACK" fits
+        run_heads = self._run_heads
         max_control_line = self.max_control_line
         max_payload = self.max_payload
         try:
@@ -244,12 +279,13 @@ class ClientParser:
                 line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
                 if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
                     if (
-                        plain_ack is not None
-                        and buf.startswith(b"$JS.ACK.", pos + 4)
-                        and (m := plain_ack(buf, pos)) is not None
+                        buf.startswith(run_heads, pos)
+                        and (m := _RUN_PUB.match(buf, pos)) is not None
+                        and (run := _pub_run(buf, m, run_heads, max_payload, max_control_line))
+                        is not None
                     ):
-                        acks, payload, pos = _ack_run(buf, m, max_control_line)
-                        self._handler.on_acks(acks, payload)
+                        subjects, payload, pos = run
+                        self._handler.on_pub_run(subjects, payload)
                         continue
                     # Fast path for the most common operation: upper-case PUB, arguments
                     # separated by spaces (nats-py doubles the one before the size), a size

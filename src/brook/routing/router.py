@@ -22,7 +22,7 @@ from typing import Protocol
 
 from brook.protocol import headers
 from brook.routing.subject_index import SubjectIndex
-from brook.routing.sublist import EMPTY, Sublist, Subscriber, Subscription
+from brook.routing.sublist import EMPTY, Message, Sublist, Subscriber, Subscription
 
 InterestCallback = Callable[[], None]
 
@@ -115,88 +115,45 @@ class Router:
         return delivered
 
     def publish_run(
-        self,
-        publisher: object,
-        subject: bytes,
-        messages: list[tuple[bytes, bytes | None, bytes | None, bytes]],
-        echo: bool = True,
+        self, publisher: object, subject: bytes, messages: list[Message], echo: bool = True
     ) -> None:
         """`publish(publisher, subject, reply, header, payload, echo, shown)` for each
         `(shown, reply, header, payload)` of `messages`, in order: a consumer's deliveries
-        to one inbox or deliver subject. When that is one plain subscription of a client
-        with `deliver_run(sub, messages)` (a connection), it gets them in one call."""
+        to one inbox or deliver subject. When that is one plain subscription without a
+        quota, its subscriber gets them in one `deliver_run`."""
         result = self.sublist.match(subject)
         if not result.queues and len(result.plain) == 1:
             sub = result.plain[0]
             client = sub.client
-            deliver_run = getattr(client, "deliver_run", None)
-            if deliver_run is not None and not sub.max_msgs and (echo or client is not publisher):
-                deliver_run(sub, messages)
-                sub.delivered += len(messages)
+            if not sub.max_msgs and (echo or client is not publisher):
+                sub.delivered += client.deliver_run(sub, messages)
                 return
         for shown, reply, header, payload in messages:
             self.publish(publisher, subject, reply, header, payload, echo, shown)
 
-    def publish_acks(
+    def publish_each(
         self, publisher: object, subjects: list[bytes], payload: bytes, echo: bool = True
     ) -> None:
         """`publish(publisher, subject, None, None, payload, echo)` for each subject, in
-        order: a run of plain acks. While only ack routes can match ack subjects, each
-        run of subjects bound for one route goes to its client in one
-        `deliver_acks(sub, subjects, payload)` call, when the client has that method (a
-        consumer's internal client)."""
-        sublist = self.sublist
-        if not sublist.ack_routes_only:
+        order: a run of no-reply messages with one payload (a consumer's acks). While only
+        exclusive routes can match the subjects (`Sublist.match_each`), each stretch bound
+        for one route goes to its subscriber in one `deliver_each`."""
+        stretches = self.sublist.match_each(subjects)
+        if stretches is None:
             for subject in subjects:
                 self.publish(publisher, subject, None, None, payload, echo)
             return
-        n = len(subjects)
-        sublist.matches += n
-        sublist.cache_misses += n  # `match` never caches an ack subject
-        shared = sublist.ack_run_match(subjects)
-        if shared is not None:  # all bound for one route, or for none
-            plain = shared.plain
-            self._deliver_acks(publisher, plain[0] if plain else None, subjects, payload, echo)
-            return
-        ack_match = sublist.ack_match
-        run_sub: Subscription | None = None
-        run: list[bytes] = []
-        for subject in subjects:
-            plain = ack_match(subject).plain
-            sub = plain[0] if plain else None
-            if sub is not run_sub:
-                if run:
-                    self._deliver_acks(publisher, run_sub, run, payload, echo)
-                run_sub = sub
-                run = []
-            run.append(subject)
-        self._deliver_acks(publisher, run_sub, run, payload, echo)
-
-    def _deliver_acks(
-        self,
-        publisher: object,
-        sub: Subscription | None,
-        subjects: list[bytes],
-        payload: bytes,
-        echo: bool,
-    ) -> None:
-        if sub is None or (sub.client is publisher and not echo):
-            return  # nobody to deliver to; a plain ack has no reply to answer with 503
-        deliver_acks = getattr(sub.client, "deliver_acks", None)
-        if deliver_acks is None or sub.max_msgs:
-            for subject in subjects:
-                self.publish(publisher, subject, None, None, payload, echo)
-            return
-        deliver_acks(sub, subjects, payload)
-        sub.delivered += len(subjects)
+        for sub, stretch in stretches:
+            if sub is None or (sub.client is publisher and not echo):
+                continue  # nobody to deliver to; no reply to answer with a 503 either
+            if sub.max_msgs:
+                for subject in stretch:
+                    self.publish(publisher, subject, None, None, payload, echo)
+            else:
+                sub.delivered += sub.client.deliver_each(sub, stretch, payload)
 
     def _expire(self, sub: Subscription) -> None:
-        owner = sub.client
-        remove = getattr(owner, "remove_subscription", None)
-        if remove is not None:
-            remove(sub)
-        else:
-            self.sublist.remove(sub)
+        sub.client.remove_subscription(sub)
 
     def no_responders(self, publisher: Subscriber, subject: bytes, reply: bytes) -> bool:
         """Send the 503 status to the publisher's own subscription on `reply`, if it has one."""

@@ -10,28 +10,40 @@ only match its own subject (one dict lookup), and the cached subjects are also k
 `SubjectIndex`, which a wildcard subscription's subject walks (`intersecting`), so a SUB
 never scans the cache.
 A result that includes a subscription made with `cache_results=False` is not cached: such
-subscriptions (a JetStream consumer's `$JS.ACK.<stream>.<consumer>.>`) match subjects that
-are each published about once, whose entries would only push hot subjects out of the
-cache. The cache never changes what `match` returns. Mirrors nats-server's sublist.go
-semantics (wire reference §1.10, §1.11).
+subscriptions (a JetStream consumer's ack subscription, say) match subjects that are each
+published about once, whose entries would only push hot subjects out of the cache. The
+cache never changes what `match` returns. Mirrors nats-server's sublist.go semantics (wire
+reference §1.10, §1.11).
 
-Ack routes: every ack a client sends is such a one-off subject, so its match would walk
-the trie token by token. A one-off plain subscription on `$JS.ACK.<stream>.<consumer>.>`
-is also entered in `_ack_routes` under its prefix, and while no other subscription could
-match anything under `$JS.ACK.` (`_ack_foreign` counts those: a `>` or `$JS.*.>` say),
-the match of an ack subject is that one subscription, found by its prefix in one lookup.
+Exclusive prefix routes: an owner that publishes one-off subjects under a prefix of its own
+(the JetStream engine, its consumers' ack subjects) registers that prefix and how many
+tokens after it name a route (`add_exclusive_prefix`). A one-off plain subscription on
+`<prefix><t1>...<tk>.>` is then also entered as the route of `<prefix><t1>...<tk>.`, and
+while no other subscription could match anything under the prefix (`_ExclusivePrefix.foreign`
+counts those: a `>` say), the match of a subject under it is that one route, found by its
+first tokens in one lookup instead of a walk of the trie token by token.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 from brook import limits
 from brook.routing.subject_index import SubjectIndex, is_literal
 
+Message = tuple[bytes, bytes | None, bytes | None, bytes]
+"""(subject, reply, header, payload) of one message in a run"""
+
 
 class Subscriber(Protocol):
-    """Whoever receives messages for a subscription: a client connection or an internal service."""
+    """Whoever receives messages for a subscription: a client connection or an internal service.
+
+    One message goes to `deliver`; a run of them to one of the batch methods, whose
+    defaults call `deliver` for each message, in order. A subscriber overrides a batch
+    method when it can take the run for less (a connection frames a run in one loop, a
+    consumer applies a run of acks at once); the router always calls the batch method
+    (ADR 0006)."""
 
     def deliver(
         self,
@@ -42,6 +54,29 @@ class Subscriber(Protocol):
         payload: bytes,
     ) -> bool | None:
         """Deliver; an internal service returns False to decline (not a responder)."""
+        ...
+
+    def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
+        """`deliver(sub, *message)` for each of `messages`, in order; returns how many
+        were not declined."""
+        taken = 0
+        for subject, reply, header, payload in messages:
+            if self.deliver(sub, subject, reply, header, payload) is not False:
+                taken += 1
+        return taken
+
+    def deliver_each(self, sub: Subscription, subjects: list[bytes], payload: bytes) -> int:
+        """`deliver(sub, subject, None, None, payload)` for each of `subjects`, in order;
+        returns how many were not declined."""
+        taken = 0
+        for subject in subjects:
+            if self.deliver(sub, subject, None, None, payload) is not False:
+                taken += 1
+        return taken
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        """Drop `sub` (its `UNSUB <sid> <max>` quota is reached): from the subscriber's
+        own records and from the router."""
         ...
 
 
@@ -89,34 +124,103 @@ class MatchResult:
 EMPTY = MatchResult((), ())
 
 
-ACK_PREFIX = b"$JS.ACK."
+def _may_match_under(pattern: bytes, prefix: list[bytes]) -> bool:
+    """Could `pattern` match a subject that starts with the tokens `prefix` and has
+    more (conservatively: maybe)?"""
+    tokens = pattern.split(b".")
+    for i, want in enumerate(prefix):
+        if i == len(tokens):
+            return False
+        tok = tokens[i]
+        if tok == b">":
+            return True
+        if tok != want and tok != b"*":
+            return False
+    return len(tokens) > len(prefix)
 
 
-def _ack_route_prefix(sub: Subscription) -> bytes | None:
-    """`$JS.ACK.<s>.<c>.` for a one-off plain subscription on `$JS.ACK.<s>.<c>.>`."""
-    if sub.cache_results or sub.queue is not None:
-        return None
-    tokens = sub.subject.split(b".")
-    if (
-        len(tokens) == 5
-        and tokens[0] == b"$JS"
-        and tokens[1] == b"ACK"
-        and tokens[4] == b">"
-        and all(t and t != b"*" and t != b">" for t in tokens[2:4])
-    ):
-        return sub.subject[:-1]
-    return None
+class _ExclusivePrefix:
+    """A registered prefix (see "Exclusive prefix routes" in the module docstring): its
+    routes by key (`<prefix><t1>...<tk>.`) and how many other subscriptions could match
+    a subject under it."""
 
+    __slots__ = ("_key_dots", "foreign", "key_tokens", "prefix", "routes", "tokens")
 
-def _may_match_acks(pattern: bytes) -> bool:
-    """Could `pattern` match a subject under `$JS.ACK.` (conservatively: maybe)?"""
-    tokens = pattern.split(b".", 2)
-    first = tokens[0]
-    if first == b">":
-        return True
-    if (first != b"$JS" and first != b"*") or len(tokens) < 2:
-        return False
-    return tokens[1] in (b"ACK", b"*", b">")
+    def __init__(self, prefix: bytes, key_tokens: int) -> None:
+        self.prefix = prefix
+        self.tokens = prefix[:-1].split(b".")
+        self.key_tokens = key_tokens
+        # The dots up to the end of a route key: the prefix's and one per key token.
+        self._key_dots = len(self.tokens) + key_tokens
+        self.routes: dict[bytes, MatchResult] = {}
+        self.foreign = 0
+
+    def route_key(self, sub: Subscription) -> bytes | None:
+        """The key a one-off plain subscription on `<prefix><t1>...<tk>.>` is the route of."""
+        if sub.cache_results or sub.queue is not None:
+            return None
+        subject = sub.subject
+        if not subject.startswith(self.prefix) or not subject.endswith(b".>"):
+            return None
+        keys = subject[len(self.prefix) : -2].split(b".")
+        if len(keys) != self.key_tokens or not all(k and k != b"*" and k != b">" for k in keys):
+            return None
+        return subject[:-1]
+
+    def track(self, sub: Subscription, added: bool) -> None:
+        key = self.route_key(sub)
+        routes = self.routes
+        if key is not None:
+            if added and key not in routes:
+                routes[key] = MatchResult((sub,), ())
+                return
+            route = routes.get(key)
+            if not added and route is not None and route.plain[0] is sub:
+                del routes[key]
+                return
+        elif not _may_match_under(sub.subject, self.tokens):
+            return
+        self.foreign += 1 if added else -1
+
+    def key_end(self, subject: bytes) -> int:
+        """Where the route key of `subject` (a subject under the prefix) ends, or -1 when
+        it has fewer tokens."""
+        parts = subject.split(b".", self._key_dots)
+        if len(parts) <= self._key_dots:
+            return -1
+        return len(subject) - len(parts[-1])
+
+    def match(self, subject: bytes) -> MatchResult:
+        """`Sublist.match` of a subject under the prefix while only routes can match it."""
+        j = self.key_end(subject)
+        if j < 0:
+            return EMPTY
+        rest = subject[j:]
+        if not rest or rest[0] == 46 or rest[-1] == 46 or rest.find(b"..") >= 0:
+            return EMPTY  # an empty token (46 is ".") matches nothing
+        return self.routes.get(subject[:j], EMPTY)
+
+    def run_match(self, subjects: list[bytes]) -> MatchResult | None:
+        """`match` of every one of `subjects` (all under the prefix) at once when it is
+        the same for all of them: they share the route key and have no empty token after
+        it. None when that cannot be told so cheaply: match one by one then.
+
+        A consumer's acks arrive hundreds to a read; this checks them with a few scans
+        over the joined subjects (which hold no blanks) instead of a lookup per subject.
+        """
+        j = self.key_end(subjects[0])
+        if j < 0:
+            return None
+        key = subjects[0][:j]
+        joined = b" ".join(subjects)
+        if (
+            joined.count(b" " + key) != len(subjects) - 1
+            or joined.find(b"..") >= 0  # `find`, not `in`: see protocol/parser.py
+            or joined.find(b". ") >= 0
+            or joined[-1] == 46
+        ):
+            return None
+        return self.routes.get(key, EMPTY)
 
 
 class _Node:
@@ -131,14 +235,6 @@ class _Node:
         return not (self.children or self.plain or self.queues)
 
 
-def _ack_key_end(subject: bytes) -> int:
-    """Where the route key `$JS.ACK.<stream>.<consumer>.` of an ack subject ends, or -1
-    when the subject has no such prefix."""
-    i = subject.find(b".", 8)
-    j = subject.find(b".", i + 1) if i > 0 else -1
-    return j + 1 if j >= 0 else -1
-
-
 class Sublist:
     def __init__(self, cache_entries_max: int = limits.SUBLIST_CACHE_ENTRIES_MAX) -> None:
         self._root = _Node()
@@ -151,61 +247,76 @@ class Sublist:
         self.count = 0
         self.matches = 0
         self.cache_misses = 0  # hits are derived: one counter on the hot path, not two
-        # See "Ack routes" in the module docstring.
-        self._ack_routes: dict[bytes, MatchResult] = {}
-        self._ack_foreign = 0
+        # See "Exclusive prefix routes" in the module docstring: every registered prefix,
+        # and those whose routes alone can match a subject under them now.
+        self._exclusive: list[_ExclusivePrefix] = []
+        self._routed: tuple[_ExclusivePrefix, ...] = ()
 
-    def _track_ack_route(self, sub: Subscription, added: bool) -> None:
-        prefix = _ack_route_prefix(sub)
-        routes = self._ack_routes
-        if prefix is not None:
-            if added and prefix not in routes:
-                routes[prefix] = MatchResult((sub,), ())
-                return
-            route = routes.get(prefix)
-            if not added and route is not None and route.plain[0] is sub:
-                del routes[prefix]
-                return
-        elif not _may_match_acks(sub.subject):
+    def add_exclusive_prefix(self, prefix: bytes, key_tokens: int) -> None:
+        """Route the subjects under `prefix` (which ends with ".") by their first
+        `key_tokens` tokens after it, while only routes can match them (see the module
+        docstring). Registering a prefix again changes nothing."""
+        if prefix in self.exclusive_prefixes:
             return
-        self._ack_foreign += 1 if added else -1
+        exclusive = _ExclusivePrefix(prefix, key_tokens)
+        for sub in self._subscriptions():
+            exclusive.track(sub, True)
+        self._exclusive.append(exclusive)
+        self._update_routed()
 
     @property
-    def ack_routes_only(self) -> bool:
-        """Only ack routes can match a subject under `$JS.ACK.`: `ack_match` is `match`."""
-        return bool(self._ack_routes) and not self._ack_foreign
+    def exclusive_prefixes(self) -> tuple[bytes, ...]:
+        return tuple(e.prefix for e in self._exclusive)
 
-    def ack_match(self, subject: bytes) -> MatchResult:
-        """`match` of a subject under `$JS.ACK.` while only ack routes can match one."""
-        j = _ack_key_end(subject)
-        if j < 0:
-            return EMPTY
-        rest = subject[j:]
-        if not rest or rest[0] == 46 or rest[-1] == 46 or b".." in rest:
-            return EMPTY  # an empty token (46 is ".") matches nothing
-        return self._ack_routes.get(subject[:j], EMPTY)
+    def _update_routed(self) -> None:
+        self._routed = tuple(e for e in self._exclusive if e.routes and not e.foreign)
 
-    def ack_run_match(self, subjects: list[bytes]) -> MatchResult | None:
-        """`ack_match` of every one of `subjects` at once when it is the same for all of
-        them: they share the route key (`$JS.ACK.<stream>.<consumer>.`) and have no empty
-        token after it. None when that cannot be told so cheaply: match one by one then.
+    def _subscriptions(self) -> Iterator[Subscription]:
+        nodes = [self._root]
+        while nodes:
+            node = nodes.pop()
+            yield from node.plain
+            for members in node.queues.values():
+                yield from members
+            nodes.extend(node.children.values())
 
-        A consumer's acks arrive hundreds to a read; this checks them with a few scans
-        over the joined subjects (which hold no blanks) instead of a lookup per ack.
-        """
-        j = _ack_key_end(subjects[0])
-        if j < 0:
+    def match_each(
+        self, subjects: list[bytes]
+    ) -> list[tuple[Subscription | None, list[bytes]]] | None:
+        """What `match` gives for each of `subjects` (all under one registered prefix),
+        when only its routes can match them: the route (None: no subscription) of each
+        stretch of consecutive subjects bound for the same one, in order. None when the
+        subjects are not all under a routed prefix: match one by one then. Counted as
+        `len(subjects)` uncached matches, as `match` would count them."""
+        first = subjects[0]
+        for exclusive in self._routed:
+            if first.startswith(exclusive.prefix):
+                break
+        else:
             return None
-        key = subjects[0][:j]
-        joined = b" ".join(subjects)
-        if (
-            joined.count(b" " + key) != len(subjects) - 1
-            or b".." in joined
-            or b". " in joined
-            or joined[-1] == 46
-        ):
-            return None
-        return self._ack_routes.get(key, EMPTY)
+        shared = exclusive.run_match(subjects)
+        if shared is not None:  # all bound for one route, or for none
+            stretches = [(shared.plain[0] if shared.plain else None, subjects)]
+        else:
+            prefix = exclusive.prefix
+            stretches = []
+            run_sub: Subscription | None = None
+            run: list[bytes] = []
+            for subject in subjects:
+                if not subject.startswith(prefix):
+                    return None
+                plain = exclusive.match(subject).plain
+                sub = plain[0] if plain else None
+                if sub is not run_sub and run:
+                    stretches.append((run_sub, run))
+                    run = []
+                run_sub = sub
+                run.append(subject)
+            stretches.append((run_sub, run))
+        n = len(subjects)
+        self.matches += n
+        self.cache_misses += n  # `match` never caches a routed subject
+        return stretches
 
     def insert(self, sub: Subscription) -> None:
         node = self._root
@@ -219,7 +330,10 @@ class Sublist:
         else:
             node.queues.setdefault(sub.queue, []).append(sub)
         self.count += 1
-        self._track_ack_route(sub, True)
+        if self._exclusive:
+            for exclusive in self._exclusive:
+                exclusive.track(sub, True)
+            self._update_routed()
         self._invalidate(sub.subject)
 
     def remove(self, sub: Subscription) -> bool:
@@ -249,7 +363,10 @@ class Sublist:
                 break
             del parent.children[tok]
         self.count -= 1
-        self._track_ack_route(sub, False)
+        if self._exclusive:
+            for exclusive in self._exclusive:
+                exclusive.track(sub, False)
+            self._update_routed()
         self._invalidate(sub.subject)
         return True
 
@@ -280,8 +397,9 @@ class Sublist:
         if cached is not None:
             return cached
         self.cache_misses += 1
-        if self._ack_routes and not self._ack_foreign and subject.startswith(ACK_PREFIX):
-            return self.ack_match(subject)
+        for exclusive in self._routed:
+            if subject.startswith(exclusive.prefix):
+                return exclusive.match(subject)
         plain: list[Subscription] = []
         queues: dict[bytes, list[Subscription]] = {}
         tokens = subject.split(b".")

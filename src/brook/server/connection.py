@@ -21,7 +21,7 @@ from brook import limits
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
-from brook.routing.sublist import Subscription
+from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.subjects import is_valid_literal_subject, is_valid_subject
@@ -37,7 +37,7 @@ _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls
 _STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.Protocol, Subscriber):
     def __init__(self, server: Server) -> None:
         self.server = server
         settings = server.settings
@@ -47,6 +47,7 @@ class ClientConnection(asyncio.Protocol):
             self,
             max_payload=settings.max_payload_bytes,
             max_control_line=settings.max_control_line_bytes,
+            run_prefixes=server.router.sublist.exclusive_prefixes,
         )
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
@@ -385,9 +386,10 @@ class ClientConnection(asyncio.Protocol):
         if not delivered and reply is not None and self.no_responders:
             router.no_responders(self, subject, reply)
 
-    def on_acks(self, subjects: list[bytes], payload: bytes) -> None:
-        """Plain acks (no reply) read in a run: routed together, so that a read chunk of
-        acks costs one call into the router rather than one publish each."""
+    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
+        """PUBs alike but for their subjects read in a run (a consumer's acks): routed
+        together, so that a read chunk of acks costs one call into the router rather than
+        one publish each."""
         if not self.connected or self.verbose or self.pedantic:
             for subject in subjects:  # +OK or subject warnings are owed one by one
                 self.on_pub(subject, None, None, payload)
@@ -395,7 +397,7 @@ class ClientConnection(asyncio.Protocol):
         n = len(subjects)
         self.in_msgs += n
         self.in_bytes += len(payload) * n
-        self.server.router.publish_acks(self, subjects, payload, self.echo)
+        self.server.router.publish_each(self, subjects, payload, self.echo)
 
     # ------------------------------------------------------------------ output
 
@@ -430,15 +432,13 @@ class ClientConnection(asyncio.Protocol):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
-    def deliver_run(
-        self, sub: Subscription, messages: list[tuple[bytes, bytes | None, bytes | None, bytes]]
-    ) -> None:
+    def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
         (`Router.publish_run`): a consumer's deliveries, framed in one loop, counted and
         handed to the output once (a run is at most what the consumer may have
         outstanding, so the eager flush looks at the whole of it)."""
         if self.closed:
-            return
+            return len(messages)
         sid = sub.sid
         headers = self.headers
         frames: list[bytes] = []
@@ -464,6 +464,7 @@ class ClientConnection(asyncio.Protocol):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
+        return len(messages)
 
     def _send(self, data: bytes) -> None:
         if self.closed:

@@ -1,6 +1,6 @@
-"""Plain acks read in runs (`ClientParser` → `Connection.on_acks` → `Router.publish_acks`)
-and deliveries framed in runs (`Router.publish_run` → `Connection.deliver_run`) behave as
-one publish each: against a real Brook, over TCP."""
+"""Acks read in runs (`ClientParser` → `Connection.on_pub_run` → `Router.publish_each` →
+the consumer's `deliver_each`) and deliveries framed in runs (`Router.publish_run` →
+`Connection.deliver_run`) behave as one publish each: against a real Brook, over TCP."""
 
 from __future__ import annotations
 
@@ -102,6 +102,43 @@ async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
         info = await ack_floor_reaches(js, "d", 5)
         assert info.num_ack_pending == 0
         assert oks_before == 3  # CONNECT, SUB, PUB
+    finally:
+        writer.close()
+
+
+async def test_a_run_of_naks_redelivers_each_message(nc: Any, js: Any) -> None:
+    # Acks alike but not plain (`-NAK` here) reach the consumer as a run too, which
+    # applies them one by one: every message comes again, then a run of plain acks
+    # settles them all.
+    await publish_many(js, 20)
+    await js.add_consumer("S", durable_name="d", ack_policy="explicit")
+    host, port = nc.connected_url.hostname, nc.connected_url.port
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        buf = bytearray()
+        await _read_until(reader, buf, lambda b: b"\r\n" in b)  # INFO
+        del buf[:]
+        request = json.dumps({"batch": 20, "expires": 5_000_000_000}).encode()
+        pull = b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d in.box %d\r\n%b\r\n" % (len(request), request)
+        writer.write(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB in.box 1\r\n' + pull)
+
+        async def replies() -> list[bytes]:
+            await _read_until(reader, buf, lambda b: b.count(b"MSG s.a 1 ") == 20)
+            lines = bytes(buf).split(b"\r\n")
+            del buf[:]
+            return [line.split(b" ")[3] for line in lines if line.startswith(b"MSG s.a 1 ")]
+
+        first = await replies()
+        writer.write(b"".join(b"PUB %b 4\r\n-NAK\r\n" % r for r in first) + pull)
+        again = await replies()
+        # The same messages (stream sequences), each delivered a second time (the token
+        # after the stream and consumer names is the delivery count).
+        assert [r.split(b".")[5] for r in again] == [r.split(b".")[5] for r in first]
+        assert {r.split(b".")[4] for r in again} == {b"2"}
+        writer.write(b"".join(b"PUB %b 0\r\n\r\n" % r for r in again))
+        info = await ack_floor_reaches(js, "d", 20)
+        assert info.num_ack_pending == 0
+        assert info.delivered.consumer_seq == 40  # 20 deliveries, then the same 20 again
     finally:
         writer.close()
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import is_no_space
-from brook.server.internal import InternalClient
+from brook.routing.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream.api")
 

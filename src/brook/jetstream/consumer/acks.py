@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from brook.config.conf_syntax import parse_duration
 
 ACK_PREFIX = "$JS.ACK."
+ACK_ROUTE_TOKENS = 2
+"""The tokens after `ACK_PREFIX` that say which consumer an ack is for (stream,
+consumer): the engine registers the prefix as an exclusive route prefix with them
+(`Sublist.add_exclusive_prefix`), each consumer's ack subscription being a route."""
 
 
 def ack_subject(

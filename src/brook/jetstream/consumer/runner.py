@@ -59,8 +59,8 @@ from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
 from brook.limits import MAX_PAYLOAD_BYTES
+from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
-from brook.server.internal import InternalClient
 from brook.subjects import subset_match
 
 log = logging.getLogger("brook.consumer")
@@ -162,7 +162,7 @@ class ConsumerRunner:
                 f"$JS.ACK.{prefix}.>",
                 self._on_ack,
                 cache_results=False,
-                acks_handler=self._on_plain_acks,
+                each_handler=self._on_ack_run,
             ),
         ]
         if config.flow_control:
@@ -399,19 +399,19 @@ class ConsumerRunner:
         self._run(self.state.pull(inbox, req, now))
         return None
 
-    def _on_plain_acks(self, subjects: list[bytes]) -> None:
-        """`_on_ack(subject, None, None, b"+ACK")` for each of a run of plain acks as the
-        parser read them (the common case, kept short). The deliveries they allow, the
-        timer and persistence are seen to once per loop turn, for all the acks of a read
-        chunk (`_settle`)."""
+    def _on_ack_run(self, subjects: list[bytes], payload: bytes) -> None:
+        """`_on_ack(subject, None, None, payload)` for each of a run of no-reply acks as
+        the parser read them. Plain ones (the common case) are kept short: the deliveries
+        they allow, the timer and persistence are seen to once per loop turn, for all the
+        acks of a read chunk (`_settle`)."""
         seqs: list[int] | None = None
-        if self._plain_acks_in_runs():
+        if payload in PLAIN_ACK_BODIES and self._plain_acks_in_runs():
             memo = self._ack_memo
             known = list(map(memo.pop, subjects, itertools.repeat(None)))
             seqs = ack_run_stream_seqs(subjects) if None in known else cast(list[int], known)
-        if seqs is None:  # a subject of another form, or no run to make: one by one
+        if seqs is None:  # another ack, a subject of another form, or no run to make
             for subject in subjects:
-                self._on_ack(subject, None, None, b"+ACK")
+                self._on_ack(subject, None, None, payload)
             return
         self._apply_plain_acks(seqs)
 

@@ -16,19 +16,18 @@ import logging
 from collections.abc import Callable
 
 from brook.routing.router import Router
-from brook.routing.sublist import Subscription
+from brook.routing.sublist import Subscriber, Subscription
 
 log = logging.getLogger("brook.internal")
 
 MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | None]
 """(subject, reply, header, payload) -> False to decline the message (not a responder)"""
 
-AcksHandler = Callable[[list[bytes]], None]
-"""(subjects) of a run of plain acks: `(subject, None, None, payload)` messages whose
-payload (`b""` or `b"+ACK"`) means the same to a consumer"""
+EachHandler = Callable[[list[bytes], bytes], None]
+"""(subjects, payload) of a run of `(subject, None, None, payload)` messages"""
 
 
-class InternalClient:
+class InternalClient(Subscriber):
     """A named in-process participant on the router."""
 
     def __init__(self, router: Router, name: str) -> None:
@@ -36,7 +35,7 @@ class InternalClient:
         self.name = name
         self.echo = True
         self._handlers: dict[int, MessageHandler] = {}
-        self._acks_handlers: dict[int, AcksHandler] = {}
+        self._each_handlers: dict[int, EachHandler] = {}
         self._next_sid = 0
         self.subs: dict[bytes, Subscription] = {}
 
@@ -47,19 +46,19 @@ class InternalClient:
         queue: bytes | None = None,
         *,
         cache_results: bool = True,
-        acks_handler: AcksHandler | None = None,
+        each_handler: EachHandler | None = None,
     ) -> Subscription:
         """`cache_results=False` for a wildcard whose matching subjects are each published
-        about once (ack subjects): see `Subscription.cache_results`. `acks_handler` takes
-        runs of plain acks in one call instead of `handler` once each
-        (`Router.publish_acks`)."""
+        about once (ack subjects): see `Subscription.cache_results`. `each_handler` takes
+        a run of no-reply messages with one payload in one call instead of `handler` once
+        each (`Router.publish_each`)."""
         self._next_sid += 1
         sid = b"%d" % self._next_sid
         subj = subject.encode() if isinstance(subject, str) else subject
         sub = Subscription(self, subj, sid, queue, cache_results=cache_results)
         self._handlers[id(sub)] = handler
-        if acks_handler is not None:
-            self._acks_handlers[id(sub)] = acks_handler
+        if each_handler is not None:
+            self._each_handlers[id(sub)] = each_handler
         self.subs[sid] = sub
         self.router.subscribe(sub)
         return sub
@@ -69,7 +68,7 @@ class InternalClient:
 
     def remove_subscription(self, sub: Subscription) -> None:
         self._handlers.pop(id(sub), None)
-        self._acks_handlers.pop(id(sub), None)
+        self._each_handlers.pop(id(sub), None)
         self.subs.pop(sub.sid, None)
         self.router.unsubscribe(sub)
 
@@ -95,17 +94,15 @@ class InternalClient:
             log.exception("%s: handler for %r failed", self.name, subject)
             return None
 
-    def deliver_acks(self, sub: Subscription, subjects: list[bytes], payload: bytes) -> None:
-        """`deliver(sub, subject, None, None, payload)` for each subject, in order."""
-        handler = self._acks_handlers.get(id(sub))
+    def deliver_each(self, sub: Subscription, subjects: list[bytes], payload: bytes) -> int:
+        handler = self._each_handlers.get(id(sub))
         if handler is None:
-            for subject in subjects:
-                self.deliver(sub, subject, None, None, payload)
-            return
+            return super().deliver_each(sub, subjects, payload)
         try:
-            handler(subjects)
+            handler(subjects, payload)
         except Exception:
-            log.exception("%s: acks handler for %r failed", self.name, sub.subject)
+            log.exception("%s: handler for a run on %r failed", self.name, sub.subject)
+        return len(subjects)
 
     def publish(
         self,
