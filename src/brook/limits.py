@@ -76,6 +76,10 @@ SNAPSHOT_INTEREST_WAIT_S: Final = 2.0
 # the upload is staged on the store's disk). Both configurable (jetstream block).
 RESTORE_IDLE_TIMEOUT_S: Final = 5.0
 RESTORE_MAX_BYTES: Final = 64 * 1024 * 1024 * 1024
+# File-stream PubAcks waiting for their group commit, across all streams: past this, the
+# connections publishing to file streams stop being read until half have been sent
+# (`jetstream.max_acks_awaiting_sync`; jetstream/backlog.py). 0: no bound.
+MAX_ACKS_AWAITING_SYNC: Final = 65536
 # Worker threads that read, compress, stage and check snapshots (apart from the fsyncs').
 TRANSFER_THREADS: Final = 2
 # Full disk. The JetStream store's filesystem keeps this much free: below it, publishes

@@ -722,3 +722,15 @@ def test_parse_size(text: str, expected: int) -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(text)
+
+
+def test_max_acks_awaiting_sync(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    assert Settings().jetstream.max_acks_awaiting_sync == 65536
+    path.write_text("jetstream { max_acks_awaiting_sync: 1000 }\n")
+    assert load_conf_file(str(path)).jetstream.max_acks_awaiting_sync == 1000
+    path.write_text("jetstream { max_acks_awaiting_sync: 0 }\n")  # no bound
+    assert load_conf_file(str(path)).jetstream.max_acks_awaiting_sync == 0
+    path.write_text("jetstream { max_acks_awaiting_sync: -5 }\n")
+    with pytest.raises(ConfigError, match="max_acks_awaiting_sync: must be 0"):
+        load_conf_file(str(path))

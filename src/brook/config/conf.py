@@ -176,6 +176,7 @@ _JS_CONSUMER_FLUSH = ("consumer_flush_interval",)  # Brook's own (see JetStreamS
 _JS_RESTORE_MAX = ("restore_max_bytes",)  # Brook's own
 _JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
 _JS_RESERVE = ("free_space_reserve",)  # Brook's own
+_JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -207,6 +208,7 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
             *_JS_RESTORE_MAX,
             *_JS_RESTORE_IDLE,
             *_JS_RESERVE,
+            *_JS_ACKS_AWAITING_SYNC,
         )
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
@@ -225,6 +227,8 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.restore_idle_timeout_s = _duration(at, value)
             elif key in _JS_RESERVE:
                 js.free_space_reserve_bytes = _size(at, value)
+            elif key in _JS_ACKS_AWAITING_SYNC:
+                js.max_acks_awaiting_sync = _int(at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled

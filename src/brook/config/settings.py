@@ -66,6 +66,9 @@ class JetStreamSettings:
     # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
     # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
     free_space_reserve_bytes: int = -1
+    # File-stream PubAcks waiting for their fsync, across all streams, before publishing
+    # connections stop being read (jetstream/backlog.py). 0: no bound.
+    max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC
 
     @property
     def store_path(self) -> str:
@@ -132,6 +135,8 @@ class Settings:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.free_space_reserve_bytes < -1:
             raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
+        if self.jetstream.max_acks_awaiting_sync < 0:
+            raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:

@@ -8,7 +8,8 @@ So under load one fsync covers a whole batch of publishes, which is how Brook ac
 only durable messages and stays fast (docs/adr/0004-group-commit.md).
 
 If a sync fails, the waiting callbacks receive the error instead: a PubAck is never sent
-for a message that may not be durable.
+for a message that may not be durable. Every committer of a server counts what it owes in
+one `CommitBacklog` (backlog.py), which bounds it by pausing the publishers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
+
+from brook.jetstream.backlog import CommitBacklog
 
 log = logging.getLogger("brook.commit")
 
@@ -30,8 +33,10 @@ class GroupCommitter:
         executor: Executor | None,
         *,
         loop: asyncio.AbstractEventLoop | None = None,
+        backlog: CommitBacklog | None = None,
     ) -> None:
         self._sync = sync
+        self._backlog = backlog or CommitBacklog(0)
         self._executor = executor
         self._loop = loop or asyncio.get_running_loop()
         self._waiting: list[DurableCallback] = []
@@ -46,6 +51,9 @@ class GroupCommitter:
     def request(self, on_durable: DurableCallback) -> None:
         """Call `on_durable(None)` once everything stored so far is durable."""
         self._waiting.append(on_durable)
+        backlog = self._backlog  # counted inline: this runs for every publish
+        backlog.owed += 1
+        backlog.contributed = True
         if not self._in_flight:
             self._start()
 
@@ -67,6 +75,7 @@ class GroupCommitter:
             except Exception:
                 log.exception("durable callback failed")
         self.committed += len(batch)
+        self._backlog.satisfied(len(batch))
         if self._waiting:
             self._start()
 

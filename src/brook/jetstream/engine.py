@@ -40,6 +40,7 @@ from typing import Any
 
 from brook import limits
 from brook.jetstream import models
+from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
@@ -100,6 +101,7 @@ class JetStream:
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
+        max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -120,6 +122,8 @@ class JetStream:
         self.sync_interval_s = sync_interval_s
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
+        # The PubAcks every group commit owes, bounded by pausing their publishers.
+        self.commit_backlog = CommitBacklog(max_acks_awaiting_sync)
         self.consumer_files = ConsumerFiles(
             self.root, self._executor, flush_interval_s=consumer_flush_interval_s
         )
@@ -478,7 +482,9 @@ class JetStream:
                 store = FileStore(directory=directory, first_seq=config.first_seq or 1)
                 self._report_recovery(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
-                committer = GroupCommitter(store.sync, self._executor, loop=self._loop)
+                committer = GroupCommitter(
+                    store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
+                )
                 store.on_reclaim = _request_sync(committer)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)

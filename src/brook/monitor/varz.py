@@ -109,6 +109,8 @@ def build_varz(
             v["jetstream"]["brook_transfers"] = srv["transfers"]
         if srv["store"] is not None:  # Brook's own (docs/compatibility.md)
             v["jetstream"]["brook_store"] = srv["store"]
+        if srv["commits"] is not None:  # Brook's own: PubAcks awaiting their fsync, the bound
+            v["jetstream"]["brook_commits"] = srv["commits"]
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),

@@ -27,6 +27,7 @@ from brook.server.listen import peer_host
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
+    from brook.jetstream.backlog import CommitBacklog
     from brook.server.server import Server
 
 log = logging.getLogger("brook.connection")
@@ -83,6 +84,8 @@ class ClientConnection(asyncio.Protocol):
         self.rtt_measured_at: float | None = None
         self._ping_handle: asyncio.TimerHandle | None = None
         self._auth_handle: asyncio.TimerHandle | None = None
+        # Not read until the group commits have sent what they owe (`_wait_for_commits`).
+        self._commit_wait: CommitBacklog | None = None
         # Statistics (read by monitoring).
         self.in_msgs = 0
         self.in_bytes = 0
@@ -124,6 +127,9 @@ class ClientConnection(asyncio.Protocol):
         for handle in (self._ping_handle, self._auth_handle, self._write_paused_handle):
             if handle is not None:
                 handle.cancel()
+        if self._commit_wait is not None:
+            self._commit_wait.forget(self._commits_drained)
+            self._commit_wait = None
         router = self.server.router
         for sub in self.subs.values():
             router.unsubscribe(sub)
@@ -181,6 +187,9 @@ class ClientConnection(asyncio.Protocol):
             # violation, not a protocol error.
             self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
             return
+        backlog = self.server.commit_backlog
+        if backlog is not None:
+            backlog.contributed = False
         try:
             self.parser.feed(data)
         except ProtocolError as exc:
@@ -192,6 +201,23 @@ class ClientConnection(asyncio.Protocol):
         except Exception:
             log.exception("cid=%d internal error; closing this connection", self.cid)
             self.close("internal error")
+        if backlog is not None and backlog.contributed and backlog.over:
+            self._wait_for_commits(backlog)
+
+    def _wait_for_commits(self, backlog: CommitBacklog) -> None:
+        """This input published to file streams while too many of their PubAcks wait for
+        an fsync: stop reading until they are sent (jetstream/backlog.py), so a publisher
+        that does not wait for its acks is slowed down by TCP instead of filling memory."""
+        if self._commit_wait is not None or self.closed or self.transport is None:
+            return
+        self._commit_wait = backlog
+        self.transport.pause_reading()
+        backlog.wait(self._commits_drained)
+
+    def _commits_drained(self) -> None:
+        self._commit_wait = None
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     def _require_connect(self) -> bool:
         """Before CONNECT on a server with auth, every operation is an authorization violation."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from brook import limits
 from brook.config.settings import ConfigError, Settings
+from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
@@ -75,6 +76,8 @@ class Server:
         self.monitor: Monitor | None = None
         self._ports_file: Path | None = None
         self.jetstream: Any = None
+        # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
+        self.commit_backlog: CommitBacklog | None = None
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.started_at = time.time()
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
@@ -181,8 +184,10 @@ class Server:
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
+            max_acks_awaiting_sync=js_settings.max_acks_awaiting_sync,
         )
         await self.jetstream.start()
+        self.commit_backlog = self.jetstream.commit_backlog
         api = ApiDispatcher(self.jetstream.internal)
         streams = StreamApi(
             self.jetstream,
@@ -355,6 +360,9 @@ class Server:
                 js.store_statistics()
                 if js is not None and self.settings.jetstream.store_dir
                 else None
+            ),
+            "commits": (
+                self.commit_backlog.statistics() if self.commit_backlog is not None else None
             ),
         }
 

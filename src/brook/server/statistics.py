@@ -47,6 +47,9 @@ class ServerStatistics(TypedDict):
     pid: int
     transfers: dict[str, Any] | None  # snapshots and restores in progress; None without JetStream
     store: dict[str, Any] | None  # the file store's space and damage; None without a store_dir
+    commits: (
+        dict[str, Any] | None
+    )  # PubAcks awaiting their fsync, and the bound; None without JetStream
 
 
 @dataclass(frozen=True, slots=True)
