@@ -9,8 +9,7 @@ embedding::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from brook.embed import serve
+from brook.version import __version__
 
 __all__ = ["__version__", "serve"]

@@ -30,6 +30,7 @@ async def serve(
     settings: Settings | None = None,
     **fields: Any,
 ) -> AsyncIterator[Any]:
+    from brook.monitor import MonitorServer
     from brook.server.server import Server
 
     base = settings or Settings()
@@ -44,7 +45,10 @@ async def serve(
             enabled=jetstream if jetstream is not None else True,
             store_dir=store_dir if store_dir is not None else js.store_dir,
         )
-    server = Server(base.replace(host=host, port=port, auth=auth, jetstream=js, **fields))
+    server = Server(
+        base.replace(host=host, port=port, auth=auth, jetstream=js, **fields),
+        monitor=MonitorServer,
+    )
     await server.start()
     try:
         yield server

@@ -1,8 +1,9 @@
-"""Every default and hard limit of the core server, in one place, units in names.
+"""Every default and hard limit of Brook, in one place, units in names: the core server's,
+monitoring's and JetStream's (streams, consumers, snapshots, the store's free space).
 
 Values follow nats-server's `const.go` and `opts.go` where Brook mirrors a nats-server
-setting, so a client tuned for nats-server sees the same envelope. Nothing here imports
-anything else of Brook.
+setting, so a client tuned for nats-server sees the same envelope. A leaf: nothing here
+imports anything else of Brook (an import-linter contract, `pyproject.toml`).
 """
 
 from typing import Final

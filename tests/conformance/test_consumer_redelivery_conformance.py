@@ -87,6 +87,25 @@ async def nak(p: Probe) -> None:
     await _info(p, "info at the end", "nak")
 
 
+async def nak_go_durations(p: Probe) -> None:
+    """A `-NAK` delay is read with Go's time.ParseDuration: `.4s`, `1.s` and `+0.3s` are
+    delays there too."""
+    await _setup(p, 2, "nakgo")
+    first = await _pull(p, "first delivery", "nakgo", {"batch": 1}, 1)
+    p.record("nak .4s", await ack_sync(p, ack_of(first[0]), b"-NAK .4s"))
+    await _pull(p, "the next message first", "nakgo", {"batch": 1, "no_wait": True}, 1)
+    await _pull(p, "nothing before .4s", "nakgo", {"batch": 1, "expires": 100 * MS}, 1)
+    again = await _pull(p, "after .4s", "nakgo", {"batch": 1, "expires": 1000 * MS}, 1)
+    p.record("nak 1.s", await ack_sync(p, ack_of(again[0]), b"-NAK 1.s"))
+    await _pull(p, "nothing before 1.s", "nakgo", {"batch": 1, "expires": 300 * MS}, 1)
+    third = await _pull(p, "after 1.s", "nakgo", {"batch": 1, "expires": 2000 * MS}, 1)
+    p.record("nak +0.3s", await ack_sync(p, ack_of(third[0]), b"-NAK +0.3s"))
+    await _pull(p, "nothing before +0.3s", "nakgo", {"batch": 1, "expires": 50 * MS}, 1)
+    fourth = await _pull(p, "after +0.3s", "nakgo", {"batch": 1, "expires": 1000 * MS}, 1)
+    p.record("ack", await ack_sync(p, ack_of(fourth[0])))
+    await _info(p, "info at the end", "nakgo")
+
+
 async def ack_wait(p: Probe) -> None:
     await _setup(p, 3, "aw", ack_wait=500 * MS)
     got = await _pull(p, "first deliveries", "aw", {"batch": 3}, 3)
@@ -265,6 +284,7 @@ async def push_redelivery(p: Probe) -> None:
 # Every step matches nats-server; a difference found later goes here as label -> diagnosis.
 SCENARIOS: dict[Scenario, dict[str, str]] = {
     nak: {},
+    nak_go_durations: {},
     ack_wait: {},
     work_in_progress: {},
     backoff: {},

@@ -24,6 +24,8 @@ from nats.aio.client import __version__ as nats_py_version
 
 import brook
 from brook import limits
+from brook.config.settings import ConfigError, Settings
+from brook.server.server import Server
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 
 pytestmark = pytest.mark.timeout(20)
@@ -518,3 +520,12 @@ async def test_fields_and_types_match_nats_server(
     for subject, bsub in bsubs.items():
         _assert_subset(bsub, nsubs[subject], "connz.subscriptions_list_detail[]")
     assert bvarz["version"] == limits.NATS_COMPAT_VERSION
+
+
+async def test_a_server_given_no_monitor_refuses_http_port() -> None:
+    # Monitoring sits above the server, which never imports it: a `Server` built without a
+    # monitor factory cannot serve http_port, and says so rather than starting without it.
+    server = Server(Settings(host="127.0.0.1", port=0, http_port=-1))
+    with pytest.raises(ConfigError, match="without monitoring"):
+        await server.start()
+    assert server.monitor is None

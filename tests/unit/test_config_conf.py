@@ -13,7 +13,6 @@ from brook import limits
 from brook.config.conf import (
     load_conf_file,
     parse_conf,
-    parse_duration,
     parse_size,
     settings_from_conf,
 )
@@ -719,24 +718,10 @@ def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("2", 2.0), ("1.5", 1.5), ("2s", 2.0), ("500ms", 0.5), ("1m", 60.0), ("1h30m", 5400.0)],
-)
-def test_parse_duration(text: str, expected: float) -> None:
-    assert parse_duration(text) == pytest.approx(expected)
-
-
 @pytest.mark.parametrize("text", ["", "MB", "1XB", "1.5MB", "lots"])
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(text)
-
-
-@pytest.mark.parametrize("text", ["", "s", "2x", "1m 2s", "soon", "-"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration(text)
 
 
 def test_max_acks_awaiting_sync(tmp_path: Path) -> None:

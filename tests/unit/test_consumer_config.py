@@ -10,7 +10,6 @@ from brook.jetstream.errors import ApiError
 from brook.jetstream.models.consumer_config import (
     ConsumerConfig,
     create_action,
-    go_duration,
 )
 from brook.jetstream.models.consumer_json import (
     SequenceInfo,
@@ -417,12 +416,3 @@ def test_info_shape() -> None:
         "last_active": "1970-01-01T00:00:02Z",
     }
     assert out["ack_floor"] == {"consumer_seq": 0, "stream_seq": 0}
-
-
-def test_go_duration() -> None:
-    assert [go_duration(x) for x in (0, 5_000_000_000, 90_000_000_000, 1_500_000)] == [
-        "0s",
-        "5s",
-        "1m30s",
-        "1.5ms",
-    ]

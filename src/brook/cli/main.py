@@ -21,8 +21,9 @@ import signal
 import sys
 from pathlib import Path
 
-from brook import __version__, limits
+from brook import limits
 from brook.config.settings import ConfigError, Settings
+from brook.version import __version__
 
 USAGE = """usage: brook <command> [options]
 
@@ -88,6 +89,7 @@ def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 
 async def _serve(settings: Settings) -> None:
+    from brook.monitor import MonitorServer
     from brook.server.server import Server
 
     # Every handler is in place before the server starts: a launcher may signal as soon
@@ -98,7 +100,7 @@ async def _serve(settings: Settings) -> None:
         loop.add_signal_handler(sig, _ignore_signal, sig)
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_signal, stop, sig)
-    server = Server(settings)
+    server = Server(settings, monitor=MonitorServer)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()

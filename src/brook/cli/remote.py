@@ -18,7 +18,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from brook.config.conf_syntax import parse_duration, parse_size
+from brook.config.conf_syntax import parse_size
+from brook.durations import parse_seconds
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
@@ -60,7 +61,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
 def duration_arg(text: str) -> float:
     """Seconds from `30s`, `1h`, `1m30s` or a plain number of seconds."""
     try:
-        return parse_duration(text)
+        return parse_seconds(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 30s, 5m, 1h)") from None
 

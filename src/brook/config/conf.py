@@ -1,11 +1,12 @@
 """The meaning half of the nats-server config format: parsed config in, `Settings` out.
 
 Brook reads the same files as nats-server so one config can drive either server. The text
-is parsed by `brook.config.conf_syntax` (re-exported here: `parse_conf`, `parse_size`,
-`parse_duration`); this module maps the resulting dict onto `Settings`, accepting the key
-names and aliases nats-server accepts (`net` for `host`, `max_conn`, the jetstream block's
+is parsed by `brook.config.conf_syntax` (re-exported here: `parse_conf`, `parse_size`);
+this module maps the resulting dict onto `Settings`, accepting the key names and aliases
+nats-server accepts (`net` for `host`, `max_conn`, the jetstream block's
 `store`/`max_mem`/... spellings, `authorization` with a token, one user or a `users` list)
-and the value shapes it accepts (`listen: "host:port"`, sizes like `1MB`, durations).
+and the value shapes it accepts (`listen: "host:port"`, sizes like `1MB`, durations read
+by `brook.durations.parse_seconds`).
 
 Deliberate differences from nats-server, each to avoid a silent surprise:
 * a duration written as a suffixed number (`ping_interval: 2m`) is two minutes, not the two
@@ -23,10 +24,11 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
-from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_duration, parse_size
+from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import AuthSettings, ConfigError, Settings, User
+from brook.durations import parse_seconds
 
-__all__ = ["load_conf_file", "parse_conf", "parse_duration", "parse_size", "settings_from_conf"]
+__all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
 
 _Handler = Callable[[Settings, str, object], None]
 
@@ -76,7 +78,7 @@ def _duration(where: str, v: object) -> float:
     text = v.text if isinstance(v, SuffixedInt) else v
     if isinstance(text, str):
         with contextlib.suppress(ValueError):
-            return parse_duration(text)
+            return parse_seconds(text)
     elif isinstance(text, int | float) and not isinstance(text, bool):
         return float(text)
     raise _bad(where, "a duration (seconds, or like 2s, 500ms, 1m)", v)

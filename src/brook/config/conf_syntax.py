@@ -6,8 +6,9 @@ double-quoted (with escapes), single-quoted (raw), bare and `(`...`)` block stri
 with size suffixes (k=1000, kb/ki/kib=1024, likewise m, g, t); true/yes/on and false/no/off;
 `$NAME` resolved through the enclosing blocks, then the environment; `include` relative to
 the including file; an optional pair of braces around the whole file. Keys are lower-cased
-because nats-server matches them case-insensitively. `parse_size` and `parse_duration` read
-the same value notation for callers holding a plain string (the mapping, command-line flags).
+because nats-server matches them case-insensitively. `parse_size` reads the
+same size notation for callers holding a plain string (the mapping, command-line flags);
+durations are `brook.durations.parse_seconds`.
 
 What the result means is not decided here: `brook.config.conf` maps it onto `Settings`.
 Blocks remember which keys were referenced as `$variables` (`used_vars`) so that the mapping
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from brook.config.settings import ConfigError
 
-__all__ = ["SuffixedInt", "parse_conf", "parse_duration", "parse_size"]
+__all__ = ["SuffixedInt", "parse_conf", "parse_size"]
 
 _PREFIXES = "kmgt"
 _SIZE_UNITS: dict[str, int] = (
@@ -39,9 +40,6 @@ _SIZE_UNITS: dict[str, int] = (
 )
 _NUMBER_RE = re.compile(r"(-?\d+)([a-z]*)", re.IGNORECASE | re.ASCII)
 _FLOAT_RE = re.compile(r"-?\d+(?:\.\d+)?", re.ASCII)
-_DURATION_RE = re.compile(r"(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+", re.ASCII)
-_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", re.ASCII)
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", '"': '"', "\\": "\\"}
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")  # bare bcrypt hashes are strings, not variables
@@ -58,16 +56,6 @@ def parse_size(text: str) -> int:
     if match is None or unit is None:
         raise ValueError(f"not a size: {text!r}")
     return int(match.group(1)) * unit
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from a Go-style duration (`2s`, `500ms`, `1m30s`, `1h`) or a plain number."""
-    text = text.strip()
-    if _FLOAT_RE.fullmatch(text):
-        return float(text)
-    if not _DURATION_RE.fullmatch(text):
-        raise ValueError(f"not a duration: {text!r}")
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(text))
 
 
 class SuffixedInt(int):

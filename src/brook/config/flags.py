@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from brook.config.conf import load_conf_file, sync_interval
-from brook.config.conf_syntax import parse_duration, parse_size
+from brook.config.conf_syntax import parse_size
 from brook.config.settings import ConfigError, Settings, User
+from brook.durations import parse_seconds
 
 __all__ = [
     "ArgumentError",
@@ -196,7 +197,7 @@ def _convert(flag: _Flag, typed: str, raw: str | None) -> object:
             if not re.fullmatch(r"-?[0-9]+", raw.strip()):
                 raise ValueError(raw)
             return int(raw)
-        return parse_size(raw) if flag.kind == "size" else parse_duration(raw)
+        return parse_size(raw) if flag.kind == "size" else parse_seconds(raw)
     except ValueError:
         expected = _EXPECTED[flag.kind]
         raise ArgumentError(f"flag {typed!r}: expected {expected}, got {raw!r}") from None

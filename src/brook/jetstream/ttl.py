@@ -30,25 +30,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from brook import durations
 from brook.protocol import headers as hdrs
 
 NEVER = -1
 """`parse_ttl` result for `Nats-TTL: never`."""
 
-NS_PER_S = 1_000_000_000
+NS_PER_S = durations.NS_PER_S
 _HEADER = b"Nats-TTL"
 _INT64_MIN = -(1 << 63)
 _UINT64 = 1 << 64
-_UNITS = {
-    b"ns": 1,
-    b"us": 1_000,
-    "µ".encode() + b"s": 1_000,  # U+00B5 MICRO SIGN
-    "μ".encode() + b"s": 1_000,  # U+03BC GREEK SMALL LETTER MU
-    b"ms": 1_000_000,
-    b"s": NS_PER_S,
-    b"m": 60 * NS_PER_S,
-    b"h": 3600 * NS_PER_S,
-}
 
 
 class InvalidTTL(ValueError):
@@ -78,7 +69,7 @@ def parse_ttl(value: str) -> int:
     if value.lower() == "never":
         return NEVER
     raw = value.encode("utf-8", "surrogateescape")
-    duration = _go_parse_duration(raw)
+    duration = durations.parse_ns(raw)
     if duration is not None:
         if duration < NS_PER_S:
             raise InvalidTTL(value)
@@ -94,84 +85,10 @@ def parse_ttl(value: str) -> int:
     return seconds
 
 
-def _go_parse_duration(s: bytes) -> int | None:
-    """Go's `time.ParseDuration` in nanoseconds, or None where Go returns an error."""
-    neg = False
-    if s[:1] in (b"-", b"+"):
-        neg = s[:1] == b"-"
-        s = s[1:]
-    if s == b"0":
-        return 0
-    if not s:
-        return None
-    total = 0
-    while s:
-        if not (s[:1] == b"." or s[:1].isdigit()):
-            return None
-        i = 0
-        whole = 0
-        while i < len(s) and 0x30 <= s[i] <= 0x39:
-            if whole > (1 << 63) // 10:
-                return None
-            whole = whole * 10 + s[i] - 0x30
-            if whole > 1 << 63:
-                return None
-            i += 1
-        pre = i > 0
-        s = s[i:]
-        frac, scale, post = 0, 1.0, False
-        if s[:1] == b".":
-            s = s[1:]
-            i = 0
-            overflow = False
-            while i < len(s) and 0x30 <= s[i] <= 0x39:
-                if not overflow:
-                    if frac > ((1 << 63) - 1) // 10:
-                        overflow = True
-                    else:
-                        frac = frac * 10 + s[i] - 0x30
-                        scale *= 10
-                i += 1
-            post = i > 0
-            s = s[i:]
-        if not pre and not post:
-            return None
-        i = 0
-        while i < len(s) and not (s[i] == 0x2E or 0x30 <= s[i] <= 0x39):
-            i += 1
-        if i == 0:
-            return None  # missing unit
-        unit = _UNITS.get(s[:i])
-        if unit is None:
-            return None
-        s = s[i:]
-        if whole > (1 << 63) // unit:
-            return None
-        whole *= unit
-        if frac > 0:
-            whole += int(float(frac) * (float(unit) / scale))
-            if whole > 1 << 63:
-                return None
-        total += whole
-        if total > 1 << 63:
-            return None
-    if neg:
-        return -total
-    if total > (1 << 63) - 1:
-        return None
-    return total
-
-
 def format_seconds(seconds: int) -> str:
     """Whole seconds as Go's `time.Duration.String()` writes them: "5s", "1m30s",
     "1h0m0s" (the form of the `Nats-TTL` header on subject delete markers)."""
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
+    return durations.go_string(seconds * NS_PER_S)
 
 
 def deadline(ts_ns: int, ttl_s: int) -> int:

@@ -1,7 +1,9 @@
 """HTTP monitoring compatible with nats-server's `/varz`, `/connz` and `/healthz`.
 
-Kept apart from the core server so that a server without `http_port` never imports it,
-and so that the JSON shapes (which follow nats-server field for field) live in one place.
+Above the core server and apart from it: the server hands monitoring plain-data snapshots
+(`brook.server.statistics.StatisticsFeed`) and never imports this package; whoever composes
+a server (`brook.serve()`, `brook serve`) passes `MonitorServer` in as its monitor factory.
+The JSON shapes, which follow nats-server field for field, live here in one place.
 """
 
 from __future__ import annotations

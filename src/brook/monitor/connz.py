@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from brook import limits
 from brook.monitor.durations import rfc3339_nano, rtt_string, uptime_string
-
-if TYPE_CHECKING:
-    from brook.server.connection import ClientConnection
-    from brook.server.server import Server
+from brook.server.statistics import ConnectionSnapshot, StatisticsFeed
 
 __all__ = ["HttpError", "build_connz"]
 
@@ -53,9 +50,7 @@ class HttpError(Exception):
     """A request the server refuses; `args` are (status, message) for the JSON error body."""
 
 
-def _sort_value(c: ClientConnection, what: str, now: float) -> float:
-    if what == "subs":
-        return len(c.subs)
+def _sort_value(c: ConnectionSnapshot, what: str, now: float) -> float:
     if what == "idle":
         return now - c.last_activity
     if what == "uptime":
@@ -87,7 +82,7 @@ def _bool_param(query: dict[str, list[str]], name: str) -> bool:
     raise HttpError(400, f"Error decoding boolean for '{name}': {raw!r} is not a boolean")
 
 
-def build_connz(server: Server, query: dict[str, list[str]]) -> dict[str, Any]:
+def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str, Any]:
     """The `/connz` body for `server`; raises `HttpError` for a parameter it refuses."""
     limit = _int_param(query, "limit", limits.CONNZ_LIMIT_DEFAULT)
     if limit <= 0:
@@ -106,21 +101,19 @@ def build_connz(server: Server, query: dict[str, list[str]]) -> dict[str, Any]:
         raise HttpError(400, f"Error decoding uint64 for 'cid': {cid} is negative")
 
     now = time.time()
-    clients = server.clients
+    clients = server.connections()
     total = len(clients)
     if cid:
         # nats-server answers a cid lookup as a one-entry page of all connections.
-        one = clients.get(cid)
-        selected = [one] if one is not None else []
+        selected = [c for c in clients if c.cid == cid]
         offset, limit = 0, 1
     else:
         what, descending = _SORTS[sort]
-        ordered = sorted(clients.values(), key=lambda c: c.cid)
+        ordered = sorted(clients, key=lambda c: c.cid)
         if sort != "cid":
             ordered.sort(key=lambda c: _sort_value(c, what, now), reverse=descending)
         selected = ordered[offset : offset + limit]
-    auth = server.authenticator.required
-    conns = [_conn_info(c, now, with_subs, detail, auth) for c in selected]
+    conns = [_conn_info(server, c, now, with_subs, detail) for c in selected]
     return {
         "server_id": server.server_id,
         "now": rfc3339_nano(now),
@@ -133,7 +126,7 @@ def build_connz(server: Server, query: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def _conn_info(
-    c: ClientConnection, now: float, with_subs: bool, detail: bool, auth: bool
+    server: StatisticsFeed, c: ConnectionSnapshot, now: float, with_subs: bool, detail: bool
 ) -> dict[str, Any]:
     last = c.last_activity
     info: dict[str, Any] = {
@@ -152,28 +145,27 @@ def _conn_info(
         "out_msgs": c.out_msgs,
         "in_bytes": c.in_bytes,
         "out_bytes": c.out_bytes,
-        "subscriptions": len(c.subs),
+        "subscriptions": c.subs,
     }
     # nats-server omits empty strings (Go `omitempty`).
     for field in ("name", "lang", "version"):
         value = getattr(c, field)
         if value:
             info[field] = value
-    if auth and c.connected and c.user:
-        # Only a name the authenticator accepted; without auth `user` is just a claim.
-        info["authorized_user"] = c.user
-    subs = list(c.subs.values())
-    if with_subs and subs and not detail:
-        info["subscriptions_list"] = [s.subject.decode("utf-8", "replace") for s in subs]
-    elif detail and subs:
+    if c.authorized_user:
+        info["authorized_user"] = c.authorized_user
+    subs = server.subscriptions(c.cid) if with_subs and c.subs else []
+    if subs and not detail:
+        info["subscriptions_list"] = [s.subject for s in subs]
+    elif subs:
         details = []
         for s in subs:
-            d: dict[str, Any] = {"subject": s.subject.decode("utf-8", "replace")}
+            d: dict[str, Any] = {"subject": s.subject}
             if s.queue:
-                d["qgroup"] = s.queue.decode("utf-8", "replace")
-            d |= {"sid": s.sid.decode("utf-8", "replace"), "msgs": s.delivered}
-            if s.max_msgs:
-                d["max"] = s.max_msgs
+                d["qgroup"] = s.queue
+            d |= {"sid": s.sid, "msgs": s.msgs}
+            if s.max:
+                d["max"] = s.max
             d["cid"] = c.cid
             details.append(d)
         info["subscriptions_list_detail"] = details

@@ -3,8 +3,8 @@
 Tools written against nats-server (the `nats` CLI, nats-top, dashboards) parse these
 strings, so Brook reproduces Go's formats rather than inventing friendlier ones:
 
-* `duration_string` is Go's `time.Duration.String()` ("0s", "1.5s", "2m0s", "664µs"),
-  used for `rtt`.
+* `rtt_string` is Go's `time.Duration.String()` (`brook.durations.go_string`) of a
+  round-trip time truncated as nats-server truncates it ("664µs"), used for `rtt`.
 * `uptime_string` is nats-server's own `myUptime` (whole seconds, with days and years:
   "1d2h3m4s"), used for `uptime` and `idle`.
 * `rfc3339_nano` is Go's `time.RFC3339Nano` in UTC (trailing fractional zeros trimmed),
@@ -17,51 +17,12 @@ from __future__ import annotations
 
 import time
 
-_NS_PER_US = 1_000
-_NS_PER_MS = 1_000_000
-_NS_PER_S = 1_000_000_000
+from brook.durations import NS_PER_MS, NS_PER_S, NS_PER_US, go_string
 
 
 def seconds_to_ns(seconds: float) -> int:
     """Seconds as integer nanoseconds: how Go serialises a `time.Duration` in JSON."""
-    return round(seconds * _NS_PER_S)
-
-
-def _fraction(value: int, unit: int) -> str:
-    """`value / unit` in decimal with trailing zeros (and a bare dot) removed, as Go does."""
-    whole, frac = divmod(value, unit)
-    if not frac:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{str(frac).zfill(digits).rstrip('0')}"
-
-
-def duration_string(ns: int) -> str:
-    """Go's `time.Duration.String()` for a duration in nanoseconds.
-
-    Below one second the largest unit that keeps the value >= 1 is used (ns, µs with the
-    micro sign U+00B5, ms); from one second up the form is [Nh][Nm]N.NNNs, where minutes
-    appear whenever hours do ("1h0m0s") and seconds always appear ("2m0s").
-    """
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    u = abs(ns)
-    if u < _NS_PER_US:
-        return f"{sign}{u}ns"
-    if u < _NS_PER_MS:
-        return f"{sign}{_fraction(u, _NS_PER_US)}\u00b5s"
-    if u < _NS_PER_S:
-        return f"{sign}{_fraction(u, _NS_PER_MS)}ms"
-    whole_s, frac_ns = divmod(u, _NS_PER_S)
-    hours, rem = divmod(whole_s, 3600)
-    minutes, secs = divmod(rem, 60)
-    text = _fraction(secs * _NS_PER_S + frac_ns, _NS_PER_S) + "s"
-    if hours:
-        text = f"{hours}h{minutes}m{text}"
-    elif minutes:
-        text = f"{minutes}m{text}"
-    return sign + text
+    return round(seconds * NS_PER_S)
 
 
 def rtt_string(rtt_s: float | None) -> str:
@@ -73,9 +34,9 @@ def rtt_string(rtt_s: float | None) -> str:
     if rtt_s is None or rtt_s <= 0:
         return "0s"
     ns = seconds_to_ns(rtt_s)
-    if _NS_PER_US < ns < _NS_PER_MS:
-        ns -= ns % _NS_PER_US
-    return duration_string(ns)
+    if NS_PER_US < ns < NS_PER_MS:
+        ns -= ns % NS_PER_US
+    return go_string(ns)
 
 
 def uptime_string(seconds: float) -> str:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from brook.server.server import Server
+from brook.server.statistics import JetStreamAssets
 
 __all__ = ["BadBoolean", "build_healthz"]
 
@@ -85,8 +84,11 @@ class _Probe:
         return body
 
 
-def build_healthz(server: Server, query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, body) for `/healthz?query`; raises `BadBoolean` for a bad flag."""
+def build_healthz(
+    js: JetStreamAssets | None, query: dict[str, list[str]]
+) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) for `/healthz?query` on a server whose JetStream holds `js`
+    (None: JetStream off); raises `BadBoolean` for a bad flag."""
     js_enabled = _flag(query, "js-enabled")
     if js_enabled:
         log.warning("Healthcheck: js-enabled deprecated, use js-enabled-only instead")
@@ -99,8 +101,8 @@ def build_healthz(server: Server, query: dict[str, list[str]]) -> tuple[int, dic
         probe.fail(400, "error", "BAD_REQUEST", _MUST_NOT_BE_EMPTY % ("account", "stream"))
     elif not stream and consumer:
         probe.fail(400, "error", "BAD_REQUEST", _MUST_NOT_BE_EMPTY % ("stream", "consumer"))
-    elif not (js_server_only or server.jetstream is None or js_enabled_only or js_enabled):
-        _check_assets(server, probe, account, stream, consumer)
+    elif not (js_server_only or js is None or js_enabled_only or js_enabled):
+        _check_assets(js, probe, account, stream, consumer)
     body = probe.body()
     if probe.error:
         log.warning("Healthcheck failed: %s", json.dumps(probe.error, ensure_ascii=False))
@@ -109,15 +111,16 @@ def build_healthz(server: Server, query: dict[str, list[str]]) -> tuple[int, dic
     return probe.code, body
 
 
-def _check_assets(server: Server, probe: _Probe, account: str, stream: str, consumer: str) -> None:
+def _check_assets(
+    js: JetStreamAssets, probe: _Probe, account: str, stream: str, consumer: str
+) -> None:
     """Every stream whose directory is in the store must be open; the asked-for ones exist."""
-    js = server.jetstream
     opened = js.streams
     on_disk = {e.name for e in os.scandir(js.root) if e.is_dir()} if js.root.is_dir() else set()
     account_found = account in ("", ACCOUNT)
     stream_found = consumer_found = False
     if account_found:
-        for name in sorted(on_disk | opened.keys()):  # nats-server: in directory order
+        for name in sorted(on_disk.union(opened)):  # nats-server: in directory order
             if stream and name != stream:
                 continue
             stream_found = bool(stream)

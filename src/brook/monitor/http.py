@@ -15,7 +15,9 @@ writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the c
 for field, are built by `brook.monitor.varz`, `.connz` and `.healthz`; this module routes
 requests to them, turns their `HttpError`s into `{"code", "error"}` responses and counts
 requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
-(nats-server's `{"status", "error"}`), so it returns a `Reply`.
+(nats-server's `{"status", "error"}`), so it returns a `Reply`. Everything it reports comes
+from the snapshots of a `StatisticsFeed` (`brook.server.statistics`): monitoring never
+holds the server's objects.
 """
 
 from __future__ import annotations
@@ -27,18 +29,17 @@ import logging
 import socket
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
-from brook import __version__, limits
+from brook import limits
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import BadBoolean, build_healthz
 from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import reachable_urls
-
-if TYPE_CHECKING:
-    from brook.server.server import Server
+from brook.server.statistics import StatisticsFeed
+from brook.version import __version__
 
 __all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer", "Reply"]
 
@@ -66,11 +67,11 @@ _ENDPOINTS = {
 
 
 class MonitorServer:
-    """The monitoring listener of one `Server`; started and stopped by the server."""
+    """The monitoring listener of one server (a `MonitorFactory`); started and stopped by it."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        settings = server.settings
+    def __init__(self, feed: StatisticsFeed) -> None:
+        self.feed = feed
+        settings = feed.settings
         self.host: str = settings.http_host or settings.host
         self.port: int = 0 if settings.http_port == -1 else settings.http_port
         self.request_timeout_s = REQUEST_TIMEOUT_S
@@ -216,7 +217,7 @@ class MonitorServer:
 
     def index(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return {
-            "server_id": self.server.server_id,
+            "server_id": self.feed.server_id,
             "version": limits.NATS_COMPAT_VERSION,
             "brook_version": __version__,
             "endpoints": {f"{self.url}{p}": text for p, text in _ENDPOINTS.items()},
@@ -224,14 +225,15 @@ class MonitorServer:
 
     def healthz(self, query: dict[str, list[str]]) -> Reply:
         try:
-            status, body = build_healthz(self.server, query)
+            status, body = build_healthz(self.feed.jetstream_assets(), query)
         except BadBoolean as exc:  # nats-server answers this one in plain text
             return Reply(400, str(exc).encode(), "text/plain; charset=utf-8")
         return Reply(status, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 
     def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_varz(
-            self.server,
+            self.feed.statistics(),
+            self.feed.settings,
             http_host=self.host,
             http_port=self.port,
             request_counts=self.request_counts,
@@ -239,4 +241,4 @@ class MonitorServer:
         )
 
     def connz(self, query: dict[str, list[str]]) -> dict[str, Any]:
-        return build_connz(self.server, query)
+        return build_connz(self.feed, query)

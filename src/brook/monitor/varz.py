@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import platform
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from brook import __version__, limits
+from brook import limits
+from brook.config.settings import Settings
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns, uptime_string
-
-if TYPE_CHECKING:
-    from brook.server.server import Server
+from brook.server.statistics import ServerStatistics
+from brook.version import __version__
 
 __all__ = ["CpuSampler", "build_varz"]
 
@@ -62,25 +62,26 @@ class CpuSampler:
 
 
 def build_varz(
-    srv: Server,
+    srv: ServerStatistics,
+    st: Settings,
     *,
     http_host: str,
     http_port: int,
     request_counts: dict[str, int],
     cpu: CpuSampler,
 ) -> dict[str, Any]:
-    """The `/varz` body for `srv`, whose monitoring listens on `http_host:http_port`."""
-    st = srv.settings
+    """The `/varz` body for a server's statistics `srv` and settings `st`, whose
+    monitoring listens on `http_host:http_port`."""
     now = time.time()
     v: dict[str, Any] = {
-        "server_id": srv.server_id,
-        "server_name": srv.server_name,
+        "server_id": srv["server_id"],
+        "server_name": srv["server_name"],
         "version": limits.NATS_COMPAT_VERSION,
         "brook_version": __version__,
         "proto": limits.PROTOCOL_VERSION,
         "go": f"brook{__version__}/python{platform.python_version()}",
         "host": st.host,
-        "port": srv.port,
+        "port": srv["port"],
         "max_connections": st.max_connections,
     }
     if st.max_subscriptions:
@@ -104,38 +105,38 @@ def build_varz(
                 "store_dir": js.store_path,
             }
         }
-        if srv.transfers is not None:  # Brook's own: snapshot and restore limits, in progress
-            v["jetstream"]["brook_transfers"] = srv.transfers.statistics()
-        if srv.jetstream is not None and js.store_dir:  # Brook's own (docs/compatibility.md)
-            v["jetstream"]["brook_store"] = srv.jetstream.store_statistics()
-        if srv.jetstream is not None:  # Brook's own: PubAcks awaiting their fsync, and the bound
-            v["jetstream"]["brook_commits"] = srv.jetstream.commit_backlog.statistics()
+        if srv["transfers"] is not None:  # Brook's own: snapshot and restore limits
+            v["jetstream"]["brook_transfers"] = srv["transfers"]
+        if srv["store"] is not None:  # Brook's own (docs/compatibility.md)
+            v["jetstream"]["brook_store"] = srv["store"]
+        if srv["commits"] is not None:  # Brook's own: PubAcks awaiting their fsync, the bound
+            v["jetstream"]["brook_commits"] = srv["commits"]
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
-        "start": rfc3339_nano(srv.started_at),
+        "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),
-        "uptime": uptime_string(now - srv.started_at),
+        "uptime": uptime_string(now - srv["started_at"]),
         "mem": _rss_bytes(),
         "cores": os.cpu_count() or 1,
         "cpu": cpu.percent(),
-        "connections": len(srv.clients),
-        "total_connections": srv.total_connections,
+        "connections": srv["connections"],
+        "total_connections": srv["total_connections"],
         "routes": 0,
         "remotes": 0,
         "leafnodes": 0,
-        "in_msgs": srv.in_msgs,
-        "in_bytes": srv.in_bytes,
+        "in_msgs": srv["in_msgs"],
+        "in_bytes": srv["in_bytes"],
         # Every Brook message comes from a client, so the client-only counters that
         # nats-server keeps apart from route/gateway traffic are the same numbers.
-        "in_client_msgs": srv.in_msgs,
-        "in_client_bytes": srv.in_bytes,
-        "out_msgs": srv.out_msgs,
-        "out_bytes": srv.out_bytes,
-        "out_client_msgs": srv.out_msgs,
-        "out_client_bytes": srv.out_bytes,
-        "slow_consumers": srv.slow_consumers,
-        "subscriptions": srv.router.sublist.statistics()["num_subscriptions"],
+        "in_client_msgs": srv["in_msgs"],
+        "in_client_bytes": srv["in_bytes"],
+        "out_msgs": srv["out_msgs"],
+        "out_bytes": srv["out_bytes"],
+        "out_client_msgs": srv["out_msgs"],
+        "out_client_bytes": srv["out_bytes"],
+        "slow_consumers": srv["slow_consumers"],
+        "subscriptions": srv["subscriptions"],
         "http_req_stats": dict(request_counts),
-        "slow_consumer_stats": dict(clients=srv.slow_consumers, routes=0, gateways=0, leafs=0),
+        "slow_consumer_stats": dict(clients=srv["slow_consumers"], routes=0, gateways=0, leafs=0),
     }
     return v

@@ -5,7 +5,9 @@ Brook's own tests and users' tests (`brook.serve()`). Shutdown order: stop accep
 answer waiting pull requests with `409 Server Shutdown` (as nats-server, so that clients
 ask again after reconnecting), close every client after flushing what it was owed
 (bounded by `SHUTDOWN_FLUSH_S`), stop monitoring. Counters here are plain integers
-updated on the hot path and read by `statistics()` and the monitoring endpoints.
+updated on the hot path; monitoring reads them as snapshots (`statistics()`,
+`connections()`, `subscriptions()`, `jetstream_assets()`: `brook.server.statistics`)
+through the `MonitorFactory` its composer passes in, so this module never imports it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brook import __version__, limits
+from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
@@ -31,6 +33,15 @@ from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
+from brook.server.statistics import (
+    ConnectionSnapshot,
+    JetStreamAssets,
+    Monitor,
+    MonitorFactory,
+    ServerStatistics,
+    SubscriptionSnapshot,
+)
+from brook.version import __version__
 
 log = logging.getLogger("brook.server")
 
@@ -42,7 +53,11 @@ def _new_server_id() -> str:
 
 
 class Server:
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, monitor: MonitorFactory | None = None
+    ) -> None:
+        """`monitor` builds the monitoring listener when `http_port` is set
+        (`brook.monitor.MonitorServer`; the server does not import it)."""
         self.settings = (settings or Settings()).validate()
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
@@ -57,7 +72,8 @@ class Server:
         self._all_closed.set()
         self._stopped = asyncio.Event()
         self._shutdown_task: asyncio.Future[None] | None = None
-        self.monitor: Any = None
+        self._monitor_factory = monitor
+        self.monitor: Monitor | None = None
         self._ports_file: Path | None = None
         self.jetstream: Any = None
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -128,9 +144,9 @@ class Server:
         self.port = sock.getsockname()[1]
         log.info("Listening for client connections on %s", host_port(self.host, self.port))
         if self.settings.http_port:
-            from brook.monitor.http import MonitorServer
-
-            self.monitor = MonitorServer(self)
+            if self._monitor_factory is None:
+                raise ConfigError("http_port: this server was built without monitoring")
+            self.monitor = self._monitor_factory(self)
             await self.monitor.start()
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
@@ -321,9 +337,15 @@ class Server:
             info["remote_account"] = "$G"
         return info
 
-    def statistics(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------ snapshots
+
+    def statistics(self) -> ServerStatistics:
+        js = self.jetstream
         return {
             "server_id": self.server_id,
+            "server_name": self.server_name,
+            "port": self.port,
+            "started_at": self.started_at,
             "connections": len(self.clients),
             "total_connections": self.total_connections,
             "in_msgs": self.in_msgs,
@@ -333,4 +355,61 @@ class Server:
             "slow_consumers": self.slow_consumers,
             "subscriptions": self.router.sublist.count,
             "pid": os.getpid(),
+            "transfers": self.transfers.statistics() if self.transfers is not None else None,
+            "store": (
+                js.store_statistics()
+                if js is not None and self.settings.jetstream.store_dir
+                else None
+            ),
+            "commits": (
+                self.commit_backlog.statistics() if self.commit_backlog is not None else None
+            ),
         }
+
+    def connections(self) -> list[ConnectionSnapshot]:
+        """Every registered client connection, in no particular order."""
+        auth = self.authenticator.required
+        return [
+            ConnectionSnapshot(
+                cid=c.cid,
+                host=c.host,
+                port=c.port,
+                started_at=c.started_at,
+                last_activity=c.last_activity,
+                rtt_s=c.rtt_s,
+                pending_bytes=c.pending_bytes,
+                in_msgs=c.in_msgs,
+                in_bytes=c.in_bytes,
+                out_msgs=c.out_msgs,
+                out_bytes=c.out_bytes,
+                subs=len(c.subs),
+                name=c.name,
+                lang=c.lang,
+                version=c.version,
+                # Only a name the authenticator accepted; without auth `user` is a claim.
+                authorized_user=c.user if auth and c.connected else "",
+            )
+            for c in self.clients.values()
+        ]
+
+    def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
+        """The subscriptions of client `cid`, in the order it made them."""
+        client = self.clients.get(cid)
+        if client is None:
+            return []
+        return [
+            SubscriptionSnapshot(
+                subject=s.subject.decode("utf-8", "replace"),
+                queue=s.queue.decode("utf-8", "replace") if s.queue else "",
+                sid=s.sid.decode("utf-8", "replace"),
+                msgs=s.delivered,
+                max=s.max_msgs,
+            )
+            for s in client.subs.values()
+        ]
+
+    def jetstream_assets(self) -> JetStreamAssets | None:
+        js = self.jetstream
+        if js is None:
+            return None
+        return JetStreamAssets(root=js.root, streams=js.streams.keys(), consumers=js.consumers)

@@ -76,6 +76,13 @@ def test_positive_acks(payload: bytes) -> None:
         (b"-NAK {bad json", None),
         (b'-NAK {"delay": -5}', None),
         (b"-NAK 12", None),
+        # Go's time.ParseDuration, as nats-server reads the delay: these are durations too.
+        (b"-NAK 1.s", 1_000_000_000),
+        (b"-NAK .5s", 500_000_000),
+        (b"-NAK +2s", 2_000_000_000),
+        ("-NAK 3μs".encode(), 3_000),  # U+03BC GREEK SMALL LETTER MU
+        (b"-NAK -5s", None),  # not positive: a plain NAK
+        (b"-NAK 0", None),
     ],
 )
 def test_nak_delays(payload: bytes, delay: int | None) -> None:

@@ -1,5 +1,8 @@
-"""Consumers: a pure state machine per consumer (`state.ConsumerState`) plus the codecs for
-ack subjects, ack payloads and pull requests. The engine owns I/O and timers."""
+"""Consumers: a pure, synchronous state machine per consumer (`state.ConsumerState` over
+`core.ConsumerCore`) that turns inputs into actions (`actions.py`), the codecs of ack
+subjects, ack payloads and pull requests (`acks.py`), and what it reads through
+(`source.py`). A `runner.ConsumerRunner` owns each consumer's I/O: its subscriptions, one
+timer, the execution of the actions; `files.py` keeps durable consumers on disk."""
 
 from brook.jetstream.consumer.acks import (
     AckKind,

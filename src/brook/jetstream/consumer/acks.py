@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from brook.config.conf_syntax import parse_duration
+from brook import durations
 
 ACK_PREFIX = "$JS.ACK."
 ACK_ROUTE_TOKENS = 2
@@ -139,9 +139,6 @@ class AckPayload:
     next_request: PullRequest | None = None  # +NXT: the pull request that follows the ack
 
 
-_GO_DURATION = re.compile(r"(\d+(\.\d*)?(ns|us|µs|ms|s|m|h))+")
-
-
 def _nak_delay(arg: str) -> int | None:
     arg = arg.strip()
     if not arg:
@@ -155,10 +152,8 @@ def _nak_delay(arg: str) -> int | None:
         if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
             return delay
         return None
-    if _GO_DURATION.fullmatch(arg):
-        ns = round(parse_duration(arg) * 1_000_000_000)
-        return ns if ns > 0 else None
-    return None  # unparsable: a plain NAK
+    ns = durations.parse_ns(arg)  # nats-server: time.ParseDuration
+    return ns if ns is not None and ns > 0 else None  # unparsable or not positive: plain NAK
 
 
 _PLAIN_ACK = AckPayload(AckKind.ACK)  # immutable: one shared value for the common case

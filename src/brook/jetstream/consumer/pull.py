@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brook import durations
 from brook.jetstream.consumer.actions import Status, pending_headers
 from brook.jetstream.consumer.config import ConsumerSettings
-from brook.monitor.durations import duration_string
 
 
 @dataclass(slots=True)
@@ -42,7 +42,7 @@ def admission_error(
     if cfg.max_batch > 0 and batch > cfg.max_batch:
         return Status(reply, 409, f"Exceeded MaxRequestBatch of {cfg.max_batch}")
     if cfg.max_expires_ns > 0 and expires_ns > cfg.max_expires_ns:
-        text = duration_string(cfg.max_expires_ns)
+        text = durations.go_string(cfg.max_expires_ns)
         return Status(reply, 409, f"Exceeded MaxRequestExpires of {text}")
     if cfg.max_bytes > 0 and max_bytes > cfg.max_bytes:
         return Status(reply, 409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}")

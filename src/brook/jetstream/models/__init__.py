@@ -1,4 +1,7 @@
-"""Wire models of the JetStream API: stream configuration, state and info JSON."""
+"""Wire models of the JetStream API: stream configuration (`stream_config.py`), stream
+state, stream info and account info JSON (`info.py`), consumer configuration, its rules and
+JSON (`consumer_config.py`, `consumer_rules.py`, `consumer_json.py`). The stream models are
+re-exported here; the consumer ones are imported from their modules."""
 
 from brook.jetstream.models.info import (
     ZERO_TIME,

@@ -314,33 +314,3 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
 
 def _unsupported(what: str) -> ApiError:
     return api_error("STREAM_INVALID_CONFIG", err=f"{what} not supported by this server")
-
-
-def go_duration(ns: int) -> str:
-    """Go's `time.Duration.String()` (e.g. "5s", "1m30s", "1.5ms")."""
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < 1_000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return sign + _frac(ns, 1_000) + "µs"
-    if ns < 1_000_000_000:
-        return sign + _frac(ns, 1_000_000) + "ms"
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    out = sign
-    if hours:
-        out += f"{hours}h"
-    if hours or minutes:
-        out += f"{minutes}m"
-    return out + _frac(rest, 1_000_000_000) + "s"
-
-
-def _frac(value: int, unit: int) -> str:
-    whole, part = divmod(value, unit)
-    if not part:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{part:0{digits}d}".rstrip("0")

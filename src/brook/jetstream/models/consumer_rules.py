@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from brook import durations
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
@@ -23,7 +24,6 @@ from brook.jetstream.models.consumer_config import (
     _config_from,
     _decode,
     _json_kind,
-    go_duration,
 )
 from brook.jetstream.models.defaults import (
     CONSUMER_ACK_WAIT_DEFAULT_NS,
@@ -199,7 +199,9 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
     if limit_ack_pending > 0 and c.max_ack_pending > limit_ack_pending:
         raise api_error("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=limit_ack_pending)
     if limit_inactive > 0 and c.inactive_threshold > limit_inactive:
-        raise api_error("CONSUMER_INACTIVE_THRESHOLD_EXCESS", limit=go_duration(limit_inactive))
+        raise api_error(
+            "CONSUMER_INACTIVE_THRESHOLD_EXCESS", limit=durations.go_string(limit_inactive)
+        )
     _validate_filters(c)
     _validate_start(c)
     if c.sample_freq:

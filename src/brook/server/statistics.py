@@ -1,0 +1,126 @@
+"""What the server tells monitoring: plain-data snapshots, and the monitor's place in it.
+
+Monitoring sits above the server (docs/architecture.md) yet must not reach into its
+objects: `brook.monitor` builds `/varz`, `/connz` and `/healthz` from the snapshots a
+`StatisticsFeed` returns and never imports `Server` or `ClientConnection`, and the server
+never imports `brook.monitor`. Whoever composes them (`brook.serve()`, `brook serve`) hands
+the server a `MonitorFactory`; the server calls it with itself, as a `StatisticsFeed`, when
+`http_port` is set. Each snapshot is taken when asked, on the event loop, so it is
+consistent with itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypedDict
+
+from brook.config.settings import Settings
+
+__all__ = [
+    "ConnectionSnapshot",
+    "JetStreamAssets",
+    "Monitor",
+    "MonitorFactory",
+    "ServerStatistics",
+    "StatisticsFeed",
+    "SubscriptionSnapshot",
+]
+
+
+class ServerStatistics(TypedDict):
+    """The server's identity and counters at one moment (`Server.statistics()`)."""
+
+    server_id: str
+    server_name: str
+    port: int
+    started_at: float  # Unix time
+    connections: int
+    total_connections: int
+    in_msgs: int
+    in_bytes: int
+    out_msgs: int
+    out_bytes: int
+    slow_consumers: int
+    subscriptions: int
+    pid: int
+    transfers: dict[str, Any] | None  # snapshots and restores in progress; None without JetStream
+    store: dict[str, Any] | None  # the file store's space and damage; None without a store_dir
+    commits: (
+        dict[str, Any] | None
+    )  # PubAcks awaiting their fsync, and the bound; None without JetStream
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSnapshot:
+    """One client connection; field names are those `/connz` sorts by."""
+
+    cid: int
+    host: str
+    port: int
+    started_at: float  # Unix time
+    last_activity: float  # Unix time of the last bytes received
+    rtt_s: float | None  # None until a PONG answered the server's PING
+    pending_bytes: int
+    in_msgs: int
+    in_bytes: int
+    out_msgs: int
+    out_bytes: int
+    subs: int
+    name: str
+    lang: str
+    version: str
+    authorized_user: str  # the user the authenticator accepted; "" without auth
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionSnapshot:
+    subject: str
+    queue: str  # "" outside a queue group
+    sid: str
+    msgs: int  # delivered so far
+    max: int  # auto-unsubscribe after this many; 0 for none
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamAssets:
+    """What `/healthz` checks: the store's stream directories against the open streams.
+
+    The collections are read-only views of the engine's own, valid while the probe runs.
+    """
+
+    root: Path  # the directory of file streams
+    streams: Collection[str]  # streams open and served
+    consumers: Mapping[str, Collection[str]]  # consumer names by stream
+
+
+class StatisticsFeed(Protocol):
+    """What monitoring may ask of a server: settings and snapshots, nothing live."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def server_id(self) -> str: ...
+
+    def statistics(self) -> ServerStatistics: ...
+
+    def connections(self) -> list[ConnectionSnapshot]: ...
+
+    def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
+
+    def jetstream_assets(self) -> JetStreamAssets | None: ...
+
+
+class Monitor(Protocol):
+    """The monitoring listener as the server starts, stops and reports it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def reachable_urls(self) -> list[str]: ...
+
+
+MonitorFactory = Callable[[StatisticsFeed], Monitor]
