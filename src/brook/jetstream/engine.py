@@ -48,6 +48,7 @@ from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
 from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
+from brook.jetstream.expiry import ExpiryTimer
 from brook.jetstream.fsutil import fsync_directory, write_atomically
 from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.stream_config import StreamConfig
@@ -85,11 +86,10 @@ RECOVERY_LOG_LINES_MAX = 20
 @dataclass
 class _Entry:
     stream: Stream
+    expiry: ExpiryTimer
     # The stream's consumers by filter subject: which of them a stored message concerns.
     consumers: ConsumerIndex[ConsumerRunner] = field(default_factory=ConsumerIndex)
     subs: list[Subscription] = field(default_factory=list)
-    expiry: asyncio.TimerHandle | None = None
-    expiry_at: int | None = None  # when `expiry` fires, in the engine's clock (ns)
     committer: GroupCommitter | None = None
 
 
@@ -266,7 +266,7 @@ class JetStream:
             self._retention(entry.stream).retention_changed()
         else:
             self._retention(entry.stream).consumers_changed()  # the subjects may differ
-        self._schedule_expiry(entry)
+        entry.expiry.run()
         return entry.stream
 
     def delete(self, name: str) -> None:
@@ -427,6 +427,16 @@ class JetStream:
         for runner in list(self.consumers.get(stream.name, {}).values()):
             runner.stream_removed(seqs)
 
+    def markers_stored(self, entry: _Entry, markers: list[tuple[str, int]]) -> None:
+        """An expiry stored subject delete markers (`Stream.on_markers`): each consumer
+        whose filter matches one of their subjects has something new, once."""
+        concerned: dict[ConsumerRunner, None] = {}
+        for subject, _seq in markers:
+            concerned.update(dict.fromkeys(entry.consumers.matching(subject.encode())))
+        last = markers[-1][1]
+        for runner in concerned:
+            runner.message_stored(last)
+
     def stream_purged(
         self, stream: Stream, result: PurgeResult, subject: str = "", keep: int = 0
     ) -> None:
@@ -509,7 +519,8 @@ class JetStream:
             stream, result, subject, keep
         )
         stream.on_removed = lambda seqs: self.stream_removed(stream, seqs)
-        entry = _Entry(stream, committer=committer)
+        entry = _Entry(stream, ExpiryTimer(stream, self._loop, self.now_ns), committer=committer)
+        stream.on_markers = lambda markers: self.markers_stored(entry, markers)
         stream.retention = StreamRetention(
             stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
         )
@@ -517,7 +528,7 @@ class JetStream:
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
-        self._schedule_expiry(entry)
+        entry.expiry.run()
         return stream
 
     def _report_recovery(self, name: str, report: RecoveryReport) -> None:
@@ -547,6 +558,7 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
+        expiry = entry.expiry
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             """Ingest, then tell the consumers what was stored: a kept message concerns
@@ -559,8 +571,8 @@ class JetStream:
                 for runner in index.matching(subject):
                     runner.message_stored(result.seq)
             wake = stream.next_wakeup_ns
-            if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
-                self._arm_expiry(entry, wake)  # a publish brought an expiry forward
+            if wake is not None and (expiry.at is None or wake < expiry.at):
+                expiry.arm(wake)  # a publish brought an expiry forward
 
         entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
         if stream.config.allow_direct:
@@ -590,42 +602,7 @@ class JetStream:
         for sub in entry.subs:
             self.internal.unsubscribe(sub)
         entry.subs = []
-        self._disarm_expiry(entry)
-
-    def _schedule_expiry(self, entry: _Entry) -> None:
-        """Expire what is due now and arm the timer for the next expiry, if any. (The
-        consumers hear of what expired from the stream: `stream_removed`.)"""
-        before_last = entry.stream.store.state().last_seq
-        entry.stream.expire()
-        after_last = entry.stream.store.state().last_seq
-        if after_last != before_last:  # subject delete markers were stored
-            for runner in list(self.consumers.get(entry.stream.name, {}).values()):
-                runner.message_stored(after_last)
-        wake = entry.stream.next_wakeup_ns
-        if wake is None:
-            self._disarm_expiry(entry)
-        else:
-            self._arm_expiry(entry, wake)
-
-    def _arm_expiry(self, entry: _Entry, at_ns: int) -> None:
-        self._disarm_expiry(entry)
-        if self._loop is None:
-            return
-        delay_s = max(at_ns - self.now_ns(), 0) / 1e9
-        entry.expiry = self._loop.call_later(delay_s, self._expire, entry)
-        entry.expiry_at = at_ns
-
-    def _disarm_expiry(self, entry: _Entry) -> None:
-        if entry.expiry is not None:
-            entry.expiry.cancel()
-        entry.expiry = None
-        entry.expiry_at = None
-
-    def _expire(self, entry: _Entry) -> None:
-        entry.expiry = None
-        entry.expiry_at = None
-        if self._entries.get(entry.stream.name) is entry:
-            self._schedule_expiry(entry)
+        entry.expiry.cancel()
 
     def _send_ack(self, reply: bytes, ack: bytes) -> None:
         self.internal.publish(reply, ack)

@@ -138,6 +138,12 @@ class Stream:
         # still pending (`JetStream.stream_removed`).
         self.on_removed: Callable[[list[int]], None] | None = None
         self._removed: list[int] = []
+        # Subject delete markers an expiry stored, as (subject, sequence), reported once the
+        # expiry is done, after its removals: the consumers whose filter matches one have
+        # something new to deliver (`ConsumerRegistry.markers_stored`). (A publish says
+        # what it stored by returning `Ingested`.)
+        self.on_markers: Callable[[list[tuple[str, int]]], None] | None = None
+        self._markers: list[tuple[str, int]] = []
         self._ttls = ttls.TtlIndex()
         # Lowest sequence the max_age walk still has to look at: everything stored below it
         # is exempt (`never`), so a walk need not load those messages again.
@@ -342,6 +348,14 @@ class Stream:
         finally:
             self._report_removed()
 
+    def purge(self, subject: str, up_to_seq: int, keep: int) -> PurgeResult:
+        """STREAM.PURGE: remove the messages of `subject` (every one when empty) below
+        `up_to_seq`, or all but the last `keep`; the consumers hear of it (`on_purge`)."""
+        result = self.store.purge(subject=subject or None, up_to_seq=up_to_seq, keep=keep)
+        if self.on_purge is not None:
+            self.on_purge(result, subject, keep)
+        return result
+
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         """STREAM.MSG.DELETE: remove message `seq` (overwritten first with `erase`);
         False if there is none."""
@@ -396,7 +410,8 @@ class Stream:
 
     def expire(self) -> int | None:
         """Remove messages past max_age or past their own TTL; returns ns until the next
-        expiry of either kind, or None when nothing will expire."""
+        expiry of either kind, or None when nothing will expire. What it removed goes to
+        `on_removed`, then the markers it stored (even before a failure) to `on_markers`."""
         now = self._now_ns()
         try:
             wait = self._expire_due(now)
@@ -405,6 +420,9 @@ class Stream:
             wait = _EXPIRY_RETRY_NS
         self._report_removed()
         self.next_wakeup_ns = None if wait is None else now + wait
+        markers, self._markers = self._markers, []
+        if markers and self.on_markers is not None:
+            self.on_markers(markers)
         return wait
 
     def _expire_due(self, now: int) -> int | None:
@@ -486,6 +504,7 @@ class Stream:
         header = _MARKER_HEADER % ttls.format_seconds(ttl_s).encode()
         for subject in subjects:
             seq = self.store.store(subject, header, b"", now)
+            self._markers.append((subject, seq))
             due = self._ttls.add(seq, now, ttl_s)
             if due is not None:
                 self._wake_by(due)
