@@ -180,7 +180,7 @@ def test_marker_marks_truncated_ttl_and_survives_restart_of_the_index() -> None:
         committer=None,
         created_ns=clock.now,
     )
-    assert seq in again.ttl_index.seqs()
+    assert seq in again.expiry.ttls.seqs()
 
 
 # ------------------------------------------------------------------ discard new per subject

@@ -4,7 +4,7 @@ At start every stream found on disk (`definitions.py`) is opened, with its consu
 (`consumer/registry.py`); a damaged definition is reported and that stream skipped,
 never deleted. The engine checks that no two streams' subjects overlap, subscribes each
 stream to its subjects (and its direct get) through an `InternalClient`, gives it an
-expiry timer (`expiry.py`), and owns the worker threads that run group commits. Its
+expiry timer (`expiry_timer.py`), and owns the worker threads that run group commits. Its
 ingest callback, run for every message stored (ADR 0012), tells the consumers a kept
 message concerns from what `Stream.ingest` says it did (ADR 0017). The JSON API lives in
 `jetstream/api/` and calls the methods here (`consumers` for consumer operations).
@@ -40,7 +40,7 @@ from brook.jetstream.damage import DamageReports
 from brook.jetstream.definitions import DATA_DIR, read_definition, write_definition
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
-from brook.jetstream.expiry import ExpiryTimer
+from brook.jetstream.expiry_timer import ExpiryTimer
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
@@ -58,7 +58,7 @@ log = logging.getLogger("brook.jetstream")
 @dataclass
 class _Entry:
     stream: Stream
-    expiry: ExpiryTimer
+    timer: ExpiryTimer  # runs the stream's expiry when due
     # The stream's consumers by filter subject: which of them a stored message concerns.
     consumers: ConsumerIndex[ConsumerRunner]
     subs: list[Subscription] = field(default_factory=list)
@@ -244,7 +244,7 @@ class JetStream:
         self.consumers.stream_updated(
             entry.stream, retention_changed=config.retention != old_retention
         )
-        entry.expiry.run()
+        entry.timer.run()
         return entry.stream
 
     def delete(self, name: str) -> None:
@@ -307,20 +307,21 @@ class JetStream:
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
         )
-        expiry = ExpiryTimer(stream, self._loop, self.now_ns)
-        entry = _Entry(stream, expiry, self.consumers.add_stream(stream), committer=committer)
+        timer = ExpiryTimer(stream, self._loop, self.now_ns)
+        entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)
         self._entries[config.name] = entry
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
-        entry.expiry.run()
+        entry.timer.run()
         return stream
 
     def _attach(self, entry: _Entry) -> None:
         """Subscribe the stream to its subjects (and direct get)."""
         stream = entry.stream
         index = entry.consumers
-        expiry = entry.expiry
+        expiry = stream.expiry
+        timer = entry.timer
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             """Ingest, then tell the consumers what was stored: a kept message concerns
@@ -332,9 +333,9 @@ class JetStream:
             if result.kept:
                 for runner in index.matching(subject):
                     runner.message_stored(result.seq)
-            wake = stream.next_wakeup_ns
-            if wake is not None and (expiry.at is None or wake < expiry.at):
-                expiry.arm(wake)  # a publish brought an expiry forward
+            wake = expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)  # a publish brought an expiry forward
 
         entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
         if stream.config.allow_direct:
@@ -366,7 +367,7 @@ class JetStream:
         for sub in entry.subs:
             self.internal.unsubscribe(sub)
         entry.subs = []
-        entry.expiry.cancel()
+        entry.timer.cancel()
 
     def _send_ack(self, reply: bytes, ack: bytes) -> None:
         self.internal.publish(reply, ack)
