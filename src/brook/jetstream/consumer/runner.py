@@ -108,6 +108,9 @@ class PurgePoint:
 
 
 class ConsumerRunner:
+    """One consumer's input side and lifecycle (the module docstring); `executor` is its
+    output side."""
+
     def __init__(
         self,
         stream: Stream,
