@@ -508,6 +508,17 @@ SCENARIOS = [
         CONN,
         b"SUB foo 1\r\nPUB foo $JS.ACK 1\r\na\r\nPUB foo $js.ack.x 1\r\nb\r\n",
     ),
+    # nats-server's other reserved replies (`isReservedReply`): service-import replies
+    # (`_R_.`, reserved already when nothing follows) and gateway-routed ones (`_GR_.`);
+    # `$JS.ACK.` and `_GR_.` on their own are ordinary replies.
+    sc(
+        "reserved-replies",
+        CONN,
+        b"SUB foo 1\r\nPUB foo _R_.abc.x 1\r\na\r\nPUB foo _R_. 1\r\nb\r\n",
+        b"PUB foo _GR_.g.h.x 1\r\nc\r\nPUB foo _GR_. 1\r\nd\r\nPUB foo $JS.ACK. 1\r\ne\r\n",
+        b"PUB foo _R_x 1\r\nf\r\nPUB foo _gr_.x 1\r\ng\r\n",
+    ),
+    sc("reserved-reply-verbose", VERBOSE, b"SUB foo 1\r\n", b"PUB foo _R_.x 2\r\nhi\r\n"),
     sc("reply-with-empty-token", CONN, b"SUB foo 1\r\nPUB foo a..b 1\r\nx\r\n"),
     # -- no responders (core-no-responders.txt) -------------------------------------
     sc(

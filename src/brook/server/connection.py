@@ -35,6 +35,9 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
 _STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+_RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
+"""nats-server's reserved replies (client.go `isReservedReply`), which a client may not
+set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
 
 
 class ClientConnection(asyncio.Protocol, Subscriber):
@@ -370,7 +373,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
-        if reply is not None and reply.startswith(b"$JS.ACK."):
+        if (
+            reply is not None
+            and reply.startswith(_RESERVED_REPLY_PREFIXES)
+            and _is_reserved_reply(reply)
+        ):
             self._send(
                 encoder.err(
                     'Permissions Violation for Publish with Reply of "{}"'.format(
@@ -569,3 +576,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.ping_sent_at = now
             self._send(encoder.PING)
         self._ping_handle = self.loop.call_later(settings.ping_interval_s, self._ping_tick)
+
+
+def _is_reserved_reply(reply: bytes) -> bool:
+    """`reply` starts with one of `_RESERVED_REPLY_PREFIXES`: nats-server reserves `_R_.`
+    on its own too, but `$JS.ACK.` and `_GR_.` only with something after them."""
+    if reply.startswith(b"_R_."):
+        return True
+    return len(reply) > (8 if reply.startswith(b"$JS.ACK.") else 5)

@@ -1,0 +1,152 @@
+"""Instructions per message of Brook's server process, counted by callgrind.
+
+Wall-clock benchmarks on a shared 2-core machine move by 10-20 % between runs; the number
+of instructions the server executes per message moves by well under 1 %, so it is what a
+change to the hot path is judged by (before and after, same machine, same workload).
+
+    python -m bench.callgrind WORKLOAD [--messages N]
+
+WORKLOAD is one of
+* `core`: one publisher → one subscriber, 16-byte core NATS messages;
+* `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
+  with one idle consumer, so each is fsynced by the group commit before its PubAck;
+* `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
+* `push`: a push consumer with explicit acks, likewise.
+
+Brook runs under `valgrind --tool=callgrind` with its own store; the counters are zeroed
+once the workload is set up (streams created, messages stored, clients connected) and dumped
+when it ends, so only the workload is counted. Needs valgrind (Debian's `valgrind` package);
+never part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing.queues import Queue
+from pathlib import Path
+
+from tests.support.natsserver import free_port, wait_for_port
+
+from bench import consumers, jetstream
+from bench.core import SERVER_PIDS, publisher, subscriber
+
+DEFAULT_MESSAGES = {"core": 100_000, "publish": 5_000, "pull": 10_000, "push": 10_000}
+CONSUMER_WORKLOADS = {"pull": "PULL1", "push": "PUSH1K"}
+
+
+def _control(pid: int, flag: str) -> None:
+    """`callgrind_control -z` zeroes the counters, `-d` dumps them to a new file."""
+    subprocess.run(
+        ["callgrind_control", flag, str(pid)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _core(port: int, n: int, zero: Callable[[], None]) -> None:
+    ready = mp.Barrier(3)
+    out: Queue[tuple[int, float]] = mp.Queue()
+    sub = mp.Process(target=subscriber, args=(port, b"cg.core", n, 16, ready, out))
+    sub.start()
+    time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
+    pub = mp.Process(target=publisher, args=(port, b"cg.core", n, 16, ready))
+    pub.start()
+    time.sleep(2.0)  # both connected and waiting at the barrier
+    zero()
+    ready.wait()
+    received, _ = out.get(timeout=3000)
+    pub.join()
+    sub.join()
+    if received != n:
+        raise SystemExit(f"core: {received} of {n} messages received")
+
+
+def _publish(port: int, n: int, zero: Callable[[], None]) -> None:
+    jetstream.create_stream(port, "file")
+    control = consumers.Control(port)
+    control.create_consumer("IDLE", {})
+    control.close()
+    zero()
+    out: Queue[tuple[int, float]] = mp.Queue()
+    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 16, 100, out))
+    pub.start()
+    acked, _ = out.get(timeout=3000)
+    pub.join()
+    if acked != n:
+        raise SystemExit(f"publish: {acked} of {n} publishes acknowledged")
+
+
+def _consume(name: str) -> Callable[[int, int, Callable[[], None]], None]:
+    def run(port: int, n: int, zero: Callable[[], None]) -> None:
+        jetstream.run(port, n, 128, 2, 1000, "file")
+        workload = next(w for w in consumers.WORKLOADS if w.name == CONSUMER_WORKLOADS[name])
+        zero()
+        outcome = consumers.run_workload(port, workload, n)
+        if outcome.ack_floor != n:
+            raise SystemExit(f"{name}: ack floor {outcome.ack_floor}, expected {n}")
+
+    return run
+
+
+WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
+    "core": _core,
+    "publish": _publish,
+    "pull": _consume("pull"),
+    "push": _consume("push"),
+}
+
+
+def _total(path: str) -> int:
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+    raise SystemExit(f"no totals in {path}")
+
+
+def measure(workload: str, n: int) -> float:
+    """Instructions per message of the server for `n` messages of `workload`."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as store, tempfile.TemporaryDirectory() as out:
+        serve = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1"]
+        serve += ["--port", str(port), "--store-dir", store, "--jetstream"]
+        proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out", *serve],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        SERVER_PIDS[port] = proc.pid
+        try:
+            wait_for_port(port, 400)
+            time.sleep(1)
+            WORKLOADS[workload](port, n, lambda: _control(proc.pid, "-z"))
+            _control(proc.pid, "-d")
+            time.sleep(1)
+            dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: Path(p).stat().st_mtime)
+            return _total(dumps[-1]) / n
+        finally:
+            proc.terminate()
+            proc.wait(120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("--messages", type=int, help="default: " + json.dumps(DEFAULT_MESSAGES))
+    args = parser.parse_args()
+    n = args.messages or DEFAULT_MESSAGES[args.workload]
+    per_msg = measure(args.workload, n)
+    print(json.dumps({"workload": args.workload, "messages": n, "instructions_per_msg": per_msg}))
+
+
+if __name__ == "__main__":
+    main()
