@@ -3,13 +3,15 @@
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
 lists an older order): sealed, `max_msg_size`, batch publishes (refused: Brook has no
-batches), header size, expected stream, TTL permission, expected last subject sequence,
-expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
-permission, TTL value, discard-new limits;
+batches), header size, counter increment (`counters.py`), expected stream, TTL
+permission, expected last subject sequence, expected last sequence, duplicate
+`Nats-Msg-Id`, expected last msg id, rollup permission, a counter's new total, TTL value,
+discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
-message has reached stable storage (`commit.py`).
+message has reached stable storage (`commit.py`), unless the stream was created with
+`persist_mode: "async"` (`persist.py`).
 
 Expiry: `expire()` removes messages past `max_age` (except `Nats-TTL: never` ones) or past
 their own TTL (`ttl.py`) and says how long until the next one is due. With
@@ -38,11 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.store.base import (
     MessageStore,
     PurgeResult,
@@ -96,6 +100,8 @@ class Ingested:
     kept: bool
     duplicate: bool = False
     error: ApiError | None = None
+    # A counter stream's new total (counters.py), for the PubAck's `val`.
+    total: bytes | None = None
 
 
 def _uint(value: str) -> int | None:
@@ -121,6 +127,11 @@ class Stream:
         self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
+        # persist_mode "async" (persist.py): PubAcks leave at once, the fsync follows.
+        self._background_sync = None
+        if committer is not None and config.persist_mode == "async":
+            self._background_sync = BackgroundSync(committer)
+            self._committer = None
         self._space = space  # file streams: room on the disk (module docstring)
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
@@ -168,6 +179,8 @@ class Stream:
             ack = self._error_ack(result.error)
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+        elif result.total is not None:
+            ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
         else:
             ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
         self._after_durable(reply, ack)
@@ -186,7 +199,10 @@ class Stream:
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
+        incr = None
         if header:
+            if counters.INCR in header:  # checked first, even in a block parse refuses
+                incr = counters.read_increment(header, data, config.allow_msg_counter)
             try:
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
@@ -233,6 +249,11 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
+        total = None
+        if config.allow_msg_counter:
+            data = counters.next_total(self.store, subject, incr, header, config.max_msg_size)
+            total = counters.total_of(data)
+            size = len(data) + (len(header) if header else 0)
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
         space = self._space
@@ -287,7 +308,7 @@ class Stream:
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         if self._removed:
             self._report_removed()
-        return Ingested(seq, not unwanted)
+        return Ingested(seq, not unwanted, total=total)
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None
@@ -539,6 +560,8 @@ class Stream:
         committer = self._committer
         if committer is None:
             self._send_ack(reply, ack)
+            if self._background_sync is not None:
+                self._background_sync.written()
             return
 
         def on_durable(error: BaseException | None) -> None:
