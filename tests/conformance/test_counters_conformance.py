@@ -368,3 +368,45 @@ async def after_restart(r: Run) -> None:
 
 async def test_counters_continue_after_a_restart_as_in_nats_server(tmp_path: Path) -> None:
     await _compare_across_restarts(tmp_path, [before_restart, after_restart])
+
+
+# ---------------------------------------------------------------------------- markers
+
+
+async def _wait_state(r: Run, stream: str, messages: int, last_seq: int) -> None:
+    """Poll (unrecorded) until the stream holds `messages` up to `last_seq`."""
+    for _ in range(100):
+        reply = await r.nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=5)
+        state = json.loads(reply.data)["state"]
+        if (state["messages"], state["last_seq"]) == (messages, last_seq):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{stream} never reached {messages} messages up to {last_seq}")
+
+
+async def counter_with_markers(r: Run) -> None:
+    """max_age with subject delete markers: the marker that would replace a counter's
+    last message is refused by the counter's own check (no `Nats-Incr`), so that message
+    stays, with its total, until a newer one on its subject lets it expire."""
+    second = 1_000_000_000
+    await r.create(
+        "M",
+        allow_msg_counter=True,
+        allow_direct=True,
+        max_age=second,
+        subject_delete_marker_ttl=second,
+    )
+    await r.pub("m.x", Nats_Incr="5")
+    await r.pub("m.y", Nats_Incr="1")
+    await asyncio.sleep(2.5)
+    await r.info("M")
+    await r.pub("m.x", Nats_Incr="1")
+    await _wait_state(r, "M", 2, 3)  # the older message of m.x expired
+    await r.stored("M", "m.x")
+    await r.pub("m.x", Nats_Incr="1")
+
+
+async def test_markers_never_take_a_counters_place_as_in_nats_server(
+    tmp_path: Path,
+) -> None:
+    await _compare_once(tmp_path, counter_with_markers)

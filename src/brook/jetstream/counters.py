@@ -53,12 +53,12 @@ _EXACT = decimal.Context(
 _ZERO = decimal.Decimal(0)
 
 
-def read_increment(header: bytes, data: bytes, allowed: bool) -> decimal.Decimal | None:
-    """The `Nats-Incr` of a publish (None when it has none or an empty one), checked as
-    nats-server checks it before any other JetStream header; raises the ApiError."""
+def check_increment(header: bytes, data: bytes, allowed: bool) -> None:
+    """Check a publish's `Nats-Incr` (none or an empty one is no increment) as nats-server
+    checks it, before any other JetStream header; raises the ApiError."""
     raw = hdrs.raw_value(header, INCR)
     if not raw:
-        return None
+        return
     if _INCREMENT.fullmatch(raw) is None:
         raise api_error("MESSAGE_INCR_INVALID")
     if not allowed:
@@ -68,23 +68,19 @@ def read_increment(header: bytes, data: bytes, allowed: bool) -> decimal.Decimal
     for name in _INCOMPATIBLE:
         if hdrs.raw_value(header, name):
             raise api_error("MESSAGE_INCR_INVALID")
-    return decimal.Decimal(raw.decode())
 
 
-def next_total(
-    store: MessageStore,
-    subject: str,
-    increment: decimal.Decimal | None,
-    header: bytes | None,
-    max_msg_size: int,
-) -> bytes:
-    """The payload to store for an increment of `subject`: its new total as nats-server
-    writes it. Raises 10169 without an increment, 10172 when the subject's last message
-    holds no total, 10054 when the new message passes `max_msg_size` (nats-server checks
-    that limit on the message it stores)."""
-    if increment is None:
+def next_total(store: MessageStore, subject: str, header: bytes | None, max_msg_size: int) -> bytes:
+    """The payload to store for a publish to a counter stream whose increment passed
+    `check_increment`: the subject's new total as nats-server writes it. Raises 10169
+    without an increment, 10172 when the subject's last message holds no total, 10054
+    when the new message passes `max_msg_size` (nats-server checks that limit on the
+    message it stores)."""
+    raw = hdrs.raw_value(header, INCR) if header else None
+    if not raw:
         raise api_error("MESSAGE_INCR_MISSING")
     last = store.load_last(subject)
+    increment = decimal.Decimal(raw.decode())
     total = _EXACT.add(_ZERO if last is None else _stored_total(last.data), increment)
     body = b'{"val":"%s"}' % (str(total) if total else "0").encode()
     if 0 <= max_msg_size < len(body) + (len(header) if header else 0):

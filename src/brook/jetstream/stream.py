@@ -199,10 +199,9 @@ class Stream:
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
-        incr = None
         if header:
             if counters.INCR in header:  # checked first, even in a block parse refuses
-                incr = counters.read_increment(header, data, config.allow_msg_counter)
+                counters.check_increment(header, data, config.allow_msg_counter)
             try:
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
@@ -249,10 +248,8 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
-        total = None
         if config.allow_msg_counter:
-            data = counters.next_total(self.store, subject, incr, header, config.max_msg_size)
-            total = counters.total_of(data)
+            data = counters.next_total(self.store, subject, header, config.max_msg_size)
             size = len(data) + (len(header) if header else 0)
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
@@ -308,7 +305,9 @@ class Stream:
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         if self._removed:
             self._report_removed()
-        return Ingested(seq, not unwanted, total=total)
+        if config.allow_msg_counter:
+            return Ingested(seq, not unwanted, total=counters.total_of(data))
+        return Ingested(seq, not unwanted)
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None
@@ -470,33 +469,46 @@ class Stream:
         # old ones one by one and stepping over exempt ones, as nats-server does. The floor
         # keeps each exempt message from being loaded again on every later walk.
         seq = max(self._age_floor, store.state().first_seq)
+        held = 0  # the first message kept (a counter's total): the floor stays there
         while True:
             msg = store.load_next("", seq)
             if msg is None:
-                self._age_floor = seq
+                self._age_floor = held or seq
                 return None
             if self._ttls.is_exempt(msg.seq):
                 seq = msg.seq + 1
-                self._age_floor = seq
+                self._age_floor = held or seq
                 continue
             if msg.ts_ns >= cutoff:
-                self._age_floor = msg.seq
+                self._age_floor = held or msg.seq
                 return msg.ts_ns + max_age
             if emptied is None:
                 self._remove(msg.seq)
-            else:
-                self._remove_expired(msg, emptied)
+            elif not self._remove_expired(msg, emptied):
+                held = held or msg.seq
             seq = msg.seq + 1
-            self._age_floor = seq
+            self._age_floor = held or seq
 
-    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> None:
+    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> bool:
         """Remove an expired message; note its subject if that was its last message and
-        it was not itself a delete marker (markers never beget markers, as nats-server)."""
+        it was not itself a delete marker (markers never beget markers, as nats-server).
+
+        False when the message stays: on a counter stream nats-server's marker, which
+        would replace a subject's last message, is refused by the counter's own check
+        (no `Nats-Incr`), so that message is kept until a newer one on its subject."""
         store = self.store
+        marker = _is_delete_marker(msg.header)
+        if (
+            self.config.allow_msg_counter
+            and not marker
+            and store.subject_state(msg.subject).messages == 1
+        ):
+            return False
         if not self._remove(msg.seq):
-            return
-        if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
+            return True
+        if not marker and store.subject_state(msg.subject).messages == 0:
             emptied.append(msg.subject)
+        return True
 
     def _place_markers(self, subjects: list[str], now: int) -> None:
         """Store nats-server's subject delete marker on each subject: no payload, headers
