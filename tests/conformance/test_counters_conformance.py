@@ -404,6 +404,13 @@ async def counter_with_markers(r: Run) -> None:
     await _wait_state(r, "M", 2, 3)  # the older message of m.x expired
     await r.stored("M", "m.x")
     await r.pub("m.x", Nats_Incr="1")
+    # The same for a message's own TTL (markers turn TTLs on): kept while it is the last.
+    await r.create("T", allow_msg_counter=True, subject_delete_marker_ttl=second)
+    await r.pub("t.x", Nats_Incr="1", Nats_TTL="1s")
+    await asyncio.sleep(2.5)
+    await r.info("T")
+    await r.pub("t.x", Nats_Incr="1")
+    await _wait_state(r, "T", 1, 2)  # then it expires
 
 
 async def test_markers_never_take_a_counters_place_as_in_nats_server(

@@ -100,8 +100,15 @@ class Ingested:
     kept: bool
     duplicate: bool = False
     error: ApiError | None = None
-    # A counter stream's new total (counters.py), for the PubAck's `val`.
-    total: bytes | None = None
+
+
+@dataclass(slots=True)
+class Counted(Ingested):
+    """What a counter stream did with an increment: also the subject's new total, for the
+    PubAck's `val` (counters.py). A class of its own so that `Ingested`, made for every
+    publish, carries nothing for counters."""
+
+    total: bytes = b""
 
 
 def _uint(value: str) -> int | None:
@@ -179,7 +186,8 @@ class Stream:
             ack = self._error_ack(result.error)
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
-        elif result.total is not None:
+        elif self.config.allow_msg_counter:
+            assert isinstance(result, Counted)
             ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
         else:
             ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
@@ -306,7 +314,7 @@ class Stream:
         if self._removed:
             self._report_removed()
         if config.allow_msg_counter:
-            return Ingested(seq, not unwanted, total=counters.total_of(data))
+            return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
 
     def _check_discard_new(
@@ -430,13 +438,16 @@ class Stream:
     def _expire_due(self, now: int) -> int | None:
         # Subjects whose last message expired, in removal order (markers go there).
         emptied: list[str] | None = [] if self.config.subject_delete_marker_ttl > 0 else None
+        kept = []  # a counter's total stays (`_remove_expired`): tried again a second later
         for seq in self._ttls.pop_due(now):
             if emptied is None:
                 self._remove(seq)  # False when it went some other way: harmless
             else:
                 msg = self.store.load(seq)
-                if msg is not None:
-                    self._remove_expired(msg, emptied)
+                if msg is not None and not self._remove_expired(msg, emptied):
+                    kept.append(seq)
+        for seq in kept:
+            self._ttls.add(seq, now, 1)
         next_age = self._expire_max_age(now, emptied)
         if emptied:
             self._place_markers(emptied, now)
