@@ -18,6 +18,9 @@ subject whose last message is not a counter's (a subject delete marker) is 10172
 Totals are `Decimal`s in an exact context: Go's `big.Int` has no size limit, while
 Python's `int` refuses to convert more than 4300 digits to or from text.
 
+On a counter stream with subject delete markers, a subject's last message outlives its
+expiry (`outlives_expiry`): the marker meant to replace it is not a valid increment.
+
 `Nats-Counter-Sources` (the totals a sourcing stream has taken from each origin) belongs
 to sources, which Brook does not have yet.
 """
@@ -86,6 +89,15 @@ def next_total(store: MessageStore, subject: str, header: bytes | None, max_msg_
     if 0 <= max_msg_size < len(body) + (len(header) if header else 0):
         raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
     return body
+
+
+def outlives_expiry(counting: bool, store: MessageStore, subject: str) -> bool:
+    """Whether an expired message stays, on a stream with subject delete markers: on a
+    counter stream (`counting`) the marker nats-server would put in place of a subject's
+    last message is refused by the counter's own check (it has no `Nats-Incr`), so that
+    message, the counter's total, stays until a newer one on its subject lets it go (the
+    expiry is tried again, as nats-server tries it again)."""
+    return counting and store.subject_state(subject).messages == 1
 
 
 def total_of(body: bytes) -> bytes:

@@ -504,20 +504,13 @@ class Stream:
         """Remove an expired message; note its subject if that was its last message and
         it was not itself a delete marker (markers never beget markers, as nats-server).
 
-        False when the message stays: on a counter stream nats-server's marker, which
-        would replace a subject's last message, is refused by the counter's own check
-        (no `Nats-Incr`), so that message is kept until a newer one on its subject."""
+        False when the message stays (a counter's total: `counters.outlives_expiry`)."""
         store = self.store
-        marker = _is_delete_marker(msg.header)
-        if (
-            self.config.allow_msg_counter
-            and not marker
-            and store.subject_state(msg.subject).messages == 1
-        ):
+        if counters.outlives_expiry(self.config.allow_msg_counter, store, msg.subject):
             return False
         if not self._remove(msg.seq):
             return True
-        if not marker and store.subject_state(msg.subject).messages == 0:
+        if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
             emptied.append(msg.subject)
         return True
 
