@@ -116,11 +116,13 @@ def _stored_total(data: bytes) -> decimal.Decimal:
         return _ZERO
     if not isinstance(value, dict):
         raise api_error("MESSAGE_COUNTER_BROKEN")
-    text = next((v for k, v in value.items() if k.lower() == "val"), None)
-    if text is None:
-        return _ZERO
-    if not isinstance(text, str):
-        raise api_error("MESSAGE_COUNTER_BROKEN")
+    text = ""
+    for key, item in value.items():  # Go: any case of "val", the last one set wins
+        if key.lower() != "val" or item is None:
+            continue
+        if not isinstance(item, str):
+            raise api_error("MESSAGE_COUNTER_BROKEN")
+        text = item
     digits = _LEADING.match(text)
     assert digits is not None  # the pattern matches the empty string
     found = digits.group()
