@@ -229,9 +229,8 @@ async def test_file_streams_survive_restart(tmp_path: Path) -> None:
 
 
 async def test_config_fields_are_kept_or_refused_never_dropped(tmp_path: Path) -> None:
-    """`persist_mode: async` (acks before the write is durable) is refused until Brook
-    has it; `placement` and `consumer_limits` are kept, across a restart too; a field
-    nats-server does not know is refused, not ignored."""
+    """`persist_mode: async`, `placement` and `consumer_limits` are kept, across a restart
+    too; a field nats-server does not know is refused, not ignored."""
     store = str(tmp_path / "store")
     async with brook.serve(port=0, store_dir=store) as server:
         nc = await nats.connect(server.url, allow_reconnect=False)
@@ -241,12 +240,8 @@ async def test_config_fields_are_kept_or_refused_never_dropped(tmp_path: Path) -
             reply = await nc.request(subject, json.dumps(config).encode(), timeout=5)
             return dict(json.loads(reply.data))
 
-        refused = await create({"name": "A", "persist_mode": "async"})
-        assert refused["error"] == {
-            "code": 500,
-            "err_code": 10052,
-            "description": "persist_mode is not supported by this server",
-        }
+        created = await create({"name": "A", "persist_mode": "async"})
+        assert created["config"]["persist_mode"] == "async"
         typo = await create({"name": "T", "max_msg": 5})
         assert typo["error"]["err_code"] == 10025
         assert typo["error"]["description"] == 'invalid JSON: json: unknown field "max_msg"'
@@ -262,6 +257,8 @@ async def test_config_fields_are_kept_or_refused_never_dropped(tmp_path: Path) -
         await nc.close()
     async with brook.serve(port=0, store_dir=store) as server:
         nc = await nats.connect(server.url, allow_reconnect=False)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.A", b"", timeout=5)).data)
+        assert info["config"]["persist_mode"] == "async"
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.K", b"", timeout=5)).data)
         assert info["config"]["placement"] == {"cluster": "east", "tags": ["ssd"]}
         assert info["config"]["consumer_limits"] == {

@@ -1,13 +1,17 @@
-"""Durability modes: fsync before every PubAck (default) or nats-server's interval mode."""
+"""Durability modes: fsync before every PubAck (default), nats-server's interval mode, and
+a stream's `persist_mode: async`."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from nats.js.api import PersistMode
 
 import brook
 from brook.config.conf import load_conf_file
@@ -80,5 +84,45 @@ async def test_interval_mode_syncs_periodically(tmp_path: Path) -> None:
         await js.publish("p", b"x")
         async with asyncio.timeout(5):
             while _syncs(server, "P") == before:
+                await asyncio.sleep(0.02)
+        await nc.close()
+
+
+async def test_async_persist_mode_acknowledges_before_the_fsync_that_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the disk's fsyncs are held back, a default stream's PubAck waits and an async
+    stream's does not; once they go through, the async stream is synced without another
+    publish asking for it."""
+    gate = threading.Event()
+    real_fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            gate.wait(10)  # the sync threads' fsyncs wait for the gate
+        real_fsync(fd)
+
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        info = await js.add_stream(name="A", subjects=["a"], persist_mode=PersistMode.ASYNC)
+        assert info.config.persist_mode == PersistMode.ASYNC
+        await js.add_stream(name="D", subjects=["d"])
+        await js.publish("a", b"first")  # the new stores' first syncs are done
+        await js.publish("d", b"first")
+        monkeypatch.setattr(os, "fsync", held_fsync)
+        try:
+            for i in range(5):
+                ack = await asyncio.wait_for(js.publish("a", b"%d" % i), 2)
+                assert ack.seq == i + 2
+            waiting = asyncio.ensure_future(js.publish("d", b"x"))
+            done, _ = await asyncio.wait({waiting}, timeout=0.5)
+            assert not done, "a default stream's PubAck waits for its fsync"
+            synced = _syncs(server, "A")
+        finally:
+            gate.set()
+        assert (await asyncio.wait_for(waiting, 5)).seq == 2
+        async with asyncio.timeout(5):
+            while _syncs(server, "A") == synced:
                 await asyncio.sleep(0.02)
         await nc.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
 from brook.jetstream.store.base import StoredMessage
 from brook.protocol import headers as hdrs
@@ -82,13 +83,16 @@ class StreamExpiry:
         # Subjects whose last message expired, in removal order (markers go there).
         marking = self._stream.config.subject_delete_marker_ttl > 0
         emptied: list[str] | None = [] if marking else None
+        kept = []  # a counter's total stays (`_remove_expired`): tried again a second later
         for seq in self.ttls.pop_due(now):
             if emptied is None:
                 self._remove(seq)  # False when it went some other way: harmless
             else:
                 msg = store.load(seq)
-                if msg is not None:
-                    self._remove_expired(msg, emptied)
+                if msg is not None and not self._remove_expired(msg, emptied):
+                    kept.append(seq)
+        for seq in kept:
+            self.ttls.add(seq, now, 1)
         next_age = self._expire_max_age(now, emptied)
         if emptied:
             self._place_markers(emptied, now)
@@ -121,33 +125,38 @@ class StreamExpiry:
         # old ones one by one and stepping over exempt ones, as nats-server does. The floor
         # keeps each exempt message from being loaded again on every later walk.
         seq = max(self._age_floor, store.state().first_seq)
+        held = 0  # the first message kept (a counter's total): the floor stays there
         while True:
             msg = store.load_next("", seq)
             if msg is None:
-                self._age_floor = seq
+                self._age_floor = held or seq
                 return None
             if self.ttls.is_exempt(msg.seq):
                 seq = msg.seq + 1
-                self._age_floor = seq
+                self._age_floor = held or seq
                 continue
             if msg.ts_ns >= cutoff:
-                self._age_floor = msg.seq
+                self._age_floor = held or msg.seq
                 return msg.ts_ns + max_age
             if emptied is None:
                 self._remove(msg.seq)
-            else:
-                self._remove_expired(msg, emptied)
+            elif not self._remove_expired(msg, emptied):
+                held = held or msg.seq
             seq = msg.seq + 1
-            self._age_floor = seq
+            self._age_floor = held or seq
 
-    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> None:
+    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> bool:
         """Remove an expired message; note its subject if that was its last message and
-        it was not itself a delete marker (markers never beget markers, as nats-server)."""
-        if not self._remove(msg.seq):
-            return
+        it was not itself a delete marker (markers never beget markers, as nats-server).
+        False when the message stays (a counter's total: `counters.outlives_expiry`)."""
         store = self._stream.store
+        if counters.outlives_expiry(self._stream.config.allow_msg_counter, store, msg.subject):
+            return False
+        if not self._remove(msg.seq):
+            return True
         if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
             emptied.append(msg.subject)
+        return True
 
     def _place_markers(self, subjects: list[str], now: int) -> None:
         """Store nats-server's subject delete marker on each subject: no payload, headers

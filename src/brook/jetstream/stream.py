@@ -3,13 +3,15 @@
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
 lists an older order): sealed, `max_msg_size`, batch publishes (refused: Brook has no
-batches), header size, expected stream, TTL permission, expected last subject sequence,
-expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
-permission, TTL value, discard-new limits;
+batches), header size, counter increment (`counters.py`), expected stream, TTL
+permission, expected last subject sequence, expected last sequence, duplicate
+`Nats-Msg-Id`, expected last msg id, rollup permission, a counter's new total, TTL value,
+discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
-message has reached stable storage (`commit.py`).
+message has reached stable storage (`commit.py`), unless the stream was created with
+`persist_mode: "async"` (`persist.py`).
 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
@@ -35,12 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 
@@ -83,6 +87,15 @@ class Ingested:
     error: ApiError | None = None
 
 
+@dataclass(slots=True)
+class Counted(Ingested):
+    """What a counter stream did with an increment: also the subject's new total, for the
+    PubAck's `val` (counters.py). A class of its own so that `Ingested`, made for every
+    publish, carries nothing for counters."""
+
+    total: bytes = b""
+
+
 def _uint(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
@@ -106,6 +119,11 @@ class Stream:
         self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
+        # persist_mode "async" (persist.py): PubAcks leave at once, the fsync follows.
+        self._background_sync = None
+        if committer is not None and config.persist_mode == "async":
+            self._background_sync = BackgroundSync(committer)
+            self._committer = None
         self._space = space  # file streams: room on the disk (module docstring)
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
@@ -159,6 +177,9 @@ class Stream:
             ack = self._error_ack(result.error)
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+        elif self.config.allow_msg_counter:
+            assert isinstance(result, Counted)
+            ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
         else:
             ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
         self._after_durable(reply, ack)
@@ -178,6 +199,8 @@ class Stream:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
         if header:
+            if counters.INCR in header:  # checked first, even in a block parse refuses
+                counters.check_increment(header, data, config.allow_msg_counter)
             try:
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
@@ -224,6 +247,9 @@ class Stream:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
+        if config.allow_msg_counter:
+            data = counters.next_total(self.store, subject, header, config.max_msg_size)
+            size = len(data) + (len(header) if header else 0)
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
         space = self._space
@@ -276,6 +302,8 @@ class Stream:
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
         if self._removed:
             self._report_removed()
+        if config.allow_msg_counter:
+            return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
 
     def _check_discard_new(
@@ -426,6 +454,8 @@ class Stream:
         committer = self._committer
         if committer is None:
             self._send_ack(reply, ack)
+            if self._background_sync is not None:
+                self._background_sync.written()
             return
 
         def on_durable(error: BaseException | None) -> None:

@@ -9,9 +9,9 @@ the reference server emits, in its order, and nothing else, because the `nats` C
 validates responses against schemas that forbid extra keys.
 
 Features Brook does not implement yet (mirrors, sources, subject transforms, republish,
-counters, atomic and fast batches, schedules, `persist_mode: async`) are rejected with
-10052 rather than silently ignored. `placement` is kept and shown as nats-server does on a
-server without a cluster, where it places nothing.
+atomic and fast batches, schedules) are rejected with 10052 rather than silently ignored.
+`placement` is kept and shown as nats-server does on a server without a cluster, where it
+places nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ _UNSUPPORTED = (
     "sources",
     "subject_transform",
     "republish",
-    "allow_msg_counter",
     "allow_atomic",
     "allow_batched",
     "allow_msg_schedules",
@@ -126,6 +125,9 @@ class StreamConfig:
     # Subject delete markers: when max_age (or a message's own TTL) removes the last
     # message of a subject, a marker with this TTL (ns) takes its place. 0: no markers.
     subject_delete_marker_ttl: int = 0
+    allow_msg_counter: bool = False  # counters.py
+    # "async": PubAcks do not wait for the fsync (persist.py); fixed at creation.
+    persist_mode: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
     # `cluster` and `tags` when set; nothing to place on a server without a cluster.
     placement: dict[str, Any] = field(default_factory=dict)
@@ -165,10 +167,6 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     for key in _UNSUPPORTED:
         if body.get(key) not in (None, False, "", [], {}, 0):
             raise _invalid(f"{key} is not supported by this server")
-    if persist_mode == "async":  # acknowledged before it is durable: not (yet) in Brook
-        if body.get("storage") == "memory":
-            raise _invalid("async persist mode is only supported on file storage")
-        raise _invalid("persist_mode is not supported by this server")
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
         raise invalid_json("subjects: expected an array of strings")
@@ -202,6 +200,8 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         allow_rollup_hdrs=_get(body, "allow_rollup_hdrs", bool, False),
         allow_msg_ttl=_get(body, "allow_msg_ttl", bool, False),
         subject_delete_marker_ttl=_get(body, "subject_delete_marker_ttl", int, 0),
+        allow_msg_counter=_get(body, "allow_msg_counter", bool, False),
+        persist_mode=persist_mode,
         metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
         placement=_placement(body),
         consumer_limits=_consumer_limits(body),
@@ -314,6 +314,8 @@ def _validate_head(c: StreamConfig) -> None:
     if c.num_replicas < 0:
         raise api_error("REPLICAS_COUNT_CANNOT_BE_NEGATIVE")
     if c.num_replicas > 1:
+        if c.persist_mode == "async":
+            raise _invalid("async persist mode is not supported on replicated streams")
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
 
 
@@ -328,6 +330,8 @@ def _validate(c: StreamConfig) -> None:
         raise _invalid("stream has no mirror but does have mirror direct")
     if c.deny_purge and c.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
+    if c.allow_msg_counter:
+        _validate_counter(c)
     if c.subject_delete_marker_ttl < 0:
         raise _invalid("subject delete marker TTL must not be negative")
     if 0 < c.subject_delete_marker_ttl < MIN_MARKER_TTL_NS:
@@ -338,6 +342,8 @@ def _validate(c: StreamConfig) -> None:
             if c.discard != "new"
             else "discard new per subject requires max msgs per subject > 0"
         )
+    if c.persist_mode == "async" and c.storage != "file":
+        raise _invalid("async persist mode is only supported on file storage")
     if c.first_seq < 0:
         raise _invalid("first sequence must be positive")
     for subject in c.subjects:
@@ -351,6 +357,17 @@ def _validate(c: StreamConfig) -> None:
         for b in c.subjects[i + 1 :]:
             if _pair_overlaps(a, b):
                 raise _invalid(f'subject "{a}" overlaps with "{b}"')
+
+
+def _validate_counter(c: StreamConfig) -> None:
+    """What a counter stream cannot be (nats-server's order; schedules are refused as
+    unsupported before this)."""
+    if c.discard == "new":
+        raise _invalid("counter stream cannot use discard new")
+    if c.allow_msg_ttl:
+        raise _invalid("counter stream cannot use message TTLs")
+    if c.retention != "limits":
+        raise _invalid("counter stream can only use limits retention")
 
 
 def _overlaps_system(subject: str) -> bool:
@@ -402,6 +419,10 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not cancel deny purge")
     if old.allow_msg_ttl and not new.allow_msg_ttl:
         raise _invalid("stream configuration update can not disable message TTL")
+    if new.allow_msg_counter != old.allow_msg_counter:
+        raise _invalid("stream configuration update can not change message counter setting")
+    if new.persist_mode != old.persist_mode:
+        raise _invalid("stream configuration update can not change persist mode")
     if new.first_seq != old.first_seq and new.first_seq:
         raise _invalid("stream configuration update can not change first sequence")
 
@@ -462,10 +483,22 @@ def stream_config_to_json(
     )
     if c.subject_delete_marker_ttl:
         out["subject_delete_marker_ttl"] = c.subject_delete_marker_ttl
+    if c.allow_msg_counter:
+        out["allow_msg_counter"] = True
+    if c.persist_mode != "default":
+        out["persist_mode"] = c.persist_mode
     metadata = dict(c.metadata)
-    metadata["_nats.req.level"] = "1" if c.allow_msg_ttl else "0"
+    metadata["_nats.req.level"] = str(_required_api_level(c))
     if server_version is not None:
         metadata["_nats.ver"] = server_version
         metadata["_nats.level"] = str(api_level or 0)
     out["metadata"] = dict(sorted(metadata.items()))
     return out
+
+
+def _required_api_level(c: StreamConfig) -> int:
+    """nats-server's `_nats.req.level`: the API level of the newest feature the stream
+    uses (TTLs 1; counters and async persistence 2, nats-server 2.12)."""
+    if c.allow_msg_counter or c.persist_mode == "async":
+        return 2
+    return 1 if c.allow_msg_ttl else 0
