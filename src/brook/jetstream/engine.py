@@ -255,7 +255,7 @@ class JetStream:
         old_retention = entry.stream.config.retention
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
-        entry.stream.config = config
+        entry.stream.reconfigure(config)
         self._index_subjects(config, add=True)
         self._attach(entry)
         self._persist(entry.stream)
@@ -503,6 +503,7 @@ class JetStream:
             committer=committer,
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
+            send_message=self._send_message,
         )
         name = stream.name
         stream.on_purge = lambda result, subject, keep: self.stream_purged(
@@ -547,13 +548,17 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
+        transform = stream.input_transform
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest, then tell the consumers what was stored: a kept message concerns
+            """Ingest (under the subject the stream's transform maps it to), then tell
+            the consumers what was stored: a kept message concerns
             only those whose filter matches it (`ConsumerIndex`). (What the publish
             removed, by discard-old limits or a rollup, reached every consumer already:
             the stream's `on_removed` and `on_purge`.) It runs for every message stored
             (ADR 0012)."""
+            if transform is not None:
+                subject = transform.apply(subject)
             result = stream.ingest(subject, reply, header, data)
             if result.kept:
                 for runner in index.matching(subject):

@@ -26,6 +26,11 @@ ENOSPC all the same; nothing is stored then. Any other store failure is answered
 10077 and logged at most every 10 seconds. A failure after the message is stored (its
 rollup or a limit's removals) leaves the message acknowledged and is logged.
 
+Subject mappings (`reconfigure` compiles them): the stream's `subject_transform`
+(`input_transform`) is applied by whoever hands it a message, before `ingest`, which
+stores under the subject it is given; its `republish` publishes each stored message again
+(`republish.py`).
+
 The stream owns no sockets and no clock of its own: `now_ns` is injected, so expiry and
 the duplicate window are exact in tests.
 """
@@ -43,6 +48,7 @@ from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.republish import MessageSender, Republisher
 from brook.jetstream.store.base import (
     MessageStore,
     PurgeResult,
@@ -51,6 +57,7 @@ from brook.jetstream.store.base import (
     StoreFullError,
 )
 from brook.protocol import headers as hdrs
+from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
     from brook.jetstream.retention import StreamRetention
@@ -113,9 +120,11 @@ class Stream:
         committer: GroupCommitter | None,
         created_ns: int,
         space: StoreSpace | None = None,
+        send_message: MessageSender | None = None,
     ) -> None:
-        self.config = config
         self.store = store
+        self._send_message = send_message  # republish's way out (none: nothing republished)
+        self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
         self._now_ns = now_ns
@@ -149,12 +158,23 @@ class Stream:
         if config.allow_msg_ttl:
             self._rebuild_ttls()
 
+    def reconfigure(self, config: StreamConfig) -> None:
+        """Take a (new) configuration, its subject mappings compiled once."""
+        self.config = config
+        transform = config.subject_transform
+        # The subject transform, None when there is none (or it has no destination).
+        self.input_transform = (
+            None if transform is None else SubjectTransform.compile(transform.src, transform.dest)
+        )
+        self._republish = Republisher.compile(config.republish, config.name, self._send_message)
+
     # ------------------------------------------------------------------ publishing
 
     def ingest(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
-        """Store a captured message, (when there is a reply subject) acknowledge it, and
+        """Store a captured message under `subject` (the stream's `input_transform`
+        applied already), (when there is a reply subject) acknowledge it, and
         say what was done. What it removed went to `on_removed` (and a rollup's purge to
         `on_purge`) before this returns."""
         try:
@@ -249,6 +269,9 @@ class Stream:
         )
         if config.discard == "new" and not unwanted:
             self._check_discard_new(subject, header, data, rollup)
+        republish = None if unwanted else self._republish
+        if republish is not None:  # the subject's last sequence before this message
+            last_on_subject = self.store.subject_state(subject).last_seq
         now = self._now_ns()
         try:
             seq = self.store.store(subject, header, data, now)
@@ -285,6 +308,8 @@ class Stream:
                 self.on_purge(result, purged, 0 if unwanted else 1)
         except StoreError as exc:  # the message is stored: its ack stands
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
+        if republish is not None:
+            republish.stored(subject, seq, now, last_on_subject, header, data)
         if self._removed:
             self._report_removed()
         return Ingested(seq, not unwanted)
