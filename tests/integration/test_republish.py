@@ -1,0 +1,113 @@
+"""Republish through nats-py against Brook: nats.py's own KV republish test, and a cycle
+of republishing streams (the byte-exact comparison with nats-server is in
+tests/conformance/test_transform_conformance.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.js.api
+import pytest
+
+import brook
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Any]:
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as running:
+        yield running
+
+
+async def test_kv_republish_as_nats_py_tests_it(server: Any) -> None:
+    """nats.py's nats/tests/test_js.py::KVTest::test_kv_republish, against Brook."""
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    js = nc.jetstream()
+    kv = await js.create_key_value(
+        bucket="TEST_UPDATE", republish=nats.js.api.RePublish(src=">", dest="bar.>")
+    )
+    sinfo = await js.stream_info("KV_TEST_UPDATE")
+    assert sinfo.config.republish is not None
+
+    sub = await nc.subscribe("bar.>")
+    await kv.put("hello.world", b"Hello World!")
+    msg = await sub.next_msg()
+    assert msg.subject == "bar.$KV.TEST_UPDATE.hello.world"
+    assert msg.data == b"Hello World!"
+    assert msg.headers is not None
+    assert msg.headers.get("Nats-Msg-Size", None) is None
+    assert msg.headers["Nats-Subject"] == "$KV.TEST_UPDATE.hello.world"
+    await sub.unsubscribe()
+
+    kv = await js.create_key_value(
+        bucket="TEST_UPDATE_HEADERS",
+        republish=nats.js.api.RePublish(src=">", dest="quux.>", headers_only=True),
+    )
+    sub = await nc.subscribe("quux.>")
+    await kv.put("hello.world", b"Hello World!")
+    msg = await sub.next_msg()
+    assert msg.data == b""
+    assert msg.headers is not None
+    assert msg.headers["Nats-Sequence"] == "1"
+    assert msg.headers["Nats-Msg-Size"] == "12"
+    assert msg.headers["Nats-Stream"] == "KV_TEST_UPDATE_HEADERS"
+    await sub.unsubscribe()
+    await nc.close()
+
+
+async def test_a_cycle_of_republishing_streams_neither_recurses_nor_stalls(
+    server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A republishes into B's subjects and B into A's: each stored message makes another,
+    as with nats-server, until `discard: new` limits stop them (or the header block, which
+    grows by the republish headers at each turn, exceeds its maximum: a few hundred
+    turns). Delivered synchronously,
+    they would recurse hundreds of streams deep; Brook sends a stream's republish that
+    its own republish caused on the next loop turn, so it never recurses and other
+    clients are served meanwhile."""
+    caplog.set_level(logging.ERROR)
+    limit = 150
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    for name, mine, theirs in (("A", "a", "b"), ("B", "b", "a")):
+        config = {
+            "name": name,
+            "subjects": [f"{mine}.*"],
+            "max_msgs": limit,
+            "discard": "new",
+            "republish": {"src": f"{mine}.*", "dest": f"{theirs}.$1"},
+        }
+        reply = json.loads(
+            (await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(config).encode())).data
+        )
+        assert "error" not in reply, reply
+    async def echo(msg: Any) -> None:
+        await msg.respond(msg.data)
+
+    await nc.subscribe("echo", cb=echo)
+    ack = json.loads((await nc.request("a.x", b"go", timeout=5)).data)
+    assert ack == {"stream": "A", "seq": 1}
+    echoes = 0
+    deadline = time.monotonic() + 30
+    counts: list[int] = []
+    while time.monotonic() < deadline:
+        assert (await nc.request("echo", b"ping", timeout=5)).data == b"ping"
+        echoes += 1
+        counts = []
+        for name in ("A", "B"):
+            info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{name}", b"")).data)
+            counts.append(info["state"]["messages"])
+        if counts == [limit, limit]:
+            break
+        await asyncio.sleep(0.01)
+    assert counts == [limit, limit]
+    assert echoes >= 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    await nc.close()
