@@ -7,11 +7,8 @@ out again (a consumer that saw the old message would skip the new one).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
@@ -20,6 +17,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, LostStreamData
 import brook
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file.format import Damage
+from tests.support.monitor import varz
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,16 +34,6 @@ def message_records(path: Path) -> dict[int, tuple[int, int]]:
         for r in fmt.scan(data, len(data))
         if not isinstance(r, Damage) and r[2] == fmt.T_MSG
     }
-
-
-async def varz(server: Any) -> dict[str, Any]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
-    writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")
-    await writer.drain()
-    data = await reader.read()
-    writer.close()
-    doc: dict[str, Any] = json.loads(data.split(b"\r\n\r\n", 1)[1])
-    return doc
 
 
 async def test_a_torn_record_never_gives_its_sequence_to_another_message(

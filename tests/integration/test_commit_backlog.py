@@ -14,6 +14,7 @@ import pytest
 
 import brook
 from brook.config.settings import JetStreamSettings, Settings
+from tests.support.monitor import varz
 from tests.support.raw import Msg, RawClient, is_op
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,16 +30,6 @@ READ_PUBLISHES_MAX = 256 * 1024 // len(b"PUB bp.x _R.0 100\r\n" + PAYLOAD + b"\r
 def serve_with_bound(tmp_path: Path, bound: int) -> Any:
     settings = Settings(jetstream=JetStreamSettings(max_acks_awaiting_sync=bound))
     return brook.serve(http_port=-1, store_dir=str(tmp_path), settings=settings)
-
-
-async def varz(server: Any) -> dict[str, Any]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
-    writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")
-    await writer.drain()
-    data = await reader.read()
-    writer.close()
-    doc: dict[str, Any] = json.loads(data.split(b"\r\n\r\n", 1)[1])
-    return doc
 
 
 async def commits(server: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import brook
 from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.server.server import Server
+from tests.support.monitor import get, get_json, request
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 
 pytestmark = pytest.mark.timeout(20)
@@ -33,39 +34,6 @@ pytestmark = pytest.mark.timeout(20)
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 UPTIME = re.compile(r"^(\d+y)?(\d+d)?(\d+h)?(\d+m)?\d+s$")
 GO_DURATION = re.compile(r"^(0s|[\d.]+(ns|µs|ms|s)|(\d+h)?(\d+m)?[\d.]+s)$")
-
-
-class Response:
-    def __init__(self, raw: bytes) -> None:
-        head, _, self.body = raw.partition(b"\r\n\r\n")
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        self.status = int(status_line.split(" ")[1])
-        self.headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-async def request(server: Any, raw: bytes) -> Response:
-    """Send `raw` as is and read until the server closes (it always does)."""
-    async with asyncio.timeout(3):
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
-        writer.write(raw)
-        await writer.drain()
-        data = await reader.read()
-        writer.close()
-    return Response(data)
-
-
-async def get(server: Any, path: str, method: str = "GET") -> Response:
-    return await request(server, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-
-
-async def get_json(server: Any, path: str) -> Any:
-    resp = await get(server, path)
-    assert resp.status == 200, resp.body
-    assert resp.headers["content-type"] == "application/json"
-    return resp.json()
 
 
 async def wait_until(predicate: Any, within_s: float = 3.0) -> None:

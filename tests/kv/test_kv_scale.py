@@ -24,6 +24,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -44,11 +45,11 @@ CEILING_BASE = 256 * MIB
 
 
 @contextlib.contextmanager
-def server_process(kind: str) -> Iterator[tuple[int, int]]:
-    """(port, pid) of a fresh server with JetStream on file storage."""
+def server_process(kind: str, log: Path) -> Iterator[tuple[int, int]]:
+    """(port, pid) of a fresh server with JetStream on file storage, logging to `log`."""
     if kind != "brook" and nats_server_binary() is None:
         pytest.skip(NO_NATS_SERVER)
-    with loadgen.server_process(kind) as server:
+    with loadgen.server_process(kind, log=log) as server:
         yield server
 
 
@@ -76,7 +77,7 @@ class PeakSampler:
         self.peak = max(self.peak, rss_bytes(self.pid)[0])
 
 
-async def _scale(kind: str, n: int, report: Any) -> None:
+async def _scale(kind: str, n: int, report: Any, log: Path) -> None:
     client_errors: list[str] = []
     error_count = 0
 
@@ -87,11 +88,17 @@ async def _scale(kind: str, n: int, report: Any) -> None:
             client_errors.append(f"{type(err).__name__}: {err}")
 
     def client_saw() -> str:
-        return f"the client reported {error_count} errors, first {client_errors}"
+        """What the client reported, and the end of the server's log (a slow consumer
+        or a crash says why the server closed the connection)."""
+        server_said = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+        return (
+            f"the client reported {error_count} errors, first {client_errors}; "
+            f"the server's log ends {server_said}"
+        )
 
     # Generous: nats-py decodes about 20-60k messages a second on this kind of machine.
     limit_s = max(60.0, n / 4000)
-    with server_process(kind) as (port, pid):
+    with server_process(kind, log) as (port, pid):
         nc = await nats.connect(
             f"nats://127.0.0.1:{port}", allow_reconnect=False, error_cb=on_error
         )
@@ -158,8 +165,8 @@ async def _scale(kind: str, n: int, report: Any) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("kind", ["brook", "nats-server"])
-async def test_100k_keys(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
-    await _scale(kind, 100_000, capsys.disabled)
+async def test_100k_keys(kind: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    await _scale(kind, 100_000, capsys.disabled, tmp_path / "server.log")
 
 
 @pytest.mark.timeout(900)
@@ -175,5 +182,5 @@ async def test_100k_keys(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
         ),
     ],
 )
-async def test_1m_keys(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
-    await _scale(kind, FULL, capsys.disabled)
+async def test_1m_keys(kind: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    await _scale(kind, FULL, capsys.disabled, tmp_path / "server.log")

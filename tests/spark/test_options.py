@@ -12,10 +12,10 @@ from tests.spark.conftest import brook_process
 from tests.spark.jsutil import JetStream
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
+from brook_spark.names import Query
 from brook_spark.options import (
     OffsetSpec,
     OptionError,
-    Query,
     format_rfc3339_ns,
     parse_connect,
     parse_duration_s,

@@ -1,9 +1,9 @@
 """Damaged records under a running file store are refused on read, with the error that
 `format.decode_message` gives for the same bytes, never delivered.
 
-`FileStore._read_run` checks each record of a run in place (the delivery hot path) rather
-than through `decode_message`; these tests damage a record on disk behind an open store
-and compare what `load_batch` and `load` say with what `decode_message` says.
+`Reader._read_run` (file/reader.py) checks each record of a run in place (the delivery
+hot path) rather than through `decode_message`; these tests damage a record on disk behind
+an open store and compare what `load_batch` and `load` say with what `decode_message` says.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The file store's read-ahead buffers (`FileStore._bytes_at`) never serve stale or wrong
+"""The file store's read-ahead buffers (`reader.Reader._bytes_at`) never serve stale or wrong
 bytes: more sequential readers than buffers, interleaved with appends, removals and
 erases, read exactly what a model of the stream says is there; so do readers of runs
 (`load_batch`, one span of bytes per run of records)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from brook.jetstream.store.file import FileStore
-from brook.jetstream.store.file.store import READ_AHEAD_READERS, READ_RUN_BYTES
+from brook.jetstream.store.file.reader import READ_AHEAD_READERS, READ_RUN_BYTES
 
 T0 = 1_700_000_000_000_000_000
 HDR = b"NATS/1.0\r\nk: v\r\n\r\n"

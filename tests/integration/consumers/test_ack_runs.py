@@ -144,11 +144,11 @@ async def test_a_run_of_naks_redelivers_each_message(nc: Any, js: Any) -> None:
 
 
 async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: Any) -> None:
-    # The runner remembers each ack subject it sent until its plain ack returns (a dict
+    # The executor remembers each ack subject it sent until its plain ack returns (a dict
     # lookup instead of reading the subject). Plain acks leave nothing behind; acks of
     # other kinds leave their subjects, but only up to the memo's bound, after which it
     # is emptied and acks are read from their subjects again.
-    from brook.jetstream.consumer.runner import ACK_MEMO_MIN
+    from brook.jetstream.consumer.executor import ACK_MEMO_MIN
 
     async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
         nc = await nats.connect(server.url, allow_reconnect=False)
@@ -162,10 +162,10 @@ async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: An
             )
             runner = server.jetstream.consumers["S"]["d"]
             got = await psub.fetch(100, timeout=5)
-            assert len(runner._ack_memo) == 100
+            assert len(runner.executor.ack_memo) == 100
             await asyncio.gather(*(m.ack() for m in got))
             await ack_floor_reaches(js, "d", 100)
-            assert runner._ack_memo == {}
+            assert runner.executor.ack_memo == {}
             # Terminated, not acked plainly: their subjects stay, up to the bound.
             termed = 100
             while termed < total - 100:
@@ -173,7 +173,7 @@ async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: An
                 await asyncio.gather(*(m.term() for m in got))
                 termed += len(got)
                 await ack_floor_reaches(js, "d", termed)
-                assert len(runner._ack_memo) <= runner._ack_memo_cap() + 100
+                assert len(runner.executor.ack_memo) <= runner.executor.ack_memo_cap + 100
             # Plain acks after the memo was emptied are read from their subjects.
             got = await psub.fetch(100, timeout=5)
             await asyncio.gather(*(m.ack() for m in got))

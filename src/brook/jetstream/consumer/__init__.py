@@ -1,8 +1,10 @@
-"""Consumers: a pure, synchronous state machine per consumer (`state.ConsumerState` over
-`core.ConsumerCore`) that turns inputs into actions (`actions.py`), the codecs of ack
-subjects, ack payloads and pull requests (`acks.py`), and what it reads through
-(`source.py`). A `runner.ConsumerRunner` owns each consumer's I/O: its subscriptions, one
-timer, the execution of the actions; `files.py` keeps durable consumers on disk."""
+"""Consumers: a pure, synchronous state machine per consumer (`state.ConsumerState`,
+composing its ledger of pending messages `pending.py`, its position and dispatch
+`delivery.py`, `pacing.py` and `flow.py`: ADR 0015) that turns inputs into actions
+(`actions.py`); the codecs of ack subjects, ack payloads and pull requests (`acks.py`);
+what it reads through (`source.py`). A `runner.ConsumerRunner` owns each consumer's
+inputs (its subscriptions, one timer, its lifecycle) and an `executor.ActionExecutor`
+carries out the actions; `files.py` keeps durable consumers on disk."""
 
 from brook.jetstream.consumer.acks import (
     AckKind,

@@ -1,10 +1,10 @@
 """What the consumer state machine asks its owner to do: small immutable values.
 
-The owner (the engine) executes them in order: `Deliver` becomes a MSG/HMSG to `reply` with
-the original subject and `ack_subject` as reply (a `DeliverRun`, one for each of its
-messages), `Status` an inline-status HMSG, `Advisory` a publish of `payload` (JSON) to
-`subject` once the engine has added `id`, `timestamp` (and `domain`), `RemoveMessage` a
-removal from the stream, `Acked` a note for interest retention.
+The runner's executor (executor.py) carries them out in order: `Deliver` becomes a
+MSG/HMSG to `reply` with the original subject and `ack_subject` as reply (a `DeliverRun`,
+one for each of its messages), `Status` an inline-status HMSG, `Advisory` a publish of
+`payload` (JSON) to `subject` once the executor has added `id` and `timestamp`,
+`RemoveMessage` a removal from the stream, `Acked` a note for interest retention.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.store.base import StoredMessage
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
@@ -138,6 +139,19 @@ def ack_metric(stream: str, consumer: str, **fields: Any) -> Advisory:
     payload: dict[str, Any] = {"type": ACK_METRIC_TYPE, "stream": stream, "consumer": consumer}
     payload.update(fields)
     return Advisory(ACK_METRIC, f"{METRIC_PREFIX}.{ACK_METRIC}.{stream}.{consumer}", payload)
+
+
+def pause_advisory(stream: str, consumer: str, *, paused: bool, until_ns: int | None) -> Advisory:
+    """`$JS.EVENT.ADVISORY.CONSUMER.PAUSE.<S>.<C>`: the consumer was paused until `until_ns`
+    (`paused`), or resumed (by CONSUMER.PAUSE, or when that time came)."""
+    payload: dict[str, Any] = {
+        "type": PAUSE_ADVISORY_TYPE,
+        "stream": stream,
+        "consumer": consumer,
+        "paused": paused,
+        "pause_until": format_ts_ns(until_ns or 0),
+    }
+    return Advisory("PAUSE", f"{ADVISORY_PREFIX}.PAUSE.{stream}.{consumer}", payload)
 
 
 def headers_only(msg: StoredMessage) -> StoredMessage:

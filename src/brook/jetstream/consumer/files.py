@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from brook import limits
+from brook.jetstream.consumer.executor import Waiter
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.models.consumer_config import ConsumerConfig
@@ -42,7 +43,6 @@ from brook.jetstream.stream import Stream
 log = logging.getLogger("brook.jetstream.consumers")
 
 CONSUMERS_DIR = "consumers"
-Waiter = Callable[[], None]
 
 
 @dataclass(eq=False)

@@ -1,33 +1,36 @@
-"""The I/O owner of one consumer: subscriptions, one timer, and the execution of actions.
+"""The input side of one consumer: its subscriptions, one timer, and its lifecycle.
 
-A `ConsumerRunner` wraps a pure `ConsumerState` (state.py) and connects it to the router:
+A `ConsumerRunner` wraps a pure `ConsumerState` (state.py), feeds it what arrives and
+hands the actions it gets back to its `ActionExecutor` (executor.py), which carries them
+out, reports changes for persistence and settles once per loop turn. What arrives:
 
 * `$JS.API.CONSUMER.MSG.NEXT.<S>.<C>` (pull requests; the reply is the delivery inbox);
-* `$JS.ACK.<S>.<C>.>` (acks; a reply on the ack message gets an empty answer);
-* `message_stored()` is called by the engine after the stream stored a message;
+* `$JS.ACK.<S>.<C>.>` (acks; a reply on the ack message gets an empty answer); runs of
+  plain acks, as the parser reads them, take a short path (`_on_ack_run`);
+* `$JS.FC.<S>.<C>.>` (flow-control replies of push consumers that ask for them);
+* `message_stored()` and the removals and purges the engine reports;
 * one asyncio timer armed at `ConsumerState.next_deadline()` (ack deadlines, request
-  expiry, heartbeats) and, for ephemerals, at the inactivity deadline.
+  expiry, heartbeats), at the end of a pause and, for ephemerals, at the inactivity
+  deadline.
 
 Push consumers (a `deliver_subject`) deliver to that subject while some subscription
 matches it (wire reference §6.6): the runner watches the subject with
 `Router.watch_interest` and feeds `ConsumerState.set_push_interest` when interest comes or
 goes; the first check is deferred to the next loop iteration so that a restored snapshot
 is in place and the create response goes out before any delivery. Persistence
-belongs to the engine: after every input that changed the persisted part of the state the
-runner calls `on_change(runner, changed, waiter)`; an ack with a reply subject (ack_sync) passes a
-`waiter` that publishes the empty answer, and the engine calls it once the snapshot holding
-that ack is durable (at once for consumers that are not persisted).
+belongs to the engine: after every input that changed the persisted part of the state
+`on_change(runner, changed, waiter)` is called; an ack with a reply subject (ack_sync)
+passes a `waiter` that publishes the empty answer, and the engine calls it once the
+snapshot holding that ack is durable (at once for consumers that are not persisted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
-import json
 import logging
-import operator
-import secrets
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -40,23 +43,13 @@ from brook.jetstream.consumer.acks import (
     parse_ack_payload,
     parse_pull_request,
 )
-from brook.jetstream.consumer.actions import (
-    ADVISORY_PREFIX,
-    PAUSE_ADVISORY_TYPE,
-    Acked,
-    Action,
-    Advisory,
-    Deliver,
-    DeliverRun,
-    RemoveMessage,
-    Status,
-)
+from brook.jetstream.consumer.actions import Action, Status, pause_advisory
 from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.executor import ActionExecutor, Waiter
 from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.consumer.state import ConsumerState
 from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_json
-from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
 from brook.limits import MAX_PAYLOAD_BYTES
 from brook.routing.internal import InternalClient
@@ -64,12 +57,6 @@ from brook.routing.sublist import Subscription
 from brook.subjects import subset_match
 
 log = logging.getLogger("brook.consumer")
-
-# `ConsumerRunner._ack_memo`'s bound: at least this many subjects, or this many when
-# max_ack_pending is unlimited.
-ACK_MEMO_MIN = 1024
-ACK_MEMO_UNLIMITED = 65536
-_SEQ = operator.attrgetter("seq")
 
 
 def settings_for(config: ConsumerConfig, stream: Stream) -> ConsumerSettings:
@@ -121,6 +108,9 @@ class PurgePoint:
 
 
 class ConsumerRunner:
+    """One consumer's input side and lifecycle (the module docstring); `executor` is its
+    output side."""
+
     def __init__(
         self,
         stream: Stream,
@@ -131,7 +121,7 @@ class ConsumerRunner:
         loop: asyncio.AbstractEventLoop | None,
         created_ns: int,
         on_inactive: Callable[[ConsumerRunner], None] | None = None,
-        on_change: Callable[[ConsumerRunner, bool, Callable[[], None] | None], None] | None = None,
+        on_change: Callable[[ConsumerRunner, bool, Waiter | None], None] | None = None,
     ) -> None:
         self.stream = stream
         self.config = config
@@ -141,19 +131,25 @@ class ConsumerRunner:
         self._now_ns = now_ns
         self._loop = loop
         self._on_inactive = on_inactive
-        self._on_change = on_change
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
-        self._settle_soon: asyncio.Handle | None = None  # `_settle_later`'s pending call
-        self._settle_dispatch = False  # `_settle` is to dispatch (deferred by acks)
         self._last_activity_ns = created_ns
-        # The stream sequence of each ack subject this consumer sent (explicit acks),
-        # until its plain ack comes back: a dict lookup instead of reading the subject.
-        # Only a memo of what the subject says (`ack_run_stream_seqs` reads the same), so
-        # it is emptied whenever it outgrows `_ack_memo_cap()`, and then acks are read.
-        self._ack_memo: dict[bytes, int] = {}
         self.state = self._new_state()
-        self._mark = self._fingerprint()
+        self.executor = ActionExecutor(
+            self.state,
+            stream,
+            internal,
+            now_ns=now_ns,
+            loop=loop,
+            rearm=self._rearm,
+            on_change=None if on_change is None else functools.partial(on_change, self),
+        )
+        # Bound once: every input ends in one of these.
+        self._run = self.executor.run
+        self._execute = self.executor.execute
+        self._changed = self.executor.changed
+        self._settle_later = self.executor.settle_later
+        self._ack_memo = self.executor.ack_memo  # changed in place, never rebound
         prefix = f"{stream.name}.{self.name}"
         self._subs: list[Subscription] = [
             internal.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{prefix}", self._on_next),
@@ -246,7 +242,8 @@ class ConsumerRunner:
         passed, and its pending count is counted again through the new filters)."""
         old = self.config
         self.config = config
-        self.state.cfg = settings_for(config, self.stream)
+        self.state.cfg = settings = settings_for(config, self.stream)
+        self.executor.configure(settings)
         if config.deliver_subject != old.deliver_subject:
             self._unwatch_push()
             if self.push_bound:
@@ -272,15 +269,9 @@ class ConsumerRunner:
 
     def _pause_advisory(self) -> None:
         until = self.config.pause_until
-        payload = {
-            "type": PAUSE_ADVISORY_TYPE,
-            "stream": self.stream.name,
-            "consumer": self.name,
-            "paused": self.paused,
-            "pause_until": format_ts_ns(until or 0),
-        }
-        subject = f"{ADVISORY_PREFIX}.PAUSE.{self.stream.name}.{self.name}"
-        self._execute([Advisory("PAUSE", subject, payload)])
+        self._execute(
+            [pause_advisory(self.stream.name, self.name, paused=self.paused, until_ns=until)]
+        )
 
     def reset(self, seq: int) -> None:
         """CONSUMER.RESET to stream sequence `seq` (`ConsumerState.reset`). Deliveries from
@@ -295,7 +286,7 @@ class ConsumerRunner:
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace the state with a persisted snapshot (at start, before any input)."""
         self.state.restore(snapshot, self._now_ns())
-        self._mark = self._fingerprint()
+        self.executor.restored()
         self._rearm()
 
     def server_shutdown(self) -> None:
@@ -312,9 +303,7 @@ class ConsumerRunner:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._settle_soon is not None:
-            self._settle_soon.cancel()
-            self._settle_soon = None
+        self.executor.stop()
         deleted = self.state.consumer_deleted()
         if notify:
             self._execute(deleted)
@@ -403,9 +392,9 @@ class ConsumerRunner:
         """`_on_ack(subject, None, None, payload)` for each of a run of no-reply acks as
         the parser read them. Plain ones (the common case) are kept short: the deliveries
         they allow, the timer and persistence are seen to once per loop turn, for all the
-        acks of a read chunk (`_settle`)."""
+        acks of a read chunk (`ActionExecutor.settle`)."""
         seqs: list[int] | None = None
-        if payload in PLAIN_ACK_BODIES and self._plain_acks_in_runs():
+        if payload in PLAIN_ACK_BODIES and self.executor.plain_acks:
             memo = self._ack_memo
             known = list(map(memo.pop, subjects, itertools.repeat(None)))
             seqs = ack_run_stream_seqs(subjects) if None in known else cast(list[int], known)
@@ -415,20 +404,8 @@ class ConsumerRunner:
             return
         self._apply_plain_acks(seqs)
 
-    def _ack_memo_cap(self) -> int:
-        """How many ack subjects `_ack_memo` may hold: twice what may be pending (those
-        whose ack never comes back plain stay until it is emptied)."""
-        limit = self.state.cfg.max_ack_pending
-        return max(2 * limit, ACK_MEMO_MIN) if limit > 0 else ACK_MEMO_UNLIMITED
-
-    def _plain_acks_in_runs(self) -> bool:
-        """Explicit acks with a loop to settle on: plain ones need their stream sequence
-        only (`ConsumerState.ack_explicit_run`). Ack all (one ack for many messages,
-        usually) and ack none take the general path."""
-        return self._loop is not None and self.state.cfg.ack_policy is AckPolicy.EXPLICIT
-
     def _apply_plain_acks(self, seqs: list[int]) -> None:
-        """Stream sequences of plain explicit acks; the rest is left to `_settle`."""
+        """Stream sequences of plain explicit acks; the rest is left to the settle."""
         now = self._last_activity_ns = self._now_ns()
         actions = self.state.ack_explicit_run(seqs, now)
         if actions:
@@ -438,7 +415,7 @@ class ConsumerRunner:
     def _on_ack(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> bool | None:
-        if reply is None and payload in PLAIN_ACK_BODIES and self._plain_acks_in_runs():
+        if reply is None and payload in PLAIN_ACK_BODIES and self.executor.plain_acks:
             seq = self._ack_memo.pop(subject, None)
             if seq is None:
                 seqs = ack_sequences(subject)
@@ -499,7 +476,7 @@ class ConsumerRunner:
             self._was_paused = False
             self._pause_advisory()
 
-    # ------------------------------------------------------------------ inactivity
+    # ------------------------------------------------------------------ timer and inactivity
 
     def _gc_deadline(self) -> int | None:
         """Ephemerals go after `inactive_threshold` with nothing waiting or unacked."""
@@ -516,122 +493,9 @@ class ConsumerRunner:
         at = self._gc_deadline()
         return at is not None and now >= at
 
-    # ------------------------------------------------------------------ actions
-
-    def _run(self, actions: list[Action], *, waiter: Callable[[], None] | None = None) -> None:
-        self._execute(actions)
-        self._settle_later()
-        self._changed(waiter)
-
-    def _fingerprint(self) -> tuple[int, ...]:
-        return self.state.persist_mark()
-
-    def _changed(self, waiter: Callable[[], None] | None = None) -> None:
-        mark = self._fingerprint()
-        changed = mark != self._mark
-        self._mark = mark
-        if self._on_change is None:
-            if waiter is not None:
-                waiter()
-        elif changed or waiter is not None:
-            self._on_change(self, changed, waiter)
-
-    def _execute(self, actions: list[Action]) -> None:
-        internal = self._internal
-        # Deliveries are routed by their reply (the pull request's inbox or the deliver
-        # subject), showing the stored subject; consecutive ones to the same reply go
-        # as one run (a push consumer's replies are all the same string).
-        run_to: str | None = None
-        run: list[tuple[bytes, bytes | None, bytes | None, bytes]] = []
-        memo = self._ack_memo if self._plain_acks_in_runs() else None
-        for a in actions:
-            if type(a) is DeliverRun or type(a) is Deliver:
-                if a.reply is not run_to and a.reply != run_to:
-                    if run:
-                        self._deliver_run(run_to, run)
-                        run = []
-                    run_to = a.reply
-                if memo is not None:
-                    if len(memo) > self._ack_memo_cap():
-                        memo.clear()
-                    if type(a) is DeliverRun:
-                        memo.update(zip(a.acks, map(_SEQ, a.msgs), strict=True))
-                    elif type(a) is Deliver:
-                        memo[a.ack_subject] = a.stream_seq
-                if type(a) is DeliverRun:
-                    run += [
-                        (
-                            m.subject.encode("utf-8", "surrogateescape"),
-                            ack,
-                            m.header or None,
-                            m.data,
-                        )
-                        for m, ack in zip(a.msgs, a.acks, strict=True)
-                    ]
-                elif type(a) is Deliver:
-                    m = a.msg
-                    run.append(
-                        (
-                            m.subject.encode("utf-8", "surrogateescape"),
-                            a.ack_subject,
-                            m.header or None,
-                            m.data,
-                        )
-                    )
-                continue
-            if run:
-                self._deliver_run(run_to, run)
-                run = []
-            if isinstance(a, Status):
-                respond_to = a.respond_to.encode() if a.respond_to is not None else None
-                internal.publish(a.reply.encode(), b"", a.header_block(), respond_to)
-            elif isinstance(a, Advisory):
-                # nats-server's key order: type, id, timestamp, then the event's fields.
-                body: dict[str, Any] = {
-                    "type": a.payload["type"],
-                    "id": secrets.token_hex(11),
-                    "timestamp": format_ts_ns(self._now_ns()),
-                }
-                body.update(a.payload)
-                internal.publish(a.subject.encode(), json.dumps(body).encode())
-            elif isinstance(a, RemoveMessage | Acked):
-                # The stream's retention decides, by its current policy (retention.py).
-                retention = self.stream.retention
-                if retention is not None:
-                    retention.released(a.seq)
-        if run:
-            self._deliver_run(run_to, run)
-
-    def _deliver_run(
-        self, reply: str | None, run: list[tuple[bytes, bytes | None, bytes | None, bytes]]
-    ) -> None:
-        assert reply is not None
-        self._internal.router.publish_run(self._internal, reply.encode(), run)
-
-    def _settle_later(self, *, dispatch: bool = False) -> None:
-        """`_settle` once, at the end of this loop iteration, for all the inputs handled in
-        it: a read chunk of acks is hundreds of inputs, each of which moves the lowest
-        pending message's ack deadline and may allow one more delivery; re-arming and
-        dispatching after each one was a large part of the cost of an ack. The timer ends
-        up where `_rearm` after the last input would put it; if it fires first,
-        `_on_timer` works from the current state as it always does. `dispatch`: the
-        inputs left their deliveries to `_settle` (`ConsumerState.dispatch`)."""
-        if dispatch:
-            self._settle_dispatch = True
-        if self._settle_soon is None and self._loop is not None and self._subs:
-            self._settle_soon = self._loop.call_soon(self._settle)
-
-    def _settle(self) -> None:
-        self._settle_soon = None
-        if not self._subs:  # stopped meanwhile
-            return
-        if self._settle_dispatch:
-            self._settle_dispatch = False
-            self._execute(self.state.dispatch(self._now_ns()))
-        self._changed()  # persistence of plain acks, which skip `_run`
-        self._rearm()
-
     def _rearm(self) -> None:
+        """The one timer at the earliest of the state's next deadline, the inactivity
+        deadline and the end of a pause (after every settle, `ActionExecutor.settle`)."""
         if self._loop is None or not self._subs:
             return
         at = self.state.next_deadline() or None  # as before: an unset or 0 time is no time

@@ -2,8 +2,9 @@
 
 Modules, in dependency order: `format` (record bytes, pure), `segment` (one file and its
 slot columns), `subjects` and `index` (the in-memory index, derived from the log),
-`recovery` (meta.json, replay and repair at open), `store` (`FileStore`, the writer). The
-on-disk format is specified in docs/storage-format.md.
+`recovery` (meta.json, replay and repair at open), `reader` (messages read back from their
+records), `store` (`FileStore`, the writer). The on-disk format is specified in
+docs/storage-format.md.
 """
 
 from brook.jetstream.store.file.recovery import Finding, RecoveryReport

@@ -1,0 +1,237 @@
+"""The output side of one consumer: carrying out its state machine's actions, reporting its
+changes for persistence, and the work deferred to the end of a loop turn.
+
+The runner (runner.py) turns what arrives (pull requests, acks, flow-control replies,
+stored and removed messages, its timer) into inputs of `ConsumerState` and hands the
+actions it gets back to an `ActionExecutor`, which carries them out (actions.py):
+
+* `Deliver`/`DeliverRun` go to routing as MSG/HMSG with the stored subject and the ack
+  subject as reply; consecutive ones to the same reply go as one run
+  (`Router.publish_run`), which a subscriber on a TCP connection frames in one loop;
+* `Status` is an inline-status HMSG, `Advisory` a JSON publish with the `id` and
+  `timestamp` nats-server puts first;
+* `RemoveMessage`/`Acked` go to the stream's retention, which decides by its current
+  policy (retention.py).
+
+After each input the runner calls `run`, which also reports whether the persisted part
+of the state changed (`on_change(changed, waiter)`: the engine saves durable consumers)
+and leaves the rest to `settle`, once per loop turn: a read chunk holds hundreds of acks,
+and dispatching, saving and re-arming the timer after each one was a large part of an
+ack's cost. The executor is apart from the runner so that each has one job: the runner
+knows subjects, interest and timers, the executor knows how actions leave.
+
+The executor also remembers the stream sequence of each ack subject it sent (the ack
+memo) while the consumer's plain acks come in runs (`plain_acks`): the runner's ack path
+then finds an ack's sequence by a dict lookup instead of reading its subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from brook.jetstream.consumer.actions import (
+    Acked,
+    Action,
+    Advisory,
+    Deliver,
+    DeliverRun,
+    RemoveMessage,
+    Status,
+)
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings
+from brook.jetstream.consumer.state import ConsumerState
+from brook.jetstream.models.info import format_ts_ns
+from brook.jetstream.stream import Stream
+from brook.routing.internal import InternalClient
+from brook.routing.sublist import Message
+
+# The ack memo's bound: at least this many subjects, or this many when max_ack_pending
+# is unlimited (`ActionExecutor.configure`).
+ACK_MEMO_MIN = 1024
+ACK_MEMO_UNLIMITED = 65536
+_SEQ = operator.attrgetter("seq")
+
+Waiter = Callable[[], None]
+"""Called once the change it came with is durable (an ack_sync's empty answer)."""
+
+
+class ActionExecutor:
+    """Carries out one consumer's actions through `internal` (its in-process client on the
+    router) and reports its state's changes to `on_change` (None: nothing is persisted,
+    waiters are called at once). `rearm` re-arms the runner's timer after a settle."""
+
+    def __init__(
+        self,
+        state: ConsumerState,
+        stream: Stream,
+        internal: InternalClient,
+        *,
+        now_ns: Callable[[], int],
+        loop: asyncio.AbstractEventLoop | None,
+        rearm: Callable[[], None],
+        on_change: Callable[[bool, Waiter | None], None] | None,
+    ) -> None:
+        self._state = state
+        self._stream = stream
+        self._internal = internal
+        self._publish = internal.publish
+        self._publish_run = internal.router.publish_run
+        self._now_ns = now_ns
+        self._loop = loop
+        self._rearm = rearm
+        self._on_change = on_change
+        self._mark = state.persist_mark()  # the persisted part as last reported
+        self._settle_soon: asyncio.Handle | None = None  # `settle_later`'s pending call
+        self._settle_dispatch = False  # `settle` is to dispatch (deferred by acks)
+        self._stopped = False
+        # The stream sequence of each ack subject sent (explicit acks), until its plain
+        # ack comes back. Only a memo of what the subject says (`ack_run_stream_seqs`
+        # reads the same), so it is emptied whenever it outgrows `ack_memo_cap`, and then
+        # acks are read. Changed in place, never rebound: the runner holds it too.
+        self.ack_memo: dict[bytes, int] = {}
+        self.plain_acks = False
+        self.ack_memo_cap = ACK_MEMO_MIN
+        self.configure(state.cfg)
+
+    def configure(self, settings: ConsumerSettings) -> None:
+        """The settings the state machine runs with (at start, and when they are replaced):
+        `plain_acks`, explicit acks with a loop to settle on, so that plain ones need their
+        stream sequence only (`ConsumerState.ack_explicit_run`; ack all, usually one ack
+        for many messages, and ack none take the general path); and the memo's bound,
+        twice what may be pending (subjects whose ack never comes back plain stay until
+        the memo is emptied)."""
+        self.plain_acks = self._loop is not None and settings.ack_policy is AckPolicy.EXPLICIT
+        limit = settings.max_ack_pending
+        self.ack_memo_cap = max(2 * limit, ACK_MEMO_MIN) if limit > 0 else ACK_MEMO_UNLIMITED
+
+    def stop(self) -> None:
+        """The consumer stopped: nothing is left to settle (its final actions may still be
+        executed)."""
+        self._stopped = True
+        if self._settle_soon is not None:
+            self._settle_soon.cancel()
+            self._settle_soon = None
+
+    # ------------------------------------------------------------------ after an input
+
+    def run(self, actions: list[Action], *, waiter: Waiter | None = None) -> None:
+        """What follows every input: its actions now, a settle at the end of the loop turn,
+        and its change reported (with `waiter`, if any)."""
+        self.execute(actions)
+        self.settle_later()
+        self.changed(waiter)
+
+    def restored(self) -> None:
+        """The state was replaced by its persisted snapshot: nothing to report."""
+        self._mark = self._state.persist_mark()
+
+    def changed(self, waiter: Waiter | None = None) -> None:
+        """Report whether the persisted part of the state changed since the last report;
+        `waiter` waits for it to be durable (at once when nothing is persisted)."""
+        mark = self._state.persist_mark()
+        changed = mark != self._mark
+        self._mark = mark
+        if self._on_change is None:
+            if waiter is not None:
+                waiter()
+        elif changed or waiter is not None:
+            self._on_change(changed, waiter)
+
+    def settle_later(self, *, dispatch: bool = False) -> None:
+        """`settle` once, at the end of this loop iteration, for all the inputs handled in
+        it: a read chunk of acks is hundreds of inputs, each of which moves the lowest
+        pending message's ack deadline and may allow one more delivery. The timer ends up
+        where re-arming after the last input would put it; if it fires first, the runner
+        works from the current state as it always does. `dispatch`: the inputs left their
+        deliveries to `settle` (`ConsumerState.dispatch`)."""
+        if dispatch:
+            self._settle_dispatch = True
+        if self._settle_soon is None and self._loop is not None and not self._stopped:
+            self._settle_soon = self._loop.call_soon(self.settle)
+
+    def settle(self) -> None:
+        self._settle_soon = None
+        if self._stopped:
+            return
+        if self._settle_dispatch:
+            self._settle_dispatch = False
+            self.execute(self._state.dispatch(self._now_ns()))
+        self.changed()  # persistence of plain acks, which skip `run`
+        self._rearm()
+
+    # ------------------------------------------------------------------ actions
+
+    def execute(self, actions: list[Action]) -> None:
+        """Carry out `actions` in order (the module docstring says how each goes)."""
+        # Deliveries are routed by their reply (the pull request's inbox or the deliver
+        # subject), showing the stored subject; consecutive ones to the same reply go
+        # as one run (a push consumer's replies are all the same string).
+        run_to: str | None = None
+        run: list[Message] = []
+        memo = self.ack_memo if self.plain_acks else None
+        for a in actions:
+            if type(a) is DeliverRun or type(a) is Deliver:
+                if a.reply is not run_to and a.reply != run_to:
+                    if run:
+                        self._deliver_run(run_to, run)
+                        run = []
+                    run_to = a.reply
+                if memo is not None:
+                    if len(memo) > self.ack_memo_cap:
+                        memo.clear()
+                    if type(a) is DeliverRun:
+                        memo.update(zip(a.acks, map(_SEQ, a.msgs), strict=True))
+                    elif type(a) is Deliver:
+                        memo[a.ack_subject] = a.stream_seq
+                if type(a) is DeliverRun:
+                    run += [
+                        (
+                            m.subject.encode("utf-8", "surrogateescape"),
+                            ack,
+                            m.header or None,
+                            m.data,
+                        )
+                        for m, ack in zip(a.msgs, a.acks, strict=True)
+                    ]
+                elif type(a) is Deliver:
+                    m = a.msg
+                    run.append(
+                        (
+                            m.subject.encode("utf-8", "surrogateescape"),
+                            a.ack_subject,
+                            m.header or None,
+                            m.data,
+                        )
+                    )
+                continue
+            if run:
+                self._deliver_run(run_to, run)
+                run = []
+            if isinstance(a, Status):
+                respond_to = a.respond_to.encode() if a.respond_to is not None else None
+                self._publish(a.reply.encode(), b"", a.header_block(), respond_to)
+            elif isinstance(a, Advisory):
+                # nats-server's key order: type, id, timestamp, then the event's fields.
+                body: dict[str, Any] = {
+                    "type": a.payload["type"],
+                    "id": secrets.token_hex(11),
+                    "timestamp": format_ts_ns(self._now_ns()),
+                }
+                body.update(a.payload)
+                self._publish(a.subject.encode(), json.dumps(body).encode())
+            elif isinstance(a, RemoveMessage | Acked):
+                # The stream's retention decides, by its current policy (retention.py).
+                retention = self._stream.retention
+                if retention is not None:
+                    retention.released(a.seq)
+        if run:
+            self._deliver_run(run_to, run)
+
+    def _deliver_run(self, reply: str | None, run: list[Message]) -> None:
+        assert reply is not None
+        self._publish_run(self._internal, reply.encode(), run)
