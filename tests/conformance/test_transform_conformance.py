@@ -174,6 +174,8 @@ MAPPINGS: list[tuple[str, str, list[str]]] = [
     ("P.*", "out.{{wildcard(0)}}.$0.$-1.$x.{{wildcard(+1)}}", ["abc"]),
     ("P.a.*", "out.$1", ["a.b", "b.c"]),  # a subject the source does not match: unchanged
     ("P.*", "P.$1.again", ["q"]),
+    ("P.*", "", ["q"]),  # no destination: no transform, yet shown in the configuration
+    ("", "", ["q"]),
 ]
 
 

@@ -88,6 +88,7 @@ async def test_a_cycle_of_republishing_streams_neither_recurses_nor_stalls(
             (await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(config).encode())).data
         )
         assert "error" not in reply, reply
+
     async def echo(msg: Any) -> None:
         await msg.respond(msg.data)
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
-
-from brook.subjects import is_valid_literal_subject, matches
+from collections.abc import Callable
 
 # nats-server's errors (server/errors.go), as texts.
 BAD_SUBJECT = "invalid subject"
@@ -342,11 +340,12 @@ def _split(token: bytes, delimiter: bytes) -> bytes:
 class SubjectTransform:
     """A compiled transform (nats-server's subjectTransform); `compile` makes one."""
 
-    __slots__ = ("_emitters", "_full", "_identity", "_rest_from", "dest", "src")
+    __slots__ = ("_emitters", "_full", "_identity", "_rest_from", "_stokens", "dest", "src")
 
     def __init__(self, src: bytes, dest: bytes, emitters: list[_Emit], rest_from: int) -> None:
         self.src = src
         self.dest = dest
+        self._stokens = src.split(b".")
         self._emitters = emitters
         # With a `>`: the destination's own `>` token is replaced by the subject's tokens
         # from the source's `>` on.
@@ -406,15 +405,26 @@ class SubjectTransform:
         return cls(src_b, dest_b, emitters, len(stokens) - 1 if dest_full else -1)
 
     def match(self, subject: bytes) -> bytes | None:
-        """The transformed subject, or None when `subject` (a literal) is not one the
-        source matches or not a valid literal subject (nats-server's Match errors)."""
+        """The transformed subject, or None when `subject` is not a literal subject (an
+        empty or wildcard token) or not one the source matches (nats-server's Match
+        errors)."""
         if self._identity:
             return subject
-        if not is_valid_literal_subject(subject):
+        tokens = subject.split(b".")
+        if b"" in tokens or b"*" in tokens or b">" in tokens:
             return None
-        if self.src != b">" and not matches(self.src, subject):
+        if not self._source_matches(tokens):
             return None
-        return self.transform_tokens(subject.split(b"."))
+        return self.transform_tokens(tokens)
+
+    def _source_matches(self, tokens: list[bytes]) -> bool:
+        source = self._stokens
+        for i, pattern in enumerate(source):
+            if pattern == b">":
+                return len(tokens) > i
+            if i >= len(tokens) or (pattern != b"*" and pattern != tokens[i]):
+                return False
+        return len(source) == len(tokens)
 
     def apply(self, subject: bytes) -> bytes:
         """What a stream stores a message under: the transformed subject when the source
@@ -422,12 +432,11 @@ class SubjectTransform:
         mapped = self.match(subject)
         return subject if mapped is None else mapped
 
-    def transform_tokens(self, tokens: Sequence[bytes]) -> bytes:
+    def transform_tokens(self, tokens: list[bytes]) -> bytes:
         """The destination for a subject's tokens (which the source matches)."""
-        as_list = list(tokens)
-        out = [emit(as_list) for emit in self._emitters]
+        out = [emit(tokens) for emit in self._emitters]
         if self._full:
-            out.extend(as_list[self._rest_from :])
+            out.extend(tokens[self._rest_from :])
         return b".".join(out)
 
 
