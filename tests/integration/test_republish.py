@@ -112,3 +112,29 @@ async def test_a_cycle_of_republishing_streams_neither_recurses_nor_stalls(
     assert echoes >= 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     await nc.close()
+
+
+async def test_an_update_keeps_an_empty_republish_destination_inactive(tmp_path: Path) -> None:
+    """docs/compatibility.md: nats-server's STREAM.UPDATE turns an empty `dest` into `>`,
+    so the stream republishes into itself and no longer loads after a restart; Brook
+    keeps the configuration as created: nothing republished, the stream still there."""
+    config = {"name": "E", "subjects": ["e.>"], "republish": {}}
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as running:
+        nc = await nats.connect(running.url, allow_reconnect=False)
+        for verb in ("CREATE", "UPDATE"):
+            reply = json.loads(
+                (await nc.request(f"$JS.API.STREAM.{verb}.E", json.dumps(config).encode())).data
+            )
+            assert reply["config"]["republish"] == {"src": ">", "dest": ""}
+        sub = await nc.subscribe("e.>")
+        assert json.loads((await nc.request("e.a", b"x")).data) == {"stream": "E", "seq": 1}
+        assert (await sub.next_msg(timeout=1)).headers is None  # the publish itself
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.next_msg(timeout=0.3)
+        await nc.close()
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as running:
+        nc = await nats.connect(running.url, allow_reconnect=False)
+        info = json.loads((await nc.request("$JS.API.STREAM.INFO.E", b"")).data)
+        assert info["state"]["messages"] == 1
+        assert info["config"]["republish"] == {"src": ">", "dest": ""}
+        await nc.close()

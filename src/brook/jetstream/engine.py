@@ -548,17 +548,13 @@ class JetStream:
     def _attach(self, entry: _Entry) -> None:
         stream = entry.stream
         index = entry.consumers
-        transform = stream.input_transform
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest (under the subject the stream's transform maps it to), then tell
-            the consumers what was stored: a kept message concerns
+            """Ingest, then tell the consumers what was stored: a kept message concerns
             only those whose filter matches it (`ConsumerIndex`). (What the publish
             removed, by discard-old limits or a rollup, reached every consumer already:
             the stream's `on_removed` and `on_purge`.) It runs for every message stored
             (ADR 0012)."""
-            if transform is not None:
-                subject = transform.apply(subject)
             result = stream.ingest(subject, reply, header, data)
             if result.kept:
                 for runner in index.matching(subject):
@@ -567,7 +563,16 @@ class JetStream:
             if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
                 self._arm_expiry(entry, wake)  # a publish brought an expiry forward
 
-        entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
+        handler = ingest
+        transform = stream.input_transform
+        if transform is not None:  # stored under the subject it maps to (ADR 0018)
+
+            def handler(
+                subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+            ) -> None:
+                ingest(transform.apply(subject), reply, header, data)
+
+        entry.subs = [self.internal.subscribe(s, handler) for s in stream.config.subjects]
         if stream.config.allow_direct:
             direct = DirectGet(stream, self._send_message)
             prefix = f"$JS.API.DIRECT.GET.{stream.name}"

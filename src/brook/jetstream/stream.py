@@ -178,7 +178,12 @@ class Stream:
         say what was done. What it removed went to `on_removed` (and a rollup's purge to
         `on_purge`) before this returns."""
         try:
-            result = self._ingest(subject.decode("utf-8", "surrogateescape"), reply, header, data)
+            if self._republish is None:
+                result = self._ingest(
+                    subject.decode("utf-8", "surrogateescape"), reply, header, data
+                )
+            else:
+                result = self._ingest_republished(subject, reply, header, data)
         except ApiError as err:
             result = Ingested(0, False, False, err)
         if reply is None or self.config.no_ack:
@@ -269,9 +274,6 @@ class Stream:
         )
         if config.discard == "new" and not unwanted:
             self._check_discard_new(subject, header, data, rollup)
-        republish = None if unwanted else self._republish
-        if republish is not None:  # the subject's last sequence before this message
-            last_on_subject = self.store.subject_state(subject).last_seq
         now = self._now_ns()
         try:
             seq = self.store.store(subject, header, data, now)
@@ -308,11 +310,25 @@ class Stream:
                 self.on_purge(result, purged, 0 if unwanted else 1)
         except StoreError as exc:  # the message is stored: its ack stands
             self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
-        if republish is not None:
-            republish.stored(subject, seq, now, last_on_subject, header, data)
         if self._removed:
             self._report_removed()
         return Ingested(seq, not unwanted)
+
+    def _ingest_republished(
+        self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> Ingested:
+        """`_ingest`, then the republish of what it kept (republish.py): after the
+        message, its rollup and its limits, before its PubAck, as nats-server."""
+        subject = raw_subject.decode("utf-8", "surrogateescape")
+        store = self.store
+        last_on_subject = store.subject_state(subject).last_seq
+        result = self._ingest(subject, reply, header, data)
+        if result.kept:
+            state = store.state()
+            ts_ns = state.last_ts_ns if state.last_seq == result.seq else self._now_ns()
+            assert self._republish is not None
+            self._republish.stored(subject, result.seq, ts_ns, last_on_subject, header, data)
+        return result
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None
