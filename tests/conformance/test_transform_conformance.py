@@ -33,6 +33,7 @@ RFC3339_NANO = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z")
 TIME_STAMP = re.compile(rb"Nats-Time-Stamp: ([^\r]*)\r\n")
 
 Results = list[tuple[str, Any]]
+EXPECT_SUBJ = "Nats-Expected-Last-Subject-Sequence"
 
 
 class Session:
@@ -198,6 +199,56 @@ async def test_stored_subjects_of_every_mapping_function_match_nats_server(
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, mappings)
+
+
+async def mapped_subject_rules(s: Session) -> None:
+    """What a stream does by subject applies to the mapped subject: expected last subject
+    sequence, rollups, per-subject limits, and consumers' filters (and the subjects they
+    deliver)."""
+    await s.create(
+        "create",
+        {
+            "name": "MS",
+            "subjects": ["k.>"],
+            "subject_transform": {"src": "k.*.*", "dest": "kv.$2"},
+            "allow_rollup_hdrs": True,
+            "max_msgs_per_subject": 2,
+        },
+    )
+    await s.publish("a from x", "k.x.a")
+    await s.publish("a from y", "k.y.a")
+    await s.publish("expected last subject seq 2", "k.z.a", headers={EXPECT_SUBJ: "2"})
+    await s.publish("expected last subject seq wrong", "k.z.a", headers={EXPECT_SUBJ: "1"})
+    await s.publish("b", "k.x.b")
+    await s.publish("rollup b", "k.y.b", headers={"Nats-Rollup": "sub"})
+    await s.api(
+        "consumer on a mapped subject",
+        "$JS.API.CONSUMER.CREATE.MS.C",
+        {"stream_name": "MS", "config": {"name": "C", "filter_subject": "kv.a"}},
+    )
+    await s.api("consumer info", "$JS.API.CONSUMER.INFO.MS.C")
+    reply = s.nc.new_inbox()
+    sub = await s.nc.subscribe(reply)
+    await s.nc.publish("$JS.API.CONSUMER.MSG.NEXT.MS.C", b'{"batch":5,"expires":300000000}', reply)
+    delivered = []
+    while True:
+        msg = await sub.next_msg(timeout=5)
+        if msg.headers and msg.headers.get("Status"):
+            delivered.append(msg.headers["Status"])
+            break
+        delivered.append(f"{msg.subject} {msg.data!r}")
+        if len(delivered) == 5:
+            break
+    await sub.unsubscribe()
+    s.results.append(("fetched", delivered))
+    await s.stored("stored", "MS")
+    await s.info("info", "MS")
+
+
+async def test_rules_by_subject_apply_to_the_mapped_subject_as_in_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, mapped_subject_rules)
 
 
 # ---------------------------------------------------------------------------- refused
