@@ -111,6 +111,26 @@ def test_max_age_leaves_one_marker_per_emptied_subject() -> None:
     assert stream.store.state().last_seq == 6
 
 
+def test_an_expiry_reports_its_removals_then_its_markers() -> None:
+    """The engine tells the consumers what an expiry did from the stream's reports alone:
+    the removals (`on_removed`), then the markers by subject and sequence (`on_markers`),
+    never by reading the store before and after."""
+    stream, clock, _ = make(max_age=SECOND, subject_delete_marker_ttl=5 * SECOND)
+    reports: list[tuple[str, list[Any]]] = []
+    stream.on_removed = lambda seqs: reports.append(("removed", seqs))
+    stream.on_markers = lambda markers: reports.append(("markers", markers))
+    publish(stream, "s.x", b"1")
+    publish(stream, "s.y", b"2")
+    publish(stream, "s.y", b"3")
+    clock.now += SECOND
+    stream.expire()
+    assert reports == [("removed", [1, 2, 3]), ("markers", [("s.x", 4), ("s.y", 5)])]
+    reports.clear()
+    clock.now += SECOND
+    stream.expire()  # the markers expire by max_age and leave none behind
+    assert reports == [("removed", [4, 5])]
+
+
 def test_a_message_ttl_leaves_a_marker_only_when_the_subject_empties() -> None:
     stream, clock, _ = make(subject_delete_marker_ttl=SECOND)
     publish(stream, "s.a", b"1", Nats_TTL="1")
@@ -160,7 +180,7 @@ def test_marker_marks_truncated_ttl_and_survives_restart_of_the_index() -> None:
         committer=None,
         created_ns=clock.now,
     )
-    assert seq in again.ttl_index.seqs()
+    assert seq in again.expiry.ttls.seqs()
 
 
 # ------------------------------------------------------------------ discard new per subject

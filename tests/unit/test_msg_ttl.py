@@ -333,7 +333,7 @@ def test_ttls_are_rebuilt_after_a_restart() -> None:
     h.publish(Nats_TTL="5s")  # 4
     h.clock.now += SECOND
     h.stream = h.open()  # same store, fresh stream: only headers carry the TTLs
-    assert h.stream.ttl_index.seqs() == [1, 2, 4]
+    assert h.stream.expiry.ttls.seqs() == [1, 2, 4]
     assert h.stream.expire() == 2 * SECOND
     h.clock.now = T0 + 3 * SECOND
     assert h.stream.expire() == 2 * SECOND
@@ -350,7 +350,7 @@ def test_no_rebuild_scan_without_allow_msg_ttl() -> None:
         store.store("s.a", hdrs.encode([("Nats-TTL", "5")]), b"x", T0 - 3600 * SECOND)
     h = Harness(store, allow_msg_ttl=False)
     assert store.loads == 1  # the duplicate-window rebuild peeks at the newest message only
-    assert h.stream.ttl_index.seqs() == []
+    assert h.stream.expiry.ttls.seqs() == []
 
 
 def test_limits_purge_and_delete_leave_harmless_stale_entries() -> None:
@@ -365,7 +365,7 @@ def test_limits_purge_and_delete_leave_harmless_stale_entries() -> None:
     h.publish(Nats_TTL="7")  # 4
     h.store.purge()
     assert h.stream.expire() is None
-    assert h.stream.ttl_index.seqs() == []
+    assert h.stream.expiry.ttls.seqs() == []
 
 
 def test_stale_entries_are_compacted() -> None:
@@ -375,7 +375,7 @@ def test_stale_entries_are_compacted() -> None:
     for seq in range(2, 201):
         h.store.remove(seq)  # deleted one by one; the earliest deadline (seq 1) is live
     assert h.stream.expire() == SECOND
-    assert h.stream.ttl_index.seqs() == [1]
+    assert h.stream.expiry.ttls.seqs() == [1]
 
 
 def test_rollup_with_ttl() -> None:
@@ -446,7 +446,7 @@ def test_ttl_checks_sit_where_nats_server_puts_them() -> None:
 
 
 def wake(h: Harness) -> int | None:
-    return h.stream.next_wakeup_ns  # a call, so mypy does not narrow across publishes
+    return h.stream.expiry.next_wakeup_ns  # a call, so mypy does not narrow across publishes
 
 
 def test_next_wakeup_is_lowered_by_publishes_and_set_by_expire() -> None:

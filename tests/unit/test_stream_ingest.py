@@ -126,6 +126,20 @@ def test_ingest_says_what_it_did() -> None:
     assert [a.get("seq") for a in acks] == [1, 0, 2, 3]
 
 
+def test_purge_reports_to_the_consumers() -> None:
+    """STREAM.PURGE goes through the stream, which reports it (`on_purge`) as it reports a
+    rollup's purge: the consumers' one path for purges."""
+    stream, _, _ = make()
+    purges: list[tuple[int, str, int]] = []
+    stream.on_purge = lambda result, subject, keep: purges.append((result.purged, subject, keep))
+    for subject in ("s.a", "s.b", "s.a", "s.a"):
+        publish(stream, subject)
+    assert stream.purge("s.a", 0, 1).purged == 2
+    assert stream.purge("", 4, 0).purged == 1
+    assert purges == [(2, "s.a", 1), (1, "", 0)]
+    assert [m.seq for m in _all(stream)] == [4]
+
+
 def test_interest_stream_says_an_unwanted_message_was_not_kept() -> None:
     stream, _, acks = make(retention="interest")
     stream.retention = StreamRetention(stream, lambda: [], ConsumerIndex())

@@ -1,39 +1,29 @@
 """The JetStream engine: the registry of streams, their storage and their subscriptions.
 
-On disk (under `jetstream.store_dir`) each stream is a directory
-`streams/<name>/` holding `stream.json` (its configuration and creation time, written
-atomically), for file storage `data/` (the file store, docs/storage-format.md), and
-`consumers/<name>.json` for each durable consumer of a file stream (below).
-Memory streams keep their definition across restarts but not their messages, as with
-nats-server. At start every stream found on disk is opened; a damaged definition is
-reported and that stream skipped, never deleted.
-
-Durable consumers of file streams are persisted by `consumer/files.py`. Each stream has a
-`StreamRetention` (retention.py) that the engine tells when consumers come, change and go,
-and when the stream is reopened or changes its retention policy.
-
-The engine subscribes each stream to its subjects through an `InternalClient`, schedules
-max-age expiry, and owns the worker threads that run group commits. The JSON API lives in
-`jetstream/api/` and calls the methods here.
+At start every stream found on disk (`definitions.py`) is opened, with its consumers
+(`consumer/registry.py`); a damaged definition is reported and that stream skipped,
+never deleted. The engine checks that no two streams' subjects overlap, subscribes each
+stream to its subjects (and its direct get) through an `InternalClient`, gives it an
+expiry timer (`expiry_timer.py`), and owns the worker threads that run group commits. Its
+ingest callback, run for every message stored (ADR 0012), tells the consumers a kept
+message concerns from what `Stream.ingest` says it did (ADR 0017). The JSON API lives in
+`jetstream/api/` and calls the methods here (`consumers` for consumer operations).
 
 The store's filesystem (`space.py`): one `StoreSpace` admits publishes to every file
 stream, and a file store that deletes segments asks for a sync at once (its group commit),
 so that a purge, an expiry or acks free the space even while no publish is acknowledged.
-What opening a file store found damaged (`recovery_report`) is logged and kept for
-monitoring (`recoveries`). Sequences that a stream's durable consumers saw but its log lost
-in a crash are skipped (`MessageStore.skip_to`), so they are never handed out again.
+What opening a file store found damaged is logged and kept for monitoring (`damage.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -43,19 +33,18 @@ from brook.jetstream import models
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
-from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
-from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
+from brook.jetstream.consumer.registry import Consumer, ConsumerRegistry
+from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.consumer_index import ConsumerIndex
+from brook.jetstream.damage import DamageReports
+from brook.jetstream.definitions import DATA_DIR, read_definition, write_definition
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
-from brook.jetstream.fsutil import fsync_directory, write_atomically
-from brook.jetstream.models.consumer_config import ConsumerConfig
+from brook.jetstream.expiry_timer import ExpiryTimer
 from brook.jetstream.models.stream_config import StreamConfig
-from brook.jetstream.retention import StreamRetention
 from brook.jetstream.space import StoreSpace
-from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, is_no_space
+from brook.jetstream.store.base import MessageStore, is_no_space
 from brook.jetstream.store.file import FileStore
-from brook.jetstream.store.file.recovery import RecoveryReport
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.routing.internal import InternalClient
@@ -65,31 +54,14 @@ from brook.routing.sublist import Subscription
 
 log = logging.getLogger("brook.jetstream")
 
-STREAM_FILE = "stream.json"
-# A consumer to start: its configuration, creation time and state snapshot.
-Consumer = tuple[ConsumerConfig, int, dict[str, Any]]
-DATA_DIR = "data"
-
-
-def stream_record(config: StreamConfig, created_ns: int) -> bytes:
-    """The content of a stream's `stream.json`: its configuration and creation time."""
-    record = {"config": models.stream_config_to_json(config), "created_ns": created_ns}
-    return json.dumps(record, indent=1).encode()
-
-
-# Findings of one stream's recovery logged one by one; the rest are counted (`brook store
-# check` lists them all).
-RECOVERY_LOG_LINES_MAX = 20
-
 
 @dataclass
 class _Entry:
     stream: Stream
+    timer: ExpiryTimer  # runs the stream's expiry when due
     # The stream's consumers by filter subject: which of them a stored message concerns.
-    consumers: ConsumerIndex[ConsumerRunner] = field(default_factory=ConsumerIndex)
+    consumers: ConsumerIndex[ConsumerRunner]
     subs: list[Subscription] = field(default_factory=list)
-    expiry: asyncio.TimerHandle | None = None
-    expiry_at: int | None = None  # when `expiry` fires, in the engine's clock (ns)
     committer: GroupCommitter | None = None
 
 
@@ -112,7 +84,6 @@ class JetStream:
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
         router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
         self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
-        self.now_ns = now_ns
         self.max_memory_bytes = max_memory_bytes
         self.max_file_bytes = max_file_bytes
         self._entries: dict[str, _Entry] = {}
@@ -120,9 +91,16 @@ class JetStream:
         # Every stream's subjects -> its name: the overlap check of a create or update
         # walks what the new subjects could share, not every stream.
         self._subjects = SubjectIndex[str]()
-        # stream name -> consumer name -> runner (durables of file streams are persisted)
-        self.consumers: dict[str, dict[str, ConsumerRunner]] = {}
         self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
+        # Every stream's consumers: stream name -> consumer name -> runner, and their
+        # operations (durables of file streams are persisted).
+        self.consumers = ConsumerRegistry(
+            self.internal,
+            self.root,
+            self._executor,
+            now_ns=now_ns,
+            flush_interval_s=consumer_flush_interval_s,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         # 0: acknowledge after fsync (group commit); > 0: nats-server's interval mode.
         self.sync_interval_s = sync_interval_s
@@ -130,19 +108,25 @@ class JetStream:
         self._sync_running = False
         # The PubAcks every group commit owes, bounded by pausing their publishers.
         self.commit_backlog = CommitBacklog(max_acks_awaiting_sync)
-        self.consumer_files = ConsumerFiles(
-            self.root, self._executor, flush_interval_s=consumer_flush_interval_s
-        )
         self._free_space_reserve_bytes = free_space_reserve_bytes
         self.space: StoreSpace | None = None  # set at start when there is a store
-        # stream name -> what opening its file store found damaged (monitoring)
-        self.recoveries: dict[str, RecoveryReport] = {}
+        self._damage = DamageReports()
+
+    @property
+    def now_ns(self) -> Callable[[], int]:
+        """The engine's clock (ns since the epoch), which the consumers it starts read
+        too: a test may replace it with a manual one before it creates any."""
+        return self.consumers.now_ns
+
+    @now_ns.setter
+    def now_ns(self, clock: Callable[[], int]) -> None:
+        self.consumers.now_ns = clock
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.consumer_files.start(self._loop)
+        self.consumers.start(self._loop)
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
         try:
@@ -164,9 +148,7 @@ class JetStream:
         """The server is stopping: every consumer answers its waiting pull requests with
         `409 Server Shutdown` (nats-server's first step of a shutdown), while their clients
         are still connected to receive it."""
-        for runners in self.consumers.values():
-            for runner in runners.values():
-                runner.server_shutdown()
+        self.consumers.server_shutdown()
 
     async def drain(self) -> None:
         """Wait for every pending group commit (and so every owed acknowledgement), then
@@ -174,7 +156,7 @@ class JetStream:
         for entry in list(self._entries.values()):
             if entry.committer is not None:
                 await entry.committer.drain()
-        await self.consumer_files.drain()
+        await self.consumers.files.drain()
 
     def _interval_sync(self) -> None:
         """Interval mode: fsync every file store in a worker thread, then re-arm."""
@@ -202,10 +184,9 @@ class JetStream:
             self._sync_timer.cancel()
             self._sync_timer = None
         await self.drain()
-        await self.consumer_files.close()
+        await self.consumers.files.close()
         for name in list(self._entries):
-            self._stop_consumers(name, notify=False)
-            self._unregister(name).stream.close()
+            self._unregister(name, notify=False).stream.close()
         self.internal.close()
         self._executor.shutdown(wait=True)
 
@@ -237,10 +218,10 @@ class JetStream:
         fresh = not directory.exists()
         try:
             stream = self._build(config, created)
-            self._persist(stream, new=True)
+            write_definition(self.root, config, created, new=True)
         except BaseException:
             if config.name in self._entries:  # built but not persisted: undo it
-                self._unregister(config.name).stream.close()
+                self._unregister(config.name, notify=False).stream.close()
             if fresh:
                 shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -258,200 +239,22 @@ class JetStream:
         entry.stream.reconfigure(config)
         self._index_subjects(config, add=True)
         self._attach(entry)
-        self._persist(entry.stream)
+        write_definition(self.root, config, entry.stream.created_ns, new=False)
         entry.stream.enforce_all_limits()
-        if config.retention != old_retention:  # limits <-> interest (workqueue is fixed)
-            for runner in list(self.consumers.get(config.name, {}).values()):
-                runner.update(runner.config)  # consumer settings carry the policy
-            self._retention(entry.stream).retention_changed()
-        else:
-            self._retention(entry.stream).consumers_changed()  # the subjects may differ
-        self._schedule_expiry(entry)
+        self.consumers.stream_updated(
+            entry.stream, retention_changed=config.retention != old_retention
+        )
+        entry.timer.run()
         return entry.stream
 
     def delete(self, name: str) -> None:
         entry = self._entries.get(name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
-        self._stop_consumers(name, notify=True)
-        self._unregister(name)
-        self.recoveries.pop(name, None)
+        self._unregister(name, notify=True)
+        self._damage.forget(name)
         entry.stream.close()
         shutil.rmtree(self.root / name, ignore_errors=True)
-
-    # ------------------------------------------------------------------ consumers
-
-    def add_consumer(
-        self,
-        stream: Stream,
-        config: ConsumerConfig,
-        *,
-        created_ns: int | None = None,
-        snapshot: dict[str, Any] | None = None,
-    ) -> ConsumerRunner:
-        """Start a (pull or push) consumer on `stream`; the caller has validated `config`.
-
-        A durable consumer of a file stream is persisted (its file written before this
-        returns); `snapshot` restores a persisted state (at start)."""
-        files = self.consumer_files
-        path = files.path_for(stream, config)
-        runner = ConsumerRunner(
-            stream,
-            config,
-            internal=self.internal,
-            now_ns=self.now_ns,
-            loop=self._loop,
-            created_ns=self.now_ns() if created_ns is None else created_ns,
-            on_inactive=self._consumer_inactive,
-            on_change=files.changed if path is not None else None,
-        )
-        if snapshot is not None:
-            runner.restore(snapshot)
-        if path is not None:
-            try:
-                files.track(runner, path, write_now=snapshot is None)
-            except BaseException:  # its file could not be written (a full disk)
-                runner.stop(notify=False)
-                files.release(runner)
-                raise
-        self.consumers.setdefault(stream.name, {})[config.name] = runner
-        stream.consumer_count = len(self.consumers[stream.name])
-        self._entries[stream.name].consumers.add(runner, config.filters)
-        self._retention(stream).consumer_added(runner)
-        return runner
-
-    def update_consumer(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
-        """Update a consumer in place; a persisted one has its new config written. New
-        filters apply at once (the runner reads through them from its position on)."""
-        old_filters = set(runner.config.filters)
-        runner.update(config)
-        self.consumer_files.updated(runner)
-        if set(runner.config.filters) != old_filters:
-            self._entries[runner.stream.name].consumers.update(runner, runner.config.filters)
-            self._retention(runner.stream).filters_changed(runner)
-
-    def reset_consumer(self, runner: ConsumerRunner, seq: int) -> None:
-        """CONSUMER.RESET: the consumer starts again at `seq`; its file is written before
-        the answer goes, and on an interest stream what it no longer holds goes."""
-        runner.reset(seq)
-        self.consumer_files.updated(runner)
-        self._retention(runner.stream).consumer_reset()
-
-    def pause_consumer(self, runner: ConsumerRunner, until_ns: int | None) -> None:
-        """CONSUMER.PAUSE: the new `pause_until` is part of the (persisted) config."""
-        runner.pause(until_ns)
-        self.consumer_files.updated(runner)
-
-    def delete_consumer(self, stream_name: str, name: str) -> None:
-        runners = self.consumers.get(stream_name, {})
-        runner = runners.pop(name, None)
-        if runner is None:
-            raise api_error("CONSUMER_NOT_FOUND")
-        runner.stop(notify=True)
-        runner.stream.consumer_count = len(runners)
-        self.consumer_files.forget(runner, unlink=True)
-        self._entries[stream_name].consumers.remove(runner)
-        self._retention(runner.stream).consumer_deleted(runner)
-
-    def _retention(self, stream: Stream) -> StreamRetention:
-        assert stream.retention is not None  # set by _build
-        return stream.retention
-
-    def _consumer_inactive(self, runner: ConsumerRunner) -> None:
-        runners = self.consumers.get(runner.stream.name, {})
-        if runners.get(runner.name) is runner:
-            log.debug("consumer %s > %s inactive; deleted", runner.stream.name, runner.name)
-            self.delete_consumer(runner.stream.name, runner.name)
-
-    def _stop_consumers(self, stream_name: str, *, notify: bool) -> None:
-        """Stop a stream's consumers: `notify` when the stream is deleted, not at shutdown."""
-        for runner in self.consumers.pop(stream_name, {}).values():
-            runner.stop(notify=notify)
-            if notify:
-                self.consumer_files.forget(runner, unlink=False)  # the stream dir goes too
-            else:
-                self.consumer_files.release(runner)
-
-    def _open_consumers(self, stream: Stream, volatile: Sequence[Consumer] = ()) -> None:
-        """Start the stream's persisted consumers and `volatile` ones (a restore's consumers
-        that live in memory only), after moving the stream past what any of them saw."""
-        loaded = list(self.consumer_files.load(stream))
-        loaded += [
-            (config, created, state, seen_by(config, state)) for config, created, state in volatile
-        ]
-        self._skip_seen(stream, max((seen for *_, seen in loaded), default=0))
-        state = stream.store.state()
-        lost = state.lost
-        first = state.first_seq or state.last_seq + 1
-        for config, created_ns, snapshot, _seen in loaded:
-            try:
-                runner = self.add_consumer(stream, config, created_ns=created_ns, snapshot=snapshot)
-                if lost is not None:  # pending messages that are gone are not redelivered
-                    runner.messages_changed(lost.msgs)
-                runner.stream_starts_at(first)  # what expired while it was not running
-            except Exception as exc:
-                log.error(
-                    "consumer %s > %s could not be restored: %s", stream.name, config.name, exc
-                )
-                continue
-            log.info("consumer %s > %s restored", stream.name, config.name)
-
-    def _skip_seen(self, stream: Stream, seen_seq: int) -> None:
-        """Durable consumers delivered up to `seen_seq` but the stream's log ends before
-        it: a crash (a power loss) took messages that were stored and delivered but not yet
-        durable. The stream goes on after them, as nats-server does, so no consumer (or
-        its client) sees a sequence twice with two messages."""
-        last = stream.store.state().last_seq
-        if seen_seq <= last:
-            return
-        log.warning(
-            "stream %s: its consumers saw sequences up to %d but its log ends at %d: "
-            "sequences %d..%d were lost in a crash; the stream goes on after %d",
-            stream.name,
-            seen_seq,
-            last,
-            last + 1,
-            seen_seq,
-            seen_seq,
-        )
-        try:
-            stream.store.skip_to(seen_seq)
-        except StoreError as exc:
-            stream.write_failed("skip lost sequences", exc)
-
-    def stream_removed(self, stream: Stream, seqs: list[int]) -> None:
-        """The stream removed `seqs` on their own (`Stream.on_removed`: a delete, limits,
-        an expiry): every consumer refreshes its counts and terminates each one it has
-        pending, as nats-server's consumers do when their store reports the removal
-        (`ConsumerRunner.stream_removed`)."""
-        for runner in list(self.consumers.get(stream.name, {}).values()):
-            runner.stream_removed(seqs)
-
-    def stream_purged(
-        self, stream: Stream, result: PurgeResult, subject: str = "", keep: int = 0
-    ) -> None:
-        """A purge (STREAM.PURGE, or a rollup) removed `result`'s messages, of `subject`
-        (all when empty), keeping the last `keep`: each consumer's position, ack floor and
-        pending deliveries move up to the purge point as nats-server's `purgeLocked`
-        moves them (`ConsumerRunner.stream_purged`). nats-server's store takes a filtered or
-        `keep` purge message by message, and when that removes exactly one it reports the
-        message on its own, which terminates it where it was pending (`PurgePoint.removed`)."""
-        runners = self.consumers.get(stream.name)
-        if not runners:
-            return
-        state = stream.store.state()
-        first = state.first_seq or state.last_seq + 1
-        left = stream.store.load_next(subject, first) if subject else None
-        alone = result.purged == 1 and (subject not in ("", ">") or keep > 0)
-        point = PurgePoint(
-            first,
-            state.last_seq,
-            left.seq if left is not None else 0,
-            removed=result.removed_seqs[0] if alone else 0,
-            batch=result.purged > 0 and not alone,
-        )
-        for runner in list(runners.values()):
-            runner.stream_purged(subject, point)
 
     def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
@@ -486,7 +289,7 @@ class JetStream:
                 # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
                 store = FileStore(directory=directory, first_seq=config.first_seq or 1)
-                self._report_recovery(config.name, store.recovery_report)
+                self._damage.opened(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(
                     store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
@@ -505,49 +308,21 @@ class JetStream:
             space=self.space if config.storage == "file" else None,
             send_message=self._send_message,
         )
-        name = stream.name
-        stream.on_purge = lambda result, subject, keep: self.stream_purged(
-            stream, result, subject, keep
-        )
-        stream.on_removed = lambda seqs: self.stream_removed(stream, seqs)
-        entry = _Entry(stream, committer=committer)
-        stream.retention = StreamRetention(
-            stream, lambda: self.consumers.get(name, {}).values(), entry.consumers
-        )
+        timer = ExpiryTimer(stream, self._loop, self.now_ns)
+        entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)
         self._entries[config.name] = entry
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
-        self._schedule_expiry(entry)
+        entry.timer.run()
         return stream
 
-    def _report_recovery(self, name: str, report: RecoveryReport) -> None:
-        """Log what opening a stream's file store found damaged (stream, file, offsets,
-        lost sequences) and keep it for monitoring."""
-        self.recoveries.pop(name, None)
-        if report.clean:
-            return
-        self.recoveries[name] = report
-        lines = [str(f) for f in report.findings] + [str(lost) for lost in report.lost]
-        log.warning(
-            "stream %s: opening its store found %d problem(s) (%s); %d sequence(s) lost",
-            name,
-            len(report.findings),
-            "repaired" if report.repaired else "nothing changed",
-            len(report.lost_seqs()),
-        )
-        for line in lines[:RECOVERY_LOG_LINES_MAX]:
-            log.warning("stream %s: %s", name, line)
-        if len(lines) > RECOVERY_LOG_LINES_MAX:
-            log.warning(
-                "stream %s: %d more (brook store check lists them all)",
-                name,
-                len(lines) - RECOVERY_LOG_LINES_MAX,
-            )
-
     def _attach(self, entry: _Entry) -> None:
+        """Subscribe the stream to its subjects (and direct get)."""
         stream = entry.stream
         index = entry.consumers
+        expiry = stream.expiry
+        timer = entry.timer
 
         def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             """Ingest, then tell the consumers what was stored: a kept message concerns
@@ -559,9 +334,9 @@ class JetStream:
             if result.kept:
                 for runner in index.matching(subject):
                     runner.message_stored(result.seq)
-            wake = stream.next_wakeup_ns
-            if wake is not None and (entry.expiry_at is None or wake < entry.expiry_at):
-                self._arm_expiry(entry, wake)  # a publish brought an expiry forward
+            wake = expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)  # a publish brought an expiry forward
 
         handler = ingest
         transform = stream.input_transform
@@ -587,8 +362,10 @@ class JetStream:
             for pattern in (prefix, prefix + ".>"):
                 entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
 
-    def _unregister(self, name: str) -> _Entry:
-        """Undo `_build`'s registration: subscriptions, timer, indexes; the store stays open."""
+    def _unregister(self, name: str, *, notify: bool) -> _Entry:
+        """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is
+        deleted), subscriptions, timer, indexes; the store stays open."""
+        self.consumers.remove_stream(name, notify=notify)
         self._detach(name)
         entry = self._entries.pop(name)
         del self._streams[name]
@@ -600,42 +377,7 @@ class JetStream:
         for sub in entry.subs:
             self.internal.unsubscribe(sub)
         entry.subs = []
-        self._disarm_expiry(entry)
-
-    def _schedule_expiry(self, entry: _Entry) -> None:
-        """Expire what is due now and arm the timer for the next expiry, if any. (The
-        consumers hear of what expired from the stream: `stream_removed`.)"""
-        before_last = entry.stream.store.state().last_seq
-        entry.stream.expire()
-        after_last = entry.stream.store.state().last_seq
-        if after_last != before_last:  # subject delete markers were stored
-            for runner in list(self.consumers.get(entry.stream.name, {}).values()):
-                runner.message_stored(after_last)
-        wake = entry.stream.next_wakeup_ns
-        if wake is None:
-            self._disarm_expiry(entry)
-        else:
-            self._arm_expiry(entry, wake)
-
-    def _arm_expiry(self, entry: _Entry, at_ns: int) -> None:
-        self._disarm_expiry(entry)
-        if self._loop is None:
-            return
-        delay_s = max(at_ns - self.now_ns(), 0) / 1e9
-        entry.expiry = self._loop.call_later(delay_s, self._expire, entry)
-        entry.expiry_at = at_ns
-
-    def _disarm_expiry(self, entry: _Entry) -> None:
-        if entry.expiry is not None:
-            entry.expiry.cancel()
-        entry.expiry = None
-        entry.expiry_at = None
-
-    def _expire(self, entry: _Entry) -> None:
-        entry.expiry = None
-        entry.expiry_at = None
-        if self._entries.get(entry.stream.name) is entry:
-            self._schedule_expiry(entry)
+        entry.timer.cancel()
 
     def _send_ack(self, reply: bytes, ack: bytes) -> None:
         self.internal.publish(reply, ack)
@@ -649,24 +391,11 @@ class JetStream:
         """Whether a stream of this configuration keeps its messages in a file store."""
         return config.storage == "file"  # never memory: there is a store (ADR 0010)
 
-    def _persist(self, stream: Stream, *, new: bool = False) -> None:
-        """Write the stream's definition durably: a created one (`new`) survives a power
-        loss (its empty store's files become durable with its first message, FileStore)."""
-        directory = self.root / stream.name
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(directory / STREAM_FILE, stream_record(stream.config, stream.created_ns))
-        if new:
-            fsync_directory(self.root)  # the entry of the stream's directory
-
     def _open_existing(self, directory: Path) -> None:
-        path = directory / STREAM_FILE
-        record = json.loads(path.read_text())
-        config = models.parse_stream_config(record["config"])
-        if config.name != directory.name:
-            raise ValueError(f"{path}: name {config.name!r} does not match its directory")
-        stream = self._build(config, int(record["created_ns"]))
+        config, created_ns = read_definition(directory)
+        stream = self._build(config, created_ns)
         log.info("stream %s opened (%s storage)", config.name, config.storage)
-        self._open_stream_consumers(stream)
+        self.consumers.open(stream)
 
     def adopt(
         self,
@@ -679,25 +408,8 @@ class JetStream:
         in place with its durable consumers' files, `store` is open on it, and `volatile`
         holds the (config, created_ns, state) of the consumers that live in memory only."""
         stream = self._build(config, created_ns, store=store)
-        self._open_stream_consumers(stream, volatile)
+        self.consumers.open(stream, volatile)
         return stream
-
-    def _open_stream_consumers(self, stream: Stream, volatile: Sequence[Consumer] = ()) -> None:
-        """Start a stream's persisted consumers, then `volatile` ones; retention is
-        recovered only if every one of them runs (one that failed may hold messages)."""
-        self._open_consumers(stream, volatile)
-        on_disk = (self.root / stream.name / CONSUMERS_DIR).glob("*.json")
-        persisted = len(volatile) + len(list(on_disk))
-        if len(self.consumers.get(stream.name, {})) >= persisted:
-            try:
-                self._retention(stream).recovered()
-            except StoreError as exc:  # a full disk: the sweep is done at the next start
-                stream.write_failed("remove the messages no consumer holds", exc)
-        else:  # damaged metadata never deletes messages: not even those only it held
-            log.warning(
-                "stream %s: not every consumer could be restored; retention left as found",
-                stream.name,
-            )
 
     # ------------------------------------------------------------------ accounting
 
@@ -705,15 +417,7 @@ class JetStream:
         """Monitoring (`/varz` jetstream.brook_store): the store filesystem's free space
         and reserve, and what opening each stream's file store found damaged."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
-        out["damaged_streams"] = {
-            name: {
-                "repaired": report.repaired,
-                "num_findings": len(report.findings),
-                "findings": [asdict(f) for f in report.findings[:RECOVERY_LOG_LINES_MAX]],
-                "lost": [asdict(lost) for lost in report.lost[:RECOVERY_LOG_LINES_MAX]],
-            }
-            for name, report in sorted(self.recoveries.items())
-        }
+        out["damaged_streams"] = self._damage.statistics()
         return out
 
     def usage(self) -> tuple[int, int]:

@@ -126,7 +126,7 @@ class StreamRetention:
     ) -> None:
         self._stream = stream
         self._consumers = consumers
-        self._index = index  # the engine's index of the same consumers (wanted())
+        self._index = index  # the registry's index of the same consumers (wanted())
         # The holders: consumers taking every subject (first: no loads for them), and the
         # filtered ones with their compiled filters. The consumer, not its state: the
         # state is read at each check.

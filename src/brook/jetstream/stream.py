@@ -11,13 +11,10 @@ discard-old limits (§4.4). Every PubAck, success or error, leaves through the d
 gate in order: with a file store it is sent only after the group commit covering the
 message has reached stable storage (`commit.py`).
 
-Expiry: `expire()` removes messages past `max_age` (except `Nats-TTL: never` ones) or past
-their own TTL (`ttl.py`) and says how long until the next one is due. With
-`subject_delete_marker_ttl`, a subject whose last message expired gets a marker in its
-place (`_place_markers`), so KV watchers learn the key is gone. The stream owns no
-timer: `next_wakeup_ns` is the earliest moment an expiry may be due as far as it knows,
-lowered by every publish that brings one forward, and the engine (the one owner of
-expiry timers) re-arms its timer whenever that moment moves earlier.
+Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
+`StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
+The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
+when `expiry.next_wakeup_ns` is due.
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
@@ -47,15 +44,10 @@ from brook.jetstream import ttl as ttls
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.republish import MessageSender, Republisher
-from brook.jetstream.store.base import (
-    MessageStore,
-    PurgeResult,
-    StoredMessage,
-    StoreError,
-    StoreFullError,
-)
+from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
@@ -74,14 +66,7 @@ _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _ROLLUP = "Nats-Rollup"
 _BATCH_ID = b"Nats-Batch-Id"
-# A subject delete marker (nats-server 2.11+); %b is the marker TTL in Go duration form.
-_MARKER_HEADER = (
-    b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: %b\r\nNats-Rollup: sub\r\n\r\n"
-)
 MAX_HEADER_BYTES = 65535
-# Forget stale TTL entries once they could outnumber live messages by this much (amortised:
-# a compaction at least halves the index).
-_TTL_SLACK = 64
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000
 
@@ -137,26 +122,32 @@ class Stream:
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
         self._name_json = json.dumps(self.name).encode()
         self.consumer_count = 0
-        # Set by the engine: interest and workqueue retention (retention.py), and what a
-        # rollup's purge does to consumers (`JetStream.stream_purged`).
+        # Set by the consumer registry (consumer/registry.py): interest and workqueue
+        # retention (retention.py), and what a purge (STREAM.PURGE, a rollup) does to the
+        # consumers (`ConsumerRegistry.purged`).
         self.retention: StreamRetention | None = None
         self.on_purge: Callable[[PurgeResult, str, int], None] | None = None
         # Messages removed on their own (a discard-old limit, max_age, a TTL, `remove`),
         # reported in order once the operation that removed them is done: nats-server's
         # store reports each such removal, and a consumer terminates a delivery of it
-        # still pending (`JetStream.stream_removed`).
+        # still pending (`ConsumerRegistry.removed`).
         self.on_removed: Callable[[list[int]], None] | None = None
         self._removed: list[int] = []
-        self._ttls = ttls.TtlIndex()
-        # Lowest sequence the max_age walk still has to look at: everything stored below it
-        # is exempt (`never`), so a walk need not load those messages again.
-        self._age_floor = 0
-        # Earliest moment an expiry may be due, as far as the stream knows; the engine
-        # keeps its timer at or before it (module docstring).
-        self.next_wakeup_ns: int | None = None
+        # Subject delete markers an expiry stored, as (subject, sequence), reported once the
+        # expiry is done, after its removals: the consumers whose filter matches one have
+        # something new to deliver (`ConsumerRegistry.markers_stored`). (A publish says
+        # what it stored by returning `Ingested`.)
+        self.on_markers: Callable[[list[tuple[str, int]]], None] | None = None
+        # What expires and when (expiry.py); the engine's timer reads `next_wakeup_ns`.
+        self.expiry = StreamExpiry(
+            self,
+            remove=self._remove,
+            removed=lambda seqs: self._removed.extend(seqs),
+            enforce_limits=self._enforce_stream_limits,
+        )
         self._dedup.rebuild(store)
         if config.allow_msg_ttl:
-            self._rebuild_ttls()
+            self.expiry.rebuild()
 
     def reconfigure(self, config: StreamConfig) -> None:
         """Take a (new) configuration, its subject mappings compiled once."""
@@ -285,11 +276,9 @@ class Stream:
             self.write_failed("store a message", exc)
             raise api_error("STREAM_STORE_FAILED", err=f"storage failure: {exc}") from None
         if ttl:
-            due = self._ttls.add(seq, now, ttl)
-            if due is not None:
-                self._wake_by(due)
-        elif config.max_age > 0 and self.next_wakeup_ns is None:
-            self._wake_by(now + config.max_age)
+            self.expiry.ttl_stored(seq, now, ttl)
+        elif config.max_age > 0 and self.expiry.next_wakeup_ns is None:
+            self.expiry.wake_by(now + config.max_age)
         if msg_id:
             self._dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
@@ -383,6 +372,14 @@ class Stream:
         finally:
             self._report_removed()
 
+    def purge(self, subject: str, up_to_seq: int, keep: int) -> PurgeResult:
+        """STREAM.PURGE: remove the messages of `subject` (every one when empty) below
+        `up_to_seq`, or all but the last `keep`; the consumers hear of it (`on_purge`)."""
+        result = self.store.purge(subject=subject or None, up_to_seq=up_to_seq, keep=keep)
+        if self.on_purge is not None:
+            self.on_purge(result, subject, keep)
+        return result
+
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         """STREAM.MSG.DELETE: remove message `seq` (overwritten first with `erase`);
         False if there is none."""
@@ -430,134 +427,24 @@ class Stream:
 
     # ------------------------------------------------------------------ expiry
 
-    @property
-    def ttl_index(self) -> ttls.TtlIndex:
-        """The messages with a TTL of their own (for diagnostics and tests)."""
-        return self._ttls
-
     def expire(self) -> int | None:
-        """Remove messages past max_age or past their own TTL; returns ns until the next
-        expiry of either kind, or None when nothing will expire."""
+        """Remove messages past max_age or past their own TTL (`expiry.py`); returns ns
+        until the next expiry of either kind, or None when nothing will expire. What it
+        removed goes to `on_removed`, then the markers it stored (even before a failure)
+        to `on_markers`."""
         now = self._now_ns()
+        expiry = self.expiry
         try:
-            wait = self._expire_due(now)
+            wait = expiry.remove_due(now)
         except StoreError as exc:  # a full disk: try again a little later
             self.write_failed("expire messages", exc)
             wait = _EXPIRY_RETRY_NS
         self._report_removed()
-        self.next_wakeup_ns = None if wait is None else now + wait
+        expiry.next_wakeup_ns = None if wait is None else now + wait
+        markers = expiry.take_markers()
+        if markers and self.on_markers is not None:
+            self.on_markers(markers)
         return wait
-
-    def _expire_due(self, now: int) -> int | None:
-        # Subjects whose last message expired, in removal order (markers go there).
-        emptied: list[str] | None = [] if self.config.subject_delete_marker_ttl > 0 else None
-        for seq in self._ttls.pop_due(now):
-            if emptied is None:
-                self._remove(seq)  # False when it went some other way: harmless
-            else:
-                msg = self.store.load(seq)
-                if msg is not None:
-                    self._remove_expired(msg, emptied)
-        next_age = self._expire_max_age(now, emptied)
-        if emptied:
-            self._place_markers(emptied, now)
-        next_ttl = None
-        if len(self._ttls):
-            # After the max_age pass, so entries of messages it just removed are skipped.
-            next_ttl = self._ttls.next_deadline(self._stored)
-            if len(self._ttls) > 2 * self.store.state().messages + _TTL_SLACK:
-                self._ttls.compact(self._stored)
-        due = [d for d in (next_ttl, next_age) if d is not None]
-        if not due:
-            return None
-        return max(min(due) - now, 0)
-
-    def _expire_max_age(self, now: int, emptied: list[str] | None) -> int | None:
-        """Remove messages at least max_age old; returns when the next one will be.
-
-        `emptied` (markers on) collects the subjects left without messages, which needs
-        the message-by-message walk rather than the store's bulk expiry."""
-        max_age = self.config.max_age
-        if max_age <= 0:
-            return None
-        cutoff = now - max_age + 1  # a message exactly max_age old is expired
-        store = self.store
-        if not self._ttls.has_exempt and emptied is None:
-            self._removed += store.expire_before(cutoff)
-            state = store.state()
-            return state.first_ts_ns + max_age if state.messages else None
-        # Some messages are exempt (`Nats-TTL: never`): walk in sequence order, removing the
-        # old ones one by one and stepping over exempt ones, as nats-server does. The floor
-        # keeps each exempt message from being loaded again on every later walk.
-        seq = max(self._age_floor, store.state().first_seq)
-        while True:
-            msg = store.load_next("", seq)
-            if msg is None:
-                self._age_floor = seq
-                return None
-            if self._ttls.is_exempt(msg.seq):
-                seq = msg.seq + 1
-                self._age_floor = seq
-                continue
-            if msg.ts_ns >= cutoff:
-                self._age_floor = msg.seq
-                return msg.ts_ns + max_age
-            if emptied is None:
-                self._remove(msg.seq)
-            else:
-                self._remove_expired(msg, emptied)
-            seq = msg.seq + 1
-            self._age_floor = seq
-
-    def _remove_expired(self, msg: StoredMessage, emptied: list[str]) -> None:
-        """Remove an expired message; note its subject if that was its last message and
-        it was not itself a delete marker (markers never beget markers, as nats-server)."""
-        store = self.store
-        if not self._remove(msg.seq):
-            return
-        if not _is_delete_marker(msg.header) and store.subject_state(msg.subject).messages == 0:
-            emptied.append(msg.subject)
-
-    def _place_markers(self, subjects: list[str], now: int) -> None:
-        """Store nats-server's subject delete marker on each subject: no payload, headers
-        `Nats-Marker-Reason: MaxAge`, `Nats-TTL: <marker TTL, whole seconds, Go form>`,
-        `Nats-Rollup: sub`. Markers are stored directly (core subscribers never see them,
-        as with nats-server) and expire by their own TTL (and max_age)."""
-        ttl_s = self.config.subject_delete_marker_ttl // ttls.NS_PER_S
-        header = _MARKER_HEADER % ttls.format_seconds(ttl_s).encode()
-        for subject in subjects:
-            seq = self.store.store(subject, header, b"", now)
-            due = self._ttls.add(seq, now, ttl_s)
-            if due is not None:
-                self._wake_by(due)
-            # No rollup to apply: the subject had no messages left.
-        self._enforce_stream_limits()
-
-    def _stored(self, seq: int) -> bool:
-        return seq >= self.store.state().first_seq and self.store.load(seq) is not None
-
-    def _wake_by(self, deadline: int) -> None:
-        """Record that an expiry may be due by `deadline` (the engine reads it)."""
-        if self.next_wakeup_ns is None or deadline < self.next_wakeup_ns:
-            self.next_wakeup_ns = deadline
-
-    def _rebuild_ttls(self) -> None:
-        """After a restart, recover the TTL of every stored message from its header.
-
-        Only streams with `allow_msg_ttl` pay for this scan: a stream without it cannot hold
-        a message with a TTL (such publishes are refused), and `allow_msg_ttl` cannot be
-        turned off once on. The header is read exactly as at publish time, so a message
-        gets the same TTL it was acknowledged with.
-        """
-        store = self.store
-        msg = store.load_next("", 0)
-        while msg is not None:
-            header = msg.header
-            if header and b"Nats-TTL" in header:
-                ttl = _stored_ttl(header)
-                if ttl:
-                    self._ttls.add(msg.seq, msg.ts_ns, ttl)
-            msg = store.load_next("", msg.seq + 1)
 
     def write_failed(self, what: str, error: StoreError) -> None:
         """A store write failed: logged (rate-limited for file streams, `space.py`)."""
@@ -606,31 +493,3 @@ def _refuse_batch(reply: bytes | None, header: bytes | None) -> None:
         raise api_error("BATCH_PUBLISH_DISABLED")
     if header and hdrs.raw_value(header, _BATCH_ID):
         raise api_error("ATOMIC_PUBLISH_DISABLED")
-
-
-def _is_delete_marker(header: bytes | None) -> bool:
-    """A server marker (`Nats-Marker-Reason`) or a KV purge (`KV-Operation: PURGE`): the
-    messages whose expiry leaves no new marker behind (nats-server's isSubjectDeleteMarker)."""
-    if not header or (b"Nats-Marker-Reason" not in header and b"PURGE" not in header):
-        return False
-    try:
-        block = hdrs.parse(header)
-    except hdrs.HeaderError:
-        return False
-    return bool(block.get("Nats-Marker-Reason")) or block.get("KV-Operation") == "PURGE"
-
-
-def _stored_ttl(header: bytes) -> int:
-    """The TTL a stored message was accepted with: 0 when none (or its header block is not
-    one `ingest` would have read JetStream headers from)."""
-    try:
-        hdrs.parse(header)
-    except hdrs.HeaderError:
-        return 0
-    value = ttls.header_value(header)
-    if not value:
-        return 0
-    try:
-        return ttls.parse_ttl(value)
-    except ttls.InvalidTTL:
-        return 0

@@ -140,7 +140,7 @@ class ConsumerApi:
                 raise api_error("CONSUMER_ALREADY_EXISTS")
             others = {n: r.config for n, r in runners.items()}
             check_workqueue_update(config, stream.config, others)
-            self.js.update_consumer(
+            self.js.consumers.update(
                 existing,
                 check_consumer_update(
                     existing.config, config, deliver_subject_bound=existing.push_bound
@@ -158,7 +158,7 @@ class ConsumerApi:
             config.name = _ephemeral_name()
             while config.name in runners:
                 config.name = _ephemeral_name()
-        runner = self.js.add_consumer(stream, config)
+        runner = self.js.consumers.add(stream, config)
         if generated:
             self._generated.add(runner)
         return self._info(runner)
@@ -191,13 +191,13 @@ class ConsumerApi:
         if request.body.strip() not in (b"", b"{}"):
             raise api_error("NOT_EMPTY_REQUEST")
         runner = self._runner(request)
-        self.js.delete_consumer(runner.stream.name, runner.name)
+        self.js.consumers.delete(runner.stream.name, runner.name)
         return {"success": True}
 
     def pause(self, request: Request) -> dict[str, Any]:
         runner = self._runner(request)
         until = pause_until_field(request.json())
-        self.js.pause_consumer(runner, until)
+        self.js.consumers.pause(runner, until)
         out: dict[str, Any] = {"paused": runner.paused, "pause_until": format_ts_ns(until or 0)}
         if runner.paused:
             out["pause_remaining"] = runner.pause_remaining_ns()
@@ -221,7 +221,7 @@ class ConsumerApi:
 
         requested = parse_reset_request(request.body)
         seq = reset_start_seq(runner.config, requested, runner.state.ack_floor[1], first_seq_at)
-        self.js.reset_consumer(runner, seq)
+        self.js.consumers.reset(runner, seq)
         return {**self._info(runner), "reset_seq": seq}
 
     def unpin(self, request: Request) -> dict[str, Any]:

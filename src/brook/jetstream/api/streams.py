@@ -192,8 +192,7 @@ class StreamApi:
         keep = _int(body, "keep")
         if seq and keep:
             raise api_error("BAD_REQUEST")
-        result = stream.store.purge(subject=subject or None, up_to_seq=seq, keep=keep)
-        self.js.stream_purged(stream, result, subject, keep)
+        result = stream.purge(subject, seq, keep)
         return {"success": True, "purged": result.purged}
 
     def msg_get(self, request: Request) -> dict[str, Any]:

@@ -4,7 +4,8 @@ composing its ledger of pending messages `pending.py`, its position and dispatch
 (`actions.py`); the codecs of ack subjects, ack payloads and pull requests (`acks.py`);
 what it reads through (`source.py`). A `runner.ConsumerRunner` owns each consumer's
 inputs (its subscriptions, one timer, its lifecycle) and an `executor.ActionExecutor`
-carries out the actions; `files.py` keeps durable consumers on disk."""
+carries out the actions; `files.py` keeps durable consumers on disk, and
+`registry.ConsumerRegistry` every stream's consumers for the engine."""
 
 from brook.jetstream.consumer.acks import (
     AckKind,

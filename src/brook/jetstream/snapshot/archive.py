@@ -35,7 +35,7 @@ import cramjam
 
 from brook.jetstream.consumer.files import CONSUMERS_DIR, consumer_record
 from brook.jetstream.consumer.runner import ConsumerRunner
-from brook.jetstream.engine import DATA_DIR, STREAM_FILE, stream_record
+from brook.jetstream.definitions import DATA_DIR, STREAM_FILE, stream_record
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file import format as fmt

@@ -34,7 +34,8 @@ from typing import Any
 
 from brook.jetstream import models
 from brook.jetstream.consumer.files import CONSUMERS_DIR, is_persisted
-from brook.jetstream.engine import DATA_DIR, STREAM_FILE, Consumer, stream_record
+from brook.jetstream.consumer.registry import Consumer
+from brook.jetstream.definitions import DATA_DIR, STREAM_FILE, stream_record
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.consumer_rules import parse_consumer_create
 from brook.jetstream.models.stream_config import StreamConfig
