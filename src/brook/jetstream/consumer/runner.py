@@ -8,7 +8,8 @@ out, reports changes for persistence and settles once per loop turn. What arrive
 * `$JS.ACK.<S>.<C>.>` (acks; a reply on the ack message gets an empty answer); runs of
   plain acks, as the parser reads them, take a short path (`_on_ack_run`);
 * `$JS.FC.<S>.<C>.>` (flow-control replies of push consumers that ask for them);
-* `message_stored()` and the removals and purges the engine reports;
+* `message_stored()` and the removals and purges its stream reports through the
+  consumer registry (`registry.py`);
 * one asyncio timer armed at `ConsumerState.next_deadline()` (ack deadlines, request
   expiry, heartbeats), at the end of a pause and, for ephemerals, at the inactivity
   deadline.
@@ -17,11 +18,12 @@ Push consumers (a `deliver_subject`) deliver to that subject while some subscrip
 matches it (wire reference §6.6): the runner watches the subject with
 `Router.watch_interest` and feeds `ConsumerState.set_push_interest` when interest comes or
 goes; the first check is deferred to the next loop iteration so that a restored snapshot
-is in place and the create response goes out before any delivery. Persistence
-belongs to the engine: after every input that changed the persisted part of the state
-`on_change(runner, changed, waiter)` is called; an ack with a reply subject (ack_sync)
-passes a `waiter` that publishes the empty answer, and the engine calls it once the
-snapshot holding that ack is durable (at once for consumers that are not persisted).
+is in place and the create response goes out before any delivery. Persistence belongs
+to the consumer's files (`files.py`, given by the registry): after every input that
+changed the persisted part of the state `on_change(runner, changed, waiter)` is called;
+an ack with a reply subject (ack_sync) passes a `waiter` that publishes the empty answer,
+called once the snapshot holding that ack is durable (at once for consumers that are not
+persisted).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ class PurgePoint:
     """The stream after a purge, as each consumer's move needs it (`stream_purged`): its
     first and last sequence, the first sequence left on the purged subject (0: none); and
     how nats-server's store reported the removal: the one message removed on its own, or
-    else whether a batch was removed (see the engine)."""
+    else whether a batch was removed (`registry.py`, `purged`)."""
 
     first: int
     last: int
