@@ -17,6 +17,8 @@ import nats.js.api
 import pytest
 
 import brook
+from brook.routing.transform import fnv1a_32
+from tests.support.snapshots import backup, restore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,3 +140,34 @@ async def test_an_update_keeps_an_empty_republish_destination_inactive(tmp_path:
         assert info["state"]["messages"] == 1
         assert info["config"]["republish"] == {"src": ">", "dest": ""}
         await nc.close()
+
+
+async def test_a_restored_stream_maps_and_republishes(server: Any) -> None:
+    """A snapshot carries `subject_transform` and `republish` in its configuration, and
+    the restored stream compiles and applies them."""
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    config = {
+        "name": "SR",
+        "subjects": ["sr.>"],
+        "subject_transform": {"src": "sr.*", "dest": "sr.{{partition(4,1)}}.$1"},
+        "republish": {"src": "sr.*.*", "dest": "rp.$1.$2", "headers_only": True},
+    }
+    await nc.request("$JS.API.STREAM.CREATE.SR", json.dumps(config).encode())
+    await nc.request("sr.k", b"one")
+    saved = await backup(nc, "SR")
+    await nc.request("$JS.API.STREAM.DELETE.SR", b"")
+    final = await restore(nc, "SR", saved.meta, saved.data)
+    assert final["config"]["subject_transform"] == config["subject_transform"]
+    assert final["config"]["republish"] == config["republish"]
+    sub = await nc.subscribe("rp.>")
+    assert json.loads((await nc.request("sr.k", b"two")).data) == {"stream": "SR", "seq": 2}
+    msg = await sub.next_msg(timeout=2)
+    bucket = fnv1a_32(b"k") % 4
+    assert msg.subject == f"rp.{bucket}.k"
+    assert msg.headers is not None
+    assert (msg.headers["Nats-Subject"], msg.headers["Nats-Last-Sequence"]) == (
+        f"sr.{bucket}.k",
+        "1",
+    )
+    assert (msg.headers["Nats-Msg-Size"], msg.data) == ("3", b"")
+    await nc.close()
