@@ -236,7 +236,7 @@ class JetStream:
         old_retention = entry.stream.config.retention
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
-        entry.stream.config = config
+        entry.stream.reconfigure(config)
         self._index_subjects(config, add=True)
         self._attach(entry)
         write_definition(self.root, config, entry.stream.created_ns, new=False)
@@ -306,6 +306,7 @@ class JetStream:
             committer=committer,
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
+            send_message=self._send_message,
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
         entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)
@@ -337,7 +338,16 @@ class JetStream:
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)  # a publish brought an expiry forward
 
-        entry.subs = [self.internal.subscribe(s, ingest) for s in stream.config.subjects]
+        handler = ingest
+        transform = stream.input_transform
+        if transform is not None:  # stored under the subject it maps to (ADR 0018)
+
+            def handler(
+                subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+            ) -> None:
+                ingest(transform.apply(subject), reply, header, data)
+
+        entry.subs = [self.internal.subscribe(s, handler) for s in stream.config.subjects]
         if stream.config.allow_direct:
             direct = DirectGet(stream, self._send_message)
             prefix = f"$JS.API.DIRECT.GET.{stream.name}"

@@ -25,6 +25,11 @@ ENOSPC all the same; nothing is stored then. Any other store failure is answered
 10077 and logged at most every 10 seconds. A failure after the message is stored (its
 rollup or a limit's removals) leaves the message acknowledged and is logged.
 
+Subject mappings (`reconfigure` compiles them): the stream's `subject_transform`
+(`input_transform`) is applied by whoever hands it a message, before `ingest`, which
+stores under the subject it is given; its `republish` publishes each stored message again
+(`republish.py`).
+
 The stream owns no sockets and no clock of its own: `now_ns` is injected, so expiry and
 the duplicate window are exact in tests.
 """
@@ -45,8 +50,10 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
+from brook.jetstream.republish import MessageSender, Republisher
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
+from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
     from brook.jetstream.retention import StreamRetention
@@ -111,9 +118,11 @@ class Stream:
         committer: GroupCommitter | None,
         created_ns: int,
         space: StoreSpace | None = None,
+        send_message: MessageSender | None = None,
     ) -> None:
-        self.config = config
         self.store = store
+        self._send_message = send_message  # republish's way out (none: nothing republished)
+        self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
         self._now_ns = now_ns
@@ -158,16 +167,32 @@ class Stream:
         if config.allow_msg_ttl:
             self.expiry.rebuild()
 
+    def reconfigure(self, config: StreamConfig) -> None:
+        """Take a (new) configuration, its subject mappings compiled once."""
+        self.config = config
+        transform = config.subject_transform
+        # The subject transform, None when there is none (or it has no destination).
+        self.input_transform = (
+            None if transform is None else SubjectTransform.compile(transform.src, transform.dest)
+        )
+        self._republish = Republisher.compile(config.republish, config.name, self._send_message)
+
     # ------------------------------------------------------------------ publishing
 
     def ingest(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
-        """Store a captured message, (when there is a reply subject) acknowledge it, and
+        """Store a captured message under `subject` (the stream's `input_transform`
+        applied already), (when there is a reply subject) acknowledge it, and
         say what was done. What it removed went to `on_removed` (and a rollup's purge to
         `on_purge`) before this returns."""
         try:
-            result = self._ingest(subject.decode("utf-8", "surrogateescape"), reply, header, data)
+            if self._republish is None:
+                result = self._ingest(
+                    subject.decode("utf-8", "surrogateescape"), reply, header, data
+                )
+            else:
+                result = self._ingest_republished(subject, reply, header, data)
         except ApiError as err:
             result = Ingested(0, False, False, err)
         if reply is None or self.config.no_ack:
@@ -305,6 +330,22 @@ class Stream:
         if config.allow_msg_counter:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
+
+    def _ingest_republished(
+        self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> Ingested:
+        """`_ingest`, then the republish of what it kept (republish.py): after the
+        message, its rollup and its limits, before its PubAck, as nats-server."""
+        subject = raw_subject.decode("utf-8", "surrogateescape")
+        store = self.store
+        last_on_subject = store.subject_state(subject).last_seq
+        result = self._ingest(subject, reply, header, data)
+        if result.kept:
+            state = store.state()
+            ts_ns = state.last_ts_ns if state.last_seq == result.seq else self._now_ns()
+            assert self._republish is not None
+            self._republish.stored(subject, result.seq, ts_ns, last_on_subject, header, data)
+        return result
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None

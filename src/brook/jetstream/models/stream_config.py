@@ -8,10 +8,10 @@ validation and before comparing configs (idempotent create). Serialisation emits
 the reference server emits, in its order, and nothing else, because the `nats` CLI
 validates responses against schemas that forbid extra keys.
 
-Features Brook does not implement yet (mirrors, sources, subject transforms, republish,
-atomic and fast batches, schedules) are rejected with 10052 rather than silently ignored.
-`placement` is kept and shown as nats-server does on a server without a cluster, where it
-places nothing.
+A `subject_transform` and `republish` are decoded and checked by `transforms.py`.
+Features Brook does not implement yet (mirrors, sources, atomic and fast batches,
+schedules) are rejected with 10052 rather than silently ignored. `placement` is kept and
+shown as nats-server does on a server without a cluster, where it places nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models import transforms
 from brook.jetstream.models.defaults import (
     DESCRIPTION_BYTES_MAX,
     METADATA_BYTES_MAX,
@@ -37,8 +38,6 @@ MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
 _UNSUPPORTED = (
     "mirror",
     "sources",
-    "subject_transform",
-    "republish",
     "allow_atomic",
     "allow_batched",
     "allow_msg_schedules",
@@ -131,6 +130,8 @@ class StreamConfig:
     metadata: dict[str, str] = field(default_factory=dict)
     # `cluster` and `tags` when set; nothing to place on a server without a cluster.
     placement: dict[str, Any] = field(default_factory=dict)
+    subject_transform: transforms.SubjectTransformConfig | None = None
+    republish: transforms.RepublishConfig | None = None
 
 
 def _invalid(err: str) -> ApiError:
@@ -205,11 +206,21 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
         placement=_placement(body),
         consumer_limits=_consumer_limits(body),
+        subject_transform=transforms.parse_subject_transform(body),
+        republish=transforms.parse_republish(body),
     )
     _validate_head(config)
     _normalise(config, pedantic=pedantic)
     _validate(config)
     _imply_marker_settings(config, pedantic=pedantic)
+    transforms.check_subject_transform(config.subject_transform)  # last, as nats-server
+    config.republish = transforms.check_republish(
+        config.republish,
+        config.subjects,
+        config.subject_transform,
+        pedantic=pedantic,
+        overlaps=_pair_overlaps,
+    )
     return config
 
 
@@ -469,6 +480,10 @@ def stream_config_to_json(
     out["compression"] = c.compression
     if c.first_seq:
         out["first_seq"] = c.first_seq
+    if c.subject_transform is not None:
+        out["subject_transform"] = transforms.subject_transform_json(c.subject_transform)
+    if c.republish is not None:
+        out["republish"] = transforms.republish_json(c.republish)
     out["allow_direct"] = c.allow_direct
     out["mirror_direct"] = c.mirror_direct
     if c.discard_new_per_subject:
