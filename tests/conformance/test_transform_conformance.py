@@ -397,6 +397,18 @@ async def republish(s: Session) -> None:
     await s.stored("R5 stored", "R5")
     await s.republished("R5")
     await s.create(
+        "counter",
+        {
+            "name": "RC",
+            "subjects": ["cn.>"],
+            "allow_msg_counter": True,
+            "republish": {"src": ">", "dest": "rp.cn.>"},
+        },
+    )
+    await s.publish("increment", "cn.a", b"", {"Nats-Incr": "+5"})
+    await s.publish("increment again", "cn.a", b"", {"Nats-Incr": "-2"})
+    await s.republished("RC: the totals, as stored")
+    await s.create(
         "interest without consumers",
         {
             "name": "R6",

@@ -85,7 +85,7 @@ def next_total(store: MessageStore, subject: str, header: bytes | None, max_msg_
     last = store.load_last(subject)
     increment = decimal.Decimal(raw.decode())
     total = _EXACT.add(_ZERO if last is None else _stored_total(last.data), increment)
-    body = b'{"val":"%s"}' % (str(total) if total else "0").encode()
+    body = payload_of((str(total) if total else "0").encode())
     if 0 <= max_msg_size < len(body) + (len(header) if header else 0):
         raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
     return body
@@ -103,6 +103,12 @@ def outlives_expiry(counting: bool, store: MessageStore, subject: str) -> bool:
 def total_of(body: bytes) -> bytes:
     """The total in a payload `next_total` made, for the PubAck's `val`."""
     return body[8:-2]
+
+
+def payload_of(total: bytes) -> bytes:
+    """The payload stored for `total` (and republished: nats-server republishes what it
+    stored)."""
+    return b'{"val":"%s"}' % total
 
 
 def _stored_total(data: bytes) -> decimal.Decimal:

@@ -344,6 +344,8 @@ class Stream:
             state = store.state()
             ts_ns = state.last_ts_ns if state.last_seq == result.seq else self._now_ns()
             assert self._republish is not None
+            if isinstance(result, Counted):  # what was stored: the total, not the increment
+                data = counters.payload_of(result.total)
             self._republish.stored(subject, result.seq, ts_ns, last_on_subject, header, data)
         return result
 
