@@ -5,7 +5,9 @@ the consumer's `deliver_each`) and deliveries framed in runs (`Router.publish_ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
@@ -75,20 +77,36 @@ async def _read_until(reader: asyncio.StreamReader, buf: bytearray, done: Any) -
         buf += chunk
 
 
-async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
-    await publish_many(js, 5)
-    await js.add_consumer("S", durable_name="d", ack_policy="explicit")
+def _pull(batch: int) -> bytes:
+    """A pull request for durable `d` of stream `S`, delivering to `in.box`."""
+    request = json.dumps({"batch": batch, "expires": 5_000_000_000}).encode()
+    return b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d in.box %d\r\n%b\r\n" % (len(request), request)
+
+
+@contextlib.asynccontextmanager
+async def _raw_client(
+    nc: Any, *, verbose: bool
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter, bytearray]]:
+    """A raw TCP connection to the server `nc` uses, past its INFO, CONNECTed and
+    subscribed to `in.box` (sid 1): the reader, the writer and the buffer of what came."""
     host, port = nc.connected_url.hostname, nc.connected_url.port
     reader, writer = await asyncio.open_connection(host, port)
     try:
         buf = bytearray()
         await _read_until(reader, buf, lambda b: b"\r\n" in b)  # INFO
         del buf[:]
-        request = json.dumps({"batch": 5, "expires": 5_000_000_000}).encode()
-        writer.write(
-            b'CONNECT {"verbose":true,"pedantic":false}\r\nSUB in.box 1\r\n'
-            b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d in.box %d\r\n%b\r\n" % (len(request), request)
-        )
+        connect = {"verbose": verbose, "pedantic": False}
+        writer.write(b"CONNECT %b\r\nSUB in.box 1\r\n" % json.dumps(connect).encode())
+        yield reader, writer, buf
+    finally:
+        writer.close()
+
+
+async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
+    await publish_many(js, 5)
+    await js.add_consumer("S", durable_name="d", ack_policy="explicit")
+    async with _raw_client(nc, verbose=True) as (reader, writer, buf):
+        writer.write(_pull(5))
         await _read_until(reader, buf, lambda b: b.count(b"MSG s.a 1 ") == 5)
         replies = [
             line.split(b" ")[3]
@@ -102,8 +120,6 @@ async def test_a_verbose_client_gets_one_ok_per_ack(nc: Any, js: Any) -> None:
         info = await ack_floor_reaches(js, "d", 5)
         assert info.num_ack_pending == 0
         assert oks_before == 3  # CONNECT, SUB, PUB
-    finally:
-        writer.close()
 
 
 async def test_a_run_of_naks_redelivers_each_message(nc: Any, js: Any) -> None:
@@ -112,15 +128,9 @@ async def test_a_run_of_naks_redelivers_each_message(nc: Any, js: Any) -> None:
     # settles them all.
     await publish_many(js, 20)
     await js.add_consumer("S", durable_name="d", ack_policy="explicit")
-    host, port = nc.connected_url.hostname, nc.connected_url.port
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        buf = bytearray()
-        await _read_until(reader, buf, lambda b: b"\r\n" in b)  # INFO
-        del buf[:]
-        request = json.dumps({"batch": 20, "expires": 5_000_000_000}).encode()
-        pull = b"PUB $JS.API.CONSUMER.MSG.NEXT.S.d in.box %d\r\n%b\r\n" % (len(request), request)
-        writer.write(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB in.box 1\r\n' + pull)
+    async with _raw_client(nc, verbose=False) as (reader, writer, buf):
+        pull = _pull(20)
+        writer.write(pull)
 
         async def replies() -> list[bytes]:
             await _read_until(reader, buf, lambda b: b.count(b"MSG s.a 1 ") == 20)
@@ -139,8 +149,6 @@ async def test_a_run_of_naks_redelivers_each_message(nc: Any, js: Any) -> None:
         info = await ack_floor_reaches(js, "d", 20)
         assert info.num_ack_pending == 0
         assert info.delivered.consumer_seq == 40  # 20 deliveries, then the same 20 again
-    finally:
-        writer.close()
 
 
 async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: Any) -> None:
