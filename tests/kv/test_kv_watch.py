@@ -12,12 +12,34 @@ import nats.errors
 import nats.js.errors as jserr
 import pytest
 
+from tests.kv.conftest import Target
+
 pytestmark = pytest.mark.timeout(40)
 
 
 @pytest.fixture
 async def kv(js: Any) -> Any:
     return await js.create_key_value(bucket="w", history=10)
+
+
+async def _keys(kv: Any, target: Target, **kwargs: Any) -> list[str]:
+    """`kv.keys()` of a bucket that has keys, allowing for a nats-py race that nats-server
+    sometimes wins.
+
+    nats-py's watcher asks for consumer info right after creating its ordered consumer and
+    ends the listing at once when the reply says nothing is pending and no message has been
+    received yet. nats-server delivers from the consumer's goroutine while the API reply goes
+    out from another, so the info (pending 0, everything already sent) can overtake the
+    messages, and `keys()` then raises NoKeysError (seen once in CI). Brook is asked once, so
+    the test still fails if Brook ever answers this way; nats-server up to five times, and
+    only for this error.
+    """
+    for _ in range(1 if target.is_brook else 5):
+        try:
+            return list(await kv.keys(**kwargs))
+        except jserr.NoKeysError:
+            continue
+    raise AssertionError(f"{target.kind}: keys() found no keys in a bucket that has some")
 
 
 async def _drain_initial(watcher: Any) -> list[Any]:
@@ -142,7 +164,7 @@ async def test_watcher_as_async_iterator(kv: Any) -> None:
     await watcher.stop()
 
 
-async def test_keys(kv: Any) -> None:
+async def test_keys(kv: Any, target: Target) -> None:
     with pytest.raises(jserr.NoKeysError):
         await kv.keys()
     for key in ("b", "a", "c.x", "c.y"):
@@ -151,8 +173,8 @@ async def test_keys(kv: Any) -> None:
     await kv.delete("b")
     await kv.put("p", b"v")
     await kv.purge("p")
-    assert sorted(await kv.keys()) == ["a", "c.x", "c.y"]
-    assert sorted(await kv.keys(filters=["c."])) == ["c.x", "c.y"]
+    assert sorted(await _keys(kv, target)) == ["a", "c.x", "c.y"]
+    assert sorted(await _keys(kv, target, filters=["c."])) == ["c.x", "c.y"]
 
 
 async def test_keys_when_every_key_is_deleted(kv: Any) -> None:
@@ -200,7 +222,9 @@ async def test_purge_deletes_keeps_recent_markers_by_default(kv: Any, js: Any) -
         await kv.get("a")
 
 
-async def test_purge_deletes_older_than_nothing_removes_every_marker(kv: Any, js: Any) -> None:
+async def test_purge_deletes_older_than_nothing_removes_every_marker(
+    kv: Any, js: Any, target: Target
+) -> None:
     await kv.put("a", b"1")
     await kv.delete("a")
     await kv.put("b", b"1")
@@ -208,12 +232,12 @@ async def test_purge_deletes_older_than_nothing_removes_every_marker(kv: Any, js
     await kv.put("c", b"live")
     await kv.purge_deletes(olderthan=-1)
     assert (await js.stream_info("KV_w")).state.messages == 1
-    assert await kv.keys() == ["c"]
+    assert await _keys(kv, target) == ["c"]
     with pytest.raises(jserr.NoKeysError):
         await kv.history("a")
 
 
-async def test_watch_many_keys_needs_flow_control(js: Any) -> None:
+async def test_watch_many_keys_needs_flow_control(js: Any, target: Target) -> None:
     """More entries than the watcher's queue (256) and the consumer's flow-control window:
     delivery must pause and resume, and every key arrive once, in order."""
     kv = await js.create_key_value(bucket="many")
@@ -224,7 +248,7 @@ async def test_watch_many_keys_needs_flow_control(js: Any) -> None:
     seen = [e.key for e in await _drain_initial(watcher)]
     assert seen == [f"k{i:05d}" for i in range(n)]
     await watcher.stop()
-    assert len(await kv.keys()) == n
+    assert len(await _keys(kv, target)) == n
 
 
 async def test_two_watchers_see_the_same_updates(kv: Any) -> None:
