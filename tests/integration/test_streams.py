@@ -81,7 +81,7 @@ async def test_publish_ack_dedup_and_expected_headers(js: Any, storage: str) -> 
 
 
 async def test_batch_publishes_are_refused_and_not_stored(js_server: Any, storage: str) -> None:
-    """A stream without `allow_atomic`/`allow_batched` (Brook implements neither) refuses
+    """A stream without `allow_atomic`/`allow_batched` refuses
     a `Nats-Batch-Id` publish with 10174 and a fast-batch (`.$FI` reply) one with 10205,
     and stores neither, acknowledged or not; `Nats-Batch-Sequence` alone is no batch."""
     nc = await nats.connect(js_server.url, allow_reconnect=False)

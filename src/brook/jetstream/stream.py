@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
+from brook.jetstream.batch import BATCH_ID, AtomicBatches, BatchLimits, Commit
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
@@ -69,7 +70,6 @@ _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 _ROLLUP = "Nats-Rollup"
-_BATCH_ID = b"Nats-Batch-Id"
 MAX_HEADER_BYTES = 65535
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000
@@ -92,6 +92,16 @@ class Ingested:
     kept: bool
     duplicate: bool = False
     error: ApiError | None = None
+
+
+@dataclass(slots=True)
+class Batched(Ingested):
+    """A message of an atomic batch (batch.py): staged (answered with an empty message)
+    or the commit, answered with the batch's PubAck (`batch`, `count`). What a commit
+    stored reaches the consumers through `on_markers`, so `kept` is False."""
+
+    batch_id: str = ""
+    count: int = 0
 
 
 @dataclass(slots=True)
@@ -119,9 +129,12 @@ class Stream:
         created_ns: int,
         space: StoreSpace | None = None,
         send_message: MessageSender | None = None,
+        batch_limits: BatchLimits | None = None,
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
+        self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
+        self._committing = False  # a batch's messages are being stored (`_commit`)
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
@@ -176,6 +189,8 @@ class Stream:
             None if transform is None else SubjectTransform.compile(transform.src, transform.dest)
         )
         self._republish = Republisher.compile(config.republish, config.name, self._send_message)
+        if not config.allow_atomic:
+            self.batches.clear()  # as nats-server drops them when atomic publish is turned off
 
     # ------------------------------------------------------------------ publishing
 
@@ -202,6 +217,16 @@ class Stream:
             ack = self._error_ack(result.error)
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+        elif type(result) is Batched:
+            if not result.count:
+                self._send_ack(reply, b"")  # staged: the batch goes on
+                return result
+            ack = b'{"stream":%b,"seq":%d,"batch":%b,"count":%d}' % (
+                self._name_json,
+                result.seq,
+                json.dumps(result.batch_id).encode(),
+                result.count,
+            )
         elif self.config.allow_msg_counter:
             assert isinstance(result, Counted)
             ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
@@ -219,7 +244,12 @@ class Stream:
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        _refuse_batch(reply, header)
+        if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
+            raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
+        if header is not None and BATCH_ID in header:
+            batch_id = hdrs.raw_value(header, BATCH_ID)
+            if batch_id and not self._committing:  # an empty one is no batch (nats-server)
+                return self._in_batch(batch_id, subject, header, data)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
@@ -330,6 +360,32 @@ class Stream:
         if config.allow_msg_counter:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
+
+    def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
+        """One message of an atomic batch (batch.py): staged, or the commit, which stores
+        the whole batch, each message through the checks of a publish, or nothing."""
+        if not self.config.allow_atomic:
+            raise api_error("ATOMIC_PUBLISH_DISABLED")
+        commit = self.batches.add(batch_id, subject, header, data, self._now_ns())
+        if commit is None:
+            return Batched(0, False)
+        return self._commit(commit)
+
+    def _commit(self, commit: Commit) -> Batched:
+        stored: list[tuple[str, int]] = []
+        seq = 0
+        self._committing = True
+        try:
+            for message in commit.messages:
+                result = self._ingest(message.subject, None, message.header, message.data)
+                seq = result.seq
+                if result.kept:
+                    stored.append((message.subject, seq))
+        finally:
+            self._committing = False
+        if stored and self.on_markers is not None:
+            self.on_markers(stored)
+        return Batched(seq, False, batch_id=commit.batch_id, count=len(commit.messages))
 
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
@@ -512,16 +568,3 @@ class Stream:
 
     def close(self) -> None:
         self.store.close()
-
-
-def _refuse_batch(reply: bytes | None, header: bytes | None) -> None:
-    """Batch publishes, which Brook does not implement (`allow_batched` and `allow_atomic`
-    are refused at create), are refused rather than stored as plain messages, in
-    nats-server's words and place (its batch paths, after the sealed and size checks): a
-    reply subject ending in `.$FI` is a fast batch (10205), a non-empty `Nats-Batch-Id`
-    an atomic one (10174). `Nats-Batch-Sequence` or `Nats-Batch-Commit` alone are plain
-    headers to nats-server too."""
-    if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
-        raise api_error("BATCH_PUBLISH_DISABLED")
-    if header and hdrs.raw_value(header, _BATCH_ID):
-        raise api_error("ATOMIC_PUBLISH_DISABLED")
