@@ -85,6 +85,38 @@ async def batches(r: Run) -> None:
             "Nats-Batch-Commit: 1",
         ),
     )
+    # A failing message anywhere fails the whole batch: nothing of it is stored.
+    await r.hpub("b.p", _h("Nats-Msg-Id: seen"), b"plain")
+    for n, failing in enumerate(
+        (
+            "Nats-TTL: 5s",
+            "Nats-Expected-Stream: OTHER",
+            "Nats-Expected-Last-Sequence: 6",
+            "Nats-Expected-Last-Subject-Sequence: 0",
+            "Nats-Msg-Id: seen",
+            "Nats-Incr: 1",
+            "Nats-Expected-Last-Sequence: 99",
+        )
+    ):
+        batch = f"Nats-Batch-Id: f{n}"
+        await r.hpub("b.q", _h(batch, "Nats-Batch-Sequence: 1"), b"first")
+        await r.hpub(
+            "b.q", _h(batch, "Nats-Batch-Sequence: 2", failing, "Nats-Batch-Commit: 1"), b"2nd"
+        )
+    await r.hpub(
+        "b.r",
+        _h("Nats-Batch-Id: ok", "Nats-Batch-Sequence: 1", "Nats-Expected-Last-Sequence: 6"),
+    )
+    await r.hpub(
+        "b.s",
+        _h(
+            "Nats-Batch-Id: ok",
+            "Nats-Batch-Sequence: 2",
+            "Nats-Expected-Last-Subject-Sequence: 0",
+            "Nats-Msg-Id: fresh",
+            "Nats-Batch-Commit: 1",
+        ),
+    )
     # An empty batch id is no batch.
     await r.hpub("b.y", _h("Nats-Batch-Id:", "Nats-Batch-Sequence: 1"), b"plain")
     await r.info("B")

@@ -20,14 +20,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from brook import limits
-from brook.jetstream.dedup import MSG_ID
 from brook.jetstream.errors import api_error
 from brook.protocol import headers as hdrs
 
 BATCH_ID = b"Nats-Batch-Id"
 _BATCH_SEQ = b"Nats-Batch-Sequence"
 _BATCH_COMMIT = b"Nats-Batch-Commit"
-_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 _BATCH_ID_BYTES_MAX = 64
 
 
@@ -120,7 +118,6 @@ class AtomicBatches:
         if eob:  # the last stored message carries the commit, as nats-server writes it
             last = batch.messages[-1]
             last.header = last.header[:-2] + b"Nats-Batch-Commit: 1\r\n\r\n"
-        _check(batch.messages)
         return Commit(key, batch.messages)
 
     def clear(self) -> None:
@@ -140,19 +137,3 @@ class AtomicBatches:
             if oldest.touched_ns > deadline:
                 return
             self._drop(key)
-
-
-def _check(messages: list[StagedMessage]) -> None:
-    """What nats-server refuses in a batch as a whole: `Nats-Expected-Last-Msg-Id`
-    (unsupported) and a `Nats-Msg-Id` that appears twice."""
-    seen: set[str] = set()
-    for message in messages:
-        header = message.header
-        if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID):
-            raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header="Nats-Expected-Last-Msg-Id")
-        msg_id = hdrs.raw_value(header, MSG_ID.encode())
-        if msg_id:
-            text = msg_id.decode("utf-8", "surrogateescape")
-            if text in seen:
-                raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
-            seen.add(text)

@@ -69,6 +69,7 @@ _EXPECTED_STREAM = "Nats-Expected-Stream"
 _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_EXPECTED_LAST_MSG_ID_RAW = _EXPECTED_LAST_MSG_ID.encode()
 _ROLLUP = "Nats-Rollup"
 MAX_HEADER_BYTES = 65535
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
@@ -372,6 +373,7 @@ class Stream:
         return self._commit(commit)
 
     def _commit(self, commit: Commit) -> Batched:
+        self._check_batch(commit)
         stored: list[tuple[str, int]] = []
         seq = 0
         self._committing = True
@@ -386,6 +388,62 @@ class Stream:
         if stored and self.on_markers is not None:
             self.on_markers(stored)
         return Batched(seq, False, batch_id=commit.batch_id, count=len(commit.messages))
+
+    def _check_batch(self, commit: Commit) -> None:
+        """The checks nats-server makes of every message of a batch before it stores any
+        (`checkMsgHeadersPreClusteredProposal`, in its order), so that a batch that fails
+        them stores nothing: headers a batch cannot use, increments, expected stream, TTLs,
+        message ids (a repeat within the batch or the duplicate window fails the batch),
+        expected last sequence (counting the batch's messages before, and then refused on
+        any but the first) and last subject sequence (not on a subject the batch wrote
+        before)."""
+        config = self.config
+        ids: set[str] = set()
+        written: set[str] = set()
+        for index, message in enumerate(commit.messages):
+            header = message.header
+            if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID_RAW):
+                raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=_EXPECTED_LAST_MSG_ID)
+            if len(header) > MAX_HEADER_BYTES:
+                raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
+            if counters.INCR in header:
+                counters.check_increment(header, message.data, config.allow_msg_counter)
+            try:
+                block = hdrs.parse(header)
+            except hdrs.HeaderError:
+                continue
+            expected = block.get(_EXPECTED_STREAM)
+            if expected is not None and expected != self.name:
+                raise api_error("STREAM_NOT_MATCH")
+            ttl_value = ttls.header_value(header)
+            if ttl_value:
+                if not config.allow_msg_ttl:
+                    raise api_error("MESSAGE_TTL_DISABLED")
+                try:
+                    ttls.parse_ttl(ttl_value)
+                except ttls.InvalidTTL:
+                    raise api_error("MESSAGE_TTL_INVALID") from None
+            msg_id = block.get(MSG_ID)
+            if msg_id:
+                if msg_id in ids or self._dedup.lookup(msg_id) is not None:
+                    raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
+                ids.add(msg_id)
+            value = block.get(_EXPECTED_LAST_SEQ)
+            if value is not None:
+                # As nats-server counts it: the messages of the batch before this one.
+                last = self.store.state().last_seq + index
+                if _uint(value) != last:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+                if index:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+            value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
+            if value is not None:
+                if message.subject in written:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+                last = self.store.subject_state(message.subject).last_seq
+                if _uint(value) != last:
+                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            written.add(message.subject)
 
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
