@@ -12,6 +12,10 @@ id, as nats-server keys them, whoever sends them.
 Limits (nats-server's, `limits.py`): messages per batch, batches staged per stream and
 per server, and the time a batch may wait for its next message; a batch past its time
 is dropped when it is next touched or when room is needed.
+
+A crash while a commit writes its messages leaves the batch's first messages without the
+last, which carries the commit: the stream removes them when it opens again
+(`uncommitted_tail`), so that a batch is stored whole or not at all.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 
 from brook import limits
 from brook.jetstream.errors import api_error
+from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
 
 BATCH_ID = b"Nats-Batch-Id"
@@ -137,3 +142,21 @@ class AtomicBatches:
             if oldest.touched_ns > deadline:
                 return
             self._drop(key)
+
+
+def uncommitted_tail(store: MessageStore) -> range:
+    """The sequences of a batch whose commit was cut short: a commit writes its messages
+    one after another in one turn of the event loop, the last one with its
+    `Nats-Batch-Commit`, so only a crash in between leaves the newest stored message with
+    a batch id and no commit. Its `Nats-Batch-Sequence` says how many came before it, all
+    directly before it. Empty when there is none."""
+    last = store.load_last(">")
+    if last is None or not last.header or BATCH_ID not in last.header:
+        return range(0)
+    header = last.header
+    if not hdrs.raw_value(header, BATCH_ID) or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
+        return range(0)
+    raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
+    if raw_seq is None or not raw_seq.isdigit():
+        return range(0)
+    return range(max(last.seq - int(raw_seq) + 1, 1), last.seq + 1)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
-from brook.jetstream.batch import BATCH_ID, AtomicBatches, BatchLimits, Commit
+from brook.jetstream.batch import BATCH_ID, AtomicBatches, BatchLimits, Commit, uncommitted_tail
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
@@ -148,6 +148,7 @@ class Stream:
             self._background_sync = BackgroundSync(committer)
             self._committer = None
         self._space = space  # file streams: room on the disk (module docstring)
+        self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
@@ -180,6 +181,25 @@ class Stream:
         self._dedup.rebuild(store)
         if config.allow_msg_ttl:
             self.expiry.rebuild()
+
+    def _drop_uncommitted_batch(self) -> None:
+        """Remove what a crash left of a batch's commit (batch.py), before anything reads
+        the store: no consumer saw it, no PubAck named it."""
+        tail = uncommitted_tail(self.store)
+        if not tail:
+            return
+        try:
+            for seq in tail:
+                self.store.remove(seq)
+        except StoreError as exc:
+            self.write_failed("remove an uncommitted atomic batch", exc)
+            return
+        log.warning(
+            "stream %s: removed messages %d-%d, an atomic batch whose commit a crash cut short",
+            self.name,
+            tail.start,
+            tail.stop - 1,
+        )
 
     def reconfigure(self, config: StreamConfig) -> None:
         """Take a (new) configuration, its subject mappings compiled once."""
