@@ -44,6 +44,16 @@ class BatchLimits:
     timeout_ns: int = limits.ATOMIC_BATCH_TIMEOUT_NS
     inflight: int = 0  # batches staged now, across streams
 
+    def statistics(self) -> dict[str, int]:
+        """For monitoring (`/varz` jetstream.brook_batches)."""
+        return {
+            "inflight": self.inflight,
+            "max_inflight_total": self.inflight_total,
+            "max_inflight_per_stream": self.inflight_per_stream,
+            "max_msgs": self.size_max,
+            "timeout": self.timeout_ns,
+        }
+
 
 @dataclass(slots=True)
 class StagedMessage:

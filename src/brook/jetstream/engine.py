@@ -79,6 +79,7 @@ class JetStream:
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
+        batch_limits: BatchLimits | None = None,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -112,7 +113,7 @@ class JetStream:
         self._free_space_reserve_bytes = free_space_reserve_bytes
         self.space: StoreSpace | None = None  # set at start when there is a store
         # Atomic batches staged across streams, and their bounds (batch.py).
-        self.batch_limits = BatchLimits()
+        self.batch_limits = batch_limits or BatchLimits()
         self._damage = DamageReports()
 
     @property
