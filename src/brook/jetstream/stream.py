@@ -2,11 +2,11 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (refused: Brook has no
-batches), header size, counter increment (`counters.py`), expected stream, TTL
-permission, expected last subject sequence, expected last sequence, duplicate
-`Nats-Msg-Id`, expected last msg id, rollup permission, a counter's new total, TTL value,
-discard-new limits;
+lists an older order): sealed, `max_msg_size`, batch publishes (fast batches refused;
+atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+increment (`counters.py`), expected stream, TTL permission, expected last subject
+sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
+permission, a counter's new total, TTL value, discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
