@@ -117,6 +117,27 @@ async def batches(r: Run) -> None:
             "Nats-Batch-Commit: 1",
         ),
     )
+    # Rollups within a batch; discard-new limits counted with the batch.
+    await r.create("R", allow_atomic=True, allow_rollup_hdrs=True)
+    for n, (first, second) in enumerate(
+        (
+            ("", "Nats-Rollup: all"),
+            ("", "Nats-Rollup: sub"),
+            ("Nats-Rollup: all", "Nats-Rollup: sub"),
+        )
+    ):
+        batch = f"Nats-Batch-Id: r{n}"
+        await r.hpub("r.a", _h(batch, "Nats-Batch-Sequence: 1", *filter(None, [first])), b"1")
+        await r.hpub("r.a", _h(batch, "Nats-Batch-Sequence: 2", second, "Nats-Batch-Commit: 1"))
+    await r.info("R")
+    await r.create("N", allow_atomic=True, discard="new", max_msgs=3)
+    for size in (4, 3, 1):
+        for seq in range(1, size + 1):
+            lines = [f"Nats-Batch-Id: n{size}", f"Nats-Batch-Sequence: {seq}"]
+            if seq == size:
+                lines.append("Nats-Batch-Commit: 1")
+            await r.hpub("n.a", _h(*lines))
+    await r.info("N")
     # An empty batch id is no batch.
     await r.hpub("b.y", _h("Nats-Batch-Id:", "Nats-Batch-Sequence: 1"), b"plain")
     await r.info("B")

@@ -44,7 +44,14 @@ from typing import TYPE_CHECKING
 
 from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
-from brook.jetstream.batch import BATCH_ID, AtomicBatches, BatchLimits, Commit, uncommitted_tail
+from brook.jetstream.batch import (
+    BATCH_ID,
+    AtomicBatches,
+    BatchLimits,
+    Commit,
+    StagedMessage,
+    uncommitted_tail,
+)
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
@@ -415,11 +422,13 @@ class Stream:
         them stores nothing: headers a batch cannot use, increments, expected stream, TTLs,
         message ids (a repeat within the batch or the duplicate window fails the batch),
         expected last sequence (counting the batch's messages before, and then refused on
-        any but the first) and last subject sequence (not on a subject the batch wrote
-        before)."""
+        any but the first), last subject sequence (not on a subject the batch wrote before),
+        rollups (`all` first only, `sub` on a subject's first message only) and the
+        discard-new limits with the batch so far."""
         config = self.config
         ids: set[str] = set()
-        written: set[str] = set()
+        written: dict[str, int] = {}  # subject -> messages of the batch before this one
+        added_bytes = 0
         for index, message in enumerate(commit.messages):
             header = message.header
             if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID_RAW):
@@ -431,39 +440,84 @@ class Stream:
             try:
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
-                continue
-            expected = block.get(_EXPECTED_STREAM)
-            if expected is not None and expected != self.name:
-                raise api_error("STREAM_NOT_MATCH")
-            ttl_value = ttls.header_value(header)
-            if ttl_value:
-                if not config.allow_msg_ttl:
-                    raise api_error("MESSAGE_TTL_DISABLED")
-                try:
-                    ttls.parse_ttl(ttl_value)
-                except ttls.InvalidTTL:
-                    raise api_error("MESSAGE_TTL_INVALID") from None
-            msg_id = block.get(MSG_ID)
-            if msg_id:
-                if msg_id in ids or self._dedup.lookup(msg_id) is not None:
-                    raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
-                ids.add(msg_id)
-            value = block.get(_EXPECTED_LAST_SEQ)
-            if value is not None:
-                # As nats-server counts it: the messages of the batch before this one.
-                last = self.store.state().last_seq + index
-                if _uint(value) != last:
-                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-                if index:
-                    raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-            value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
-            if value is not None:
-                if message.subject in written:
-                    raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-                last = self.store.subject_state(message.subject).last_seq
-                if _uint(value) != last:
-                    raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            written.add(message.subject)
+                block = None
+            if block is not None:
+                self._check_batched_headers(block, message, index, ids, written)
+            subject = message.subject
+            written[subject] = written.get(subject, 0) + 1
+            added_bytes += self._accounted_size(subject, header, message.data)
+            if config.discard == "new":
+                rollup = block is not None and block.get(_ROLLUP) is not None
+                self._check_batch_discard_new(subject, index + 1, added_bytes, written, rollup)
+
+    def _check_batch_discard_new(
+        self, subject: str, count: int, added_bytes: int, written: dict[str, int], rollup: bool
+    ) -> None:
+        """nats-server's discard-new limits for a batch: the stream with the batch so far."""
+        config = self.config
+        state = self.store.state()
+        if 0 < config.max_msgs < state.messages + count:
+            raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
+        if 0 < config.max_bytes < state.bytes + added_bytes:
+            raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
+        per_subject = config.max_msgs_per_subject
+        if config.discard_new_per_subject and per_subject > 0 and not rollup:
+            on_subject = self.store.subject_state(subject).messages + written[subject]
+            if on_subject > per_subject:
+                raise api_error("STREAM_STORE_FAILED", err="maximum messages per subject exceeded")
+
+    def _check_batched_headers(
+        self,
+        block: hdrs.HeaderBlock,
+        message: StagedMessage,
+        index: int,
+        ids: set[str],
+        written: dict[str, int],
+    ) -> None:
+        """One message's JetStream headers, checked as part of its batch."""
+        config = self.config
+        header = message.header
+        expected = block.get(_EXPECTED_STREAM)
+        if expected is not None and expected != self.name:
+            raise api_error("STREAM_NOT_MATCH")
+        ttl_value = ttls.header_value(header)
+        if ttl_value:
+            if not config.allow_msg_ttl:
+                raise api_error("MESSAGE_TTL_DISABLED")
+            try:
+                ttls.parse_ttl(ttl_value)
+            except ttls.InvalidTTL:
+                raise api_error("MESSAGE_TTL_INVALID") from None
+        msg_id = block.get(MSG_ID)
+        if msg_id:
+            if msg_id in ids or self._dedup.lookup(msg_id) is not None:
+                raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
+            ids.add(msg_id)
+        value = block.get(_EXPECTED_LAST_SEQ)
+        if value is not None:
+            # As nats-server counts it: the messages of the batch before this one.
+            last = self.store.state().last_seq + index
+            if _uint(value) != last:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            if index:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+        value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
+        if value is not None:
+            if message.subject in written:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+            last = self.store.subject_state(message.subject).last_seq
+            if _uint(value) != last:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+        rollup = block.get(_ROLLUP)
+        if rollup is not None:
+            if not config.allow_rollup_hdrs or config.deny_purge:
+                raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
+            if rollup == "sub" and message.subject in written:
+                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup sub invalid")
+            if rollup == "all" and written:
+                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup all invalid")
+            if rollup not in ("sub", "all"):
+                raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
