@@ -105,6 +105,16 @@ def test_turning_atomic_publish_off_drops_staged_batches() -> None:
     assert _code(acks[1]) == 10176
 
 
+def test_a_closed_streams_batches_no_longer_count() -> None:
+    limits = BatchLimits(inflight_total=1)
+    one, _, _ = _make(limits)
+    two, _, acks = _make(limits)
+    _send(one, "a", 1)
+    one.close()  # deleted
+    _send(two, "b", 1)
+    assert acks == [b""]
+
+
 def test_a_commit_tells_the_consumers_of_every_message_it_stored() -> None:
     stream, _, _ = _make(BatchLimits())
     told: list[list[tuple[str, int]]] = []

@@ -699,4 +699,5 @@ class Stream:
         committer.request(on_durable)
 
     def close(self) -> None:
+        self.batches.clear()  # its staged batches no longer count against the limit
         self.store.close()
