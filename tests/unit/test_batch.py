@@ -14,8 +14,10 @@ from brook.jetstream.stream import Stream
 from tests.support.streams import Clock
 
 
-def _make(limits: BatchLimits, **config: Any) -> tuple[Stream, Clock, list[bytes]]:
-    clock = Clock()
+def _make(
+    limits: BatchLimits, clock: Clock | None = None, **config: Any
+) -> tuple[Stream, Clock, list[bytes]]:
+    clock = clock or Clock()
     acks: list[bytes] = []
     cfg = parse_stream_config(
         {"name": "S", "subjects": ["s.>"], "storage": "memory", "allow_atomic": True, **config},
@@ -113,6 +115,17 @@ def test_a_closed_streams_batches_no_longer_count() -> None:
     one.close()  # deleted
     _send(two, "b", 1)
     assert acks == [b""]
+
+
+def test_idle_batches_of_other_streams_make_room_at_the_servers_limit() -> None:
+    limits = BatchLimits(inflight_total=1)
+    one, clock, _ = _make(limits)
+    two, _, acks = _make(limits, clock)
+    _send(one, "a", 1)
+    clock.now += limits.timeout_ns
+    _send(two, "b", 1)
+    assert acks == [b""]
+    assert limits.inflight == 1
 
 
 def test_a_commit_tells_the_consumers_of_every_message_it_stored() -> None:

@@ -43,6 +43,9 @@ class BatchLimits:
     inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
     timeout_ns: int = limits.ATOMIC_BATCH_TIMEOUT_NS
     inflight: int = 0  # batches staged now, across streams
+    # The streams' batch sets holding any batch: swept for idle batches before a new
+    # batch is refused for the server's limit.
+    holders: set[AtomicBatches] = field(default_factory=set)
 
     def statistics(self) -> dict[str, int]:
         """For monitoring (`/varz` jetstream.brook_batches)."""
@@ -111,9 +114,13 @@ class AtomicBatches:
             if len(self._batches) + 1 > lim.inflight_per_stream:
                 raise api_error("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT")
             if lim.inflight + 1 > lim.inflight_total:
-                raise api_error("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT")
+                for holder in list(lim.holders):  # other streams' idle batches go first
+                    holder._expire(now_ns)
+                if lim.inflight + 1 > lim.inflight_total:
+                    raise api_error("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT")
             batch = self._batches[key] = _Batch(now_ns)
             lim.inflight += 1
+            lim.holders.add(self)
         if commit is not None and commit not in (b"1", b"eob"):
             self._drop(key)
             raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_COMMIT")
@@ -139,10 +146,13 @@ class AtomicBatches:
         """Drop every staged batch (`allow_atomic` turned off, the stream deleted)."""
         self._limits.inflight -= len(self._batches)
         self._batches.clear()
+        self._limits.holders.discard(self)
 
     def _drop(self, key: str) -> None:
         if self._batches.pop(key, None) is not None:
             self._limits.inflight -= 1
+            if not self._batches:
+                self._limits.holders.discard(self)
 
     def _expire(self, now_ns: int) -> None:
         deadline = now_ns - self._limits.timeout_ns
