@@ -96,3 +96,11 @@ STORE_SPACE_CHECK_BYTES: Final = 1024 * 1024
 # nats-server does; a durable consumer's failed state write is retried this often.
 STORE_ERROR_LOG_INTERVAL_S: Final = 10.0
 CONSUMER_WRITE_RETRY_S: Final = 1.0
+
+# Atomic batch publishes (jetstream/batch.py), nats-server's defaults (stream.go): messages
+# in one batch, batches staged at once per stream and per server, and how long a batch
+# may wait for its next message before it is dropped.
+ATOMIC_BATCH_SIZE_MAX: Final = 1000
+ATOMIC_BATCH_INFLIGHT_PER_STREAM: Final = 50
+ATOMIC_BATCH_INFLIGHT_TOTAL: Final = 1000
+ATOMIC_BATCH_TIMEOUT_NS: Final = 10_000_000_000

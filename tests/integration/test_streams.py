@@ -81,7 +81,7 @@ async def test_publish_ack_dedup_and_expected_headers(js: Any, storage: str) -> 
 
 
 async def test_batch_publishes_are_refused_and_not_stored(js_server: Any, storage: str) -> None:
-    """A stream without `allow_atomic`/`allow_batched` (Brook implements neither) refuses
+    """A stream without `allow_atomic`/`allow_batched` refuses
     a `Nats-Batch-Id` publish with 10174 and a fast-batch (`.$FI` reply) one with 10205,
     and stores neither, acknowledged or not; `Nats-Batch-Sequence` alone is no batch."""
     nc = await nats.connect(js_server.url, allow_reconnect=False)
@@ -327,3 +327,25 @@ async def test_damaged_stream_definition_never_deletes_messages(tmp_path: Path) 
         nc = await nats.connect(server.url)
         assert (await nc.jetstream().stream_info("SAFE")).state.messages == 3
         await nc.close()
+
+
+async def test_atomic_batch_through_nats_py(js_server: Any) -> None:
+    """nats-py's `allow_atomic` (as its test_stream_allow_atomic sets it) and a batch
+    published with its header dicts: staged messages answered empty, the commit's PubAck
+    naming the batch, every message delivered to a consumer after the commit only."""
+    nc = await nats.connect(js_server.url, allow_reconnect=False)
+    js = nc.jetstream()
+    await js.add_stream(name="ATOMIC", subjects=["atomic.>"], allow_atomic=True)
+    assert (await js.stream_info("ATOMIC")).config.allow_atomic is True
+    sub = await js.subscribe("atomic.>")
+    for seq in (1, 2):
+        headers = {"Nats-Batch-Id": "b", "Nats-Batch-Sequence": str(seq)}
+        assert (await nc.request("atomic.x", b"%d" % seq, headers=headers)).data == b""
+    with pytest.raises(nats.errors.TimeoutError):
+        await sub.next_msg(timeout=0.2)  # nothing stored before the commit
+    headers = {"Nats-Batch-Id": "b", "Nats-Batch-Sequence": "3", "Nats-Batch-Commit": "1"}
+    ack = json.loads((await nc.request("atomic.y", b"3", headers=headers)).data)
+    assert ack == {"stream": "ATOMIC", "seq": 3, "batch": "b", "count": 3}
+    got = [(await sub.next_msg(timeout=2)).data for _ in range(3)]
+    assert got == [b"1", b"2", b"3"]
+    await nc.close()

@@ -177,6 +177,7 @@ _JS_RESTORE_MAX = ("restore_max_bytes",)  # Brook's own
 _JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
 _JS_RESERVE = ("free_space_reserve",)  # Brook's own
 _JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
+_JS_LIMITS = ("limits",)
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -209,6 +210,7 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
             *_JS_RESTORE_IDLE,
             *_JS_RESERVE,
             *_JS_ACKS_AWAITING_SYNC,
+            *_JS_LIMITS,
         )
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
@@ -229,11 +231,30 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.free_space_reserve_bytes = _size(at, value)
             elif key in _JS_ACKS_AWAITING_SYNC:
                 js.max_acks_awaiting_sync = _int(at, value)
+            elif key in _JS_LIMITS:
+                _jetstream_limits(s, at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled
     else:
         raise _bad(where, "a boolean, 'enabled', 'disabled' or a block { ... }", v)
+
+
+def _jetstream_limits(s: Settings, where: str, v: object) -> None:
+    """nats-server's `jetstream { limits { batch { ... } } }`: the atomic batch limits
+    (the only JetStream limits Brook takes from that block yet)."""
+    if not isinstance(v, dict):
+        raise _bad(where, "a block { ... }", v)
+    for _, at, batch in _entries(v, where, ("batch",)):
+        if not isinstance(batch, dict):
+            raise _bad(at, "a block { ... }", batch)
+        js = s.jetstream
+        keys = ("max_inflight_per_stream", "max_inflight_total", "max_msgs", "timeout")
+        for key, at_key, value in _entries(batch, at, keys):
+            if key == "timeout":
+                js.batch_timeout_s = _duration(at_key, value)
+            else:
+                setattr(js, f"batch_{key}", _int(at_key, value))
 
 
 def _set(attr: str, convert: Callable[[str, object], object]) -> _Handler:

@@ -69,6 +69,12 @@ class JetStreamSettings:
     # File-stream PubAcks waiting for their fsync, across all streams, before publishing
     # connections stop being read (jetstream/backlog.py). 0: no bound.
     max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC
+    # Atomic batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py):
+    # messages per batch, batches staged per stream and per server, idle time per batch.
+    batch_max_msgs: int = limits.ATOMIC_BATCH_SIZE_MAX
+    batch_max_inflight_per_stream: int = limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM
+    batch_max_inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
+    batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
 
     @property
     def store_path(self) -> str:
@@ -137,6 +143,13 @@ class Settings:
             raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
         if self.jetstream.max_acks_awaiting_sync < 0:
             raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
+        for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):
+            if getattr(self.jetstream, name) <= 0:
+                raise ConfigError(
+                    f"jetstream.limits.batch.{name.removeprefix('batch_')}: must be positive"
+                )
+        if self.jetstream.batch_timeout_s <= 0:
+            raise ConfigError("jetstream.limits.batch.timeout: must be a positive duration")
         if self.jetstream.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
         if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:

@@ -31,6 +31,7 @@ from typing import Any
 from brook import limits
 from brook.jetstream import models
 from brook.jetstream.backlog import CommitBacklog
+from brook.jetstream.batch import BatchLimits
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
 from brook.jetstream.consumer.registry import Consumer, ConsumerRegistry
@@ -78,6 +79,7 @@ class JetStream:
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
+        batch_limits: BatchLimits | None = None,
     ) -> None:
         self.router = router
         self.internal = InternalClient(router, "jetstream")
@@ -110,6 +112,8 @@ class JetStream:
         self.commit_backlog = CommitBacklog(max_acks_awaiting_sync)
         self._free_space_reserve_bytes = free_space_reserve_bytes
         self.space: StoreSpace | None = None  # set at start when there is a store
+        # Atomic batches staged across streams, and their bounds (batch.py).
+        self.batch_limits = batch_limits or BatchLimits()
         self._damage = DamageReports()
 
     @property
@@ -307,6 +311,7 @@ class JetStream:
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
             send_message=self._send_message,
+            batch_limits=self.batch_limits,
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
         entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)

@@ -2,11 +2,11 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (refused: Brook has no
-batches), header size, counter increment (`counters.py`), expected stream, TTL
-permission, expected last subject sequence, expected last sequence, duplicate
-`Nats-Msg-Id`, expected last msg id, rollup permission, a counter's new total, TTL value,
-discard-new limits;
+lists an older order): sealed, `max_msg_size`, batch publishes (fast batches refused;
+atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+increment (`counters.py`), expected stream, TTL permission, expected last subject
+sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
+permission, a counter's new total, TTL value, discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
 discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
@@ -44,6 +44,14 @@ from typing import TYPE_CHECKING
 
 from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
+from brook.jetstream.batch import (
+    BATCH_ID,
+    AtomicBatches,
+    BatchLimits,
+    Commit,
+    StagedMessage,
+    uncommitted_tail,
+)
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
@@ -68,8 +76,8 @@ _EXPECTED_STREAM = "Nats-Expected-Stream"
 _EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 _EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+_EXPECTED_LAST_MSG_ID_RAW = _EXPECTED_LAST_MSG_ID.encode()
 _ROLLUP = "Nats-Rollup"
-_BATCH_ID = b"Nats-Batch-Id"
 MAX_HEADER_BYTES = 65535
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000
@@ -92,6 +100,16 @@ class Ingested:
     kept: bool
     duplicate: bool = False
     error: ApiError | None = None
+
+
+@dataclass(slots=True)
+class Batched(Ingested):
+    """A message of an atomic batch (batch.py): staged (answered with an empty message)
+    or the commit, answered with the batch's PubAck (`batch`, `count`). What a commit
+    stored reaches the consumers through `on_markers`, so `kept` is False."""
+
+    batch_id: str = ""
+    count: int = 0
 
 
 @dataclass(slots=True)
@@ -119,9 +137,12 @@ class Stream:
         created_ns: int,
         space: StoreSpace | None = None,
         send_message: MessageSender | None = None,
+        batch_limits: BatchLimits | None = None,
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
+        self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
+        self._committing = False  # a batch's messages are being stored (`_commit`)
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
@@ -134,6 +155,7 @@ class Stream:
             self._background_sync = BackgroundSync(committer)
             self._committer = None
         self._space = space  # file streams: room on the disk (module docstring)
+        self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
@@ -167,6 +189,25 @@ class Stream:
         if config.allow_msg_ttl:
             self.expiry.rebuild()
 
+    def _drop_uncommitted_batch(self) -> None:
+        """Remove what a crash left of a batch's commit (batch.py), before anything reads
+        the store: no consumer saw it, no PubAck named it."""
+        tail = uncommitted_tail(self.store)
+        if not tail:
+            return
+        try:
+            for seq in tail:
+                self.store.remove(seq)
+        except StoreError as exc:
+            self.write_failed("remove an uncommitted atomic batch", exc)
+            return
+        log.warning(
+            "stream %s: removed messages %d-%d, an atomic batch whose commit a crash cut short",
+            self.name,
+            tail.start,
+            tail.stop - 1,
+        )
+
     def reconfigure(self, config: StreamConfig) -> None:
         """Take a (new) configuration, its subject mappings compiled once."""
         self.config = config
@@ -176,6 +217,8 @@ class Stream:
             None if transform is None else SubjectTransform.compile(transform.src, transform.dest)
         )
         self._republish = Republisher.compile(config.republish, config.name, self._send_message)
+        if not config.allow_atomic:
+            self.batches.clear()  # as nats-server drops them when atomic publish is turned off
 
     # ------------------------------------------------------------------ publishing
 
@@ -202,6 +245,16 @@ class Stream:
             ack = self._error_ack(result.error)
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+        elif type(result) is Batched:
+            if not result.count:
+                self._send_ack(reply, b"")  # staged: the batch goes on
+                return result
+            ack = b'{"stream":%b,"seq":%d,"batch":%b,"count":%d}' % (
+                self._name_json,
+                result.seq,
+                json.dumps(result.batch_id).encode(),
+                result.count,
+            )
         elif self.config.allow_msg_counter:
             assert isinstance(result, Counted)
             ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
@@ -219,7 +272,12 @@ class Stream:
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        _refuse_batch(reply, header)
+        if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
+            raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
+        if header is not None and BATCH_ID in header:
+            batch_id = hdrs.raw_value(header, BATCH_ID)
+            if batch_id and not self._committing:  # an empty one is no batch (nats-server)
+                return self._in_batch(batch_id, subject, header, data)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
@@ -330,6 +388,136 @@ class Stream:
         if config.allow_msg_counter:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
+
+    def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
+        """One message of an atomic batch (batch.py): staged, or the commit, which stores
+        the whole batch, each message through the checks of a publish, or nothing."""
+        if not self.config.allow_atomic:
+            raise api_error("ATOMIC_PUBLISH_DISABLED")
+        commit = self.batches.add(batch_id, subject, header, data, self._now_ns())
+        if commit is None:
+            return Batched(0, False)
+        return self._commit(commit)
+
+    def _commit(self, commit: Commit) -> Batched:
+        self._check_batch(commit)
+        stored: list[tuple[str, int]] = []
+        seq = 0
+        self._committing = True
+        try:
+            for message in commit.messages:
+                result = self._ingest(message.subject, None, message.header, message.data)
+                seq = result.seq
+                if result.kept:
+                    stored.append((message.subject, seq))
+        finally:
+            self._committing = False
+        if stored and self.on_markers is not None:
+            self.on_markers(stored)
+        return Batched(seq, False, batch_id=commit.batch_id, count=len(commit.messages))
+
+    def _check_batch(self, commit: Commit) -> None:
+        """The checks nats-server makes of every message of a batch before it stores any
+        (`checkMsgHeadersPreClusteredProposal`, in its order), so that a batch that fails
+        them stores nothing: headers a batch cannot use, increments, expected stream, TTLs,
+        message ids (a repeat within the batch or the duplicate window fails the batch),
+        expected last sequence (counting the batch's messages before, and then refused on
+        any but the first), last subject sequence (not on a subject the batch wrote before),
+        rollups (`all` first only, `sub` on a subject's first message only) and the
+        discard-new limits with the batch so far."""
+        config = self.config
+        ids: set[str] = set()
+        written: dict[str, int] = {}  # subject -> messages of the batch before this one
+        added_bytes = 0
+        for index, message in enumerate(commit.messages):
+            header = message.header
+            if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID_RAW):
+                raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=_EXPECTED_LAST_MSG_ID)
+            if len(header) > MAX_HEADER_BYTES:
+                raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
+            if counters.INCR in header:
+                counters.check_increment(header, message.data, config.allow_msg_counter)
+            try:
+                block = hdrs.parse(header)
+            except hdrs.HeaderError:
+                block = None
+            if block is not None:
+                self._check_batched_headers(block, message, index, ids, written)
+            subject = message.subject
+            written[subject] = written.get(subject, 0) + 1
+            added_bytes += self._accounted_size(subject, header, message.data)
+            if config.discard == "new":
+                rollup = block is not None and block.get(_ROLLUP) is not None
+                self._check_batch_discard_new(subject, index + 1, added_bytes, written, rollup)
+
+    def _check_batch_discard_new(
+        self, subject: str, count: int, added_bytes: int, written: dict[str, int], rollup: bool
+    ) -> None:
+        """nats-server's discard-new limits for a batch: the stream with the batch so far."""
+        config = self.config
+        state = self.store.state()
+        if 0 < config.max_msgs < state.messages + count:
+            raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
+        if 0 < config.max_bytes < state.bytes + added_bytes:
+            raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
+        per_subject = config.max_msgs_per_subject
+        if config.discard_new_per_subject and per_subject > 0 and not rollup:
+            on_subject = self.store.subject_state(subject).messages + written[subject]
+            if on_subject > per_subject:
+                raise api_error("STREAM_STORE_FAILED", err="maximum messages per subject exceeded")
+
+    def _check_batched_headers(
+        self,
+        block: hdrs.HeaderBlock,
+        message: StagedMessage,
+        index: int,
+        ids: set[str],
+        written: dict[str, int],
+    ) -> None:
+        """One message's JetStream headers, checked as part of its batch."""
+        config = self.config
+        header = message.header
+        expected = block.get(_EXPECTED_STREAM)
+        if expected is not None and expected != self.name:
+            raise api_error("STREAM_NOT_MATCH")
+        ttl_value = ttls.header_value(header)
+        if ttl_value:
+            if not config.allow_msg_ttl:
+                raise api_error("MESSAGE_TTL_DISABLED")
+            try:
+                ttls.parse_ttl(ttl_value)
+            except ttls.InvalidTTL:
+                raise api_error("MESSAGE_TTL_INVALID") from None
+        msg_id = block.get(MSG_ID)
+        if msg_id:
+            if msg_id in ids or self._dedup.lookup(msg_id) is not None:
+                raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
+            ids.add(msg_id)
+        value = block.get(_EXPECTED_LAST_SEQ)
+        if value is not None:
+            # As nats-server counts it: the messages of the batch before this one.
+            last = self.store.state().last_seq + index
+            if _uint(value) != last:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            if index:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+        value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
+        if value is not None:
+            if message.subject in written:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+            last = self.store.subject_state(message.subject).last_seq
+            if _uint(value) != last:
+                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+        rollup = block.get(_ROLLUP)
+        if rollup is not None:
+            if not config.allow_rollup_hdrs or config.deny_purge:
+                raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
+            if rollup == "sub" and message.subject in written:
+                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup sub invalid")
+            if rollup == "all" and written:
+                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup all invalid")
+            if rollup not in ("sub", "all"):
+                raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
@@ -511,17 +699,5 @@ class Stream:
         committer.request(on_durable)
 
     def close(self) -> None:
+        self.batches.clear()  # its staged batches no longer count against the limit
         self.store.close()
-
-
-def _refuse_batch(reply: bytes | None, header: bytes | None) -> None:
-    """Batch publishes, which Brook does not implement (`allow_batched` and `allow_atomic`
-    are refused at create), are refused rather than stored as plain messages, in
-    nats-server's words and place (its batch paths, after the sealed and size checks): a
-    reply subject ending in `.$FI` is a fast batch (10205), a non-empty `Nats-Batch-Id`
-    an atomic one (10174). `Nats-Batch-Sequence` or `Nats-Batch-Commit` alone are plain
-    headers to nats-server too."""
-    if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
-        raise api_error("BATCH_PUBLISH_DISABLED")
-    if header and hdrs.raw_value(header, _BATCH_ID):
-        raise api_error("ATOMIC_PUBLISH_DISABLED")

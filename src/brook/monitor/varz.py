@@ -111,6 +111,8 @@ def build_varz(
             v["jetstream"]["brook_store"] = srv["store"]
         if srv["commits"] is not None:  # Brook's own: PubAcks awaiting their fsync, the bound
             v["jetstream"]["brook_commits"] = srv["commits"]
+        if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
+            v["jetstream"]["brook_batches"] = srv["batches"]
     v |= {
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),

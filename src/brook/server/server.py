@@ -27,6 +27,7 @@ from typing import Any
 from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
+from brook.jetstream.batch import BatchLimits
 from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
@@ -185,6 +186,12 @@ class Server:
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
             max_acks_awaiting_sync=js_settings.max_acks_awaiting_sync,
+            batch_limits=BatchLimits(
+                size_max=js_settings.batch_max_msgs,
+                inflight_per_stream=js_settings.batch_max_inflight_per_stream,
+                inflight_total=js_settings.batch_max_inflight_total,
+                timeout_ns=round(js_settings.batch_timeout_s * 1e9),
+            ),
         )
         await self.jetstream.start()
         self.commit_backlog = self.jetstream.commit_backlog
@@ -364,6 +371,7 @@ class Server:
             "commits": (
                 self.commit_backlog.statistics() if self.commit_backlog is not None else None
             ),
+            "batches": js.batch_limits.statistics() if js is not None else None,
         }
 
     def connections(self) -> list[ConnectionSnapshot]:

@@ -50,6 +50,7 @@ class ServerStatistics(TypedDict):
     commits: (
         dict[str, Any] | None
     )  # PubAcks awaiting their fsync, and the bound; None without JetStream
+    batches: dict[str, int] | None  # atomic batches staged, their limits; None without JetStream
 
 
 @dataclass(frozen=True, slots=True)

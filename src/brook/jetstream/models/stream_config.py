@@ -9,9 +9,10 @@ the reference server emits, in its order, and nothing else, because the `nats` C
 validates responses against schemas that forbid extra keys.
 
 A `subject_transform` and `republish` are decoded and checked by `transforms.py`.
-Features Brook does not implement yet (mirrors, sources, atomic and fast batches,
-schedules) are rejected with 10052 rather than silently ignored. `placement` is kept and
-shown as nats-server does on a server without a cluster, where it places nothing.
+`allow_atomic` streams take atomic batch publishes (`batch.py`). Features Brook does not
+implement yet (mirrors, sources, fast batches, schedules) are rejected with 10052 rather
+than silently ignored. `placement` is kept and shown as nats-server does on a server
+without a cluster, where it places nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
 _UNSUPPORTED = (
     "mirror",
     "sources",
-    "allow_atomic",
     "allow_batched",
     "allow_msg_schedules",
 )
@@ -125,6 +125,7 @@ class StreamConfig:
     # message of a subject, a marker with this TTL (ns) takes its place. 0: no markers.
     subject_delete_marker_ttl: int = 0
     allow_msg_counter: bool = False  # counters.py
+    allow_atomic: bool = False  # batch.py: atomic batch publishes
     # "async": PubAcks do not wait for the fsync (persist.py); fixed at creation.
     persist_mode: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
@@ -202,6 +203,7 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         allow_msg_ttl=_get(body, "allow_msg_ttl", bool, False),
         subject_delete_marker_ttl=_get(body, "subject_delete_marker_ttl", int, 0),
         allow_msg_counter=_get(body, "allow_msg_counter", bool, False),
+        allow_atomic=_get(body, "allow_atomic", bool, False),
         persist_mode=persist_mode,
         metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
         placement=_placement(body),
@@ -355,6 +357,8 @@ def _validate(c: StreamConfig) -> None:
         )
     if c.persist_mode == "async" and c.storage != "file":
         raise _invalid("async persist mode is only supported on file storage")
+    if c.persist_mode == "async" and c.allow_atomic:
+        raise _invalid("async persist mode is not supported with atomic batch publish")
     if c.first_seq < 0:
         raise _invalid("first sequence must be positive")
     for subject in c.subjects:
@@ -500,6 +504,8 @@ def stream_config_to_json(
         out["subject_delete_marker_ttl"] = c.subject_delete_marker_ttl
     if c.allow_msg_counter:
         out["allow_msg_counter"] = True
+    if c.allow_atomic:
+        out["allow_atomic"] = True
     if c.persist_mode != "default":
         out["persist_mode"] = c.persist_mode
     metadata = dict(c.metadata)
@@ -513,7 +519,7 @@ def stream_config_to_json(
 
 def _required_api_level(c: StreamConfig) -> int:
     """nats-server's `_nats.req.level`: the API level of the newest feature the stream
-    uses (TTLs 1; counters and async persistence 2, nats-server 2.12)."""
-    if c.allow_msg_counter or c.persist_mode == "async":
+    uses (TTLs 1; counters, atomic batches and async persistence 2, nats-server 2.12)."""
+    if c.allow_msg_counter or c.allow_atomic or c.persist_mode == "async":
         return 2
     return 1 if c.allow_msg_ttl else 0

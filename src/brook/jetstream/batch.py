@@ -1,0 +1,182 @@
+"""Atomic batch publishes (`allow_atomic`, ADR-50), as nats-server 2.12+ handles them on
+one server (`processJetStreamAtomicBatchMsg`).
+
+A message with a non-empty `Nats-Batch-Id` belongs to a batch of its stream: numbered by
+`Nats-Batch-Sequence` from 1 without gaps, staged here (answered with an empty message)
+until one carries `Nats-Batch-Commit: 1` (itself stored) or `eob` (an end marker, not
+stored). The commit checks the batch as a whole, then stores every message in order and
+answers with one PubAck naming the batch and its size (`"batch"`, `"count"`); a batch
+that fails is dropped whole and nothing of it is stored. Batches are keyed by stream and
+id, as nats-server keys them, whoever sends them.
+
+Limits (nats-server's, `limits.py`): messages per batch, batches staged per stream and
+per server, and the time a batch may wait for its next message; a batch past its time
+is dropped when it is next touched or when room is needed.
+
+A crash while a commit writes its messages leaves the batch's first messages without the
+last, which carries the commit: the stream removes them when it opens again
+(`uncommitted_tail`), so that a batch is stored whole or not at all.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from brook import limits
+from brook.jetstream.errors import api_error
+from brook.jetstream.store.base import MessageStore
+from brook.protocol import headers as hdrs
+
+BATCH_ID = b"Nats-Batch-Id"
+_BATCH_SEQ = b"Nats-Batch-Sequence"
+_BATCH_COMMIT = b"Nats-Batch-Commit"
+_BATCH_ID_BYTES_MAX = 64
+
+
+@dataclass(slots=True)
+class BatchLimits:
+    """The bounds on staged atomic batches (server-wide settings)."""
+
+    size_max: int = limits.ATOMIC_BATCH_SIZE_MAX
+    inflight_per_stream: int = limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM
+    inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
+    timeout_ns: int = limits.ATOMIC_BATCH_TIMEOUT_NS
+    inflight: int = 0  # batches staged now, across streams
+    # The streams' batch sets holding any batch: swept for idle batches before a new
+    # batch is refused for the server's limit.
+    holders: set[AtomicBatches] = field(default_factory=set)
+
+    def statistics(self) -> dict[str, int]:
+        """For monitoring (`/varz` jetstream.brook_batches)."""
+        return {
+            "inflight": self.inflight,
+            "max_inflight_total": self.inflight_total,
+            "max_inflight_per_stream": self.inflight_per_stream,
+            "max_msgs": self.size_max,
+            "timeout": self.timeout_ns,
+        }
+
+
+@dataclass(slots=True)
+class StagedMessage:
+    subject: str
+    header: bytes
+    data: bytes
+
+
+@dataclass(slots=True)
+class _Batch:
+    touched_ns: int
+    messages: list[StagedMessage] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Commit:
+    """A complete batch, checked, for the stream to store in order."""
+
+    batch_id: str
+    messages: list[StagedMessage]
+
+
+class AtomicBatches:
+    """One stream's batches being staged, oldest activity first."""
+
+    def __init__(self, limits_: BatchLimits) -> None:
+        self._limits = limits_
+        self._batches: OrderedDict[str, _Batch] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def add(
+        self, batch_id: bytes, subject: str, header: bytes, data: bytes, now_ns: int
+    ) -> Commit | None:
+        """Stage one message of a batch: None while the batch goes on, its `Commit` when
+        this message ends it. Raises the `ApiError` to answer (the batch is dropped)."""
+        lim = self._limits
+        self._expire(now_ns)
+        if len(batch_id) > _BATCH_ID_BYTES_MAX:
+            raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_ID")
+        raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
+        if raw_seq is None or not raw_seq.isdigit():
+            raise api_error("ATOMIC_PUBLISH_MISSING_SEQ")
+        seq = int(raw_seq)
+        commit = hdrs.raw_value(header, _BATCH_COMMIT)
+        eob = commit == b"eob"
+        key = batch_id.decode("utf-8", "surrogateescape")
+        batch = self._batches.get(key)
+        if batch is None:
+            if seq != 1:
+                if seq - eob > lim.size_max:
+                    raise api_error("ATOMIC_PUBLISH_TOO_LARGE_BATCH", size=lim.size_max)
+                raise api_error("ATOMIC_PUBLISH_INCOMPLETE_BATCH")
+            if len(self._batches) + 1 > lim.inflight_per_stream:
+                raise api_error("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT")
+            if lim.inflight + 1 > lim.inflight_total:
+                for holder in list(lim.holders):  # other streams' idle batches go first
+                    holder._expire(now_ns)
+                if lim.inflight + 1 > lim.inflight_total:
+                    raise api_error("ATOMIC_PUBLISH_TOO_MANY_INFLIGHT")
+            batch = self._batches[key] = _Batch(now_ns)
+            lim.inflight += 1
+            lim.holders.add(self)
+        if commit is not None and commit not in (b"1", b"eob"):
+            self._drop(key)
+            raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_COMMIT")
+        batch.touched_ns = now_ns
+        self._batches.move_to_end(key)
+        if seq != len(batch.messages) + 1 or (seq == 1 and eob):
+            self._drop(key)
+            raise api_error("ATOMIC_PUBLISH_INCOMPLETE_BATCH")
+        if seq - eob > lim.size_max:
+            self._drop(key)
+            raise api_error("ATOMIC_PUBLISH_TOO_LARGE_BATCH", size=lim.size_max)
+        if not eob:
+            batch.messages.append(StagedMessage(subject, header, data))
+        if commit is None:
+            return None
+        self._drop(key)
+        if eob:  # the last stored message carries the commit, as nats-server writes it
+            last = batch.messages[-1]
+            last.header = last.header[:-2] + b"Nats-Batch-Commit: 1\r\n\r\n"
+        return Commit(key, batch.messages)
+
+    def clear(self) -> None:
+        """Drop every staged batch (`allow_atomic` turned off, the stream deleted)."""
+        self._limits.inflight -= len(self._batches)
+        self._batches.clear()
+        self._limits.holders.discard(self)
+
+    def _drop(self, key: str) -> None:
+        if self._batches.pop(key, None) is not None:
+            self._limits.inflight -= 1
+            if not self._batches:
+                self._limits.holders.discard(self)
+
+    def _expire(self, now_ns: int) -> None:
+        deadline = now_ns - self._limits.timeout_ns
+        batches = self._batches
+        while batches:
+            key, oldest = next(iter(batches.items()))
+            if oldest.touched_ns > deadline:
+                return
+            self._drop(key)
+
+
+def uncommitted_tail(store: MessageStore) -> range:
+    """The sequences of a batch whose commit was cut short: a commit writes its messages
+    one after another in one turn of the event loop, the last one with its
+    `Nats-Batch-Commit`, so only a crash in between leaves the newest stored message with
+    a batch id and no commit. Its `Nats-Batch-Sequence` says how many came before it, all
+    directly before it. Empty when there is none."""
+    last = store.load_last(">")
+    if last is None or not last.header or BATCH_ID not in last.header:
+        return range(0)
+    header = last.header
+    if not hdrs.raw_value(header, BATCH_ID) or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
+        return range(0)
+    raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
+    if raw_seq is None or not raw_seq.isdigit():
+        return range(0)
+    return range(max(last.seq - int(raw_seq) + 1, 1), last.seq + 1)
