@@ -8,9 +8,10 @@ validation and before comparing configs (idempotent create). Serialisation emits
 the reference server emits, in its order, and nothing else, because the `nats` CLI
 validates responses against schemas that forbid extra keys.
 
-A `subject_transform` and `republish` are decoded and checked by `transforms.py`.
-Features Brook does not implement yet (mirrors, sources, atomic and fast batches,
-schedules) are rejected with 10052 rather than silently ignored. `placement` is kept and
+A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
+`mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
+10052 until Brook copies messages, ADR 0019). Other features Brook does not implement yet
+(atomic and fast batches, schedules) are rejected with 10052 rather than silently ignored. `placement` is kept and
 shown as nats-server does on a server without a cluster, where it places nothing.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models import sources as stream_sources
 from brook.jetstream.models import transforms
 from brook.jetstream.models.defaults import (
     DESCRIPTION_BYTES_MAX,
@@ -36,8 +38,6 @@ from brook.subjects import is_valid_subject, subset_match
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
 MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
 _UNSUPPORTED = (
-    "mirror",
-    "sources",
     "allow_atomic",
     "allow_batched",
     "allow_msg_schedules",
@@ -132,6 +132,8 @@ class StreamConfig:
     placement: dict[str, Any] = field(default_factory=dict)
     subject_transform: transforms.SubjectTransformConfig | None = None
     republish: transforms.RepublishConfig | None = None
+    mirror: stream_sources.StreamSource | None = None
+    sources: list[stream_sources.StreamSource] = field(default_factory=list)
 
 
 def _invalid(err: str) -> ApiError:
@@ -171,13 +173,15 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
         raise invalid_json("subjects: expected an array of strings")
+    mirror = stream_sources.parse_mirror(body)
+    sourced = stream_sources.parse_sources(body)
     metadata = _get(body, "metadata", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise invalid_json("metadata: expected an object of strings")
     config = StreamConfig(
         name=name,
         description=_get(body, "description", str, ""),
-        subjects=list(subjects) or [name],
+        subjects=list(subjects) or ([] if mirror is not None or sourced else [name]),
         retention=_enum(body, "retention", ("limits", "interest", "workqueue"), "limits"),
         max_consumers=_get(body, "max_consumers", int, -1),
         max_msgs=_get(body, "max_msgs", int, -1),
@@ -208,10 +212,11 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         consumer_limits=_consumer_limits(body),
         subject_transform=transforms.parse_subject_transform(body),
         republish=transforms.parse_republish(body),
+        mirror=mirror,
     )
     _validate_head(config)
-    _normalise(config, pedantic=pedantic)
-    _validate(config)
+    _normalise(config, sourced, pedantic=pedantic)
+    _validate(config, sourced)
     _imply_marker_settings(config, pedantic=pedantic)
     transforms.check_subject_transform(config.subject_transform)  # last, as nats-server
     config.republish = transforms.check_republish(
@@ -221,6 +226,9 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         pedantic=pedantic,
         overlaps=_pair_overlaps,
     )
+    refused = stream_sources.unsupported(config.mirror, config.sources)
+    if refused is not None:
+        raise refused
     return config
 
 
@@ -271,7 +279,9 @@ def _consumer_limits(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value}
 
 
-def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
+def _normalise(
+    c: StreamConfig, sourced: list[stream_sources.StreamSource | None], *, pedantic: bool
+) -> None:
     """nats-server's defaults; with `pedantic` (the request's), it refuses instead of
     changing a value the request set (10157)."""
     for key in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
@@ -284,7 +294,7 @@ def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("max age can not be negative")
     if 0 < c.max_age < MIN_DURATION_NS:
         raise _invalid("max age needs to be >= 100ms")
-    if c.duplicate_window == 0:
+    if c.duplicate_window == 0 and c.mirror is None and not sourced:
         window = STREAM_DUPLICATE_WINDOW_DEFAULT_NS
         if 0 < c.max_age < window:
             if pedantic:
@@ -330,14 +340,16 @@ def _validate_head(c: StreamConfig) -> None:
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
 
 
-def _validate(c: StreamConfig) -> None:
-    if c.duplicate_window < MIN_DURATION_NS:
+def _validate(c: StreamConfig, sourced: list[stream_sources.StreamSource | None]) -> None:
+    """nats-server's checks after the defaults; `sourced` are the decoded `sources`, kept
+    in `c` once they pass."""
+    if 0 < c.duplicate_window < MIN_DURATION_NS:
         raise _invalid("duplicates window needs to be >= 100ms")
     if c.max_age and c.duplicate_window > c.max_age:
         raise _invalid("duplicates window can not be larger then max age")
     if c.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    if c.mirror_direct:
+    if c.mirror_direct and c.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
     if c.deny_purge and c.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
@@ -357,6 +369,11 @@ def _validate(c: StreamConfig) -> None:
         raise _invalid("async persist mode is only supported on file storage")
     if c.first_seq < 0:
         raise _invalid("first sequence must be positive")
+    shape = stream_sources.StreamShape(
+        c.first_seq, c.subjects, c.allow_msg_counter, c.subject_delete_marker_ttl
+    )
+    stream_sources.check_mirror_and_sources(c.mirror, sourced, shape, overlaps=_pair_overlaps)
+    c.sources = [s for s in sourced if s is not None]
     for subject in c.subjects:
         if not is_valid_subject(subject.encode()):
             raise _invalid("invalid subject")

@@ -1,0 +1,142 @@
+"""Mirror and source configurations nats-server refuses: the same requests on Brook and
+nats-server, error codes and texts compared, and nothing created on either (ADR 0019).
+
+Every configuration here is refused by both servers; valid ones are not (Brook refuses a
+valid mirror or source with 10052 until it copies messages).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.test_transform_conformance import Session, both
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
+
+ORIGIN = {"name": "O"}
+GOOD_TRANSFORM = {"src": "o.*", "dest": "m.$1"}
+
+REFUSED_MIRRORS: list[tuple[str, dict[str, Any]]] = [
+    ("with subjects", {"subjects": ["m.>"], "mirror": ORIGIN}),
+    ("with first_seq", {"first_seq": 5, "mirror": ORIGIN}),
+    ("with sources", {"mirror": ORIGIN, "sources": [{"name": "P"}]}),
+    ("with counters", {"mirror": ORIGIN, "allow_msg_counter": True}),
+    ("with markers", {"mirror": ORIGIN, "subject_delete_marker_ttl": 1_000_000_000}),
+    ("no name", {"mirror": {}}),
+    ("bad name", {"mirror": {"name": "a.b"}}),
+    ("path in name", {"mirror": {"name": "a/b"}}),
+    (
+        "filter and transforms",
+        {"mirror": {"name": "O", "filter_subject": "o.>", "subject_transforms": [GOOD_TRANSFORM]}},
+    ),
+    ("transform bad source", {"mirror": {"name": "O", "subject_transforms": [{"src": "a..b"}]}}),
+    (
+        "transform bad destination",
+        {"mirror": {"name": "O", "subject_transforms": [{"src": "o.*", "dest": "m.$2"}]}},
+    ),
+    (
+        "transforms overlap",
+        {
+            "mirror": {
+                "name": "O",
+                "subject_transforms": [{"src": "o.*", "dest": ""}, {"src": "o.a", "dest": ""}],
+            }
+        },
+    ),
+    (
+        "consumer bad name",
+        {"mirror": {"name": "O", "consumer": {"name": "c.x", "deliver_subject": "d"}}},
+    ),
+    (
+        "consumer wildcard deliver",
+        {"mirror": {"name": "O", "consumer": {"name": "c", "deliver_subject": "d.*"}}},
+    ),
+    (
+        "consumer and start",
+        {
+            "mirror": {
+                "name": "O",
+                "opt_start_seq": 3,
+                "consumer": {"name": "c", "deliver_subject": "d"},
+            }
+        },
+    ),
+    ("external deliver wildcard", {"mirror": {"name": "O", "external": {"deliver": "d.>"}}}),
+    ("external api wildcard", {"mirror": {"name": "O", "external": {"api": "$JS.*.API"}}}),
+    ("external api overlaps", {"mirror": {"name": "O", "external": {"api": "$JS.API"}}}),
+    ("external bad name still checked", {"mirror": {"name": "O", "external": {"api": "x y"}}}),
+    ("unknown key", {"mirror": {"name": "O", "x": 1}}),
+    ("unknown external key", {"mirror": {"name": "O", "external": {"prefix": "a"}}}),
+    ("negative start", {"mirror": {"name": "O", "opt_start_seq": -1}}),
+    ("bad start time", {"mirror": {"name": "O", "opt_start_time": "yesterday"}}),
+    ("not an object", {"mirror": "O"}),
+    ("mirror_direct without mirror", {"mirror_direct": True}),
+]
+
+REFUSED_SOURCES: list[tuple[str, list[Any]]] = [
+    ("null", [None]),
+    ("no name", [{}]),
+    ("bad name", [{"name": "a*"}]),
+    ("duplicate", [{"name": "O"}, {"name": "O"}]),
+    (
+        "duplicate filters",
+        [{"name": "O", "filter_subject": "o.a"}, {"name": "O", "filter_subject": "o.a"}],
+    ),
+    (
+        "filter and transforms",
+        [{"name": "O", "filter_subject": "o.>", "subject_transforms": [GOOD_TRANSFORM]}],
+    ),
+    ("transform bad source", [{"name": "O", "subject_transforms": [{"src": "a b"}]}]),
+    (
+        "transform bad destination",
+        [{"name": "O", "subject_transforms": [{"src": "o.a", "dest": "{{nope(1)}}"}]}],
+    ),
+    (
+        "transforms overlap",
+        [
+            {
+                "name": "O",
+                "subject_transforms": [{"src": "o.>", "dest": ""}, {"src": "o.a", "dest": ""}],
+            }
+        ],
+    ),
+    (
+        "consumer with filter",
+        [{"name": "O", "filter_subject": "o.a", "consumer": {"name": "c", "deliver_subject": "d"}}],
+    ),
+    (
+        "consumer used twice",
+        [
+            {"name": "O", "consumer": {"name": "c", "deliver_subject": "d"}},
+            {
+                "name": "O",
+                "subject_transforms": [{"src": "o.a", "dest": ""}],
+                "consumer": {"name": "c", "deliver_subject": "e"},
+            },
+        ],
+    ),
+    (
+        "external deliver wildcard",
+        [{"name": "O", "external": {"api": "$JS.x.API", "deliver": "*"}}],
+    ),
+    ("external api overlaps", [{"name": "O", "external": {"api": "$JS.API"}}]),
+    ("not a list", {"name": "O"}),  # type: ignore[list-item]
+]
+
+
+async def refused(s: Session) -> None:
+    await s.create("origin", {"name": "O", "subjects": ["o.>"]})
+    for label, extra in REFUSED_MIRRORS:
+        await s.create(f"mirror {label}", {"name": "M", **extra})
+    for label, sources in REFUSED_SOURCES:
+        await s.create(f"sources {label}", {"name": "S", "subjects": ["s.>"], "sources": sources})
+    await s.api("nothing created", "$JS.API.STREAM.NAMES")
+
+
+async def test_refused_mirrors_and_sources_match_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, refused)
