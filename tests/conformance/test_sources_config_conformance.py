@@ -74,6 +74,12 @@ REFUSED_MIRRORS: list[tuple[str, dict[str, Any]]] = [
     ("bad start time", {"mirror": {"name": "O", "opt_start_time": "yesterday"}}),
     ("not an object", {"mirror": "O"}),
     ("mirror_direct without mirror", {"mirror_direct": True}),
+    ("smaller max_msg_size than its origin", {"mirror": {"name": "BIG"}, "max_msg_size": 10}),
+    (
+        "pedantic, origin's direct gets not mirrored",
+        {"mirror": {"name": "BIG"}, "pedantic": True},
+    ),
+    ("of itself", {"mirror": {"name": "M"}}),
 ]
 
 REFUSED_SOURCES: list[tuple[str, list[Any]]] = [
@@ -124,15 +130,21 @@ REFUSED_SOURCES: list[tuple[str, list[Any]]] = [
     ),
     ("external api overlaps", [{"name": "O", "external": {"api": "$JS.API"}}]),
     ("not a list", {"name": "O"}),  # type: ignore[list-item]
+    ("smaller max_msg_size than an origin", [{"name": "O"}, {"name": "BIG"}]),
+    ("itself", [{"name": "S"}]),
+    ("itself, filtered on its subjects", [{"name": "S", "filter_subject": "s.a"}]),
 ]
 
 
 async def refused(s: Session) -> None:
     await s.create("origin", {"name": "O", "subjects": ["o.>"]})
+    big = {"name": "BIG", "subjects": ["big.>"], "max_msg_size": 1000, "allow_direct": True}
+    await s.create("origin with large messages and direct gets", big)
     for label, extra in REFUSED_MIRRORS:
         await s.create(f"mirror {label}", {"name": "M", **extra})
     for label, sources in REFUSED_SOURCES:
-        await s.create(f"sources {label}", {"name": "S", "subjects": ["s.>"], "sources": sources})
+        config = {"name": "S", "subjects": ["s.>"], "sources": sources, "max_msg_size": 10}
+        await s.create(f"sources {label}", config)
     await s.api("nothing created", "$JS.API.STREAM.NAMES")
 
 

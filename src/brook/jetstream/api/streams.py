@@ -95,15 +95,25 @@ class StreamApi:
             api_errors=self._api.errors,
         )
 
+    def _origin(self, name: str) -> models.StreamConfig | None:
+        """The configuration of the stream `name` here, for the checks of a mirror or
+        source (ADR 0019)."""
+        stream = self.js.streams.get(name)
+        return None if stream is None else stream.config
+
     def create(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10056)
-        config = models.parse_stream_config(body, subject_name=request.tokens[2])
+        config = models.parse_stream_config(
+            body, subject_name=request.tokens[2], streams=self._origin
+        )
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 
     def update(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10052)
-        config = models.parse_stream_update(body, subject_name=request.tokens[2])
+        config = models.parse_stream_update(
+            body, subject_name=request.tokens[2], streams=self._origin
+        )
         stream = self.js.update(config)
         return self._info(stream, server_metadata=True)
 

@@ -15,9 +15,9 @@ fields of the `Nats-Stream-Source` header.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
@@ -152,12 +152,35 @@ def parse_sources(body: dict[str, Any]) -> list[StreamSource | None]:
 
 @dataclass(frozen=True, slots=True)
 class StreamShape:
-    """What of the stream's own configuration the mirror checks look at."""
+    """What of the stream's own configuration the checks look at."""
 
+    name: str
     first_seq: int
     subjects: list[str]
+    max_msg_size: int
     allow_msg_counter: bool
     subject_delete_marker_ttl: int
+    mirror_direct: bool
+
+
+class Origin(Protocol):
+    """What the checks read of a stream this server has (its StreamConfig)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def subjects(self) -> Sequence[str]: ...
+    @property
+    def max_msg_size(self) -> int: ...
+    @property
+    def allow_direct(self) -> bool: ...
+    @property
+    def mirror(self) -> StreamSource | None: ...
+    @property
+    def sources(self) -> Sequence[StreamSource]: ...
+
+
+Lookup = Callable[[str], Origin | None]
 
 
 def check_mirror_and_sources(
@@ -166,14 +189,34 @@ def check_mirror_and_sources(
     shape: StreamShape,
     *,
     overlaps: Callable[[str, str], bool],
-) -> None:
-    """nats-server's checks of `mirror` and `sources` that need no other stream, in its
-    order (`checkStreamCfg`); `overlaps` is its SubjectsCollide."""
+    lookup: Lookup,
+    pedantic: bool,
+) -> bool:
+    """nats-server's checks of `mirror` and `sources` in its order (`checkStreamCfg`),
+    those against the streams `lookup` finds included; `overlaps` is its SubjectsCollide.
+    Returns the stream's `mirror_direct`: a mirror of a stream found here inherits its
+    origin's `allow_direct`, as in nats-server."""
     delivery: list[str] = []
     apis: list[str] = []
+    origin_subjects: list[str] = []
+    mirror_direct = shape.mirror_direct
     if mirror is not None:
         _check_mirror(mirror, sources, shape, overlaps)
-        if mirror.external is not None:
+        if mirror.external is None:
+            if not valid_asset_name(mirror.name):
+                raise api_error("MIRROR_INVALID_STREAM_NAME")
+            origin = lookup(mirror.name)
+            if origin is not None:
+                origin_subjects += origin.subjects
+                if _smaller_max_msg_size(shape.max_msg_size, origin.max_msg_size):
+                    raise api_error("MIRROR_MAX_MESSAGE_SIZE_TOO_BIG")
+                if pedantic and mirror_direct != origin.allow_direct:
+                    raise api_error(
+                        "PEDANTIC",
+                        err="origin stream has direct get set, mirror has it disabled",
+                    )
+                mirror_direct = origin.allow_direct
+        else:
             delivery += [mirror.external.deliver] if mirror.external.deliver else []
             apis += [mirror.external.api] if mirror.external.api else []
     inames: set[str] = set()
@@ -195,12 +238,23 @@ def check_mirror_and_sources(
             if cname in cnames:
                 raise api_error("SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED")
             cnames.add(cname)
-        if source.external is not None:
+        if source.external is None:
+            origin = lookup(source.name)
+            if origin is not None:
+                origin_subjects += origin.subjects
+                if _smaller_max_msg_size(shape.max_msg_size, origin.max_msg_size):
+                    raise api_error("SOURCE_MAX_MESSAGE_SIZE_TOO_BIG")
+        else:
             delivery += [source.external.deliver] if source.external.deliver else []
             apis += [source.external.api] if source.external.api else []
     for prefix in delivery:
         if not _valid_publish_subject(prefix):
             raise api_error("STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ", prefix=prefix)
+        for subject in origin_subjects:
+            if overlaps(subject, f"{prefix}.{subject}"):
+                raise api_error(
+                    "STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS", prefix=prefix, subject=subject
+                )
     for prefix in apis:
         if not _valid_publish_subject(prefix):
             raise api_error(
@@ -210,6 +264,45 @@ def check_mirror_and_sources(
             )
         if overlaps(prefix, _JS_API_PREFIX):
             raise api_error("STREAM_EXTERNAL_API_OVERLAP", prefix=prefix, subject=_JS_API_PREFIX)
+    _check_cycles(shape, mirror, [s for s in sources if s is not None], lookup, overlaps)
+    return mirror_direct
+
+
+def _smaller_max_msg_size(own: int, origin: int) -> bool:
+    return own > 0 and origin > 0 and own < origin
+
+
+def _check_cycles(
+    shape: StreamShape,
+    mirror: StreamSource | None,
+    sources: list[StreamSource],
+    lookup: Lookup,
+    overlaps: Callable[[str, str], bool],
+) -> None:
+    """nats-server's walk from the new configuration through the local streams it
+    sources or mirrors: a stream seen again is a cycle (for a source, only if its filter
+    can match the subjects of the stream that sources it)."""
+    to_visit: list[tuple[str, Sequence[str], StreamSource | None, Sequence[StreamSource]]]
+    to_visit = [(shape.name, shape.subjects, mirror, sources)]
+    visited: set[str] = set()
+    while to_visit:
+        name, subjects, node_mirror, node_sources = to_visit.pop(0)
+        visited.add(name)
+        for source in node_sources:
+            if source.external is not None:
+                continue
+            if source.name in visited:
+                if not source.filter_subject or any(
+                    overlaps(subject, source.filter_subject) for subject in subjects
+                ):
+                    raise api_error("STREAM_INVALID_CONFIG", err="detected cycle")
+            elif (origin := lookup(source.name)) is not None:
+                to_visit.append((origin.name, origin.subjects, origin.mirror, origin.sources))
+        if node_mirror is not None and node_mirror.external is None:
+            if node_mirror.name in visited:
+                raise api_error("STREAM_INVALID_CONFIG", err="detected cycle")
+            if (origin := lookup(node_mirror.name)) is not None:
+                to_visit.append((origin.name, origin.subjects, origin.mirror, origin.sources))
 
 
 def _check_mirror(
@@ -237,8 +330,6 @@ def _check_mirror(
         for inner, b in enumerate(mirror.subject_transforms):
             if inner != outer and overlaps(a.src, b.src):
                 raise api_error("MIRROR_OVERLAPPING_SUBJECT_FILTERS")
-    if mirror.external is None and not valid_asset_name(mirror.name):
-        raise api_error("MIRROR_INVALID_STREAM_NAME")
 
 
 def _check_consumer(source: StreamSource, code: str) -> None:

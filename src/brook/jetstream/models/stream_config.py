@@ -10,9 +10,10 @@ validates responses against schemas that forbid extra keys.
 
 A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
 `mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
-10052 until Brook copies messages, ADR 0019). Other features Brook does not implement yet
-(atomic and fast batches, schedules) are rejected with 10052 rather than silently ignored. `placement` is kept and
-shown as nats-server does on a server without a cluster, where it places nothing.
+10052 until Brook copies messages, ADR 0019). Other features Brook does not implement
+yet (atomic and fast batches, schedules) are rejected with 10052 rather than silently
+ignored. `placement` is kept and shown as nats-server does on a server without a
+cluster, where it places nothing.
 """
 
 from __future__ import annotations
@@ -136,6 +137,10 @@ class StreamConfig:
     sources: list[stream_sources.StreamSource] = field(default_factory=list)
 
 
+def _no_streams(name: str) -> stream_sources.Origin | None:
+    return None
+
+
 def _invalid(err: str) -> ApiError:
     return api_error("STREAM_INVALID_CONFIG", err=err)
 
@@ -155,8 +160,15 @@ def valid_stream_name(name: str) -> bool:
     return bool(name) and len(name.encode()) <= NAME_BYTES_MAX and not (NAME_FORBIDDEN & set(name))
 
 
-def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None) -> StreamConfig:
-    """A request body → a defaulted, validated config (raises ApiError with nats-server's codes)."""
+def parse_stream_config(
+    body: dict[str, Any],
+    *,
+    subject_name: str | None = None,
+    streams: stream_sources.Lookup = _no_streams,
+) -> StreamConfig:
+    """A request body → a defaulted, validated config (raises ApiError with nats-server's
+    codes); `streams` finds the server's streams by name, for the checks of a mirror or
+    source against its origin."""
     _refuse_unknown(body, _REQUEST_KEYS)  # decoding errors first, as nats-server
     persist_mode = _persist_mode(body)
     pedantic = _get(body, "pedantic", bool, False)
@@ -216,7 +228,7 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     )
     _validate_head(config)
     _normalise(config, sourced, pedantic=pedantic)
-    _validate(config, sourced)
+    _validate(config, sourced, streams, pedantic=pedantic)
     _imply_marker_settings(config, pedantic=pedantic)
     transforms.check_subject_transform(config.subject_transform)  # last, as nats-server
     config.republish = transforms.check_republish(
@@ -340,7 +352,13 @@ def _validate_head(c: StreamConfig) -> None:
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
 
 
-def _validate(c: StreamConfig, sourced: list[stream_sources.StreamSource | None]) -> None:
+def _validate(
+    c: StreamConfig,
+    sourced: list[stream_sources.StreamSource | None],
+    streams: stream_sources.Lookup,
+    *,
+    pedantic: bool,
+) -> None:
     """nats-server's checks after the defaults; `sourced` are the decoded `sources`, kept
     in `c` once they pass."""
     if 0 < c.duplicate_window < MIN_DURATION_NS:
@@ -370,9 +388,17 @@ def _validate(c: StreamConfig, sourced: list[stream_sources.StreamSource | None]
     if c.first_seq < 0:
         raise _invalid("first sequence must be positive")
     shape = stream_sources.StreamShape(
-        c.first_seq, c.subjects, c.allow_msg_counter, c.subject_delete_marker_ttl
+        name=c.name,
+        first_seq=c.first_seq,
+        subjects=c.subjects,
+        max_msg_size=c.max_msg_size,
+        allow_msg_counter=c.allow_msg_counter,
+        subject_delete_marker_ttl=c.subject_delete_marker_ttl,
+        mirror_direct=c.mirror_direct,
     )
-    stream_sources.check_mirror_and_sources(c.mirror, sourced, shape, overlaps=_pair_overlaps)
+    c.mirror_direct = stream_sources.check_mirror_and_sources(
+        c.mirror, sourced, shape, overlaps=_pair_overlaps, lookup=streams, pedantic=pedantic
+    )
     c.sources = [s for s in sourced if s is not None]
     for subject in c.subjects:
         if not is_valid_subject(subject.encode()):
@@ -455,11 +481,16 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not change first sequence")
 
 
-def parse_stream_update(body: dict[str, Any], *, subject_name: str) -> StreamConfig:
+def parse_stream_update(
+    body: dict[str, Any],
+    *,
+    subject_name: str,
+    streams: stream_sources.Lookup = _no_streams,
+) -> StreamConfig:
     """Like create, except that `sealed: true` is allowed (sealing happens by update)."""
     sealed = body.get("sealed") is True
     # nats-server validates the configuration before it compares the names.
-    config = parse_stream_config({**body, "sealed": False})
+    config = parse_stream_config({**body, "sealed": False}, streams=streams)
     if config.name != subject_name:
         raise api_error("STREAM_MISMATCH")
     if sealed:
