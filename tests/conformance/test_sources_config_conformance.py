@@ -7,11 +7,15 @@ valid mirror or source with 10052 until it copies messages).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
+from brook.jetstream.models import StreamConfig, parse_stream_config, stream_config_to_json
+from tests.conformance.test_stream_api_conformance import delete_all_streams
 from tests.conformance.test_transform_conformance import Session, both
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
@@ -152,3 +156,79 @@ async def test_refused_mirrors_and_sources_match_nats_server(
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, refused)
+
+
+# ---------------------------------------------------------------------------- accepted
+
+ORIGINS: list[dict[str, Any]] = [
+    {"name": "O", "subjects": ["o.>"]},
+    {"name": "BIG", "subjects": ["big.>"], "max_msg_size": 1000, "allow_direct": True},
+]
+ACCEPTED: list[dict[str, Any]] = [
+    {"name": "M1", "mirror": {"name": "O"}},
+    {"name": "M2", "mirror": {"name": "O", "opt_start_seq": 3, "filter_subject": "o.a"}},
+    {
+        "name": "M3",
+        "mirror": {
+            "name": "O",
+            "opt_start_time": "2026-01-02T03:04:05.5+02:00",
+            "subject_transforms": [{"src": "o.*", "dest": "m.$1"}, {"src": "x.>", "dest": ""}],
+        },
+    },
+    {"name": "M4", "mirror": {"name": "GONE", "external": {"api": "$JS.hub.API", "deliver": "d"}}},
+    {"name": "M5", "mirror": {"name": "BIG"}, "max_msg_size": 2000},
+    {"name": "M6", "mirror": {"name": "NOT_YET"}, "duplicate_window": 5_000_000_000},
+    {
+        "name": "S1",
+        "sources": [
+            {"name": "O"},
+            {"name": "O", "filter_subject": "o.b"},
+            {"name": "BIG", "opt_start_seq": 2, "opt_start_time": "2026-01-01T00:00:00Z"},
+        ],
+    },
+    {
+        "name": "S2",
+        "subjects": ["s.>"],
+        "sources": [
+            {"name": "O", "subject_transforms": [{"src": "o.*", "dest": "s.$1"}]},
+            {"name": "X", "external": {"api": "$JS.d.API"}},
+            {"name": "S2", "filter_subject": "t.>"},
+        ],
+    },
+]
+
+
+async def test_accepted_configurations_read_as_nats_server_shows_them(
+    nats_server_url: str,
+) -> None:
+    """Brook's decoding and JSON of valid mirrors and sources against the configuration
+    nats-server answers a create with (metadata of the server's version left out). Brook
+    does not create them yet; this holds its reading of them to nats-server's."""
+    nc = await nats.connect(nats_server_url, allow_reconnect=False)
+    try:
+        await delete_all_streams(nc)
+        ours: dict[str, StreamConfig] = {}
+        for body in [*ORIGINS, *ACCEPTED]:
+            reply = json.loads(
+                (
+                    await nc.request(
+                        f"$JS.API.STREAM.CREATE.{body['name']}", json.dumps(body).encode(), 5
+                    )
+                ).data
+            )
+            assert "error" not in reply, reply
+            config = parse_stream_config(body, streams=ours.get)
+            ours[config.name] = config
+            assert _without_version(stream_config_to_json(config)) == _without_version(
+                reply["config"]
+            ), body["name"]
+        await delete_all_streams(nc)
+    finally:
+        await nc.close()
+
+
+def _without_version(config: dict[str, Any]) -> dict[str, Any]:
+    metadata = {
+        k: v for k, v in config["metadata"].items() if k not in ("_nats.ver", "_nats.level")
+    }
+    return {**config, "metadata": metadata}

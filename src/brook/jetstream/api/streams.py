@@ -16,6 +16,7 @@ from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
+from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
@@ -106,6 +107,7 @@ class StreamApi:
         config = models.parse_stream_config(
             body, subject_name=request.tokens[2], streams=self._origin
         )
+        refuse_unbuilt(config.mirror, config.sources)
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 
@@ -114,6 +116,7 @@ class StreamApi:
         config = models.parse_stream_update(
             body, subject_name=request.tokens[2], streams=self._origin
         )
+        refuse_unbuilt(config.mirror, config.sources)
         stream = self.js.update(config)
         return self._info(stream, server_metadata=True)
 

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.consumer_config import parse_go_time
+from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.defaults import NAME_FORBIDDEN
-from brook.jetstream.models.transforms import SubjectTransformConfig
+from brook.jetstream.models.transforms import SubjectTransformConfig, subject_transform_json
 from brook.routing.subject_index import is_literal
 from brook.routing.transform import TransformError, validate_mapping
 from brook.subjects import is_valid_subject, subset_match
@@ -370,10 +371,35 @@ def _valid_publish_subject(subject: str) -> bool:
     return is_valid_subject(subject.encode()) and is_literal(subject.encode())
 
 
-def unsupported(mirror: StreamSource | None, sources: list[StreamSource]) -> ApiError | None:
-    """Until mirrors and sources are built (ADR 0019), a valid one is refused with 10052."""
+def source_json(source: StreamSource) -> dict[str, Any]:
+    """nats-server's StreamSource JSON: optional keys only when set, in its order."""
+    out: dict[str, Any] = {"name": source.name}
+    if source.opt_start_seq:
+        out["opt_start_seq"] = source.opt_start_seq
+    if source.opt_start_time is not None:
+        out["opt_start_time"] = format_time_with_offset(
+            source.opt_start_time, source.opt_start_time_offset
+        )
+    if source.filter_subject:
+        out["filter_subject"] = source.filter_subject
+    if source.subject_transforms:
+        out["subject_transforms"] = [subject_transform_json(t) for t in source.subject_transforms]
+    if source.external is not None:
+        out["external"] = {"api": source.external.api, "deliver": source.external.deliver}
+    if source.consumer is not None:
+        consumer: dict[str, str] = {}
+        if source.consumer.name:
+            consumer["name"] = source.consumer.name
+        if source.consumer.deliver_subject:
+            consumer["deliver_subject"] = source.consumer.deliver_subject
+        out["consumer"] = consumer
+    return out
+
+
+def refuse_unbuilt(mirror: StreamSource | None, sources: list[StreamSource]) -> None:
+    """Until mirrors and sources copy messages (ADR 0019), a valid one is refused with
+    10052 when a stream is created or updated, after every check of its configuration."""
     if mirror is not None:
-        return api_error("STREAM_INVALID_CONFIG", err="mirror is not supported by this server")
+        raise api_error("STREAM_INVALID_CONFIG", err="mirror is not supported by this server")
     if sources:
-        return api_error("STREAM_INVALID_CONFIG", err="sources is not supported by this server")
-    return None
+        raise api_error("STREAM_INVALID_CONFIG", err="sources is not supported by this server")

@@ -238,9 +238,6 @@ def parse_stream_config(
         pedantic=pedantic,
         overlaps=_pair_overlaps,
     )
-    refused = stream_sources.unsupported(config.mirror, config.sources)
-    if refused is not None:
-        raise refused
     return config
 
 
@@ -507,7 +504,8 @@ def stream_config_to_json(
     out: dict[str, Any] = {"name": c.name}
     if c.description:
         out["description"] = c.description
-    out["subjects"] = list(c.subjects)
+    if c.subjects:
+        out["subjects"] = list(c.subjects)
     out.update(
         retention=c.retention,
         max_consumers=c.max_consumers,
@@ -522,9 +520,14 @@ def stream_config_to_json(
     )
     if c.no_ack:
         out["no_ack"] = True
-    out["duplicate_window"] = c.duplicate_window
+    if c.duplicate_window:  # 0 only for a mirror or a sourcing stream that leaves it unset
+        out["duplicate_window"] = c.duplicate_window
     if c.placement:
         out["placement"] = dict(c.placement)
+    if c.mirror is not None:
+        out["mirror"] = stream_sources.source_json(c.mirror)
+    if c.sources:
+        out["sources"] = [stream_sources.source_json(s) for s in c.sources]
     out["compression"] = c.compression
     if c.first_seq:
         out["first_seq"] = c.first_seq
