@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from brook.jetstream.models.info import parse_ts
 from brook.jetstream.models.sources import ExternalStream, StreamSource
-from brook.jetstream.sourcing import SourcePosition, parse_source_header, source_header
+from brook.jetstream.sourcing import (
+    SourcePosition,
+    parse_source_header,
+    source_header,
+    stream_identity,
+)
 
 V1 = "$JS.ACK.ORDERS.JS_SRC_x.1.29.29.1764000000000000000.0"
 V2 = "$JS.ACK.hub.ACCHASH.ORDERS.JS_SRC_x.1.29.28.1764000000000000000.3"
@@ -50,3 +56,13 @@ def test_the_sequence_from_either_ack_reply_form_and_the_identity() -> None:
 )
 def test_what_a_stored_header_says(value: str, expected: SourcePosition | None) -> None:
     assert parse_source_header(value) == expected
+
+
+def test_an_origin_identity_is_the_hash_of_its_creation_time() -> None:
+    # Recorded from nats-server 2.15.1: an origin created at 2026-11-25T23:20:41.114201158Z;
+    # a source of it stored `Nats-Stream-Source: O 1 o.a > o.a 3qqVBJG8`.
+    created = parse_ts("2026-11-25T23:20:41.114201158Z")
+    assert stream_identity(created) == "3qqVBJG8"
+    assert source_header("O o.a >", V1.replace(".29.29.", ".1.1."), "o.a", "3qqVBJG8") == (
+        "O 1 o.a > o.a 3qqVBJG8"
+    )

@@ -6,6 +6,7 @@ fourth fields are the source's internal name (`StreamSource.iname`), the origin 
 is read from the delivery's ack reply. When a stream starts, the newest message carrying
 a source's header says where that source resumes (`streamAndSeq`, which also reads the
 two older forms: a whole ack reply, and `<name> <seq>` from before nats-server 2.10).
+The origin sends its identity (`Nats-Stream-Identity`) with its consumer-create reply.
 The link to each origin (its consumer, flow control, retries) is the next step.
 """
 
@@ -13,10 +14,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brook.jetstream.models.info import format_ts_ns
+from brook.jetstream.models.sources import go_hash
+
 STREAM_SOURCE_HEADER = "Nats-Stream-Source"
 _ACK_PREFIX = "$JS.ACK."
 _REPLY_TOKENS_V1 = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
 _REPLY_TOKENS_V2 = 11  # ... with <domain>.<account hash> after $JS.ACK
+
+
+def stream_identity(created_ns: int) -> str:
+    """An origin's identity, the last field of the header (nats-server's `identity()`:
+    the hash of its creation time in RFC 3339 with nanoseconds). A recreated origin has
+    another, which is how a source tells it from the one it was copying."""
+    return go_hash(format_ts_ns(created_ns))
 
 
 def source_header(iname: str, reply: str, subject: str, ident: str = "") -> str:
