@@ -21,6 +21,7 @@ from tests.conformance.test_transform_conformance import Session, both
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 ORIGIN = {"name": "O"}
+PLAIN = {"name": "P", "subjects": ["p.>"]}
 GOOD_TRANSFORM = {"src": "o.*", "dest": "m.$1"}
 
 REFUSED_MIRRORS: list[tuple[str, dict[str, Any]]] = [
@@ -149,7 +150,11 @@ async def refused(s: Session) -> None:
     for label, sources in REFUSED_SOURCES:
         config = {"name": "S", "subjects": ["s.>"], "sources": sources, "max_msg_size": 10}
         await s.create(f"sources {label}", config)
-    await s.api("nothing created", "$JS.API.STREAM.NAMES")
+    await s.create("plain", PLAIN)
+    await s.update("update adds a mirror", {"name": "P", "mirror": {"name": "O"}})
+    await s.update("update adds a mirror, subjects kept", {**PLAIN, "mirror": {"name": "O"}})
+    await s.info("plain unchanged", "P")
+    await s.api("nothing else created", "$JS.API.STREAM.NAMES")
 
 
 async def test_refused_mirrors_and_sources_match_nats_server(

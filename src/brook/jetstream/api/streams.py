@@ -116,7 +116,6 @@ class StreamApi:
         config = models.parse_stream_update(
             body, subject_name=request.tokens[2], streams=self._origin
         )
-        refuse_unbuilt(config.mirror, config.sources)
         stream = self.js.update(config)
         return self._info(stream, server_metadata=True)
 

@@ -468,6 +468,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not cancel deny message deletes")
     if old.deny_purge and not new.deny_purge:
         raise _invalid("stream configuration update can not cancel deny purge")
+    if new.mirror is not None and new.mirror != old.mirror:  # removing it promotes a mirror
+        raise api_error("STREAM_MIRROR_NOT_UPDATABLE")
     if old.allow_msg_ttl and not new.allow_msg_ttl:
         raise _invalid("stream configuration update can not disable message TTL")
     if new.allow_msg_counter != old.allow_msg_counter:
