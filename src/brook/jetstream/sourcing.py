@@ -7,11 +7,16 @@ is read from the delivery's ack reply. When a stream starts, the newest message 
 a source's header says where that source resumes (`streamAndSeq`, which also reads the
 two older forms: a whole ack reply, and `<name> <seq>` from before nats-server 2.10).
 The origin sends its identity (`Nats-Stream-Identity`) with its consumer-create reply.
-The link to each origin (its consumer, flow control, retries) is the next step.
+
+`Tracking` is what a mirror or a source knows of its origin's deliveries: the last origin
+sequence stored and the last delivery sequence seen, and what each new delivery means
+(`processInboundMirrorMsg`/`processInboundSourceMsg`). The link to each origin (its
+consumer, flow control, heartbeats, retries) is the next step.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from brook.jetstream.models.info import format_ts_ns
@@ -83,3 +88,69 @@ def parse_source_header(value: str) -> SourcePosition | None:
 def _number(text: str) -> int | None:
     """nats-server's parseAckReplyNum: ASCII digits only."""
     return int(text) if text and text.isascii() and text.isdigit() else None
+
+
+class Verdict(enum.Enum):
+    """What to do with a delivery from the origin's consumer."""
+
+    STORE = "store"  # the next message: store it
+    SKIP_AND_STORE = "skip"  # a mirror's origin lost messages: skip them, then store
+    DUPLICATE = "duplicate"  # already stored (an older delivery): nothing to store
+    RETRY = "retry"  # a delivery is missing: recreate the consumer after the last stored
+    IGNORE = "ignore"  # another consumer's, a redelivery, or a stale delivery: dropped
+
+
+@dataclass(slots=True)
+class Tracking:
+    """The origin sequence last stored (`sseq`) and the delivery sequence last seen
+    (`dseq`) of one mirror or source; `consumer` is the origin consumer whose deliveries
+    count, named by its create reply ("" until then: every delivery is dropped, as
+    nats-server's `isCurrentSub` drops them)."""
+
+    sseq: int = 0
+    dseq: int = 0
+    consumer: str = ""
+
+    def mirror_delivery(self, consumer: str, sseq: int, dseq: int, delivered: int) -> Verdict:
+        """nats-server's mirror rules: sequences must follow, or the origin must have
+        lost the ones between (the delivery sequence follows): those become gaps."""
+        verdict = self._common(consumer, sseq, dseq, delivered)
+        if verdict is not None:
+            return verdict
+        if sseq == self.sseq + 1:
+            self.sseq, self.dseq = sseq, dseq
+            return Verdict.STORE
+        if dseq == self.dseq + 1:
+            return Verdict.SKIP_AND_STORE  # the caller skips, then `skipped(sseq)`
+        return Verdict.RETRY
+
+    def skipped(self, sseq: int) -> None:
+        """The mirror stored the gap before `sseq` and the message at it."""
+        self.sseq = sseq
+        self.dseq += 1
+
+    def source_delivery(self, consumer: str, sseq: int, dseq: int, delivered: int) -> Verdict:
+        """nats-server's source rules: a source stores whatever its filter lets through,
+        so origin sequences may jump; only the delivery sequence must follow."""
+        verdict = self._common(consumer, sseq, dseq, delivered)
+        if verdict is not None:
+            return verdict
+        if dseq == self.dseq + 1:
+            self.sseq, self.dseq = sseq, dseq
+            return Verdict.STORE
+        return Verdict.RETRY if dseq > self.dseq else Verdict.IGNORE
+
+    def _common(self, consumer: str, sseq: int, dseq: int, delivered: int) -> Verdict | None:
+        if not self.consumer or consumer != self.consumer or delivered > 1:
+            return Verdict.IGNORE
+        if sseq <= self.sseq:
+            if dseq == self.dseq + 1:
+                self.dseq += 1
+            return Verdict.DUPLICATE
+        return None
+
+
+def lag(pending: int) -> int:
+    """The `lag` shown in stream info from a delivery's pending count (nats-server counts
+    the delivery itself in it)."""
+    return pending - 1 if pending else 0
