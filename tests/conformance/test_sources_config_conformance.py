@@ -1,5 +1,5 @@
 """Mirror and source configurations nats-server refuses: the same requests on Brook and
-nats-server, error codes and texts compared, and nothing created on either (ADR 0019).
+nats-server, error codes and texts compared, and nothing created on either (ADR 0020).
 
 Every configuration here is refused by both servers; valid ones are not (Brook refuses a
 valid mirror or source with 10052 until it copies messages).

@@ -1,4 +1,4 @@
-"""Sources (ADR 0019): the `Nats-Stream-Source` header each sourced message carries.
+"""Sources (ADR 0020): the `Nats-Stream-Source` header each sourced message carries.
 
 nats-server writes `<name> <origin seq> <filters> <destinations> <origin subject>` and,
 when the origin told it its identity, ` <ident>` (`genSourceHeader`); the first, third and

@@ -98,7 +98,7 @@ class StreamApi:
 
     def _origin(self, name: str) -> models.StreamConfig | None:
         """The configuration of the stream `name` here, for the checks of a mirror or
-        source (ADR 0019)."""
+        source (ADR 0020)."""
         stream = self.js.streams.get(name)
         return None if stream is None else stream.config
 

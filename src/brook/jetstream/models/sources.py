@@ -1,4 +1,4 @@
-"""A stream's `mirror` and `sources`: decoding and nats-server's checks (ADR 0019).
+"""A stream's `mirror` and `sources`: decoding and nats-server's checks (ADR 0020).
 
 Both are lists of `StreamSource` in nats-server (a mirror is one): the origin's `name`,
 where to start (`opt_start_seq` or `opt_start_time`), what to take (`filter_subject`, or
@@ -397,7 +397,7 @@ def source_json(source: StreamSource) -> dict[str, Any]:
 
 
 def refuse_unbuilt(mirror: StreamSource | None, sources: list[StreamSource]) -> None:
-    """Until mirrors and sources copy messages (ADR 0019), a valid one is refused with
+    """Until mirrors and sources copy messages (ADR 0020), a valid one is refused with
     10052 when a stream is created or updated, after every check of its configuration."""
     if mirror is not None:
         raise api_error("STREAM_INVALID_CONFIG", err="mirror is not supported by this server")

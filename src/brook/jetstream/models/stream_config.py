@@ -10,7 +10,7 @@ validates responses against schemas that forbid extra keys.
 
 A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
 `mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
-10052 until Brook copies messages, ADR 0019). Other features Brook does not implement
+10052 until Brook copies messages, ADR 0020). Other features Brook does not implement
 yet (atomic and fast batches, schedules) are rejected with 10052 rather than silently
 ignored. `placement` is kept and shown as nats-server does on a server without a
 cluster, where it places nothing.
