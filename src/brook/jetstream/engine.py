@@ -42,6 +42,7 @@ from brook.jetstream.definitions import DATA_DIR, read_definition, write_definit
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
+from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
@@ -236,6 +237,7 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
+        refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         self._detach(config.name)

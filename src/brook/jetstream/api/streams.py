@@ -16,6 +16,7 @@ from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
+from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
@@ -95,15 +96,26 @@ class StreamApi:
             api_errors=self._api.errors,
         )
 
+    def _origin(self, name: str) -> models.StreamConfig | None:
+        """The configuration of the stream `name` here, for the checks of a mirror or
+        source (ADR 0020)."""
+        stream = self.js.streams.get(name)
+        return None if stream is None else stream.config
+
     def create(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10056)
-        config = models.parse_stream_config(body, subject_name=request.tokens[2])
+        config = models.parse_stream_config(
+            body, subject_name=request.tokens[2], streams=self._origin
+        )
+        refuse_unbuilt(config.mirror, config.sources)
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 
     def update(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10052)
-        config = models.parse_stream_update(body, subject_name=request.tokens[2])
+        config = models.parse_stream_update(
+            body, subject_name=request.tokens[2], streams=self._origin
+        )
         stream = self.js.update(config)
         return self._info(stream, server_metadata=True)
 

@@ -161,11 +161,12 @@ def _enum(body: dict[str, Any], key: str, allowed: tuple[str, ...], default: str
 
 def pause_until_field(body: dict[str, Any]) -> int | None:
     """CONSUMER.PAUSE's `pause_until` in ns; None when absent or the zero time (resume)."""
-    until, _ = _time(body, "pause_until")
+    until, _ = parse_go_time(body, "pause_until")
     return until if until is not None and until > 0 else None
 
 
-def _time(body: dict[str, Any], key: str) -> tuple[int | None, int]:
+def parse_go_time(body: dict[str, Any], key: str) -> tuple[int | None, int]:
+    """A Go `*time.Time` field (RFC 3339): ns since the epoch and its UTC offset (s)."""
     text = _get(body, key, str, None)
     if text is None:
         return None, 0
@@ -264,8 +265,8 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
     metadata = _get(raw, "metadata", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise invalid_json("metadata: expected an object of strings")
-    opt_start_time, offset = _time(raw, "opt_start_time")
-    pause_until, _ = _time(raw, "pause_until")
+    opt_start_time, offset = parse_go_time(raw, "opt_start_time")
+    pause_until, _ = parse_go_time(raw, "pause_until")
     for key in ("direct", "sourcing"):
         if _get(raw, key, bool, False):
             raise _unsupported(f"{key} consumers are")

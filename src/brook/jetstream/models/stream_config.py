@@ -8,11 +8,12 @@ validation and before comparing configs (idempotent create). Serialisation emits
 the reference server emits, in its order, and nothing else, because the `nats` CLI
 validates responses against schemas that forbid extra keys.
 
-A `subject_transform` and `republish` are decoded and checked by `transforms.py`.
-`allow_atomic` streams take atomic batch publishes (`batch.py`). Features Brook does not
-implement yet (mirrors, sources, fast batches, schedules) are rejected with 10052 rather
-than silently ignored. `placement` is kept and shown as nats-server does on a server
-without a cluster, where it places nothing.
+A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
+`mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
+10052 until Brook copies messages, ADR 0020). `allow_atomic` streams take atomic batch
+publishes (`batch.py`). Features Brook does not implement yet (fast batches, schedules)
+are rejected with 10052 rather than silently ignored. `placement` is kept and shown as
+nats-server does on a server without a cluster, where it places nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
+from brook.jetstream.models import sources as stream_sources
 from brook.jetstream.models import transforms
 from brook.jetstream.models.defaults import (
     DESCRIPTION_BYTES_MAX,
@@ -37,8 +39,6 @@ from brook.subjects import is_valid_subject, subset_match
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
 MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
 _UNSUPPORTED = (
-    "mirror",
-    "sources",
     "allow_batched",
     "allow_msg_schedules",
 )
@@ -133,6 +133,12 @@ class StreamConfig:
     placement: dict[str, Any] = field(default_factory=dict)
     subject_transform: transforms.SubjectTransformConfig | None = None
     republish: transforms.RepublishConfig | None = None
+    mirror: stream_sources.StreamSource | None = None
+    sources: list[stream_sources.StreamSource] = field(default_factory=list)
+
+
+def _no_streams(name: str) -> stream_sources.Origin | None:
+    return None
 
 
 def _invalid(err: str) -> ApiError:
@@ -154,8 +160,15 @@ def valid_stream_name(name: str) -> bool:
     return bool(name) and len(name.encode()) <= NAME_BYTES_MAX and not (NAME_FORBIDDEN & set(name))
 
 
-def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None) -> StreamConfig:
-    """A request body → a defaulted, validated config (raises ApiError with nats-server's codes)."""
+def parse_stream_config(
+    body: dict[str, Any],
+    *,
+    subject_name: str | None = None,
+    streams: stream_sources.Lookup = _no_streams,
+) -> StreamConfig:
+    """A request body → a defaulted, validated config (raises ApiError with nats-server's
+    codes); `streams` finds the server's streams by name, for the checks of a mirror or
+    source against its origin."""
     _refuse_unknown(body, _REQUEST_KEYS)  # decoding errors first, as nats-server
     persist_mode = _persist_mode(body)
     pedantic = _get(body, "pedantic", bool, False)
@@ -172,13 +185,15 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
         raise invalid_json("subjects: expected an array of strings")
+    mirror = stream_sources.parse_mirror(body)
+    sourced = stream_sources.parse_sources(body)
     metadata = _get(body, "metadata", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise invalid_json("metadata: expected an object of strings")
     config = StreamConfig(
         name=name,
         description=_get(body, "description", str, ""),
-        subjects=list(subjects) or [name],
+        subjects=list(subjects) or ([] if mirror is not None or sourced else [name]),
         retention=_enum(body, "retention", ("limits", "interest", "workqueue"), "limits"),
         max_consumers=_get(body, "max_consumers", int, -1),
         max_msgs=_get(body, "max_msgs", int, -1),
@@ -210,10 +225,11 @@ def parse_stream_config(body: dict[str, Any], *, subject_name: str | None = None
         consumer_limits=_consumer_limits(body),
         subject_transform=transforms.parse_subject_transform(body),
         republish=transforms.parse_republish(body),
+        mirror=mirror,
     )
     _validate_head(config)
-    _normalise(config, pedantic=pedantic)
-    _validate(config)
+    _normalise(config, sourced, pedantic=pedantic)
+    _validate(config, sourced, streams, pedantic=pedantic)
     _imply_marker_settings(config, pedantic=pedantic)
     transforms.check_subject_transform(config.subject_transform)  # last, as nats-server
     config.republish = transforms.check_republish(
@@ -273,7 +289,9 @@ def _consumer_limits(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value}
 
 
-def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
+def _normalise(
+    c: StreamConfig, sourced: list[stream_sources.StreamSource | None], *, pedantic: bool
+) -> None:
     """nats-server's defaults; with `pedantic` (the request's), it refuses instead of
     changing a value the request set (10157)."""
     for key in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
@@ -286,7 +304,7 @@ def _normalise(c: StreamConfig, *, pedantic: bool) -> None:
         raise _invalid("max age can not be negative")
     if 0 < c.max_age < MIN_DURATION_NS:
         raise _invalid("max age needs to be >= 100ms")
-    if c.duplicate_window == 0:
+    if c.duplicate_window == 0 and c.mirror is None and not sourced:
         window = STREAM_DUPLICATE_WINDOW_DEFAULT_NS
         if 0 < c.max_age < window:
             if pedantic:
@@ -332,14 +350,22 @@ def _validate_head(c: StreamConfig) -> None:
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
 
 
-def _validate(c: StreamConfig) -> None:
-    if c.duplicate_window < MIN_DURATION_NS:
+def _validate(
+    c: StreamConfig,
+    sourced: list[stream_sources.StreamSource | None],
+    streams: stream_sources.Lookup,
+    *,
+    pedantic: bool,
+) -> None:
+    """nats-server's checks after the defaults; `sourced` are the decoded `sources`, kept
+    in `c` once they pass."""
+    if 0 < c.duplicate_window < MIN_DURATION_NS:
         raise _invalid("duplicates window needs to be >= 100ms")
     if c.max_age and c.duplicate_window > c.max_age:
         raise _invalid("duplicates window can not be larger then max age")
     if c.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    if c.mirror_direct:
+    if c.mirror_direct and c.mirror is None:
         raise _invalid("stream has no mirror but does have mirror direct")
     if c.deny_purge and c.allow_rollup_hdrs:
         raise _invalid("roll-ups require the purge permission")
@@ -361,6 +387,19 @@ def _validate(c: StreamConfig) -> None:
         raise _invalid("async persist mode is not supported with atomic batch publish")
     if c.first_seq < 0:
         raise _invalid("first sequence must be positive")
+    shape = stream_sources.StreamShape(
+        name=c.name,
+        first_seq=c.first_seq,
+        subjects=c.subjects,
+        max_msg_size=c.max_msg_size,
+        allow_msg_counter=c.allow_msg_counter,
+        subject_delete_marker_ttl=c.subject_delete_marker_ttl,
+        mirror_direct=c.mirror_direct,
+    )
+    c.mirror_direct = stream_sources.check_mirror_and_sources(
+        c.mirror, sourced, shape, overlaps=_pair_overlaps, lookup=streams, pedantic=pedantic
+    )
+    c.sources = [s for s in sourced if s is not None]
     for subject in c.subjects:
         if not is_valid_subject(subject.encode()):
             raise _invalid("invalid subject")
@@ -432,6 +471,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not cancel deny message deletes")
     if old.deny_purge and not new.deny_purge:
         raise _invalid("stream configuration update can not cancel deny purge")
+    if new.mirror is not None and new.mirror != old.mirror:  # removing it promotes a mirror
+        raise api_error("STREAM_MIRROR_NOT_UPDATABLE")
     if old.allow_msg_ttl and not new.allow_msg_ttl:
         raise _invalid("stream configuration update can not disable message TTL")
     if new.allow_msg_counter != old.allow_msg_counter:
@@ -442,11 +483,16 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not change first sequence")
 
 
-def parse_stream_update(body: dict[str, Any], *, subject_name: str) -> StreamConfig:
+def parse_stream_update(
+    body: dict[str, Any],
+    *,
+    subject_name: str,
+    streams: stream_sources.Lookup = _no_streams,
+) -> StreamConfig:
     """Like create, except that `sealed: true` is allowed (sealing happens by update)."""
     sealed = body.get("sealed") is True
     # nats-server validates the configuration before it compares the names.
-    config = parse_stream_config({**body, "sealed": False})
+    config = parse_stream_config({**body, "sealed": False}, streams=streams)
     if config.name != subject_name:
         raise api_error("STREAM_MISMATCH")
     if sealed:
@@ -463,7 +509,8 @@ def stream_config_to_json(
     out: dict[str, Any] = {"name": c.name}
     if c.description:
         out["description"] = c.description
-    out["subjects"] = list(c.subjects)
+    if c.subjects:
+        out["subjects"] = list(c.subjects)
     out.update(
         retention=c.retention,
         max_consumers=c.max_consumers,
@@ -478,9 +525,14 @@ def stream_config_to_json(
     )
     if c.no_ack:
         out["no_ack"] = True
-    out["duplicate_window"] = c.duplicate_window
+    if c.duplicate_window:  # 0 only for a mirror or a sourcing stream that leaves it unset
+        out["duplicate_window"] = c.duplicate_window
     if c.placement:
         out["placement"] = dict(c.placement)
+    if c.mirror is not None:
+        out["mirror"] = stream_sources.source_json(c.mirror)
+    if c.sources:
+        out["sources"] = [stream_sources.source_json(s) for s in c.sources]
     out["compression"] = c.compression
     if c.first_seq:
         out["first_seq"] = c.first_seq
