@@ -18,6 +18,7 @@ What opening a file store found damaged is logged and kept for monitoring (`dama
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import time
@@ -44,6 +45,7 @@ from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
 from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.sources import RECORD_FILE, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
 from brook.jetstream.store.file import FileStore
@@ -63,8 +65,12 @@ class _Entry:
     timer: ExpiryTimer  # runs the stream's expiry when due
     # The stream's consumers by filter subject: which of them a stored message concerns.
     consumers: ConsumerIndex[ConsumerRunner]
+    # Where each of its sources stands (none unless it has some), written with its
+    # group commits (sources.py).
+    positions: SourcePositions
     subs: list[Subscription] = field(default_factory=list)
     committer: GroupCommitter | None = None
+    sourced: SourcedStream | None = None  # its sources' side, when it has some
 
 
 class JetStream:
@@ -170,13 +176,15 @@ class JetStream:
         if self._sync_running:
             return  # the previous round is still syncing; skip rather than pile up
         stores = [
-            e.stream.store for e in self._entries.values() if e.stream.config.storage == "file"
+            (e.positions, e.stream.store)
+            for e in self._entries.values()
+            if e.stream.config.storage == "file"
         ]
 
         def sync_all() -> None:
-            for store in stores:
+            for positions, store in stores:
                 try:
-                    store.sync()
+                    positions.sync(store)
                 except Exception:
                     log.exception("interval sync failed")
 
@@ -243,6 +251,7 @@ class JetStream:
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
         entry.stream.reconfigure(config)
+        self._configure_sources(entry)
         self._index_subjects(config, add=True)
         self._attach(entry)
         write_definition(self.root, config, entry.stream.created_ns, new=False)
@@ -289,6 +298,9 @@ class JetStream:
         """Register and subscribe a stream; its store is opened here unless `store` is one
         opened already (a restore)."""
         committer: GroupCommitter | None = None
+        positions = SourcePositions(
+            self.root / config.name / RECORD_FILE if self.keeps_files(config) else None
+        )
         if self.keeps_files(config):
             if store is None:
                 # Made by the store: the first sync of a new one makes its directories
@@ -298,7 +310,10 @@ class JetStream:
                 self._damage.opened(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(
-                    store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
+                    functools.partial(positions.sync, store),
+                    self._executor,
+                    loop=self._loop,
+                    backlog=self.commit_backlog,
                 )
                 assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
@@ -316,8 +331,11 @@ class JetStream:
             batch_limits=self.batch_limits,
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
-        entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)
+        entry = _Entry(
+            stream, timer, self.consumers.add_stream(stream), positions, committer=committer
+        )
         self._entries[config.name] = entry
+        self._configure_sources(entry)
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
@@ -368,6 +386,37 @@ class JetStream:
 
             for pattern in (prefix, prefix + ".>"):
                 entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+
+    def sourced(self, name: str) -> SourcedStream | None:
+        """The sources' side of stream `name`, if it has sources (stream info)."""
+        entry = self._entries.get(name)
+        return None if entry is None else entry.sourced
+
+    def _configure_sources(self, entry: _Entry) -> None:
+        """Give a stream with sources its `SourcedStream` (a new one, or the one it has
+        told of its new sources), and drop it from a stream left without."""
+        sources = entry.stream.config.sources
+        if entry.sourced is not None:
+            entry.sourced.configure(sources)
+            if not sources:
+                entry.sourced = None
+            return
+        if not sources:
+            return
+        stream = entry.stream
+        index = entry.consumers
+        expiry = stream.expiry
+        timer = entry.timer
+
+        def stored(subject: str, seq: int) -> None:
+            """A source's message was kept: as the ingest of a publish (`_attach`)."""
+            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
+                runner.message_stored(seq)
+            wake = expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)
+
+        entry.sourced = SourcedStream(stream, entry.positions, stored)
 
     def _unregister(self, name: str, *, notify: bool) -> _Entry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is

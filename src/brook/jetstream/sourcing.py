@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.models.sources import go_hash
+from brook.protocol import headers as hdrs
 
 STREAM_SOURCE_HEADER = "Nats-Stream-Source"
+_STREAM_SOURCE_RAW = STREAM_SOURCE_HEADER.encode()
 _ACK_PREFIX = "$JS.ACK."
 _REPLY_TOKENS_V1 = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
 _REPLY_TOKENS_V2 = 11  # ... with <domain>.<account hash> after $JS.ACK
@@ -33,6 +35,32 @@ def stream_identity(created_ns: int) -> str:
     the hash of its creation time in RFC 3339 with nanoseconds). A recreated origin has
     another, which is how a source tells it from the one it was copying."""
     return go_hash(format_ts_ns(created_ns))
+
+
+def sourced_header(header: bytes | None, value: str) -> bytes:
+    """The header a sourced message is stored with, as `processInboundSourceMsg` makes
+    it: the origin's header without its own `Nats-Stream-Source` (a daisy chain: the
+    last hop's is kept), its `Nats-Expected-*` (not checked against this stream) and its
+    `Nats-Batch-*` (sourcing does not batch), then `Nats-Stream-Source: value` last."""
+    lines: list[bytes] = []
+    if header:
+        lines = header.split(b"\r\n")
+        head, fields = lines[0], lines[1:]
+        lines = [head] + [f for f in fields if f and not _dropped_from_source(f)]
+    if len(lines) <= 1:  # nothing of the origin's header is left
+        lines = [hdrs.PREFIX]
+    return b"\r\n".join(lines) + b"\r\n%s: %s\r\n\r\n" % (
+        _STREAM_SOURCE_RAW,
+        value.encode("utf-8", "surrogateescape"),
+    )
+
+
+def _dropped_from_source(line: bytes) -> bool:
+    return (
+        line.startswith(_STREAM_SOURCE_RAW + b":")
+        or line.startswith(b"Nats-Expected-")
+        or line.startswith(b"Nats-Batch-")
+    )
 
 
 def source_header(iname: str, reply: str, subject: str, ident: str = "") -> str:

@@ -59,6 +59,7 @@ from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
+from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
@@ -121,6 +122,10 @@ class Counted(Ingested):
     total: bytes = b""
 
 
+def _nothing_waits(_error: BaseException | None) -> None:
+    """A sourced message's group commit: no one waits for it (the committer logs a failure)."""
+
+
 def _uint(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
@@ -143,6 +148,7 @@ class Stream:
         self._send_message = send_message  # republish's way out (none: nothing republished)
         self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
         self._committing = False  # a batch's messages are being stored (`_commit`)
+        self._sourcing = False  # a source's message is being stored (`ingest_sourced`)
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
@@ -263,6 +269,45 @@ class Stream:
         self._after_durable(reply, ack)
         return result
 
+    def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> tuple[Ingested, str]:
+        """Store a message one of the stream's sources delivered (sources.py made its
+        header), as nats-server's `processJetStreamMsg` stores a sourced message: under
+        the stream's own subject transform too, through the checks of a publish but
+        those of what only a client may not do (a TTL or a rollup this stream does not
+        allow, the `Nats-Stream-Source` header), dedup and limits included, then
+        republished. Says what was done and the subject it was stored under; the group
+        commit makes it durable soon (`when_durable`), as it would a publish's."""
+        transform = self.input_transform
+        if transform is not None:
+            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
+                "utf-8", "surrogateescape"
+            )
+        self._sourcing = True
+        try:
+            if self._republish is None:
+                result = self._ingest(subject, None, header, data)
+            else:
+                raw = subject.encode("utf-8", "surrogateescape")
+                result = self._ingest_republished(raw, None, header, data)
+        except ApiError as err:
+            result = Ingested(0, False, False, err)
+        finally:
+            self._sourcing = False
+        if result.error is None and not result.duplicate:
+            self.when_durable(_nothing_waits)
+        return result, subject
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """`callback` once what the stream stored so far is on stable storage: after its
+        group commit (or at once where there is none: memory, the interval mode, or
+        persist_mode "async", whose background sync is asked for)."""
+        if self._committer is not None:
+            self._committer.request(callback)
+            return
+        if self._background_sync is not None:
+            self._background_sync.written()
+        callback(None)
+
     def _ingest(
         self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
@@ -303,7 +348,9 @@ class Stream:
                 except ttls.InvalidTTL:
                     ttl_invalid = True  # reported late, after the other header checks
                 if ttl and not config.allow_msg_ttl:
-                    raise api_error("MESSAGE_TTL_DISABLED")
+                    if not self._sourcing:
+                        raise api_error("MESSAGE_TTL_DISABLED")
+                    ttl = 0  # a sourced message is stored as it came, not expired by it
             value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
             if value is not None:
                 want = _uint(value)
@@ -316,6 +363,8 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            if not self._sourcing and block.get(STREAM_SOURCE_HEADER):
+                raise api_error("MESSAGE_SOURCE_HDR_NOT_ALLOWED")  # only sources write it
             msg_id = block.get(MSG_ID) or ""
             if msg_id:
                 seen = self._dedup.lookup(msg_id)
@@ -326,7 +375,8 @@ class Stream:
                 raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
             rollup = block.get(_ROLLUP)
             if rollup is not None:
-                if not config.allow_rollup_hdrs or config.deny_purge:
+                # A sourced rollup is applied whatever this stream allows (nats-server).
+                if (not config.allow_rollup_hdrs or config.deny_purge) and not self._sourcing:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')

@@ -17,6 +17,7 @@ from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.sources import refuse_unbuilt
+from brook.jetstream.sources import sources_info
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
@@ -70,6 +71,9 @@ class StreamApi:
         }
         if cluster:
             out["cluster"] = {"leader": self.server_name}
+        sourced = self.js.sourced(stream.name)
+        if sourced is not None:
+            out["sources"] = sources_info(sourced, self.js.now_ns())
         out["ts"] = models.format_ts_ns(self.js.now_ns())
         return out
 

@@ -1,0 +1,233 @@
+"""A sourcing stream's side of its sources (ADR 0020, sources.py): what it stores for a
+delivered message, the header bytes recorded from nats-server 2.15.1, dedup, stream info's
+`sources`, and where each source resumes after a restart (its headers, newest first, and
+the position record that survives a purge).
+
+The link that delivers from the origin is not wired yet: the deliveries are handed to the
+stream's `SourcedStream` as the link will hand them, on a real Brook whose stream is read
+back by nats-py; the streams are created through the engine (the API still refuses
+`sources` with 10052).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+
+import brook
+from brook.jetstream.engine import JetStream
+from brook.jetstream.models import parse_stream_config
+from brook.jetstream.sources import RECORD_FILE, SourcedStream, decode_record
+from brook.jetstream.sourcing import stream_identity
+
+pytestmark = pytest.mark.timeout(30)
+
+O1_SOURCE = {"name": "O1", "filter_subject": "a.>"}
+O2_SOURCE = {"name": "O2", "subject_transforms": [{"src": "b.*", "dest": "bb.{{wildcard(1)}}"}]}
+O1_INAME = "O1 a.> >"
+O2_INAME = "O2 b.* bb.{{wildcard(1)}}"
+
+
+def _reply(stream: str, sseq: int, dseq: int, pending: int = 0) -> str:
+    return f"$JS.ACK.{stream}.JS_SRC_x.1.{sseq}.{dseq}.1764000000000000000.{pending}"
+
+
+def _create(js: JetStream, body: dict[str, Any]) -> None:
+    def lookup(name: str) -> Any:
+        stream = js.streams.get(name)
+        return None if stream is None else stream.config
+
+    js.create(parse_stream_config(body, streams=lookup))
+
+
+def _sourced(js: JetStream, name: str) -> SourcedStream:
+    sourced = js.sourced(name)
+    assert sourced is not None
+    return sourced
+
+
+async def _request(nc: Client, subject: str, body: dict[str, Any]) -> dict[str, Any]:
+    reply = await nc.request(subject, json.dumps(body).encode(), timeout=5)
+    answer: dict[str, Any] = json.loads(reply.data)
+    return answer
+
+
+async def _get(nc: Client, stream: str, seq: int) -> tuple[str, bytes, bytes]:
+    answer = await _request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+    message = answer["message"]
+    header = base64.b64decode(message.get("hdrs", ""))
+    return message["subject"], header, base64.b64decode(message.get("data", ""))
+
+
+def _origins(js: JetStream) -> None:
+    _create(js, {"name": "O1", "subjects": ["a.>"]})
+    _create(js, {"name": "O2", "subjects": ["b.>"]})
+
+
+async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
+    tmp_path: Path,
+) -> None:
+    """The steps of the nats-server probe in ADR 0020: O1's `a.1` carried `Nats-Msg-Id`,
+    `Nats-Expected-Stream` and `Foo`; O2's `b.1` and `b.2` go through the transform."""
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        _create(js, {"name": "S", "subjects": ["s.>"], "sources": [O1_SOURCE, O2_SOURCE]})
+        sourced = _sourced(js, "S")
+        o1 = stream_identity(js.get("O1").created_ns)
+        o2 = stream_identity(js.get("O2").created_ns)
+        header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\nNats-Expected-Stream: O1\r\nFoo: bar\r\n\r\n"
+        b_header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n"
+        assert not sourced.ingest(
+            O2_INAME, "b.1", _reply("O2", 1, 1, 1), b_header, b"b-one", o2, 1
+        ).error
+        assert not sourced.ingest(O2_INAME, "b.2", _reply("O2", 2, 2), None, b"b-two", o2, 2).error
+        assert not sourced.ingest(O1_INAME, "a.1", _reply("O1", 1, 1), header, b"one", o1, 1).error
+        nc = await nats.connect(server.url)
+        assert await _get(nc, "S", 1) == (
+            "bb.1",
+            f"NATS/1.0\r\nNats-Msg-Id: m1\r\nNats-Stream-Source: {O2_INAME.replace(' ', ' 1 ', 1)}"
+            f" b.1 {o2}\r\n\r\n".encode(),
+            b"b-one",
+        )
+        assert await _get(nc, "S", 2) == (
+            "bb.2",
+            f"NATS/1.0\r\nNats-Stream-Source: {O2_INAME.replace(' ', ' 2 ', 1)} b.2 {o2}"
+            "\r\n\r\n".encode(),
+            b"b-two",
+        )
+        assert await _get(nc, "S", 3) == (
+            "a.1",
+            f"NATS/1.0\r\nNats-Msg-Id: m1\r\nFoo: bar\r\nNats-Stream-Source: O1 1 a.> > a.1 {o1}"
+            "\r\n\r\n".encode(),
+            b"one",
+        )
+        # No duplicate_window was set: a sourcing stream then has none (nats-server).
+        info = await _request(nc, "$JS.API.STREAM.INFO.S", {})
+        assert "duplicate_window" not in info["config"]
+        assert info["state"]["messages"] == 3
+        assert info["sources"] == [
+            {"name": "O1", "lag": 0, "seq": 1, "active": -1, "filter_subject": "a.>"},
+            {
+                "name": "O2",
+                "lag": 0,
+                "seq": 2,
+                "active": -1,
+                "subject_transforms": [{"src": "b.*", "dest": "bb.{{wildcard(1)}}"}],
+            },
+        ]
+        assert list(info)[-2:] == ["sources", "ts"]
+        await nc.close()
+
+
+async def test_a_daisy_chain_keeps_only_the_last_hop_and_drops_batch_headers(
+    tmp_path: Path,
+) -> None:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        _create(js, {"name": "S", "sources": [{"name": "O1"}]})
+        header = (
+            b"NATS/1.0\r\nNats-Stream-Source: X 9 > > x.1\r\nNats-Batch-Id: b\r\n"
+            b"Nats-Batch-Sequence: 1\r\nNats-Expected-Last-Sequence: 4\r\n\r\n"
+        )
+        sourced = _sourced(js, "S")
+        assert not sourced.ingest("O1 > >", "a.1", _reply("O1", 3, 1), header, b"x", "", 3).error
+        nc = await nats.connect(server.url)
+        _, stored, _ = await _get(nc, "S", 1)
+        assert stored == b"NATS/1.0\r\nNats-Stream-Source: O1 3 > > a.1\r\n\r\n"
+        await nc.close()
+
+
+async def test_dedup_by_msg_id_when_the_sourcing_stream_has_a_window(tmp_path: Path) -> None:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        sources = [{"name": "O1"}, {"name": "O2"}]
+        _create(js, {"name": "D", "sources": sources, "duplicate_window": 60_000_000_000})
+        header = b"NATS/1.0\r\nNats-Msg-Id: same\r\n\r\n"
+        sourced = _sourced(js, "D")
+        first = sourced.ingest("O1 > >", "a.1", _reply("O1", 1, 1), header, b"1", "", 1)
+        again = sourced.ingest("O2 > >", "b.1", _reply("O2", 7, 1), header, b"2", "", 7)
+        assert (first.seq, first.duplicate, again.seq, again.duplicate) == (1, False, 1, True)
+        assert js.get("D").store.state().messages == 1
+        # The duplicate counts as stored: O2 resumes after 7.
+        assert sourced.positions.positions["O2 > >"].seq == 7
+
+
+async def test_a_publish_may_not_carry_the_source_header(tmp_path: Path) -> None:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        await nc.jetstream().add_stream(name="P", subjects=["p"])
+        reply = await nc.request("p", b"x", headers={"Nats-Stream-Source": "X 1 > > p"}, timeout=5)
+        assert json.loads(reply.data) == {
+            "error": {
+                "code": 400,
+                "err_code": 10227,
+                "description": "message stream source header is not allowed",
+            },
+            "stream": "P",
+            "seq": 0,
+        }
+        await nc.close()
+
+
+async def test_a_sourced_ttl_or_rollup_needs_no_permission_of_the_sourcing_stream(
+    tmp_path: Path,
+) -> None:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        _create(js, {"name": "S", "sources": [{"name": "O1"}]})
+        sourced = _sourced(js, "S")
+        ttl = b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n"
+        rollup = b"NATS/1.0\r\nNats-Rollup: sub\r\n\r\n"
+        assert not sourced.ingest("O1 > >", "a.1", _reply("O1", 1, 1), ttl, b"1", "", 1).error
+        assert not sourced.ingest("O1 > >", "a.2", _reply("O1", 2, 2), None, b"2", "", 2).error
+        assert not sourced.ingest("O1 > >", "a.2", _reply("O1", 3, 3), rollup, b"3", "", 3).error
+        state = js.get("S").store.state()
+        assert (state.messages, state.last_seq) == (2, 3)  # the rollup removed 2
+
+
+async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: Path) -> None:
+    """The newest header of each source gives its position after a restart; once the
+    stream is purged, the position record does."""
+    body = {"name": "S", "subjects": ["s.>"], "sources": [O1_SOURCE, O2_SOURCE]}
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        _create(js, body)
+        sourced = _sourced(js, "S")
+        for seq in (3, 5, 8):
+            assert not sourced.ingest(
+                O1_INAME, f"a.{seq}", _reply("O1", seq, 1), None, b"", "I1", seq
+            ).error
+        assert not sourced.ingest(O2_INAME, "b.4", _reply("O2", 4, 1), None, b"", "I2", 4).error
+        nc = await nats.connect(server.url)
+        await nc.jetstream().publish("s.own", b"a publish of its own")
+        await nc.close()
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        sourced = _sourced(server.jetstream, "S")
+        positions = sourced.positions.positions
+        assert (positions[O1_INAME].seq, positions[O1_INAME].ident) == (8, "I1")
+        assert (positions[O2_INAME].seq, positions[O2_INAME].ident) == (4, "I2")
+        nc = await nats.connect(server.url)
+        purged = await _request(nc, "$JS.API.STREAM.PURGE.S", {})
+        assert purged["purged"] == 5
+        # A sourced message after the purge, made durable with its record.
+        assert not sourced.ingest(O2_INAME, "b.6", _reply("O2", 6, 2), None, b"", "I2", 6).error
+        await nc.jetstream().publish("s.own", b"its ack waits for the record")
+        await nc.jetstream().purge_stream("S")
+        await nc.close()
+        _, record = decode_record((tmp_path / "streams" / "S" / RECORD_FILE).read_bytes())
+        assert (record[O1_INAME].seq, record[O2_INAME].seq) == (8, 6)
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        positions = _sourced(server.jetstream, "S").positions.positions
+        assert positions[O1_INAME].seq == 8
+        assert positions[O2_INAME].seq == 6
