@@ -68,6 +68,8 @@ class _Entry:
     subs: list[Subscription] = field(default_factory=list)
     committer: GroupCommitter | None = None
     link: OriginLink | None = None  # a mirror's link to its origin (mirror.py)
+    # A mirror's direct gets for its origin (`mirror_direct`), once it caught up.
+    mirror_subs: list[Subscription] = field(default_factory=list)
 
 
 class JetStream:
@@ -346,16 +348,25 @@ class JetStream:
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)
 
+        def caught_up() -> None:
+            """nats-server's `subscribeToMirrorDirect`, once the mirror is nearly level
+            with its origin."""
+            source = stream.config.mirror
+            if stream.config.mirror_direct and source is not None and not entry.mirror_subs:
+                entry.mirror_subs = self._serve_direct(stream, source.name)
+
         label = f"mirror {stream.name} of {stream.config.mirror.name}"
-        entry.link = OriginLink(
-            Mirror(stream, stored), self.internal, self._loop, self.now_ns, label
-        )
+        mirror = Mirror(stream, stored, caught_up)
+        entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
         entry.link.start()
 
     def _unlink(self, entry: _Entry) -> None:
         if entry.link is not None:
             entry.link.close()
             entry.link = None
+        for sub in entry.mirror_subs:
+            self.internal.unsubscribe(sub)
+        entry.mirror_subs = []
 
     def mirror_info(self, stream: Stream) -> dict[str, Any] | None:
         """The `mirror` of the stream's info, None for a stream that is no mirror."""
@@ -397,18 +408,24 @@ class JetStream:
 
         entry.subs = [self.internal.subscribe(s, handler) for s in stream.config.subjects]
         if stream.config.allow_direct:
-            direct = DirectGet(stream, self._send_message)
-            prefix = f"$JS.API.DIRECT.GET.{stream.name}"
-            skip = len(prefix) + 1
+            entry.subs += self._serve_direct(stream, stream.name)
 
-            def serve(
-                subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-            ) -> None:
-                rest = subject[skip:].decode("utf-8", "surrogateescape")
-                direct.handle(rest.split(".") if rest else [], reply, data)
+    def _serve_direct(self, stream: Stream, name: str) -> list[Subscription]:
+        """Answer direct gets for the stream `name` from `stream` (itself, or the origin
+        of a mirror with `mirror_direct`), in nats-server's queue group: each request is
+        answered by one of the streams that serve that name."""
+        direct = DirectGet(stream, self._send_message)
+        prefix = f"$JS.API.DIRECT.GET.{name}"
+        skip = len(prefix) + 1
 
-            for pattern in (prefix, prefix + ".>"):
-                entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+        def serve(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            rest = subject[skip:].decode("utf-8", "surrogateescape")
+            direct.handle(rest.split(".") if rest else [], reply, data)
+
+        return [
+            self.internal.subscribe(pattern, serve, queue=b"_sys_")
+            for pattern in (prefix, prefix + ".>")
+        ]
 
     def _unregister(self, name: str, *, notify: bool) -> _Entry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is

@@ -126,6 +126,7 @@ class OriginLink:
         self.last_active_ns = 0  # the last message from the origin's consumer, 0: none yet
         self.error: ApiError | None = None
         self.fails = 0
+        self.requested = False  # a create request was sent (stream info shows the filter)
         self._last_request_ns = 0
         self._reply_sub: Subscription | None = None
         self._deliver_sub: Subscription | None = None
@@ -185,6 +186,7 @@ class OriginLink:
         if self._closed:
             return
         self._cancel()
+        self.requested = True
         self._last_request_ns = self._now_ns()
         try:
             request = self.kind.create_request()

@@ -51,6 +51,10 @@ _REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
 Stored = Callable[[str, int], None]
 """(subject, sequence) of a message the mirror stored: the engine tells its consumers."""
 
+# A delivery with fewer messages pending than this has the mirror nearly level with its
+# origin: it starts answering the origin's direct gets (`mirror_direct`).
+CAUGHT_UP_PENDING = 10  # nats-server's dgetCaughtUpThresh
+
 
 def consumer_name(stream_name: str) -> str:
     """nats-server's `JS_MIRROR_<createStableConsumerHash>` (no JetStream domain here)."""
@@ -62,12 +66,15 @@ class Mirror:
 
     setup_error = "MIRROR_CONSUMER_SETUP_FAILED"
 
-    def __init__(self, stream: Stream, stored: Stored) -> None:
+    def __init__(
+        self, stream: Stream, stored: Stored, caught_up: Callable[[], None] | None = None
+    ) -> None:
         source = stream.config.mirror
         assert source is not None
         self.stream = stream
         self.source: StreamSource = source
         self._stored = stored
+        self._caught_up = caught_up  # called once, at the first delivery nearly level
         self._transforms = [
             SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms
         ]
@@ -146,6 +153,9 @@ class Mirror:
             return False
         if verdict not in (Verdict.STORE, Verdict.SKIP_AND_STORE):
             return True
+        if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+            self._caught_up()
+            self._caught_up = None
         for transform in self._transforms:
             if transform is not None:
                 mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
@@ -175,7 +185,8 @@ def link_subject(prefix: str) -> str:
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:
     """nats-server's `StreamSourceInfo` of a mirror: `active` is the time since its
-    origin's consumer was last heard from (-1: never)."""
+    origin's consumer was last heard from (-1: never); the filter is shown once the link
+    asked its origin for a consumer, the transforms from the start (as nats-server)."""
     out: dict[str, Any] = {"name": source.name}
     if source.external is not None:
         out["external"] = {"api": source.external.api, "deliver": source.external.deliver}
@@ -184,8 +195,8 @@ def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> d
     out["active"] = now_ns - last if last else -1
     if link is not None and link.error is not None:
         out["error"] = link.error.to_json()
-    if source.filter_subject:
-        out["filter_subject"] = source.filter_subject
+    if source.filter_subject and link is not None and link.requested:
+        out["filter_subject"] = source.filter_subject  # as nats-server: once it asked
     if source.subject_transforms:
         out["subject_transforms"] = [subject_transform_json(t) for t in source.subject_transforms]
     return out
