@@ -439,6 +439,43 @@ class Stream:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
 
+    def ingest_mirrored(
+        self, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
+    ) -> bool:
+        """Store a message of the origin of a mirror at the origin's sequence `seq` and
+        timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
+        the sequences before it that the origin no longer has become gaps (`skip_msgs`),
+        then the stream's own limits and expiry apply as after a publish. None of a
+        publish's checks apply: a mirror stores what its origin stored. False when `seq`
+        is stored already; a store failure raises `StoreError` (nothing more stored).
+        What it removed goes to `on_removed` before it returns."""
+        store = self.store
+        last = store.state().last_seq
+        if seq <= last:
+            return False
+        space = self._space
+        if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
+            raise StoreFullError("no room for a mirrored message")
+        if seq > last + 1:
+            store.skip_msgs(seq - 1)
+        store.store(subject, header, data, ts_ns)
+        config = self.config
+        if config.allow_msg_ttl and header:
+            value = ttls.header_value(header)
+            try:
+                ttl = ttls.parse_ttl(value) if value else 0
+            except ttls.InvalidTTL:
+                ttl = 0
+            if ttl:
+                self.expiry.ttl_stored(seq, ts_ns, ttl)
+        if config.max_age > 0:
+            self.expiry.wake_by(ts_ns + config.max_age)
+        try:
+            self._enforce_limits(subject)
+        finally:
+            self._report_removed()
+        return True
+
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores
         the whole batch, each message through the checks of a publish, or nothing."""

@@ -71,6 +71,9 @@ class StreamApi:
         }
         if cluster:
             out["cluster"] = {"leader": self.server_name}
+        mirror = self.js.mirror_info(stream)
+        if mirror is not None:
+            out["mirror"] = mirror
         sourced = self.js.sourced(stream.name)
         if sourced is not None:
             out["sources"] = sources_info(sourced, self.js.now_ns())

@@ -257,6 +257,14 @@ class MessageStore(Protocol):
         sequences that a crash took from the store, so they are never handed out twice."""
         ...
 
+    def skip_msgs(self, last_seq: int) -> None:
+        """Sequences up to `last_seq` count as assigned and deleted (nats-server's
+        `SkipMsgs`): `last_seq` rises to it (never falls), the next message gets
+        `last_seq + 1`, and the skipped sequences are gaps like removed messages (not
+        lost). A mirror stores its origin's messages at their own sequences this way.
+        Durable with the next `sync()`."""
+        ...
+
     def sync(self) -> None:
         """Make everything stored so far durable. Thread-safe against store() calls."""
         ...

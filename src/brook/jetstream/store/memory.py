@@ -196,6 +196,14 @@ class MemoryStore:
         if not self._msgs:
             self._first = last_seq + 1
 
+    def skip_msgs(self, last_seq: int) -> None:
+        self._check_open()
+        if last_seq <= self._last:
+            return
+        self._last = last_seq
+        if not self._msgs:
+            self._first = last_seq + 1
+
     def sync(self) -> None:
         self._check_open()
 
