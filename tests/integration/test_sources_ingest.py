@@ -1,12 +1,12 @@
 """A sourcing stream's side of its sources (ADR 0020, sources.py): what it stores for a
 delivered message, the header bytes recorded from nats-server 2.15.1, dedup, stream info's
 `sources`, and where each source resumes after a restart (its headers, newest first, and
-the position record that survives a purge).
+the position record that survives a purge); what stays refused with 10052.
 
-The link that delivers from the origin is not wired yet: the deliveries are handed to the
-stream's `SourcedStream` as the link will hand them, on a real Brook whose stream is read
-back by nats-py; the streams are created through the engine (the API still refuses
-`sources` with 10052).
+The deliveries are handed to the stream's `SourcedStream` as its links hand them (the
+links to the empty origins deliver nothing meanwhile), on a real Brook whose stream is
+read back by nats-py; tests/conformance/test_sources_conformance.py runs the links
+against nats-server.
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ O1_SOURCE = {"name": "O1", "filter_subject": "a.>"}
 O2_SOURCE = {"name": "O2", "subject_transforms": [{"src": "b.*", "dest": "bb.{{wildcard(1)}}"}]}
 O1_INAME = "O1 a.> >"
 O2_INAME = "O2 b.* bb.{{wildcard(1)}}"
-
-
-def _reply(stream: str, sseq: int, dseq: int, pending: int = 0) -> str:
-    return f"$JS.ACK.{stream}.JS_SRC_x.1.{sseq}.{dseq}.1764000000000000000.{pending}"
 
 
 def _create(js: JetStream, body: dict[str, Any]) -> None:
@@ -82,13 +78,11 @@ async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
         sourced = _sourced(js, "S")
         o1 = stream_identity(js.get("O1").created_ns)
         o2 = stream_identity(js.get("O2").created_ns)
-        header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\nNats-Expected-Stream: O1\r\nFoo: bar\r\n\r\n"
+        header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\nFoo: bar\r\n\r\n"  # as the link hands it
         b_header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n"
-        assert not sourced.ingest(
-            O2_INAME, "b.1", _reply("O2", 1, 1, 1), b_header, b"b-one", o2, 1
-        ).error
-        assert not sourced.ingest(O2_INAME, "b.2", _reply("O2", 2, 2), None, b"b-two", o2, 2).error
-        assert not sourced.ingest(O1_INAME, "a.1", _reply("O1", 1, 1), header, b"one", o1, 1).error
+        assert not sourced.ingest(O2_INAME, "b.1", b_header, b"b-one", 1, o2).error
+        assert not sourced.ingest(O2_INAME, "b.2", None, b"b-two", 2, o2).error
+        assert not sourced.ingest(O1_INAME, "a.1", header, b"one", 1, o1).error
         nc = await nats.connect(server.url)
         assert await _get(nc, "S", 1) == (
             "bb.1",
@@ -126,22 +120,19 @@ async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
         await nc.close()
 
 
-async def test_a_daisy_chain_keeps_only_the_last_hop_and_drops_batch_headers(
+async def test_a_daisy_chain_keeps_only_the_last_hop(
     tmp_path: Path,
 ) -> None:
     async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
         js = server.jetstream
         _origins(js)
         _create(js, {"name": "S", "sources": [{"name": "O1"}]})
-        header = (
-            b"NATS/1.0\r\nNats-Stream-Source: X 9 > > x.1\r\nNats-Batch-Id: b\r\n"
-            b"Nats-Batch-Sequence: 1\r\nNats-Expected-Last-Sequence: 4\r\n\r\n"
-        )
+        header = b"NATS/1.0\r\nNats-Stream-Source: X 9 > > x.1\r\nA: 1\r\n\r\n"
         sourced = _sourced(js, "S")
-        assert not sourced.ingest("O1 > >", "a.1", _reply("O1", 3, 1), header, b"x", "", 3).error
+        assert not sourced.ingest("O1 > >", "a.1", header, b"x", 3, "").error
         nc = await nats.connect(server.url)
         _, stored, _ = await _get(nc, "S", 1)
-        assert stored == b"NATS/1.0\r\nNats-Stream-Source: O1 3 > > a.1\r\n\r\n"
+        assert stored == b"NATS/1.0\r\nA: 1\r\nNats-Stream-Source: O1 3 > > a.1\r\n\r\n"
         await nc.close()
 
 
@@ -153,12 +144,12 @@ async def test_dedup_by_msg_id_when_the_sourcing_stream_has_a_window(tmp_path: P
         _create(js, {"name": "D", "sources": sources, "duplicate_window": 60_000_000_000})
         header = b"NATS/1.0\r\nNats-Msg-Id: same\r\n\r\n"
         sourced = _sourced(js, "D")
-        first = sourced.ingest("O1 > >", "a.1", _reply("O1", 1, 1), header, b"1", "", 1)
-        again = sourced.ingest("O2 > >", "b.1", _reply("O2", 7, 1), header, b"2", "", 7)
+        first = sourced.ingest("O1 > >", "a.1", header, b"1", 1, "")
+        again = sourced.ingest("O2 > >", "b.1", header, b"2", 7, "")
         assert (first.seq, first.duplicate, again.seq, again.duplicate) == (1, False, 1, True)
         assert js.get("D").store.state().messages == 1
-        # The duplicate counts as stored: O2 resumes after 7.
-        assert sourced.positions.positions["O2 > >"].seq == 7
+        # Only what is stored moves a position (nats-server's store tracks it so).
+        assert sourced.positions.positions["O2 > >"].seq == 0
 
 
 async def test_a_publish_may_not_carry_the_source_header(tmp_path: Path) -> None:
@@ -188,9 +179,9 @@ async def test_a_sourced_ttl_or_rollup_needs_no_permission_of_the_sourcing_strea
         sourced = _sourced(js, "S")
         ttl = b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n"
         rollup = b"NATS/1.0\r\nNats-Rollup: sub\r\n\r\n"
-        assert not sourced.ingest("O1 > >", "a.1", _reply("O1", 1, 1), ttl, b"1", "", 1).error
-        assert not sourced.ingest("O1 > >", "a.2", _reply("O1", 2, 2), None, b"2", "", 2).error
-        assert not sourced.ingest("O1 > >", "a.2", _reply("O1", 3, 3), rollup, b"3", "", 3).error
+        assert not sourced.ingest("O1 > >", "a.1", ttl, b"1", 1, "").error
+        assert not sourced.ingest("O1 > >", "a.2", None, b"2", 2, "").error
+        assert not sourced.ingest("O1 > >", "a.2", rollup, b"3", 3, "").error
         state = js.get("S").store.state()
         assert (state.messages, state.last_seq) == (2, 3)  # the rollup removed 2
 
@@ -205,10 +196,8 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
         _create(js, body)
         sourced = _sourced(js, "S")
         for seq in (3, 5, 8):
-            assert not sourced.ingest(
-                O1_INAME, f"a.{seq}", _reply("O1", seq, 1), None, b"", "I1", seq
-            ).error
-        assert not sourced.ingest(O2_INAME, "b.4", _reply("O2", 4, 1), None, b"", "I2", 4).error
+            assert not sourced.ingest(O1_INAME, f"a.{seq}", None, b"", seq, "I1").error
+        assert not sourced.ingest(O2_INAME, "b.4", None, b"", 4, "I2").error
         nc = await nats.connect(server.url)
         await nc.jetstream().publish("s.own", b"a publish of its own")
         await nc.close()
@@ -221,7 +210,7 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
         purged = await _request(nc, "$JS.API.STREAM.PURGE.S", {})
         assert purged["purged"] == 5
         # A sourced message after the purge, made durable with its record.
-        assert not sourced.ingest(O2_INAME, "b.6", _reply("O2", 6, 2), None, b"", "I2", 6).error
+        assert not sourced.ingest(O2_INAME, "b.6", None, b"", 6, "I2").error
         await nc.jetstream().publish("s.own", b"its ack waits for the record")
         await nc.jetstream().purge_stream("S")
         await nc.close()
@@ -231,3 +220,27 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
         positions = _sourced(server.jetstream, "S").positions.positions
         assert positions[O1_INAME].seq == 8
         assert positions[O2_INAME].seq == 6
+
+
+@pytest.mark.parametrize(
+    ("extra", "source", "text"),
+    [
+        ({}, {"consumer": {"name": "C", "deliver_subject": "d"}}, "source consumer is"),
+        ({"allow_msg_counter": True}, {}, "sources into a counter stream are"),
+    ],
+)
+async def test_what_brook_does_not_honour_yet_is_refused(
+    tmp_path: Path, extra: dict[str, Any], source: dict[str, Any], text: str
+) -> None:
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        await nc.jetstream().add_stream(name="O1", subjects=["a.>"])
+        body = {"name": "S", "subjects": ["s.>"], "sources": [{"name": "O1", **source}], **extra}
+        answer = await _request(nc, "$JS.API.STREAM.CREATE.S", body)
+        assert answer["error"] == {
+            "code": 500,
+            "err_code": 10052,
+            "description": f"{text} not supported by this server",
+        }
+        assert "S" not in server.jetstream.streams
+        await nc.close()

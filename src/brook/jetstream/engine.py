@@ -47,7 +47,7 @@ from brook.jetstream.link import OriginLink
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
-from brook.jetstream.sources import RECORD_FILE, SourcedStream, SourcePositions
+from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
 from brook.jetstream.store.file import FileStore
@@ -250,7 +250,9 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
-        refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
+        refuse_unbuilt(
+            config.mirror, config.sources, counters=config.allow_msg_counter
+        )  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         if config.mirror is None:
@@ -356,15 +358,6 @@ class JetStream:
         stream = entry.stream
         if stream.config.mirror is None or self._loop is None or entry.link is not None:
             return
-        index = entry.consumers
-        timer = entry.timer
-
-        def stored(subject: str, seq: int) -> None:
-            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
-                runner.message_stored(seq)
-            wake = stream.expiry.next_wakeup_ns
-            if wake is not None and (timer.at is None or wake < timer.at):
-                timer.arm(wake)
 
         def caught_up() -> None:
             """nats-server's `subscribeToMirrorDirect`, once the mirror is nearly level
@@ -374,9 +367,42 @@ class JetStream:
                 entry.mirror_subs = self._serve_direct(stream, source.name)
 
         label = f"mirror {stream.name} of {stream.config.mirror.name}"
-        mirror = Mirror(stream, stored, caught_up)
+        mirror = Mirror(stream, self._stored(entry), caught_up)
         entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
         entry.link.start()
+
+    def _stored(self, entry: _Entry) -> Callable[[str, int], None]:
+        """What a mirror's or source's link calls for each message it stored and kept:
+        the consumers and the expiry timer hear of it as of a publish (`_attach`)."""
+        index = entry.consumers
+        timer = entry.timer
+        expiry = entry.stream.expiry
+
+        def stored(subject: str, seq: int) -> None:
+            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
+                runner.message_stored(seq)
+            wake = expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)
+
+        return stored
+
+    def _link_sources(self, entry: _Entry) -> None:
+        """Give each source of the stream its link to its origin (ADR 0020), and close
+        those of sources it no longer has."""
+        sourced = entry.sourced
+        if sourced is None or self._loop is None:
+            return
+        for iname in list(sourced.links):
+            if iname not in sourced.sources:
+                sourced.links.pop(iname).close()
+        for iname, source in sourced.sources.items():
+            if iname not in sourced.links:
+                label = f"source {source.name} of stream {entry.stream.name}"
+                link = OriginLink(Source(sourced, source), self.internal, self._loop,
+                                  self.now_ns, label)  # fmt: skip
+                sourced.links[iname] = link
+                link.start()
 
     def _unlink(self, entry: _Entry) -> None:
         if entry.link is not None:
@@ -452,29 +478,15 @@ class JetStream:
 
     def _configure_sources(self, entry: _Entry) -> None:
         """Give a stream with sources its `SourcedStream` (a new one, or the one it has
-        told of its new sources), and drop it from a stream left without."""
+        told of its new sources) and their links; close them for a stream left without."""
         sources = entry.stream.config.sources
-        if entry.sourced is not None:
+        if entry.sourced is None and sources:
+            entry.sourced = SourcedStream(entry.stream, entry.positions, self._stored(entry))
+        elif entry.sourced is not None:
             entry.sourced.configure(sources)
-            if not sources:
-                entry.sourced = None
-            return
-        if not sources:
-            return
-        stream = entry.stream
-        index = entry.consumers
-        expiry = stream.expiry
-        timer = entry.timer
-
-        def stored(subject: str, seq: int) -> None:
-            """A source's message was kept: as the ingest of a publish (`_attach`)."""
-            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
-                runner.message_stored(seq)
-            wake = expiry.next_wakeup_ns
-            if wake is not None and (timer.at is None or wake < timer.at):
-                timer.arm(wake)
-
-        entry.sourced = SourcedStream(stream, entry.positions, stored)
+        self._link_sources(entry)
+        if entry.sourced is not None and not sources:
+            entry.sourced = None
 
     def _unregister(self, name: str, *, notify: bool) -> _Entry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is
@@ -483,6 +495,10 @@ class JetStream:
         self._detach(name)
         entry = self._entries.pop(name)
         self._unlink(entry)
+        if entry.sourced is not None:
+            for link in entry.sourced.links.values():
+                link.close()
+            entry.sourced.links.clear()
         del self._streams[name]
         self._index_subjects(entry.stream.config, add=False)
         return entry

@@ -57,6 +57,9 @@ _RETRY_MAX_NS = 120_000_000_000
 _JITTER_NS = 100_000_000
 _ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _LAST_CONSUMER = b"Nats-Last-Consumer"
+ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
+ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
+API_PREFIX = "$JS.API"  # replaced by `external.api` for another account or domain
 _STALLED = b"Nats-Consumer-Stalled"
 
 
@@ -68,6 +71,11 @@ def retry_backoff_ns(fails: int) -> int:
 def sync_subject(prefix: str) -> str:
     """nats-server's `syncSubject`: `prefix` and 8 random base-62 characters."""
     return prefix + "." + "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+
+
+def link_subject(prefix: str) -> str:
+    """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
+    return sync_subject(prefix).replace("..", ".")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +97,15 @@ class LinkKind(Protocol):
         """The request for a new consumer, starting after what is stored now."""
         ...
 
-    def created(self, info: dict[str, Any], tracking: Tracking) -> None:
-        """The origin created the consumer (`info`: its ConsumerInfo); set `tracking`'s
-        sequences to where the deliveries start. Raises `StoreError` to retry."""
+    def refused(self, err_code: int) -> bool:
+        """The origin refused the consumer with `err_code`; True: ask again at once
+        (the kind changed its request), False: after the backoff."""
+        ...
+
+    def created(self, info: dict[str, Any], tracking: Tracking, header: bytes | None) -> None:
+        """The origin created the consumer (`info`: its ConsumerInfo, `header`: its
+        reply's); set `tracking`'s sequences to where the deliveries start. Raises
+        `StoreError` to retry."""
         ...
 
     def delivered(
@@ -225,12 +239,17 @@ class OriginLink:
         if not isinstance(answer, dict) or answer.get("error") or info is None:
             error = answer.get("error") if isinstance(answer, dict) else None
             log.warning("%s: origin refused its consumer: %s", self._label, error)
+            code = error.get("err_code") if isinstance(error, dict) else None
+            if isinstance(code, int) and self.kind.refused(code):
+                self._cancel()
+                self._schedule(0)
+                return
             self._failed(self._origin_error(error))
             return
         deliver = info["config"].get("deliver_subject", "")
         tracking = self.tracking
         try:
-            self.kind.created(info, tracking)
+            self.kind.created(info, tracking, header)
         except Exception as exc:
             self._failed(self._setup_failed(str(exc)))
             return

@@ -1,4 +1,4 @@
-"""A stream's sources (ADR 0020): what each source stored, where it resumes, its info.
+"""A stream's sources (ADR 0020): what each stores, where it resumes, its link, its info.
 
 `SourcedStream` is a sourcing stream's side of its links: it takes each message a source
 delivers as `processInboundSourceMsg` does (the `Nats-Stream-Source` header added, the
@@ -17,6 +17,10 @@ stream's last sequence as they were before that fsync; at open the messages from
 sequence on are read for newer positions. So the record is never ahead of the messages
 on disk, and what it lacks the newest headers give.
 
+Each source has its own `OriginLink` (link.py) whose kind is a `Source`: the consumer
+request nats-server's `setupSourceConsumer` sends, and each delivery as
+`processInboundSourceMsg` takes it (`Tracking.source_delivery`, then `SourcedStream`).
+
 `sources_info` is stream info's `sources` (nats-server's `StreamSourceInfo` list).
 """
 
@@ -29,18 +33,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook.jetstream.errors import ApiError
+from brook.jetstream.consumer.acks import AckMeta
 from brook.jetstream.fsutil import write_atomically
+from brook.jetstream.link import (
+    ACCOUNT,
+    ACK_WAIT_NS,
+    API_PREFIX,
+    HEALTH_CHECK_NS,
+    HEARTBEAT_NS,
+    CreateRequest,
+    OriginLink,
+    link_subject,
+)
+from brook.jetstream.models.consumer_json import format_time_with_offset
+from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import (
+    IDENTITY_HEADER,
     STREAM_SOURCE_HEADER,
+    Tracking,
+    Verdict,
     parse_source_header,
-    source_header,
+    source_header_at,
     sourced_header,
 )
 from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
+from brook.protocol.headers import raw_value
 from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
@@ -52,6 +72,7 @@ RECORD_FILE = "sources.db"
 _RECORD_VERSION = 1
 _RECORD_HEAD = struct.Struct("<BQQ")  # version, entries, stamp (nats-server's layout)
 _STREAM_SOURCE_RAW = STREAM_SOURCE_HEADER.encode()
+IDENTITY_MISMATCH = 10225  # the origin is not the stream of the identity sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,34 +264,23 @@ Stored = Callable[[str, int], None]
 """(subject, sequence) of a message a source stored: the engine tells its consumers."""
 
 
-@dataclass(slots=True)
-class SourceStatus:
-    """What stream info shows of one source's link: `lag` (origin messages left to
-    deliver), when its origin's consumer was last heard from (0: never) and the error
-    that stops it, if any."""
-
-    lag: int = 0
-    last_active_ns: int = 0
-    error: ApiError | None = None
-
-
 class SourcedStream:
-    """A sourcing stream's sources: their transforms, positions and status (module
-    docstring). Built with the stream; `configure` again after an update."""
+    """A sourcing stream's sources: their transforms, positions and links (module
+    docstring). Built with the stream; `configure` again after an update. The engine
+    gives each source its `OriginLink` (`links`, by internal name)."""
 
     def __init__(self, stream: Stream, positions: SourcePositions, stored: Stored) -> None:
         self.stream = stream
         self.positions = positions
         self._stored = stored
         self.sources: dict[str, StreamSource] = {}
-        self.status: dict[str, SourceStatus] = {}
+        self.links: dict[str, OriginLink] = {}
         self._transforms: dict[str, list[SubjectTransform | None]] = {}
         self.configure(stream.config.sources)
 
     def configure(self, sources: Sequence[StreamSource]) -> None:
-        """Take the stream's (new) sources; a source kept keeps its position and status."""
+        """Take the stream's (new) sources; a source kept keeps its position."""
         self.sources = {source.iname: source for source in sources}
-        self.status = {iname: self.status.get(iname) or SourceStatus() for iname in self.sources}
         self._transforms = {
             iname: [SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms]
             for iname, source in self.sources.items()
@@ -281,17 +291,19 @@ class SourcedStream:
         self,
         iname: str,
         subject: str,
-        reply: str,
         header: bytes | None,
         data: bytes,
-        ident: str,
         origin_seq: int,
+        ident: str,
     ) -> Ingested:
-        """One message of source `iname` delivered with ack `reply` (origin sequence
-        `origin_seq`) from the origin's `subject`: stored as nats-server's
-        `processInboundSourceMsg` stores it. A duplicate `Nats-Msg-Id` counts as stored;
-        after an error nothing is, and the source asks again from the same sequence."""
-        header = sourced_header(header, source_header(iname, reply, subject, ident))
+        """One message of source `iname` (origin sequence `origin_seq`, from the
+        origin's `subject`, whose identity is `ident`): stored as nats-server's
+        `processInboundSourceMsg` stores it. Only a message stored moves the source's
+        position (a duplicate `Nats-Msg-Id` does not, as in nats-server's store, and is
+        found a duplicate again if asked again after a restart); after an error nothing
+        is stored, and the source asks again from the same sequence."""
+        value = source_header_at(iname, str(origin_seq), subject, ident)
+        header = sourced_header(header, value)
         for transform in self._transforms[iname]:
             if transform is not None:
                 mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
@@ -299,11 +311,157 @@ class SourcedStream:
                     subject = mapped.decode("utf-8", "surrogateescape")
                     break
         result, subject = self.stream.ingest_sourced(subject, header, data)
-        if result.error is None:
+        if result.error is None and not result.duplicate:
             self.positions.stored(iname, origin_seq, ident)
             if result.kept:
                 self._stored(subject, result.seq)
         return result
+
+
+# ---------------------------------------------------------------------- the link
+
+
+def consumer_name(stream_name: str, source: StreamSource, sources: Sequence[StreamSource]) -> str:
+    """nats-server's `JS_SRC_<createSourcingConsumerHash>`: the hash of the stream's
+    stable hash, with the source's internal name when the stream sources that origin
+    more than once."""
+    stable = go_hash(f"{stream_name} {ACCOUNT}")
+    if sum(1 for other in sources if other.name == source.name) > 1:
+        stable = f"{stable} {source.iname}"
+    return f"JS_SRC_{go_hash(stable)}"
+
+
+class Source:
+    """One source's kind of link (`link.LinkKind`): the consumer request nats-server's
+    `setupSourceConsumer` sends, and each delivery as `processInboundSourceMsg` takes it
+    (`Tracking.source_delivery`, then `SourcedStream.ingest`). The origin's identity
+    (`Nats-Stream-Identity`) is sent with the request: an origin deleted and recreated
+    since refuses it (10225), and the source starts over from the new origin's start."""
+
+    setup_error = "SOURCE_CONSUMER_SETUP_FAILED"
+
+    def __init__(self, sourced: SourcedStream, source: StreamSource) -> None:
+        self.sourced = sourced
+        self.source = source
+        self.iname = source.iname
+        position = sourced.positions.positions[self.iname]
+        # The origin sequence the next consumer starts after (nats-server's `si.sseq`):
+        # the last stored or found a duplicate, or before the one that failed to store.
+        self.resume_after = position.seq
+        self.ident = position.ident
+        self._recreated = False  # the origin refused the identity: start over
+
+    def create_request(self) -> CreateRequest:
+        source = self.source
+        stream = self.sourced.stream
+        seq = self.resume_after + 1
+        config: dict[str, Any] = {
+            "name": consumer_name(stream.name, source, stream.config.sources),
+            "deliver_policy": "all",
+        }
+        if seq > 1:
+            config |= {"deliver_policy": "by_start_sequence", "opt_start_seq": seq}
+        elif source.opt_start_seq > 0:
+            config |= {"deliver_policy": "by_start_sequence", "opt_start_seq": source.opt_start_seq}
+        else:
+            state = stream.store.state()
+            last_ts = state.last_ts_ns if state.last_seq else 0
+            start = None
+            if source.opt_start_time is not None:
+                if last_ts and source.opt_start_time < last_ts:
+                    start = format_ts_ns(last_ts)
+                else:
+                    start = format_time_with_offset(
+                        source.opt_start_time, source.opt_start_time_offset
+                    )
+            elif state.first_seq > 1 and last_ts and not self._recreated:
+                start = format_ts_ns(last_ts)  # a stream purged since: after its last
+            if start is not None:
+                config |= {"deliver_policy": "by_start_time", "opt_start_time": start}
+        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
+        filters = [t.src for t in source.subject_transforms]
+        if source.filter_subject:
+            config["filter_subject"] = source.filter_subject
+        elif len(filters) == 1:
+            config["filter_subject"] = filters[0]
+        elif filters:
+            config["filter_subjects"] = filters
+        external = source.external
+        prefix = f"{external.deliver}.S" if external is not None and external.deliver else "$JS.S"
+        config |= {
+            "replay_policy": "instant",
+            "flow_control": True,
+            "deliver_subject": link_subject(prefix),
+            "idle_heartbeat": HEARTBEAT_NS,
+            "inactive_threshold": HEALTH_CHECK_NS,
+            "num_replicas": 0,
+            "direct": True,
+            "sourcing": True,
+            "metadata": {"_nats.src.acc": ACCOUNT, "_nats.src.stream": stream.name},
+        }
+        subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}"
+        if "filter_subject" in config:
+            subject += f".{config['name']}.{config['filter_subject']}"
+        if external is not None:
+            subject = subject.replace(API_PREFIX, external.api, 1).replace("..", ".")
+        header = hdrs.encode(
+            [("Nats-Required-Api-Level", "5"), (IDENTITY_HEADER.decode(), self.ident)]
+        )
+        body = {"stream_name": source.name, "config": config, "action": ""}
+        return CreateRequest(subject, header, body)
+
+    def refused(self, err_code: int) -> bool:
+        """The origin refused the consumer; True when the source starts over at once:
+        the origin is not the one it was copying (deleted and recreated)."""
+        if err_code != IDENTITY_MISMATCH:
+            return False
+        log.warning(
+            "source %s of stream %s was recreated: copying it from its start",
+            self.source.name,
+            self.sourced.stream.name,
+        )
+        self.ident, self._recreated, self.resume_after = "", True, 0
+        return True
+
+    def created(self, info: dict[str, Any], tracking: Tracking, header: bytes | None) -> None:
+        """Deliveries count from the position, or from what the origin says it delivered
+        before this consumer's start (an origin that lost messages: nothing to skip)."""
+        ident = raw_value(header, IDENTITY_HEADER) if header else None
+        reply_ident = ident.decode("utf-8", "surrogateescape") if ident else ""
+        seq = self.resume_after
+        if self._recreated or (reply_ident and self.ident and reply_ident != self.ident):
+            seq = 0
+        self.ident, self._recreated = reply_ident, False
+        delivered = int(info.get("delivered", {}).get("stream_seq", 0))
+        tracking.sseq = self.resume_after = max(seq, delivered)
+        tracking.dseq = 0
+
+    def delivered(
+        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+    ) -> bool:
+        sseq, dseq = tracking.sseq, tracking.dseq
+        verdict = tracking.source_delivery(
+            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
+        )
+        if verdict is Verdict.RETRY:
+            return False
+        if verdict is not Verdict.STORE:
+            return True
+        seq = meta.stream_seq
+        result = self.sourced.ingest(self.iname, subject, header, data, seq, self.ident)
+        if result.error is None:
+            self.resume_after = seq
+            return True
+        # Not stored (a discard-new limit, a full disk): asked again from this sequence.
+        tracking.sseq, tracking.dseq = sseq, dseq
+        self.resume_after = seq - 1
+        return False
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        self.sourced.stream.when_durable(callback)
+
+
+# ---------------------------------------------------------------------- info
 
 
 def sources_info(sourced: SourcedStream, now_ns: int) -> list[dict[str, Any]]:
@@ -312,17 +470,18 @@ def sources_info(sourced: SourcedStream, now_ns: int) -> list[dict[str, Any]]:
     consumer was last heard from, -1: never), `error`, and its filter or transforms."""
     out = []
     for iname, source in sourced.sources.items():
-        status = sourced.status[iname]
+        link = sourced.links.get(iname)
         info: dict[str, Any] = {"name": source.name}
         if source.external is not None:
             info["external"] = {"api": source.external.api, "deliver": source.external.deliver}
-        info["lag"] = status.lag
+        info["lag"] = link.lag if link is not None else 0
         seq = sourced.positions.positions.get(iname, Position()).seq
         if seq:
             info["seq"] = seq
-        info["active"] = now_ns - status.last_active_ns if status.last_active_ns else -1
-        if status.error is not None:
-            info["error"] = status.error.to_json()
+        last = link.last_active_ns if link is not None else 0
+        info["active"] = now_ns - last if last else -1
+        if link is not None and link.error is not None:
+            info["error"] = link.error.to_json()
         if source.filter_subject:
             info["filter_subject"] = source.filter_subject
         if source.subject_transforms:
