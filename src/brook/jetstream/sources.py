@@ -312,10 +312,16 @@ class SourcedStream:
                     break
         result, subject = self.stream.ingest_sourced(subject, header, data)
         if result.error is None and not result.duplicate:
+            # Noted before the group commit is asked for: its sync thread reads it.
             self.positions.stored(iname, origin_seq, ident)
+            self.stream.when_durable(_nothing_waits)
             if result.kept:
                 self._stored(subject, result.seq)
         return result
+
+
+def _nothing_waits(_error: BaseException | None) -> None:
+    """A sourced message's group commit: no one waits for it (the committer logs a failure)."""
 
 
 # ---------------------------------------------------------------------- the link

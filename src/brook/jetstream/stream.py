@@ -122,10 +122,6 @@ class Counted(Ingested):
     total: bytes = b""
 
 
-def _nothing_waits(_error: BaseException | None) -> None:
-    """A sourced message's group commit: no one waits for it (the committer logs a failure)."""
-
-
 def _uint(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
@@ -275,8 +271,8 @@ class Stream:
         the stream's own subject transform too, through the checks of a publish but
         those of what only a client may not do (a TTL or a rollup this stream does not
         allow, the `Nats-Stream-Source` header), dedup and limits included, then
-        republished. Says what was done and the subject it was stored under; the group
-        commit makes it durable soon (`when_durable`), as it would a publish's."""
+        republished. Says what was done and the subject it was stored under; the caller
+        asks for the group commit (`when_durable`) once it noted what was stored."""
         transform = self.input_transform
         if transform is not None:
             subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
@@ -293,8 +289,6 @@ class Stream:
             result = Ingested(0, False, False, err)
         finally:
             self._sourcing = False
-        if result.error is None and not result.duplicate:
-            self.when_durable(_nothing_waits)
         return result, subject
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
