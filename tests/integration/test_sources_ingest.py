@@ -11,7 +11,9 @@ against nats-server.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.js.api import StreamSource
 
 import brook
 from brook.jetstream.engine import JetStream
@@ -243,4 +246,34 @@ async def test_what_brook_does_not_honour_yet_is_refused(
             "description": f"{text} not supported by this server",
         }
         assert "S" not in server.jetstream.streams
+        await nc.close()
+
+
+async def test_a_source_from_a_start_time_through_nats_py(tmp_path: Path) -> None:
+    """nats.py's own V210FeaturesTest.test_stream_source_opt_start_time, against Brook:
+    only what the origin stored from `opt_start_time` on is copied."""
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="SOURCE_TIME", subjects=["src.>"])
+        await js.publish("src.1", b"before")
+        await js.publish("src.2", b"before")
+        await asyncio.sleep(0.1)
+        midpoint = datetime.datetime.now(datetime.UTC)
+        await asyncio.sleep(0.1)
+        await js.publish("src.3", b"after")
+        await js.publish("src.4", b"after")
+        source = StreamSource(name="SOURCE_TIME", opt_start_time=midpoint)
+        await js.add_stream(name="DEST_TIME", sources=[source])
+        for _ in range(100):
+            info = await js.stream_info("DEST_TIME")
+            if info.state.messages >= 2:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        info = await js.stream_info("DEST_TIME")
+        assert info.state.messages == 2
+        assert info.config.sources is not None
+        assert info.config.sources[0].name == "SOURCE_TIME"
+        assert isinstance(info.config.sources[0].opt_start_time, datetime.datetime)
         await nc.close()
