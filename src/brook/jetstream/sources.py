@@ -427,6 +427,7 @@ class Source:
             self.sourced.stream.name,
         )
         self.ident, self._recreated, self.resume_after = "", True, 0
+        self.sourced.positions.stored(self.iname, 0, "")  # info shows no `seq` now
         return True
 
     def created(self, info: dict[str, Any], tracking: Tracking, header: bytes | None) -> None:
