@@ -70,7 +70,7 @@ HEADER = b"NATS/1.0\r\nNats-Required-Api-Level: 5\r\nNats-Stream-Identity: \r\n\
 
 def _shown(request: CreateRequest) -> tuple[str, str]:
     body = json.dumps(request.body, separators=(",", ":"))  # as the link sends it
-    return request.subject, re.sub(r'"\$JS\.S\.[0-9A-Za-z]{8}"', '"$JS.S.<id>"', body)
+    return request.subject, re.sub(r'\.S\.[0-9A-Za-z]{8}"', '.S.<id>"', body)
 
 
 async def test_the_requests_of_four_sources_are_nats_server_s(tmp_path: Path) -> None:
@@ -93,3 +93,30 @@ async def test_the_requests_of_four_sources_are_nats_server_s(tmp_path: Path) ->
             assert request.header == HEADER
             requests.append(_shown(request))
         assert requests == RECORDED
+
+
+async def test_an_external_source_s_request_is_nats_server_s(tmp_path: Path) -> None:
+    """`external.api` replaces `$JS.API` in the subject, `external.deliver` prefixes the
+    deliver subject (`<deliver>.S.<id>`)."""
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        external = {"api": "$JS.ext.API", "deliver": "dlv"}
+        body = {
+            "name": "S",
+            "subjects": ["s.>"],
+            "sources": [{"name": "O1", "filter_subject": "a.b", "external": external}],
+        }
+        js.create(parse_stream_config(body))
+        sourced = js.sourced("S")
+        assert sourced is not None
+        (link,) = sourced.links.values()
+        assert isinstance(link.kind, Source)
+        request = link.kind.create_request()
+        subject, shown = _shown(request)
+        assert subject == "$JS.ext.API.CONSUMER.CREATE.O1.JS_SRC_N6lXlrSF.a.b"
+        assert shown == (
+            '{"stream_name":"O1","config":{"name":"JS_SRC_N6lXlrSF","deliver_policy":"all",'
+            + _HEAD
+            + '"filter_subject":"a.b",'
+            + _TAIL.replace("$JS.S.<id>", "dlv.S.<id>")
+        )
