@@ -314,14 +314,10 @@ class SourcedStream:
         if result.error is None and not result.duplicate:
             # Noted before the group commit is asked for: its sync thread reads it.
             self.positions.stored(iname, origin_seq, ident)
-            self.stream.when_durable(_nothing_waits)
+            self.stream.sourced_written()
             if result.kept:
                 self._stored(subject, result.seq)
         return result
-
-
-def _nothing_waits(_error: BaseException | None) -> None:
-    """A sourced message's group commit: no one waits for it (the committer logs a failure)."""
 
 
 # ---------------------------------------------------------------------- the link

@@ -156,6 +156,11 @@ class Stream:
         if committer is not None and config.persist_mode == "async":
             self._background_sync = BackgroundSync(committer)
             self._committer = None
+        # What sources store is synced soon after, one commit request at a time (their
+        # links wait for none: `sourced_written`).
+        self._sourced_sync = self._background_sync
+        if committer is not None and self._sourced_sync is None:
+            self._sourced_sync = BackgroundSync(committer)
         self._space = space  # file streams: room on the disk (module docstring)
         self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
@@ -290,6 +295,12 @@ class Stream:
         finally:
             self._sourcing = False
         return result, subject
+
+    def sourced_written(self) -> None:
+        """A source stored a message: a group commit follows soon, asked for once however
+        many arrive meanwhile (persist.py), which also writes the sources' positions."""
+        if self._sourced_sync is not None:
+            self._sourced_sync.written()
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """`callback` once what the stream stored so far is on stable storage: after its
