@@ -34,7 +34,9 @@ import asyncio
 import json
 import logging
 import random
+import re
 import secrets
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,7 +57,13 @@ CREATE_WAIT_NS = 30_000_000_000  # how long a create request waits for its reply
 _RETRY_BASE_NS = 5_000_000_000
 _RETRY_MAX_NS = 120_000_000_000
 _JITTER_NS = 100_000_000
+# Deliveries taken per turn of the event loop: the origin's consumer hands over its whole
+# flow-control window at once, which the link works through a slice at a time so that
+# other clients are served meanwhile (nats-server's ipQueue and its goroutine).
+_BATCH = 256
 _ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# The ack reply of a delivery in its common (version 1) form: read without decoding it.
+_ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
 _LAST_CONSUMER = b"Nats-Last-Consumer"
 _STALLED = b"Nats-Consumer-Stalled"
 
@@ -131,6 +139,8 @@ class OriginLink:
         self._reply_sub: Subscription | None = None
         self._deliver_sub: Subscription | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
+        self._draining = False  # a `_drain` is scheduled
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -152,6 +162,7 @@ class OriginLink:
             if sub is not None:
                 self._client.unsubscribe(sub)
         self._reply_sub = self._deliver_sub = None
+        self._inbox.clear()
         self.tracking.consumer = ""
 
     def _schedule(self, backoff_ns: int) -> None:
@@ -254,13 +265,29 @@ class OriginLink:
     def _on_message(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> None:
+        """Queued, and taken `_BATCH` at a time in later turns of the loop (`_drain`)."""
         if self._deliver_sub is None:
             return
         self.last_active_ns = self._now_ns()
+        self._inbox.append((subject, reply, header, data))
+        if not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._draining = False
+        inbox = self._inbox
+        for _ in range(min(len(inbox), _BATCH)):
+            self._take(*inbox.popleft())  # a retry empties the inbox
+        if inbox and not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _take(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
         if header is not None and header.startswith(b"NATS/1.0 100"):
             self._control(reply, header)
             return
-        meta = parse_ack_subject(reply.decode()) if reply else None
+        meta = _ack_meta(reply) if reply else None
         if meta is None or meta.consumer != self.tracking.consumer:
             return  # an older consumer's (nats-server's isCurrentSub)
         if header:
@@ -305,3 +332,13 @@ class OriginLink:
         stalled = hdrs.raw_value(header, _STALLED)
         if stalled:
             self._client.publish(stalled, b"")
+
+
+def _ack_meta(reply: bytes) -> AckMeta | None:
+    """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
+    expression: this runs for every message a mirror or source copies)."""
+    m = _ACK_REPLY.fullmatch(reply)
+    if m is None:
+        return parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
+    stream, consumer, d, s, c, t, p = m.groups()
+    return AckMeta(stream.decode(), consumer.decode(), int(d), int(s), int(c), int(t), int(p))

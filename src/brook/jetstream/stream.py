@@ -400,7 +400,7 @@ class Stream:
         is stored already; a store failure raises `StoreError` (nothing more stored).
         What it removed goes to `on_removed` before it returns."""
         store = self.store
-        last = store.state().last_seq
+        last = store.last_seq()
         if seq <= last:
             return False
         space = self._space
@@ -423,7 +423,8 @@ class Stream:
         try:
             self._enforce_limits(subject)
         finally:
-            self._report_removed()
+            if self._removed:
+                self._report_removed()
         return True
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
