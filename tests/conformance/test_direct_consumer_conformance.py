@@ -185,13 +185,16 @@ async def refused(p: Probe) -> None:
 
 async def direct_only(p: Probe) -> None:
     """`direct` without `sourcing` on the legacy ephemeral subject: a generated name, no
-    suffix, the identity header all the same; not listed."""
+    suffix, the identity header all the same; not listed. `direct` may not change."""
     await _origin(p, messages=2)
     await p.sub(DELIVER)
     cfg = {"deliver_subject": DELIVER, "ack_policy": "none", "direct": True}
-    await _create(p, "create", f"{API}.CREATE.{S}", cfg)
+    created = await _create(p, "create", f"{API}.CREATE.{S}", cfg)
     p.record_msgs("deliveries", await p.take(DELIVER, 2))
     await _listed(p, "after create")
+    public = {**cfg, "name": created["name"], "direct": False}
+    await _create(p, "made public", f"{API}.CREATE.{S}.{created['name']}", public)
+    await _create(p, "updated", f"{API}.CREATE.{S}.{created['name']}", {**public, "direct": True})
 
 
 async def flow_control(p: Probe) -> None:
