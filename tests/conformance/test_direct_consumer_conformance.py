@@ -39,19 +39,22 @@ SUFFIX = re.compile(r"^(.*)-[A-Za-z0-9_-]{8}$")
 
 
 def sourcing_config(name: str = "JS_MIRROR_abc", **extra: Any) -> dict[str, Any]:
-    """The consumer config of nats-server's `setupMirrorConsumer` for an empty mirror."""
+    """The consumer config of nats-server's `setupMirrorConsumer` for an empty mirror, as
+    Go marshals it (the fields without `omitempty` included)."""
     return {
         "name": name,
-        "deliver_subject": DELIVER,
         "deliver_policy": "all",
         "ack_policy": "none",
         "ack_wait": 22 * 3600 * SECOND_NS,
         "max_deliver": 1,
-        "idle_heartbeat": SECOND_NS,
+        "replay_policy": "instant",
         "flow_control": True,
+        "deliver_subject": DELIVER,
+        "idle_heartbeat": SECOND_NS,
+        "inactive_threshold": 10 * SECOND_NS,
+        "num_replicas": 0,
         "direct": True,
         "sourcing": True,
-        "inactive_threshold": 10 * SECOND_NS,
         "metadata": {"_nats.mirror.stream": "M", "_nats.mirror.acc": "$G"},
         **extra,
     }
@@ -76,13 +79,14 @@ async def _create(
     config: dict[str, Any],
     *,
     header: list[tuple[str, str]] | None = None,
+    api_level: str = "4",
 ) -> dict[str, Any]:
     """Send a create request as a mirror does (raw HPUB, `Nats-Required-Api-Level: 4`
-    plus `header`) and record the whole reply; returns its JSON."""
+    plus `header`; a source asks for 5) and record the whole reply; returns its JSON."""
     inbox = f"_R.{len(p.steps)}"
     await p.sub(inbox)
-    block = headers.encode([("Nats-Required-Api-Level", "4"), *(header or [])])
-    body = json.dumps({"stream_name": S, "config": config}).encode()
+    block = headers.encode([("Nats-Required-Api-Level", api_level), *(header or [])])
+    body = json.dumps({"stream_name": S, "config": config, "action": ""}).encode()
     await p.raw.send(
         f"HPUB {subject} {inbox} {len(block)} {len(block) + len(body)}\r\n".encode()
         + block
@@ -125,7 +129,7 @@ async def mirror_request(p: Probe) -> None:
     """The request of a new mirror, on the extended create subject with its filter: the
     reply names the consumer `<name>-<suffix>` and carries the origin's identity in its
     header; messages follow with 9-token ack subjects, then idle heartbeats; the consumer
-    is neither counted nor listed, but CONSUMER.INFO knows it."""
+    is neither counted nor listed, but CONSUMER.INFO and DELETE know it."""
     identity = await _origin(p, messages=3)
     await p.sub(DELIVER)
     cfg = sourcing_config(filter_subject="o.a")
@@ -143,6 +147,9 @@ async def mirror_request(p: Probe) -> None:
     await p.publish("o.a", b"m4")
     p.record_msgs("a new message", await p.take(DELIVER, 1))
     p.record_msgs("next heartbeat", await p.take(DELIVER, 1, timeout=2.5))
+    await p.api("delete", f"{API}.DELETE.{S}.{created['name']}")
+    await p.api("info after delete", f"{API}.INFO.{S}.{created['name']}")
+    await _listed(p, "after delete")
 
 
 async def source_request(p: Probe) -> None:
@@ -155,6 +162,20 @@ async def source_request(p: Probe) -> None:
     )
     await _create(p, "create", f"{API}.CREATE.{S}.JS_SRC_xyz", cfg)
     p.record_msgs("deliveries from 3", await p.take(DELIVER, 2))
+    await _listed(p, "after create")
+
+
+async def source_with_transforms(p: Probe) -> None:
+    """A source with two subject transforms asks for their sources as `filter_subjects`
+    on the plain CREATE.<S> subject (the name only in the config), API level 5 and the
+    identity it knows, empty the first time (nats-server's `setupSourceConsumer`)."""
+    await _origin(p, messages=5)
+    await p.sub(DELIVER)
+    cfg = sourcing_config("JS_SRC_two", filter_subjects=["o.a", "o.b"], max_deliver=1)
+    cfg["metadata"] = {"_nats.src.stream": "SRC", "_nats.src.acc": "$G"}
+    header = [("Nats-Stream-Identity", "")]
+    await _create(p, "create", f"{API}.CREATE.{S}", cfg, header=header, api_level="5")
+    p.record_msgs("deliveries", await p.take(DELIVER, 5))
     await _listed(p, "after create")
 
 
@@ -231,7 +252,15 @@ async def inactive(p: Probe) -> None:
 
 @pytest.mark.parametrize(
     "scenario",
-    [mirror_request, source_request, refused, direct_only, flow_control, inactive],
+    [
+        mirror_request,
+        source_request,
+        source_with_transforms,
+        refused,
+        direct_only,
+        flow_control,
+        inactive,
+    ],
     ids=lambda s: s.__name__,
 )
 async def test_direct_consumer_matches_nats_server(scenario: Any, nats_server_url: str) -> None:
