@@ -39,9 +39,9 @@ import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from brook.jetstream.consumer.acks import AckMeta, parse_ack_subject
+from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.sourcing import Tracking
 from brook.protocol import headers as hdrs
@@ -78,6 +78,18 @@ def sync_subject(prefix: str) -> str:
     return prefix + "." + "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
 
 
+class Delivery(NamedTuple):
+    """What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
+    seq>.<delivery seq>.<ts>.<pending>`): a tuple, made once per message copied."""
+
+    consumer: str
+    delivered: int
+    stream_seq: int
+    consumer_seq: int
+    timestamp_ns: int
+    pending: int
+
+
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
     """One consumer-create request: where it goes, its header and JSON body."""
@@ -103,7 +115,7 @@ class LinkKind(Protocol):
         ...
 
     def delivered(
-        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         """One delivery (its ack reply read as `meta`); False: recreate the consumer."""
         ...
@@ -334,11 +346,21 @@ class OriginLink:
             self._client.publish(stalled, b"")
 
 
-def _ack_meta(reply: bytes) -> AckMeta | None:
+def _ack_meta(reply: bytes) -> Delivery | None:
     """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
     expression: this runs for every message a mirror or source copies)."""
     m = _ACK_REPLY.fullmatch(reply)
-    if m is None:
-        return parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
-    stream, consumer, d, s, c, t, p = m.groups()
-    return AckMeta(stream.decode(), consumer.decode(), int(d), int(s), int(c), int(t), int(p))
+    if m is not None:
+        _, consumer, d, s, c, t, p = m.groups()
+        return Delivery(consumer.decode(), int(d), int(s), int(c), int(t), int(p))
+    meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
+    if meta is None:
+        return None
+    return Delivery(
+        meta.consumer,
+        meta.delivered,
+        meta.stream_seq,
+        meta.consumer_seq,
+        meta.timestamp_ns,
+        meta.pending,
+    )

@@ -24,11 +24,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from brook.jetstream.consumer.acks import AckMeta
 from brook.jetstream.link import (
     HEALTH_CHECK_NS,
     HEARTBEAT_NS,
     CreateRequest,
+    Delivery,
     OriginLink,
     sync_subject,
 )
@@ -144,7 +144,7 @@ class Mirror:
         tracking.sseq = max(delivered, last)
 
     def delivered(
-        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         verdict = tracking.mirror_delivery(
             meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
