@@ -115,11 +115,16 @@ async def filtered(s: Session) -> None:
         },
     )
     await mirrored(s, "mapped", "T", 4)
-    await s.create("from 3", {"name": "S3", "mirror": {"name": "O", "opt_start_seq": 3}})
+    await s.create(
+        "from 3, in memory",
+        {"name": "S3", "mirror": {"name": "O", "opt_start_seq": 3}, "storage": "memory"},
+    )
     await mirrored(s, "started at 3", "S3", 4)
+    await s.create("a mirror of a mirror", {"name": "C", "mirror": {"name": "F"}})
+    await mirrored(s, "chained", "C", 3)
 
 
-async def test_filters_transforms_and_start_options_as_nats_server(
+async def test_filters_transforms_start_options_and_chains_as_nats_server(
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, filtered)

@@ -59,7 +59,9 @@ _RETRY_MAX_NS = 120_000_000_000
 _JITTER_NS = 100_000_000
 # Deliveries taken per turn of the event loop: the origin's consumer hands over its whole
 # flow-control window at once, which the link works through a slice at a time so that
-# other clients are served meanwhile (nats-server's ipQueue and its goroutine).
+# other clients are served meanwhile (nats-server's ipQueue and its goroutine). The queue
+# holds at most that window: the link answers a flow-control request only once it took
+# (and synced) what came before it.
 _BATCH = 256
 _ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # The ack reply of a delivery in its common (version 1) form: read without decoding it.
