@@ -246,17 +246,17 @@ class OriginLink:
         except ValueError:
             self._failed(api_error("INVALID_JSON"))
             return
-        info = answer.get("config") and answer if isinstance(answer, dict) else None
-        if not isinstance(answer, dict) or answer.get("error") or info is None:
-            error = answer.get("error") if isinstance(answer, dict) else None
-            log.warning("%s: origin refused its consumer: %s", self._label, error)
-            self._failed(self._origin_error(error))
+        info = answer if isinstance(answer, dict) else {}
+        config = info.get("config")
+        deliver = config.get("deliver_subject") if isinstance(config, dict) else None
+        if info.get("error") or not isinstance(deliver, str) or not deliver:
+            log.warning("%s: origin refused its consumer: %s", self._label, info.get("error"))
+            self._failed(self._origin_error(info.get("error")))
             return
-        deliver = info["config"].get("deliver_subject", "")
         tracking = self.tracking
         try:
             self.kind.created(info, tracking)
-        except Exception as exc:
+        except Exception as exc:  # a malformed answer, or the stream's store failed
             self._failed(self._setup_failed(str(exc)))
             return
         tracking.consumer = str(info.get("name", ""))
