@@ -68,6 +68,10 @@ def consumer_config_to_json(
     out["num_replicas"] = c.num_replicas
     if c.mem_storage:
         out["mem_storage"] = True
+    if c.direct:
+        out["direct"] = True
+    if c.sourcing:
+        out["sourcing"] = True
     metadata = dict(c.metadata)
     metadata["_nats.req.level"] = "1" if c.pause_until is not None else "0"
     if server_version is not None:
