@@ -10,7 +10,9 @@ tests/conformance/test_direct_consumer_conformance.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +20,15 @@ import nats
 import pytest
 
 import brook
+from brook.jetstream.models.info import parse_ts
 from brook.jetstream.snapshot.archive import unpack
+from brook.jetstream.sourcing import stream_identity
 from tests.support.snapshots import backup, restore
 
 pytestmark = pytest.mark.timeout(60)
 
 API = "$JS.API.CONSUMER"
+Msg = tuple[bytes, bytes | None, bytes | None, bytes]  # subject, reply, header, payload
 
 
 def _sourcing(name: str, deliver: str, **extra: Any) -> dict[str, Any]:
@@ -121,3 +126,50 @@ async def test_what_is_not_built_stays_refused(
     assert (await js.stream_info("O")).state.consumer_count == 0
     names = json.loads((await nc.request(f"{API}.NAMES.O", b"", timeout=5)).data)
     assert names["consumers"] == []
+
+
+async def test_the_create_request_works_through_the_engines_internal_client(
+    tmp_path: Path,
+) -> None:
+    """A mirror's link is an in-process client of the origin's API (ADR 0020): its
+    request goes through the router to the API and the consumer, the reply (with its
+    `Nats-Stream-Identity` header) and then the deliveries and heartbeats come back to
+    its own subscriptions, on the loop turns after the request."""
+    async with brook.serve(port=0, store_dir=str(tmp_path / "store")) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="O", subjects=["o.>"])
+        await js.publish("o.a", b"1")
+        await js.publish("o.b", b"2")
+        internal = server.jetstream.internal
+        replies: list[Msg] = []
+        deliveries: list[Msg] = []
+
+        def keep(into: list[Msg]) -> Callable[[bytes, bytes | None, bytes | None, bytes], None]:
+            return lambda *msg: into.append(msg)
+
+        internal.subscribe("_R_.link", keep(replies))
+        internal.subscribe("$JS.M.link", keep(deliveries))
+        body = {"stream_name": "O", "config": _sourcing("JS_MIRROR_l", "$JS.M.link")}
+        internal.publish(
+            b"$JS.API.CONSUMER.CREATE.O.JS_MIRROR_l",
+            json.dumps(body).encode(),
+            b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n",
+            b"_R_.link",
+        )
+        assert len(replies) == 1  # answered at once,
+        assert deliveries == []  # delivered on the next loop turns
+        _, _, header, payload = replies[0]
+        created = json.loads(payload)
+        assert created["push_bound"] is True, created
+        identity = json.loads((await nc.request("$JS.API.STREAM.INFO.O", b"")).data)["created"]
+        assert header == b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % (
+            stream_identity(parse_ts(identity)).encode()
+        )
+        for _ in range(100):
+            if len(deliveries) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert [(s, p) for s, _, _, p in deliveries] == [(b"o.a", b"1"), (b"o.b", b"2")]
+        assert all(r is not None and r.count(b".") == 8 for _, r, _, _ in deliveries)
+        await nc.close()
