@@ -7,7 +7,8 @@ publish with `$JS.ACK.` replies, on either server): a flow-control request, an i
 heartbeat naming a stalled flow-control request, and one whose `Nats-Last-Consumer` says
 a delivery went missing. Compared: the create request (subject, header, JSON, the random
 subjects masked), the flow-control replies, the mirror's info, the request it sends again
-after the missing delivery, and the origin's error in its info when that is refused.
+after the missing delivery, the request without `sourcing` it sends when the origin's API
+level is too low for one, and the origin's error in its info when that is refused.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from tests.support.raw import Msg, RawClient
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 API = "$JS.ext.API"
-RANDOM = re.compile(r"(\$JS\.M|\$JSC\.R)\.[0-9A-Za-z]{8}")
+RANDOM = re.compile(r"(\$JS\.M\.|\$JSC\.R\.|JS_MIRROR_[0-9A-Za-z]{8}_)[0-9A-Za-z]{8}")
 
 
 def _masked(text: str) -> str:
-    return RANDOM.sub(r"\1.<id>", text)
+    return RANDOM.sub(r"\1<id>", text)
 
 
 def _hpub(subject: str, reply: str, header: bytes, payload: bytes) -> bytes:
@@ -69,6 +70,12 @@ class Origin:
         )
         assert msg.reply is not None
         return msg.reply.decode(), deliver
+
+    async def refuse(self, reply: str, code: int, err_code: int, description: str) -> None:
+        error = {"code": code, "err_code": err_code, "description": description}
+        body = {"type": "io.nats.jetstream.api.v1.consumer_create_response", "error": error}
+        data = json.dumps(body).encode()
+        await self.raw.send(b"PUB %b %d\r\n%b\r\n" % (reply.encode(), len(data), data))
 
     async def answer(self, reply: str, deliver: str, name: str, delivered: int) -> None:
         info = {
@@ -120,11 +127,9 @@ async def scenario(url: str) -> Results:
             lost += b"Nats-Last-Stream: 9\r\n\r\n"
             await raw.send(_hpub(deliver, "", lost, b""))
             reply_to, deliver = await origin.create_request("created again after a gap")
-            refused = {"error": {"code": 404, "err_code": 10059, "description": "stream not found"}}
-            data = json.dumps(
-                {"type": "io.nats.jetstream.api.v1.consumer_create_response", **refused}
-            )
-            await raw.send(b"PUB %b %d\r\n%b\r\n" % (reply_to.encode(), len(data), data.encode()))
+            await origin.refuse(reply_to, 400, 10185, "api level not supported")
+            reply_to, deliver = await origin.create_request("asked again without sourcing")
+            await origin.refuse(reply_to, 404, 10059, "stream not found")
             results.append(("refused", await _info(nc, lambda i: "error" in i["mirror"])))
     finally:
         await nc.close()

@@ -154,6 +154,7 @@ class OriginLink:
         self._deliver_sub: Subscription | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
+        self._request: CreateRequest | None = None  # the create request last sent
         self._draining = False  # a `_drain` is scheduled
         self._closed = False
 
@@ -219,6 +220,10 @@ class OriginLink:
             log.warning("%s: cannot build its consumer request: %s", self._label, exc)
             self._failed(self._setup_failed(str(exc)))
             return
+        self._send(request)
+
+    def _send(self, request: CreateRequest) -> None:
+        self._request = request
         reply = sync_subject("$JSC.R")
         self._reply_sub = self._client.subscribe(reply, self._on_reply)
         body = json.dumps(request.body, separators=(",", ":")).encode()
@@ -247,6 +252,10 @@ class OriginLink:
             self._failed(api_error("INVALID_JSON"))
             return
         info = answer if isinstance(answer, dict) else {}
+        retry = _without_sourcing(self._request, info.get("error"))
+        if retry is not None:  # an origin that knows no sourcing consumers
+            self._send(retry)
+            return
         config = info.get("config")
         deliver = config.get("deliver_subject") if isinstance(config, dict) else None
         if info.get("error") or not isinstance(deliver, str) or not deliver:
@@ -366,3 +375,24 @@ def _ack_meta(reply: bytes) -> Delivery | None:
         meta.timestamp_ns,
         meta.pending,
     )
+
+
+# The errors after which nats-server asks again without `sourcing`: the origin's API level
+# is too low for it (JSRequiredApiLevelErr), or its JSON decoder does not know the field.
+_NO_SOURCING_ERRORS = (10185, 10025)
+
+
+def _without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
+    """nats-server's second try when the origin refused a sourcing consumer as too new:
+    the same request without `sourcing` nor the API-level header, under a name of its own
+    (`<name>_<8 random characters>`, in the subject too where the name is)."""
+    if request is None or not isinstance(error, dict):
+        return None
+    config = request.body.get("config", {})
+    if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
+        return None
+    name = config["name"]
+    unique = f"{name}_{sync_subject('x')[2:]}"
+    config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
+    subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
+    return CreateRequest(subject, None, {**request.body, "config": config})
