@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import brook
+from brook.jetstream.models.info import format_ts_ns
 from tests.conformance.test_stream_api_conformance import normalise
 from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
 from tests.support.natsserver import nats_server_binary, run_nats_server
@@ -25,6 +27,14 @@ from tests.support.natsserver import nats_server_binary, run_nats_server
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 ORIGIN = {"name": "O", "subjects": ["o.>"], "allow_direct": True}
+
+
+def _without_start_time(reply: dict[str, Any]) -> dict[str, Any]:
+    """The create reply with the mirror's `opt_start_time` (a time of the run) masked."""
+    mirror = reply.get("config", {}).get("mirror", {})
+    if "opt_start_time" in mirror:
+        mirror["opt_start_time"] = "<start time>"
+    return reply
 
 
 def _masked(info: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +81,7 @@ async def basics(s: Session) -> None:
     await s.create("origin", ORIGIN)
     await s.publish("o.a 1", "o.a", b"one", {"Nats-Msg-Id": "1", "Nats-Expected-Stream": "O"})
     await s.publish("o.b 2", "o.b", b"two", {"X": "y"})
-    await s.publish("o.a 3", "o.a", b"three")
+    await s.publish("o.a 3", "o.a", b"three", {"X-Kept": "yes"})
     await s.api("delete 2", "$JS.API.STREAM.MSG.DELETE.O", {"seq": 2})
     created = await s.create("mirror", {"name": "M", "mirror": {"name": "O"}})
     assert created.get("mirror", {}).get("active") == -1, created
@@ -122,6 +132,17 @@ async def filtered(s: Session) -> None:
     await mirrored(s, "started at 3", "S3", 4)
     await s.create("a mirror of a mirror", {"name": "C", "mirror": {"name": "F"}})
     await mirrored(s, "chained", "C", 3)
+    await asyncio.sleep(0.05)
+    since = time.time_ns()
+    await asyncio.sleep(0.05)
+    for i in range(2):
+        await s.publish(f"o.d {i}", "o.d", b"later %d" % i)
+    await s.create(
+        "from a time",
+        {"name": "T2", "mirror": {"name": "O", "opt_start_time": format_ts_ns(since)}},
+    )
+    s.results[-1] = (s.results[-1][0], _without_start_time(s.results[-1][1]))
+    await mirrored(s, "started at a time", "T2", 6)
 
 
 async def test_filters_transforms_start_options_and_chains_as_nats_server(
