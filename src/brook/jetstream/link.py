@@ -252,7 +252,7 @@ class OriginLink:
             self._failed(api_error("INVALID_JSON"))
             return
         info = answer if isinstance(answer, dict) else {}
-        retry = _without_sourcing(self._request, info.get("error"))
+        retry = without_sourcing(self._request, info.get("error"))
         if retry is not None:  # an origin that knows no sourcing consumers
             self._send(retry)
             return
@@ -310,7 +310,7 @@ class OriginLink:
         if header is not None and header.startswith(b"NATS/1.0 100"):
             self._control(reply, header)
             return
-        meta = _ack_meta(reply) if reply else None
+        meta = read_ack_reply(reply) if reply else None
         if meta is None or meta.consumer != self.tracking.consumer:
             return  # an older consumer's (nats-server's isCurrentSub)
         if header:
@@ -357,7 +357,7 @@ class OriginLink:
             self._client.publish(stalled, b"")
 
 
-def _ack_meta(reply: bytes) -> Delivery | None:
+def read_ack_reply(reply: bytes) -> Delivery | None:
     """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
     expression: this runs for every message a mirror or source copies)."""
     m = _ACK_REPLY.fullmatch(reply)
@@ -382,7 +382,7 @@ def _ack_meta(reply: bytes) -> Delivery | None:
 _NO_SOURCING_ERRORS = (10185, 10025)
 
 
-def _without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
+def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
     """nats-server's second try when the origin refused a sourcing consumer as too new:
     the same request without `sourcing` nor the API-level header, under a name of its own
     (`<name>_<8 random characters>`, in the subject too where the name is)."""
