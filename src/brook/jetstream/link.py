@@ -11,18 +11,23 @@ remote server with no change here.
 What it does with the deliveries is its kind's (`LinkKind`: the mirror's or a source's
 tracking and ingest); the link handles the rest as nats-server does:
 
+* deliveries are queued and taken a slice per loop turn (`_BATCH`), in order with the
+  control messages;
 * control messages: a flow-control request is answered with the last delivery and origin
   sequences once what was stored before it is durable (the stream's group commit), so
   the origin never runs further ahead than its flow-control window of what is on disk; an
   idle heartbeat whose `Nats-Last-Consumer` is not the last delivery seen means a
-  delivery was lost: the consumer is recreated;
+  delivery was lost: the consumer is recreated; one naming a stalled flow-control request
+  (`Nats-Consumer-Stalled`) gets that request answered;
 * a consumer that delivered nothing (not even a heartbeat) for `HEALTH_CHECK_NS` is
   stalled: recreated;
 * a create that failed or got no reply within `CREATE_WAIT_NS` is retried after
   `retry_backoff_ns` (nats-server's `calculateRetryBackoff`) plus jitter, and never sooner
   than `RETRY_THRESHOLD_NS` after the previous request;
 * each (re)creation asks its kind for the request anew, so that it starts after what the
-  stream has stored (a mirror: its last sequence + 1).
+  stream has stored (a mirror: its last sequence + 1);
+* an origin that refuses a sourcing consumer as too new is asked again without it
+  (`without_sourcing`).
 
 The origin's old consumer is not deleted on a retry: as in nats-server it goes away after
 its inactive threshold (10 s); deliveries from it are ignored (`Tracking.consumer`).
@@ -75,9 +80,15 @@ def retry_backoff_ns(fails: int) -> int:
     return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
 
 
+def random_id() -> str:
+    """8 random base-62 characters, as nats-server's `syncSubject` and
+    `createConsumerName` make them."""
+    return "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+
+
 def sync_subject(prefix: str) -> str:
-    """nats-server's `syncSubject`: `prefix` and 8 random base-62 characters."""
-    return prefix + "." + "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+    """nats-server's `syncSubject`: `prefix` and a random id."""
+    return f"{prefix}.{random_id()}"
 
 
 class Delivery(NamedTuple):
@@ -392,7 +403,7 @@ def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest
     if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
         return None
     name = config["name"]
-    unique = f"{name}_{sync_subject('x')[2:]}"
+    unique = f"{name}_{random_id()}"
     config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
     subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
     return CreateRequest(subject, None, {**request.body, "config": config})
