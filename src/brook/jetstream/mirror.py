@@ -15,12 +15,15 @@ mirror promotes it into an ordinary stream (nats-server 2.12), whose link is the
 A mirror resumes after a restart from its own last sequence + 1: the store is the
 position, so nothing is copied twice and nothing skipped.
 
+With `mirror_direct` (inherited from a local origin's `allow_direct`) a mirror answers its
+origin's direct gets too, from its first delivery with fewer than `CAUGHT_UP_PENDING`
+messages pending (the engine subscribes it, `caught_up`): a read replica.
+
 `mirror_info` is the `mirror` of stream info (nats-server's `StreamSourceInfo`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +42,6 @@ from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
-
-log = logging.getLogger("brook.mirror")
 
 ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
 _ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
