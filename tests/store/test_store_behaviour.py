@@ -1016,6 +1016,7 @@ def test_skip_msgs_leaves_deleted_gaps_that_survive_a_reopen(
     assert (st_.messages, st_.first_seq, st_.last_seq, st_.lost) == (2, 1, 2 + gap, None)
     assert st_.num_deleted == gap
     assert st_.last_ts_ns == ts(1)
+    assert store.last_seq() == st_.last_seq
     assert store.store("c", None, b"", ts(2)) == 3 + gap
     store.skip_msgs(5 + gap)
     assert store.store("d", None, b"", ts(3)) == 6 + gap

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from brook.jetstream.consumer.acks import ack_subject, parse_ack_subject
+from brook.jetstream.link import Delivery
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.sourcing import Tracking
 from brook.protocol import headers as hdrs
@@ -32,9 +32,7 @@ def _mirror(**mirror: Any) -> tuple[Mirror, list[tuple[str, int]]]:
 def _deliver(
     mirror: Mirror, tracking: Tracking, sseq: int, dseq: int, subject: str = "o.a"
 ) -> bool:
-    reply = ack_subject("O", tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
-    meta = parse_ack_subject(reply)
-    assert meta is not None
+    meta = Delivery(tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
     return mirror.delivered(tracking, meta, subject, None, b"%d" % sseq)
 
 

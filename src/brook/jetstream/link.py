@@ -11,18 +11,23 @@ remote server with no change here.
 What it does with the deliveries is its kind's (`LinkKind`: the mirror's or a source's
 tracking and ingest); the link handles the rest as nats-server does:
 
+* deliveries are queued and taken a slice per loop turn (`_BATCH`), in order with the
+  control messages;
 * control messages: a flow-control request is answered with the last delivery and origin
   sequences once what was stored before it is durable (the stream's group commit), so
   the origin never runs further ahead than its flow-control window of what is on disk; an
   idle heartbeat whose `Nats-Last-Consumer` is not the last delivery seen means a
-  delivery was lost: the consumer is recreated;
+  delivery was lost: the consumer is recreated; one naming a stalled flow-control request
+  (`Nats-Consumer-Stalled`) gets that request answered;
 * a consumer that delivered nothing (not even a heartbeat) for `HEALTH_CHECK_NS` is
   stalled: recreated;
 * a create that failed or got no reply within `CREATE_WAIT_NS` is retried after
   `retry_backoff_ns` (nats-server's `calculateRetryBackoff`) plus jitter, and never sooner
   than `RETRY_THRESHOLD_NS` after the previous request;
 * each (re)creation asks its kind for the request anew, so that it starts after what the
-  stream has stored (a mirror: its last sequence + 1).
+  stream has stored (a mirror: its last sequence + 1);
+* an origin that refuses a sourcing consumer as too new is asked again without it
+  (`without_sourcing`).
 
 The origin's old consumer is not deleted on a retry: as in nats-server it goes away after
 its inactive threshold (10 s); deliveries from it are ignored (`Tracking.consumer`).
@@ -34,12 +39,14 @@ import asyncio
 import json
 import logging
 import random
+import re
 import secrets
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from brook.jetstream.consumer.acks import AckMeta, parse_ack_subject
+from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.sourcing import Tracking
 from brook.protocol import headers as hdrs
@@ -55,7 +62,15 @@ CREATE_WAIT_NS = 30_000_000_000  # how long a create request waits for its reply
 _RETRY_BASE_NS = 5_000_000_000
 _RETRY_MAX_NS = 120_000_000_000
 _JITTER_NS = 100_000_000
+# Deliveries taken per turn of the event loop: the origin's consumer hands over its whole
+# flow-control window at once, which the link works through a slice at a time so that
+# other clients are served meanwhile (nats-server's ipQueue and its goroutine). The queue
+# holds at most that window: the link answers a flow-control request only once it took
+# (and synced) what came before it.
+_BATCH = 256
 _ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# The ack reply of a delivery in its common (version 1) form: read without decoding it.
+_ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
 _LAST_CONSUMER = b"Nats-Last-Consumer"
 ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
@@ -68,9 +83,27 @@ def retry_backoff_ns(fails: int) -> int:
     return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
 
 
+def random_id() -> str:
+    """8 random base-62 characters, as nats-server's `syncSubject` and
+    `createConsumerName` make them."""
+    return "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+
+
 def sync_subject(prefix: str) -> str:
-    """nats-server's `syncSubject`: `prefix` and 8 random base-62 characters."""
-    return prefix + "." + "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+    """nats-server's `syncSubject`: `prefix` and a random id."""
+    return f"{prefix}.{random_id()}"
+
+
+class Delivery(NamedTuple):
+    """What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
+    seq>.<delivery seq>.<ts>.<pending>`): a tuple, made once per message copied."""
+
+    consumer: str
+    delivered: int
+    stream_seq: int
+    consumer_seq: int
+    timestamp_ns: int
+    pending: int
 
 
 def link_subject(prefix: str) -> str:
@@ -109,7 +142,7 @@ class LinkKind(Protocol):
         ...
 
     def delivered(
-        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         """One delivery (its ack reply read as `meta`); False: recreate the consumer."""
         ...
@@ -145,6 +178,9 @@ class OriginLink:
         self._reply_sub: Subscription | None = None
         self._deliver_sub: Subscription | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
+        self._request: CreateRequest | None = None  # the create request last sent
+        self._draining = False  # a `_drain` is scheduled
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -166,6 +202,7 @@ class OriginLink:
             if sub is not None:
                 self._client.unsubscribe(sub)
         self._reply_sub = self._deliver_sub = None
+        self._inbox.clear()
         self.tracking.consumer = ""
 
     def _schedule(self, backoff_ns: int) -> None:
@@ -208,6 +245,10 @@ class OriginLink:
             log.warning("%s: cannot build its consumer request: %s", self._label, exc)
             self._failed(self._setup_failed(str(exc)))
             return
+        self._send(request)
+
+    def _send(self, request: CreateRequest) -> None:
+        self._request = request
         reply = sync_subject("$JSC.R")
         self._reply_sub = self._client.subscribe(reply, self._on_reply)
         body = json.dumps(request.body, separators=(",", ":")).encode()
@@ -235,9 +276,15 @@ class OriginLink:
         except ValueError:
             self._failed(api_error("INVALID_JSON"))
             return
-        info = answer.get("config") and answer if isinstance(answer, dict) else None
-        if not isinstance(answer, dict) or answer.get("error") or info is None:
-            error = answer.get("error") if isinstance(answer, dict) else None
+        info = answer if isinstance(answer, dict) else {}
+        retry = without_sourcing(self._request, info.get("error"))
+        if retry is not None:  # an origin that knows no sourcing consumers
+            self._send(retry)
+            return
+        config = info.get("config")
+        deliver = config.get("deliver_subject") if isinstance(config, dict) else None
+        if info.get("error") or not isinstance(deliver, str) or not deliver:
+            error = info.get("error")
             log.warning("%s: origin refused its consumer: %s", self._label, error)
             code = error.get("err_code") if isinstance(error, dict) else None
             if isinstance(code, int) and self.kind.refused(code):
@@ -246,11 +293,10 @@ class OriginLink:
                 return
             self._failed(self._origin_error(error))
             return
-        deliver = info["config"].get("deliver_subject", "")
         tracking = self.tracking
         try:
             self.kind.created(info, tracking, header)
-        except Exception as exc:
+        except Exception as exc:  # a malformed answer, or the stream's store failed
             self._failed(self._setup_failed(str(exc)))
             return
         tracking.consumer = str(info.get("name", ""))
@@ -273,13 +319,29 @@ class OriginLink:
     def _on_message(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> None:
+        """Queued, and taken `_BATCH` at a time in later turns of the loop (`_drain`)."""
         if self._deliver_sub is None:
             return
         self.last_active_ns = self._now_ns()
+        self._inbox.append((subject, reply, header, data))
+        if not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._draining = False
+        inbox = self._inbox
+        for _ in range(min(len(inbox), _BATCH)):
+            self._take(*inbox.popleft())  # a retry empties the inbox
+        if inbox and not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _take(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
         if header is not None and header.startswith(b"NATS/1.0 100"):
             self._control(reply, header)
             return
-        meta = parse_ack_subject(reply.decode()) if reply else None
+        meta = read_ack_reply(reply) if reply else None
         if meta is None or meta.consumer != self.tracking.consumer:
             return  # an older consumer's (nats-server's isCurrentSub)
         if header:
@@ -324,3 +386,44 @@ class OriginLink:
         stalled = hdrs.raw_value(header, _STALLED)
         if stalled:
             self._client.publish(stalled, b"")
+
+
+def read_ack_reply(reply: bytes) -> Delivery | None:
+    """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
+    expression: this runs for every message a mirror or source copies)."""
+    m = _ACK_REPLY.fullmatch(reply)
+    if m is not None:
+        _, consumer, d, s, c, t, p = m.groups()
+        return Delivery(consumer.decode(), int(d), int(s), int(c), int(t), int(p))
+    meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
+    if meta is None:
+        return None
+    return Delivery(
+        meta.consumer,
+        meta.delivered,
+        meta.stream_seq,
+        meta.consumer_seq,
+        meta.timestamp_ns,
+        meta.pending,
+    )
+
+
+# The errors after which nats-server asks again without `sourcing`: the origin's API level
+# is too low for it (JSRequiredApiLevelErr), or its JSON decoder does not know the field.
+_NO_SOURCING_ERRORS = (10185, 10025)
+
+
+def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
+    """nats-server's second try when the origin refused a sourcing consumer as too new:
+    the same request without `sourcing` nor the API-level header, under a name of its own
+    (`<name>_<8 random characters>`, in the subject too where the name is)."""
+    if request is None or not isinstance(error, dict):
+        return None
+    config = request.body.get("config", {})
+    if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
+        return None
+    name = config["name"]
+    unique = f"{name}_{random_id()}"
+    config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
+    subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
+    return CreateRequest(subject, None, {**request.body, "config": config})

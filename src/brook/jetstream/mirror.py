@@ -15,16 +15,18 @@ mirror promotes it into an ordinary stream (nats-server 2.12), whose link is the
 A mirror resumes after a restart from its own last sequence + 1: the store is the
 position, so nothing is copied twice and nothing skipped.
 
+With `mirror_direct` (inherited from a local origin's `allow_direct`) a mirror answers its
+origin's direct gets too, from its first delivery with fewer than `CAUGHT_UP_PENDING`
+messages pending (the engine subscribes it, `caught_up`): a read replica.
+
 `mirror_info` is the `mirror` of stream info (nats-server's `StreamSourceInfo`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from brook.jetstream.consumer.acks import AckMeta
 from brook.jetstream.link import (
     ACCOUNT,
     ACK_WAIT_NS,
@@ -32,6 +34,7 @@ from brook.jetstream.link import (
     HEALTH_CHECK_NS,
     HEARTBEAT_NS,
     CreateRequest,
+    Delivery,
     OriginLink,
     link_subject,
 )
@@ -42,8 +45,6 @@ from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
-
-log = logging.getLogger("brook.mirror")
 
 # The API level nats-server's mirror asks the origin for (durable sourcing, reset).
 _REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
@@ -147,7 +148,7 @@ class Mirror:
         tracking.sseq = max(delivered, last)
 
     def delivered(
-        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         verdict = tracking.mirror_delivery(
             meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook.jetstream.consumer.acks import AckMeta
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.link import (
     ACCOUNT,
@@ -42,6 +41,7 @@ from brook.jetstream.link import (
     HEALTH_CHECK_NS,
     HEARTBEAT_NS,
     CreateRequest,
+    Delivery,
     OriginLink,
     link_subject,
 )
@@ -224,7 +224,7 @@ class SourcePositions:
         if changes == self._written:  # no sources, or none stored since the last record
             store.sync()
             return
-        stamp = store.state().last_seq + 1
+        stamp = store.last_seq() + 1  # one read: the event loop may be storing
         positions = dict(self.positions)
         store.sync()
         if changes == self._written or self._path is None:
@@ -440,7 +440,7 @@ class Source:
         tracking.dseq = 0
 
     def delivered(
-        self, tracking: Tracking, meta: AckMeta, subject: str, header: bytes | None, data: bytes
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         sseq, dseq = tracking.sseq, tracking.dseq
         verdict = tracking.source_delivery(

@@ -455,7 +455,7 @@ class Stream:
         is stored already; a store failure raises `StoreError` (nothing more stored).
         What it removed goes to `on_removed` before it returns."""
         store = self.store
-        last = store.state().last_seq
+        last = store.last_seq()
         if seq <= last:
             return False
         space = self._space
@@ -478,7 +478,8 @@ class Stream:
         try:
             self._enforce_limits(subject)
         finally:
-            self._report_removed()
+            if self._removed:
+                self._report_removed()
         return True
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:

@@ -10,7 +10,9 @@ CONSUMER.PAUSE stops deliveries until a time (runner.py). CONSUMER.RESET moves a
 to another stream sequence (nats-server 2.14+; `reset_start_seq` says where), and, as
 nats-server, leaves a request for a consumer that does not exist unanswered. Durable
 consumers of file streams survive a restart (engine.py); ephemeral ones and those of
-memory streams live in memory only.
+memory streams live in memory only. Direct consumers (what mirrors and sources create on
+their origin, ADR 0020) answer with the origin's `Nats-Stream-Identity` header and are left
+out of NAMES, LIST and the stream's `consumer_count`.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
@@ -165,6 +167,7 @@ class ConsumerApi:
                     existing.config, config, deliver_subject_bound=existing.push_bound
                 ),
             )
+            self._generated.discard(existing)  # its config has the name now, as nats-server's
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")

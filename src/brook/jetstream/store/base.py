@@ -224,6 +224,10 @@ class MessageStore(Protocol):
         is not None. The stream layer calls this after every removal, so keep it cheap."""
         ...
 
+    def last_seq(self) -> int:
+        """`state().last_seq`, without building the state (a mirror asks it per message)."""
+        ...
+
     def subject_state(self, filter_subject: str) -> SubjectState:
         """Count, first and last sequence of messages on subjects matching the filter."""
         ...

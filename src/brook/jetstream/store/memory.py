@@ -277,6 +277,10 @@ class MemoryStore:
             best = max(best, seqs.last())
         return self._msgs[best] if best else None
 
+    def last_seq(self) -> int:
+        self._check_open()
+        return self._last
+
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None
     ) -> StreamState:

@@ -335,6 +335,10 @@ class FileStore:
         seq = q.last_live(self._index, compile_filter(filter_subject))
         return self.load(seq) if seq else None
 
+    def last_seq(self) -> int:
+        self._check_open()
+        return self._index.last
+
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None
     ) -> StreamState:
