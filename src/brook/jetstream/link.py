@@ -27,7 +27,8 @@ tracking and ingest); the link handles the rest as nats-server does:
 * each (re)creation asks its kind for the request anew, so that it starts after what the
   stream has stored (a mirror: its last sequence + 1);
 * an origin that refuses a sourcing consumer as too new is asked again without it
-  (`without_sourcing`).
+  (`without_sourcing`); any other refusal the kind may answer by changing its request
+  and asking again at once (`LinkKind.refused`: a source whose origin was recreated).
 
 The origin's old consumer is not deleted on a retry: as in nats-server it goes away after
 its inactive threshold (10 s); deliveries from it are ignored (`Tracking.consumer`).
