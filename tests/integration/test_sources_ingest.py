@@ -277,3 +277,34 @@ async def test_a_source_from_a_start_time_through_nats_py(tmp_path: Path) -> Non
         assert info.config.sources[0].name == "SOURCE_TIME"
         assert isinstance(info.config.sources[0].opt_start_time, datetime.datetime)
         await nc.close()
+
+
+async def test_a_message_the_stream_refuses_is_asked_for_again(tmp_path: Path) -> None:
+    """A discard-new limit refuses the third message: the source asks for it again (as
+    nats-server's `retrySourceConsumerAtSeq`) and stores it once the limit allows, with
+    nothing copied twice."""
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="O1", subjects=["a.>"])
+        for i in range(3):
+            await js.publish(f"a.{i}", b"%d" % i)
+        body = {"name": "S", "sources": [{"name": "O1"}], "max_msgs": 2, "discard": "new"}
+        assert "error" not in await _request(nc, "$JS.API.STREAM.CREATE.S", body)
+        for _ in range(100):
+            if (await js.stream_info("S")).state.messages == 2:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        assert (await js.stream_info("S")).state.messages == 2
+        update = {**body, "max_msgs": 10}
+        assert "error" not in await _request(nc, "$JS.API.STREAM.UPDATE.S", update)
+        for _ in range(200):
+            if (await js.stream_info("S")).state.messages == 3:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        subjects = [(await _get(nc, "S", seq))[0] for seq in (1, 2, 3)]
+        assert subjects == ["a.0", "a.1", "a.2"]
+        assert (await js.stream_info("S")).state.messages == 3
+        await nc.close()
