@@ -127,3 +127,19 @@ def test_the_record_layout_is_nats_server_s() -> None:
         b"\x01" + (1).to_bytes(8, "little") + (0x0102).to_bytes(8, "little")
         + b"\x05A > >" + b"\xac\x02" + b"\x02ID"
     )  # fmt: skip
+
+
+def test_positions_found_in_headers_at_open_are_recorded_at_once(tmp_path: Path) -> None:
+    """A restart finds a newer position in a header than in the record: written at once,
+    as a purge may come before any commit (the crash test found it)."""
+    store = _store(tmp_path)
+    path = tmp_path / RECORD_FILE
+    path.write_bytes(encode_record(1, {A.iname: Position(2)}))
+    _sourced(store, "A 7 a.> > a.1")
+    positions = SourcePositions(path)
+    positions.recover(store, [A])
+    assert decode_record(path.read_bytes()) == (2, {A.iname: Position(7)})
+    store.purge()
+    reopened = SourcePositions(path)
+    reopened.recover(store, [A])
+    assert reopened.positions == {A.iname: Position(7)}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,7 @@ class SourcePositions:
         self.positions: dict[str, Position] = {}
         self._changes = 0  # bumped by every change, on the event loop
         self._written = 0  # the `_changes` the record on disk holds, in the sync thread
+        self._writing = threading.Lock()
 
     def recover(self, store: MessageStore, sources: Sequence[StreamSource]) -> None:
         """Find where each of `sources` not known yet stands (at open: every one): the
@@ -205,9 +207,13 @@ class SourcePositions:
             iname: known.get(iname) or found.get(iname) or record.get(iname) or Position()
             for iname in wanted
         }
-        if positions != (self.positions or record):
-            self._changes += 1
+        changed = positions != (self.positions or record)
         self.positions = positions
+        if changed:
+            # Written now, not at the next commit: none may come before the messages
+            # these positions were read from are purged (a restart, then a purge).
+            self._changes += 1
+            self.sync(store)
 
     def stored(self, iname: str, seq: int, ident: str) -> None:
         """The source `iname` stored (or found a duplicate of) origin message `seq`."""
@@ -215,26 +221,28 @@ class SourcePositions:
         self._changes += 1
 
     def sync(self, store: MessageStore) -> None:
-        """The group commit of a sourcing file stream (in its worker thread): fsync the
-        store, then rewrite the record if a position changed, with the positions and the
-        last sequence taken before the fsync, which covers every message they count. A
+        """The group commit of a sourcing file stream (in its worker thread; on the event
+        loop when `recover` changed a position): fsync the store, then rewrite the record
+        if a position changed, with the positions and the last sequence taken before the
+        fsync, which covers every message they count (the store serialises its syncs). A
         record that cannot be written is logged and tried again at the next commit: the
         messages are durable, and their headers still say where each source stands."""
         changes = self._changes
         if changes == self._written:  # no sources, or none stored since the last record
             store.sync()
             return
-        stamp = store.last_seq() + 1  # one read: the event loop may be storing
-        positions = dict(self.positions)
-        store.sync()
-        if changes == self._written or self._path is None:
-            return
-        try:
-            write_atomically(self._path, encode_record(stamp, positions))
-        except OSError as exc:
-            log.error("cannot write %s: %s; written at the next commit", self._path, exc)
-            return
-        self._written = changes
+        with self._writing:  # the event loop's and the commit's, one at a time
+            stamp = store.last_seq() + 1  # one read: the event loop may be storing
+            positions = dict(self.positions)
+            store.sync()
+            if self._path is None:
+                return
+            try:
+                write_atomically(self._path, encode_record(stamp, positions))
+            except OSError as exc:
+                log.error("cannot write %s: %s; written at the next commit", self._path, exc)
+                return
+            self._written = max(self._written, changes)
 
     def _read(self) -> tuple[int, dict[str, Position]]:
         if self._path is None:
