@@ -344,20 +344,22 @@ def _kept_lines(header: bytes | None) -> list[bytes]:
 # ---------------------------------------------------------------------------- the index
 
 
+_HELD = -1  # the due time of a schedule handed out by `pop_due`, not re-armed yet
+
+
 class ScheduleIndex:
-    """Each armed schedule by subject: its message's sequence and when it is due, with a
-    heap of (due, seq, subject) to find the next. A schedule handed out by `pop_due` is
-    held (nats-server's "inflight") until its produced message re-arms it (`update`) or a
-    new schedule replaces it (`arm`): one whose message could not be stored is not tried
-    again in a loop. Heap entries are checked against the subject's current entry when
+    """Each schedule by subject: its message's sequence and when it is due, with a heap of
+    (due, seq, subject) to find the next. A schedule handed out by `pop_due` is held
+    (nats-server's "inflight") until its produced message re-arms it (`update`) or a new
+    schedule replaces it (`arm`), so one whose message could not be stored is not tried
+    again and again. Heap entries are checked against the subject's current entry when
     they reach the top, so replacing or removing a schedule leaves no search behind."""
 
-    __slots__ = ("_by_subject", "_heap", "_held")
+    __slots__ = ("_by_subject", "_heap")
 
     def __init__(self) -> None:
         self._by_subject: dict[str, tuple[int, int]] = {}  # subject -> (seq, due ns)
         self._heap: list[tuple[int, int, str]] = []
-        self._held: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._by_subject)
@@ -365,8 +367,11 @@ class ScheduleIndex:
     def arm(self, seq: int, subject: str, due_ns: int) -> None:
         """Schedule message `seq` on `subject` is due at `due_ns` (replacing any other)."""
         self._by_subject[subject] = (seq, due_ns)
-        self._held.discard(subject)
-        self._push(due_ns, seq, subject)
+        heap = self._heap
+        heapq.heappush(heap, (due_ns, seq, subject))
+        if len(heap) > 2 * len(self._by_subject) + 64:  # mostly stale entries: drop them
+            self._heap = [e for e in heap if self._current(*e)]
+            heapq.heapify(self._heap)
 
     def update(self, subject: str, due_ns: int) -> None:
         """The schedule on `subject` fired and is next due at `due_ns`."""
@@ -376,13 +381,12 @@ class ScheduleIndex:
 
     def disarm(self, subject: str) -> None:
         self._by_subject.pop(subject, None)
-        self._held.discard(subject)
 
     def forget(self, subject: str, seq: int) -> None:
         """Schedule message `seq` is gone or no longer a schedule."""
         entry = self._by_subject.get(subject)
         if entry is not None and entry[0] == seq:
-            self.disarm(subject)
+            del self._by_subject[subject]
 
     def pop_due(self, now_ns: int) -> list[tuple[int, str, int]]:
         """The schedules due by `now_ns` as (seq, subject, due), in sequence order, each
@@ -392,7 +396,7 @@ class ScheduleIndex:
         while heap and heap[0][0] <= now_ns:
             at, seq, subject = heapq.heappop(heap)
             if self._current(at, seq, subject):
-                self._held.add(subject)
+                self._by_subject[subject] = (seq, _HELD)
                 due.append((seq, subject, at))
         due.sort()
         return due
@@ -409,17 +413,10 @@ class ScheduleIndex:
 
     def armed(self) -> dict[str, tuple[int, int]]:
         """subject -> (seq, due) of every schedule not held (tests and diagnostics)."""
-        return {s: e for s, e in self._by_subject.items() if s not in self._held}
+        return {s: e for s, e in self._by_subject.items() if e[1] != _HELD}
 
     def _current(self, at: int, seq: int, subject: str) -> bool:
-        return subject not in self._held and self._by_subject.get(subject) == (seq, at)
-
-    def _push(self, due_ns: int, seq: int, subject: str) -> None:
-        heap = self._heap
-        heapq.heappush(heap, (due_ns, seq, subject))
-        if len(heap) > 2 * len(self._by_subject) + 64:  # stale entries: drop them
-            self._heap = [e for e in heap if self._current(*e)]
-            heapq.heapify(self._heap)
+        return self._by_subject.get(subject) == (seq, at)
 
     # -------------------------------------------------------------- what a store does
 
