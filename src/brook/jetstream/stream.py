@@ -16,7 +16,11 @@ message has reached stable storage (`commit.py`), unless the stream was created 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
 The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
-when `expiry.next_wakeup_ns` is due.
+when `expiry.next_wakeup_ns` is due. `expire()` also fires the message schedules that are
+due (`schedules.py`, `fire_schedules`): a message with `Nats-Schedule*` headers is checked
+after the expected sequences and before dedup, as nats-server checks it, and each stored
+message keeps the stream's `ScheduleIndex` up to date; a schedule due lowers
+`next_wakeup_ns` as a TTL does.
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
