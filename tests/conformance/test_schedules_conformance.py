@@ -29,7 +29,9 @@ from tests.conformance.test_counters_conformance import (
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
-_NEXT_TIME = re.compile(rb"Nats-Schedule-Next: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\r\n")
+_NEXT_TIME = re.compile(
+    rb"Nats-Schedule-Next: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)\r\n"
+)
 
 
 def _at(seconds_ahead: int) -> str:
@@ -51,7 +53,7 @@ async def _msg(r: Run, stream: str, request: dict[str, Any]) -> Any:
         return reply.get("error")
     header = base64.b64decode(msg.get("hdrs", ""))
     # A repeating schedule's next time is the moment it ran: its form is compared.
-    header = _NEXT_TIME.sub(b"Nats-Schedule-Next: <time>\r\n", header)
+    header = _NEXT_TIME.sub(rb"Nats-Schedule-Next: <time>\2\r\n", header)
     return (msg["subject"], msg["seq"], header, base64.b64decode(msg.get("data", "")))
 
 
@@ -79,6 +81,11 @@ async def _wait_for(r: Run, stream: str, subject: str, count: int = 1) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{subject} in {stream} never reached {count} messages")
+
+
+def _batch(batch: str, seq: int, lines: str) -> bytes:
+    head = f"NATS/1.0\r\nNats-Batch-Id: {batch}\r\nNats-Batch-Sequence: {seq}\r\n"
+    return f"{head}{lines}\r\n\r\n".encode()
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -208,6 +215,16 @@ async def publishes(r: Run) -> None:
     )
     await r.hpub("s.h", b"NATS/1.0\r\nNats-Schedule-Time-Zone:\r\n\r\n")
     await _contents(r, "S")
+    # Atomic batches: each message's schedule is checked before any is stored.
+    await r.create("B", allow_msg_schedules=True, allow_atomic=True, subjects=["b.>"])
+    good = "Nats-Schedule: @yearly\r\nNats-Schedule-Target: b.t"
+    for batch, second in (
+        ("one", good),
+        ("two", "Nats-Schedule: @yearly\r\nNats-Schedule-Target: x"),
+    ):
+        await r.hpub("b.a", _batch(batch, 1, good), b"1")
+        await r.hpub("b.b", _batch(batch, 2, second + "\r\nNats-Batch-Commit: 1"), b"2")
+    await _contents(r, "B")
     await _contents(r, "T")
     await _contents(r, "N")
 
@@ -222,6 +239,7 @@ async def test_schedule_publishes_match(tmp_path: Path) -> None:
 async def firing(r: Run, *, at: str) -> None:
     await r.create("S", allow_msg_schedules=True, allow_msg_ttl=True, subjects=["s.>", "t.>"])
     await r.create("E", allow_msg_schedules=True, subjects=["e.>"])
+    await r.create("Z", allow_msg_schedules=True, subjects=["z.>"])
     await r.pub("s.src", b"sampled", X_From="source", Nats_Msg_Id="src-1", Nats_TTL="1h")
     await r.pub("t.r", b"rolled away")
     await r.pub(
@@ -258,8 +276,15 @@ async def firing(r: Run, *, at: str) -> None:
     await r.pub(
         "s.roll", b"r", Nats_Schedule=at, Nats_Schedule_Target="t.r", Nats_Schedule_Rollup="sub"
     )
-    # A repeating schedule, in a stream of its own (when it first fires is timing's).
+    # Repeating schedules, each in a stream of its own (when they fire is timing's).
     await r.pub("e.every", b"tick", Nats_Schedule="@every 1s", Nats_Schedule_Target="e.t")
+    await r.pub(
+        "z.cron",
+        b"cron",
+        Nats_Schedule="* * * * * *",
+        Nats_Schedule_Target="z.c",
+        Nats_Schedule_Time_Zone="Asia/Kolkata",
+    )
     # Replaced before it fires: the newer schedule on the subject wins (rollup).
     await r.pub("s.replaced", b"old", Nats_Schedule="@yearly", Nats_Schedule_Target="t.old")
     await r.pub("s.replaced", b"new", Nats_Schedule=at, Nats_Schedule_Target="t.new")
@@ -270,14 +295,19 @@ async def firing(r: Run, *, at: str) -> None:
     for subject in ("t.once", "t.ttl", "t.sampled", "t.fallback", "t.r", "t.new"):
         await _wait_for(r, "S", subject)
     await _wait_for(r, "E", "e.t")
-    # The repeating schedule is cancelled once it has fired; its count is timing's.
-    await r.pub("e.stop", Nats_Schedule_Next="purge", Nats_Scheduler="e.every")
+    await _wait_for(r, "Z", "z.c")
+    # The repeating schedules are cancelled once they have fired; their counts are timing's.
+    for subject, scheduler in (("e.stop", "e.every"), ("z.stop", "z.cron")):
+        stop = {"Nats-Schedule-Next": "purge", "Nats-Scheduler": scheduler}
+        await r.nc.request(subject, b"", timeout=5, headers=stop)
     for subject in ("t.once", "t.ttl", "t.sampled", "t.fallback", "t.r", "t.new"):
         r.record(f"last {subject}", await _msg(r, "S", {"last_by_subj": subject}))
     for subject in ("s.once", "s.replaced", "s.cancel", "t.old", "t.cancel"):
         r.record(f"last {subject}", await _msg(r, "S", {"last_by_subj": subject}))
     r.record("first e.t", await _msg(r, "E", {"next_by_subj": "e.t", "seq": 1}))
+    r.record("first z.c", await _msg(r, "Z", {"next_by_subj": "z.c", "seq": 1}))
     r.record("last e.every", await _msg(r, "E", {"last_by_subj": "e.every"}))
+    r.record("last z.cron", await _msg(r, "Z", {"last_by_subj": "z.cron"}))
     await _contents(r, "S")
 
 

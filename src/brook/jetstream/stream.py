@@ -387,20 +387,13 @@ class Stream:
         if msg_id:
             self._dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
-        cancelled = ""  # a schedule that a message asks to purge (schedules.py)
-        schedules = self.schedules
-        if schedules is not None:
-            cancelled = schedules.stored(seq, subject, header, now, kept=not unwanted)
-            due = schedules.next_due()
-            if due is not None:
-                self.expiry.wake_by(due)  # the engine's timer fires for it
         try:
             result = None
             if rollup is not None:
                 purged = "" if rollup == "all" else subject
                 result = self.store.purge(subject=purged or None, up_to_seq=seq)
-            if cancelled:
-                self._cancel_schedule(cancelled)
+            if self.schedules is not None:
+                self._schedule_stored(seq, subject, header, now, kept=not unwanted)
             if unwanted:
                 assert retention is not None
                 self.store.remove(seq)
@@ -434,13 +427,23 @@ class Stream:
         )
         return with_rollup(header) if add_rollup else header
 
-    def _cancel_schedule(self, subject: str) -> None:
-        """Purge the schedule on `subject`: it fired for the last time, or a client asked."""
-        assert self.schedules is not None
-        self.schedules.disarm(subject)
-        result = self.store.purge(subject=subject)
-        if self.on_purge is not None:
-            self.on_purge(result, subject, 0)
+    def _schedule_stored(
+        self, seq: int, subject: str, header: bytes | None, now: int, *, kept: bool
+    ) -> None:
+        """Message `seq` was stored (schedules.py): arm, re-arm or disarm a schedule, the
+        stream's timer woken for the next one, and purge the schedule it names (it fired
+        for the last time, or a client asked), as nats-server after the rollup."""
+        schedules = self.schedules
+        assert schedules is not None
+        cancelled = schedules.stored(seq, subject, header, now, kept=kept)
+        if cancelled:
+            schedules.disarm(cancelled)
+            result = self.store.purge(subject=cancelled)
+            if self.on_purge is not None:
+                self.on_purge(result, cancelled, 0)
+        due = schedules.next_due()
+        if due is not None:
+            self.expiry.wake_by(due)  # the engine's timer fires for it
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores
