@@ -154,9 +154,10 @@ class Stream:
         self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
         self._committing = False  # a batch's messages are being stored (`_commit`)
         # Message schedules (schedules.py), when the stream allows them: what is armed,
-        # rebuilt from the stored messages; `_producing` while one fires.
+        # rebuilt from the stored messages; `_produced`: the header block of the message
+        # a firing schedule is storing (exempt from the client's checks, and only it).
         self.schedules: ScheduleIndex | None = None
-        self._producing = False
+        self._produced: bytes | None = None
         self._now_ns = now_ns
         self.reconfigure(config)
         self.name: str = config.name
@@ -332,7 +333,7 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            if header is not None and SCHEDULE_PREFIX in header and not self._producing:
+            if header is not None and SCHEDULE_PREFIX in header and header is not self._produced:
                 checked = self._check_schedule(header, subject)
                 if checked is not header:  # a schedule, stored with `Nats-Rollup: sub`
                     header, block = checked, hdrs.parse(checked)
@@ -745,12 +746,12 @@ class Stream:
             if produced is None:  # removed, or no longer a schedule
                 index.forget(subject, seq)
                 continue
-            self._producing = True
+            self._produced = produced.header
             try:
                 subject_raw = produced.subject.encode("utf-8", "surrogateescape")
                 result = self.ingest(subject_raw, None, produced.header, produced.data)
             finally:
-                self._producing = False
+                self._produced = None
             if result.error is not None:
                 log.warning(
                     "stream %s: schedule %s (seq %d) could not store its message: %s",
