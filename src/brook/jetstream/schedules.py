@@ -210,7 +210,7 @@ def check_publish(
     allowed: bool,
     allow_ttl: bool,
     stream_subjects: list[str],
-    overlaps: Callable[[str, list[str]], bool],
+    overlaps: Callable[[list[str], list[str]], bool],
     store: MessageStore,
     now_ns: int,
 ) -> bool:
@@ -243,9 +243,9 @@ def check_publish(
             source in (target, subject) or not is_valid_literal_subject(source.encode())
         ):
             raise api_error("MESSAGE_SCHEDULES_SOURCE_INVALID")
-        if not overlaps(target, stream_subjects):
+        if not overlaps([target], stream_subjects):
             raise api_error("MESSAGE_SCHEDULES_TARGET_INVALID")
-        if source and not overlaps(source, stream_subjects):
+        if source and not overlaps([source], stream_subjects):
             raise api_error("MESSAGE_SCHEDULES_SOURCE_INVALID")
         existing = hdrs.raw_value(header, b"Nats-Rollup")
         if not existing:

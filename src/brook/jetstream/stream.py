@@ -17,7 +17,7 @@ Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
 The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
 when `expiry.next_wakeup_ns` is due. `expire()` also fires the message schedules that are
-due (`schedules.py`, `fire_schedules`): a message with `Nats-Schedule*` headers is checked
+due (`schedules.py`, `_fire_schedules`): a message with `Nats-Schedule*` headers is checked
 after the expected sequences and before dedup, as nats-server checks it, and each stored
 message keeps the stream's `ScheduleIndex` up to date; a schedule due lowers
 `next_wakeup_ns` as a TTL does.
@@ -422,7 +422,7 @@ class Stream:
             allowed=config.allow_msg_schedules,
             allow_ttl=config.allow_msg_ttl,
             stream_subjects=config.subjects,
-            overlaps=lambda subject, subjects: subjects_overlap([subject], subjects),
+            overlaps=subjects_overlap,
             store=self.store,
             now_ns=self._now_ns(),
         )
@@ -707,7 +707,7 @@ class Stream:
 
     def expire(self) -> int | None:
         """Remove messages past max_age or past their own TTL (`expiry.py`), then fire
-        the schedules that are due (`fire_schedules`); returns ns until the next expiry or
+        the schedules that are due (`_fire_schedules`); returns ns until the next expiry or
         schedule, or None when nothing is due ever. What it removed goes to
         `on_removed`, then the markers it stored (even before a failure) to `on_markers`."""
         now = self._now_ns()
@@ -723,11 +723,11 @@ class Stream:
         if markers and self.on_markers is not None:
             self.on_markers(markers)
         if self.schedules is not None:
-            self.fire_schedules(now)
+            self._fire_schedules(now)
         wake = expiry.next_wakeup_ns
         return None if wake is None else max(wake - now, 0)
 
-    def fire_schedules(self, now: int) -> None:
+    def _fire_schedules(self, now: int) -> None:
         """Store what the schedules due by `now` produce (schedules.py), in the order of
         their sequences, each through the stream's ingest as a publish without a reply
         (its TTL, rollup, limits, republish; the schedule re-armed or purged); tell the
