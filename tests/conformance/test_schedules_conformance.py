@@ -240,6 +240,7 @@ async def firing(r: Run, *, at: str) -> None:
     await r.create("S", allow_msg_schedules=True, allow_msg_ttl=True, subjects=["s.>", "t.>"])
     await r.create("E", allow_msg_schedules=True, subjects=["e.>"])
     await r.create("Z", allow_msg_schedules=True, subjects=["z.>"])
+    await r.create("B", allow_msg_schedules=True, allow_atomic=True, subjects=["b.>"])
     await r.pub("s.src", b"sampled", X_From="source", Nats_Msg_Id="src-1", Nats_TTL="1h")
     await r.pub("t.r", b"rolled away")
     await r.pub(
@@ -285,6 +286,9 @@ async def firing(r: Run, *, at: str) -> None:
         Nats_Schedule_Target="z.c",
         Nats_Schedule_Time_Zone="Asia/Kolkata",
     )
+    # A schedule stored by an atomic batch: its message keeps the batch's headers.
+    await r.hpub("b.s", _batch("bb", 1, f"Nats-Schedule: {at}\r\nNats-Schedule-Target: b.t"))
+    await r.hpub("b.p", _batch("bb", 2, "Nats-Batch-Commit: 1"), b"plain")
     # Replaced before it fires: the newer schedule on the subject wins (rollup).
     await r.pub("s.replaced", b"old", Nats_Schedule="@yearly", Nats_Schedule_Target="t.old")
     await r.pub("s.replaced", b"new", Nats_Schedule=at, Nats_Schedule_Target="t.new")
@@ -296,6 +300,7 @@ async def firing(r: Run, *, at: str) -> None:
         await _wait_for(r, "S", subject)
     await _wait_for(r, "E", "e.t")
     await _wait_for(r, "Z", "z.c")
+    await _wait_for(r, "B", "b.t")
     # The repeating schedules are cancelled once they have fired; their counts are timing's.
     for subject, scheduler in (("e.stop", "e.every"), ("z.stop", "z.cron")):
         stop = {"Nats-Schedule-Next": "purge", "Nats-Scheduler": scheduler}
@@ -307,6 +312,7 @@ async def firing(r: Run, *, at: str) -> None:
     r.record("first e.t", await _msg(r, "E", {"next_by_subj": "e.t", "seq": 1}))
     r.record("first z.c", await _msg(r, "Z", {"next_by_subj": "z.c", "seq": 1}))
     r.record("last e.every", await _msg(r, "E", {"last_by_subj": "e.every"}))
+    await _contents(r, "B")
     r.record("last z.cron", await _msg(r, "Z", {"last_by_subj": "z.cron"}))
     await _contents(r, "S")
 

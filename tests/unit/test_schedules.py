@@ -14,6 +14,7 @@ from brook.jetstream import cron, schedules
 from brook.jetstream.models import parse_stream_config
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
+from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, Clock, make, publish
 
 
@@ -323,3 +324,28 @@ def test_turning_schedules_on_arms_what_is_stored() -> None:
     stream.reconfigure(on)
     assert stream.schedules is not None
     assert stream.schedules.armed() == {"s.x": (1, clock.now + 5 * SECOND)}
+
+
+def test_a_message_produced_from_a_batched_schedule_outlives_a_restart() -> None:
+    """It keeps the batch's headers, as nats-server stores it, yet it is no batch cut
+    short by a crash (batch.py's `uncommitted_tail`) when a restart finds it newest."""
+    stream, clock, acks = _stream(allow_atomic=True)
+    due = clock.now + SECOND
+    at = "@at " + schedules.format_time(due, None)
+    first = [("Nats-Batch-Id", "b"), ("Nats-Batch-Sequence", "1")]
+    first += [("Nats-Schedule", at), ("Nats-Schedule-Target", "s.t")]
+    stream.ingest(b"s.x", None, hdrs.encode(first), b"")  # staged (its reply is empty)
+    publish(stream, "s.y", Nats_Batch_Id="b", Nats_Batch_Sequence="2", Nats_Batch_Commit="1")
+    assert acks[-1] == {"stream": "S", "seq": 2, "batch": "b", "count": 2}
+    clock.now = due
+    stream.expire()
+    assert _subjects(stream) == [(2, "s.y"), (3, "s.t")]
+    again = Stream(
+        stream.config,
+        stream.store,
+        now_ns=clock,
+        send_ack=lambda reply, ack: None,
+        committer=None,
+        created_ns=stream.created_ns,
+    )
+    assert _subjects(again) == [(2, "s.y"), (3, "s.t")]

@@ -293,7 +293,9 @@ class Stream:
             raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
         if header is not None and BATCH_ID in header:
             batch_id = hdrs.raw_value(header, BATCH_ID)
-            if batch_id and not self._committing:  # an empty one is no batch (nats-server)
+            # An empty id is no batch (nats-server); a batch's message being committed, or
+            # the message a schedule stored by a batch produces, is stored as it is.
+            if batch_id and not self._committing and header is not self._produced:
                 return self._in_batch(batch_id, subject, header, data)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
