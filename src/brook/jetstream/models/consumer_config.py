@@ -6,8 +6,8 @@ keys are rejected with 10025 as the reference's strict decoder does. Creation ru
 defaults and validation live in `consumer_rules.py` (the default values in `defaults.py`);
 JSON output in `consumer_json.py`.
 
-Not supported (10052 "... is not supported by this server"): priority groups and policies,
-the `flow_control` ack policy, and the internal `direct`/`sourcing` consumers.
+Not supported (10052 "... is not supported by this server"): the `flow_control` ack
+policy and the internal `direct`/`sourcing` consumers.
 """
 
 from __future__ import annotations
@@ -116,6 +116,10 @@ class ConsumerConfig:
     mem_storage: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     pause_until: int | None = None
+    # Priority groups (ADR-42, ADR 0022): `priority_timeout` is the pinned client's TTL (ns).
+    priority_groups: list[str] = field(default_factory=list)
+    priority_policy: str = "none"
+    priority_timeout: int = 0
     # The UTC offset (seconds) `opt_start_time` was given in: nats-server echoes it back.
     opt_start_time_offset: int = 0
     # `inactive_threshold` holds the ephemeral default (not given by the request).
@@ -270,11 +274,6 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
     for key in ("direct", "sourcing"):
         if _get(raw, key, bool, False):
             raise _unsupported(f"{key} consumers are")
-    priority_groups = _strings(raw, "priority_groups")
-    priority_policy = _enum(raw, "priority_policy", PRIORITY_POLICIES, "none")
-    priority_timeout = _get(raw, "priority_timeout", int, 0)
-    if priority_groups or priority_policy != "none" or priority_timeout > 0:
-        raise _unsupported("priority groups are")
     ack_policy = _enum(raw, "ack_policy", ACK_POLICIES, "none")
     if ack_policy == "flow_control":
         raise _unsupported("the flow_control ack policy is")
@@ -310,7 +309,18 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         mem_storage=_get(raw, "mem_storage", bool, False),
         metadata={k: v for k, v in metadata.items() if k not in SERVER_METADATA_KEYS},
         pause_until=pause_until,
+        priority_groups=_strings(raw, "priority_groups"),
+        priority_policy=_priority_policy(raw),
+        priority_timeout=_get(raw, "priority_timeout", int, 0),
     )
+
+
+def _priority_policy(raw: dict[str, Any]) -> str:
+    """`priority_policy`, refused in the words of nats-server's `PriorityPolicy.UnmarshalJSON`."""
+    value = _get(raw, "priority_policy", str, "none")
+    if value not in PRIORITY_POLICIES:
+        raise invalid_json(f"unknown priority policy: {_go_quote(value)}")
+    return str(value)
 
 
 def _unsupported(what: str) -> ApiError:
