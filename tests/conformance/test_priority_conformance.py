@@ -293,6 +293,27 @@ async def prioritized(p: Probe) -> None:
     await _info(p, "info", "pz")
 
 
+async def prioritized_together(p: Probe) -> None:
+    """Requests that arrive together, messages waiting: the lowest priority is served
+    first, as nats-server's delivery loop finds them queued (not the first to arrive)."""
+    await _setup(p, 4)
+    await _create(p, "create", "pt", priority_policy="prioritized", priority_groups=["g"])
+    low, high = "_INBOX.pt.low", "_INBOX.pt.high"
+    await p.sub(low)
+    await p.sub(high)
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{S}.pt"
+    both = b""
+    for inbox, body in (
+        (low, {"batch": 4, "group": "g", "priority": 3}),
+        (high, {"batch": 2, "group": "g"}),
+    ):
+        payload = json.dumps(body).encode()
+        both += f"PUB {subject} {inbox} {len(payload)}\r\n".encode() + payload + b"\r\n"
+    await p.raw.send(both)
+    p.record_msgs("priority 0", await p.take(high, 2))
+    p.record_msgs("priority 3", await p.take(low, 2))
+
+
 SCENARIOS = [configs, pull_fields, overflow, pinned, unpin_errors, prioritized]
 
 
@@ -323,6 +344,11 @@ def _restart_phases() -> list[Scenario]:
         await _info(p, "info pinned anew", "pc")
 
     return [before, after]
+
+
+async def test_prioritized_requests_that_arrive_together(nats_server_url: str) -> None:
+    # nats-server's delivery loop may start between the two requests: a race on its side.
+    await compare(prioritized_together, nats_server_url, nats_server_runs=5)
 
 
 async def test_priority_groups_across_a_restart(tmp_path: Path) -> None:

@@ -400,7 +400,13 @@ class ConsumerRunner:
         except PullRequestError as err:
             self._run([Status(inbox, 400, str(err))])
             return None
-        self._run(self.state.pull(inbox, req, now))
+        if self.state.cfg.priority_policy is PriorityPolicy.PRIORITIZED:
+            # As nats-server, whose delivery loop runs after the requests that came
+            # together are queued: the lowest priority among them is served first.
+            self._run(self.state.pull(inbox, req, now, dispatch=False))
+            self._settle_later(dispatch=True)
+        else:
+            self._run(self.state.pull(inbox, req, now))
         return None
 
     def _on_ack_run(self, subjects: list[bytes], payload: bytes) -> None:

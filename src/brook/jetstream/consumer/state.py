@@ -326,7 +326,10 @@ class ConsumerState:
         max_bytes: int = 0,
         idle_heartbeat_ns: int = 0,
         group: PullGroup | None = None,
+        dispatch: bool = True,
     ) -> list[Action]:
+        """A pull request; with `dispatch=False` it is only queued (or refused), its
+        deliveries left to a later `dispatch()`."""
         batch = max(batch, 1)
         err = admission_error(self.cfg, reply, batch, expires_ns, max_bytes, idle_heartbeat_ns)
         if err is None and group is not None:
@@ -365,9 +368,11 @@ class ConsumerState:
             waiting.append(w)
         else:
             priority.queue(waiting, w)
-        return self._finish(self.delivery.dispatch(now_ns))
+        return self._finish(self.delivery.dispatch(now_ns)) if dispatch else []
 
-    def pull(self, reply: str, req: PullRequest, now_ns: int) -> list[Action]:
+    def pull(
+        self, reply: str, req: PullRequest, now_ns: int, *, dispatch: bool = True
+    ) -> list[Action]:
         return self.pull_request(
             reply,
             now_ns,
@@ -377,6 +382,7 @@ class ConsumerState:
             max_bytes=req.max_bytes,
             idle_heartbeat_ns=req.idle_heartbeat_ns,
             group=req.group,
+            dispatch=dispatch,
         )
 
     def unpin(self, group: str, now_ns: int) -> list[Action]:
