@@ -3,9 +3,10 @@ pull requests, and the dispatch loops.
 
 `dispatch` serves, in order, redeliveries, the `last_per_subject` start sequences and then
 new messages (`candidate`), to a push consumer's deliver subject while it has a subscriber
-or to the waiting pull requests round robin, held back by pacing (pacing.py), flow control
-(flow.py) and max_ack_pending. `deliver_new` makes the common case's first deliveries in
-one loop; it must leave the same state and actions as the general loop would
+or to the waiting pull requests round robin (or as a priority policy picks them:
+priority.py), held back by pacing (pacing.py), flow control (flow.py) and max_ack_pending.
+`deliver_new` makes the common case's first deliveries in one loop (never for a priority
+policy); it must leave the same state and actions as the general loop would
 (tests/unit/consumer/test_deliver_new.py runs the two side by side).
 """
 
