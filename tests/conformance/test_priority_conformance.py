@@ -314,7 +314,30 @@ async def prioritized_together(p: Probe) -> None:
     p.record_msgs("priority 3", await p.take(low, 2))
 
 
-SCENARIOS = [configs, pull_fields, overflow, pinned, unpin_errors, prioritized]
+async def two_groups(p: Probe) -> None:
+    """One pin per consumer: given in the second group, shown under the first in info, and
+    its timeout advisory names the group it was given in."""
+    await _setup(p, 2)
+    await p.sub(PINNED)
+    await p.sub(UNPINNED)
+    await _create(
+        p,
+        "create",
+        "pc",
+        priority_policy="pinned_client",
+        priority_groups=["a", "b"],
+        priority_timeout=500 * MS,
+    )
+    await _pull(p, "pinned in b", "pc", {"batch": 1, "group": "b"}, 1)
+    await _pull(p, "a waits", "pc", {"batch": 1, "group": "a", "expires": 300 * MS}, 1)
+    await _info(p, "info", "pc")
+    await asyncio.sleep(1.0)
+    await _advisories(p, "pinned and timeout", 1, 1)
+    await p.api("unpin b", f"{API}.UNPIN.{S}.pc", {"group": "b"})
+    await _advisories(p, "admin", 0, 1)
+
+
+SCENARIOS = [configs, pull_fields, overflow, pinned, unpin_errors, prioritized, two_groups]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)

@@ -198,3 +198,11 @@ def test_without_a_policy_the_shortcut_stays_and_an_update_keeps_the_pin() -> No
     c.cfg = dataclasses.replace(c.cfg, priority_policy=PriorityPolicy.NONE)
     assert c.delivery.priority is None  # (`c.priority` was narrowed above)
     assert c.next_deadline() is not None
+
+
+def test_the_timeout_names_the_group_the_pin_was_given_in() -> None:
+    c, _ = _consumer(PriorityPolicy.PINNED_CLIENT, 1)
+    c.cfg = dataclasses.replace(c.cfg, priority_groups=("g", "h"))
+    c.pull_request("_INBOX.a", T0, batch=1, group=PullGroup("h"))
+    out = c.tick(T0 + TTL)
+    assert [(p["group"], p["reason"]) for _, p in _advisories(out)] == [("h", "timeout")]

@@ -89,6 +89,7 @@ class PriorityGroups:
         self.cfg = settings
         self._new_id = new_id
         self.pin_id = ""
+        self.pinned_group = ""  # the group the pin was given in (its advisories name it)
         self.pinned_ns = 0  # when the pin was given (0: none)
         self.pin_expires_ns: int | None = None  # the pin's TTL runs out (nats-server's timer)
         # The request the last `pick` pinned, if any: a 409 for its max_bytes releases it.
@@ -197,6 +198,7 @@ class PriorityGroups:
         if w.group is None or not w.group.group:
             return
         self.pin_id = w.pin_id = self._new_id()
+        self.pinned_group = w.group.group
         self.pinned_ns = now_ns
         self.pin_expires_ns = now_ns + self.cfg.pinned_ttl_ns
         self.just_pinned = w
@@ -219,7 +221,7 @@ class PriorityGroups:
         at = self.pin_expires_ns
         if at is None or now_ns < at or not self.pin_id:
             return []
-        return self.unpin(self.cfg.priority_groups[0], "timeout")
+        return self.unpin(self.pinned_group, "timeout")
 
     def _advisory(self, kind: str, group: str, **fields: str) -> Advisory:
         cfg = self.cfg
