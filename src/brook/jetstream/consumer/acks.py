@@ -284,7 +284,7 @@ def parse_pull_request(payload: bytes) -> PullRequest:
     integer is the batch and anything else means batch 1 (never an error). Errors carry
     nats-server's status description: Go's type errors, `heartbeat value too large`
     (2 * idle_heartbeat > expires). The JSON form always carries its priority-group
-    fields (`group`, checked by the consumer: `priority.admission_error`)."""
+    fields (`group`, checked by the consumer: `priority.request_error`)."""
     text = payload.strip()
     if not text:
         return PullRequest()
