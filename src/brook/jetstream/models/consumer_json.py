@@ -68,6 +68,10 @@ def consumer_config_to_json(
     out["num_replicas"] = c.num_replicas
     if c.mem_storage:
         out["mem_storage"] = True
+    if c.direct:
+        out["direct"] = True
+    if c.sourcing:
+        out["sourcing"] = True
     metadata = dict(c.metadata)
     # nats-server's `setStaticConsumerMetadata`: pause and priority groups need API level 1.
     priority = c.priority_policy != "none" or c.priority_timeout or c.priority_groups
