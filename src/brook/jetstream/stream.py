@@ -15,8 +15,9 @@ message has reached stable storage (`commit.py`), unless the stream was created 
 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
-The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
-when `expiry.next_wakeup_ns` is due.
+The stream owns no expiry timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs
+`expire()` when `expiry.next_wakeup_ns` is due. Its staged atomic batches have their own
+idle timer, on the same clock (`AtomicBatches.timer`, batch.py).
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
@@ -50,6 +51,7 @@ from brook.jetstream.batch import (
     BatchLimits,
     Commit,
     StagedMessage,
+    abandoned_advisory,
     uncommitted_tail,
 )
 from brook.jetstream.commit import GroupCommitter
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.stream")
 
-AckSender = Callable[[bytes, bytes], None]
+AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
 """(reply subject, PubAck JSON) -> None"""
 
 _EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -141,7 +143,9 @@ class Stream:
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
-        self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
+        self.batches = AtomicBatches(  # batch.py
+            batch_limits or BatchLimits(), now_ns, self._batch_abandoned
+        )
         self._committing = False  # a batch's messages are being stored (`_commit`)
         self.reconfigure(config)
         self.name: str = config.name
@@ -394,10 +398,14 @@ class Stream:
         the whole batch, each message through the checks of a publish, or nothing."""
         if not self.config.allow_atomic:
             raise api_error("ATOMIC_PUBLISH_DISABLED")
-        commit = self.batches.add(batch_id, subject, header, data, self._now_ns())
+        commit = self.batches.add(batch_id, subject, header, data)
         if commit is None:
             return Batched(0, False)
         return self._commit(commit)
+
+    def _batch_abandoned(self, batch_id: str, reason: str) -> None:
+        """Announce an abandoned batch as nats-server does (batch.py)."""
+        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self._now_ns()))
 
     def _commit(self, commit: Commit) -> Batched:
         self._check_batch(commit)
