@@ -3,7 +3,8 @@
 A commit writes its messages one after another, the last with `Nats-Batch-Commit`; a
 crash in between leaves the first ones on disk. The first test makes that state for
 real (the file store written directly, as the commit writes it, and closed without the
-last message) and starts Brook over it. The second SIGKILLs `brook serve` at random
+last message) and starts Brook over it: the store is cut back to before the batch, so
+its sequences are taken again by the next messages. The second SIGKILLs `brook serve` at random
 moments while clients commit batches, then checks that every stored batch is whole and
 every acknowledged batch is there.
 """
@@ -78,11 +79,17 @@ async def test_a_commit_cut_short_is_removed_at_start(tmp_path: Path) -> None:
         js = nc.jetstream()
         info = await js.stream_info("B")
         assert info.state.messages == 3
+        assert info.state.last_seq == 3  # the cut batch's sequences are free again
         assert (await js.get_last_msg("B", "b.whole")).seq == 3
         with pytest.raises(nats.js.errors.NotFoundError):
             await js.get_last_msg("B", "b.cut")
         ack = await _commit(nc, "after", 2)  # the stream takes batches as before
-        assert ack["count"] == 2
+        assert ack == {"stream": "B", "seq": 5, "batch": "after", "count": 2}
+        await nc.close()
+    async with brook.serve(port=0, store_dir=str(store_dir)) as server:  # and keeps them
+        nc = await nats.connect(server.url)
+        info = await nc.jetstream().stream_info("B")
+        assert (info.state.messages, info.state.last_seq) == (5, 5)
         await nc.close()
 
 
@@ -111,10 +118,13 @@ async def _until_killed(
 
 
 async def _stored(url: str) -> Counter[str]:
-    """How many messages of each batch the stream holds, read through a pull consumer."""
+    """How many messages of each batch the stream holds, read through a pull consumer;
+    no sequence is left unused (a cut commit's sequences are free again)."""
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
-    total = (await js.stream_info("B")).state.messages
+    state = (await js.stream_info("B")).state
+    total = state.messages
+    assert state.last_seq == total, state
     sub = await js.pull_subscribe("b.>", durable="check")
     seen: Counter[str] = Counter()
     while sum(seen.values()) < total:

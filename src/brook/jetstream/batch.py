@@ -22,8 +22,9 @@ nats-server announces it (`$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.<stream>`,
 the commit) drop the batch without one, as there.
 
 A crash while a commit writes its messages leaves the batch's first messages without the
-last, which carries the commit: the stream removes them when it opens again
-(`uncommitted_tail`), so that a batch is stored whole or not at all.
+last, which carries the commit: the stream cuts its store back to before them when it
+opens again (`uncommitted_tail`, `MessageStore.truncate`), so that a batch is stored whole
+or not at all and its sequences are free again.
 """
 
 from __future__ import annotations

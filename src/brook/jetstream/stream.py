@@ -200,13 +200,12 @@ class Stream:
         if not tail:
             return
         try:
-            for seq in tail:
-                self.store.remove(seq)
+            self.store.truncate(tail.start - 1)
         except StoreError as exc:
             self.write_failed("remove an uncommitted atomic batch", exc)
             return
         log.warning(
-            "stream %s: removed messages %d-%d, an atomic batch whose commit a crash cut short",
+            "stream %s: cut off messages %d-%d, an atomic batch whose commit a crash cut short",
             self.name,
             tail.start,
             tail.stop - 1,
