@@ -49,6 +49,9 @@ async def test_configured_batch_limits_apply_and_show_in_varz(tmp_path: Path) ->
             "max_inflight_per_stream": 2,
             "max_msgs": 2,
             "timeout": 3_000_000_000,
+            "fast_inflight": 0,  # fast batches (fast_batch.py), bounded by the same settings
+            "max_fast_inflight_total": 3,
+            "max_fast_inflight_per_stream": 2,
         }
         third = await nc.request("b.x", b"", timeout=2, headers=_header("c", 1))
         assert json.loads(third.data)["error"]["err_code"] == 10210

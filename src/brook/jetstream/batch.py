@@ -68,7 +68,10 @@ class BatchLimits:
     inflight_per_stream: int = limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM
     inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
     timeout_ns: int = limits.ATOMIC_BATCH_TIMEOUT_NS
+    fast_inflight_per_stream: int = limits.FAST_BATCH_INFLIGHT_PER_STREAM
+    fast_inflight_total: int = limits.FAST_BATCH_INFLIGHT_TOTAL
     inflight: int = 0  # batches staged now, across streams
+    fast_inflight: int = 0  # fast batches in progress now, across streams (fast_batch.py)
     # The streams' batch sets holding any batch: swept for idle batches before a new
     # batch is refused for the server's limit.
     holders: set[AtomicBatches] = field(default_factory=set)
@@ -82,6 +85,9 @@ class BatchLimits:
             "max_inflight_per_stream": self.inflight_per_stream,
             "max_msgs": self.size_max,
             "timeout": self.timeout_ns,
+            "fast_inflight": self.fast_inflight,
+            "max_fast_inflight_total": self.fast_inflight_total,
+            "max_fast_inflight_per_stream": self.fast_inflight_per_stream,
         }
 
 
@@ -232,14 +238,28 @@ def uncommitted_tail(store: MessageStore) -> range:
     one after another in one turn of the event loop, the last one with its
     `Nats-Batch-Commit`, so only a crash in between leaves the newest stored message with
     a batch id and no commit. Its `Nats-Batch-Sequence` says how many came before it, all
-    directly before it. Empty when there is none."""
+    directly before it, numbered from 1 under the same id (anything else is no commit of
+    Brook's: a fast batch may store such headers as data). Empty when there is none."""
     last = store.load_last(">")
     if last is None or not last.header or BATCH_ID not in last.header:
         return range(0)
     header = last.header
-    if not hdrs.raw_value(header, BATCH_ID) or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
+    batch_id = hdrs.raw_value(header, BATCH_ID)
+    if not batch_id or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
         return range(0)
     raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
-    if raw_seq is None or not raw_seq.isdigit():
+    if raw_seq is None or not raw_seq.isdigit() or not 0 < int(raw_seq) <= last.seq:
         return range(0)
-    return range(max(last.seq - int(raw_seq) + 1, 1), last.seq + 1)
+    tail = range(last.seq - int(raw_seq) + 1, last.seq + 1)
+    for number, seq in enumerate(tail, 1):
+        msg = store.load(seq)
+        if msg is None:  # removed by the batch's own rollup or limits
+            continue
+        if (
+            not msg.header
+            or hdrs.raw_value(msg.header, BATCH_ID) != batch_id
+            or hdrs.raw_value(msg.header, _BATCH_SEQ) != b"%d" % number
+            or hdrs.raw_value(msg.header, _BATCH_COMMIT) is not None
+        ):
+            return range(0)
+    return tail

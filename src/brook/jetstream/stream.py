@@ -2,8 +2,9 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (fast batches refused;
-atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+lists an older order): sealed, `max_msg_size`, batch publishes (fast ones by
+`fast_batch.py` and `_fast_batch`, each message then through the checks below; atomic
+ones staged and committed by `batch.py` and `_in_batch`), header size, counter
 increment (`counters.py`), expected stream, TTL permission, expected last subject
 sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
 permission, a counter's new total, TTL value, discard-new limits;
@@ -58,6 +59,8 @@ from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
+from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
+from brook.jetstream.fast_batch import FastBatches, parse_reply
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
@@ -112,6 +115,7 @@ class Batched(Ingested):
 
     batch_id: str = ""
     count: int = 0
+    replied: bool = False  # a fast batch's publish: its replies are sent (fast_batch.py)
 
 
 @dataclass(slots=True)
@@ -143,8 +147,10 @@ class Stream:
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
-        self.batches = AtomicBatches(  # batch.py
-            batch_limits or BatchLimits(), now_ns, self._batch_abandoned
+        batch_limits = batch_limits or BatchLimits()
+        self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
+        self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
+            batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
         )
         self._committing = False  # a batch's messages are being stored (`_commit`)
         self.reconfigure(config)
@@ -195,7 +201,10 @@ class Stream:
 
     def _drop_uncommitted_batch(self) -> None:
         """Remove what a crash left of a batch's commit (batch.py), before anything reads
-        the store: no consumer saw it, no PubAck named it."""
+        the store: no consumer saw it, no PubAck named it. Only a stream that takes atomic
+        batches has any, as nats-server looks only there."""
+        if not self.config.allow_atomic:
+            return
         tail = uncommitted_tail(self.store)
         if not tail:
             return
@@ -222,6 +231,8 @@ class Stream:
         self._republish = Republisher.compile(config.republish, config.name, self._send_message)
         if not config.allow_atomic:
             self.batches.clear()  # as nats-server drops them when atomic publish is turned off
+        if not config.allow_batched:
+            self.fast_batches.clear()
 
     # ------------------------------------------------------------------ publishing
 
@@ -249,6 +260,8 @@ class Stream:
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
         elif type(result) is Batched:
+            if result.replied:
+                return result
             if not result.count:
                 self._send_ack(reply, b"")  # staged: the batch goes on
                 return result
@@ -275,8 +288,8 @@ class Stream:
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
-            raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
+        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
+            return self._fast_batch(subject, reply, header, data)
         if header is not None and BATCH_ID in header:
             batch_id = hdrs.raw_value(header, BATCH_ID)
             if batch_id and not self._committing:  # an empty one is no batch (nats-server)
@@ -401,6 +414,27 @@ class Stream:
         if commit is None:
             return Batched(0, False)
         return self._commit(commit)
+
+    def _fast_batch(self, subject: str, reply: bytes, header: bytes | None, data: bytes) -> Batched:
+        """One message (or ping) of a fast batch (fast_batch.py): stored at once through
+        the checks of a publish, its replies (flow acks, gaps, errors, the PubAck) sent by
+        the batch; what it stored reaches the consumers as a publish's would."""
+        if not self.config.allow_batched:
+            raise api_error("BATCH_PUBLISH_DISABLED")
+        op = parse_reply(reply)
+        stored = Ingested(0, False)
+
+        def store() -> tuple[int, bool]:
+            nonlocal stored
+            self._committing = True  # a batch's message: its Nats-Batch-* headers are data
+            try:
+                stored = self._ingest(subject, None, header, data)
+            finally:
+                self._committing = False
+            return stored.seq, stored.duplicate
+
+        seq = self.fast_batches.publish(op, reply, store)
+        return Batched(seq, bool(seq) and stored.kept, replied=True)
 
     def _batch_abandoned(self, batch_id: str, reason: str) -> None:
         """Announce an abandoned batch as nats-server does (batch.py)."""
@@ -707,4 +741,5 @@ class Stream:
 
     def close(self) -> None:
         self.batches.clear()  # its staged batches no longer count against the limit
+        self.fast_batches.clear()
         self.store.close()
