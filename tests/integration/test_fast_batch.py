@@ -80,3 +80,23 @@ async def test_an_idle_fast_batch_is_dropped_by_its_timer_and_limits_apply(
         assert late["error"]["err_code"] == 10208  # unknown batch
         assert (await nc.jetstream().stream_info("F")).state.messages == 1
         await nc.close()
+
+
+async def test_consumers_get_a_fast_batchs_messages_as_they_are_stored(tmp_path: Path) -> None:
+    async with brook.serve(store_dir=str(tmp_path)) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="F", subjects=["f.>"], allow_batched=True)
+        pull = await js.pull_subscribe("f.>", durable="C")
+        sub = await nc.subscribe("fi.>")
+        waiting = asyncio.create_task(pull.fetch(1, timeout=5))  # a waiting pull request
+        await asyncio.sleep(0.2)
+        await _send(nc, sub, "fi.c.0.fail.1.0.$FI", b"1")
+        first = await waiting  # served as the message is stored, before the batch ends
+        assert [m.data for m in first] == [b"1"]
+        await nc.publish("f.x", b"2", reply="fi.c.0.fail.2.1.$FI")
+        ack = await _send(nc, sub, "fi.c.0.fail.3.2.$FI", b"3")
+        assert ack == {"stream": "F", "seq": 3, "batch": "c", "count": 3}
+        rest = await pull.fetch(2, timeout=2)
+        assert [m.data for m in rest] == [b"2", b"3"]
+        await nc.close()
