@@ -152,7 +152,9 @@ class Stream:
         self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
             batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
         )
-        self._committing = False  # a batch's messages are being stored (`_commit`)
+        # A batch's messages are being stored (`_commit`, `_fast_batch`): their
+        # `Nats-Batch-*` headers are data then.
+        self._committing = False
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
@@ -426,7 +428,7 @@ class Stream:
 
         def store() -> tuple[int, bool]:
             nonlocal stored
-            self._committing = True  # a batch's message: its Nats-Batch-* headers are data
+            self._committing = True
             try:
                 stored = self._ingest(subject, None, header, data)
             finally:
