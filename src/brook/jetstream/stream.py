@@ -396,9 +396,11 @@ class Stream:
         timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
         the sequences before it that the origin no longer has become gaps (`skip_msgs`),
         then the stream's own limits and expiry apply as after a publish. None of a
-        publish's checks apply: a mirror stores what its origin stored. False when `seq`
-        is stored already; a store failure raises `StoreError` (nothing more stored).
-        What it removed goes to `on_removed` before it returns."""
+        publish's checks apply: a mirror stores what its origin stored. Returns whether the
+        message is kept: not when `seq` is stored already, nor on an interest stream when
+        no consumer wants it (it takes its sequence and is removed, as a publish); a store
+        failure raises `StoreError` (nothing more stored). What it removed goes to
+        `on_removed` before it returns."""
         store = self.store
         last = store.last_seq()
         if seq <= last:
@@ -410,6 +412,15 @@ class Stream:
             store.skip_msgs(seq - 1)
         store.store(subject, header, data, ts_ns)
         config = self.config
+        retention = self.retention
+        if (
+            config.retention == "interest"
+            and retention is not None
+            and not retention.wanted(subject)
+        ):
+            store.remove(seq)
+            retention.not_kept()
+            return False
         if config.allow_msg_ttl and header:
             value = ttls.header_value(header)
             try:
