@@ -132,6 +132,9 @@ async def filtered(s: Session) -> None:
     await mirrored(s, "started at 3", "S3", 4)
     await s.create("a mirror of a mirror", {"name": "C", "mirror": {"name": "F"}})
     await mirrored(s, "chained", "C", 3)
+    interest = {"name": "I", "mirror": {"name": "O"}, "retention": "interest"}
+    await s.create("an interest mirror, no consumer", interest)
+    await mirrored(s, "nothing kept", "I", 4)
     await asyncio.sleep(0.05)
     since = time.time_ns()
     await asyncio.sleep(0.05)

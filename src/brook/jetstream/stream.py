@@ -2,8 +2,9 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (fast batches refused;
-atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+lists an older order): sealed, `max_msg_size`, batch publishes (fast ones by
+`fast_batch.py` and `_fast_batch`, each message then through the checks below; atomic
+ones staged and committed by `batch.py` and `_in_batch`), header size, counter
 increment (`counters.py`), expected stream, TTL permission, expected last subject
 sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
 permission, a counter's new total, TTL value, discard-new limits;
@@ -15,8 +16,13 @@ message has reached stable storage (`commit.py`), unless the stream was created 
 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
-The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
-when `expiry.next_wakeup_ns` is due.
+The stream owns no expiry timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs
+`expire()` when `expiry.next_wakeup_ns` is due. `expire()` also fires the message
+schedules that are due (`schedules.py`, `_fire_schedules`): a message with
+`Nats-Schedule*` headers is checked after the expected sequences and before dedup, as
+nats-server checks it, and each stored message keeps the stream's `ScheduleIndex` up to
+date; a schedule due lowers `next_wakeup_ns` as a TTL does. Its staged atomic batches have
+their own idle timer, on the same clock (`AtomicBatches.timer`, batch.py).
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
@@ -50,15 +56,20 @@ from brook.jetstream.batch import (
     BatchLimits,
     Commit,
     StagedMessage,
+    abandoned_advisory,
     uncommitted_tail,
 )
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
-from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
+from brook.jetstream.fast_batch import FastBatches, parse_reply
+from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
+from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
+from brook.jetstream.schedules import ScheduleIndex, check_publish, produce, with_rollup
 from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
@@ -70,7 +81,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.stream")
 
-AckSender = Callable[[bytes, bytes], None]
+AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
 """(reply subject, PubAck JSON) -> None"""
 
 _EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -111,6 +122,7 @@ class Batched(Ingested):
 
     batch_id: str = ""
     count: int = 0
+    replied: bool = False  # a fast batch's publish: its replies are sent (fast_batch.py)
 
 
 @dataclass(slots=True)
@@ -120,6 +132,10 @@ class Counted(Ingested):
     publish, carries nothing for counters."""
 
     total: bytes = b""
+
+
+def _ignore_sync(_error: BaseException | None) -> None:
+    """No one waits for this sync; a failure is logged by the committer."""
 
 
 def _uint(value: str) -> int | None:
@@ -142,13 +158,24 @@ class Stream:
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
-        self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
-        self._committing = False  # a batch's messages are being stored (`_commit`)
+        batch_limits = batch_limits or BatchLimits()
+        self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
+        self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
+            batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
+        )
+        # A batch's messages are being stored (`_commit`, `_fast_batch`): their
+        # `Nats-Batch-*` headers are data then.
+        self._committing = False
+        # Message schedules (schedules.py), when the stream allows them: what is armed,
+        # rebuilt from the stored messages; `_produced`: the header block of the message
+        # a firing schedule is storing (exempt from the client's checks, and only it).
+        self.schedules: ScheduleIndex | None = None
+        self._produced: bytes | None = None
+        self._now_ns = now_ns
         self._sourcing = False  # a source's message is being stored (`ingest_sourced`)
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
-        self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
         # persist_mode "async" (persist.py): PubAcks leave at once, the fsync follows.
@@ -198,18 +225,20 @@ class Stream:
 
     def _drop_uncommitted_batch(self) -> None:
         """Remove what a crash left of a batch's commit (batch.py), before anything reads
-        the store: no consumer saw it, no PubAck named it."""
+        the store: no consumer saw it, no PubAck named it. Only a stream that takes atomic
+        batches has any, as nats-server looks only there."""
+        if not self.config.allow_atomic:
+            return
         tail = uncommitted_tail(self.store)
         if not tail:
             return
         try:
-            for seq in tail:
-                self.store.remove(seq)
+            self.store.truncate(tail.start - 1)
         except StoreError as exc:
             self.write_failed("remove an uncommitted atomic batch", exc)
             return
         log.warning(
-            "stream %s: removed messages %d-%d, an atomic batch whose commit a crash cut short",
+            "stream %s: cut off messages %d-%d, an atomic batch whose commit a crash cut short",
             self.name,
             tail.start,
             tail.stop - 1,
@@ -226,6 +255,10 @@ class Stream:
         self._republish = Republisher.compile(config.republish, config.name, self._send_message)
         if not config.allow_atomic:
             self.batches.clear()  # as nats-server drops them when atomic publish is turned off
+        if config.allow_msg_schedules and self.schedules is None:  # at open, or turned on
+            self.schedules = ScheduleIndex.rebuild(self.store, self._now_ns())
+        if not config.allow_batched:
+            self.fast_batches.clear()
 
     # ------------------------------------------------------------------ publishing
 
@@ -253,6 +286,8 @@ class Stream:
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
         elif type(result) is Batched:
+            if result.replied:
+                return result
             if not result.count:
                 self._send_ack(reply, b"")  # staged: the batch goes on
                 return result
@@ -322,11 +357,13 @@ class Stream:
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
-            raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
+        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
+            return self._fast_batch(subject, reply, header, data)
         if header is not None and BATCH_ID in header:
             batch_id = hdrs.raw_value(header, BATCH_ID)
-            if batch_id and not self._committing:  # an empty one is no batch (nats-server)
+            # An empty id is no batch (nats-server); a batch's message being committed, or
+            # the message a schedule stored by a batch produces, is stored as it is.
+            if batch_id and not self._committing and header is not self._produced:
                 return self._in_batch(batch_id, subject, header, data)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
@@ -368,6 +405,15 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            if (
+                header is not None
+                and SCHEDULE_PREFIX in header
+                and header is not self._produced
+                and not self._sourcing  # stored as it came: the origin checked it
+            ):
+                checked = self._check_schedule(header, subject)
+                if checked is not header:  # a schedule, stored with `Nats-Rollup: sub`
+                    header, block = checked, hdrs.parse(checked)
             if not self._sourcing and block.get(STREAM_SOURCE_HEADER):
                 raise api_error("MESSAGE_SOURCE_HDR_NOT_ALLOWED")  # only sources write it
             msg_id = block.get(MSG_ID) or ""
@@ -378,8 +424,9 @@ class Stream:
             value = block.get(_EXPECTED_LAST_MSG_ID)
             if value is not None and value != self._last_msg_id:
                 raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
-            rollup = block.get(_ROLLUP)
+            rollup = block.get(_ROLLUP) or None  # empty: none; any case (nats-server)
             if rollup is not None:
+                rollup = rollup.lower()
                 # A sourced rollup is applied whatever this stream allows (nats-server).
                 if (not config.allow_rollup_hdrs or config.deny_purge) and not self._sourcing:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
@@ -426,6 +473,8 @@ class Stream:
             if rollup is not None:
                 purged = "" if rollup == "all" else subject
                 result = self.store.purge(subject=purged or None, up_to_seq=seq)
+            if self.schedules is not None:
+                self._schedule_stored(seq, subject, header, now, kept=not unwanted)
             if unwanted:
                 assert retention is not None
                 self.store.remove(seq)
@@ -444,6 +493,39 @@ class Stream:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
 
+    def _check_schedule(self, header: bytes, subject: str) -> bytes:
+        """A client's scheduling headers (schedules.py); the header block to store."""
+        config = self.config
+        add_rollup = check_publish(
+            header,
+            subject,
+            allowed=config.allow_msg_schedules,
+            allow_ttl=config.allow_msg_ttl,
+            stream_subjects=config.subjects,
+            overlaps=subjects_overlap,
+            store=self.store,
+            now_ns=self._now_ns(),
+        )
+        return with_rollup(header) if add_rollup else header
+
+    def _schedule_stored(
+        self, seq: int, subject: str, header: bytes | None, now: int, *, kept: bool
+    ) -> None:
+        """Message `seq` was stored (schedules.py): arm, re-arm or disarm a schedule, the
+        stream's timer woken for the next one, and purge the schedule it names (it fired
+        for the last time, or a client asked), as nats-server after the rollup."""
+        schedules = self.schedules
+        assert schedules is not None
+        cancelled = schedules.stored(seq, subject, header, now, kept=kept)
+        if cancelled:
+            schedules.disarm(cancelled)
+            result = self.store.purge(subject=cancelled)
+            if self.on_purge is not None:
+                self.on_purge(result, cancelled, 0)
+        due = schedules.next_due()
+        if due is not None:
+            self.expiry.wake_by(due)  # the engine's timer fires for it
+
     def ingest_mirrored(
         self, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
     ) -> bool:
@@ -451,9 +533,11 @@ class Stream:
         timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
         the sequences before it that the origin no longer has become gaps (`skip_msgs`),
         then the stream's own limits and expiry apply as after a publish. None of a
-        publish's checks apply: a mirror stores what its origin stored. False when `seq`
-        is stored already; a store failure raises `StoreError` (nothing more stored).
-        What it removed goes to `on_removed` before it returns."""
+        publish's checks apply: a mirror stores what its origin stored. Returns whether the
+        message is kept: not when `seq` is stored already, nor on an interest stream when
+        no consumer wants it (it takes its sequence and is removed, as a publish); a store
+        failure raises `StoreError` (nothing more stored). What it removed goes to
+        `on_removed` before it returns."""
         store = self.store
         last = store.last_seq()
         if seq <= last:
@@ -465,6 +549,15 @@ class Stream:
             store.skip_msgs(seq - 1)
         store.store(subject, header, data, ts_ns)
         config = self.config
+        retention = self.retention
+        if (
+            config.retention == "interest"
+            and retention is not None
+            and not retention.wanted(subject)
+        ):
+            store.remove(seq)
+            retention.not_kept()
+            return False
         if config.allow_msg_ttl and header:
             value = ttls.header_value(header)
             try:
@@ -487,10 +580,35 @@ class Stream:
         the whole batch, each message through the checks of a publish, or nothing."""
         if not self.config.allow_atomic:
             raise api_error("ATOMIC_PUBLISH_DISABLED")
-        commit = self.batches.add(batch_id, subject, header, data, self._now_ns())
+        commit = self.batches.add(batch_id, subject, header, data)
         if commit is None:
             return Batched(0, False)
         return self._commit(commit)
+
+    def _fast_batch(self, subject: str, reply: bytes, header: bytes | None, data: bytes) -> Batched:
+        """One message (or ping) of a fast batch (fast_batch.py): stored at once through
+        the checks of a publish, its replies (flow acks, gaps, errors, the PubAck) sent by
+        the batch; what it stored reaches the consumers as a publish's would."""
+        if not self.config.allow_batched:
+            raise api_error("BATCH_PUBLISH_DISABLED")
+        op = parse_reply(reply)
+        stored = Ingested(0, False)
+
+        def store() -> tuple[int, bool]:
+            nonlocal stored
+            self._committing = True
+            try:
+                stored = self._ingest(subject, None, header, data)
+            finally:
+                self._committing = False
+            return stored.seq, stored.duplicate
+
+        seq = self.fast_batches.publish(op, reply, store)
+        return Batched(seq, bool(seq) and stored.kept, replied=True)
+
+    def _batch_abandoned(self, batch_id: str, reason: str) -> None:
+        """Announce an abandoned batch as nats-server does (batch.py)."""
+        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self._now_ns()))
 
     def _commit(self, commit: Commit) -> Batched:
         self._check_batch(commit)
@@ -601,8 +719,11 @@ class Stream:
             last = self.store.subject_state(message.subject).last_seq
             if _uint(value) != last:
                 raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-        rollup = block.get(_ROLLUP)
+        if SCHEDULE_PREFIX in header:
+            self._check_schedule(header, message.subject)
+        rollup = block.get(_ROLLUP) or None
         if rollup is not None:
+            rollup = rollup.lower()
             if not config.allow_rollup_hdrs or config.deny_purge:
                 raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
             if rollup == "sub" and message.subject in written:
@@ -739,10 +860,10 @@ class Stream:
     # ------------------------------------------------------------------ expiry
 
     def expire(self) -> int | None:
-        """Remove messages past max_age or past their own TTL (`expiry.py`); returns ns
-        until the next expiry of either kind, or None when nothing will expire. What it
-        removed goes to `on_removed`, then the markers it stored (even before a failure)
-        to `on_markers`."""
+        """Remove messages past max_age or past their own TTL (`expiry.py`), then fire
+        the schedules that are due (`_fire_schedules`); returns ns until the next expiry or
+        schedule, or None when nothing is due ever. What it removed goes to
+        `on_removed`, then the markers it stored (even before a failure) to `on_markers`."""
         now = self._now_ns()
         expiry = self.expiry
         try:
@@ -755,7 +876,61 @@ class Stream:
         markers = expiry.take_markers()
         if markers and self.on_markers is not None:
             self.on_markers(markers)
-        return wait
+        if self.schedules is not None:
+            self._fire_schedules(now)
+        wake = expiry.next_wakeup_ns
+        return None if wake is None else max(wake - now, 0)
+
+    def _fire_schedules(self, now: int) -> None:
+        """Store what the schedules due by `now` produce (schedules.py), in the order of
+        their sequences, each through the stream's ingest as a publish without a reply
+        (its TTL, rollup, limits, republish; the schedule re-armed or purged); tell the
+        consumers (`on_markers`), and ask for the group commit that makes them durable.
+        Lowers `expiry.next_wakeup_ns` to the next schedule, so the stream's timer wakes
+        for it. A produced message the stream refuses is logged and its schedule held
+        until a new schedule replaces it, as nats-server holds it."""
+        index = self.schedules
+        assert index is not None
+        stored: list[tuple[str, int]] = []
+        for seq, subject, due in index.pop_due(now):
+            schedule = self.store.load(seq)
+            produced = None
+            if schedule is not None:
+                produced = produce(schedule, due, now, self.store.load_last)
+            if produced is None:  # removed, or no longer a schedule
+                index.forget(subject, seq)
+                continue
+            self._produced = produced.header
+            try:
+                subject_raw = produced.subject.encode("utf-8", "surrogateescape")
+                result = self.ingest(subject_raw, None, produced.header, produced.data)
+            finally:
+                self._produced = None
+            if result.error is not None:
+                log.warning(
+                    "stream %s: schedule %s (seq %d) could not store its message: %s",
+                    self.name,
+                    subject,
+                    seq,
+                    result.error.description,
+                )
+            elif result.kept:
+                stored.append((produced.subject, result.seq))
+        if stored:
+            if self.on_markers is not None:
+                self.on_markers(stored)
+            self._sync_soon()
+        due_next = index.next_due()
+        if due_next is not None:
+            self.expiry.wake_by(due_next)
+
+    def _sync_soon(self) -> None:
+        """Messages the stream stored on its own become durable with the next group
+        commit, as soon as one can run (no PubAck waits for it)."""
+        if self._committer is not None:
+            self._committer.request(_ignore_sync)
+        elif self._background_sync is not None:
+            self._background_sync.written()
 
     def write_failed(self, what: str, error: StoreError) -> None:
         """A store write failed: logged (rate-limited for file streams, `space.py`)."""
@@ -793,4 +968,5 @@ class Stream:
 
     def close(self) -> None:
         self.batches.clear()  # its staged batches no longer count against the limit
+        self.fast_batches.clear()
         self.store.close()
