@@ -73,7 +73,7 @@ def test_external_prefixes_and_transforms_shape_the_request() -> None:
 def test_deliveries_are_stored_at_the_origin_sequences_with_gaps_skipped() -> None:
     mirror, stored = _mirror(subject_transforms=[{"src": "o.*", "dest": "m.$1"}])
     tracking = Tracking()
-    mirror.created({"name": "C", "delivered": {"stream_seq": 2}}, tracking)
+    mirror.created({"name": "C", "delivered": {"stream_seq": 2}}, tracking, None)
     tracking.consumer = "C"
     assert tracking.sseq == 2
     assert _deliver(mirror, tracking, 3, 1)

@@ -51,6 +51,8 @@ class DedupWindow:
         return entry[0] if entry is not None else None
 
     def remember(self, msg_id: str, seq: int, ts_ns: int) -> None:
+        if self._window_ns() <= 0:
+            return  # no window (a sourcing stream that set none): no dedup, as nats-server
         self._ids[msg_id] = (seq, ts_ns)
         self._ids.move_to_end(msg_id)
         while len(self._ids) > self._max_ids:

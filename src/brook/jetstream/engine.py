@@ -18,6 +18,7 @@ What opening a file store found damaged is logged and kept for monitoring (`dama
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import time
@@ -46,6 +47,7 @@ from brook.jetstream.link import OriginLink
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
 from brook.jetstream.store.file import FileStore
@@ -65,8 +67,12 @@ class _Entry:
     timer: ExpiryTimer  # runs the stream's expiry when due
     # The stream's consumers by filter subject: which of them a stored message concerns.
     consumers: ConsumerIndex[ConsumerRunner]
+    # Where each of its sources stands (none unless it has some), written with its
+    # group commits (sources.py).
+    positions: SourcePositions
     subs: list[Subscription] = field(default_factory=list)
     committer: GroupCommitter | None = None
+    sourced: SourcedStream | None = None  # its sources' side, when it has some
     link: OriginLink | None = None  # a mirror's link to its origin (mirror.py)
     # A mirror's direct gets for its origin (`mirror_direct`), once it caught up.
     mirror_subs: list[Subscription] = field(default_factory=list)
@@ -176,13 +182,15 @@ class JetStream:
         if self._sync_running:
             return  # the previous round is still syncing; skip rather than pile up
         stores = [
-            e.stream.store for e in self._entries.values() if e.stream.config.storage == "file"
+            (e.positions, e.stream.store)
+            for e in self._entries.values()
+            if e.stream.config.storage == "file"
         ]
 
         def sync_all() -> None:
-            for store in stores:
+            for positions, store in stores:
                 try:
-                    store.sync()
+                    positions.sync(store)
                 except Exception:
                     log.exception("interval sync failed")
 
@@ -243,7 +251,9 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
-        refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
+        refuse_unbuilt(
+            config.mirror, config.sources, counters=config.allow_msg_counter
+        )  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         if config.mirror is None:
@@ -251,6 +261,7 @@ class JetStream:
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
         entry.stream.reconfigure(config)
+        self._configure_sources(entry)
         self._index_subjects(config, add=True)
         self._attach(entry)
         write_definition(self.root, config, entry.stream.created_ns, new=False)
@@ -297,6 +308,9 @@ class JetStream:
         """Register and subscribe a stream; its store is opened here unless `store` is one
         opened already (a restore)."""
         committer: GroupCommitter | None = None
+        positions = SourcePositions(
+            self.root / config.name / RECORD_FILE if self.keeps_files(config) else None
+        )
         if self.keeps_files(config):
             if store is None:
                 # Made by the store: the first sync of a new one makes its directories
@@ -306,7 +320,10 @@ class JetStream:
                 self._damage.opened(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(
-                    store.sync, self._executor, loop=self._loop, backlog=self.commit_backlog
+                    functools.partial(positions.sync, store),
+                    self._executor,
+                    loop=self._loop,
+                    backlog=self.commit_backlog,
                 )
                 assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
@@ -324,8 +341,11 @@ class JetStream:
             batch_limits=self.batch_limits,
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
-        entry = _Entry(stream, timer, self.consumers.add_stream(stream), committer=committer)
+        entry = _Entry(
+            stream, timer, self.consumers.add_stream(stream), positions, committer=committer
+        )
         self._entries[config.name] = entry
+        self._configure_sources(entry)
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
@@ -339,15 +359,6 @@ class JetStream:
         stream = entry.stream
         if stream.config.mirror is None or self._loop is None or entry.link is not None:
             return
-        index = entry.consumers
-        timer = entry.timer
-
-        def stored(subject: str, seq: int) -> None:
-            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
-                runner.message_stored(seq)
-            wake = stream.expiry.next_wakeup_ns
-            if wake is not None and (timer.at is None or wake < timer.at):
-                timer.arm(wake)
 
         def caught_up() -> None:
             """nats-server's `subscribeToMirrorDirect`, once the mirror is nearly level
@@ -357,9 +368,42 @@ class JetStream:
                 entry.mirror_subs = self._serve_direct(stream, source.name)
 
         label = f"mirror {stream.name} of {stream.config.mirror.name}"
-        mirror = Mirror(stream, stored, caught_up)
+        mirror = Mirror(stream, self._stored(entry), caught_up)
         entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
         entry.link.start()
+
+    def _stored(self, entry: _Entry) -> Callable[[str, int], None]:
+        """What a mirror's or source's link calls for each message it stored and kept:
+        the consumers and the expiry timer hear of it as of a publish (`_attach`)."""
+        index = entry.consumers
+        timer = entry.timer
+        expiry = entry.stream.expiry
+
+        def stored(subject: str, seq: int) -> None:
+            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
+                runner.message_stored(seq)
+            wake = expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)
+
+        return stored
+
+    def _link_sources(self, entry: _Entry) -> None:
+        """Give each source of the stream its link to its origin (ADR 0020), and close
+        those of sources it no longer has."""
+        sourced = entry.sourced
+        if sourced is None or self._loop is None:
+            return
+        for iname in list(sourced.links):
+            if iname not in sourced.sources:
+                sourced.links.pop(iname).close()
+        for iname, source in sourced.sources.items():
+            if iname not in sourced.links:
+                label = f"source {source.name} of stream {entry.stream.name}"
+                link = OriginLink(Source(sourced, source), self.internal, self._loop,
+                                  self.now_ns, label)  # fmt: skip
+                sourced.links[iname] = link
+                link.start()
 
     def _unlink(self, entry: _Entry) -> None:
         if entry.link is not None:
@@ -428,6 +472,23 @@ class JetStream:
             for pattern in (prefix, prefix + ".>")
         ]
 
+    def sourced(self, name: str) -> SourcedStream | None:
+        """The sources' side of stream `name`, if it has sources (stream info)."""
+        entry = self._entries.get(name)
+        return None if entry is None else entry.sourced
+
+    def _configure_sources(self, entry: _Entry) -> None:
+        """Give a stream with sources its `SourcedStream` (a new one, or the one it has
+        told of its new sources) and their links; close them for a stream left without."""
+        sources = entry.stream.config.sources
+        if entry.sourced is None and sources:
+            entry.sourced = SourcedStream(entry.stream, entry.positions, self._stored(entry))
+        elif entry.sourced is not None:
+            entry.sourced.configure(sources)
+        self._link_sources(entry)
+        if entry.sourced is not None and not sources:
+            entry.sourced = None
+
     def _unregister(self, name: str, *, notify: bool) -> _Entry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is
         deleted), subscriptions, timer, indexes; the store stays open."""
@@ -435,6 +496,10 @@ class JetStream:
         self._detach(name)
         entry = self._entries.pop(name)
         self._unlink(entry)
+        if entry.sourced is not None:
+            for link in entry.sourced.links.values():
+                link.close()
+            entry.sourced.links.clear()
         del self._streams[name]
         self._index_subjects(entry.stream.config, add=False)
         return entry

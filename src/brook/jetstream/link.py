@@ -27,7 +27,8 @@ tracking and ingest); the link handles the rest as nats-server does:
 * each (re)creation asks its kind for the request anew, so that it starts after what the
   stream has stored (a mirror: its last sequence + 1);
 * an origin that refuses a sourcing consumer as too new is asked again without it
-  (`without_sourcing`).
+  (`without_sourcing`); any other refusal the kind may answer by changing its request
+  and asking again at once (`LinkKind.refused`: a source whose origin was recreated).
 
 The origin's old consumer is not deleted on a retry: as in nats-server it goes away after
 its inactive threshold (10 s); deliveries from it are ignored (`Tracking.consumer`).
@@ -72,6 +73,9 @@ _ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # The ack reply of a delivery in its common (version 1) form: read without decoding it.
 _ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
 _LAST_CONSUMER = b"Nats-Last-Consumer"
+ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
+ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
+API_PREFIX = "$JS.API"  # replaced by `external.api` for another account or domain
 _STALLED = b"Nats-Consumer-Stalled"
 
 
@@ -103,6 +107,11 @@ class Delivery(NamedTuple):
     pending: int
 
 
+def link_subject(prefix: str) -> str:
+    """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
+    return sync_subject(prefix).replace("..", ".")
+
+
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
     """One consumer-create request: where it goes, its header and JSON body."""
@@ -122,9 +131,15 @@ class LinkKind(Protocol):
         """The request for a new consumer, starting after what is stored now."""
         ...
 
-    def created(self, info: dict[str, Any], tracking: Tracking) -> None:
-        """The origin created the consumer (`info`: its ConsumerInfo); set `tracking`'s
-        sequences to where the deliveries start. Raises `StoreError` to retry."""
+    def refused(self, err_code: int) -> bool:
+        """The origin refused the consumer with `err_code`; True: ask again at once
+        (the kind changed its request), False: after the backoff."""
+        ...
+
+    def created(self, info: dict[str, Any], tracking: Tracking, header: bytes | None) -> None:
+        """The origin created the consumer (`info`: its ConsumerInfo, `header`: its
+        reply's); set `tracking`'s sequences to where the deliveries start. Raises
+        `StoreError` to retry."""
         ...
 
     def delivered(
@@ -270,12 +285,18 @@ class OriginLink:
         config = info.get("config")
         deliver = config.get("deliver_subject") if isinstance(config, dict) else None
         if info.get("error") or not isinstance(deliver, str) or not deliver:
-            log.warning("%s: origin refused its consumer: %s", self._label, info.get("error"))
-            self._failed(self._origin_error(info.get("error")))
+            error = info.get("error")
+            log.warning("%s: origin refused its consumer: %s", self._label, error)
+            code = error.get("err_code") if isinstance(error, dict) else None
+            if isinstance(code, int) and self.kind.refused(code):
+                self._cancel()
+                self._schedule(0)
+                return
+            self._failed(self._origin_error(error))
             return
         tracking = self.tracking
         try:
-            self.kind.created(info, tracking)
+            self.kind.created(info, tracking, header)
         except Exception as exc:  # a malformed answer, or the stream's store failed
             self._failed(self._setup_failed(str(exc)))
             return

@@ -28,12 +28,15 @@ from collections.abc import Callable
 from typing import Any
 
 from brook.jetstream.link import (
+    ACCOUNT,
+    ACK_WAIT_NS,
+    API_PREFIX,
     HEALTH_CHECK_NS,
     HEARTBEAT_NS,
     CreateRequest,
     Delivery,
     OriginLink,
-    sync_subject,
+    link_subject,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -43,9 +46,6 @@ from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
 
-ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
-_ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
-_API_PREFIX = "$JS.API"
 # The API level nats-server's mirror asks the origin for (durable sourcing, reset).
 _REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
 
@@ -99,7 +99,7 @@ class Mirror:
                 )
         if "opt_start_seq" not in config and "opt_start_time" not in config:
             config["deliver_policy"] = "all"
-        config |= {"ack_policy": "none", "ack_wait": _ACK_WAIT_NS, "max_deliver": 1}
+        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
         filters = [t.src for t in source.subject_transforms]
         if source.filter_subject:
             config["filter_subject"] = source.filter_subject
@@ -124,16 +124,19 @@ class Mirror:
             "metadata": {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name},
         }
         if "filter_subject" in config:
-            subject = f"{_API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
+            subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
             subject += "." + config["filter_subject"]
         else:
-            subject = f"{_API_PREFIX}.CONSUMER.CREATE.{source.name}"
+            subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}"
         if external is not None:
-            subject = subject.replace(_API_PREFIX, external.api, 1).replace("..", ".")
+            subject = subject.replace(API_PREFIX, external.api, 1).replace("..", ".")
         body = {"stream_name": source.name, "config": config, "action": ""}
         return CreateRequest(subject, _REQUIRED_API_LEVEL, body)
 
-    def created(self, info: dict[str, Any], tracking: Tracking) -> None:
+    def refused(self, err_code: int) -> bool:
+        return False  # a mirror's request is the same whatever the origin says
+
+    def created(self, info: dict[str, Any], tracking: Tracking, header: bytes | None) -> None:
         """Sequences the origin delivered before this consumer's start are skipped (the
         origin lost them, or the mirror starts late: `opt_start_seq`)."""
         delivered = int(info.get("delivered", {}).get("stream_seq", 0))
@@ -177,11 +180,6 @@ class Mirror:
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
-
-
-def link_subject(prefix: str) -> str:
-    """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
-    return sync_subject(prefix).replace("..", ".")
 
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:

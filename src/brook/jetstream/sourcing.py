@@ -21,8 +21,11 @@ from dataclasses import dataclass
 
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.models.sources import go_hash
+from brook.protocol import headers as hdrs
 
 STREAM_SOURCE_HEADER = "Nats-Stream-Source"
+IDENTITY_HEADER = b"Nats-Stream-Identity"  # nats-server's JSStreamIdentity
+_STREAM_SOURCE_RAW = STREAM_SOURCE_HEADER.encode()
 _ACK_PREFIX = "$JS.ACK."
 _REPLY_TOKENS_V1 = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
 _REPLY_TOKENS_V2 = 11  # ... with <domain>.<account hash> after $JS.ACK
@@ -35,11 +38,22 @@ def stream_identity(created_ns: int) -> str:
     return go_hash(format_ts_ns(created_ns))
 
 
+def sourced_header(header: bytes | None, value: str) -> bytes:
+    """The header a sourced message is stored with, as `processInboundSourceMsg` makes
+    it: the origin's header (which the link stripped of `Nats-Expected-*` and
+    `Nats-Batch-*`) without its own `Nats-Stream-Source` (a daisy chain: the last hop's
+    is kept; nats-server's `removeHeaderIfPresent`), then `Nats-Stream-Source: value`
+    last (`genHeader`)."""
+    if header:
+        header = hdrs.remove_prefixed(header, _STREAM_SOURCE_RAW + b":")
+    head = header[:-2] if header and len(header) > 2 else hdrs.PREFIX + b"\r\n"
+    return head + b"%s: %s\r\n\r\n" % (_STREAM_SOURCE_RAW, value.encode("utf-8", "surrogateescape"))
+
+
 def source_header(iname: str, reply: str, subject: str, ident: str = "") -> str:
     """The header value nats-server's `genSourceHeader` writes for a message delivered
     with ack `reply` on the origin's `subject`; the sequence is "1" when the reply is not
     an ack reply it knows."""
-    name, filters, destinations = iname.split(" ")
     seq = "1"
     tokens = reply.split(".")
     if len(tokens) > 1 and tokens[0] == "$JS" and tokens[1] == "ACK":
@@ -47,6 +61,12 @@ def source_header(iname: str, reply: str, subject: str, ident: str = "") -> str:
             seq = tokens[5]
         elif len(tokens) >= _REPLY_TOKENS_V2:
             seq = tokens[7]
+    return source_header_at(iname, seq, subject, ident)
+
+
+def source_header_at(iname: str, seq: str, subject: str, ident: str = "") -> str:
+    """`source_header` of origin sequence `seq` (as its ack reply spells it)."""
+    name, filters, destinations = iname.split(" ")
     value = f"{name} {seq} {filters} {destinations} {subject}"
     return f"{value} {ident}" if ident else value
 

@@ -70,6 +70,7 @@ from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
 from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
 from brook.jetstream.schedules import ScheduleIndex, check_publish, produce, with_rollup
+from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
@@ -171,6 +172,7 @@ class Stream:
         self.schedules: ScheduleIndex | None = None
         self._produced: bytes | None = None
         self._now_ns = now_ns
+        self._sourcing = False  # a source's message is being stored (`ingest_sourced`)
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
@@ -181,6 +183,11 @@ class Stream:
         if committer is not None and config.persist_mode == "async":
             self._background_sync = BackgroundSync(committer)
             self._committer = None
+        # What sources store is synced soon after, one commit request at a time (their
+        # links wait for none: `sourced_written`).
+        self._sourced_sync = self._background_sync
+        if committer is not None and self._sourced_sync is None:
+            self._sourced_sync = BackgroundSync(committer)
         self._space = space  # file streams: room on the disk (module docstring)
         self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
@@ -298,6 +305,49 @@ class Stream:
         self._after_durable(reply, ack)
         return result
 
+    def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> tuple[Ingested, str]:
+        """Store a message one of the stream's sources delivered (sources.py made its
+        header), as nats-server's `processJetStreamMsg` stores a sourced message: under
+        the stream's own subject transform too, through the checks of a publish but
+        those of what only a client may not do (a TTL or a rollup this stream does not
+        allow, the `Nats-Stream-Source` header), dedup and limits included, then
+        republished. Says what was done and the subject it was stored under; the caller
+        asks for the group commit (`when_durable`) once it noted what was stored."""
+        transform = self.input_transform
+        if transform is not None:
+            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
+                "utf-8", "surrogateescape"
+            )
+        self._sourcing = True
+        try:
+            if self._republish is None:
+                result = self._ingest(subject, None, header, data)
+            else:
+                raw = subject.encode("utf-8", "surrogateescape")
+                result = self._ingest_republished(raw, None, header, data)
+        except ApiError as err:
+            result = Ingested(0, False, False, err)
+        finally:
+            self._sourcing = False
+        return result, subject
+
+    def sourced_written(self) -> None:
+        """A source stored a message: a group commit follows soon, asked for once however
+        many arrive meanwhile (persist.py), which also writes the sources' positions."""
+        if self._sourced_sync is not None:
+            self._sourced_sync.written()
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """`callback` once what the stream stored so far is on stable storage: after its
+        group commit (or at once where there is none: memory, the interval mode, or
+        persist_mode "async", whose background sync is asked for)."""
+        if self._committer is not None:
+            self._committer.request(callback)
+            return
+        if self._background_sync is not None:
+            self._background_sync.written()
+        callback(None)
+
     def _ingest(
         self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
@@ -340,7 +390,9 @@ class Stream:
                 except ttls.InvalidTTL:
                     ttl_invalid = True  # reported late, after the other header checks
                 if ttl and not config.allow_msg_ttl:
-                    raise api_error("MESSAGE_TTL_DISABLED")
+                    if not self._sourcing:
+                        raise api_error("MESSAGE_TTL_DISABLED")
+                    ttl = 0  # a sourced message is stored as it came, not expired by it
             value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
             if value is not None:
                 want = _uint(value)
@@ -353,10 +405,17 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            if header is not None and SCHEDULE_PREFIX in header and header is not self._produced:
+            if (
+                header is not None
+                and SCHEDULE_PREFIX in header
+                and header is not self._produced
+                and not self._sourcing  # stored as it came: the origin checked it
+            ):
                 checked = self._check_schedule(header, subject)
                 if checked is not header:  # a schedule, stored with `Nats-Rollup: sub`
                     header, block = checked, hdrs.parse(checked)
+            if not self._sourcing and block.get(STREAM_SOURCE_HEADER):
+                raise api_error("MESSAGE_SOURCE_HDR_NOT_ALLOWED")  # only sources write it
             msg_id = block.get(MSG_ID) or ""
             if msg_id:
                 seen = self._dedup.lookup(msg_id)
@@ -368,7 +427,8 @@ class Stream:
             rollup = block.get(_ROLLUP) or None  # empty: none; any case (nats-server)
             if rollup is not None:
                 rollup = rollup.lower()
-                if not config.allow_rollup_hdrs or config.deny_purge:
+                # A sourced rollup is applied whatever this stream allows (nats-server).
+                if (not config.allow_rollup_hdrs or config.deny_purge) and not self._sourcing:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
@@ -514,14 +574,6 @@ class Stream:
             if self._removed:
                 self._report_removed()
         return True
-
-    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
-        """`callback` once what was stored so far is on stable storage (the stream's
-        group commit; at once without one)."""
-        if self._committer is None:
-            callback(None)
-        else:
-            self._committer.request(callback)
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores

@@ -45,13 +45,12 @@ from brook.jetstream.models.consumer_rules import (
 )
 from brook.jetstream.models.defaults import GROUP_NAME, LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
-from brook.jetstream.sourcing import stream_identity
+from brook.jetstream.sourcing import IDENTITY_HEADER, stream_identity
 from brook.jetstream.stream import Stream
 from brook.protocol import headers
 from brook.protocol.headers import raw_value
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
-IDENTITY_HEADER = b"Nats-Stream-Identity"  # nats-server's JSStreamIdentity
 
 
 def _ephemeral_name() -> str:

@@ -17,6 +17,7 @@ from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.sources import refuse_unbuilt
+from brook.jetstream.sources import sources_info
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 
@@ -73,6 +74,9 @@ class StreamApi:
         mirror = self.js.mirror_info(stream)
         if mirror is not None:
             out["mirror"] = mirror
+        sourced = self.js.sourced(stream.name)
+        if sourced is not None:
+            out["sources"] = sources_info(sourced, self.js.now_ns())
         out["ts"] = models.format_ts_ns(self.js.now_ns())
         return out
 
@@ -110,7 +114,7 @@ class StreamApi:
         config = models.parse_stream_config(
             body, subject_name=request.tokens[2], streams=self._origin
         )
-        refuse_unbuilt(config.mirror, config.sources)
+        refuse_unbuilt(config.mirror, config.sources, counters=config.allow_msg_counter)
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 

@@ -1,0 +1,163 @@
+"""SIGKILL the server while two origins are published to and sourced; afterwards the
+sourcing stream holds every origin message exactly once (ADR 0020).
+
+Each round starts `brook serve` on a file store holding origins `O1` and `O2` and a
+stream `S` sourcing both, publishes acknowledged messages to both origins (many in
+flight, some with a `Nats-Msg-Id`) and kills the server with SIGKILL at a random moment,
+while the sources are copying. Each source resumes after the newest message it stored
+(its `Nats-Stream-Source` headers and `sources.db`). At the end, once both sources caught
+up, `S` holds each origin message once: its origin sequence (from the header), subject
+and payload; every acknowledged publish is there. Then `S` is purged and the server
+killed again: after the restart the sources do not copy their origins again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+ROUNDS = 5
+IN_FLIGHT = 32
+STREAMS = (
+    {"name": "O1", "subjects": ["a.>"]},
+    {"name": "O2", "subjects": ["b.>"]},
+    {"name": "S", "sources": [{"name": "O1"}, {"name": "O2"}]},
+)
+
+
+async def _request(nc: Any, subject: str, body: Any = None) -> dict[str, Any]:
+    data = b"" if body is None else json.dumps(body).encode()
+    return json.loads((await nc.request(subject, data, timeout=5)).data)  # type: ignore[no-any-return]
+
+
+async def _setup(nc: Any) -> None:
+    for config in STREAMS:
+        reply = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+        assert "error" not in reply or reply["error"]["err_code"] == 10058, reply
+
+
+async def publish_until_killed(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    acked: dict[tuple[str, int], bytes],
+    rng: random.Random,
+) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    await _setup(nc)
+    asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.0), os.kill, proc.pid, signal.SIGKILL)
+    k = 0
+
+    async def one(n: int) -> None:
+        data = b"m-%d-%d" % (proc.pid, n)
+        headers = {"Nats-Msg-Id": data.decode()} if n % 3 == 0 else None
+        subject = f"a.{n % 5}" if n % 2 else f"b.{n % 7}"
+        reply = await nc.request(subject, data, timeout=2, headers=headers)
+        ack = json.loads(reply.data)
+        acked[(ack["stream"], ack["seq"])] = data
+
+    try:
+        while True:
+            batch = range(k, k + IN_FLIGHT)
+            k += IN_FLIGHT
+            results = await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
+            if any(isinstance(r, BaseException) for r in results):
+                return
+    finally:
+        if not nc.is_closed:
+            await nc.close()
+
+
+async def _caught_up(nc: Any, expected: int) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    for _ in range(600):
+        info = await _request(nc, "$JS.API.STREAM.INFO.S")
+        lags = [source["lag"] for source in info.get("sources", [])]
+        if info["state"]["messages"] >= expected and lags == [0, 0]:
+            await asyncio.sleep(0.5)  # a duplicate would arrive now
+            return await _request(nc, "$JS.API.STREAM.INFO.S")
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"S did not catch up to {expected}: {info}")
+
+
+async def _sourced(nc: Any, first: int, last: int) -> list[tuple[str, int, str, bytes]]:
+    """(origin, origin sequence, subject, payload) of each message of S."""
+    out = []
+    for seq in range(first, last + 1):
+        reply = await _request(nc, "$JS.API.STREAM.MSG.GET.S", {"seq": seq})
+        message = reply["message"]
+        header = base64.b64decode(message["hdrs"]).decode()
+        value = header.split("Nats-Stream-Source: ")[1].split("\r\n")[0].split(" ")
+        data = base64.b64decode(message.get("data", ""))
+        out.append((value[0], int(value[1]), message["subject"], data))
+    return out
+
+
+async def test_a_source_copies_each_origin_message_once_across_sigkills(tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "16")))
+    store = tmp_path / "store"
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    acked: dict[tuple[str, int], bytes] = {}
+    for _ in range(ROUNDS):
+        proc = start_brook(store, port)
+        try:
+            await publish_until_killed(url, proc, acked, rng)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+    proc = start_brook(store, port)
+    try:
+        nc = await nats.connect(url)
+        origins = {}
+        for name in ("O1", "O2"):
+            state = (await _request(nc, f"$JS.API.STREAM.INFO.{name}"))["state"]
+            assert state["messages"] == state["last_seq"], state  # nothing removed
+            for seq in range(1, state["last_seq"] + 1):
+                reply = await _request(nc, f"$JS.API.STREAM.MSG.GET.{name}", {"seq": seq})
+                message = reply["message"]
+                origins[(name, seq)] = (message["subject"], base64.b64decode(message["data"]))
+        info = await _caught_up(nc, len(origins))
+        copied = await _sourced(nc, 1, info["state"]["last_seq"])
+        purged = await _request(nc, "$JS.API.STREAM.PURGE.S")
+        assert purged["purged"] == len(copied)
+        await nc.close()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    keys = [(origin, seq) for origin, seq, _, _ in copied]
+    assert len(keys) == len(set(keys)), "a message copied twice"
+    assert {key: (subject, data) for *key_parts, subject, data in copied
+            for key in [tuple(key_parts)]} == origins  # fmt: skip
+    for key, data in acked.items():
+        assert origins[key][1] == data, f"acknowledged {key} lost"
+    # Purged, then killed: the sources resume where they were (sources.db), not at 1.
+    proc = start_brook(store, port)
+    try:
+        nc = await nats.connect(url)
+        await nc.request("a.after", b"a", timeout=5)
+        await nc.request("b.after", b"b", timeout=5)
+        info = await _caught_up(nc, 2)
+        assert info["state"]["messages"] == 2, info["state"]
+        after = await _sourced(nc, info["state"]["first_seq"], info["state"]["last_seq"])
+        assert sorted(subject for _, _, subject, _ in after) == ["a.after", "b.after"]
+        await nc.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    print(json.dumps({"acked": len(acked), "copied": len(copied), "rounds": ROUNDS}))
