@@ -195,7 +195,7 @@ class Server:
         )
         await self.jetstream.start()
         self.commit_backlog = self.jetstream.commit_backlog
-        api = ApiDispatcher(self.jetstream.internal)
+        api = ApiDispatcher(self.jetstream.internal, api_level=limits.JETSTREAM_API_LEVEL)
         streams = StreamApi(
             self.jetstream,
             server_name=self.server_name,
@@ -342,6 +342,7 @@ class Server:
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = "$G"
+        info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
         return info
 
     # ------------------------------------------------------------------ snapshots

@@ -9,6 +9,10 @@ dispatcher declines those, so with no such responder the requester gets the no-r
 status, as from nats-server. Malformed JSON or a handler bug becomes an
 error response, never a crash; a write that found the disk full becomes 10023
 (insufficient resources).
+
+A request whose `Nats-Required-Api-Level` asks more than Brook's API level is refused with
+10185 before anything else is looked at (versioning.py), as nats-server's handlers do; the
+few that check something first (`checks_level=False`) call `require_api_level` themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import is_no_space
 from brook.routing.internal import InternalClient
@@ -62,6 +67,7 @@ class Route:
     response_type: str
     handler: Handler
     error_fields: dict[str, Any]  # keys nats-server keeps in error responses (no omitempty)
+    checks_level: bool  # False: the handler calls `require_api_level` where nats-server does
 
 
 def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
@@ -76,9 +82,16 @@ def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
     return all(p == "*" or p == t for p, t in zip(head, tokens, strict=False))
 
 
+def require_api_level(request: Request, api_level: int) -> None:
+    """10185 when the request's `Nats-Required-Api-Level` asks more than `api_level`."""
+    if versioning.refuses(request.header, api_level):
+        raise api_error("REQUIRED_API_LEVEL")
+
+
 class ApiDispatcher:
-    def __init__(self, internal: InternalClient) -> None:
+    def __init__(self, internal: InternalClient, *, api_level: int) -> None:
         self._internal = internal
+        self.api_level = api_level
         self._routes: list[Route] = []
         self.total = 0
         self.errors = 0
@@ -89,8 +102,12 @@ class ApiDispatcher:
         response_type: str,
         handler: Handler,
         error_fields: dict[str, Any] | None = None,
+        *,
+        checks_level: bool = True,
     ) -> None:
-        route = Route(tuple(pattern.split(".")), response_type, handler, error_fields or {})
+        route = Route(
+            tuple(pattern.split(".")), response_type, handler, error_fields or {}, checks_level
+        )
         self._routes.append(route)
 
     def start(self) -> None:
@@ -108,7 +125,10 @@ class ApiDispatcher:
             return None
         response_type = TYPE_PREFIX + route.response_type
         try:
-            body = route.handler(Request(tokens, payload, header))
+            request = Request(tokens, payload, header)
+            if route.checks_level:
+                require_api_level(request, self.api_level)
+            body = route.handler(request)
             if body is None:
                 return None
             response: dict[str, Any] = {"type": response_type, **body}
