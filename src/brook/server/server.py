@@ -177,6 +177,7 @@ class Server:
         if js_settings.store_dir is None:
             log.warning("Temporary storage directory used, data could be lost on system reboot")
         log.info('  Store Directory: "%s"', js_settings.store_path)
+        log.info("  API Level:       %d", limits.JETSTREAM_API_LEVEL)
         self.jetstream = JetStream(
             self.router,
             js_settings.store_path,
