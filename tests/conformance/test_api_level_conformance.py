@@ -191,7 +191,13 @@ async def test_metadata_matches_across_a_restart(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- required level
 
 
+async def _api_counts(r: Run) -> tuple[int, int]:
+    info = json.loads((await r.nc.request("$JS.API.INFO", b"", timeout=5)).data)
+    return info["api"]["total"], info["api"]["errors"]
+
+
 async def required_levels(r: Run) -> None:
+    total, errors = await _api_counts(r)
     await r.create("S", allow_direct=True)
     consumer = {"stream_name": "S", "config": {"durable_name": "C", "ack_policy": "explicit"}}
     await r.api("$JS.API.CONSUMER.CREATE.S.C", consumer)
@@ -252,6 +258,10 @@ async def required_levels(r: Run) -> None:
         ("$JS.API.CONSUMER.MSG.NEXT.S.C", b'{"batch":1,"no_wait":true}'),
     ):
         await _request(r, subject, "{level}", body)
+    # Refusals count as API errors; direct gets, pull requests and resets are not API calls
+    # (nor is a message got, which is why this comes first).
+    now_total, now_errors = await _api_counts(r)
+    r.record("api counts", (now_total - total, now_errors - errors))
     # A plain publish keeps the header, whatever it asks.
     await r.hpub("s.b", f"NATS/1.0\r\n{_LEVEL}: 99\r\n\r\n".encode(), b"two")
     await r.stored("S", "s.b")

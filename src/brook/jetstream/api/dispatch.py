@@ -68,6 +68,7 @@ class Route:
     handler: Handler
     error_fields: dict[str, Any]  # keys nats-server keeps in error responses (no omitempty)
     checks_level: bool  # False: the handler calls `require_api_level` where nats-server does
+    counted: bool  # False: nats-server serves it outside its API, uncounted in `api.total`
 
 
 def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
@@ -104,9 +105,11 @@ class ApiDispatcher:
         error_fields: dict[str, Any] | None = None,
         *,
         checks_level: bool = True,
+        counted: bool = True,
     ) -> None:
+        fields = error_fields or {}
         route = Route(
-            tuple(pattern.split(".")), response_type, handler, error_fields or {}, checks_level
+            tuple(pattern.split(".")), response_type, handler, fields, checks_level, counted
         )
         self._routes.append(route)
 
@@ -124,6 +127,7 @@ class ApiDispatcher:
             log.debug("no JetStream API endpoint for %s; not answered", ".".join(tokens))
             return None
         response_type = TYPE_PREFIX + route.response_type
+        failed = True
         try:
             request = Request(tokens, payload, header)
             if route.checks_level:
@@ -132,11 +136,10 @@ class ApiDispatcher:
             if body is None:
                 return None
             response: dict[str, Any] = {"type": response_type, **body}
+            failed = False
         except ApiError as err:
-            self.errors += 1
             response = {"type": response_type, "error": err.to_json(), **route.error_fields}
         except Exception as exc:
-            self.errors += 1
             if is_no_space(exc):  # a full disk: nats-server's answer, no stack trace
                 log.warning("API %s: %s", ".".join(tokens), exc)
                 failure = api_error("INSUFFICIENT_RESOURCES")
@@ -144,7 +147,9 @@ class ApiDispatcher:
                 log.exception("API handler for %s failed", ".".join(tokens))
                 failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
-        self.total += 1  # after the response is built: as nats-server, it excludes itself
+        if route.counted:  # after the response is built: as nats-server, INFO excludes itself
+            self.total += 1
+            self.errors += failed
         if reply is not None:
             data = json.dumps(response, separators=(",", ":")).encode()
             self._internal.publish(reply, data)
