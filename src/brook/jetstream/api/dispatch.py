@@ -56,9 +56,18 @@ class Request:
         return value
 
 
+@dataclass(frozen=True, slots=True)
+class WithHeader:
+    """A response body sent with a header block (nats-server's `sendAPIHdrResponse`: the
+    create reply of a direct consumer carries `Nats-Stream-Identity`)."""
+
+    body: dict[str, Any]
+    header: bytes
+
+
 # A handler's response body, or None to leave the request unanswered (as nats-server leaves
 # those its consumers' own subscriptions would serve, when there is no such consumer).
-Handler = Callable[[Request], dict[str, Any] | None]
+Handler = Callable[[Request], dict[str, Any] | WithHeader | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +136,19 @@ class ApiDispatcher:
             log.debug("no JetStream API endpoint for %s; not answered", ".".join(tokens))
             return None
         response_type = TYPE_PREFIX + route.response_type
+        reply_header: bytes | None = None
         failed = True
         try:
             request = Request(tokens, payload, header)
             if route.checks_level:
                 require_api_level(request, self.api_level)
-            body = route.handler(request)
-            if body is None:
+            answer = route.handler(request)
+            if answer is None:
                 return None
-            response: dict[str, Any] = {"type": response_type, **body}
+            if isinstance(answer, WithHeader):
+                reply_header = answer.header
+                answer = answer.body
+            response: dict[str, Any] = {"type": response_type, **answer}
             failed = False
         except ApiError as err:
             response = {"type": response_type, "error": err.to_json(), **route.error_fields}
@@ -152,5 +165,5 @@ class ApiDispatcher:
             self.errors += failed
         if reply is not None:
             data = json.dumps(response, separators=(",", ":")).encode()
-            self._internal.publish(reply, data)
+            self._internal.publish(reply, data, reply_header)
         return None

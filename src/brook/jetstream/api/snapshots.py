@@ -91,7 +91,7 @@ class SnapshotApi:
         get_field(body, "jsck", bool, False, invalid_json)  # every read checks CRCs anyway
         if not deliver or not subjects.is_valid_literal_subject(deliver.encode()):
             raise api_error("SNAPSHOT_DELIVER_SUBJECT_INVALID")
-        runners = list(self.js.consumers.get(stream.name, {}).values())
+        runners = list(self.js.consumers.public(stream.name).values())
         try:
             image = freeze(stream, runners, include_consumers=not no_consumers)
         except (OSError, StoreError) as exc:  # descriptors exhausted, say

@@ -78,6 +78,13 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
     def __len__(self) -> int:
         return len(self._runners)
 
+    def public(self, stream_name: str) -> dict[str, ConsumerRunner]:
+        """A stream's consumers but the direct ones (nats-server's `getPublicConsumers`):
+        those mirrors and sources create on their origin (ADR 0020) are not listed, not
+        counted in `consumer_count` and not part of snapshots, as they have no store."""
+        runners = self._runners.get(stream_name, {})
+        return {name: r for name, r in runners.items() if not r.config.direct}
+
     # ------------------------------------------------------------------ streams
 
     def add_stream(self, stream: Stream) -> ConsumerIndex[ConsumerRunner]:
@@ -160,7 +167,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
                 raise
         runners = self._runners[stream.name]
         runners[config.name] = runner
-        stream.consumer_count = len(runners)
+        if not config.direct:
+            stream.consumer_count += 1
         self._indexes[stream.name].add(runner, config.filters)
         _retention(stream).consumer_added(runner)
         return runner
@@ -193,7 +201,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         if runner is None:
             raise api_error("CONSUMER_NOT_FOUND")
         runner.stop(notify=True)
-        runner.stream.consumer_count = len(runners)
+        if not runner.config.direct:
+            runner.stream.consumer_count -= 1
         self.files.forget(runner, unlink=True)
         self._indexes[stream_name].remove(runner)
         _retention(runner.stream).consumer_deleted(runner)

@@ -207,7 +207,12 @@ class ConsumerRunner:
 
     @property
     def push_bound(self) -> bool:
-        """A push consumer whose deliver subject currently has a subscriber."""
+        """A push consumer whose deliver subject currently has a subscriber. Until the
+        first check (deferred to the next loop turn) the router is asked: nats-server's
+        create reply already says `push_bound` when the subscriber came first (as a
+        mirror's or source's does, ADR 0020)."""
+        if self._push_check is not None and self._push_watch is not None:
+            return self._internal.router.has_interest(self._push_watch)
         return self.state.push_interest
 
     def _new_state(self) -> ConsumerState:

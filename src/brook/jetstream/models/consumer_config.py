@@ -6,8 +6,11 @@ keys are rejected with 10025 as the reference's strict decoder does. Creation ru
 defaults and validation live in `consumer_rules.py` (the default values in `defaults.py`);
 JSON output in `consumer_json.py`.
 
+`direct` and `sourcing` mark the consumers mirrors and sources create on their origin
+(ADR 0020; the rules are in `consumer_rules.py`).
+
 Not supported (10052 "... is not supported by this server"): priority groups and policies,
-the `flow_control` ack policy, and the internal `direct`/`sourcing` consumers.
+the `flow_control` ack policy, and `sourcing` without `direct` (durable sourcing, ADR-60).
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ class ConsumerConfig:
     inactive_threshold: int = 0
     num_replicas: int = 0
     mem_storage: bool = False
+    # A mirror's or source's consumer (ADR 0020): no store, not listed, not counted.
+    direct: bool = False
+    sourcing: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     pause_until: int | None = None
     # The UTC offset (seconds) `opt_start_time` was given in: nats-server echoes it back.
@@ -267,17 +273,14 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         raise invalid_json("metadata: expected an object of strings")
     opt_start_time, offset = parse_go_time(raw, "opt_start_time")
     pause_until, _ = parse_go_time(raw, "pause_until")
-    for key in ("direct", "sourcing"):
-        if _get(raw, key, bool, False):
-            raise _unsupported(f"{key} consumers are")
     priority_groups = _strings(raw, "priority_groups")
     priority_policy = _enum(raw, "priority_policy", PRIORITY_POLICIES, "none")
     priority_timeout = _get(raw, "priority_timeout", int, 0)
     if priority_groups or priority_policy != "none" or priority_timeout > 0:
-        raise _unsupported("priority groups are")
+        raise unsupported("priority groups are")
     ack_policy = _enum(raw, "ack_policy", ACK_POLICIES, "none")
     if ack_policy == "flow_control":
-        raise _unsupported("the flow_control ack policy is")
+        raise unsupported("the flow_control ack policy is")
     return ConsumerConfig(
         durable_name=_get(raw, "durable_name", str, ""),
         name=_get(raw, "name", str, ""),
@@ -308,10 +311,12 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         inactive_threshold=_get(raw, "inactive_threshold", int, 0),
         num_replicas=_get(raw, "num_replicas", int, 0),
         mem_storage=_get(raw, "mem_storage", bool, False),
+        direct=_get(raw, "direct", bool, False),
+        sourcing=_get(raw, "sourcing", bool, False),
         metadata=versioning.user_metadata(metadata),
         pause_until=pause_until,
     )
 
 
-def _unsupported(what: str) -> ApiError:
+def unsupported(what: str) -> ApiError:
     return api_error("STREAM_INVALID_CONFIG", err=f"{what} not supported by this server")

@@ -69,6 +69,10 @@ def consumer_config_to_json(
     out["num_replicas"] = c.num_replicas
     if c.mem_storage:
         out["mem_storage"] = True
+    if c.direct:
+        out["direct"] = True
+    if c.sourcing:
+        out["sourcing"] = True
     out["metadata"] = versioning.metadata_json(
         c.metadata, _required_api_level(c), server_version=server_version, api_level=api_level
     )

@@ -24,6 +24,7 @@ from brook.jetstream.models.consumer_config import (
     _config_from,
     _decode,
     _json_kind,
+    unsupported,
 )
 from brook.jetstream.models.defaults import (
     CONSUMER_ACK_WAIT_DEFAULT_NS,
@@ -49,6 +50,9 @@ def parse_consumer_create(
     subject_consumer: str | None = None,
     subject_filter: str | None = None,
     durable_subject: bool = False,
+    stream_identity: Callable[[], str] = lambda: "",
+    expected_identity: str | None = None,
+    unique_suffix: Callable[[], str] = lambda: "",
 ) -> ConsumerConfig:
     """A consumer create request → a defaulted, validated config (ApiError otherwise).
 
@@ -59,6 +63,12 @@ def parse_consumer_create(
     `stream` is None when the stream does not exist (10059, after the subject checks, as
     nats-server). The returned `name` is "" for a legacy ephemeral: the caller generates
     one (it is not part of the config). Read the request's action with `create_action`.
+
+    A `direct` consumer (what a mirror or source creates on its origin, ADR 0020) is
+    checked against the origin's identity (`stream_identity()`, nats-server's hash of the
+    stream's creation time) when the request's `Nats-Stream-Identity` header is given
+    (`expected_identity`, 10225); a named one gets `-<unique_suffix()>` appended, as the
+    link asks with the same stable name every time.
     """
     stream_name, pedantic, raw = _decode(body)
     c = _config_from(raw)
@@ -72,6 +82,8 @@ def parse_consumer_create(
         raise api_error("STREAM_REPLICAS_NOT_SUPPORTED")
     if stream is None:
         raise api_error("STREAM_NOT_FOUND")
+    if c.direct or c.sourcing:
+        _check_direct(c, stream, stream_identity, expected_identity, unique_suffix)
     apply_defaults(c, stream, pedantic=pedantic)
     validate_consumer_config(c, stream)
     if len(c.name.encode()) > NAME_BYTES_MAX:
@@ -105,6 +117,28 @@ def _check_subject(
         c.name = subject_consumer  # the subject's name wins over config.name, as nats-server
     if c.durable_name:
         c.name = c.durable_name
+
+
+def _check_direct(
+    c: ConsumerConfig,
+    stream: StreamConfig,
+    stream_identity: Callable[[], str],
+    expected_identity: str | None,
+    unique_suffix: Callable[[], str],
+) -> None:
+    """The steps nats-server's create handler takes for a direct or sourcing consumer
+    before its config checks (10090/10091 come with those). On an interest or workqueue
+    stream nats-server turns a named direct sourcing consumer into a durable one acked
+    with `flow_control` (ADR-60), which Brook does not build yet: those, and `sourcing`
+    without `direct`, stay refused (10052)."""
+    if not c.direct:
+        raise unsupported("sourcing consumers that are not direct are")
+    if stream.retention != "limits":
+        raise unsupported("direct consumers of interest and workqueue streams are")
+    if c.sourcing and c.name:
+        c.name = f"{c.name}-{unique_suffix()}"
+    if expected_identity and expected_identity != (identity := stream_identity()):
+        raise api_error("CONSUMER_STREAM_IDENTITY_MISMATCH", identity=identity)
 
 
 def _consumer_limits(stream: StreamConfig) -> tuple[int, int]:
@@ -202,6 +236,11 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
         raise api_error(
             "CONSUMER_INACTIVE_THRESHOLD_EXCESS", limit=durations.go_string(limit_inactive)
         )
+    if c.direct:
+        if not c.deliver_subject:
+            raise api_error("CONSUMER_DIRECT_REQUIRES_PUSH")
+        if c.durable_name:
+            raise api_error("CONSUMER_DIRECT_REQUIRES_EPHEMERAL")
     _validate_filters(c)
     _validate_start(c)
     if c.sample_freq:
@@ -355,6 +394,10 @@ def check_consumer_update(
         raise fixed("deliver policy can not be updated")
     if old.mem_storage != new.mem_storage:
         raise fixed("storage type can not be updated")
+    if old.direct != new.direct:
+        raise fixed("direct can not be updated")
+    if old.sourcing != new.sourcing:
+        raise fixed("sourcing can not be updated")
     if old.opt_start_seq != new.opt_start_seq:
         raise fixed("start sequence can not be updated")
     if old.opt_start_time != new.opt_start_time:
