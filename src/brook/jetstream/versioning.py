@@ -1,8 +1,8 @@
 """JetStream asset versioning (ADR-44), as nats-server's `jetstream_versioning.go` does it.
 
 Three metadata keys are the server's, not the user's. `_nats.req.level` is the API level
-of the newest feature a stream or consumer configuration uses (`StreamConfig` and
-`ConsumerConfig` each compute theirs, by nats-server's table); it is in every config
+of the newest feature a stream or consumer configuration uses (`stream_config_to_json`
+and `consumer_config_to_json` compute it by nats-server's table); it is in every config
 Brook shows. `_nats.ver` and `_nats.level` name the server hosting the asset and are only
 in the replies of create, update and info, never in lists, snapshots or the stored
 configuration. A client's values for any of the three are replaced; other `_nats.*` keys
@@ -26,10 +26,7 @@ from collections.abc import Mapping
 from brook import limits
 from brook.protocol import headers as hdrs
 
-REQUIRED_LEVEL_KEY = "_nats.req.level"
-SERVER_VERSION_KEY = "_nats.ver"
-SERVER_LEVEL_KEY = "_nats.level"
-SERVER_METADATA_KEYS = (SERVER_VERSION_KEY, SERVER_LEVEL_KEY, REQUIRED_LEVEL_KEY)
+SERVER_METADATA_KEYS = ("_nats.ver", "_nats.level", "_nats.req.level")
 
 REQUIRED_API_LEVEL_HEADER = b"Nats-Required-Api-Level"
 # The status nats-server answers with where a request gets a status message, not JSON
@@ -43,24 +40,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def user_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """A request's metadata without the server's keys (nats-server replaces them)."""
     return {k: v for k, v in metadata.items() if k not in SERVER_METADATA_KEYS}
-
-
-def metadata_json(
-    metadata: Mapping[str, str],
-    required_level: int,
-    *,
-    server_version: str | None,
-    api_level: int | None,
-) -> dict[str, str]:
-    """The `metadata` of a config as nats-server shows it: the user's keys with
-    `_nats.req.level`, and with `_nats.ver`/`_nats.level` when `server_version` is given
-    (create, update and info replies). Sorted, as Go marshals a map."""
-    out = dict(metadata)
-    out[REQUIRED_LEVEL_KEY] = str(required_level)
-    if server_version is not None:
-        out[SERVER_VERSION_KEY] = server_version
-        out[SERVER_LEVEL_KEY] = str(api_level or 0)
-    return dict(sorted(out.items()))
 
 
 def refuses(header: bytes | None, level: int = limits.JETSTREAM_API_LEVEL) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from brook.jetstream import versioning
 from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.info import format_ts_ns
 
@@ -73,19 +72,15 @@ def consumer_config_to_json(
         out["direct"] = True
     if c.sourcing:
         out["sourcing"] = True
-    out["metadata"] = versioning.metadata_json(
-        c.metadata, _required_api_level(c), server_version=server_version, api_level=api_level
-    )
+    metadata = dict(c.metadata)
+    metadata["_nats.req.level"] = "1" if c.pause_until is not None else "0"
+    if server_version is not None:
+        metadata["_nats.ver"] = server_version
+        metadata["_nats.level"] = str(api_level or 0)
+    out["metadata"] = dict(sorted(metadata.items()))
     if c.pause_until is not None:
         out["pause_until"] = format_ts_ns(c.pause_until)
     return out
-
-
-def _required_api_level(c: ConsumerConfig) -> int:
-    """nats-server's `_nats.req.level` (`setStaticConsumerMetadata`): 1 (2.11) for a
-    `pause_until`, even one in the past, and for priority groups (refused, 10052, until
-    Brook has them); 4 (2.14) for the `flow_control` ack policy (refused likewise)."""
-    return 1 if c.pause_until is not None else 0
 
 
 @dataclass(slots=True)

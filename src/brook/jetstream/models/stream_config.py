@@ -454,7 +454,7 @@ def subjects_overlap(a: list[str], b: list[str]) -> bool:
 
 
 def same_config(a: StreamConfig, b: StreamConfig) -> bool:
-    """Equal after defaults (idempotent create): the server's metadata keys are not kept."""
+    """Equal after defaults, ignoring server-managed `_nats.*` metadata (idempotent create)."""
     return dataclasses.asdict(a) == dataclasses.asdict(b)
 
 
@@ -561,17 +561,18 @@ def stream_config_to_json(
         out["allow_atomic"] = True
     if c.persist_mode != "default":
         out["persist_mode"] = c.persist_mode
-    out["metadata"] = versioning.metadata_json(
-        c.metadata, _required_api_level(c), server_version=server_version, api_level=api_level
-    )
+    metadata = dict(c.metadata)
+    metadata["_nats.req.level"] = str(_required_api_level(c))
+    if server_version is not None:
+        metadata["_nats.ver"] = server_version
+        metadata["_nats.level"] = str(api_level or 0)
+    out["metadata"] = dict(sorted(metadata.items()))
     return out
 
 
 def _required_api_level(c: StreamConfig) -> int:
-    """nats-server's `_nats.req.level` (`setStaticStreamMetadata`): the API level of the
-    newest feature the stream uses. TTLs and subject delete markers 1 (2.11); counters,
-    atomic batches, message schedules and async persistence 2 (2.12); batched publish 4
-    (2.14). Schedules and batched publish are refused (10052) until Brook has them."""
+    """nats-server's `_nats.req.level`: the API level of the newest feature the stream
+    uses (TTLs 1; counters, atomic batches and async persistence 2, nats-server 2.12)."""
     if c.allow_msg_counter or c.allow_atomic or c.persist_mode == "async":
         return 2
-    return 1 if c.allow_msg_ttl or c.subject_delete_marker_ttl > 0 else 0
+    return 1 if c.allow_msg_ttl else 0
