@@ -253,13 +253,14 @@ async def required_levels(r: Run) -> None:
     # At the server's own level, they are answered.
     for subject, body in (
         ("$JS.API.STREAM.INFO.S", b""),
+        ("$JS.API.STREAM.MSG.GET.S", b'{"seq":1}'),
         ("$JS.API.CONSUMER.INFO.S.C", b""),
         ("$JS.API.DIRECT.GET.S", b'{"seq":1}'),
         ("$JS.API.CONSUMER.MSG.NEXT.S.C", b'{"batch":1,"no_wait":true}'),
     ):
         await _request(r, subject, "{level}", body)
-    # Refusals count as API errors; direct gets, pull requests and resets are not API calls
-    # (nor is a message got, which is why this comes first).
+    # Refusals count as API errors; direct gets, pull requests and resets are not API
+    # calls, nor is a message got (only a refused one is).
     now_total, now_errors = await _api_counts(r)
     r.record("api counts", (now_total - total, now_errors - errors))
     # A plain publish keeps the header, whatever it asks.

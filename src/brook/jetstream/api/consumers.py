@@ -103,8 +103,7 @@ class ConsumerApi:
         unpaused = {"paused": False, "pause_until": ZERO_TIME}
         api.add("CONSUMER.PAUSE.*.*", paused, self.pause, unpaused, checks_level=own)
         reset, no_seq = "consumer_reset_response", {"reset_seq": 0}
-        # nats-server's consumers serve resets themselves, uncounted by its API.
-        api.add("CONSUMER.RESET.*.*", reset, self.reset, no_seq, checks_level=own, counted=False)
+        api.add("CONSUMER.RESET.*.*", reset, self.reset, no_seq, checks_level=own, counts="none")
         api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
         # nats-server's error answers to NAMES and LIST carry an empty page too.
         paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}

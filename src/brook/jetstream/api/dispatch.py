@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
@@ -70,6 +70,12 @@ class WithHeader:
 Handler = Callable[[Request], dict[str, Any] | WithHeader | None]
 
 
+# Which answers count in `api.total` (and `api.errors`): nats-server counts what goes out
+# through its API layer; a message got is sent around it ("errors"), and its consumers
+# serve resets themselves ("none").
+Counts = Literal["all", "errors", "none"]
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     pattern: tuple[str, ...]  # literal tokens, "*" for one name, ">" for the rest
@@ -77,7 +83,7 @@ class Route:
     handler: Handler
     error_fields: dict[str, Any]  # keys nats-server keeps in error responses (no omitempty)
     checks_level: bool  # False: the handler calls `require_api_level` where nats-server does
-    counted: bool  # False: nats-server serves it outside its API, uncounted in `api.total`
+    counts: Counts
 
 
 def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
@@ -114,11 +120,11 @@ class ApiDispatcher:
         error_fields: dict[str, Any] | None = None,
         *,
         checks_level: bool = True,
-        counted: bool = True,
+        counts: Counts = "all",
     ) -> None:
         fields = error_fields or {}
         route = Route(
-            tuple(pattern.split(".")), response_type, handler, fields, checks_level, counted
+            tuple(pattern.split(".")), response_type, handler, fields, checks_level, counts
         )
         self._routes.append(route)
 
@@ -160,7 +166,8 @@ class ApiDispatcher:
                 log.exception("API handler for %s failed", ".".join(tokens))
                 failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
-        if route.counted:  # after the response is built: as nats-server, INFO excludes itself
+        # After the response is built: as nats-server, INFO excludes itself.
+        if route.counts == "all" or (failed and route.counts == "errors"):
             self.total += 1
             self.errors += failed
         if reply is not None:
