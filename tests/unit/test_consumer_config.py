@@ -310,8 +310,52 @@ def test_start_time_keeps_offset() -> None:
         ),
         ({"config": {"unknown": 1}}, (400, 10025, 'invalid JSON: json: unknown field "unknown"')),
         (
-            {"config": {"priority_groups": ["g"], "priority_policy": "overflow"}},
-            (500, 10052, "priority groups are not supported by this server"),
+            {"config": {"priority_policy": "overflow"}},
+            (400, 10159, "Setting PriorityPolicy requires at least one PriorityGroup to be set"),
+        ),
+        (
+            {"config": {"priority_policy": "pinned_client", "priority_groups": [""]}},
+            (400, 10161, "Group name cannot be an empty string"),
+        ),
+        (
+            {"config": {"priority_policy": "prioritized", "priority_groups": ["a.b"]}},
+            (
+                400,
+                10162,
+                "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not "
+                "exceed 16 characters",
+            ),
+        ),
+        (
+            {"config": {"priority_policy": "overflow", "priority_groups": ["g"] * 1 + ["x" * 17]}},
+            (
+                400,
+                10162,
+                "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not "
+                "exceed 16 characters",
+            ),
+        ),
+        (
+            {
+                "config": {
+                    "priority_policy": "overflow",
+                    "priority_groups": ["g"],
+                    "deliver_subject": "push.here",
+                }
+            },
+            (400, 10178, "priority groups can not be used with push consumers"),
+        ),
+        (
+            {"config": {"priority_groups": ["g"]}},
+            (400, 10196, "consumer can not have priority groups when policy is none"),
+        ),
+        (
+            {"config": {"priority_policy": "none", "priority_timeout": 5}},
+            (400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none"),
+        ),
+        (
+            {"config": {"priority_policy": "first"}},
+            (400, 10025, 'invalid JSON: unknown priority policy: "first"'),
         ),
     ],
 )
@@ -416,3 +460,22 @@ def test_info_shape() -> None:
         "last_active": "1970-01-01T00:00:02Z",
     }
     assert out["ack_floor"] == {"consumer_seq": 0, "stream_seq": 0}
+
+
+def test_priority_groups_defaults_and_json() -> None:
+    """pinned_client gets nats-server's 2 min pin TTL; the fields close the config's JSON,
+    and priority groups need API level 1."""
+    c = parse({"priority_policy": "pinned_client", "priority_groups": ["A/b=c_d-1"]})
+    assert c.priority_timeout == 120_000_000_000
+    out = consumer_config_to_json(c)
+    assert list(out)[-3:] == ["priority_groups", "priority_policy", "priority_timeout"]
+    assert out["priority_groups"] == ["A/b=c_d-1"]
+    assert out["metadata"] == {"_nats.req.level": "1"}
+    assert parse({"priority_policy": "overflow", "priority_groups": ["g"]}).priority_timeout == 0
+    negative = {"priority_policy": "overflow", "priority_groups": ["g"], "priority_timeout": -1}
+    assert parse(negative).priority_timeout == 0
+    assert error_of(negative, pedantic=True) == (
+        400,
+        10157,
+        "pedantic mode: priority_timeout must not be negative",
+    )

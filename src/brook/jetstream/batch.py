@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from brook import limits
 from brook.jetstream import versioning
 from brook.jetstream.errors import api_error
+from brook.jetstream.schedules import NEXT, SCHEDULER
 from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
 
@@ -176,12 +177,15 @@ def uncommitted_tail(store: MessageStore) -> range:
     one after another in one turn of the event loop, the last one with its
     `Nats-Batch-Commit`, so only a crash in between leaves the newest stored message with
     a batch id and no commit. Its `Nats-Batch-Sequence` says how many came before it, all
-    directly before it. Empty when there is none."""
+    directly before it. Empty when there is none, and when the newest message is one a
+    schedule stored by a batch produced (schedules.py): it keeps the batch's headers."""
     last = store.load_last(">")
     if last is None or not last.header or BATCH_ID not in last.header:
         return range(0)
     header = last.header
     if not hdrs.raw_value(header, BATCH_ID) or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
+        return range(0)
+    if hdrs.raw_value(header, SCHEDULER) and hdrs.raw_value(header, NEXT):
         return range(0)
     raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
     if raw_seq is None or not raw_seq.isdigit():

@@ -1,4 +1,5 @@
-"""A stream's expiry timer: one event-loop timer at the moment its next expiry may be due.
+"""A stream's expiry timer: one event-loop timer at the moment its next expiry may be due
+(or its next message schedule, which `Stream.expire` fires too: schedules.py).
 
 The stream decides what expires and when the next expiry may be due (`Stream.expire`,
 `StreamExpiry.next_wakeup_ns`: expiry.py) but owns no timer, so that tests drive it with

@@ -16,7 +16,11 @@ message has reached stable storage (`commit.py`), unless the stream was created 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
 The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
-when `expiry.next_wakeup_ns` is due.
+when `expiry.next_wakeup_ns` is due. `expire()` also fires the message schedules that are
+due (`schedules.py`, `_fire_schedules`): a message with `Nats-Schedule*` headers is checked
+after the expected sequences and before dedup, as nats-server checks it, and each stored
+message keeps the stream's `ScheduleIndex` up to date; a schedule due lowers
+`next_wakeup_ns` as a TTL does.
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
@@ -56,9 +60,11 @@ from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
-from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
+from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
+from brook.jetstream.schedules import ScheduleIndex, check_publish, produce, with_rollup
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
@@ -121,6 +127,10 @@ class Counted(Ingested):
     total: bytes = b""
 
 
+def _ignore_sync(_error: BaseException | None) -> None:
+    """No one waits for this sync; a failure is logged by the committer."""
+
+
 def _uint(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
@@ -143,10 +153,15 @@ class Stream:
         self._send_message = send_message  # republish's way out (none: nothing republished)
         self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
         self._committing = False  # a batch's messages are being stored (`_commit`)
+        # Message schedules (schedules.py), when the stream allows them: what is armed,
+        # rebuilt from the stored messages; `_produced`: the header block of the message
+        # a firing schedule is storing (exempt from the client's checks, and only it).
+        self.schedules: ScheduleIndex | None = None
+        self._produced: bytes | None = None
+        self._now_ns = now_ns
         self.reconfigure(config)
         self.name: str = config.name
         self.created_ns = created_ns
-        self._now_ns = now_ns
         self._send_ack = send_ack
         self._committer = committer
         # persist_mode "async" (persist.py): PubAcks leave at once, the fsync follows.
@@ -219,6 +234,8 @@ class Stream:
         self._republish = Republisher.compile(config.republish, config.name, self._send_message)
         if not config.allow_atomic:
             self.batches.clear()  # as nats-server drops them when atomic publish is turned off
+        if config.allow_msg_schedules and self.schedules is None:  # at open, or turned on
+            self.schedules = ScheduleIndex.rebuild(self.store, self._now_ns())
 
     # ------------------------------------------------------------------ publishing
 
@@ -276,7 +293,9 @@ class Stream:
             raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
         if header is not None and BATCH_ID in header:
             batch_id = hdrs.raw_value(header, BATCH_ID)
-            if batch_id and not self._committing:  # an empty one is no batch (nats-server)
+            # An empty id is no batch (nats-server); a batch's message being committed, or
+            # the message a schedule stored by a batch produces, is stored as it is.
+            if batch_id and not self._committing and header is not self._produced:
                 return self._in_batch(batch_id, subject, header, data)
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
@@ -316,6 +335,10 @@ class Stream:
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+            if header is not None and SCHEDULE_PREFIX in header and header is not self._produced:
+                checked = self._check_schedule(header, subject)
+                if checked is not header:  # a schedule, stored with `Nats-Rollup: sub`
+                    header, block = checked, hdrs.parse(checked)
             msg_id = block.get(MSG_ID) or ""
             if msg_id:
                 seen = self._dedup.lookup(msg_id)
@@ -324,8 +347,9 @@ class Stream:
             value = block.get(_EXPECTED_LAST_MSG_ID)
             if value is not None and value != self._last_msg_id:
                 raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
-            rollup = block.get(_ROLLUP)
+            rollup = block.get(_ROLLUP) or None  # empty: none; any case (nats-server)
             if rollup is not None:
+                rollup = rollup.lower()
                 if not config.allow_rollup_hdrs or config.deny_purge:
                     raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
@@ -371,6 +395,8 @@ class Stream:
             if rollup is not None:
                 purged = "" if rollup == "all" else subject
                 result = self.store.purge(subject=purged or None, up_to_seq=seq)
+            if self.schedules is not None:
+                self._schedule_stored(seq, subject, header, now, kept=not unwanted)
             if unwanted:
                 assert retention is not None
                 self.store.remove(seq)
@@ -388,6 +414,39 @@ class Stream:
         if config.allow_msg_counter:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
+
+    def _check_schedule(self, header: bytes, subject: str) -> bytes:
+        """A client's scheduling headers (schedules.py); the header block to store."""
+        config = self.config
+        add_rollup = check_publish(
+            header,
+            subject,
+            allowed=config.allow_msg_schedules,
+            allow_ttl=config.allow_msg_ttl,
+            stream_subjects=config.subjects,
+            overlaps=subjects_overlap,
+            store=self.store,
+            now_ns=self._now_ns(),
+        )
+        return with_rollup(header) if add_rollup else header
+
+    def _schedule_stored(
+        self, seq: int, subject: str, header: bytes | None, now: int, *, kept: bool
+    ) -> None:
+        """Message `seq` was stored (schedules.py): arm, re-arm or disarm a schedule, the
+        stream's timer woken for the next one, and purge the schedule it names (it fired
+        for the last time, or a client asked), as nats-server after the rollup."""
+        schedules = self.schedules
+        assert schedules is not None
+        cancelled = schedules.stored(seq, subject, header, now, kept=kept)
+        if cancelled:
+            schedules.disarm(cancelled)
+            result = self.store.purge(subject=cancelled)
+            if self.on_purge is not None:
+                self.on_purge(result, cancelled, 0)
+        due = schedules.next_due()
+        if due is not None:
+            self.expiry.wake_by(due)  # the engine's timer fires for it
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores
@@ -508,8 +567,11 @@ class Stream:
             last = self.store.subject_state(message.subject).last_seq
             if _uint(value) != last:
                 raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-        rollup = block.get(_ROLLUP)
+        if SCHEDULE_PREFIX in header:
+            self._check_schedule(header, message.subject)
+        rollup = block.get(_ROLLUP) or None
         if rollup is not None:
+            rollup = rollup.lower()
             if not config.allow_rollup_hdrs or config.deny_purge:
                 raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
             if rollup == "sub" and message.subject in written:
@@ -646,10 +708,10 @@ class Stream:
     # ------------------------------------------------------------------ expiry
 
     def expire(self) -> int | None:
-        """Remove messages past max_age or past their own TTL (`expiry.py`); returns ns
-        until the next expiry of either kind, or None when nothing will expire. What it
-        removed goes to `on_removed`, then the markers it stored (even before a failure)
-        to `on_markers`."""
+        """Remove messages past max_age or past their own TTL (`expiry.py`), then fire
+        the schedules that are due (`_fire_schedules`); returns ns until the next expiry or
+        schedule, or None when nothing is due ever. What it removed goes to
+        `on_removed`, then the markers it stored (even before a failure) to `on_markers`."""
         now = self._now_ns()
         expiry = self.expiry
         try:
@@ -662,7 +724,61 @@ class Stream:
         markers = expiry.take_markers()
         if markers and self.on_markers is not None:
             self.on_markers(markers)
-        return wait
+        if self.schedules is not None:
+            self._fire_schedules(now)
+        wake = expiry.next_wakeup_ns
+        return None if wake is None else max(wake - now, 0)
+
+    def _fire_schedules(self, now: int) -> None:
+        """Store what the schedules due by `now` produce (schedules.py), in the order of
+        their sequences, each through the stream's ingest as a publish without a reply
+        (its TTL, rollup, limits, republish; the schedule re-armed or purged); tell the
+        consumers (`on_markers`), and ask for the group commit that makes them durable.
+        Lowers `expiry.next_wakeup_ns` to the next schedule, so the stream's timer wakes
+        for it. A produced message the stream refuses is logged and its schedule held
+        until a new schedule replaces it, as nats-server holds it."""
+        index = self.schedules
+        assert index is not None
+        stored: list[tuple[str, int]] = []
+        for seq, subject, due in index.pop_due(now):
+            schedule = self.store.load(seq)
+            produced = None
+            if schedule is not None:
+                produced = produce(schedule, due, now, self.store.load_last)
+            if produced is None:  # removed, or no longer a schedule
+                index.forget(subject, seq)
+                continue
+            self._produced = produced.header
+            try:
+                subject_raw = produced.subject.encode("utf-8", "surrogateescape")
+                result = self.ingest(subject_raw, None, produced.header, produced.data)
+            finally:
+                self._produced = None
+            if result.error is not None:
+                log.warning(
+                    "stream %s: schedule %s (seq %d) could not store its message: %s",
+                    self.name,
+                    subject,
+                    seq,
+                    result.error.description,
+                )
+            elif result.kept:
+                stored.append((produced.subject, result.seq))
+        if stored:
+            if self.on_markers is not None:
+                self.on_markers(stored)
+            self._sync_soon()
+        due_next = index.next_due()
+        if due_next is not None:
+            self.expiry.wake_by(due_next)
+
+    def _sync_soon(self) -> None:
+        """Messages the stream stored on its own become durable with the next group
+        commit, as soon as one can run (no PubAck waits for it)."""
+        if self._committer is not None:
+            self._committer.request(_ignore_sync)
+        elif self._background_sync is not None:
+            self._background_sync.written()
 
     def write_failed(self, what: str, error: StoreError) -> None:
         """A store write failed: logged (rate-limited for file streams, `space.py`)."""

@@ -7,6 +7,7 @@ import pytest
 from brook.jetstream.consumer import (
     AckKind,
     AckMeta,
+    PullGroup,
     PullRequest,
     PullRequestError,
     ack_subject,
@@ -105,7 +106,7 @@ def test_wpi_term_nxt_and_unknown() -> None:
     nxt = parse_ack_payload(b'+NXT {"batch": 5, "no_wait": true}')
     assert nxt is not None
     assert nxt.kind is AckKind.NXT
-    assert nxt.next_request == PullRequest(batch=5, no_wait=True)
+    assert nxt.next_request == PullRequest(batch=5, no_wait=True, group=PullGroup())
     plain = parse_ack_payload(b"+NXT")
     assert plain is not None
     assert plain.next_request == PullRequest()
@@ -123,8 +124,11 @@ def test_pull_request_forms() -> None:
         b'{"batch": 10, "expires": 2999900000, "no_wait": true, "max_bytes": 100,'
         b' "idle_heartbeat": 500}'
     )
-    assert req == PullRequest(10, 2_999_900_000, True, 100, 500)
-    assert parse_pull_request(b'{"batch": 0}') == PullRequest(batch=1)
+    assert req == PullRequest(10, 2_999_900_000, True, 100, 500, PullGroup())
+    assert parse_pull_request(b'{"batch": 0}') == PullRequest(batch=1, group=PullGroup())
+    # The priority-group fields: any consumer checks them (priority.request_error).
+    fields = b'{"group": "G", "min_pending": 5, "min_ack_pending": -1, "id": "P", "priority": 12}'
+    assert parse_pull_request(fields).group == PullGroup("G", 5, -1, "P", 12)
 
 
 @pytest.mark.parametrize(

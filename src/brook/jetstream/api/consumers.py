@@ -18,7 +18,6 @@ out of NAMES, LIST and the stream's `consumer_count`.
 
 from __future__ import annotations
 
-import re
 import secrets
 import string
 import weakref
@@ -44,7 +43,7 @@ from brook.jetstream.models.consumer_rules import (
     reset_start_seq,
     same_consumer_config,
 )
-from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
+from brook.jetstream.models.defaults import GROUP_NAME, LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 from brook.jetstream.sourcing import stream_identity
 from brook.jetstream.stream import Stream
@@ -52,7 +51,6 @@ from brook.protocol import headers
 from brook.protocol.headers import raw_value
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
-_GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server's validGroupName
 IDENTITY_HEADER = b"Nats-Stream-Identity"  # nats-server's JSStreamIdentity
 
 
@@ -263,17 +261,20 @@ class ConsumerApi:
         return {**self._info(runner), "reset_seq": seq}
 
     def unpin(self, request: Request) -> dict[str, Any]:
-        """CONSUMER.UNPIN, checked in nats-server's order. Brook refuses priority groups at
-        create (10052), so no consumer has one: a valid request ends in 10160."""
+        """CONSUMER.UNPIN, checked in nats-server's order: the pin of one of the
+        consumer's priority groups is dropped (an advisory says so, even if none was held)."""
         if not request.body.strip():
             raise api_error("INVALID_JSON", err="unexpected end of JSON input")
         group = get_field(request.json(), "group", str, "", invalid_json)
         if not group:
             raise api_error("INVALID_JSON", err="consumer group not specified")
-        if not _GROUP_NAME.fullmatch(group):
+        if not GROUP_NAME.fullmatch(group):
             raise api_error("CONSUMER_INVALID_GROUP_NAME")
-        self._runner(request)  # 10059, 10014
-        raise api_error("CONSUMER_INVALID_PRIORITY_GROUP")
+        runner = self._runner(request)  # 10059, 10014
+        if group not in runner.config.priority_groups:
+            raise api_error("CONSUMER_INVALID_PRIORITY_GROUP")
+        runner.unpin(group)
+        return {}
 
     def _page(self, request: Request, size: int) -> tuple[list[str], int, int]:
         stream_name = request.tokens[2]

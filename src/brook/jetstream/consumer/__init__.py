@@ -11,6 +11,7 @@ from brook.jetstream.consumer.acks import (
     AckKind,
     AckMeta,
     AckPayload,
+    PullGroup,
     PullRequest,
     PullRequestError,
     ack_subject,
@@ -27,7 +28,12 @@ from brook.jetstream.consumer.actions import (
     RemoveMessage,
     Status,
 )
-from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.config import (
+    AckPolicy,
+    ConsumerSettings,
+    PriorityPolicy,
+    Retention,
+)
 from brook.jetstream.consumer.pending import Pending
 from brook.jetstream.consumer.source import (
     DeliverPolicy,
@@ -52,6 +58,8 @@ __all__ = [
     "DeliverRun",
     "MessageSource",
     "Pending",
+    "PriorityPolicy",
+    "PullGroup",
     "PullRequest",
     "PullRequestError",
     "RemoveMessage",

@@ -119,12 +119,24 @@ class AckKind(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class PullGroup:
+    """The priority-group fields of a pull request (nats-server's `PriorityGroup`)."""
+
+    group: str = ""
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    id: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class PullRequest:
     batch: int = 1
     expires_ns: int = 0
     no_wait: bool = False
     max_bytes: int = 0
     idle_heartbeat_ns: int = 0
+    group: PullGroup | None = None  # None: not the JSON form (nats-server's nil group)
 
 
 class PullRequestError(ValueError):
@@ -271,12 +283,8 @@ def parse_pull_request(payload: bytes) -> PullRequest:
     Empty -> batch 1; starting with `{` -> the JSON object form; otherwise a decimal
     integer is the batch and anything else means batch 1 (never an error). Errors carry
     nats-server's status description: Go's type errors, `heartbeat value too large`
-    (2 * idle_heartbeat > expires), and the priority-group fields a consumer without a
-    priority policy (every Brook consumer) refuses.
-
-    Deviation: nats-server checks the priority-group fields after the 409 request limits
-    (max_batch, max_expires, max_bytes), Brook before them.
-    """
+    (2 * idle_heartbeat > expires). The JSON form always carries its priority-group
+    fields (`group`, checked by the consumer: `priority.request_error`)."""
     text = payload.strip()
     if not text:
         return PullRequest()
@@ -290,12 +298,6 @@ def parse_pull_request(payload: bytes) -> PullRequest:
     heartbeat = int(obj.get("idle_heartbeat", 0))
     if heartbeat > 0 and 2 * heartbeat > expires:
         raise PullRequestError("Bad Request - heartbeat value too large")
-    if obj.get("min_pending", 0) or obj.get("min_ack_pending", 0):
-        raise PullRequestError("Bad Request - Not a Overflow Priority consumer")
-    if obj.get("id", ""):
-        raise PullRequestError("Bad Request - Not a Pinned Client Priority consumer")
-    if not 0 <= int(obj.get("priority", 0)) <= 9:
-        raise PullRequestError("Bad Request - Priority must be between 0 and 9")
     batch = int(obj.get("batch", 0))
     return PullRequest(
         batch=batch if batch > 0 else 1,
@@ -303,4 +305,11 @@ def parse_pull_request(payload: bytes) -> PullRequest:
         no_wait=bool(obj.get("no_wait", False)),
         max_bytes=max(int(obj.get("max_bytes", 0)), 0),
         idle_heartbeat_ns=max(heartbeat, 0),
+        group=PullGroup(
+            str(obj.get("group", "")),
+            int(obj.get("min_pending", 0)),
+            int(obj.get("min_ack_pending", 0)),
+            str(obj.get("id", "")),
+            int(obj.get("priority", 0)),
+        ),
     )

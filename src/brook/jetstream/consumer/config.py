@@ -19,6 +19,15 @@ class AckPolicy(enum.Enum):
     EXPLICIT = "explicit"
 
 
+class PriorityPolicy(enum.Enum):
+    """A pull consumer's priority policy (ADR-42): which waiting request is served."""
+
+    NONE = "none"
+    OVERFLOW = "overflow"
+    PINNED_CLIENT = "pinned_client"
+    PRIORITIZED = "prioritized"
+
+
 class Retention(enum.Enum):
     LIMITS = "limits"
     INTEREST = "interest"
@@ -35,6 +44,8 @@ class ConsumerSettings:
     `rate_limit_bps` apply to push consumers. `sample_percent` is the share of acks that
     produce an ack metric (0 = none). `rate_burst_bytes` is the rate limiter's bucket (the
     largest message, as nats-server sizes it). `paused_until_ns`: no deliveries before it.
+    `priority_policy`, `priority_groups` and `pinned_ttl_ns` (nats-server's `PinnedTTL`):
+    priority groups (priority.py).
     """
 
     stream: str
@@ -60,6 +71,9 @@ class ConsumerSettings:
     paused_until_ns: int | None = None
     fc_window_start_bytes: int = CONSUMER_FC_WINDOW_START_BYTES
     fc_window_max_bytes: int = CONSUMER_FC_WINDOW_MAX_BYTES
+    priority_policy: PriorityPolicy = PriorityPolicy.NONE
+    priority_groups: tuple[str, ...] = ()
+    pinned_ttl_ns: int = 0
 
     @property
     def is_push(self) -> bool:

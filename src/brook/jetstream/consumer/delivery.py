@@ -3,9 +3,10 @@ pull requests, and the dispatch loops.
 
 `dispatch` serves, in order, redeliveries, the `last_per_subject` start sequences and then
 new messages (`candidate`), to a push consumer's deliver subject while it has a subscriber
-or to the waiting pull requests round robin, held back by pacing (pacing.py), flow control
-(flow.py) and max_ack_pending. `deliver_new` makes the common case's first deliveries in
-one loop; it must leave the same state and actions as the general loop would
+or to the waiting pull requests round robin (or as a priority policy picks them:
+priority.py), held back by pacing (pacing.py), flow control (flow.py) and max_ack_pending.
+`deliver_new` makes the common case's first deliveries in one loop (never for a priority
+policy); it must leave the same state and actions as the general loop would
 (tests/unit/consumer/test_deliver_new.py runs the two side by side).
 """
 
@@ -24,10 +25,16 @@ from brook.jetstream.consumer.actions import (
     Status,
     headers_only,
 )
-from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.config import (
+    AckPolicy,
+    ConsumerSettings,
+    PriorityPolicy,
+    Retention,
+)
 from brook.jetstream.consumer.flow import PushFlow
 from brook.jetstream.consumer.pacing import Pacer
 from brook.jetstream.consumer.pending import Ledger, Pending
+from brook.jetstream.consumer.priority import PriorityGroups
 from brook.jetstream.consumer.pull import WaitingRequest, message_size
 from brook.jetstream.consumer.source import MessageSource
 from brook.jetstream.store.base import StoredMessage
@@ -47,6 +54,7 @@ class Delivery:
         start_seq: int,
         last_per_subject_seqs: Sequence[int],
         has_interest: Callable[[str], bool],
+        priority: PriorityGroups | None = None,
     ) -> None:
         self.cfg = settings
         self.src = source
@@ -56,6 +64,9 @@ class Delivery:
         # Does some subscription still listen on a pull request's reply subject? A request
         # whose client went away is dropped rather than served (`next_request`).
         self.has_interest = has_interest
+        # A pull consumer's priority policy, if it has one: it picks the request each
+        # message goes to (`_dispatch_unpaused`), instead of plain round robin.
+        self.priority = priority
         # The `last_per_subject` start sequences (ascending, below `start_seq`), served
         # before `next_seq`, the next stream seq to consider for a first delivery.
         self.lps: deque[int] = deque(last_per_subject_seqs)
@@ -136,6 +147,7 @@ class Delivery:
             and not cfg.flow_control
             and (self.push_interest if cfg.is_push else self.waiting)
             and all(w.max_bytes <= 0 for w in self.waiting)
+            and self.priority is None
         ):
             self.deliver_new(now_ns, out)
         hold = self._pacer.hold
@@ -163,9 +175,20 @@ class Delivery:
                     flow.hb_at = now_ns + cfg.idle_heartbeat_ns
             return out
         waiting = self.waiting
-        while (w := self.next_request(now_ns, out)) is not None and (
-            c := self.candidate(now_ns, out)
-        ) is not None:
+        priority = self.priority
+        while True:
+            if priority is None:
+                w = self.next_request(now_ns, out)
+                if w is None or (c := self.candidate(now_ns, out)) is None:
+                    break
+            else:  # the policy needs the message first (a redelivery counts as pending)
+                if not waiting or (c := self.candidate(now_ns, out)) is None:
+                    break
+                np = self.num_pending() + (c[1] is not None)
+                pending = len(self._ledger.pending)
+                w = priority.pick(waiting, now_ns, out, self.has_interest, np, pending)
+                if w is None:
+                    break
             msg, p = c
             ack, pending_after = self._ack_subject_for(msg, p)
             if cfg.headers_only:
@@ -174,10 +197,14 @@ class Delivery:
             if w.max_bytes > 0 and size > w.bytes_left:
                 waiting.popleft()
                 out.append(w.pending_status(409, "Message Size Exceeds MaxBytes"))
+                if priority is not None and priority.just_pinned is w:
+                    priority.release()
                 continue
             if paced and (at := hold(msg, p is None, size, now_ns)) is not None:
                 self._pacer.held_until = at
                 break
+            if priority is not None and cfg.priority_policy is PriorityPolicy.PINNED_CLIENT:
+                msg = priority.stamp(msg)  # after the size: max_bytes does not count it
             self._deliver(msg, p, w.reply, ack, pending_after, now_ns, size, out)
             w.batch_left -= 1
             w.delivered += 1
@@ -185,10 +212,13 @@ class Delivery:
                 w.bytes_left -= size
             if w.next_heartbeat_ns is not None:
                 w.next_heartbeat_ns = now_ns + w.heartbeat_ns
-            waiting.popleft()
-            if w.batch_left > 0:
-                waiting.append(w)  # round robin across requests, as nats-server does
-            elif w.max_bytes > 0 and w.bytes_left > 0:
+            if priority is not None:
+                priority.requeue(waiting, w)
+            else:
+                waiting.popleft()
+                if w.batch_left > 0:
+                    waiting.append(w)  # round robin across requests, as nats-server does
+            if w.batch_left <= 0 and w.max_bytes > 0 and w.bytes_left > 0:
                 out.append(w.pending_status(409, "Batch Completed"))
         return self.expire_no_wait(out)
 

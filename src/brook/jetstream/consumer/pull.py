@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from brook import durations
+from brook.jetstream.consumer.acks import PullGroup
 from brook.jetstream.consumer.actions import Status, pending_headers
 from brook.jetstream.consumer.config import ConsumerSettings
 
@@ -20,6 +21,8 @@ class WaitingRequest:
     heartbeat_ns: int
     next_heartbeat_ns: int | None
     delivered: int = 0
+    group: PullGroup | None = None  # the priority-group fields (None: not the JSON form)
+    pin_id: str = ""  # the pin it holds, or claims (priority.py)
 
     def pending_status(self, code: int, description: str) -> Status:
         return Status(

@@ -47,7 +47,12 @@ from brook.jetstream.consumer.acks import (
     parse_pull_request,
 )
 from brook.jetstream.consumer.actions import Action, Status, pause_advisory
-from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, Retention
+from brook.jetstream.consumer.config import (
+    AckPolicy,
+    ConsumerSettings,
+    PriorityPolicy,
+    Retention,
+)
 from brook.jetstream.consumer.executor import ActionExecutor, Waiter
 from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.consumer.state import ConsumerState
@@ -87,6 +92,9 @@ def settings_for(config: ConsumerConfig, stream: Stream) -> ConsumerSettings:
         else MAX_PAYLOAD_BYTES,
         sample_percent=_sample_percent(config.sample_freq),
         paused_until_ns=config.pause_until,
+        priority_policy=PriorityPolicy(config.priority_policy),
+        priority_groups=tuple(config.priority_groups),
+        pinned_ttl_ns=config.priority_timeout,
     )
 
 
@@ -281,6 +289,11 @@ class ConsumerRunner:
             [pause_advisory(self.stream.name, self.name, paused=self.paused, until_ns=until)]
         )
 
+    def unpin(self, group: str) -> None:
+        """CONSUMER.UNPIN of `group`, one of the consumer's (`ConsumerState.unpin`)."""
+        now = self._last_activity_ns = self._now_ns()
+        self._run(self.state.unpin(group, now))
+
     def reset(self, seq: int) -> None:
         """CONSUMER.RESET to stream sequence `seq` (`ConsumerState.reset`). Deliveries from
         there (to waiting pull requests, or a push consumer's subscriber) follow at the end
@@ -396,7 +409,13 @@ class ConsumerRunner:
         except PullRequestError as err:
             self._run([Status(inbox, 400, str(err))])
             return None
-        self._run(self.state.pull(inbox, req, now))
+        if self.state.cfg.priority_policy is PriorityPolicy.PRIORITIZED:
+            # As nats-server, whose delivery loop runs after the requests that came
+            # together are queued: the lowest priority among them is served first.
+            self._run(self.state.pull(inbox, req, now, dispatch=False))
+            self._settle_later(dispatch=True)
+        else:
+            self._run(self.state.pull(inbox, req, now))
         return None
 
     def _on_ack_run(self, subjects: list[bytes], payload: bytes) -> None:
@@ -551,6 +570,7 @@ class ConsumerRunner:
             num_pending=s.num_pending(),
             push_bound=self.push_bound,
             pause_remaining_ns=self.pause_remaining_ns(),
+            priority_groups=s.priority.info() if s.priority is not None else None,
             ts_ns=self._now_ns(),
             server_version=server_version,
             api_level=api_level,

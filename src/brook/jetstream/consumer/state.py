@@ -11,7 +11,8 @@ no timers: the owner arms one timer for `next_deadline()` and calls `tick()` whe
 * `delivery` (delivery.py): the position in the stream, the waiting pull requests and
   the dispatch loops (the general one and `deliver_new`, the first deliveries' shortcut);
 * `pacer` (pacing.py): pause, replay_policy `original` and rate_limit_bps;
-* `flow` (flow.py): push flow control and idle heartbeats.
+* `flow` (flow.py): push flow control and idle heartbeats;
+* `priority` (priority.py): a pull consumer's priority policy and its pin, if it has one.
 
 Invariants (checked after every input, fully by `check_invariants()`): ack floor <=
 delivered, and new deliveries never push `len(pending)` beyond `max_ack_pending`.
@@ -23,13 +24,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from brook.jetstream.consumer.acks import AckKind, AckPayload, PullRequest
+from brook.jetstream.consumer.acks import AckKind, AckPayload, PullGroup, PullRequest
 from brook.jetstream.consumer.actions import MSG_NAKED, MSG_TERMINATED, Action, Status
-from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, PriorityPolicy
 from brook.jetstream.consumer.delivery import Delivery
 from brook.jetstream.consumer.flow import PushFlow
 from brook.jetstream.consumer.pacing import Pacer
 from brook.jetstream.consumer.pending import Ledger, Pending
+from brook.jetstream.consumer.priority import PriorityGroups, new_pin_id, request_error
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
 from brook.jetstream.consumer.source import MessageSource
 
@@ -43,6 +45,7 @@ class ConsumerState:
         start_seq: int = 1,
         last_per_subject_seqs: Sequence[int] = (),
         has_interest: Callable[[str], bool] = lambda reply: True,
+        new_pin_id: Callable[[], str] = new_pin_id,
     ) -> None:
         # The last-per-subject start sequences (computed by the caller) come first.
         lps = sorted(s for s in last_per_subject_seqs if s < start_seq)
@@ -50,6 +53,7 @@ class ConsumerState:
         self._cfg = settings
         self.pacer = Pacer(settings)
         self.flow = PushFlow(settings)
+        self._new_pin_id = new_pin_id  # pinned_client's ids (random; tests make their own)
         self.ledger = Ledger(settings, delivered_stream_seq=(lps[0] if lps else start_seq) - 1)
         self.delivery = Delivery(
             settings,
@@ -60,7 +64,24 @@ class ConsumerState:
             start_seq=start_seq,
             last_per_subject_seqs=lps,
             has_interest=has_interest,
+            priority=self._priority_for(settings, None),
         )
+
+    def _priority_for(
+        self, settings: ConsumerSettings, current: PriorityGroups | None
+    ) -> PriorityGroups | None:
+        """The priority part for `settings`: none without a policy; the current one (its
+        pin kept, as nats-server keeps it across an update) with the new settings."""
+        if settings.priority_policy is PriorityPolicy.NONE:
+            return None
+        if current is None:
+            return PriorityGroups(settings, self._new_pin_id)
+        current.cfg = settings
+        return current
+
+    @property
+    def priority(self) -> PriorityGroups | None:
+        return self.delivery.priority
 
     @property
     def cfg(self) -> ConsumerSettings:
@@ -71,6 +92,7 @@ class ConsumerState:
         """Replaced on an update or a pause/resume (then `settings_changed`)."""
         self._cfg = settings
         self.ledger.cfg = self.delivery.cfg = self.pacer.cfg = self.flow.cfg = settings
+        self.delivery.priority = self._priority_for(settings, self.delivery.priority)
 
     # ------------------------------------------------------------------ counters
 
@@ -303,9 +325,18 @@ class ConsumerState:
         no_wait: bool = False,
         max_bytes: int = 0,
         idle_heartbeat_ns: int = 0,
+        group: PullGroup | None = None,
+        dispatch: bool = True,
     ) -> list[Action]:
+        """A pull request; with `dispatch=False` it is only queued (or refused), its
+        deliveries left to a later `dispatch()`."""
         batch = max(batch, 1)
         err = admission_error(self.cfg, reply, batch, expires_ns, max_bytes, idle_heartbeat_ns)
+        if err is None and group is not None:
+            err = request_error(self.cfg, reply, group)
+            priority = self.delivery.priority
+            if err is None and priority is not None:
+                err = priority.admit(reply, group, now_ns)
         if err is not None:
             return [err]
         waiting = self.delivery.waiting
@@ -320,21 +351,28 @@ class ConsumerState:
         if self.cfg.max_waiting > 0 and len(waiting) >= self.cfg.max_waiting:
             return [] if idle_heartbeat_ns > 0 else [Status(reply, 409, "Exceeded MaxWaiting")]
         hb = idle_heartbeat_ns
-        waiting.append(
-            WaitingRequest(
-                reply=reply,
-                batch_left=batch,
-                expires_at_ns=now_ns + expires_ns if expires_ns > 0 else None,
-                no_wait=no_wait,
-                max_bytes=max_bytes,
-                bytes_left=max_bytes,
-                heartbeat_ns=hb,
-                next_heartbeat_ns=now_ns + hb if hb > 0 else None,
-            )
+        w = WaitingRequest(
+            reply=reply,
+            batch_left=batch,
+            expires_at_ns=now_ns + expires_ns if expires_ns > 0 else None,
+            no_wait=no_wait,
+            max_bytes=max_bytes,
+            bytes_left=max_bytes,
+            heartbeat_ns=hb,
+            next_heartbeat_ns=now_ns + hb if hb > 0 else None,
+            group=group,
+            pin_id=group.id if group is not None else "",
         )
-        return self._finish(self.delivery.dispatch(now_ns))
+        priority = self.delivery.priority
+        if priority is None:
+            waiting.append(w)
+        else:
+            priority.queue(waiting, w)
+        return self._finish(self.delivery.dispatch(now_ns)) if dispatch else []
 
-    def pull(self, reply: str, req: PullRequest, now_ns: int) -> list[Action]:
+    def pull(
+        self, reply: str, req: PullRequest, now_ns: int, *, dispatch: bool = True
+    ) -> list[Action]:
         return self.pull_request(
             reply,
             now_ns,
@@ -343,7 +381,17 @@ class ConsumerState:
             no_wait=req.no_wait,
             max_bytes=req.max_bytes,
             idle_heartbeat_ns=req.idle_heartbeat_ns,
+            group=req.group,
+            dispatch=dispatch,
         )
+
+    def unpin(self, group: str, now_ns: int) -> list[Action]:
+        """CONSUMER.UNPIN of one of the consumer's groups (checked by the caller): the pin
+        is dropped, with an unpinned advisory, and the next request is pinned."""
+        priority = self.delivery.priority
+        if priority is None:
+            return []
+        return self._finish(priority.unpin(group, "admin") + self.delivery.dispatch(now_ns))
 
     def reset(self, seq: int) -> None:
         """CONSUMER.RESET to stream sequence `seq` (validated by the caller), as nats-server's
@@ -490,6 +538,8 @@ class ConsumerState:
     def tick(self, now_ns: int) -> list[Action]:
         """Time passed: ack deadlines, request expiry, then deliveries and heartbeats."""
         out = self.ledger.due(now_ns)
+        if (priority := self.delivery.priority) is not None:
+            out += priority.due(now_ns)
         waiting = self.delivery.waiting
         for w in [w for w in waiting if w.expires_at_ns is not None]:
             if w.expires_at_ns is not None and now_ns >= w.expires_at_ns:
@@ -518,6 +568,10 @@ class ConsumerState:
         t = self.pacer.held_until
         if t is not None and (at is None or t < at):
             at = t
+        if (priority := self.delivery.priority) is not None:
+            t = priority.pin_expires_ns
+            if t is not None and (at is None or t < at):
+                at = t
         return at
 
     # ------------------------------------------------------------------ persistence

@@ -9,8 +9,8 @@ JSON output in `consumer_json.py`.
 `direct` and `sourcing` mark the consumers mirrors and sources create on their origin
 (ADR 0020; the rules are in `consumer_rules.py`).
 
-Not supported (10052 "... is not supported by this server"): priority groups and policies,
-the `flow_control` ack policy, and `sourcing` without `direct` (durable sourcing, ADR-60).
+Not supported (10052 "... is not supported by this server"): the `flow_control` ack policy,
+and `sourcing` without `direct` (durable sourcing, ADR-60).
 """
 
 from __future__ import annotations
@@ -122,6 +122,10 @@ class ConsumerConfig:
     sourcing: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     pause_until: int | None = None
+    # Priority groups (ADR-42, ADR 0022): `priority_timeout` is the pinned client's TTL (ns).
+    priority_groups: list[str] = field(default_factory=list)
+    priority_policy: str = "none"
+    priority_timeout: int = 0
     # The UTC offset (seconds) `opt_start_time` was given in: nats-server echoes it back.
     opt_start_time_offset: int = 0
     # `inactive_threshold` holds the ephemeral default (not given by the request).
@@ -273,11 +277,6 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         raise invalid_json("metadata: expected an object of strings")
     opt_start_time, offset = parse_go_time(raw, "opt_start_time")
     pause_until, _ = parse_go_time(raw, "pause_until")
-    priority_groups = _strings(raw, "priority_groups")
-    priority_policy = _enum(raw, "priority_policy", PRIORITY_POLICIES, "none")
-    priority_timeout = _get(raw, "priority_timeout", int, 0)
-    if priority_groups or priority_policy != "none" or priority_timeout > 0:
-        raise unsupported("priority groups are")
     ack_policy = _enum(raw, "ack_policy", ACK_POLICIES, "none")
     if ack_policy == "flow_control":
         raise unsupported("the flow_control ack policy is")
@@ -315,7 +314,18 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         sourcing=_get(raw, "sourcing", bool, False),
         metadata={k: v for k, v in metadata.items() if k not in SERVER_METADATA_KEYS},
         pause_until=pause_until,
+        priority_groups=_strings(raw, "priority_groups"),
+        priority_policy=_priority_policy(raw),
+        priority_timeout=_get(raw, "priority_timeout", int, 0),
     )
+
+
+def _priority_policy(raw: dict[str, Any]) -> str:
+    """`priority_policy`, refused in the words of nats-server's `PriorityPolicy.UnmarshalJSON`."""
+    value = _get(raw, "priority_policy", str, "none")
+    if value not in PRIORITY_POLICIES:
+        raise invalid_json(f"unknown priority policy: {_go_quote(value)}")
+    return str(value)
 
 
 def unsupported(what: str) -> ApiError:

@@ -73,13 +73,21 @@ def consumer_config_to_json(
     if c.sourcing:
         out["sourcing"] = True
     metadata = dict(c.metadata)
-    metadata["_nats.req.level"] = "1" if c.pause_until is not None else "0"
+    # nats-server's `setStaticConsumerMetadata`: pause and priority groups need API level 1.
+    priority = c.priority_policy != "none" or c.priority_timeout or c.priority_groups
+    metadata["_nats.req.level"] = "1" if c.pause_until is not None or priority else "0"
     if server_version is not None:
         metadata["_nats.ver"] = server_version
         metadata["_nats.level"] = str(api_level or 0)
     out["metadata"] = dict(sorted(metadata.items()))
     if c.pause_until is not None:
         out["pause_until"] = format_ts_ns(c.pause_until)
+    if c.priority_groups:
+        out["priority_groups"] = list(c.priority_groups)
+    if c.priority_policy != "none":
+        out["priority_policy"] = c.priority_policy
+    if c.priority_timeout:
+        out["priority_timeout"] = c.priority_timeout
     return out
 
 
@@ -111,12 +119,14 @@ def consumer_info_to_json(
     ts_ns: int,
     push_bound: bool = False,
     pause_remaining_ns: int = 0,
+    priority_groups: list[dict[str, str]] | None = None,
     server_version: str | None = None,
     api_level: int | None = None,
 ) -> dict[str, Any]:
     """A consumer info object (wire reference §5.5), without the response `type`.
 
-    `paused`/`pause_remaining` appear only while paused (`pause_remaining_ns > 0`).
+    `paused`/`pause_remaining` appear only while paused (`pause_remaining_ns > 0`);
+    `priority_groups` (each group's pin) only for a consumer with priority groups.
     """
     out: dict[str, Any] = {
         "stream_name": stream_name,
@@ -138,4 +148,6 @@ def consumer_info_to_json(
         out["paused"] = True
         out["pause_remaining"] = pause_remaining_ns
     out["ts"] = format_ts_ns(ts_ns)
+    if priority_groups:
+        out["priority_groups"] = priority_groups
     return out

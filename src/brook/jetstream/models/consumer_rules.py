@@ -31,7 +31,9 @@ from brook.jetstream.models.defaults import (
     CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS,
     CONSUMER_MAX_ACK_PENDING_DEFAULT,
     CONSUMER_MAX_WAITING_DEFAULT,
+    CONSUMER_PINNED_TTL_DEFAULT_NS,
     DESCRIPTION_BYTES_MAX,
+    GROUP_NAME,
     METADATA_BYTES_MAX,
     NAME_BYTES_MAX,
     NAME_FORBIDDEN,
@@ -169,7 +171,14 @@ def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = 
         adjust("max_waiting", 0, "must not be negative")
     if c.max_ack_pending < -1:
         adjust("max_ack_pending", -1, "must be set to -1")
-    for key in ("max_batch", "max_expires", "max_bytes", "idle_heartbeat", "inactive_threshold"):
+    for key in (
+        "max_batch",
+        "max_expires",
+        "max_bytes",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "priority_timeout",
+    ):
         if getattr(c, key) < 0:
             adjust(key, 0, "must not be negative")
     if not c.deliver_subject and c.max_waiting == 0:
@@ -188,6 +197,8 @@ def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = 
         adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
         c.max_ack_pending = CONSUMER_MAX_ACK_PENDING_DEFAULT
+    if c.priority_policy == "pinned_client" and c.priority_timeout == 0:
+        c.priority_timeout = CONSUMER_PINNED_TTL_DEFAULT_NS
     if not c.durable_name and c.inactive_threshold <= 0:
         c.inactive_threshold = (
             CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS  # ephemerals are always reaped
@@ -251,6 +262,26 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
         raise api_error("CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH")
     if sum(len(k.encode()) + len(v.encode()) for k, v in c.metadata.items()) > METADATA_BYTES_MAX:
         raise api_error("CONSUMER_METADATA_LENGTH", limit=f"{METADATA_BYTES_MAX // 1024}KB")
+    _validate_priority(c)
+
+
+def _validate_priority(c: ConsumerConfig) -> None:
+    """Priority groups (ADR-42) are for pull consumers with a policy, each group named as
+    nats-server's `validGroupName` allows."""
+    if c.priority_policy != "none":
+        if c.deliver_subject:
+            raise api_error("CONSUMER_PUSH_WITH_PRIORITY_GROUP")
+        if not c.priority_groups:
+            raise api_error("CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP")
+        for group in c.priority_groups:
+            if not group:
+                raise api_error("CONSUMER_EMPTY_GROUP_NAME")
+            if not GROUP_NAME.fullmatch(group):
+                raise api_error("CONSUMER_INVALID_GROUP_NAME")
+    elif c.priority_groups:
+        raise api_error("CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE")
+    elif c.priority_timeout > 0:
+        raise api_error("CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE")
 
 
 def _validate_push(c: ConsumerConfig, stream: StreamConfig) -> None:

@@ -6,6 +6,7 @@ NAMES and LIST answers). The name of nats-server's constant is given for each, s
 change there is found here. Brook's own server limits live in `brook.limits`.
 """
 
+import re
 from typing import Final
 
 # Streams (stream.go: StreamDefaultDuplicatesWindow).
@@ -16,6 +17,9 @@ CONSUMER_ACK_WAIT_DEFAULT_NS: Final = 30_000_000_000  # JsAckWaitDefault
 CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS: Final = 5_000_000_000  # JsDeleteWaitTimeDefault
 CONSUMER_MAX_ACK_PENDING_DEFAULT: Final = 1000  # JsDefaultMaxAckPending
 CONSUMER_MAX_WAITING_DEFAULT: Final = 512  # JSWaitQueueDefaultMax
+CONSUMER_PINNED_TTL_DEFAULT_NS: Final = 120_000_000_000  # JsDefaultPinnedTTL
+# A priority group's name (consumer.go: validGroupName), at create and in CONSUMER.UNPIN.
+GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 
 # Shared by streams and consumers (jetstream_api.go).
 NAME_BYTES_MAX: Final = 255  # JSMaxNameLen

@@ -162,6 +162,7 @@ class StreamShape:
     allow_msg_counter: bool
     subject_delete_marker_ttl: int
     mirror_direct: bool
+    allow_msg_schedules: bool = False
 
 
 class Origin(Protocol):
@@ -220,6 +221,8 @@ def check_mirror_and_sources(
         else:
             delivery += [mirror.external.deliver] if mirror.external.deliver else []
             apis += [mirror.external.api] if mirror.external.api else []
+    if sources and shape.allow_msg_schedules:
+        raise api_error("SOURCE_WITH_MSG_SCHEDULES")
     inames: set[str] = set()
     cnames: set[str] = set()
     for source in sources:
@@ -320,6 +323,8 @@ def _check_mirror(
         raise api_error("MIRROR_WITH_SOURCES")
     if shape.allow_msg_counter:
         raise api_error("MIRROR_WITH_COUNTERS")
+    if shape.allow_msg_schedules:
+        raise api_error("MIRROR_WITH_MSG_SCHEDULES")
     if mirror.consumer is not None:
         _check_consumer(mirror, "MIRROR_DURABLE_CONSUMER_CFG_INVALID")
     if mirror.filter_subject and mirror.subject_transforms:

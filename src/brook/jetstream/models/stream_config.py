@@ -11,8 +11,9 @@ validates responses against schemas that forbid extra keys.
 A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
 `mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
 10052 until Brook copies messages, ADR 0020). `allow_atomic` streams take atomic batch
-publishes (`batch.py`). Features Brook does not implement yet (fast batches, schedules)
-are rejected with 10052 rather than silently ignored. `placement` is kept and shown as
+publishes (`batch.py`), `allow_msg_schedules` ones message schedules (`schedules.py`). Features
+Brook does not implement yet (fast batches) are rejected with 10052 rather than silently
+ignored. `placement` is kept and shown as
 nats-server does on a server without a cluster, where it places nothing.
 """
 
@@ -39,10 +40,7 @@ from brook.subjects import is_valid_subject, subset_match
 
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
 MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
-_UNSUPPORTED = (
-    "allow_batched",
-    "allow_msg_schedules",
-)
+_UNSUPPORTED = ("allow_batched",)
 # nats-server's StreamConfigRequest: its StreamConfig plus `pedantic`. Any other key is
 # refused (10025), as nats-server's strict decoder refuses it.
 _REQUEST_KEYS = frozenset(
@@ -127,6 +125,7 @@ class StreamConfig:
     subject_delete_marker_ttl: int = 0
     allow_msg_counter: bool = False  # counters.py
     allow_atomic: bool = False  # batch.py: atomic batch publishes
+    allow_msg_schedules: bool = False  # schedules.py: messages that publish messages
     # "async": PubAcks do not wait for the fsync (persist.py); fixed at creation.
     persist_mode: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
@@ -220,6 +219,7 @@ def parse_stream_config(
         subject_delete_marker_ttl=_get(body, "subject_delete_marker_ttl", int, 0),
         allow_msg_counter=_get(body, "allow_msg_counter", bool, False),
         allow_atomic=_get(body, "allow_atomic", bool, False),
+        allow_msg_schedules=_get(body, "allow_msg_schedules", bool, False),
         persist_mode=persist_mode,
         metadata=versioning.user_metadata(metadata),
         placement=_placement(body),
@@ -317,9 +317,10 @@ def _normalise(
 
 
 def _imply_marker_settings(c: StreamConfig, *, pedantic: bool) -> None:
-    """Markers are TTL'd rollup messages, so nats-server turns on what they need, after
-    validating the request as sent (an explicit `allow_rollup_hdrs` with `deny_purge` is
-    refused; `deny_purge` alone is silently dropped), unless the request is pedantic."""
+    """Markers are TTL'd rollup messages, and schedules rollup messages, so nats-server
+    turns on what they need, after validating the request as sent (an explicit
+    `allow_rollup_hdrs` with `deny_purge` is refused; `deny_purge` alone is silently
+    dropped), unless the request is pedantic."""
     if c.subject_delete_marker_ttl > 0:
         if not c.allow_msg_ttl:
             if pedantic:
@@ -330,6 +331,11 @@ def _imply_marker_settings(c: StreamConfig, *, pedantic: bool) -> None:
                 raise _invalid("subject delete marker cannot be set if roll-ups are disabled")
             c.allow_rollup_hdrs = True
             c.deny_purge = False
+    if c.allow_msg_schedules and not c.allow_rollup_hdrs:
+        if pedantic:
+            raise _invalid("message scheduling cannot be set if roll-ups are disabled")
+        c.allow_rollup_hdrs = True
+        c.deny_purge = False
 
 
 def _validate_head(c: StreamConfig) -> None:
@@ -382,6 +388,8 @@ def _validate(
             if c.discard != "new"
             else "discard new per subject requires max msgs per subject > 0"
         )
+    if c.allow_msg_schedules and c.discard == "new":
+        raise _invalid("message scheduling cannot use discard new")
     if c.persist_mode == "async" and c.storage != "file":
         raise _invalid("async persist mode is only supported on file storage")
     if c.persist_mode == "async" and c.allow_atomic:
@@ -396,6 +404,7 @@ def _validate(
         allow_msg_counter=c.allow_msg_counter,
         subject_delete_marker_ttl=c.subject_delete_marker_ttl,
         mirror_direct=c.mirror_direct,
+        allow_msg_schedules=c.allow_msg_schedules,
     )
     c.mirror_direct = stream_sources.check_mirror_and_sources(
         c.mirror, sourced, shape, overlaps=_pair_overlaps, lookup=streams, pedantic=pedantic
@@ -415,12 +424,13 @@ def _validate(
 
 
 def _validate_counter(c: StreamConfig) -> None:
-    """What a counter stream cannot be (nats-server's order; schedules are refused as
-    unsupported before this)."""
+    """What a counter stream cannot be (nats-server's order)."""
     if c.discard == "new":
         raise _invalid("counter stream cannot use discard new")
     if c.allow_msg_ttl:
         raise _invalid("counter stream cannot use message TTLs")
+    if c.allow_msg_schedules:
+        raise _invalid("counter stream cannot use message schedules")
     if c.retention != "limits":
         raise _invalid("counter stream can only use limits retention")
 
@@ -478,6 +488,8 @@ def check_update(old: StreamConfig, new: StreamConfig) -> None:
         raise _invalid("stream configuration update can not disable message TTL")
     if new.allow_msg_counter != old.allow_msg_counter:
         raise _invalid("stream configuration update can not change message counter setting")
+    if old.allow_msg_schedules and not new.allow_msg_schedules:
+        raise _invalid("message schedules can not be disabled")
     if new.persist_mode != old.persist_mode:
         raise _invalid("stream configuration update can not change persist mode")
     if new.first_seq != old.first_seq and new.first_seq:
@@ -559,6 +571,8 @@ def stream_config_to_json(
         out["allow_msg_counter"] = True
     if c.allow_atomic:
         out["allow_atomic"] = True
+    if c.allow_msg_schedules:
+        out["allow_msg_schedules"] = True
     if c.persist_mode != "default":
         out["persist_mode"] = c.persist_mode
     metadata = dict(c.metadata)
@@ -572,7 +586,7 @@ def stream_config_to_json(
 
 def _required_api_level(c: StreamConfig) -> int:
     """nats-server's `_nats.req.level`: the API level of the newest feature the stream
-    uses (TTLs 1; counters, atomic batches and async persistence 2, nats-server 2.12)."""
-    if c.allow_msg_counter or c.allow_atomic or c.persist_mode == "async":
+    uses (TTLs 1; counters, atomic batches, schedules and async persistence 2)."""
+    if c.allow_msg_counter or c.allow_atomic or c.allow_msg_schedules or c.persist_mode == "async":
         return 2
     return 1 if c.allow_msg_ttl else 0
