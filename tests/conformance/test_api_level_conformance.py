@@ -116,14 +116,15 @@ async def _request(
 
 _USER = {"owner": "team", "_nats.foo": "kept", "_nats.req.level": "9", "_nats.ver": "x"}
 
-# A config of each API level Brook serves: 0, TTLs (1), counters, atomic batches and
-# async persistence (2), and their mixes.
+# A config of each API level Brook serves: 0, TTLs (1), counters, atomic batches,
+# schedules and async persistence (2), and their mixes.
 STREAM_FEATURES: tuple[dict[str, Any], ...] = (
     {},
     {"allow_msg_ttl": True},
     {"allow_msg_ttl": True, "subject_delete_marker_ttl": 2_000_000_000},
     {"allow_msg_counter": True},
     {"allow_atomic": True},
+    {"allow_msg_schedules": True},
     {"persist_mode": "async"},
     {"persist_mode": "default"},
     {"allow_msg_ttl": True, "allow_atomic": True, "allow_msg_counter": True},
@@ -133,6 +134,9 @@ CONSUMER_FEATURES: tuple[dict[str, Any], ...] = (
     {},
     {"pause_until": "2000-01-01T00:00:00Z"},  # in the past: level 1 all the same
     {"pause_until": "2999-01-01T00:00:00Z"},
+    {"priority_groups": ["g"], "priority_policy": "overflow"},
+    {"priority_groups": ["g"], "priority_policy": "pinned_client", "priority_timeout": 10**9},
+    {"priority_groups": ["g"], "priority_policy": "prioritized"},
 )
 
 
@@ -179,7 +183,7 @@ async def metadata_after_restart(r: Run) -> None:
         await _api(r, f"$JS.API.STREAM.INFO.S{n}")
     await _api(r, "$JS.API.STREAM.INFO.U")
     await _api(r, "$JS.API.STREAM.LIST")
-    for name in ("C0", "C2"):
+    for name in ("C0", "C2", "C3", "C4", "C5"):
         await _api(r, f"$JS.API.CONSUMER.INFO.S0.{name}")
     await _api(r, "$JS.API.CONSUMER.LIST.S0")
 
