@@ -107,3 +107,7 @@ ATOMIC_BATCH_SIZE_MAX: Final = 1000
 ATOMIC_BATCH_INFLIGHT_PER_STREAM: Final = 50
 ATOMIC_BATCH_INFLIGHT_TOTAL: Final = 1000
 ATOMIC_BATCH_TIMEOUT_NS: Final = 10_000_000_000
+# Fast batch publishes (jetstream/fast_batch.py), nats-server's defaults: batches in flight
+# per stream and per server (the timeout is the atomic batches').
+FAST_BATCH_INFLIGHT_PER_STREAM: Final = 1000
+FAST_BATCH_INFLIGHT_TOTAL: Final = 50_000

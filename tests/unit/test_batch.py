@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import ANY
 
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.models import parse_stream_config
@@ -15,10 +16,21 @@ from tests.support.streams import Clock
 
 
 def _make(
-    limits: BatchLimits, clock: Clock | None = None, **config: Any
+    limits: BatchLimits,
+    clock: Clock | None = None,
+    advisories: list[tuple[bytes, dict[str, Any]]] | None = None,
+    **config: Any,
 ) -> tuple[Stream, Clock, list[bytes]]:
+    """Stream "S" with its replies in `acks` and its advisories in `advisories`."""
     clock = clock or Clock()
     acks: list[bytes] = []
+
+    def publish(subject: bytes, payload: bytes) -> None:
+        if subject == b"_INBOX.r":
+            acks.append(payload)
+        elif advisories is not None:
+            advisories.append((subject, json.loads(payload)))
+
     cfg = parse_stream_config(
         {"name": "S", "subjects": ["s.>"], "storage": "memory", "allow_atomic": True, **config},
         subject_name="S",
@@ -27,7 +39,7 @@ def _make(
         cfg,
         MemoryStore(),
         now_ns=clock,
-        send_ack=lambda reply, ack: acks.append(ack),
+        send_ack=publish,
         committer=None,
         created_ns=clock.now,
         batch_limits=limits,
@@ -59,6 +71,67 @@ def test_a_batch_idle_past_its_timeout_is_dropped() -> None:
     assert _code(acks[2]) == 10176
     assert stream.store.state().messages == 0
     assert limits.inflight == 0
+
+
+def _abandoned(stream: str, batch: str, reason: str) -> tuple[bytes, dict[str, Any]]:
+    body = {
+        "type": "io.nats.jetstream.advisory.v1.stream_batch_abandoned",
+        "id": ANY,
+        "timestamp": ANY,
+        "stream": stream,
+        "batch": batch,
+        "reason": reason,
+    }
+    return b"$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED." + stream.encode(), body
+
+
+def test_the_idle_timer_abandons_a_batch_when_its_timeout_passes() -> None:
+    limits = BatchLimits()
+    advisories: list[tuple[bytes, dict[str, Any]]] = []
+    stream, clock, acks = _make(limits, advisories=advisories)
+    _send(stream, "a", 1)
+    clock.now += limits.timeout_ns // 2
+    _send(stream, "b", 1)
+    start = clock.now - limits.timeout_ns // 2
+    assert stream.batches.sweep() == start + limits.timeout_ns  # when the timer fires
+    clock.now = start + limits.timeout_ns - 1
+    stream.batches.timer.run()
+    assert advisories == []
+    assert limits.inflight == 2
+    clock.now += 1
+    stream.batches.timer.run()  # "a" idle for its timeout; nothing touched it
+    assert advisories == [_abandoned("S", "a", "timeout")]
+    assert limits.inflight == 1
+    assert stream.batches.sweep() == clock.now + limits.timeout_ns // 2  # "b" is next
+    _send(stream, "a", 2, "1")  # too late: an unknown batch, announced once only
+    assert _code(acks[-1]) == 10176
+    assert len(advisories) == 1
+    clock.now += limits.timeout_ns
+    assert stream.batches.sweep() is None
+    assert advisories[1:] == [_abandoned("S", "b", "timeout")]
+    assert stream.store.state().messages == 0
+    assert limits.inflight == 0
+
+
+def test_gaps_and_oversized_batches_are_announced_other_errors_are_not() -> None:
+    advisories: list[tuple[bytes, dict[str, Any]]] = []
+    stream, _, acks = _make(BatchLimits(size_max=2), advisories=advisories)
+    _send(stream, "gap", 1)
+    _send(stream, "gap", 3)
+    _send(stream, "eob", 1, "eob")
+    _send(stream, "big", 1)
+    _send(stream, "big", 2)
+    _send(stream, "big", 3)
+    _send(stream, "bad", 1)
+    _send(stream, "bad", 2, "yes")  # an invalid commit: dropped, not announced
+    _send(stream, "unknown", 2)
+    assert [_code(ack) for ack in acks if ack] == [10176, 10176, 10199, 10200, 10176]
+    assert advisories == [
+        _abandoned("S", "gap", "incomplete"),
+        _abandoned("S", "eob", "incomplete"),
+        _abandoned("S", "big", "large"),
+    ]
+    assert advisories[0][1]["timestamp"] == "2023-11-14T22:13:20Z"  # the stream's clock
 
 
 def test_batches_in_flight_are_bounded_per_stream_and_per_server() -> None:

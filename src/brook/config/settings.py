@@ -69,11 +69,13 @@ class JetStreamSettings:
     # File-stream PubAcks waiting for their fsync, across all streams, before publishing
     # connections stop being read (jetstream/backlog.py). 0: no bound.
     max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC
-    # Atomic batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py):
-    # messages per batch, batches staged per stream and per server, idle time per batch.
+    # Batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py and
+    # fast_batch.py): messages per atomic batch, batches in flight per stream and per
+    # server (None: nats-server's defaults, which differ for atomic and fast batches; a
+    # value bounds both kinds, as there), idle time per batch.
     batch_max_msgs: int = limits.ATOMIC_BATCH_SIZE_MAX
-    batch_max_inflight_per_stream: int = limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM
-    batch_max_inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
+    batch_max_inflight_per_stream: int | None = None
+    batch_max_inflight_total: int | None = None
     batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
 
     @property
@@ -144,7 +146,8 @@ class Settings:
         if self.jetstream.max_acks_awaiting_sync < 0:
             raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
         for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):
-            if getattr(self.jetstream, name) <= 0:
+            value = getattr(self.jetstream, name)
+            if value is not None and value <= 0:
                 raise ConfigError(
                     f"jetstream.limits.batch.{name.removeprefix('batch_')}: must be positive"
                 )

@@ -11,44 +11,74 @@ id, as nats-server keys them, whoever sends them. A message asking a higher API 
 (`Nats-Required-Api-Level`) drops its batch with 10185; otherwise that header is not kept.
 
 Limits (nats-server's, `limits.py`): messages per batch, batches staged per stream and
-per server, and the time a batch may wait for its next message; a batch past its time
-is dropped when it is next touched or when room is needed.
+per server, and the time a batch may wait for its next message. Each stream's batches
+have one idle timer (`DeadlineTimer`, timer.py, on the engine's clock), armed at the
+oldest batch's deadline when there is none and re-armed when it fires: a message costs no
+timer operation. A batch past its time is abandoned when the timer fires, or before, when
+it is touched or room is needed.
+
+A batch abandoned for its time, a gap, its size or a required API level is announced as
+nats-server announces it (`$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.<stream>`,
+`abandoned_advisory`); other errors (a bad commit value, an unknown batch, the checks of
+the commit) drop the batch without one, as there.
 
 A crash while a commit writes its messages leaves the batch's first messages without the
-last, which carries the commit: the stream removes them when it opens again
-(`uncommitted_tail`), so that a batch is stored whole or not at all.
+last, which carries the commit: the stream cuts its store back to before them when it
+opens again (`uncommitted_tail`, `MessageStore.truncate`), so that a batch is stored whole
+or not at all and its sequences are free again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brook import limits
 from brook.jetstream import versioning
 from brook.jetstream.errors import api_error
+from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.schedules import NEXT, SCHEDULER
 from brook.jetstream.store.base import MessageStore
+from brook.jetstream.timer import DeadlineTimer
 from brook.protocol import headers as hdrs
 
 BATCH_ID = b"Nats-Batch-Id"
 _BATCH_SEQ = b"Nats-Batch-Sequence"
 _BATCH_COMMIT = b"Nats-Batch-Commit"
 _BATCH_ID_BYTES_MAX = 64
+ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
+_ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
+# nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
+TIMEOUT, LARGE, INCOMPLETE = "timeout", "large", "incomplete"
+# Go's encoding/json escapes these in strings; Python's json does not.
+_GO_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+Abandoned = Callable[[str, str], None]  # (batch id, reason): the stream announces it
 
 
 @dataclass(slots=True)
 class BatchLimits:
-    """The bounds on staged atomic batches (server-wide settings)."""
+    """The bounds on staged atomic batches (server-wide settings), the batches staged
+    now, and the event loop their idle timers run on (set when the engine starts)."""
 
     size_max: int = limits.ATOMIC_BATCH_SIZE_MAX
     inflight_per_stream: int = limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM
     inflight_total: int = limits.ATOMIC_BATCH_INFLIGHT_TOTAL
     timeout_ns: int = limits.ATOMIC_BATCH_TIMEOUT_NS
+    fast_inflight_per_stream: int = limits.FAST_BATCH_INFLIGHT_PER_STREAM
+    fast_inflight_total: int = limits.FAST_BATCH_INFLIGHT_TOTAL
     inflight: int = 0  # batches staged now, across streams
+    fast_inflight: int = 0  # fast batches in progress now, across streams (fast_batch.py)
     # The streams' batch sets holding any batch: swept for idle batches before a new
     # batch is refused for the server's limit.
     holders: set[AtomicBatches] = field(default_factory=set)
+    loop: asyncio.AbstractEventLoop | None = None
 
     def statistics(self) -> dict[str, int]:
         """For monitoring (`/varz` jetstream.brook_batches)."""
@@ -58,6 +88,9 @@ class BatchLimits:
             "max_inflight_per_stream": self.inflight_per_stream,
             "max_msgs": self.size_max,
             "timeout": self.timeout_ns,
+            "fast_inflight": self.fast_inflight,
+            "max_fast_inflight_total": self.fast_inflight_total,
+            "max_fast_inflight_per_stream": self.fast_inflight_per_stream,
         }
 
 
@@ -83,21 +116,28 @@ class Commit:
 
 
 class AtomicBatches:
-    """One stream's batches being staged, oldest activity first."""
+    """One stream's batches being staged, oldest activity first. `abandoned` is told of
+    each batch abandoned for a reason nats-server announces; `now_ns` is the engine's
+    clock."""
 
-    def __init__(self, limits_: BatchLimits) -> None:
+    def __init__(
+        self, limits_: BatchLimits, now_ns: Callable[[], int], abandoned: Abandoned
+    ) -> None:
         self._limits = limits_
+        self._now_ns = now_ns
+        self._abandoned = abandoned
         self._batches: OrderedDict[str, _Batch] = OrderedDict()
+        # Fires at the oldest batch's deadline or earlier (`sweep` re-arms it).
+        self.timer = DeadlineTimer(self.sweep, limits_.loop, now_ns)
 
     def __len__(self) -> int:
         return len(self._batches)
 
-    def add(
-        self, batch_id: bytes, subject: str, header: bytes, data: bytes, now_ns: int
-    ) -> Commit | None:
+    def add(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Commit | None:
         """Stage one message of a batch: None while the batch goes on, its `Commit` when
         this message ends it. Raises the `ApiError` to answer (the batch is dropped)."""
         lim = self._limits
+        now_ns = self._now_ns()
         self._expire(now_ns)
         if len(batch_id) > _BATCH_ID_BYTES_MAX:
             raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_ID")
@@ -124,6 +164,8 @@ class AtomicBatches:
             batch = self._batches[key] = _Batch(now_ns)
             lim.inflight += 1
             lim.holders.add(self)
+            if self.timer.at is None:
+                self.timer.arm(now_ns + lim.timeout_ns)
         if commit is not None and commit not in (b"1", b"eob"):
             self._drop(key)
             raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_COMMIT")
@@ -135,10 +177,10 @@ class AtomicBatches:
         batch.touched_ns = now_ns
         self._batches.move_to_end(key)
         if seq != len(batch.messages) + 1 or (seq == 1 and eob):
-            self._drop(key)
+            self._drop(key, INCOMPLETE)
             raise api_error("ATOMIC_PUBLISH_INCOMPLETE_BATCH")
         if seq - eob > lim.size_max:
-            self._drop(key)
+            self._drop(key, LARGE)
             raise api_error("ATOMIC_PUBLISH_TOO_LARGE_BATCH", size=lim.size_max)
         if not eob:
             batch.messages.append(StagedMessage(subject, header, data))
@@ -150,17 +192,29 @@ class AtomicBatches:
             last.header = last.header[:-2] + b"Nats-Batch-Commit: 1\r\n\r\n"
         return Commit(key, batch.messages)
 
+    def sweep(self) -> int | None:
+        """The idle timer's work: abandon the batches idle past the timeout; the moment
+        the oldest batch left will be, or None when none is left."""
+        self._expire(self._now_ns())
+        for oldest in self._batches.values():
+            return oldest.touched_ns + self._limits.timeout_ns
+        return None
+
     def clear(self) -> None:
-        """Drop every staged batch (`allow_atomic` turned off, the stream deleted)."""
+        """Drop every staged batch (`allow_atomic` turned off, the stream deleted), as
+        nats-server does: without advisories."""
         self._limits.inflight -= len(self._batches)
         self._batches.clear()
         self._limits.holders.discard(self)
+        self.timer.cancel()
 
-    def _drop(self, key: str) -> None:
+    def _drop(self, key: str, reason: str | None = None) -> None:
         if self._batches.pop(key, None) is not None:
             self._limits.inflight -= 1
             if not self._batches:
                 self._limits.holders.discard(self)
+            if reason is not None:
+                self._abandoned(key, reason)
 
     def _expire(self, now_ns: int) -> None:
         deadline = now_ns - self._limits.timeout_ns
@@ -169,7 +223,22 @@ class AtomicBatches:
             key, oldest = next(iter(batches.items()))
             if oldest.touched_ns > deadline:
                 return
-            self._drop(key)
+            self._drop(key, TIMEOUT)
+
+
+def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> tuple[bytes, bytes]:
+    """nats-server's `JSStreamBatchAbandonedAdvisory` as its account sees it: subject and
+    JSON bytes (Go's key order, compact, Go's escapes; no `account`, no `domain`)."""
+    body = {
+        "type": _ABANDONED_TYPE,
+        "id": secrets.token_hex(11),
+        "timestamp": format_ts_ns(now_ns),
+        "stream": stream,
+        "batch": batch_id,
+        "reason": reason,
+    }
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":")).translate(_GO_ESCAPES)
+    return f"{ABANDONED_SUBJECT}.{stream}".encode(), text.encode("utf-8", "surrogateescape")
 
 
 def uncommitted_tail(store: MessageStore) -> range:
@@ -177,17 +246,32 @@ def uncommitted_tail(store: MessageStore) -> range:
     one after another in one turn of the event loop, the last one with its
     `Nats-Batch-Commit`, so only a crash in between leaves the newest stored message with
     a batch id and no commit. Its `Nats-Batch-Sequence` says how many came before it, all
-    directly before it. Empty when there is none, and when the newest message is one a
-    schedule stored by a batch produced (schedules.py): it keeps the batch's headers."""
+    directly before it, numbered from 1 under the same id (anything else is no commit of
+    Brook's: a fast batch may store such headers as data). Empty when there is none, and
+    when the newest message is one a schedule stored by a batch produced (schedules.py):
+    it keeps the batch's headers."""
     last = store.load_last(">")
     if last is None or not last.header or BATCH_ID not in last.header:
         return range(0)
     header = last.header
-    if not hdrs.raw_value(header, BATCH_ID) or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
+    batch_id = hdrs.raw_value(header, BATCH_ID)
+    if not batch_id or hdrs.raw_value(header, _BATCH_COMMIT) is not None:
         return range(0)
     if hdrs.raw_value(header, SCHEDULER) and hdrs.raw_value(header, NEXT):
         return range(0)
     raw_seq = hdrs.raw_value(header, _BATCH_SEQ)
-    if raw_seq is None or not raw_seq.isdigit():
+    if raw_seq is None or not raw_seq.isdigit() or not 0 < int(raw_seq) <= last.seq:
         return range(0)
-    return range(max(last.seq - int(raw_seq) + 1, 1), last.seq + 1)
+    tail = range(last.seq - int(raw_seq) + 1, last.seq + 1)
+    for number, seq in enumerate(tail, 1):
+        msg = store.load(seq)
+        if msg is None:  # removed by the batch's own rollup or limits
+            continue
+        if (
+            not msg.header
+            or hdrs.raw_value(msg.header, BATCH_ID) != batch_id
+            or hdrs.raw_value(msg.header, _BATCH_SEQ) != b"%d" % number
+            or hdrs.raw_value(msg.header, _BATCH_COMMIT) is not None
+        ):
+            return range(0)
+    return tail

@@ -131,6 +131,7 @@ class JetStream:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.batch_limits.loop = self._loop  # the streams' idle-batch timers (batch.py)
         self.consumers.start(self._loop)
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)

@@ -2,8 +2,9 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (fast batches refused;
-atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+lists an older order): sealed, `max_msg_size`, batch publishes (fast ones by
+`fast_batch.py` and `_fast_batch`, each message then through the checks below; atomic
+ones staged and committed by `batch.py` and `_in_batch`), header size, counter
 increment (`counters.py`), expected stream, TTL permission, expected last subject
 sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
 permission, a counter's new total, TTL value, discard-new limits;
@@ -15,12 +16,13 @@ message has reached stable storage (`commit.py`), unless the stream was created 
 
 Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
-The stream owns no timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs `expire()`
-when `expiry.next_wakeup_ns` is due. `expire()` also fires the message schedules that are
-due (`schedules.py`, `_fire_schedules`): a message with `Nats-Schedule*` headers is checked
-after the expected sequences and before dedup, as nats-server checks it, and each stored
-message keeps the stream's `ScheduleIndex` up to date; a schedule due lowers
-`next_wakeup_ns` as a TTL does.
+The stream owns no expiry timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs
+`expire()` when `expiry.next_wakeup_ns` is due. `expire()` also fires the message
+schedules that are due (`schedules.py`, `_fire_schedules`): a message with
+`Nats-Schedule*` headers is checked after the expected sequences and before dedup, as
+nats-server checks it, and each stored message keeps the stream's `ScheduleIndex` up to
+date; a schedule due lowers `next_wakeup_ns` as a TTL does. Its staged atomic batches have
+their own idle timer, on the same clock (`AtomicBatches.timer`, batch.py).
 
 A full disk (`space.py`): a file stream asks `StoreSpace.admit` before storing (after the
 header checks and dedup, where nats-server checks its storage limit) and answers 10023
@@ -54,12 +56,15 @@ from brook.jetstream.batch import (
     BatchLimits,
     Commit,
     StagedMessage,
+    abandoned_advisory,
     uncommitted_tail,
 )
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
+from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
+from brook.jetstream.fast_batch import FastBatches, parse_reply
 from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
@@ -75,7 +80,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.stream")
 
-AckSender = Callable[[bytes, bytes], None]
+AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
 """(reply subject, PubAck JSON) -> None"""
 
 _EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -116,6 +121,7 @@ class Batched(Ingested):
 
     batch_id: str = ""
     count: int = 0
+    replied: bool = False  # a fast batch's publish: its replies are sent (fast_batch.py)
 
 
 @dataclass(slots=True)
@@ -151,8 +157,14 @@ class Stream:
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
-        self.batches = AtomicBatches(batch_limits or BatchLimits())  # batch.py
-        self._committing = False  # a batch's messages are being stored (`_commit`)
+        batch_limits = batch_limits or BatchLimits()
+        self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
+        self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
+            batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
+        )
+        # A batch's messages are being stored (`_commit`, `_fast_batch`): their
+        # `Nats-Batch-*` headers are data then.
+        self._committing = False
         # Message schedules (schedules.py), when the stream allows them: what is armed,
         # rebuilt from the stored messages; `_produced`: the header block of the message
         # a firing schedule is storing (exempt from the client's checks, and only it).
@@ -206,18 +218,20 @@ class Stream:
 
     def _drop_uncommitted_batch(self) -> None:
         """Remove what a crash left of a batch's commit (batch.py), before anything reads
-        the store: no consumer saw it, no PubAck named it."""
+        the store: no consumer saw it, no PubAck named it. Only a stream that takes atomic
+        batches has any, as nats-server looks only there."""
+        if not self.config.allow_atomic:
+            return
         tail = uncommitted_tail(self.store)
         if not tail:
             return
         try:
-            for seq in tail:
-                self.store.remove(seq)
+            self.store.truncate(tail.start - 1)
         except StoreError as exc:
             self.write_failed("remove an uncommitted atomic batch", exc)
             return
         log.warning(
-            "stream %s: removed messages %d-%d, an atomic batch whose commit a crash cut short",
+            "stream %s: cut off messages %d-%d, an atomic batch whose commit a crash cut short",
             self.name,
             tail.start,
             tail.stop - 1,
@@ -236,6 +250,8 @@ class Stream:
             self.batches.clear()  # as nats-server drops them when atomic publish is turned off
         if config.allow_msg_schedules and self.schedules is None:  # at open, or turned on
             self.schedules = ScheduleIndex.rebuild(self.store, self._now_ns())
+        if not config.allow_batched:
+            self.fast_batches.clear()
 
     # ------------------------------------------------------------------ publishing
 
@@ -263,6 +279,8 @@ class Stream:
         elif result.duplicate:
             ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
         elif type(result) is Batched:
+            if result.replied:
+                return result
             if not result.count:
                 self._send_ack(reply, b"")  # staged: the batch goes on
                 return result
@@ -289,8 +307,8 @@ class Stream:
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if reply is not None and len(reply) > 4 and reply.endswith(b".$FI"):
-            raise api_error("BATCH_PUBLISH_DISABLED")  # fast batches: not implemented
+        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
+            return self._fast_batch(subject, reply, header, data)
         if header is not None and BATCH_ID in header:
             batch_id = hdrs.raw_value(header, BATCH_ID)
             # An empty id is no batch (nats-server); a batch's message being committed, or
@@ -453,10 +471,35 @@ class Stream:
         the whole batch, each message through the checks of a publish, or nothing."""
         if not self.config.allow_atomic:
             raise api_error("ATOMIC_PUBLISH_DISABLED")
-        commit = self.batches.add(batch_id, subject, header, data, self._now_ns())
+        commit = self.batches.add(batch_id, subject, header, data)
         if commit is None:
             return Batched(0, False)
         return self._commit(commit)
+
+    def _fast_batch(self, subject: str, reply: bytes, header: bytes | None, data: bytes) -> Batched:
+        """One message (or ping) of a fast batch (fast_batch.py): stored at once through
+        the checks of a publish, its replies (flow acks, gaps, errors, the PubAck) sent by
+        the batch; what it stored reaches the consumers as a publish's would."""
+        if not self.config.allow_batched:
+            raise api_error("BATCH_PUBLISH_DISABLED")
+        op = parse_reply(reply)
+        stored = Ingested(0, False)
+
+        def store() -> tuple[int, bool]:
+            nonlocal stored
+            self._committing = True
+            try:
+                stored = self._ingest(subject, None, header, data)
+            finally:
+                self._committing = False
+            return stored.seq, stored.duplicate
+
+        seq = self.fast_batches.publish(op, reply, store)
+        return Batched(seq, bool(seq) and stored.kept, replied=True)
+
+    def _batch_abandoned(self, batch_id: str, reason: str) -> None:
+        """Announce an abandoned batch as nats-server does (batch.py)."""
+        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self._now_ns()))
 
     def _commit(self, commit: Commit) -> Batched:
         self._check_batch(commit)
@@ -816,4 +859,5 @@ class Stream:
 
     def close(self) -> None:
         self.batches.clear()  # its staged batches no longer count against the limit
+        self.fast_batches.clear()
         self.store.close()

@@ -190,8 +190,14 @@ class Server:
             max_acks_awaiting_sync=js_settings.max_acks_awaiting_sync,
             batch_limits=BatchLimits(
                 size_max=js_settings.batch_max_msgs,
-                inflight_per_stream=js_settings.batch_max_inflight_per_stream,
-                inflight_total=js_settings.batch_max_inflight_total,
+                inflight_per_stream=js_settings.batch_max_inflight_per_stream
+                or limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM,
+                inflight_total=js_settings.batch_max_inflight_total
+                or limits.ATOMIC_BATCH_INFLIGHT_TOTAL,
+                fast_inflight_per_stream=js_settings.batch_max_inflight_per_stream
+                or limits.FAST_BATCH_INFLIGHT_PER_STREAM,
+                fast_inflight_total=js_settings.batch_max_inflight_total
+                or limits.FAST_BATCH_INFLIGHT_TOTAL,
                 timeout_ns=round(js_settings.batch_timeout_s * 1e9),
             ),
         )

@@ -11,10 +11,9 @@ validates responses against schemas that forbid extra keys.
 A `subject_transform` and `republish` are decoded and checked by `transforms.py`,
 `mirror` and `sources` by `sources.py` (a valid mirror or source is still refused with
 10052 until Brook copies messages, ADR 0020). `allow_atomic` streams take atomic batch
-publishes (`batch.py`), `allow_msg_schedules` ones message schedules (`schedules.py`). Features
-Brook does not implement yet (fast batches) are rejected with 10052 rather than silently
-ignored. `placement` is kept and shown as
-nats-server does on a server without a cluster, where it places nothing.
+publishes (`batch.py`), `allow_batched` ones fast batches (`fast_batch.py`),
+`allow_msg_schedules` ones message schedules (`schedules.py`). `placement` is kept and
+shown as nats-server does on a server without a cluster, where it places nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ from brook.subjects import is_valid_subject, subset_match
 
 MIN_DURATION_NS = 100_000_000  # max_age and duplicate_window, when set
 MIN_MARKER_TTL_NS = 1_000_000_000  # subject_delete_marker_ttl, when set
-_UNSUPPORTED = ("allow_batched",)
 # nats-server's StreamConfigRequest: its StreamConfig plus `pedantic`. Any other key is
 # refused (10025), as nats-server's strict decoder refuses it.
 _REQUEST_KEYS = frozenset(
@@ -126,6 +124,7 @@ class StreamConfig:
     allow_msg_counter: bool = False  # counters.py
     allow_atomic: bool = False  # batch.py: atomic batch publishes
     allow_msg_schedules: bool = False  # schedules.py: messages that publish messages
+    allow_batched: bool = False  # fast_batch.py: fast batch publishes
     # "async": PubAcks do not wait for the fsync (persist.py); fixed at creation.
     persist_mode: str = "default"
     metadata: dict[str, str] = field(default_factory=dict)
@@ -179,9 +178,6 @@ def parse_stream_config(
         raise api_error("STREAM_NAME_CONTAINS_PATH_SEPARATORS")
     if not valid_stream_name(name):
         raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
-    for key in _UNSUPPORTED:
-        if body.get(key) not in (None, False, "", [], {}, 0):
-            raise _invalid(f"{key} is not supported by this server")
     subjects = _get(body, "subjects", list, [])
     if not all(isinstance(s, str) for s in subjects):
         raise invalid_json("subjects: expected an array of strings")
@@ -220,6 +216,7 @@ def parse_stream_config(
         allow_msg_counter=_get(body, "allow_msg_counter", bool, False),
         allow_atomic=_get(body, "allow_atomic", bool, False),
         allow_msg_schedules=_get(body, "allow_msg_schedules", bool, False),
+        allow_batched=_get(body, "allow_batched", bool, False),
         persist_mode=persist_mode,
         metadata=versioning.user_metadata(metadata),
         placement=_placement(body),
@@ -575,6 +572,8 @@ def stream_config_to_json(
         out["allow_msg_schedules"] = True
     if c.persist_mode != "default":
         out["persist_mode"] = c.persist_mode
+    if c.allow_batched:
+        out["allow_batched"] = True
     metadata = dict(c.metadata)
     metadata["_nats.req.level"] = str(_required_api_level(c))
     if server_version is not None:
@@ -586,7 +585,10 @@ def stream_config_to_json(
 
 def _required_api_level(c: StreamConfig) -> int:
     """nats-server's `_nats.req.level`: the API level of the newest feature the stream
-    uses (TTLs 1; counters, atomic batches, schedules and async persistence 2)."""
+    uses (TTLs 1; counters, atomic batches, schedules and async persistence 2, nats-server
+    2.12; fast batches 4, nats-server 2.14)."""
+    if c.allow_batched:
+        return 4
     if c.allow_msg_counter or c.allow_atomic or c.allow_msg_schedules or c.persist_mode == "async":
         return 2
     return 1 if c.allow_msg_ttl else 0

@@ -257,6 +257,13 @@ class MessageStore(Protocol):
         sequences that a crash took from the store, so they are never handed out twice."""
         ...
 
+    def truncate(self, last_seq: int) -> None:
+        """Take the store back to `last_seq`, as if no message above it had been stored:
+        those are gone and the next message gets `last_seq + 1`; what was removed up to
+        `last_seq` stays removed. For a tail no reader has seen (what a crash left of an
+        atomic batch's commit, cut when its stream opens)."""
+        ...
+
     def sync(self) -> None:
         """Make everything stored so far durable. Thread-safe against store() calls."""
         ...

@@ -196,6 +196,19 @@ class MemoryStore:
         if not self._msgs:
             self._first = last_seq + 1
 
+    def truncate(self, last_seq: int) -> None:
+        self._check_open()
+        if last_seq >= self._last:
+            return
+        for seq in range(last_seq + 1, self._last + 1):
+            if seq in self._msgs:
+                self._drop(seq)
+        kept = self._msgs.get(last_seq)
+        if kept is not None:
+            self._last_ts = kept.ts_ns
+        self._last = last_seq
+        self._advance_first()
+
     def sync(self) -> None:
         self._check_open()
 

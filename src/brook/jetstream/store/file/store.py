@@ -17,6 +17,7 @@ fsync ever sees a closed descriptor.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import threading
 import time
@@ -276,6 +277,74 @@ class FileStore:
             return
         self._reclaim()  # the segment rolled away from, if nothing in it is live
         self.sync()
+
+    def truncate(self, last_seq: int) -> None:
+        """Cut the log back to `last_seq`: the records from the first message above it
+        on are cut off, so that `last_seq` is the store's again and the next message
+        takes `last_seq + 1`. Removals of messages up to `last_seq` recorded after the
+        cut (tombstones, floors) are written again after it, so nothing removed comes
+        back. For a tail nobody has read: what a crash left of an atomic batch's commit,
+        cut when its stream opens."""
+        self._check_writable()
+        index = self._index
+        if last_seq >= index.last:
+            return
+        self.sync()  # nothing pending: no segment waits to be unlinked
+        segments = index.segments
+        pos = max(index.segment_at(last_seq + 1), 0)
+        cut: tuple[int, int, bool] | None = None  # (position, offset, preamble only)
+        kept: list[tuple[int, int]] = []  # removals after the cut of sequences <= last_seq
+        for i in range(pos, len(segments)):
+            seg = segments[i]
+            preamble = 0  # the length of the segment's first record
+            with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:
+                for item in fmt.scan(buf, seg.size):
+                    if isinstance(item, fmt.Damage):
+                        continue
+                    off, length, rtype, seq, _ts, _fl, _sl, _hl, dl = item
+                    preamble = preamble or length
+                    if cut is None:
+                        if rtype == fmt.T_MSG and seq > last_seq:
+                            cut = (i, off, off == preamble)
+                        continue
+                    if rtype == fmt.T_DELETE:
+                        ranges = fmt.decode_ranges(buf, off, dl)
+                        kept += [(lo, min(hi, last_seq)) for lo, hi in ranges if lo <= last_seq]
+                    elif rtype == fmt.T_STATE and seq > 1:  # a floor: below it is removed
+                        kept.append((1, min(seq - 1, last_seq)))
+        if cut is None:
+            return
+        i, offset, preamble_only = cut
+        with self._sync_lock, self._lock:
+            self._reader.forget()
+            doomed = segments[i + 1 :]
+            seg = segments[i]
+            # A segment left with its preamble only goes too, unless it is the first.
+            if i and preamble_only:
+                doomed.insert(0, seg)
+                seg = segments[i - 1]
+            else:
+                seg.truncate(offset)
+            try:
+                for chunk in range(0, len(kept), fmt.MAX_RANGES_PER_RECORD):
+                    ranges = kept[chunk : chunk + fmt.MAX_RANGES_PER_RECORD]
+                    seg.append(fmt.encode_delete(last_seq, time.time_ns(), ranges))
+                if self._fsync:
+                    os.fsync(seg.fd)
+                for gone in doomed:
+                    os.unlink(gone.path)
+                if self._fsync and doomed:
+                    fsync_dir(self._msgs_dir)
+            except OSError as exc:
+                self._failed = exc  # the log is no longer what the index says
+                raise _write_error(f"cannot truncate {self.directory}", exc) from exc
+            finally:
+                for gone in segments:
+                    gone.close()
+        self._candidates = []
+        self._roll_owed = False
+        self._lost = None
+        self._open(index.first, [])
 
     # ------------------------------------------------------------------ reading
 

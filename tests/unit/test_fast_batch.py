@@ -1,0 +1,79 @@
+"""Fast batches (fast_batch.py): the reply subject's pattern as nats-server reads it, and
+the idle timer on a stream over a memory store with a manual clock."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from brook.jetstream.batch import BatchLimits
+from brook.jetstream.errors import ApiError
+from brook.jetstream.fast_batch import FastOp, parse_reply
+from brook.jetstream.models import parse_stream_config
+from brook.jetstream.store.memory import MemoryStore
+from brook.jetstream.stream import Stream
+from tests.support.streams import Clock
+
+
+@pytest.mark.parametrize(
+    ("reply", "op"),
+    [
+        (b"in.b.5.fail.1.0.$FI", FastOp("b", 5, False, 1, 0)),
+        (b"a.b.in.b.0.ok.7.4.$FI", FastOp("b", 10, True, 7, 4)),  # a flow of 0 is 10
+        (b"in.b.x.fail.2.1.$FI", FastOp("b", 10, False, 2, 1)),
+        (b"in.b.-3.fail.2.2.$FI", FastOp("b", 10, False, 2, 2)),
+        (b"in.b.70000.fail.2.3.$FI", FastOp("b", 65535, False, 2, 3)),
+        (b"in." + b"i" * 64 + b".1.fail.1.0.$FI", FastOp("i" * 64, 1, False, 1, 0)),
+        (b"in..1.fail.1.0.$FI", FastOp("", 1, False, 1, 0)),
+    ],
+)
+def test_reply_patterns_taken(reply: bytes, op: FastOp) -> None:
+    assert parse_reply(reply) == op
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (b"b.1.fail.1.0.$FI", 10206),  # nothing before the batch id
+        (b"in.b.1.fail.18446744073709551615.1.$FI", 10206),  # the largest uint64
+        (b"in.b.1.fail.x.1.$FI", 10206),
+        (b"in.b.1.fail.1.-1.$FI", 10206),
+        (b"in.b.1.Fail.1.0.$FI", 10206),
+        (b"in." + b"i" * 65 + b".1.fail.1.0.$FI", 10207),
+    ],
+)
+def test_reply_patterns_refused(reply: bytes, code: int) -> None:
+    with pytest.raises(ApiError) as raised:
+        parse_reply(reply)
+    assert raised.value.err_code == code
+
+
+def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
+    clock = Clock()
+    limits = BatchLimits()
+    acks: list[dict[str, Any]] = []
+    config = {"name": "F", "subjects": ["f.>"], "storage": "memory", "allow_batched": True}
+    stream = Stream(
+        parse_stream_config(config, subject_name="F"),
+        MemoryStore(),
+        now_ns=clock,
+        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
+        committer=None,
+        created_ns=clock.now,
+        batch_limits=limits,
+    )
+    stream.ingest(b"f.x", b"in.a.1.fail.1.0.$FI", None, b"1")
+    assert acks == [{"type": "ack", "seq": 0, "msgs": 1}, {"type": "ack", "seq": 1, "msgs": 1}]
+    assert stream.fast_batches.sweep() == clock.now + limits.timeout_ns
+    clock.now += limits.timeout_ns - 1
+    stream.fast_batches.timer.run()
+    assert limits.fast_inflight == 1
+    clock.now += 1
+    stream.fast_batches.timer.run()  # nothing touched it for the timeout: dropped, silently
+    assert limits.fast_inflight == 0
+    assert len(acks) == 2
+    stream.ingest(b"f.x", b"in.a.1.fail.2.1.$FI", None, b"2")
+    assert acks[-1]["error"]["err_code"] == 10208
+    assert stream.store.state().messages == 1
