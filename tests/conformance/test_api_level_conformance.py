@@ -15,6 +15,7 @@ relative to the server's own (`{level}`, `{level+1}`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -280,7 +281,25 @@ def _h(*lines: str) -> bytes:
     return ("NATS/1.0\r\n" + "".join(f"{line}\r\n" for line in lines) + "\r\n").encode()
 
 
+async def _fast(r: Run, level: str | None, batch: str, seq: int, op: int) -> None:
+    """A fast batch message (its batch in the reply subject) with only the level header;
+    recorded: what came back to the reply subject."""
+    sub = await r.nc.subscribe("fq.>")
+    await r.nc.flush()
+    _, own = await _own(r)
+    headers = None if level is None else {_LEVEL: level.format(level=own, up=own + 1)}
+    reply = f"fq.{batch}.0.fail.{seq}.{op}.$FI"
+    await r.nc.publish("f.a", b"%d" % seq, reply=reply, headers=headers)
+    got: list[bytes] = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            got.append((await sub.next_msg(timeout=0.3)).data)
+    await sub.unsubscribe()
+    r.record(f"fast {batch} {seq} {op} {_LEVEL}: {level}", got)
+
+
 async def batches(r: Run) -> None:
+    abandoned = await r.nc.subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.>")
     await r.create("B", allow_atomic=True, allow_direct=True)
     # Asked at the server's level (or with an empty value): stored without (with) it.
     for n, level in enumerate(("{level}", "")):
@@ -298,6 +317,24 @@ async def batches(r: Run) -> None:
         await _request(r, "b.c", None, lines=(batch, "Nats-Batch-Sequence: 3"))
     await _request(r, "b.c", "x", lines=("Nats-Batch-Id: bad", "Nats-Batch-Sequence: 1"))
     await r.info("B")
+    # Fast batches likewise: stored without the header (no header block left), or ended.
+    await r.create("F", allow_batched=True, allow_direct=True)
+    await _fast(r, "{level}", "fa", 1, 0)
+    await _fast(r, "{level}", "fa", 2, 2)
+    await r.stored("F", "f.a")
+    await _fast(r, "{up}", "fb", 1, 0)
+    await _fast(r, None, "fb", 2, 2)
+    await _fast(r, None, "fc", 1, 0)
+    await _fast(r, "{up}", "fc", 2, 1)
+    await _fast(r, None, "fc", 3, 2)
+    await r.info("F")
+    # An atomic batch refused for its level is announced as abandoned, "unsupported".
+    reasons: list[tuple[str, str]] = []
+    with contextlib.suppress(TimeoutError):
+        while True:
+            advisory = json.loads((await abandoned.next_msg(timeout=0.3)).data)
+            reasons.append((advisory["batch"], advisory["reason"]))
+    r.record("abandoned", sorted(reasons))
 
 
 async def test_required_api_level_in_batches_matches(tmp_path: Path) -> None:

@@ -47,3 +47,4 @@ def test_the_header_leaves_a_batch_message_and_nothing_else_does() -> None:
     )
     twice = _h("Nats-Required-Api-Level: 1", "Nats-Batch-Id: b", "Nats-Required-Api-Level: 2")
     assert versioning.without_header(twice) == _h("Nats-Batch-Id: b")
+    assert versioning.without_header(_h("Nats-Required-Api-Level: 1")) == b""  # no block left

@@ -53,7 +53,7 @@ _BATCH_ID_BYTES_MAX = 64
 ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
 _ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 # nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
-TIMEOUT, LARGE, INCOMPLETE = "timeout", "large", "incomplete"
+TIMEOUT, LARGE, INCOMPLETE, UNSUPPORTED = "timeout", "large", "incomplete", "unsupported"
 # Go's encoding/json escapes these in strings; Python's json does not.
 _GO_ESCAPES = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -171,7 +171,7 @@ class AtomicBatches:
             raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_COMMIT")
         if hdrs.raw_value(header, versioning.REQUIRED_API_LEVEL_HEADER):  # not when empty
             if versioning.refuses(header):  # the whole batch, as nats-server
-                self._drop(key)
+                self._drop(key, UNSUPPORTED)
                 raise api_error("REQUIRED_API_LEVEL")
             header = versioning.without_header(header)
         batch.touched_ns = now_ns

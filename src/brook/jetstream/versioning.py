@@ -57,7 +57,10 @@ def refuses(header: bytes | None, level: int = limits.JETSTREAM_API_LEVEL) -> bo
 
 def without_header(header: bytes) -> bytes:
     """`header` with every `Nats-Required-Api-Level` line removed, as nats-server removes
-    it from the messages of a batch it accepts (which keep their `Nats-Batch-*` lines)."""
+    it from the messages of a batch it accepts; b"" when no other line is left."""
     prefix = REQUIRED_API_LEVEL_HEADER + b":"
-    lines = header.split(b"\r\n")
-    return b"\r\n".join(line for i, line in enumerate(lines) if not (i and line.startswith(prefix)))
+    status, *lines = header.split(b"\r\n")
+    kept = [line for line in lines if not line.startswith(prefix)]
+    if not any(kept):
+        return b""
+    return b"\r\n".join([status, *kept])
