@@ -118,7 +118,7 @@ async def _request(
 _USER = {"owner": "team", "_nats.foo": "kept", "_nats.req.level": "9", "_nats.ver": "x"}
 
 # A config of each API level Brook serves: 0, TTLs (1), counters, atomic batches,
-# schedules and async persistence (2), and their mixes.
+# schedules and async persistence (2), fast batches (4), and their mixes.
 STREAM_FEATURES: tuple[dict[str, Any], ...] = (
     {},
     {"allow_msg_ttl": True},
@@ -126,6 +126,7 @@ STREAM_FEATURES: tuple[dict[str, Any], ...] = (
     {"allow_msg_counter": True},
     {"allow_atomic": True},
     {"allow_msg_schedules": True},
+    {"allow_batched": True},  # 4
     {"persist_mode": "async"},
     {"persist_mode": "default"},
     {"allow_msg_ttl": True, "allow_atomic": True, "allow_msg_counter": True},
