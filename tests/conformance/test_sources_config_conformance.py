@@ -1,8 +1,9 @@
 """Mirror and source configurations nats-server refuses: the same requests on Brook and
 nats-server, error codes and texts compared, and nothing created on either (ADR 0020).
 
-Every configuration here is refused by both servers; valid ones are not (Brook refuses a
-valid mirror or source with 10052 until it copies messages).
+Every configuration here is refused by both servers. Valid mirrors are accepted and copy
+their origin (test_mirror_conformance.py); Brook still refuses a valid source, and a
+mirror through a durable consumer of its origin (ADR-60), with 10052.
 """
 
 from __future__ import annotations

@@ -1026,6 +1026,53 @@ def test_truncate_takes_the_store_back_to_a_sequence(make_store: MakeStore, reop
     assert store.load(5) == StoredMessage(5, "e", None, b"next", ts(9))
 
 
+@pytest.mark.parametrize("gap", [1, 3, 2000])  # inline records, and a new segment (file)
+def test_skip_msgs_leaves_deleted_gaps_that_survive_a_reopen(
+    make_store: MakeStore, reopen: Reopen, gap: int
+) -> None:
+    """A mirror stores its origin's messages at their own sequences (base.py `skip_msgs`,
+    nats-server's SkipMsgs): the skipped sequences are gaps, not lost, and stay skipped
+    after a reopen; the next message takes the sequence after them."""
+    store = make_store()
+    fill(store, ["a", "b"])
+    store.skip_msgs(1)  # never lowers anything
+    assert store.state().last_seq == 2
+    store.skip_msgs(2 + gap)
+    st_ = store.state(deleted_details=True)
+    assert (st_.messages, st_.first_seq, st_.last_seq, st_.lost) == (2, 1, 2 + gap, None)
+    assert st_.num_deleted == gap
+    assert st_.last_ts_ns == ts(1)
+    assert store.last_seq() == st_.last_seq
+    assert store.store("c", None, b"", ts(2)) == 3 + gap
+    store.skip_msgs(5 + gap)
+    assert store.store("d", None, b"", ts(3)) == 6 + gap
+    store = reopen(store)
+    st_ = store.state(deleted_details=True)
+    assert (st_.messages, st_.first_seq, st_.last_seq, st_.lost) == (4, 1, 6 + gap, None)
+    assert st_.deleted == [*range(3, 3 + gap), 4 + gap, 5 + gap]
+    assert [m.subject for m in store.load_batch(">", 1, 10)] == ["a", "b", "c", "d"]
+    assert store.load(3) is None
+    store.purge()
+    store.skip_msgs(20 + gap)
+    assert (store.state().first_seq, store.state().last_seq) == (21 + gap, 20 + gap)
+    store = reopen(store)
+    assert (store.state().first_seq, store.state().last_seq) == (21 + gap, 20 + gap)
+    assert store.store("e", None, b"", ts(4)) == 21 + gap
+
+
+def test_skip_msgs_of_an_empty_store_moves_its_first_sequence(
+    make_store: MakeStore, reopen: Reopen
+) -> None:
+    """A mirror of an origin whose first message is far along starts there."""
+    store = make_store()
+    store.skip_msgs(3)
+    assert (store.state().messages, store.state().first_seq, store.state().last_seq) == (0, 4, 3)
+    assert store.store("a", None, b"", ts(1)) == 4
+    store = reopen(store)
+    st_ = store.state()
+    assert (st_.messages, st_.first_seq, st_.last_seq, st_.num_deleted) == (1, 4, 4, 0)
+
+
 def test_reopen_with_configured_first_seq_after_messages(
     make_store: MakeStore, reopen: Reopen
 ) -> None:

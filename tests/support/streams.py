@@ -26,9 +26,8 @@ def make(**config: Any) -> tuple[Stream, Clock, list[dict[str, Any]]]:
     """Stream "S" on `s.>` with `config` on top; returns it, its clock and its PubAcks."""
     clock = Clock()
     acks: list[dict[str, Any]] = []
-    cfg = parse_stream_config(
-        {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}, subject_name="S"
-    )
+    body = {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}
+    cfg = parse_stream_config(body, subject_name=body["name"])
     stream = Stream(
         cfg,
         MemoryStore(first_seq=cfg.first_seq or 1),

@@ -141,3 +141,18 @@ def test_header_error_is_a_value_error() -> None:
 )
 def test_raw_value_reads_as_nats_server_does(block: bytes, value: bytes | None) -> None:
     assert headers.raw_value(block, b"Nats-Batch-Id") == value
+
+
+def test_remove_prefixed_cuts_lines_as_nats_server() -> None:
+    """`removeHeaderIfPrefixPresent`: whole lines whose name starts with the prefix, only
+    at the start of a line; nothing left but the empty block is no header."""
+    block = b"NATS/1.0\r\nNats-Msg-Id: 1\r\nNats-Expected-Stream: O\r\nX-Nats-Expected-A: b\r\n\r\n"
+    assert headers.remove_prefixed(block, b"Nats-Expected-") == (
+        b"NATS/1.0\r\nNats-Msg-Id: 1\r\nX-Nats-Expected-A: b\r\n\r\n"
+    )
+    only = b"NATS/1.0\r\nNats-Expected-Stream: O\r\nNats-Expected-Last-Sequence: 2\r\n\r\n"
+    assert headers.remove_prefixed(only, b"Nats-Expected-") is None
+    assert (
+        headers.remove_prefixed(b"NATS/1.0\r\nA: b\r\n\r\n", b"Nats-")
+        == b"NATS/1.0\r\nA: b\r\n\r\n"
+    )

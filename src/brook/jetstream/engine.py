@@ -42,6 +42,8 @@ from brook.jetstream.definitions import DATA_DIR, read_definition, write_definit
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
+from brook.jetstream.link import OriginLink
+from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.space import StoreSpace
@@ -65,6 +67,9 @@ class _Entry:
     consumers: ConsumerIndex[ConsumerRunner]
     subs: list[Subscription] = field(default_factory=list)
     committer: GroupCommitter | None = None
+    link: OriginLink | None = None  # a mirror's link to its origin (mirror.py)
+    # A mirror's direct gets for its origin (`mirror_direct`), once it caught up.
+    mirror_subs: list[Subscription] = field(default_factory=list)
 
 
 class JetStream:
@@ -241,6 +246,8 @@ class JetStream:
         refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
+        if config.mirror is None:
+            self._unlink(entry)  # a promotion: the stream takes publishes from now on
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
         entry.stream.reconfigure(config)
@@ -322,8 +329,53 @@ class JetStream:
         self._streams[config.name] = stream
         self._index_subjects(config, add=True)
         self._attach(entry)
+        self._link(entry)
         entry.timer.run()
         return stream
+
+    def _link(self, entry: _Entry) -> None:
+        """Start a mirror's link to its origin (ADR 0020); what it stores reaches the
+        mirror's consumers as a publish's would."""
+        stream = entry.stream
+        if stream.config.mirror is None or self._loop is None or entry.link is not None:
+            return
+        index = entry.consumers
+        timer = entry.timer
+
+        def stored(subject: str, seq: int) -> None:
+            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
+                runner.message_stored(seq)
+            wake = stream.expiry.next_wakeup_ns
+            if wake is not None and (timer.at is None or wake < timer.at):
+                timer.arm(wake)
+
+        def caught_up() -> None:
+            """nats-server's `subscribeToMirrorDirect`, once the mirror is nearly level
+            with its origin."""
+            source = stream.config.mirror
+            if stream.config.mirror_direct and source is not None and not entry.mirror_subs:
+                entry.mirror_subs = self._serve_direct(stream, source.name)
+
+        label = f"mirror {stream.name} of {stream.config.mirror.name}"
+        mirror = Mirror(stream, stored, caught_up)
+        entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
+        entry.link.start()
+
+    def _unlink(self, entry: _Entry) -> None:
+        if entry.link is not None:
+            entry.link.close()
+            entry.link = None
+        for sub in entry.mirror_subs:
+            self.internal.unsubscribe(sub)
+        entry.mirror_subs = []
+
+    def mirror_info(self, stream: Stream) -> dict[str, Any] | None:
+        """The `mirror` of the stream's info, None for a stream that is no mirror."""
+        source = stream.config.mirror
+        if source is None:
+            return None
+        entry = self._entries.get(stream.name)
+        return mirror_info(source, entry.link if entry else None, self.now_ns())
 
     def _attach(self, entry: _Entry) -> None:
         """Subscribe the stream to its subjects (and direct get)."""
@@ -357,18 +409,24 @@ class JetStream:
 
         entry.subs = [self.internal.subscribe(s, handler) for s in stream.config.subjects]
         if stream.config.allow_direct:
-            direct = DirectGet(stream, self._send_message)
-            prefix = f"$JS.API.DIRECT.GET.{stream.name}"
-            skip = len(prefix) + 1
+            entry.subs += self._serve_direct(stream, stream.name)
 
-            def serve(
-                subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-            ) -> None:
-                rest = subject[skip:].decode("utf-8", "surrogateescape")
-                direct.handle(rest.split(".") if rest else [], reply, header, data)
+    def _serve_direct(self, stream: Stream, name: str) -> list[Subscription]:
+        """Answer direct gets for the stream `name` from `stream` (itself, or the origin
+        of a mirror with `mirror_direct`), in nats-server's queue group: each request is
+        answered by one of the streams that serve that name."""
+        direct = DirectGet(stream, self._send_message)
+        prefix = f"$JS.API.DIRECT.GET.{name}"
+        skip = len(prefix) + 1
 
-            for pattern in (prefix, prefix + ".>"):
-                entry.subs.append(self.internal.subscribe(pattern, serve, queue=b"_sys_"))
+        def serve(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            rest = subject[skip:].decode("utf-8", "surrogateescape")
+            direct.handle(rest.split(".") if rest else [], reply, header, data)
+
+        return [
+            self.internal.subscribe(pattern, serve, queue=b"_sys_")
+            for pattern in (prefix, prefix + ".>")
+        ]
 
     def _unregister(self, name: str, *, notify: bool) -> _Entry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is
@@ -376,6 +434,7 @@ class JetStream:
         self.consumers.remove_stream(name, notify=notify)
         self._detach(name)
         entry = self._entries.pop(name)
+        self._unlink(entry)
         del self._streams[name]
         self._index_subjects(entry.stream.config, add=False)
         return entry

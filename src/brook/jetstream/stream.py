@@ -466,6 +466,63 @@ class Stream:
         if due is not None:
             self.expiry.wake_by(due)  # the engine's timer fires for it
 
+    def ingest_mirrored(
+        self, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
+    ) -> bool:
+        """Store a message of the origin of a mirror at the origin's sequence `seq` and
+        timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
+        the sequences before it that the origin no longer has become gaps (`skip_msgs`),
+        then the stream's own limits and expiry apply as after a publish. None of a
+        publish's checks apply: a mirror stores what its origin stored. Returns whether the
+        message is kept: not when `seq` is stored already, nor on an interest stream when
+        no consumer wants it (it takes its sequence and is removed, as a publish); a store
+        failure raises `StoreError` (nothing more stored). What it removed goes to
+        `on_removed` before it returns."""
+        store = self.store
+        last = store.last_seq()
+        if seq <= last:
+            return False
+        space = self._space
+        if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
+            raise StoreFullError("no room for a mirrored message")
+        if seq > last + 1:
+            store.skip_msgs(seq - 1)
+        store.store(subject, header, data, ts_ns)
+        config = self.config
+        retention = self.retention
+        if (
+            config.retention == "interest"
+            and retention is not None
+            and not retention.wanted(subject)
+        ):
+            store.remove(seq)
+            retention.not_kept()
+            return False
+        if config.allow_msg_ttl and header:
+            value = ttls.header_value(header)
+            try:
+                ttl = ttls.parse_ttl(value) if value else 0
+            except ttls.InvalidTTL:
+                ttl = 0
+            if ttl:
+                self.expiry.ttl_stored(seq, ts_ns, ttl)
+        if config.max_age > 0:
+            self.expiry.wake_by(ts_ns + config.max_age)
+        try:
+            self._enforce_limits(subject)
+        finally:
+            if self._removed:
+                self._report_removed()
+        return True
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """`callback` once what was stored so far is on stable storage (the stream's
+        group commit; at once without one)."""
+        if self._committer is None:
+            callback(None)
+        else:
+            self._committer.request(callback)
+
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores
         the whole batch, each message through the checks of a publish, or nothing."""

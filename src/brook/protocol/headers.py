@@ -86,3 +86,28 @@ def raw_value(block: bytes, name: bytes) -> bytes | None:
         if sep and key == name:
             return value.lstrip(b" ")
     return None
+
+
+_EMPTY_BLOCK_BYTES = len(PREFIX) + 4  # "NATS/1.0\r\n\r\n"
+
+
+def remove_prefixed(block: bytes, prefix: bytes) -> bytes | None:
+    """The block without its lines whose name starts with `prefix`, as nats-server's
+    `removeHeaderIfPrefixPresent` cuts them from the raw bytes (a line counts when the
+    prefix follows a newline); None when nothing but the empty block is left."""
+    index = 0
+    while index < len(block):
+        start = block.find(prefix, index)
+        if start < 0:
+            return block
+        index = start
+        if index < 1 or block[index - 1] != 0x0A:
+            index += len(prefix)
+            continue
+        end = block.find(b"\r\n", index + len(prefix))
+        if end < 0:
+            return block
+        block = block[:index] + block[end + 2 :]
+        if len(block) <= _EMPTY_BLOCK_BYTES:
+            return None
+    return block

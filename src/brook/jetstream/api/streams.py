@@ -70,6 +70,9 @@ class StreamApi:
         }
         if cluster:
             out["cluster"] = {"leader": self.server_name}
+        mirror = self.js.mirror_info(stream)
+        if mirror is not None:
+            out["mirror"] = mirror
         out["ts"] = models.format_ts_ns(self.js.now_ns())
         return out
 

@@ -59,7 +59,7 @@ def stream_state_to_json(state: StreamState, consumer_count: int) -> dict[str, A
         out["subjects"] = state.subjects
     if state.num_deleted:
         out["num_deleted"] = state.num_deleted
-    if state.deleted is not None:
+    if state.deleted:  # nats-server's omitempty: no gaps, no key
         out["deleted"] = state.deleted
     if state.lost is not None:  # nats-server's `lost`: messages damage or a crash took
         out["lost"] = {"msgs": list(state.lost.msgs), "bytes": state.lost.bytes}

@@ -402,9 +402,12 @@ def source_json(source: StreamSource) -> dict[str, Any]:
 
 
 def refuse_unbuilt(mirror: StreamSource | None, sources: list[StreamSource]) -> None:
-    """Until mirrors and sources copy messages (ADR 0020), a valid one is refused with
-    10052 when a stream is created or updated, after every check of its configuration."""
-    if mirror is not None:
-        raise api_error("STREAM_INVALID_CONFIG", err="mirror is not supported by this server")
+    """Until sources copy messages (ADR 0020), a valid one is refused with 10052 when a
+    stream is created or updated, after every check of its configuration; so is a mirror
+    through a durable consumer of its origin (ADR-60: its link sends no consumer reset)."""
+    if mirror is not None and mirror.consumer is not None:
+        raise api_error(
+            "STREAM_INVALID_CONFIG", err="mirror consumer is not supported by this server"
+        )
     if sources:
         raise api_error("STREAM_INVALID_CONFIG", err="sources is not supported by this server")

@@ -224,6 +224,10 @@ class MessageStore(Protocol):
         is not None. The stream layer calls this after every removal, so keep it cheap."""
         ...
 
+    def last_seq(self) -> int:
+        """`state().last_seq`, without building the state (a mirror asks it per message)."""
+        ...
+
     def subject_state(self, filter_subject: str) -> SubjectState:
         """Count, first and last sequence of messages on subjects matching the filter."""
         ...
@@ -262,6 +266,14 @@ class MessageStore(Protocol):
         those are gone and the next message gets `last_seq + 1`; what was removed up to
         `last_seq` stays removed. For a tail no reader has seen (what a crash left of an
         atomic batch's commit, cut when its stream opens)."""
+        ...
+
+    def skip_msgs(self, last_seq: int) -> None:
+        """Sequences up to `last_seq` count as assigned and deleted (nats-server's
+        `SkipMsgs`): `last_seq` rises to it (never falls), the next message gets
+        `last_seq + 1`, and the skipped sequences are gaps like removed messages (not
+        lost). A mirror stores its origin's messages at their own sequences this way.
+        Durable with the next `sync()`."""
         ...
 
     def sync(self) -> None:

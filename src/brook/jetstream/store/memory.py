@@ -209,6 +209,14 @@ class MemoryStore:
         self._last = last_seq
         self._advance_first()
 
+    def skip_msgs(self, last_seq: int) -> None:
+        self._check_open()
+        if last_seq <= self._last:
+            return
+        self._last = last_seq
+        if not self._msgs:
+            self._first = last_seq + 1
+
     def sync(self) -> None:
         self._check_open()
 
@@ -281,6 +289,10 @@ class MemoryStore:
         for _, seqs in self._matching(flt):
             best = max(best, seqs.last())
         return self._msgs[best] if best else None
+
+    def last_seq(self) -> int:
+        self._check_open()
+        return self._last
 
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None

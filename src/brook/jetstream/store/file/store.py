@@ -57,6 +57,8 @@ from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BY
 from brook.jetstream.store.filters import compile_filter
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+# `skip_msgs`: gaps of up to this many sequences are written inline (41 bytes each).
+SKIP_INLINE_MAX = 1024
 
 
 def _write_error(what: str, exc: OSError) -> StoreError:
@@ -346,6 +348,32 @@ class FileStore:
         self._lost = None
         self._open(index.first, [])
 
+    def skip_msgs(self, last_seq: int) -> None:
+        """A short gap is written inline as one ERASED message record per sequence (41
+        bytes each, replayed as removed slots: storage-format.md 6.3), so a mirror of a
+        stream with scattered deletions keeps filling one segment; a longer one starts a
+        new segment named `last_seq + 1` (6.1: the name proves the sequences below it
+        were assigned). Both become durable with the next sync (the group commit)."""
+        self._check_writable()
+        index = self._index
+        if last_seq <= index.last:
+            return
+        if last_seq - index.last > SKIP_INLINE_MAX:
+            index.last = last_seq
+            if not index.messages:
+                index.first = last_seq + 1
+            try:
+                self._roll()
+            except StoreFullError:
+                self._roll_owed = True  # the next append rolls first (7.6)
+                return
+            self._reclaim()  # the segment rolled away from, if nothing in it is live
+            return
+        ts = index.last_ts
+        for seq in range(index.last + 1, last_seq + 1):
+            record = fmt.encode_message(seq, ts, b"\0", b"", b"", fmt.F_ERASED)
+            index.add_removed(self._append_record(record), seq, ts)
+
     # ------------------------------------------------------------------ reading
 
     def load(self, seq: int) -> StoredMessage | None:
@@ -375,6 +403,10 @@ class FileStore:
         self._check_open()
         seq = q.last_live(self._index, compile_filter(filter_subject))
         return self.load(seq) if seq else None
+
+    def last_seq(self) -> int:
+        self._check_open()
+        return self._index.last
 
     def state(
         self, *, deleted_details: bool = False, subjects_filter: str | None = None

@@ -1,0 +1,409 @@
+"""The link from a mirror or a source to its origin (ADR 0020), generic over the two.
+
+A link is a client of the origin's JetStream API, through the engine's in-process client
+(`routing/internal.py`), exactly as nats-server's `setupMirrorConsumer` and
+`setupSourceConsumer` are: it publishes the consumer-create request its kind builds (the
+same subject, header and JSON, `external.api` already applied) with a reply subject
+`$JSC.R.<id>`, and once the origin answers it subscribes to the consumer's deliver
+subject. Locally the request reaches Brook's own API; across a leafnode it will reach a
+remote server with no change here.
+
+What it does with the deliveries is its kind's (`LinkKind`: the mirror's or a source's
+tracking and ingest); the link handles the rest as nats-server does:
+
+* deliveries are queued and taken a slice per loop turn (`_BATCH`), in order with the
+  control messages;
+* control messages: a flow-control request is answered with the last delivery and origin
+  sequences once what was stored before it is durable (the stream's group commit), so
+  the origin never runs further ahead than its flow-control window of what is on disk; an
+  idle heartbeat whose `Nats-Last-Consumer` is not the last delivery seen means a
+  delivery was lost: the consumer is recreated; one naming a stalled flow-control request
+  (`Nats-Consumer-Stalled`) gets that request answered;
+* a consumer that delivered nothing (not even a heartbeat) for `HEALTH_CHECK_NS` is
+  stalled: recreated;
+* a create that failed or got no reply within `CREATE_WAIT_NS` is retried after
+  `retry_backoff_ns` (nats-server's `calculateRetryBackoff`) plus jitter, and never sooner
+  than `RETRY_THRESHOLD_NS` after the previous request;
+* each (re)creation asks its kind for the request anew, so that it starts after what the
+  stream has stored (a mirror: its last sequence + 1);
+* an origin that refuses a sourcing consumer as too new is asked again without it
+  (`without_sourcing`).
+
+The origin's old consumer is not deleted on a retry: as in nats-server it goes away after
+its inactive threshold (10 s); deliveries from it are ignored (`Tracking.consumer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+import secrets
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from brook.jetstream.consumer.acks import parse_ack_subject
+from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.sourcing import Tracking
+from brook.protocol import headers as hdrs
+from brook.routing.internal import InternalClient
+from brook.routing.sublist import Subscription
+
+log = logging.getLogger("brook.link")
+
+HEARTBEAT_NS = 1_000_000_000  # the origin consumer's idle heartbeat (sourceHealthHB)
+HEALTH_CHECK_NS = 10_000_000_000  # stalled after this long without a message
+RETRY_THRESHOLD_NS = 2_000_000_000  # never two create requests closer than this
+CREATE_WAIT_NS = 30_000_000_000  # how long a create request waits for its reply
+_RETRY_BASE_NS = 5_000_000_000
+_RETRY_MAX_NS = 120_000_000_000
+_JITTER_NS = 100_000_000
+# Deliveries taken per turn of the event loop: the origin's consumer hands over its whole
+# flow-control window at once, which the link works through a slice at a time so that
+# other clients are served meanwhile (nats-server's ipQueue and its goroutine). The queue
+# holds at most that window: the link answers a flow-control request only once it took
+# (and synced) what came before it.
+_BATCH = 256
+_ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# The ack reply of a delivery in its common (version 1) form: read without decoding it.
+_ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
+_LAST_CONSUMER = b"Nats-Last-Consumer"
+_STALLED = b"Nats-Consumer-Stalled"
+
+
+def retry_backoff_ns(fails: int) -> int:
+    """nats-server's `calculateRetryBackoff`: 10 s per failure so far, at most 2 min."""
+    return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
+
+
+def random_id() -> str:
+    """8 random base-62 characters, as nats-server's `syncSubject` and
+    `createConsumerName` make them."""
+    return "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
+
+
+def sync_subject(prefix: str) -> str:
+    """nats-server's `syncSubject`: `prefix` and a random id."""
+    return f"{prefix}.{random_id()}"
+
+
+class Delivery(NamedTuple):
+    """What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
+    seq>.<delivery seq>.<ts>.<pending>`): a tuple, made once per message copied."""
+
+    consumer: str
+    delivered: int
+    stream_seq: int
+    consumer_seq: int
+    timestamp_ns: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """One consumer-create request: where it goes, its header and JSON body."""
+
+    subject: str
+    header: bytes | None
+    body: dict[str, Any]
+
+
+class LinkKind(Protocol):
+    """What differs between a mirror and a source."""
+
+    # The catalogue name of its setup failures (10029 for a mirror, 10045 for a source).
+    setup_error: str
+
+    def create_request(self) -> CreateRequest:
+        """The request for a new consumer, starting after what is stored now."""
+        ...
+
+    def created(self, info: dict[str, Any], tracking: Tracking) -> None:
+        """The origin created the consumer (`info`: its ConsumerInfo); set `tracking`'s
+        sequences to where the deliveries start. Raises `StoreError` to retry."""
+        ...
+
+    def delivered(
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
+    ) -> bool:
+        """One delivery (its ack reply read as `meta`); False: recreate the consumer."""
+        ...
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """`callback` once what was stored so far is durable."""
+        ...
+
+
+class OriginLink:
+    """One mirror's or source's consumer on its origin, kept alive (module docstring)."""
+
+    def __init__(
+        self,
+        kind: LinkKind,
+        client: InternalClient,
+        loop: asyncio.AbstractEventLoop,
+        now_ns: Callable[[], int],
+        label: str,
+    ) -> None:
+        self.kind = kind
+        self._client = client
+        self._loop = loop
+        self._now_ns = now_ns
+        self._label = label  # for logs: "mirror M of O"
+        self.tracking = Tracking()
+        self.lag = 0
+        self.last_active_ns = 0  # the last message from the origin's consumer, 0: none yet
+        self.error: ApiError | None = None
+        self.fails = 0
+        self.requested = False  # a create request was sent (stream info shows the filter)
+        self._last_request_ns = 0
+        self._reply_sub: Subscription | None = None
+        self._deliver_sub: Subscription | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
+        self._request: CreateRequest | None = None  # the create request last sent
+        self._draining = False  # a `_drain` is scheduled
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Create the consumer soon (nats-server waits 100-200 ms after the stream)."""
+        self._schedule(0)
+
+    def close(self) -> None:
+        self._closed = True
+        self._cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _cancel(self) -> None:
+        """Drop the current consumer's subscriptions; its deliveries are ignored now."""
+        for sub in (self._reply_sub, self._deliver_sub):
+            if sub is not None:
+                self._client.unsubscribe(sub)
+        self._reply_sub = self._deliver_sub = None
+        self._inbox.clear()
+        self.tracking.consumer = ""
+
+    def _schedule(self, backoff_ns: int) -> None:
+        """The next create: after `backoff_ns`, the request threshold and jitter."""
+        if self._closed:
+            return
+        wait = max(0, RETRY_THRESHOLD_NS - (self._now_ns() - self._last_request_ns))
+        if not self._last_request_ns:
+            wait = 0
+        wait += backoff_ns + _JITTER_NS + random.randrange(_JITTER_NS)
+        self._arm(wait, self._create)
+
+    def _arm(self, wait_ns: int, action: Callable[[], None]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(wait_ns / 1e9, action)
+
+    def retry(self) -> None:
+        """Recreate the consumer after the last stored (a gap, a stall, an error)."""
+        self._cancel()
+        self._schedule(retry_backoff_ns(self.fails))
+
+    def _failed(self, error: ApiError) -> None:
+        self.error = error
+        self.fails += 1
+        self.retry()
+
+    # ------------------------------------------------------------------ create
+
+    def _create(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        self._cancel()
+        self.requested = True
+        self._last_request_ns = self._now_ns()
+        try:
+            request = self.kind.create_request()
+        except Exception as exc:  # the stream's store failed: try again later
+            log.warning("%s: cannot build its consumer request: %s", self._label, exc)
+            self._failed(self._setup_failed(str(exc)))
+            return
+        self._send(request)
+
+    def _send(self, request: CreateRequest) -> None:
+        self._request = request
+        reply = sync_subject("$JSC.R")
+        self._reply_sub = self._client.subscribe(reply, self._on_reply)
+        body = json.dumps(request.body, separators=(",", ":")).encode()
+        self._client.publish(request.subject.encode(), body, request.header, reply.encode())
+        if self._reply_sub is not None:  # no answer yet (a remote origin): wait for it
+            self._arm(CREATE_WAIT_NS, self._create_timed_out)
+
+    def _create_timed_out(self) -> None:
+        self._timer = None
+        log.warning("%s: no reply to its consumer create request", self._label)
+        self._failed(self._setup_failed("timeout"))
+
+    def _on_reply(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> None:
+        if self._reply_sub is None:
+            return
+        self._client.unsubscribe(self._reply_sub)
+        self._reply_sub = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            self._failed(api_error("INVALID_JSON"))
+            return
+        info = answer if isinstance(answer, dict) else {}
+        retry = without_sourcing(self._request, info.get("error"))
+        if retry is not None:  # an origin that knows no sourcing consumers
+            self._send(retry)
+            return
+        config = info.get("config")
+        deliver = config.get("deliver_subject") if isinstance(config, dict) else None
+        if info.get("error") or not isinstance(deliver, str) or not deliver:
+            log.warning("%s: origin refused its consumer: %s", self._label, info.get("error"))
+            self._failed(self._origin_error(info.get("error")))
+            return
+        tracking = self.tracking
+        try:
+            self.kind.created(info, tracking)
+        except Exception as exc:  # a malformed answer, or the stream's store failed
+            self._failed(self._setup_failed(str(exc)))
+            return
+        tracking.consumer = str(info.get("name", ""))
+        self.error = None
+        self.fails = 0
+        self.last_active_ns = self._now_ns()  # not stalled at the first check
+        self._deliver_sub = self._client.subscribe(deliver, self._on_message)
+        self._arm(HEALTH_CHECK_NS, self._health_check)
+
+    # ------------------------------------------------------------------ deliveries
+
+    def _health_check(self) -> None:
+        self._timer = None
+        if self._now_ns() - self.last_active_ns > HEALTH_CHECK_NS:
+            log.info("%s: stalled, recreating its consumer", self._label)
+            self.retry()
+        else:
+            self._arm(HEALTH_CHECK_NS, self._health_check)
+
+    def _on_message(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
+    ) -> None:
+        """Queued, and taken `_BATCH` at a time in later turns of the loop (`_drain`)."""
+        if self._deliver_sub is None:
+            return
+        self.last_active_ns = self._now_ns()
+        self._inbox.append((subject, reply, header, data))
+        if not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._draining = False
+        inbox = self._inbox
+        for _ in range(min(len(inbox), _BATCH)):
+            self._take(*inbox.popleft())  # a retry empties the inbox
+        if inbox and not self._draining:
+            self._draining = True
+            self._loop.call_soon(self._drain)
+
+    def _take(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+        if header is not None and header.startswith(b"NATS/1.0 100"):
+            self._control(reply, header)
+            return
+        meta = read_ack_reply(reply) if reply else None
+        if meta is None or meta.consumer != self.tracking.consumer:
+            return  # an older consumer's (nats-server's isCurrentSub)
+        if header:
+            header = hdrs.remove_prefixed(header, b"Nats-Expected-")
+            if header:
+                header = hdrs.remove_prefixed(header, b"Nats-Batch-")
+        self.lag = meta.pending - 1 if meta.pending else 0
+        if not self.kind.delivered(
+            self.tracking, meta, subject.decode("utf-8", "surrogateescape"), header, data
+        ):
+            self.retry()
+
+    def _setup_failed(self, reason: str) -> ApiError:
+        return api_error(self.kind.setup_error, err=reason)
+
+    def _origin_error(self, error: Any) -> ApiError:
+        """The origin's error as it sent it (stream info shows it), or a setup failure."""
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            code, err_code = int(error["code"]), int(error.get("err_code", 0))
+            return ApiError("ORIGIN", code, err_code, str(error.get("description", "")))
+        return self._setup_failed("invalid consumer create response")
+
+    def _control(self, reply: bytes | None, header: bytes) -> None:
+        tracking = self.tracking
+        if reply:  # flow control: answered once what came before it is durable
+            dseq, sseq = tracking.dseq, tracking.sseq
+            answer = b"NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n" % (
+                dseq,
+                sseq,
+            )
+
+            def send(error: BaseException | None) -> None:
+                if error is None and not self._closed:
+                    self._client.publish(reply, b"", answer)
+
+            self.kind.when_durable(send)
+            return
+        last = hdrs.raw_value(header, _LAST_CONSUMER)
+        if last is not None and last.isdigit() and int(last) > 0 and int(last) != tracking.dseq:
+            self.retry()  # a delivery went missing
+            return
+        stalled = hdrs.raw_value(header, _STALLED)
+        if stalled:
+            self._client.publish(stalled, b"")
+
+
+def read_ack_reply(reply: bytes) -> Delivery | None:
+    """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
+    expression: this runs for every message a mirror or source copies)."""
+    m = _ACK_REPLY.fullmatch(reply)
+    if m is not None:
+        _, consumer, d, s, c, t, p = m.groups()
+        return Delivery(consumer.decode(), int(d), int(s), int(c), int(t), int(p))
+    meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
+    if meta is None:
+        return None
+    return Delivery(
+        meta.consumer,
+        meta.delivered,
+        meta.stream_seq,
+        meta.consumer_seq,
+        meta.timestamp_ns,
+        meta.pending,
+    )
+
+
+# The errors after which nats-server asks again without `sourcing`: the origin's API level
+# is too low for it (JSRequiredApiLevelErr), or its JSON decoder does not know the field.
+_NO_SOURCING_ERRORS = (10185, 10025)
+
+
+def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
+    """nats-server's second try when the origin refused a sourcing consumer as too new:
+    the same request without `sourcing` nor the API-level header, under a name of its own
+    (`<name>_<8 random characters>`, in the subject too where the name is)."""
+    if request is None or not isinstance(error, dict):
+        return None
+    config = request.body.get("config", {})
+    if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
+        return None
+    name = config["name"]
+    unique = f"{name}_{random_id()}"
+    config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
+    subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
+    return CreateRequest(subject, None, {**request.body, "config": config})

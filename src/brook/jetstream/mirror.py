@@ -1,0 +1,203 @@
+"""Mirrors (ADR 0020): a stream holding a copy of another, at the origin's sequences.
+
+`Mirror` is the mirror's side of its `OriginLink` (link.py): the consumer-create request
+nats-server's `setupMirrorConsumer` sends (byte for byte the same JSON, subject and
+`Nats-Required-Api-Level` header), where the deliveries start once the origin answers
+(sequences the origin no longer has are skipped), and each delivery as
+`processInboundMirrorMsg` takes it (`sourcing.Tracking`): stored at its origin sequence
+and timestamp (`Stream.ingest_mirrored`), under the subject its `subject_transforms` map
+it to, the gaps before it skipped when the origin lost them; any other jump in the
+delivery sequence recreates the consumer after the last stored.
+
+A mirror has no subjects: nothing a client publishes reaches it (nats-server answers a
+publish to its name with no responders, as Brook does), and an update that removes the
+mirror promotes it into an ordinary stream (nats-server 2.12), whose link is then closed.
+A mirror resumes after a restart from its own last sequence + 1: the store is the
+position, so nothing is copied twice and nothing skipped.
+
+With `mirror_direct` (inherited from a local origin's `allow_direct`) a mirror answers its
+origin's direct gets too, from its first delivery with fewer than `CAUGHT_UP_PENDING`
+messages pending (the engine subscribes it, `caught_up`): a read replica.
+
+`mirror_info` is the `mirror` of stream info (nats-server's `StreamSourceInfo`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from brook.jetstream.link import (
+    HEALTH_CHECK_NS,
+    HEARTBEAT_NS,
+    CreateRequest,
+    Delivery,
+    OriginLink,
+    sync_subject,
+)
+from brook.jetstream.models.consumer_json import format_time_with_offset
+from brook.jetstream.models.sources import StreamSource, go_hash
+from brook.jetstream.models.transforms import subject_transform_json
+from brook.jetstream.sourcing import Tracking, Verdict
+from brook.jetstream.store.base import StoreError
+from brook.jetstream.stream import Stream
+from brook.routing.transform import SubjectTransform
+
+ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
+_ACK_WAIT_NS = 22 * 3600 * 1_000_000_000
+_API_PREFIX = "$JS.API"
+# The API level nats-server's mirror asks the origin for (durable sourcing, reset).
+_REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
+
+Stored = Callable[[str, int], None]
+"""(subject, sequence) of a message the mirror stored: the engine tells its consumers."""
+
+# A delivery with fewer messages pending than this has the mirror nearly level with its
+# origin: it starts answering the origin's direct gets (`mirror_direct`).
+CAUGHT_UP_PENDING = 10  # nats-server's dgetCaughtUpThresh
+
+
+def consumer_name(stream_name: str) -> str:
+    """nats-server's `JS_MIRROR_<createStableConsumerHash>` (no JetStream domain here)."""
+    return f"JS_MIRROR_{go_hash(f'{stream_name} {ACCOUNT}')}"
+
+
+class Mirror:
+    """The mirror's kind of link (`link.LinkKind`)."""
+
+    setup_error = "MIRROR_CONSUMER_SETUP_FAILED"
+
+    def __init__(
+        self, stream: Stream, stored: Stored, caught_up: Callable[[], None] | None = None
+    ) -> None:
+        source = stream.config.mirror
+        assert source is not None
+        self.stream = stream
+        self.source: StreamSource = source
+        self._stored = stored
+        self._caught_up = caught_up  # called once, at the first delivery nearly level
+        self._transforms = [
+            SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms
+        ]
+
+    def create_request(self) -> CreateRequest:
+        source = self.source
+        state = self.stream.store.state()
+        config: dict[str, Any] = {
+            "name": consumer_name(self.stream.name),
+            "deliver_policy": "by_start_sequence",
+            "opt_start_seq": state.last_seq + 1,
+        }
+        if state.messages == 0 and state.first_seq == 0:  # never used: its start options
+            del config["opt_start_seq"]
+            if source.opt_start_seq > 0:
+                config["opt_start_seq"] = source.opt_start_seq
+            elif source.opt_start_time is not None:
+                config["deliver_policy"] = "by_start_time"
+                config["opt_start_time"] = format_time_with_offset(
+                    source.opt_start_time, source.opt_start_time_offset
+                )
+        if "opt_start_seq" not in config and "opt_start_time" not in config:
+            config["deliver_policy"] = "all"
+        config |= {"ack_policy": "none", "ack_wait": _ACK_WAIT_NS, "max_deliver": 1}
+        filters = [t.src for t in source.subject_transforms]
+        if source.filter_subject:
+            config["filter_subject"] = source.filter_subject
+        elif len(filters) == 1:
+            config["filter_subject"] = filters[0]
+        elif filters:
+            config["filter_subjects"] = filters
+        external = source.external
+        if external is not None and external.deliver:
+            deliver = link_subject(external.deliver + ".M")
+        else:
+            deliver = link_subject("$JS.M")
+        config |= {
+            "replay_policy": "instant",
+            "flow_control": True,
+            "deliver_subject": deliver,
+            "idle_heartbeat": HEARTBEAT_NS,
+            "inactive_threshold": HEALTH_CHECK_NS,
+            "num_replicas": 0,
+            "direct": True,
+            "sourcing": True,
+            "metadata": {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name},
+        }
+        if "filter_subject" in config:
+            subject = f"{_API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
+            subject += "." + config["filter_subject"]
+        else:
+            subject = f"{_API_PREFIX}.CONSUMER.CREATE.{source.name}"
+        if external is not None:
+            subject = subject.replace(_API_PREFIX, external.api, 1).replace("..", ".")
+        body = {"stream_name": source.name, "config": config, "action": ""}
+        return CreateRequest(subject, _REQUIRED_API_LEVEL, body)
+
+    def created(self, info: dict[str, Any], tracking: Tracking) -> None:
+        """Sequences the origin delivered before this consumer's start are skipped (the
+        origin lost them, or the mirror starts late: `opt_start_seq`)."""
+        delivered = int(info.get("delivered", {}).get("stream_seq", 0))
+        store = self.stream.store
+        last = store.state().last_seq
+        if last < delivered:
+            store.skip_msgs(delivered)
+        tracking.dseq = 0
+        tracking.sseq = max(delivered, last)
+
+    def delivered(
+        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
+    ) -> bool:
+        verdict = tracking.mirror_delivery(
+            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
+        )
+        if verdict is Verdict.RETRY:
+            return False
+        if verdict not in (Verdict.STORE, Verdict.SKIP_AND_STORE):
+            return True
+        if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+            self._caught_up()
+            self._caught_up = None
+        for transform in self._transforms:
+            if transform is not None:
+                mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
+                if mapped is not None:
+                    subject = mapped.decode("utf-8", "surrogateescape")
+                    break
+        seq = meta.stream_seq
+        try:
+            stored = self.stream.ingest_mirrored(subject, header, data, seq, meta.timestamp_ns)
+        except StoreError as exc:
+            self.stream.write_failed(f"store mirrored message {seq}", exc)
+            return False  # recreated after the last stored, once there is room
+        if verdict is Verdict.SKIP_AND_STORE:
+            tracking.skipped(seq)
+        if stored:
+            self._stored(subject, seq)
+        return True
+
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        self.stream.when_durable(callback)
+
+
+def link_subject(prefix: str) -> str:
+    """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
+    return sync_subject(prefix).replace("..", ".")
+
+
+def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:
+    """nats-server's `StreamSourceInfo` of a mirror: `active` is the time since its
+    origin's consumer was last heard from (-1: never); the filter is shown once the link
+    asked its origin for a consumer, the transforms from the start (as nats-server)."""
+    out: dict[str, Any] = {"name": source.name}
+    if source.external is not None:
+        out["external"] = {"api": source.external.api, "deliver": source.external.deliver}
+    last = link.last_active_ns if link is not None else 0
+    out["lag"] = link.lag if link is not None else 0
+    out["active"] = now_ns - last if last else -1
+    if link is not None and link.error is not None:
+        out["error"] = link.error.to_json()
+    if source.filter_subject and link is not None and link.requested:
+        out["filter_subject"] = source.filter_subject  # as nats-server: once it asked
+    if source.subject_transforms:
+        out["subject_transforms"] = [subject_transform_json(t) for t in source.subject_transforms]
+    return out

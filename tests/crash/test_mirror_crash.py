@@ -1,0 +1,119 @@
+"""SIGKILL the server while an origin is published to and mirrored; afterwards the mirror
+equals the origin (ADR 0020).
+
+Each round starts `brook serve` on a file store holding an origin `O` and its mirror `M`,
+publishes acknowledged messages to `O` (many in flight, a few with headers) and kills the
+server with SIGKILL at a random moment, while the mirror is copying. The mirror resumes
+at its last sequence + 1 after each restart. At the end, once the mirror caught up, both
+streams hold the same messages at the same sequences: subject, headers, payload and
+timestamp; every acknowledged publish is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from tests.support.brookproc import start_brook
+from tests.support.natsserver import free_port
+
+pytestmark = pytest.mark.timeout(180)
+
+ROUNDS = 5
+IN_FLIGHT = 32
+
+
+async def _request(nc: Any, subject: str, body: Any = None) -> dict[str, Any]:
+    data = b"" if body is None else json.dumps(body).encode()
+    return json.loads((await nc.request(subject, data, timeout=5)).data)  # type: ignore[no-any-return]
+
+
+async def _setup(nc: Any) -> None:
+    for config in ({"name": "O", "subjects": ["o.>"]}, {"name": "M", "mirror": {"name": "O"}}):
+        reply = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
+        assert "error" not in reply or reply["error"]["err_code"] == 10058, reply
+
+
+async def publish_until_killed(
+    url: str, proc: subprocess.Popen[bytes], acked: dict[int, bytes], rng: random.Random
+) -> None:
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    await _setup(nc)
+    asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.0), os.kill, proc.pid, signal.SIGKILL)
+    k = 0
+
+    async def one(n: int) -> None:
+        data = b"m-%d-%d" % (proc.pid, n)
+        headers = {"X-N": str(n)} if n % 3 == 0 else None
+        reply = await nc.request(f"o.{n % 5}", data, timeout=2, headers=headers)
+        ack = json.loads(reply.data)
+        acked[ack["seq"]] = data
+
+    try:
+        while True:
+            batch = range(k, k + IN_FLIGHT)
+            k += IN_FLIGHT
+            results = await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
+            if any(isinstance(r, BaseException) for r in results):
+                return
+    finally:
+        if not nc.is_closed:
+            await nc.close()
+
+
+async def _all(nc: Any, stream: str) -> tuple[dict[str, Any], list[Any]]:
+    info = await _request(nc, f"$JS.API.STREAM.INFO.{stream}", {"deleted_details": True})
+    out = []
+    for seq in range(info["state"]["first_seq"], info["state"]["last_seq"] + 1):
+        reply = await _request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+        out.append(reply.get("message", reply.get("error", {}).get("err_code")))
+    return info["state"], out
+
+
+async def test_a_mirror_equals_its_origin_after_repeated_sigkills(tmp_path: Path) -> None:
+    rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "16")))
+    store = tmp_path / "store"
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    acked: dict[int, bytes] = {}
+    for _ in range(ROUNDS):
+        proc = start_brook(store, port)
+        try:
+            await publish_until_killed(url, proc, acked, rng)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+    proc = start_brook(store, port)
+    try:
+        nc = await nats.connect(url)
+        origin = await _request(nc, "$JS.API.STREAM.INFO.O")
+        last = origin["state"]["last_seq"]
+        for _ in range(600):
+            info = await _request(nc, "$JS.API.STREAM.INFO.M")
+            if info["state"]["last_seq"] == last and info["mirror"]["lag"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        o_state, o_msgs = await _all(nc, "O")
+        m_state, m_msgs = await _all(nc, "M")
+        await nc.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    for key in ("messages", "first_seq", "last_seq", "deleted"):
+        assert m_state.get(key) == o_state.get(key), (key, m_state.get(key), o_state.get(key))
+    assert m_msgs == o_msgs
+    stored = {m["seq"]: m["data"] for m in o_msgs if isinstance(m, dict)}
+    for seq, data in acked.items():
+        assert base64.b64decode(stored[seq]) == data, f"acknowledged {seq} lost"
+    print(json.dumps({"acked": len(acked), "last_seq": last, "rounds": ROUNDS}))

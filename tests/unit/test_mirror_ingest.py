@@ -1,0 +1,113 @@
+"""A mirror's side of its link (jetstream/mirror.py) and `Stream.ingest_mirrored`, with a
+manual clock and a memory store: the consumer-create request nats-server sends, and each
+delivery stored at its origin's sequence and timestamp, as `processInboundMirrorMsg`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from brook.jetstream.link import Delivery
+from brook.jetstream.mirror import Mirror, mirror_info
+from brook.jetstream.sourcing import Tracking
+from brook.protocol import headers as hdrs
+from tests.support.streams import SECOND, make
+
+# What nats-server 2.15.1 sent to create the consumer of mirror "M" of "O" (recorded).
+RECORDED = (
+    '{"stream_name":"O","config":{"name":"JS_MIRROR_ih8eMwqr","deliver_policy":"all",'
+    '"ack_policy":"none","ack_wait":79200000000000,"max_deliver":1,"replay_policy":"instant",'
+    '"flow_control":true,"deliver_subject":"$JS.M.up2DRlvC","idle_heartbeat":1000000000,'
+    '"inactive_threshold":10000000000,"num_replicas":0,"direct":true,"sourcing":true,'
+    '"metadata":{"_nats.mirror.acc":"$G","_nats.mirror.stream":"M"}},"action":""}'
+)
+
+
+def _mirror(**mirror: Any) -> tuple[Mirror, list[tuple[str, int]]]:
+    stream, _, _ = make(name="M", subjects=[], mirror={"name": "O", **mirror})
+    stored: list[tuple[str, int]] = []
+    return Mirror(stream, lambda subject, seq: stored.append((subject, seq))), stored
+
+
+def _deliver(
+    mirror: Mirror, tracking: Tracking, sseq: int, dseq: int, subject: str = "o.a"
+) -> bool:
+    meta = Delivery(tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
+    return mirror.delivered(tracking, meta, subject, None, b"%d" % sseq)
+
+
+def test_the_create_request_is_the_one_nats_server_sends() -> None:
+    mirror, _ = _mirror()
+    request = mirror.create_request()
+    body = json.dumps(request.body, separators=(",", ":"))
+    deliver = request.body["config"]["deliver_subject"]
+    assert deliver.startswith("$JS.M.")
+    assert len(deliver) == len("$JS.M.") + 8
+    assert body == RECORDED.replace("$JS.M.up2DRlvC", deliver)
+    assert request.subject == "$JS.API.CONSUMER.CREATE.O"
+    assert hdrs.parse(request.header or b"").get("Nats-Required-Api-Level") == "4"
+
+
+def test_the_request_starts_after_what_is_stored_and_uses_start_options_only_when_new() -> None:
+    mirror, _ = _mirror(opt_start_seq=5, filter_subject="o.a")
+    config = mirror.create_request().body["config"]
+    assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 5)
+    assert mirror.create_request().subject == ("$JS.API.CONSUMER.CREATE.O.JS_MIRROR_ih8eMwqr.o.a")
+    mirror.stream.ingest_mirrored("o.a", None, b"", 7, SECOND)
+    config = mirror.create_request().body["config"]
+    assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 8)
+
+
+def test_external_prefixes_and_transforms_shape_the_request() -> None:
+    mirror, _ = _mirror(
+        external={"api": "$JS.hub.API", "deliver": "dl.hub"},
+        subject_transforms=[{"src": "o.*", "dest": "m.$1"}, {"src": "p.>", "dest": ""}],
+    )
+    request = mirror.create_request()
+    assert request.subject == "$JS.hub.API.CONSUMER.CREATE.O"
+    config = request.body["config"]
+    assert config["filter_subjects"] == ["o.*", "p.>"]
+    assert config["deliver_subject"].startswith("dl.hub.M.")
+
+
+def test_deliveries_are_stored_at_the_origin_sequences_with_gaps_skipped() -> None:
+    mirror, stored = _mirror(subject_transforms=[{"src": "o.*", "dest": "m.$1"}])
+    tracking = Tracking()
+    mirror.created({"name": "C", "delivered": {"stream_seq": 2}}, tracking)
+    tracking.consumer = "C"
+    assert tracking.sseq == 2
+    assert _deliver(mirror, tracking, 3, 1)
+    assert _deliver(mirror, tracking, 3, 1)  # again: a duplicate, nothing stored
+    assert _deliver(mirror, tracking, 6, 2)  # the origin lost 4 and 5: skipped
+    assert not _deliver(mirror, tracking, 9, 4)  # delivery 3 is missing: recreate
+    assert _deliver(mirror, tracking, 7, 3, "x.y")  # no transform matches: unchanged
+    assert stored == [("m.a", 3), ("m.a", 6), ("x.y", 7)]
+    store = mirror.stream.store
+    state = store.state(deleted_details=True)
+    assert (state.first_seq, state.last_seq, state.messages, state.deleted) == (3, 7, 3, [4, 5])
+    message = store.load(6)
+    assert message is not None
+    assert (message.data, message.ts_ns) == (b"6", 6 * SECOND)
+
+
+def test_mirrored_messages_obey_the_mirror_limits() -> None:
+    stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_msgs=2)
+    for seq in (1, 2, 3):
+        assert stream.ingest_mirrored("o.a", None, b"", seq, clock.now)
+    assert not stream.ingest_mirrored("o.a", None, b"", 2, clock.now)
+    state = stream.store.state()
+    assert (state.first_seq, state.last_seq) == (2, 3)
+
+
+def test_a_message_older_than_max_age_expires_at_once() -> None:
+    stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_age=10 * SECOND)
+    stream.ingest_mirrored("o.a", None, b"", 1, clock.now - 20 * SECOND)
+    stream.ingest_mirrored("o.a", None, b"", 2, clock.now - 5 * SECOND)
+    assert stream.expiry.next_wakeup_ns == clock.now - 10 * SECOND
+    assert stream.expire() == 5 * SECOND
+    assert stream.store.state().messages == 1
+
+
+def test_info_before_any_delivery() -> None:
+    mirror, _ = _mirror(filter_subject="o.a")
+    assert mirror_info(mirror.source, None, 0) == {"name": "O", "lag": 0, "active": -1}
