@@ -14,9 +14,10 @@ DEFAULT_PORT: Final = 4222
 # The nats-server release Brook presents itself as, in INFO and /varz, and with it the
 # JetStream API level of that release ($JS.API.INFO, `_nats.level`; ADR-44): one decision
 # (ADR 0003). The rule: the newest release whose client-gated features Brook serves.
-# 2.12 (level 2) waits for mirror promotion (removing `mirror` by update; nats-py's
-# V210FeaturesTest gates it on 2.12), hence for mirrors; raising it is this one line.
-NATS_COMPAT_VERSION: Final = "2.11.0"
+# 2.12.0 (level 2): counters, atomic batches, schedules, persist_mode, the `prioritized`
+# priority policy and mirror promotion are served. 2.12.5 (level 3) would promise a
+# source's `window_size`; sources are not served yet.
+NATS_COMPAT_VERSION: Final = "2.12.0"
 # nats-server releases and the API level each brought (its `JSApiLevel`).
 NATS_API_LEVELS: Final = {"2.11.0": 1, "2.12.0": 2, "2.12.5": 3, "2.14.0": 4, "2.15.0": 5}
 JETSTREAM_API_LEVEL: Final = NATS_API_LEVELS[NATS_COMPAT_VERSION]
