@@ -11,10 +11,16 @@ from typing import Final
 DEFAULT_HOST: Final = "0.0.0.0"
 DEFAULT_PORT: Final = 4222
 
-# Advertised in INFO (ADR 0003). nats-py picks the named consumer-create subjects only for
-# 2.x with x >= 9; 2.11 is the release of per-message TTL (API level 1), which Brook has.
-# 2.12+ would invite counters, atomic batches and schedules, which it does not.
-NATS_COMPAT_VERSION: Final = "2.11.0"
+# The nats-server release Brook presents itself as, in INFO and /varz, and with it the
+# JetStream API level of that release ($JS.API.INFO, `_nats.level`; ADR-44): one decision
+# (ADR 0003). The rule: the newest release whose client-gated features Brook serves.
+# 2.12.0 (level 2): counters, atomic batches, schedules, persist_mode, the `prioritized`
+# priority policy and mirror promotion are served. 2.12.5 (level 3) would promise a
+# source's `window_size`; sources are not served yet.
+NATS_COMPAT_VERSION: Final = "2.12.0"
+# nats-server releases and the API level each brought (its `JSApiLevel`).
+NATS_API_LEVELS: Final = {"2.11.0": 1, "2.12.0": 2, "2.12.5": 3, "2.14.0": 4, "2.15.0": 5}
+JETSTREAM_API_LEVEL: Final = NATS_API_LEVELS[NATS_COMPAT_VERSION]
 PROTOCOL_VERSION: Final = 1
 
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
@@ -52,8 +58,6 @@ SYNC_THREADS: Final = 4
 # and deliveries change it (nats-server's consumer store: about ten writes a second); an
 # ack that asks for a confirmation is written at once.
 CONSUMER_FLUSH_INTERVAL_S: Final = 0.1
-# JetStream API level reported in account info and stream metadata: 1 = per-message TTL.
-JETSTREAM_API_LEVEL: Final = 1
 # Push flow control (wire reference §6.6): the window of delivered-but-unconfirmed bytes
 # starts here, doubles with every flow-control response, and never exceeds the maximum.
 # A request goes out when half the window is used; delivery stops when all of it is.

@@ -50,8 +50,8 @@ PING = Simple("PING")
 PONG = Simple("PONG")
 
 # INFO keys both servers send (or both omit) and a client may read; nats-server's extra
-# keys (`git_commit`, `api_lvl`, `xkey`, `jetstream` — the default reference server runs
-# with JetStream) are outside the comparison. Values are compared where they are not
+# keys (`git_commit`, `xkey`, `jetstream` — the default reference server runs with
+# JetStream) are outside the comparison. Values are compared where they are not
 # volatile; ids, names, versions and ports only by type.
 SHARED_INFO_KEYS = frozenset(
     {
@@ -76,6 +76,7 @@ SHARED_INFO_KEYS = frozenset(
         "connect_info",
         "remote_account",
         "acc_is_sys",
+        "api_lvl",
     }
 )
 INFO_VALUE_KEYS = frozenset(
@@ -94,7 +95,6 @@ INFO_VALUE_KEYS = frozenset(
 # Every INFO key a client-facing nats-server may send (wire reference §1.3).
 DOCUMENTED_INFO_KEYS = SHARED_INFO_KEYS | {
     "git_commit",
-    "api_lvl",
     "xkey",
     "jetstream",
     "ws_connect_urls",

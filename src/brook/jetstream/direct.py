@@ -7,7 +7,8 @@ the stored message (payload and headers byte-exact) with `Nats-Stream`, `Nats-Su
 replies add `Nats-Num-Pending` and `Nats-Last-Sequence` and end with a `204 EOB` status
 message. Failures are status messages: `404 Message Not Found`, `404 No Results`,
 `408 Empty Request`, `408 Bad Request`, `408 Malformed Request`, `413 Too Many Results`
-(wire reference §7.2, transcripts js-direct-get*.txt).
+(wire reference §7.2, transcripts js-direct-get*.txt), and first of all
+`412 Required Api Level` for a `Nats-Required-Api-Level` above Brook's (versioning.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from brook.jetstream import models
+from brook.jetstream import models, versioning
 from brook.jetstream.fields import get_field
 from brook.jetstream.store.base import MessageStore, StoredMessage
 from brook.jetstream.stream import Stream
@@ -82,10 +83,14 @@ class DirectGet:
         self.stream = stream
         self._send = send
 
-    def handle(self, subject_tokens: list[str], reply: bytes | None, payload: bytes) -> None:
+    def handle(
+        self, subject_tokens: list[str], reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
         if reply is None:
             return
         try:
+            if versioning.refuses(header):
+                raise BadDirectRequest(*versioning.REQUIRED_API_LEVEL_STATUS)
             if subject_tokens:
                 if payload.strip():
                     raise BadDirectRequest(408, "Bad Request")

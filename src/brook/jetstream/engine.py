@@ -465,7 +465,7 @@ class JetStream:
 
         def serve(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
             rest = subject[skip:].decode("utf-8", "surrogateescape")
-            direct.handle(rest.split(".") if rest else [], reply, data)
+            direct.handle(rest.split(".") if rest else [], reply, header, data)
 
         return [
             self.internal.subscribe(pattern, serve, queue=b"_sys_")

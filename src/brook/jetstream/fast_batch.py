@@ -127,12 +127,23 @@ class FastBatches:
     def __len__(self) -> int:
         return len(self._batches)
 
-    def publish(self, op: FastOp, reply: bytes, store: Callable[[], tuple[int, bool]]) -> int:
+    def publish(
+        self,
+        op: FastOp,
+        reply: bytes,
+        store: Callable[[], tuple[int, bool]],
+        *,
+        level_refused: bool = False,
+    ) -> int:
         """One fast batch publish; `store` stores its message through the stream's
         checks: (stream sequence, duplicate), or raises the `ApiError`. Returns the
         stream sequence stored, or 0. Raises the `ApiError` to answer as a plain
-        publish's (nothing of the batch stored before it)."""
+        publish's (nothing of the batch stored before it). `level_refused`: the message
+        asks for a higher API level (versioning.py), which ends its batch."""
         b = self._enter(op)
+        if level_refused:
+            self._drop(op.batch_id)
+            raise api_error("REQUIRED_API_LEVEL")
         if op.op == _PING:
             self._ping(b, op, reply)
             return 0

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from brook import limits
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.link import (
     ACCOUNT,
@@ -74,6 +75,9 @@ _RECORD_VERSION = 1
 _RECORD_HEAD = struct.Struct("<BQQ")  # version, entries, stamp (nats-server's layout)
 _STREAM_SOURCE_RAW = STREAM_SOURCE_HEADER.encode()
 IDENTITY_MISMATCH = 10225  # the origin is not the stream of the identity sent
+# nats-server asks for level 5 (origin identity); a Brook origin answers identity checks at
+# its own level, which a request may not exceed there (ADR 0003).
+_ASKED_LEVEL = str(min(5, limits.JETSTREAM_API_LEVEL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,7 +419,7 @@ class Source:
         if external is not None:
             subject = subject.replace(API_PREFIX, external.api, 1).replace("..", ".")
         header = hdrs.encode(
-            [("Nats-Required-Api-Level", "5"), (IDENTITY_HEADER.decode(), self.ident)]
+            [("Nats-Required-Api-Level", _ASKED_LEVEL), (IDENTITY_HEADER.decode(), self.ident)]
         )
         body = {"stream_name": source.name, "config": config, "action": ""}
         return CreateRequest(subject, header, body)

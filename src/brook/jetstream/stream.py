@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from brook.jetstream import counters
+from brook.jetstream import counters, versioning
 from brook.jetstream import ttl as ttls
 from brook.jetstream.batch import (
     BATCH_ID,
@@ -593,6 +593,10 @@ class Stream:
             raise api_error("BATCH_PUBLISH_DISABLED")
         op = parse_reply(reply)
         stored = Ingested(0, False)
+        refused = False
+        if header and hdrs.raw_value(header, versioning.REQUIRED_API_LEVEL_HEADER):
+            refused = versioning.refuses(header)  # once the batch is found (fast_batch.py)
+            header = versioning.without_header(header) or None  # else kept out, as nats-server
 
         def store() -> tuple[int, bool]:
             nonlocal stored
@@ -603,7 +607,7 @@ class Stream:
                 self._committing = False
             return stored.seq, stored.duplicate
 
-        seq = self.fast_batches.publish(op, reply, store)
+        seq = self.fast_batches.publish(op, reply, store, level_refused=refused)
         return Batched(seq, bool(seq) and stored.kept, replied=True)
 
     def _batch_abandoned(self, batch_id: str, reason: str) -> None:

@@ -105,6 +105,8 @@ def build_varz(
                 "store_dir": js.store_path,
             }
         }
+        if srv["jetstream_stats"] is not None:
+            v["jetstream"]["stats"] = srv["jetstream_stats"]
         if srv["transfers"] is not None:  # Brook's own: snapshot and restore limits
             v["jetstream"]["brook_transfers"] = srv["transfers"]
         if srv["store"] is not None:  # Brook's own (docs/compatibility.md)

@@ -80,6 +80,7 @@ class Server:
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
         self.commit_backlog: CommitBacklog | None = None
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
+        self.api: Any = None  # the JetStream API's dispatcher and its counters (with JetStream)
         self.started_at = time.time()
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
@@ -177,6 +178,7 @@ class Server:
         if js_settings.store_dir is None:
             log.warning("Temporary storage directory used, data could be lost on system reboot")
         log.info('  Store Directory: "%s"', js_settings.store_path)
+        log.info("  API Level:       %d", limits.JETSTREAM_API_LEVEL)
         self.jetstream = JetStream(
             self.router,
             js_settings.store_path,
@@ -201,7 +203,8 @@ class Server:
         )
         await self.jetstream.start()
         self.commit_backlog = self.jetstream.commit_backlog
-        api = ApiDispatcher(self.jetstream.internal)
+        api = ApiDispatcher(self.jetstream.internal, api_level=limits.JETSTREAM_API_LEVEL)
+        self.api = api
         streams = StreamApi(
             self.jetstream,
             server_name=self.server_name,
@@ -348,6 +351,7 @@ class Server:
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = "$G"
+        info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
         return info
 
     # ------------------------------------------------------------------ snapshots
@@ -378,6 +382,23 @@ class Server:
                 self.commit_backlog.statistics() if self.commit_backlog is not None else None
             ),
             "batches": js.batch_limits.statistics() if js is not None else None,
+            "jetstream_stats": self._jetstream_stats() if js is not None else None,
+        }
+
+    def _jetstream_stats(self) -> dict[str, Any]:
+        """JetStream's usage and API counters, as nats-server's `/varz` `jetstream.stats`."""
+        memory, storage = self.jetstream.usage()
+        api = {"level": limits.JETSTREAM_API_LEVEL, "total": 0, "errors": 0}
+        if self.api is not None:  # None until the API is up
+            api |= {"total": self.api.total, "errors": self.api.errors}
+        return {
+            "memory": memory,
+            "storage": storage,
+            "reserved_memory": 0,
+            "reserved_storage": 0,
+            "accounts": 1,
+            "ha_assets": 0,
+            "api": api,
         }
 
     def connections(self) -> list[ConnectionSnapshot]:

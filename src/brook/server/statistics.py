@@ -51,6 +51,8 @@ class ServerStatistics(TypedDict):
         dict[str, Any] | None
     )  # PubAcks awaiting their fsync, and the bound; None without JetStream
     batches: dict[str, int] | None  # atomic batches staged, their limits; None without JetStream
+    # JetStream's usage and API counters (`/varz` `jetstream.stats`); None without JetStream.
+    jetstream_stats: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)

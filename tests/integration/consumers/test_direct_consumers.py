@@ -20,6 +20,7 @@ import nats
 import pytest
 
 import brook
+from brook import limits
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.snapshot.archive import unpack
 from brook.jetstream.sourcing import stream_identity
@@ -151,12 +152,17 @@ async def test_the_create_request_works_through_the_engines_internal_client(
         internal.subscribe("_R_.link", keep(replies))
         internal.subscribe("$JS.M.link", keep(deliveries))
         body = {"stream_name": "O", "config": _sourcing("JS_MIRROR_l", "$JS.M.link")}
-        internal.publish(
-            b"$JS.API.CONSUMER.CREATE.O.JS_MIRROR_l",
-            json.dumps(body).encode(),
-            b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n",
-            b"_R_.link",
-        )
+        # A link asking more than Brook's API level is refused, as a nats-server of that
+        # level refuses nats-server's own mirrors (which then ask again without it).
+        for level in (limits.JETSTREAM_API_LEVEL + 1, limits.JETSTREAM_API_LEVEL):
+            internal.publish(
+                b"$JS.API.CONSUMER.CREATE.O.JS_MIRROR_l",
+                json.dumps(body).encode(),
+                b"NATS/1.0\r\nNats-Required-Api-Level: %d\r\n\r\n" % level,
+                b"_R_.link",
+            )
+        refused = json.loads(replies.pop(0)[3])
+        assert refused["error"]["err_code"] == 10185, refused
         assert len(replies) == 1  # answered at once,
         assert deliveries == []  # delivered on the next loop turns
         _, _, header, payload = replies[0]

@@ -1,9 +1,10 @@
 """Endpoints that only a JetStream cluster can serve: a single server refuses them.
 
 nats-server answers each of these, on a server that is not clustered, with 10010
-("JetStream clustering support required") before looking at the request or the stream,
-in the response type of the endpoint. Brook is always a single server, so it gives the same
-answer (checked against nats-server by tests/conformance/test_api_subjects_conformance.py).
+("JetStream clustering support required") before looking at the request or the stream
+(or its required API level), in the response type of the endpoint. Brook is always a
+single server, so it gives the same answer (checked against nats-server by
+tests/conformance/test_api_subjects_conformance.py).
 
 The meta-level endpoints (`META.LEADER.STEPDOWN`, `SERVER.REMOVE`, `SERVER.EVACUATE`,
 `META.RESCUE`, `ACCOUNT.PURGE.*`, `ACCOUNT.STREAM.MOVE.*.*`,
@@ -35,4 +36,4 @@ def _cluster_required(request: Request) -> dict[str, Any]:
 
 def register(api: ApiDispatcher) -> None:
     for pattern, response_type in CLUSTER_ONLY:
-        api.add(pattern, response_type, _cluster_required)
+        api.add(pattern, response_type, _cluster_required, checks_level=False)

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from brook.jetstream.api.dispatch import ApiDispatcher, Request, WithHeader
+from brook.jetstream.api.dispatch import ApiDispatcher, Request, WithHeader, require_api_level
 from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
@@ -87,13 +87,20 @@ class ConsumerApi:
         self._generated: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def register(self, api: ApiDispatcher) -> None:
-        api.add("CONSUMER.CREATE.>", "consumer_create_response", self.create)
-        api.add("CONSUMER.DURABLE.CREATE.>", "consumer_create_response", self.create_durable)
-        api.add("CONSUMER.INFO.*.*", "consumer_info_response", self.info)
+        # Create, info, pause and reset check the required API level themselves, after
+        # what nats-server looks at first (a create's or pause's JSON, an info's empty
+        # body, a reset's consumer).
+        own = False
+        created = "consumer_create_response"
+        api.add("CONSUMER.CREATE.>", created, self.create, checks_level=own)
+        api.add("CONSUMER.DURABLE.CREATE.>", created, self.create_durable, checks_level=own)
+        api.add("CONSUMER.INFO.*.*", "consumer_info_response", self.info, checks_level=own)
         api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
+        paused = "consumer_pause_response"
         unpaused = {"paused": False, "pause_until": ZERO_TIME}
-        api.add("CONSUMER.PAUSE.*.*", "consumer_pause_response", self.pause, unpaused)
-        api.add("CONSUMER.RESET.*.*", "consumer_reset_response", self.reset, {"reset_seq": 0})
+        api.add("CONSUMER.PAUSE.*.*", paused, self.pause, unpaused, checks_level=own)
+        reset, no_seq = "consumer_reset_response", {"reset_seq": 0}
+        api.add("CONSUMER.RESET.*.*", reset, self.reset, no_seq, checks_level=own, counts="none")
         api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
         # nats-server's error answers to NAMES and LIST carry an empty page too.
         paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
@@ -126,6 +133,7 @@ class ConsumerApi:
         durable: bool,
     ) -> dict[str, Any] | WithHeader:
         body = request.json()  # empty: `{}`, refused below as nats-server does (10056)
+        require_api_level(request, self.api_level)
         stream = self.js.streams.get(stream_name)
         expected = raw_value(request.header, IDENTITY_HEADER) if request.header else None
         config = parse_consumer_create(
@@ -206,6 +214,7 @@ class ConsumerApi:
     def info(self, request: Request) -> dict[str, Any]:
         if request.body.strip() not in (b"", b"{}"):
             raise api_error("NOT_EMPTY_REQUEST")
+        require_api_level(request, self.api_level)
         return self._info(self._runner(request))
 
     def delete(self, request: Request) -> dict[str, Any]:
@@ -216,8 +225,12 @@ class ConsumerApi:
         return {"success": True}
 
     def pause(self, request: Request) -> dict[str, Any]:
+        # nats-server reads a body that looks like JSON first, anything else as no body.
+        looks_json = request.body.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        body = request.json() if looks_json else {}
+        require_api_level(request, self.api_level)
         runner = self._runner(request)
-        until = pause_until_field(request.json())
+        until = pause_until_field(body)
         self.js.consumers.pause(runner, until)
         out: dict[str, Any] = {"paused": runner.paused, "pause_until": format_ts_ns(until or 0)}
         if runner.paused:
@@ -228,6 +241,7 @@ class ConsumerApi:
         runner = self.js.consumers.get(request.tokens[2], {}).get(request.tokens[3])
         if runner is None:
             return None
+        require_api_level(request, self.api_level)
         store = runner.stream.store
         state = store.state()
 

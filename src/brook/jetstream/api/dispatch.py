@@ -9,6 +9,10 @@ dispatcher declines those, so with no such responder the requester gets the no-r
 status, as from nats-server. Malformed JSON or a handler bug becomes an
 error response, never a crash; a write that found the disk full becomes 10023
 (insufficient resources).
+
+A request whose `Nats-Required-Api-Level` asks more than Brook's API level is refused with
+10185 before anything else is looked at (versioning.py), as nats-server's handlers do; the
+few that check something first (`checks_level=False`) call `require_api_level` themselves.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import is_no_space
 from brook.routing.internal import InternalClient
@@ -65,12 +70,20 @@ class WithHeader:
 Handler = Callable[[Request], dict[str, Any] | WithHeader | None]
 
 
+# Which answers count in `api.total` (and `api.errors`): nats-server counts what goes out
+# through its API layer; a message got is sent around it ("errors"), and its consumers
+# serve resets themselves ("none").
+Counts = Literal["all", "errors", "none"]
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     pattern: tuple[str, ...]  # literal tokens, "*" for one name, ">" for the rest
     response_type: str
     handler: Handler
     error_fields: dict[str, Any]  # keys nats-server keeps in error responses (no omitempty)
+    checks_level: bool  # False: the handler calls `require_api_level` where nats-server does
+    counts: Counts
 
 
 def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
@@ -85,9 +98,16 @@ def _match(pattern: tuple[str, ...], tokens: list[str]) -> bool:
     return all(p == "*" or p == t for p, t in zip(head, tokens, strict=False))
 
 
+def require_api_level(request: Request, api_level: int) -> None:
+    """10185 when the request's `Nats-Required-Api-Level` asks more than `api_level`."""
+    if versioning.refuses(request.header, api_level):
+        raise api_error("REQUIRED_API_LEVEL")
+
+
 class ApiDispatcher:
-    def __init__(self, internal: InternalClient) -> None:
+    def __init__(self, internal: InternalClient, *, api_level: int) -> None:
         self._internal = internal
+        self.api_level = api_level
         self._routes: list[Route] = []
         self.total = 0
         self.errors = 0
@@ -98,8 +118,14 @@ class ApiDispatcher:
         response_type: str,
         handler: Handler,
         error_fields: dict[str, Any] | None = None,
+        *,
+        checks_level: bool = True,
+        counts: Counts = "all",
     ) -> None:
-        route = Route(tuple(pattern.split(".")), response_type, handler, error_fields or {})
+        fields = error_fields or {}
+        route = Route(
+            tuple(pattern.split(".")), response_type, handler, fields, checks_level, counts
+        )
         self._routes.append(route)
 
     def start(self) -> None:
@@ -117,19 +143,22 @@ class ApiDispatcher:
             return None
         response_type = TYPE_PREFIX + route.response_type
         reply_header: bytes | None = None
+        failed = True
         try:
-            answer = route.handler(Request(tokens, payload, header))
+            request = Request(tokens, payload, header)
+            if route.checks_level:
+                require_api_level(request, self.api_level)
+            answer = route.handler(request)
             if answer is None:
                 return None
             if isinstance(answer, WithHeader):
                 reply_header = answer.header
                 answer = answer.body
             response: dict[str, Any] = {"type": response_type, **answer}
+            failed = False
         except ApiError as err:
-            self.errors += 1
             response = {"type": response_type, "error": err.to_json(), **route.error_fields}
         except Exception as exc:
-            self.errors += 1
             if is_no_space(exc):  # a full disk: nats-server's answer, no stack trace
                 log.warning("API %s: %s", ".".join(tokens), exc)
                 failure = api_error("INSUFFICIENT_RESOURCES")
@@ -137,7 +166,10 @@ class ApiDispatcher:
                 log.exception("API handler for %s failed", ".".join(tokens))
                 failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
-        self.total += 1  # after the response is built: as nats-server, it excludes itself
+        # After the response is built: as nats-server, INFO excludes itself.
+        if route.counts == "all" or (failed and route.counts == "errors"):
+            self.total += 1
+            self.errors += failed
         if reply is not None:
             data = json.dumps(response, separators=(",", ":")).encode()
             self._internal.publish(reply, data, reply_header)

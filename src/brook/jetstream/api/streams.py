@@ -50,7 +50,7 @@ class StreamApi:
         api.add("STREAM.NAMES", "stream_names_response", self.names, paged)
         api.add("STREAM.LIST", "stream_list_response", self.list, paged)
         api.add("STREAM.PURGE.*", "stream_purge_response", self.purge, {"purged": 0})
-        api.add("STREAM.MSG.GET.*", "stream_msg_get_response", self.msg_get)
+        api.add("STREAM.MSG.GET.*", "stream_msg_get_response", self.msg_get, counts="errors")
         api.add("STREAM.MSG.DELETE.*", "stream_msg_delete_response", self.msg_delete)
 
     # ------------------------------------------------------------------ shapes

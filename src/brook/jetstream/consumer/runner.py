@@ -36,6 +36,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from brook.jetstream import versioning
 from brook.jetstream.consumer.acks import (
     PLAIN_ACK_BODIES,
     AckKind,
@@ -399,6 +400,9 @@ class ConsumerRunner:
         inbox = reply.decode("utf-8", "surrogateescape")
         if self.state.cfg.is_push:  # whatever the payload says, as nats-server
             self._run([Status(inbox, 409, "Consumer is push based")])
+            return None
+        if versioning.refuses(header):
+            self._run([Status(inbox, *versioning.REQUIRED_API_LEVEL_STATUS)])
             return None
         try:
             req = parse_pull_request(payload)

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models import sources as stream_sources
@@ -217,7 +218,7 @@ def parse_stream_config(
         allow_msg_schedules=_get(body, "allow_msg_schedules", bool, False),
         allow_batched=_get(body, "allow_batched", bool, False),
         persist_mode=persist_mode,
-        metadata={k: v for k, v in metadata.items() if not k.startswith("_nats.")},
+        metadata=versioning.user_metadata(metadata),
         placement=_placement(body),
         consumer_limits=_consumer_limits(body),
         subject_transform=transforms.parse_subject_transform(body),
