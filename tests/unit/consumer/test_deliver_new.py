@@ -69,6 +69,7 @@ class TwinConsumers(RuleBasedStateMachine):
         stored=st.integers(0, 2 * AHEAD_MAX + 10),
         retention=st.sampled_from([Retention.LIMITS, Retention.LIMITS, Retention.INTEREST]),
         sample_percent=st.sampled_from([0, 0, 50]),
+        flow_control=st.booleans(),
     )
     def setup(
         self,
@@ -82,6 +83,7 @@ class TwinConsumers(RuleBasedStateMachine):
         stored: int,
         retention: Retention,
         sample_percent: int,
+        flow_control: bool,
     ) -> None:
         for i in range(stored):
             self.src.add("x.y" if i % 7 == 3 else "o.a")
@@ -99,6 +101,9 @@ class TwinConsumers(RuleBasedStateMachine):
             headers_only=headers_only,
             retention=retention,
             sample_percent=sample_percent,
+            flow_control=flow_control and push,
+            fc_window_start_bytes=400,  # a request every few deliveries
+            fc_window_max_bytes=1600,
         )
         interest = self.listening.__contains__
         self.fast = ConsumerState(cfg, self.src, has_interest=interest)
@@ -142,6 +147,15 @@ class TwinConsumers(RuleBasedStateMachine):
     @rule(interest=st.booleans())
     def push_interest(self, interest: bool) -> None:
         self.both("set_push_interest", interest, self.now)
+
+    @precondition(lambda self: self.fast.cfg.flow_control)
+    @rule()
+    def flow_control_answer(self) -> None:
+        """The client answers the outstanding flow-control request: deliveries resume."""
+        reply = self.general.flow.reply
+        assert reply == self.fast.flow.reply
+        if reply is not None:
+            self.both("flow_control_response", reply, self.now)
 
     @rule(
         pick=st.integers(0, 1000),
