@@ -26,6 +26,7 @@ from brook.jetstream.consumer import (
     Deliver,
     DeliverRun,
     Retention,
+    Status,
 )
 from brook.jetstream.consumer.delivery import AHEAD_MAX, Delivery
 
@@ -253,3 +254,32 @@ def test_the_shortcut_makes_the_deliveries_of_a_plain_consumer() -> None:
     # `deliver_new` made them all: the general loop, given nothing to add, agrees.
     general = general_only(ConsumerState(cfg, src))
     assert general.pull_request("inbox", T0, batch=4, expires_ns=5 * S) == flat(out)
+
+
+def test_a_mirrors_consumer_delivers_runs_between_its_flow_control_requests() -> None:
+    """A mirror's or source's consumer (push, ack none, flow control) takes the shortcut
+    too: its deliveries leave as runs, each flow-control request after the delivery that
+    asked for it, and none past the window until it is answered; the general loop agrees."""
+    src = FakeSource("o.*")
+    for _ in range(40):
+        src.add("o.a")
+    cfg = ConsumerSettings(
+        stream="S",
+        name="c",
+        ack_policy=AckPolicy.NONE,
+        deliver_subject="deliver.here",
+        flow_control=True,
+        fc_window_start_bytes=400,
+        fc_window_max_bytes=1600,
+    )
+    fast = ConsumerState(cfg, src)
+    out = fast.set_push_interest(True, T0)
+    assert [type(a) for a in out] == [DeliverRun, Status, DeliverRun]
+    assert isinstance(out[1], Status)
+    assert out[1].code == 100
+    delivered = [a.stream_seq for a in flat(out) if isinstance(a, Deliver)]
+    assert delivered == list(range(1, len(delivered) + 1))
+    assert len(delivered) < 40  # stopped at the window
+    general = general_only(ConsumerState(cfg, src))
+    assert general.set_push_interest(True, T0) == flat(out)
+    assert fast.info() == general.info()
