@@ -11,7 +11,9 @@ WORKLOAD is one of
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
-* `push`: a push consumer with explicit acks, likewise.
+* `push`: a push consumer with explicit acks, likewise;
+* `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
+  it holds all N (the catch-up: the origin's push delivery and the mirror's link and store).
 
 Brook runs under `valgrind --tool=callgrind` with its own store; the counters are zeroed
 once the workload is set up (streams created, messages stored, clients connected) and dumped
@@ -35,10 +37,16 @@ from pathlib import Path
 
 from tests.support.natsserver import free_port, wait_for_port
 
-from bench import consumers, jetstream
+from bench import consumers, jetstream, mirrors
 from bench.core import SERVER_PIDS, publisher, subscriber
 
-DEFAULT_MESSAGES = {"core": 100_000, "publish": 5_000, "pull": 10_000, "push": 10_000}
+DEFAULT_MESSAGES = {
+    "core": 100_000,
+    "publish": 5_000,
+    "pull": 10_000,
+    "push": 10_000,
+    "mirror": 20_000,
+}
 CONSUMER_WORKLOADS = {"pull": "PULL1", "push": "PUSH1K"}
 
 
@@ -97,11 +105,21 @@ def _consume(name: str) -> Callable[[int, int, Callable[[], None]], None]:
     return run
 
 
+def _mirror(port: int, n: int, zero: Callable[[], None]) -> None:
+    jetstream.run(port, n, 128, 2, 1000, "file")
+    control = consumers.Control(port)
+    zero()
+    mirrors.create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
+    mirrors.wait(control, "MIRROR", n, poll_s=1.0)  # few polls: not the workload
+    control.close()
+
+
 WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core": _core,
     "publish": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
+    "mirror": _mirror,
 }
 
 

@@ -52,7 +52,7 @@ class Outcome:
     problem: str = ""
 
 
-def _create(control: Control, config: dict[str, Any]) -> None:
+def create(control: Control, config: dict[str, Any]) -> None:
     reply = control.request(f"$JS.API.STREAM.CREATE.{config['name']}", config)
     if "error" in reply:
         raise Refused(f"{config['name']}: {reply['error'].get('description')}")
@@ -63,13 +63,13 @@ def _state(control: Control, name: str) -> dict[str, Any]:
     return state
 
 
-def _wait(control: Control, name: str, messages: int) -> float:
-    """Seconds until stream `name` holds `messages` messages (polled every 2 ms)."""
+def wait(control: Control, name: str, messages: int, poll_s: float = 0.002) -> float:
+    """Seconds until stream `name` holds `messages` messages (polled every `poll_s`)."""
     started = time.perf_counter()
     while _state(control, name)["messages"] < messages:
         if time.perf_counter() - started > WAIT_S:
             raise Refused(f"{name} did not reach {messages} messages in {WAIT_S:.0f} s")
-        time.sleep(0.002)
+        time.sleep(poll_s)
     return time.perf_counter() - started
 
 
@@ -90,8 +90,8 @@ def catch_up(port: int, args: argparse.Namespace) -> Outcome:
     control = Control(port)
     jetstream.create_stream(port, "file")
     _fill(port, 0, args.messages, args.size)
-    _create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
-    elapsed = _wait(control, "MIRROR", args.messages)
+    create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
+    elapsed = wait(control, "MIRROR", args.messages)
     origin, mirror = _state(control, "BENCH"), _state(control, "MIRROR")
     problem = ""
     if (origin["first_seq"], origin["last_seq"]) != (mirror["first_seq"], mirror["last_seq"]):
@@ -127,7 +127,7 @@ def paced_publisher(port: int, rate: int, seconds: float, size: int, out: Queue[
 def steady_lag(port: int, args: argparse.Namespace) -> Outcome:
     control = Control(port)
     jetstream.create_stream(port, "file")
-    _create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
+    create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
     out: Queue[int] = mp.Queue()
     proc = mp.Process(target=paced_publisher, args=(port, args.rate, args.seconds, args.size, out))
     proc.start()
@@ -139,7 +139,7 @@ def steady_lag(port: int, args: argparse.Namespace) -> Outcome:
         time.sleep(0.05)
     sent = out.get(timeout=10)
     proc.join()
-    _wait(control, "MIRROR", sent)
+    wait(control, "MIRROR", sent)
     control.close()
     lags.sort()
     p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else 0
@@ -151,7 +151,7 @@ def fan_in(port: int, args: argparse.Namespace) -> Outcome:
     control = Control(port)
     per_origin = args.messages // ORIGINS
     for i in range(ORIGINS):
-        _create(control, {"name": f"O{i}", "storage": "file", "subjects": [f"js.bench.{i}"]})
+        create(control, {"name": f"O{i}", "storage": "file", "subjects": [f"js.bench.{i}"]})
     procs = [
         mp.Process(target=_fill, args=(port, i, per_origin, args.size)) for i in range(ORIGINS)
     ]
@@ -160,9 +160,9 @@ def fan_in(port: int, args: argparse.Namespace) -> Outcome:
     for p in procs:
         p.join()
     sources = [{"name": f"O{i}"} for i in range(ORIGINS)]
-    _create(control, {"name": "FANIN", "storage": "file", "sources": sources})
+    create(control, {"name": "FANIN", "storage": "file", "sources": sources})
     total = per_origin * ORIGINS
-    elapsed = _wait(control, "FANIN", total)
+    elapsed = wait(control, "FANIN", total)
     state = _state(control, "FANIN")
     problem = "" if state["last_seq"] == total else f"FANIN last_seq {state['last_seq']}"
     control.close()

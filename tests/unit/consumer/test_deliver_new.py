@@ -26,6 +26,7 @@ from brook.jetstream.consumer import (
     Deliver,
     DeliverRun,
     Retention,
+    Status,
 )
 from brook.jetstream.consumer.delivery import AHEAD_MAX, Delivery
 
@@ -69,6 +70,7 @@ class TwinConsumers(RuleBasedStateMachine):
         stored=st.integers(0, 2 * AHEAD_MAX + 10),
         retention=st.sampled_from([Retention.LIMITS, Retention.LIMITS, Retention.INTEREST]),
         sample_percent=st.sampled_from([0, 0, 50]),
+        flow_control=st.booleans(),
     )
     def setup(
         self,
@@ -82,6 +84,7 @@ class TwinConsumers(RuleBasedStateMachine):
         stored: int,
         retention: Retention,
         sample_percent: int,
+        flow_control: bool,
     ) -> None:
         for i in range(stored):
             self.src.add("x.y" if i % 7 == 3 else "o.a")
@@ -99,6 +102,9 @@ class TwinConsumers(RuleBasedStateMachine):
             headers_only=headers_only,
             retention=retention,
             sample_percent=sample_percent,
+            flow_control=flow_control and push,
+            fc_window_start_bytes=400,  # a request every few deliveries
+            fc_window_max_bytes=1600,
         )
         interest = self.listening.__contains__
         self.fast = ConsumerState(cfg, self.src, has_interest=interest)
@@ -142,6 +148,15 @@ class TwinConsumers(RuleBasedStateMachine):
     @rule(interest=st.booleans())
     def push_interest(self, interest: bool) -> None:
         self.both("set_push_interest", interest, self.now)
+
+    @precondition(lambda self: self.fast.cfg.flow_control)
+    @rule()
+    def flow_control_answer(self) -> None:
+        """The client answers the outstanding flow-control request: deliveries resume."""
+        reply = self.general.flow.reply
+        assert reply == self.fast.flow.reply
+        if reply is not None:
+            self.both("flow_control_response", reply, self.now)
 
     @rule(
         pick=st.integers(0, 1000),
@@ -239,3 +254,32 @@ def test_the_shortcut_makes_the_deliveries_of_a_plain_consumer() -> None:
     # `deliver_new` made them all: the general loop, given nothing to add, agrees.
     general = general_only(ConsumerState(cfg, src))
     assert general.pull_request("inbox", T0, batch=4, expires_ns=5 * S) == flat(out)
+
+
+def test_a_mirrors_consumer_delivers_runs_between_its_flow_control_requests() -> None:
+    """A mirror's or source's consumer (push, ack none, flow control) takes the shortcut
+    too: its deliveries leave as runs, each flow-control request after the delivery that
+    asked for it, and none past the window until it is answered; the general loop agrees."""
+    src = FakeSource("o.*")
+    for _ in range(40):
+        src.add("o.a")
+    cfg = ConsumerSettings(
+        stream="S",
+        name="c",
+        ack_policy=AckPolicy.NONE,
+        deliver_subject="deliver.here",
+        flow_control=True,
+        fc_window_start_bytes=400,
+        fc_window_max_bytes=1600,
+    )
+    fast = ConsumerState(cfg, src)
+    out = fast.set_push_interest(True, T0)
+    assert [type(a) for a in out] == [DeliverRun, Status, DeliverRun]
+    assert isinstance(out[1], Status)
+    assert out[1].code == 100
+    delivered = [a.stream_seq for a in flat(out) if isinstance(a, Deliver)]
+    assert delivered == list(range(1, len(delivered) + 1))
+    assert len(delivered) < 40  # stopped at the window
+    general = general_only(ConsumerState(cfg, src))
+    assert general.set_push_interest(True, T0) == flat(out)
+    assert fast.info() == general.info()

@@ -142,9 +142,8 @@ class Delivery:
             not paced
             and not self._ledger.rdq
             and not self.lps
-            and cfg.ack_policy is not AckPolicy.NONE
+            and (cfg.ack_policy is not AckPolicy.NONE or cfg.retention is Retention.LIMITS)
             and not cfg.headers_only
-            and not cfg.flow_control
             and (self.push_interest if cfg.is_push else self.waiting)
             and all(w.max_bytes <= 0 for w in self.waiting)
             and self.priority is None
@@ -362,21 +361,26 @@ class Delivery:
         """First deliveries, as many as may go now, in one loop: what the general loop
         of `_dispatch_unpaused` does through `candidate`, `_ack_subject_for` and
         `_deliver`, for the common case it checked (nothing to redeliver, no last-per-
-        subject queue, acks tracked; no pacing, flow control, headers_only or max_bytes,
-        which need each message's size). Same state and actions; the general loop then
-        finds nothing more to send, or takes over where this stops."""
+        subject queue, acks tracked or a limits stream's; no pacing, headers_only or
+        max_bytes, which need each message's size). Push flow control is counted here as
+        there (a mirror's or source's consumer: ack none, flow control), its request
+        ending the run it follows. Same state and actions; the general loop then finds
+        nothing more to send, or takes over where this stops."""
         cfg = self.cfg
         ledger = self._ledger
         limit = cfg.max_ack_pending
         pending = ledger.pending
         waiting = self.waiting
         target = cfg.deliver_subject
+        tracked = cfg.ack_policy is not AckPolicy.NONE
+        flow = self._flow
+        fc = cfg.flow_control and target is not None
         if target is None and self.next_request(now_ns, out) is None:
             return
-        room = AHEAD_MAX * 1024 if limit <= 0 else limit - len(pending)
+        room = AHEAD_MAX * 1024 if limit <= 0 or not tracked else limit - len(pending)
         if target is None:
             room = min(room, sum(w.batch_left for w in waiting))
-        if room <= 0:
+        if room <= 0 or (fc and flow.blocked()):
             return
         deadline = now_ns + cfg.ack_wait_for(1)
         np = self.num_pending()  # no last-per-subject queue: `np`, now cached
@@ -416,9 +420,23 @@ class Delivery:
                 if np > 0:
                     np -= 1
                 ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
-                pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
-                order_append(seq)
-                timer_append((deadline, seq))
+                if tracked:
+                    pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                    order_append(seq)
+                    timer_append((deadline, seq))
+                if fc:  # push: a run; a flow-control request ends it
+                    run_acks(ack)
+                    run.msgs.append(msg)
+                    before = len(out)
+                    flow.account(message_size(msg.subject, ack, msg.header, msg.data), out)
+                    if len(out) > before:  # the request goes after the run so far
+                        out.insert(before, run)
+                        run = DeliverRun(target or "", [], [], cseq + 1, np)
+                        run_acks = run.acks.append
+                    if flow.blocked():
+                        room = 0
+                        break
+                    continue
                 if run_to is not None:
                     run_acks(ack)
                     continue
@@ -430,13 +448,13 @@ class Delivery:
                     w.next_heartbeat_ns = now_ns + w.heartbeat_ns
                 if w.batch_left > 0:
                     waiting.append(w)  # round robin across requests, as nats-server does
-            if run_to is not None:
+            if run_to is not None and not fc:
                 run.msgs += batch
             if msg is not None:
                 self.next_seq = msg.seq + 1
         if msg is None:
             return
-        if run_to is not None:
+        if run.msgs:
             out_append(run)
             if target is None:  # the one request: what each delivery did to it, at once
                 w = waiting[0]
@@ -451,6 +469,8 @@ class Delivery:
         self.np = np
         if msg.seq > ledger.delivered_stream_seq:
             ledger.delivered_stream_seq = msg.seq
+        if not tracked:  # ack none: delivered is acknowledged
+            ledger.floor_c, ledger.floor_s = cseq, ledger.delivered_stream_seq
         self.last_delivered_ns = now_ns
         self._pacer.replay_prev = (msg.ts_ns, now_ns)
         flow = self._flow
