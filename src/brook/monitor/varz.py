@@ -67,6 +67,7 @@ def build_varz(
     *,
     http_host: str,
     http_port: int,
+    https_port: int = 0,
     request_counts: dict[str, int],
     cpu: CpuSampler,
 ) -> dict[str, Any]:
@@ -91,6 +92,7 @@ def build_varz(
         "ping_max": st.max_pings_out,
         "http_host": http_host,
         "http_port": http_port,
+        "https_port": https_port,
         "auth_timeout": _go_number(st.auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
