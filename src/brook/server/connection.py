@@ -104,6 +104,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # transport), what the peer's certificate offers verify_and_map, and whether the
         # server's count of live transports still has this one.
         self._tls_task: asyncio.Task[None] | None = None
+        self._tls_pending = False  # TLS or not is still to be decided (next loop turn)
         self.tls = False
         self.certificate: CertificateNames | None = None
         self._released = False
@@ -118,17 +119,22 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if isinstance(peer, tuple):
             self.host, self.port = peer_host(str(peer[0])), int(peer[1])
         server = self.server
-        if not server.tls_first:
-            self._send(encoder.info(server.client_info(self)))
+        if transport.get_extra_info("ssl_object") is not None:
+            self.tls = True  # handshake_first: the listener did the handshake
+        self._send(encoder.info(server.client_info(self)))
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
             return
         if server.tls_context is None:
             self._start_session()
-        elif server.tls_optional:
-            self._sniff_tls(transport)
+        elif self.tls:
+            self._tls_established(transport)
         else:
-            self._begin_tls(transport)
+            # uvloop starts reading only once connection_made has returned, so the choice
+            # between TLS and plain text is made on the next turn: reading is paused there
+            # before the INFO (queued above, written first) can have been answered.
+            self._tls_pending = True
+            self.loop.call_soon(self._sniff_tls if server.tls_optional else self._begin_tls)
 
     def _start_session(self) -> None:
         """The connection is ready for the protocol: the auth and first PING timers start
@@ -142,9 +148,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ TLS
 
-    def _begin_tls(self, transport: asyncio.Transport) -> None:
-        """Upgrade to TLS now: after the INFO (flushed first), or before it with
-        `handshake_first`. The protocol gets no bytes until the handshake is done."""
+    def _begin_tls(self) -> None:
+        """Upgrade to TLS after the INFO (nats-server's order without handshake_first):
+        the protocol gets no bytes until the handshake is done."""
+        transport = self.transport
+        if self.closed or transport is None or not self._tls_pending:
+            return
+        self._tls_pending = False
+        transport.pause_reading()
         self._flush()
         self._tls_task = self.loop.create_task(self._handshake(transport))
 
@@ -164,15 +175,23 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         except Exception as exc:  # SSLError, OSError, a timeout: each closes this client only
             self._tls_failed(f"TLS handshake error: {exc}")
             return
+        self._tls_task = None
         if upgraded is None or self.closed:
             if upgraded is not None:
                 upgraded.abort()
             self._release()
             return
-        self._tls_task = None
         self.transport = upgraded
         self.tls = True
-        ssl_object = upgraded.get_extra_info("ssl_object")
+        self._tls_established(upgraded)
+
+    def _tls_established(self, transport: asyncio.Transport) -> None:
+        """After a handshake: the pinned public keys checked, the certificate's names kept
+        for verify_and_map, the protocol started."""
+        server = self.server
+        tls = server.settings.tls
+        assert tls is not None
+        ssl_object = transport.get_extra_info("ssl_object")
         if tls.pinned_certs:
             der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
             if der is None or public_key_pin(der) not in tls.pinned_certs:
@@ -180,14 +199,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
                 return
         if server.tls_map and ssl_object is not None:
             self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
-        if server.tls_first:
-            self._send(encoder.info(server.client_info(self)))
         self._start_session()
 
     def _tls_failed(self, reason: str) -> None:
-        # nats-server logs a client's handshake failures at error level, except a probe's
-        # (a plain connection, or one closed at once), at debug; Brook keeps them at debug
-        # so that scanners cannot fill the log, and shows the reason in the close.
+        # nats-server logs a client's handshake failures at error level, a probe's (plain
+        # text, or a connection closed at once) at debug; Brook keeps them all at debug,
+        # so that scanners cannot fill the log, and keeps the reason as the close reason.
         log.debug("cid=%d %s", self.cid, reason)
         transport = self.transport
         if not self.closed:
@@ -199,26 +216,31 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             transport.abort()
         self._release()
 
-    def _sniff_tls(self, transport: asyncio.Transport) -> None:
+    def _sniff_tls(self) -> None:
         """`allow_non_tls`: peek at the client's first byte (a TLS ClientHello starts with
         0x16) without taking it from the socket, then go on with TLS or plain text; a
         client silent for the TLS timeout goes on in plain text, as with nats-server."""
-        self._flush()
+        transport = self.transport
+        if self.closed or transport is None or not self._tls_pending:
+            return
         transport.pause_reading()
+        self._flush()
         sock = transport.get_extra_info("socket")
         peek = socket.socket(fileno=os.dup(sock.fileno()))
         peek.setblocking(False)
-        timeout = self.server.settings.tls.timeout_s if self.server.settings.tls else 0.0
+        tls = self.server.settings.tls
+        assert tls is not None
 
-        def decide(tls: bool) -> None:
+        def decide(secure: bool) -> None:
             self.loop.remove_reader(peek.fileno())
             peek.close()
             timer.cancel()
             if self.closed or self.transport is None:
                 return
-            if tls:
-                self._begin_tls(self.transport)
+            if secure:
+                self._begin_tls()
             else:
+                self._tls_pending = False
                 self.transport.resume_reading()
                 self._start_session()
 
@@ -232,7 +254,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             decide(first[:1] == bytes([TLS_HANDSHAKE_RECORD]))
 
         self.loop.add_reader(peek.fileno(), readable)
-        timer = self.loop.call_later(timeout, decide, False)
+        timer = self.loop.call_later(tls.timeout_s, decide, False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -303,6 +325,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.last_in = time.monotonic()
         if self._trace:
             log.debug("cid=%d <<- %r", self.cid, data[:_TRACE_BYTES_MAX])
+        if not self.connected and self._tls_pending:
+            # Bytes before the TLS decision: the client spoke before reading the INFO.
+            # With allow_non_tls that is plain text; a TLS port cannot take them.
+            if not self.server.tls_optional:
+                self._tls_failed("TLS handshake error: client data before the TLS handshake")
+                return
+            self._tls_pending = False
+            self._start_session()
         if (
             not self.connected
             and self.parser.buffered_bytes == 0

@@ -152,9 +152,22 @@ class Server:
             await self._start_jetstream()
         sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            lambda: ClientConnection(self), sock=sock, backlog=1024
-        )
+        if self.tls_first:
+            # handshake_first: every client starts with TLS, so the listener does the
+            # handshake and a connection begins (INFO first) once it is done.
+            assert self.tls_context is not None
+            assert self.settings.tls is not None
+            self._listener = await loop.create_server(
+                lambda: ClientConnection(self),
+                sock=sock,
+                backlog=1024,
+                ssl=self.tls_context,
+                ssl_handshake_timeout=self.settings.tls.timeout_s,
+            )
+        else:
+            self._listener = await loop.create_server(
+                lambda: ClientConnection(self), sock=sock, backlog=1024
+            )
         self.port = sock.getsockname()[1]
         log.info("Listening for client connections on %s", host_port(self.host, self.port))
         if self.tls_context is not None:

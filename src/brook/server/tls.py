@@ -48,8 +48,7 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
 
 def public_key_pin(der: bytes) -> str:
     """The hex SHA-256 of a DER certificate's SubjectPublicKeyInfo (`pinned_certs`)."""
-    tbs = _children(_children(der)[0])[0]  # Certificate -> TBSCertificate
-    fields = _children(tbs)
+    fields = _children(_children(der)[0])  # Certificate -> TBSCertificate -> its fields
     if fields and fields[0][0] == 0xA0:  # [0] version, present in v3 certificates
         fields = fields[1:]
     # serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo
