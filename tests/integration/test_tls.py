@@ -167,3 +167,19 @@ async def test_bad_handshakes_leave_other_clients_alone(certs: Certs) -> None:
                 break
             await asyncio.sleep(0.05)
         assert (len(server.clients), server._live_transports) == (0, 0)
+
+
+async def test_shutdown_does_not_wait_for_handshakes_in_progress(certs: Certs) -> None:
+    """Connections still in their TLS handshake (silent after INFO, or upgrading with
+    allow_non_tls) are closed by a shutdown, which does not wait out the TLS timeout."""
+    settings = conf(tls_block(certs, "timeout: 30"))
+    async with brook.serve(settings=settings) as server:
+        silent = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(5)]
+        for reader, _ in silent:
+            await reader.readline()  # INFO; the server now waits for a ClientHello
+        started = time.monotonic()
+        await asyncio.wait_for(server.shutdown(), 10)
+        assert time.monotonic() - started < 5
+        for reader, writer in silent:
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
