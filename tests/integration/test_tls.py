@@ -110,6 +110,7 @@ async def test_monitoring_over_https(certs: Certs) -> None:
         assert head.startswith(b"HTTP/1.1 200")
         varz = json.loads(body)
         assert (varz["https_port"], varz["http_port"]) == (port, 0)
+        assert (varz["tls_required"], varz["tls_verify"], varz["tls_timeout"]) == (True, True, 2)
         # plain HTTP to the HTTPS port gets no answer from the monitor
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")

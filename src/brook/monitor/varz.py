@@ -83,8 +83,13 @@ def build_varz(
         "go": f"brook{__version__}/python{platform.python_version()}",
         "host": st.host,
         "port": srv["port"],
-        "max_connections": st.max_connections,
     }
+    if st.tls is not None:  # as nats-server's: the port's, whatever handshake_first says
+        if not st.allow_non_tls:
+            v["tls_required"] = True
+        if st.tls.verify:
+            v["tls_verify"] = True
+    v["max_connections"] = st.max_connections
     if st.max_subscriptions:
         v["max_subscriptions"] = st.max_subscriptions
     v |= {
@@ -118,6 +123,7 @@ def build_varz(
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
     v |= {
+        "tls_timeout": _go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),
