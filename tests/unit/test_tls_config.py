@@ -202,3 +202,15 @@ def test_certificate_names_in_nats_servers_order_and_dn_forms() -> None:
     )  # another order, spaces, case of types
     assert not names.matches_dn("CN=app,O=Other,C=US")
     assert not names.matches_dn("not a dn")
+
+
+def test_the_commented_tls_example_loads() -> None:
+    """docs/examples/brook.conf shows the TLS keys commented out (they need real files):
+    uncommented, they are what this test reads."""
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
+    lines = sample.read_text().splitlines()
+    start = lines.index("# tls {")
+    end = next(i for i, line in enumerate(lines) if line.startswith("# https_port"))
+    s = conf("\n".join(line.removeprefix("# ") for line in lines[start : end + 1]))
+    assert s.tls is not None
+    assert (s.tls.verify, s.tls.timeout_s, s.https_port) == (True, 2.0, 8443)
