@@ -9,6 +9,7 @@ so that two servers failing alike cannot pass.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import ssl
@@ -22,7 +23,7 @@ import trustme
 import brook
 from brook.config.conf import load_conf_file
 from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
-from tests.support.natsserver import run_nats_server
+from tests.support.natsserver import free_port, run_nats_server
 from tests.support.raw import Err, Info, RawClient, Simple
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
@@ -253,3 +254,45 @@ async def test_verify_and_map_maps_certificates_to_users(tmp_path: Path, certs: 
     assert got["dn"]["ops"] == ["PONG", "INFO"]
     assert got["nobody"]["ops"] == ["-ERR Authorization Violation"]
     assert password["ops"] == ["-ERR Authorization Violation"]
+
+
+async def test_https_monitoring(tmp_path: Path, certs: Certs) -> None:
+    """`https_port` with the tls block's certificate: /varz over HTTPS with no client
+    certificate even under verify, the port in `https_port`; plain HTTP gets nothing."""
+    monitor_ports = {"brook": free_port(), "nats-server": free_port()}
+    results: dict[str, Outcome] = {}
+    for name, port in monitor_ports.items():
+        text = tls_conf(certs, tls="verify: true", top=f"https_port: {port}")
+        path = tmp_path / f"{name}.conf"
+        path.write_text(text)
+        async with contextlib.AsyncExitStack() as stack:
+            if name == "brook":
+                await stack.enter_async_context(brook.serve(settings=load_conf_file(str(path))))
+            else:
+                stack.enter_context(run_nats_server("-c", str(path), jetstream=False))
+            results[name] = await https_outcome(port, certs.context())
+    assert results["brook"] == results["nats-server"], results
+    assert results["brook"]["status"] == b"200"
+
+
+async def https_outcome(port: int, context: ssl.SSLContext) -> Outcome:
+    for _ in range(50):  # nats-server's monitor may start a moment after its client port
+        with contextlib.suppress(OSError):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+            break
+        await asyncio.sleep(0.05)
+    writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    varz = json.loads(body)
+    plain_reader, plain_writer = await asyncio.open_connection("127.0.0.1", port)
+    plain_writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")
+    plain = await asyncio.wait_for(plain_reader.read(), 5)
+    plain_writer.close()
+    return {
+        "status": head.split(b" ")[1],
+        "ports": (varz["http_port"], varz["https_port"] == port),
+        "tls": (varz.get("tls_required"), varz.get("tls_verify"), varz.get("tls_timeout")),
+        "plain_served": b'"server_id"' in plain,
+    }
