@@ -137,6 +137,12 @@ def test_tls_flags_as_nats_server() -> None:
         parse_serve_args(["--tlscert", "c.pem"])
 
 
+def test_https_port_flag() -> None:
+    argv = ["--tls", "--tlscert", "c", "--tlskey", "k"]
+    assert parse_serve_args([*argv, "-ms", "8443"]).https_port == 8443
+    assert parse_serve_args([*argv, "--https_port=-1"]).https_port == -1
+
+
 def test_tls_flags_override_the_file_and_tls_false_disables(tmp_path: Path) -> None:
     path = tmp_path / "s.conf"
     path.write_text("tls { cert_file: a, key_file: b, ca_file: c, verify: true, timeout: 5 }")

@@ -70,6 +70,13 @@ _FLAGS = (
         "Monitoring port (0 = off, -1 = pick a free port)",
         "PORT",
     ),
+    _Flag(
+        ("https-port", "ms", "https_port"),
+        "int",
+        "https_port",
+        "Monitoring port over HTTPS, with the TLS certificate (0 = off, -1 = any free)",
+        "PORT",
+    ),
     _Flag(("server-name", "n", "name", "server_name"), "str", "server_name", "Server name", "NAME"),
     _Flag(("config", "c"), "str", "@config", "nats-server style config file, read first", "FILE"),
     _Flag(("jetstream", "js"), "bool", "jetstream.enabled", "Enable JetStream"),
@@ -130,7 +137,6 @@ _UNSUPPORTED = {
     for names, feature in (
         ("cluster cluster_name cluster_listen cluster_advertise routes no_advertise"
          " connect_retries", "clustering"),
-        ("https_port ms", "HTTPS monitoring from the command line (use https_port in -c)"),
     )
     for name in names.split()
 }  # fmt: skip
