@@ -41,6 +41,8 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
             raise ConfigError(f"tls: ca_file: {exc}") from None
         except (OSError, ssl.SSLError):
             raise ConfigError("tls: failed to parse root ca certificate") from None
+    else:
+        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Go's default: the system's
     if tls.verify:
         context.verify_mode = ssl.CERT_REQUIRED
     return context
