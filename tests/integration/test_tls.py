@@ -111,6 +111,17 @@ async def test_monitoring_over_https(certs: Certs) -> None:
         varz = json.loads(body)
         assert (varz["https_port"], varz["http_port"]) == (port, 0)
         assert (varz["tls_required"], varz["tls_verify"], varz["tls_timeout"]) == (True, True, 2)
+        nc = await nats.connect(
+            server.url, tls=certs.context(certs.client("app")), allow_reconnect=False
+        )
+        try:
+            raw = await https_get(port, certs.context(), "/connz")
+        finally:
+            await nc.close()
+        (conn,) = json.loads(raw.partition(b"\r\n\r\n")[2])["connections"]
+        assert conn["tls_version"] in ("1.2", "1.3")
+        assert conn["tls_cipher_suite"].startswith("TLS_")
+        assert "tls_first" not in conn
         # plain HTTP to the HTTPS port gets no answer from the monitor
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")

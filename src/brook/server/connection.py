@@ -106,6 +106,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._tls_task: asyncio.Task[None] | None = None
         self._tls_pending = False  # TLS or not is still to be decided (next loop turn)
         self.tls = False
+        self.tls_version = ""  # for /connz, once the handshake is done
+        self.tls_cipher_suite = ""
         self.certificate: CertificateNames | None = None
         self._released = False
 
@@ -197,6 +199,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             if der is None or public_key_pin(der) not in tls.pinned_certs:
                 self._tls_failed("TLS handshake error: peer certificate not pinned")
                 return
+        if ssl_object is not None:
+            self.tls_version = (ssl_object.version() or "").removeprefix("TLSv")
+            self.tls_cipher_suite = (ssl_object.cipher() or ("",))[0]
         if server.tls_map and ssl_object is not None:
             self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
         self._start_session()

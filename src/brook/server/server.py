@@ -463,6 +463,9 @@ class Server:
                 version=c.version,
                 # Only a name the authenticator accepted; without auth `user` is a claim.
                 authorized_user=c.user if auth and c.connected else "",
+                tls_version=c.tls_version,
+                tls_cipher_suite=c.tls_cipher_suite,
+                tls_first=c.tls and self.tls_first,
             )
             for c in self.clients.values()
         ]
