@@ -212,8 +212,8 @@ async def test_a_tls_first_client_against_an_upgrading_server_fails(
     async def attempt(url: str) -> Outcome:
         try:
             return await tls_first(url, certs.context())
-        except (ssl.SSLError, OSError, TimeoutError, AssertionError) as exc:
-            return {"failed": type(exc).__name__ != ""}
+        except (ssl.SSLError, OSError, TimeoutError, AssertionError):
+            return {"failed": True}
 
     async with both(tmp_path, tls_conf(certs)) as urls:
         got = await compare(urls, attempt)

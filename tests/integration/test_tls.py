@@ -195,3 +195,29 @@ async def test_shutdown_does_not_wait_for_handshakes_in_progress(certs: Certs) -
         for reader, writer in silent:
             assert await asyncio.wait_for(reader.read(), 5) == b""
             writer.close()
+
+
+async def test_nats_py_handshake_first_and_allow_non_tls(certs: Certs) -> None:
+    """nats-py's `tls_handshake_first` against `handshake_first`; under `allow_non_tls`,
+    nats-py clients with and without a TLS context both connect (nats-py upgrades only
+    when INFO says `tls_required`, so both stay plain, as against nats-server; a client
+    that upgrades is in tests/conformance/test_tls_conformance.py)."""
+    async with brook.serve(settings=conf(tls_block(certs, "handshake_first: true"))) as server:
+        nc = await nats.connect(
+            server.url, tls=certs.context(), tls_handshake_first=True, allow_reconnect=False
+        )
+        assert nc._server_info["tls_required"] is True
+        await nc.close()
+    settings = conf(tls_block(certs) + "\nallow_non_tls: true")
+    async with brook.serve(settings=settings) as server:
+        plain = await nats.connect(server.url, allow_reconnect=False)
+        secure = await nats.connect(server.url, tls=certs.context(), allow_reconnect=False)
+        try:
+            sub = await plain.subscribe("mixed")
+            await plain.flush()
+            await secure.publish("mixed", b"from tls to plain")
+            assert (await sub.next_msg(timeout=2)).data == b"from tls to plain"
+            assert [c.tls for c in server.clients.values()] == [False, False]
+        finally:
+            await plain.close()
+            await secure.close()
