@@ -94,7 +94,7 @@ async def upgrade_and_ping(url: str, context: ssl.SSLContext | None, **connect: 
                 return outcome
         ops = await client.handshake(timeout=2.0, **connect)
         outcome["ops"] = describe(ops)
-        outcome["closed"] = await client.expect_closed(0.5)
+        outcome["closed"] = await client.expect_closed(1.0)
     return outcome
 
 
@@ -121,7 +121,7 @@ async def test_plain_text_to_a_tls_only_port_is_closed(tmp_path: Path, certs: Ce
         async with RawClient.connect_url(url) as client:
             info = tls_fields(client.info)
             await client.send(b"CONNECT {}\r\nPING\r\n")
-            raw = await client.read_raw(timeout=3.0)
+            raw = await client.read_raw(timeout=3.0, quiet=3.0)
             return {"info": info, "after_info": raw, "closed": client.closed}
 
     async with both(tmp_path, tls_conf(certs)) as urls:
@@ -141,7 +141,7 @@ async def test_garbage_during_the_handshake_closes_the_connection(
     async def garbage(url: str) -> Outcome:
         async with RawClient.connect_url(url) as client:
             await client.send(b"\x16\x03\x01\x00\x10" + b"\xff" * 16)
-            raw = await client.read_raw(timeout=3.0)
+            raw = await client.read_raw(timeout=3.0, quiet=3.0)
             return {"nats_protocol": raw[:1].isalpha(), "closed": client.closed}
 
     async with both(tmp_path, tls_conf(certs)) as urls:
@@ -194,7 +194,7 @@ async def plain_waits_for_info(url: str) -> Outcome:
     async with RawClient.connect_url(url, read_info=False) as client:
         early = await client.read_raw(timeout=0.5)
         await client.send(b"CONNECT {}\r\nPING\r\n")
-        later = await client.read_raw(timeout=3.0)
+        later = await client.read_raw(timeout=3.0, quiet=3.0)
         return {"early": early, "pong": b"PONG" in later, "closed": client.closed}
 
 
