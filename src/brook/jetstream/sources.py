@@ -3,8 +3,9 @@
 `SourcedStream` is a sourcing stream's side of its links: it takes each message a source
 delivers as `processInboundSourceMsg` does (the `Nats-Stream-Source` header added, the
 origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's subject transforms
-applied) and hands it to `Stream.ingest_sourced`, which stores it under a new sequence
-through the checks of a publish (dedup included) and the stream's group commit.
+applied, then the stream's own subject transform) and hands it to `Stream.ingest_sourced`,
+which stores it under a new sequence through the checks of a publish (dedup included);
+the stream's group commit follows soon (`Stream.sync_soon`).
 
 Where a source resumes (`SourcePositions`): the origin sequence of the newest message it
 stored, read back from the stored `Nats-Stream-Source` headers, newest first
@@ -322,11 +323,17 @@ class SourcedStream:
                 if mapped is not None:
                     subject = mapped.decode("utf-8", "surrogateescape")
                     break
-        result, subject = self.stream.ingest_sourced(subject, header, data)
+        stream = self.stream
+        transform = stream.input_transform  # as nats-server: after the source's own
+        if transform is not None:
+            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
+                "utf-8", "surrogateescape"
+            )
+        result = stream.ingest_sourced(subject, header, data)
         if result.error is None and not result.duplicate:
             # Noted before the group commit is asked for: its sync thread reads it.
             self.positions.stored(iname, origin_seq, ident)
-            self.stream.sourced_written()
+            stream.sync_soon()
             if result.kept:
                 self._stored(subject, result.seq)
         return result
