@@ -49,6 +49,7 @@ from typing import Any, NamedTuple, Protocol
 
 from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.sources import StreamSource
 from brook.jetstream.sourcing import Tracking
 from brook.protocol import headers as hdrs
 from brook.routing.internal import InternalClient
@@ -110,6 +111,36 @@ class Delivery(NamedTuple):
 def link_subject(prefix: str) -> str:
     """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
     return sync_subject(prefix).replace("..", ".")
+
+
+def origin_consumer_config(
+    source: StreamSource, deliver_subject: str, metadata: dict[str, str]
+) -> dict[str, Any]:
+    """What a mirror's and a source's consumer config share after their start options, in
+    the order `setupMirrorConsumer` and `setupSourceConsumer` send it: no acks (one
+    delivery, a day's ack_wait), the filter (the source's own or its transforms'
+    sources), instant replay with flow control and heartbeats to `deliver_subject`, and
+    `metadata` naming the account and stream it is for."""
+    config: dict[str, Any] = {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
+    filters = [t.src for t in source.subject_transforms]
+    if source.filter_subject:
+        config["filter_subject"] = source.filter_subject
+    elif len(filters) == 1:
+        config["filter_subject"] = filters[0]
+    elif filters:
+        config["filter_subjects"] = filters
+    config |= {
+        "replay_policy": "instant",
+        "flow_control": True,
+        "deliver_subject": deliver_subject,
+        "idle_heartbeat": HEARTBEAT_NS,
+        "inactive_threshold": HEALTH_CHECK_NS,
+        "num_replicas": 0,
+        "direct": True,
+        "sourcing": True,
+        "metadata": metadata,
+    }
+    return config
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,14 +30,12 @@ from typing import Any
 from brook.jetstream import ttl as ttls
 from brook.jetstream.link import (
     ACCOUNT,
-    ACK_WAIT_NS,
     API_PREFIX,
-    HEALTH_CHECK_NS,
-    HEARTBEAT_NS,
     CreateRequest,
     Delivery,
     OriginLink,
     link_subject,
+    origin_consumer_config,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -100,30 +98,13 @@ class Mirror:
                 )
         if "opt_start_seq" not in config and "opt_start_time" not in config:
             config["deliver_policy"] = "all"
-        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-        filters = [t.src for t in source.subject_transforms]
-        if source.filter_subject:
-            config["filter_subject"] = source.filter_subject
-        elif len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        elif filters:
-            config["filter_subjects"] = filters
         external = source.external
         if external is not None and external.deliver:
             deliver = link_subject(external.deliver + ".M")
         else:
             deliver = link_subject("$JS.M")
-        config |= {
-            "replay_policy": "instant",
-            "flow_control": True,
-            "deliver_subject": deliver,
-            "idle_heartbeat": HEARTBEAT_NS,
-            "inactive_threshold": HEALTH_CHECK_NS,
-            "num_replicas": 0,
-            "direct": True,
-            "sourcing": True,
-            "metadata": {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name},
-        }
+        metadata = {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name}
+        config |= origin_consumer_config(source, deliver, metadata)
         if "filter_subject" in config:
             subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
             subject += "." + config["filter_subject"]

@@ -39,14 +39,12 @@ from brook import limits
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.link import (
     ACCOUNT,
-    ACK_WAIT_NS,
     API_PREFIX,
-    HEALTH_CHECK_NS,
-    HEARTBEAT_NS,
     CreateRequest,
     Delivery,
     OriginLink,
     link_subject,
+    origin_consumer_config,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.info import format_ts_ns
@@ -399,27 +397,10 @@ class Source:
                 start = format_ts_ns(last_ts)  # a stream purged since: after its last
             if start is not None:
                 config |= {"deliver_policy": "by_start_time", "opt_start_time": start}
-        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-        filters = [t.src for t in source.subject_transforms]
-        if source.filter_subject:
-            config["filter_subject"] = source.filter_subject
-        elif len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        elif filters:
-            config["filter_subjects"] = filters
         external = source.external
         prefix = f"{external.deliver}.S" if external is not None and external.deliver else "$JS.S"
-        config |= {
-            "replay_policy": "instant",
-            "flow_control": True,
-            "deliver_subject": link_subject(prefix),
-            "idle_heartbeat": HEARTBEAT_NS,
-            "inactive_threshold": HEALTH_CHECK_NS,
-            "num_replicas": 0,
-            "direct": True,
-            "sourcing": True,
-            "metadata": {"_nats.src.acc": ACCOUNT, "_nats.src.stream": stream.name},
-        }
+        metadata = {"_nats.src.acc": ACCOUNT, "_nats.src.stream": stream.name}
+        config |= origin_consumer_config(source, link_subject(prefix), metadata)
         subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}"
         if "filter_subject" in config:
             subject += f".{config['name']}.{config['filter_subject']}"
