@@ -41,7 +41,6 @@ import json
 import logging
 import random
 import re
-import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.sources import StreamSource
 from brook.jetstream.sourcing import Tracking
+from brook.nuid import random_name
 from brook.protocol import headers as hdrs
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
@@ -70,7 +70,6 @@ _JITTER_NS = 100_000_000
 # holds at most that window: the link answers a flow-control request only once it took
 # (and synced) what came before it.
 _BATCH = 256
-_ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # The ack reply of a delivery in its common (version 1) form: read without decoding it.
 _ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
 _LAST_CONSUMER = b"Nats-Last-Consumer"
@@ -85,15 +84,9 @@ def retry_backoff_ns(fails: int) -> int:
     return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
 
 
-def random_id() -> str:
-    """8 random base-62 characters, as nats-server's `syncSubject` and
-    `createConsumerName` make them."""
-    return "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
-
-
 def sync_subject(prefix: str) -> str:
     """nats-server's `syncSubject`: `prefix` and a random id."""
-    return f"{prefix}.{random_id()}"
+    return f"{prefix}.{random_name()}"
 
 
 class Delivery(NamedTuple):
@@ -455,7 +448,7 @@ def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest
     if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
         return None
     name = config["name"]
-    unique = f"{name}_{random_id()}"
+    unique = f"{name}_{random_name()}"
     config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
     subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
     return CreateRequest(subject, None, {**request.body, "config": config})

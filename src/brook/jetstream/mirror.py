@@ -190,7 +190,6 @@ def store_mirrored(
     retention = stream.retention
     if config.retention == "interest" and retention is not None and not retention.wanted(subject):
         store.remove(seq)
-        retention.not_kept()
         return False
     if config.allow_msg_ttl and header:
         value = ttls.header_value(header)

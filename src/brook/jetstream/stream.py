@@ -474,9 +474,7 @@ class Stream:
             if self.schedules is not None:
                 schedule_stored(self, seq, subject, header, now, kept=not unwanted)
             if unwanted:
-                assert retention is not None
                 self.store.remove(seq)
-                retention.not_kept()
             else:
                 self._enforce_limits(subject)
             if result is not None and self.on_purge is not None:
