@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.stream import Ingested, Stream
 from brook.protocol import headers as hdrs
-from tests.support.streams import SECOND, Clock, make, publish
+from tests.support.streams import SECOND, Clock, make, publish, reopen
 
 
 def test_duplicate_window_is_exact() -> None:
@@ -176,14 +175,7 @@ def test_expected_last_msg_id_survives_restart_outside_the_window() -> None:
     stream, clock, acks = make(duplicate_window=SECOND)
     publish(stream, "s.a", Nats_Msg_Id="last-one")
     clock.now += 10 * SECOND  # well past the duplicate window
-    restarted = Stream(
-        stream.config,
-        stream.store,
-        now_ns=clock,
-        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
-        committer=None,
-        created_ns=clock.now,
-    )
+    restarted = reopen(stream, clock, acks)
     publish(restarted, "s.a", Nats_Expected_Last_Msg_Id="last-one")
     assert acks[-1] == {"stream": "S", "seq": 2}
     publish(restarted, "s.a", Nats_Msg_Id="last-one")  # outside the window: not a duplicate
