@@ -125,6 +125,19 @@ def test_ingest_says_what_it_did() -> None:
     assert [a.get("seq") for a in acks] == [1, 0, 2, 3]
 
 
+@pytest.mark.parametrize(
+    "name", ["Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence"]
+)
+def test_expected_sequence_in_other_unicode_digits_is_a_wrong_sequence(name: str) -> None:
+    """A value such as "²" is not a sequence (nats-server's parseInt64 reads -1): the publish
+    gets 10071 like any other wrong sequence, it does not raise out of the ingest."""
+    stream, _, _ = make()
+    refused = stream.ingest(b"s.a", b"r", hdrs.encode([(name, "\u00b2")]), b"")
+    assert refused.error is not None
+    assert refused.error.err_code == 10071
+    assert stream.ingest(b"s.a", b"r", None, b"x").seq == 1
+
+
 def test_purge_reports_to_the_consumers() -> None:
     """STREAM.PURGE goes through the stream, which reports it (`on_purge`) as it reports a
     rollup's purge: the consumers' one path for purges."""

@@ -135,7 +135,8 @@ class Counted(Ingested):
 
 
 def _uint(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
+    """ASCII digits only: `str.isdigit` also takes digits such as "²" that `int()` refuses."""
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 class Stream:
