@@ -163,6 +163,8 @@ class StreamShape:
     subject_delete_marker_ttl: int
     mirror_direct: bool
     allow_msg_schedules: bool = False
+    allow_atomic: bool = False
+    allow_batched: bool = False
 
 
 class Origin(Protocol):
@@ -323,6 +325,10 @@ def _check_mirror(
         raise api_error("MIRROR_WITH_SOURCES")
     if shape.allow_msg_counter:
         raise api_error("MIRROR_WITH_COUNTERS")
+    if shape.allow_atomic:
+        raise api_error("MIRROR_WITH_ATOMIC_PUBLISH")
+    if shape.allow_batched:
+        raise api_error("MIRROR_WITH_BATCH_PUBLISH")
     if shape.allow_msg_schedules:
         raise api_error("MIRROR_WITH_MSG_SCHEDULES")
     if mirror.consumer is not None:
