@@ -7,9 +7,10 @@ difference between the origin's total and the last total `S` took from that orig
 subject, and `Nats-Counter-Sources` (every origin's last total, by stream and subject)
 goes with every later message of the subject, a publish to `S` itself included. A source
 added by an update brings its origin's whole total at once. A stream without counters
-that sources a counter stream stores its messages as they are. Compared: the PubAcks, and
-every stored message byte for byte (the origin's identity in `Nats-Stream-Source` masked
-as in test_sources_conformance.py), before and after a restart of each server.
+that sources a counter stream, and a mirror of one, store its messages as they are.
+Compared: the PubAcks, and every stored message byte for byte (the origin's identity in
+`Nats-Stream-Source` masked as in test_sources_conformance.py), before and after a
+restart of each server.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
-from tests.conformance.test_mirror_conformance import messages
+from tests.conformance.test_mirror_conformance import messages, mirrored
 from tests.conformance.test_sources_conformance import create, settled, update
 from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
 from tests.support.natsserver import nats_server_binary, run_nats_server
@@ -71,6 +72,9 @@ async def counted(s: Session) -> None:
     # A stream without counters that sources a counter stream stores what it gets.
     await create(s, "P", {"name": "P", "sources": [{"name": "O1"}]})
     await settled(s, "plain copy", "P", 4)
+    # A mirror of a counter stream stores its messages as they are.
+    await s.create("M", {"name": "M", "mirror": {"name": "O1"}})
+    await mirrored(s, "mirrored", "M", 4)
     # A counter stream sourcing S (which sources others): a daisy chain.
     await create(s, "T", {"name": "T", "allow_msg_counter": True, "sources": [{"name": "S"}]})
     await settled(s, "chained", "T", 9)
