@@ -26,7 +26,7 @@ import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
 from tests.conformance.test_mirror_conformance import messages, mirrored
-from tests.conformance.test_sources_conformance import create, settled, update
+from tests.conformance.test_sources_conformance import _mask_sources, create, settled, update
 from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
@@ -131,6 +131,24 @@ async def test_a_sourcing_counter_stream_republishes_what_it_stored_as_nats_serv
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, republished)
+
+
+async def not_a_counter(s: Session) -> None:
+    """A counter stream sourcing a stream without counters: every message lacks
+    `Nats-Incr` (10169), so none is stored and the source asks again and again."""
+    await s.create("P", {"name": "P", "subjects": ["p.>"]})
+    await s.publish("plain", "p.a", b"1")
+    await s.publish("plain again", "p.a", b"2")
+    await create(s, "S", {"name": "S", "allow_msg_counter": True, "sources": [{"name": "P"}]})
+    await asyncio.sleep(3)
+    await s.info("nothing stored", "S")
+    _mask_sources(s.results[-1][1])
+
+
+async def test_a_counter_stream_sourcing_no_counters_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, not_a_counter)
 
 
 async def client_written(s: Session) -> None:
