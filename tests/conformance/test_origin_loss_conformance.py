@@ -76,11 +76,15 @@ class Held:
 
 
 async def still(s: Session, label: str, stream: str) -> None:
-    """A held link's stream, after a moment: its state and its `mirror`/`sources` (the lag
-    the last delivery said), `active` masked."""
+    """A held link's stream, after a moment (and once its link heard from its origin): its
+    state and its `mirror`/`sources` (the lag the last delivery said), `active` masked."""
     await asyncio.sleep(0.3)
-    info = await _info(s, stream)
-    links = info.get("sources") or [info.get("mirror")]
+    for _ in range(100):
+        info = await _info(s, stream)
+        links = info.get("sources") or [info.get("mirror")]
+        if all(link["active"] >= 0 for link in links):
+            break
+        await asyncio.sleep(0.1)
     for link in links:
         link["active"] = "<active>" if link["active"] >= 0 else -1
     state = info["state"]
@@ -348,3 +352,28 @@ async def test_a_mirror_restarted_while_its_origin_expired_as_nats_server(tmp_pa
 
     t, o = await asyncio.gather(theirs(), ours())
     compare(t, o)
+
+
+# ---------------------------------------------------------------------------- start past the end
+
+
+async def past_the_end(s: Session) -> None:
+    """A mirror and a source asked to start after their origin's last message: nothing
+    copied until the origin reaches the start; the mirror's sequences before it skipped."""
+    await s.create("origin", {"name": "O1", "subjects": ["o.>"]})
+    for i in (1, 2):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i)
+    await s.create("mirror", {"name": "M", "mirror": {"name": "O1", "opt_start_seq": 5}})
+    await create(s, "S", {"name": "S", "sources": [{"name": "O1", "opt_start_seq": 5}]})
+    await still(s, "M waits", "M")
+    await still(s, "S waits", "S")
+    for i in (3, 4, 5, 6):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i)
+    await mirrored(s, "mirrored", "M", 6)
+    await settled(s, "sourced", "S", 2)
+
+
+async def test_a_start_past_the_origin_end_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, past_the_end)
