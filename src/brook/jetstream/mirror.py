@@ -24,9 +24,11 @@ messages pending (the engine subscribes it, `caught_up`): a read replica.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from brook.jetstream.errors import ApiError
 from brook.jetstream.link import (
     ACCOUNT,
     ACK_WAIT_NS,
@@ -45,6 +47,8 @@ from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
+
+log = logging.getLogger("brook.mirror")
 
 # The API level nats-server's mirror asks the origin for (durable sourcing, reset).
 _REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
@@ -79,6 +83,7 @@ class Mirror:
         self._transforms = [
             SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms
         ]
+        self._refusal = ""  # what the mirror's limits last refused (logged once)
 
     def create_request(self) -> CreateRequest:
         source = self.source
@@ -172,11 +177,26 @@ class Mirror:
         except StoreError as exc:
             self.stream.write_failed(f"store mirrored message {seq}", exc)
             return False  # recreated after the last stored, once there is room
+        except ApiError as err:  # the mirror's own limits: asked again later
+            self._refused(seq, err)
+            return False
         if verdict is Verdict.SKIP_AND_STORE:
             tracking.skipped(seq)
         if stored:
             self._stored(subject, seq)
         return True
+
+    def _refused(self, seq: int, err: ApiError) -> None:
+        """Logged once per kind of refusal (the link asks again every few seconds)."""
+        if err.description != self._refusal:
+            self._refusal = err.description
+            log.warning(
+                "mirror %s refused message %d of %s: %s",
+                self.stream.name,
+                seq,
+                self.source.name,
+                err.description,
+            )
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)

@@ -536,23 +536,29 @@ class Stream:
         """Store a message of the origin of a mirror at the origin's sequence `seq` and
         timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
         the sequences before it that the origin no longer has become gaps (`skip_msgs`),
-        then the stream's own limits and expiry apply as after a publish. None of a
-        publish's checks apply: a mirror stores what its origin stored. Returns whether the
-        message is kept: not when `seq` is stored already, nor on an interest stream when
-        no consumer wants it (it takes its sequence and is removed, as a publish); a store
-        failure raises `StoreError` (nothing more stored). What it removed goes to
-        `on_removed` before it returns."""
+        then the stream's own limits and expiry apply as after a publish. Of a publish's
+        checks only the mirror's own limits apply (`max_msg_size`, `discard: new`): a
+        message they refuse raises their ApiError, nothing stored, and the mirror asks for
+        it again later, as nats-server's (it stores what its origin stored, or stops).
+        Returns whether the message is kept: not when `seq` is stored already, nor on an
+        interest stream when no consumer wants it (it takes its sequence and is removed,
+        as a publish); a store failure raises `StoreError` (nothing more stored). What it
+        removed goes to `on_removed` before it returns."""
         store = self.store
         last = store.last_seq()
         if seq <= last:
             return False
+        config = self.config
+        if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
+            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if config.discard == "new":
+            self._check_discard_new(subject, header, data, None)
         space = self._space
         if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
             raise StoreFullError("no room for a mirrored message")
         if seq > last + 1:
             store.skip_msgs(seq - 1)
         store.store(subject, header, data, ts_ns)
-        config = self.config
         retention = self.retention
         if (
             config.retention == "interest"
