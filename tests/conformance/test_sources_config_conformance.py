@@ -30,6 +30,13 @@ REFUSED_MIRRORS: list[tuple[str, dict[str, Any]]] = [
     ("with first_seq", {"first_seq": 5, "mirror": ORIGIN}),
     ("with sources", {"mirror": ORIGIN, "sources": [{"name": "P"}]}),
     ("with counters", {"mirror": ORIGIN, "allow_msg_counter": True}),
+    ("with atomic batches", {"mirror": ORIGIN, "allow_atomic": True}),
+    ("with fast batches", {"mirror": ORIGIN, "allow_batched": True}),
+    ("with both batches", {"mirror": ORIGIN, "allow_atomic": True, "allow_batched": True}),
+    (
+        "with batches and schedules",
+        {"mirror": ORIGIN, "allow_batched": True, "allow_msg_schedules": True},
+    ),
     ("with markers", {"mirror": ORIGIN, "subject_delete_marker_ttl": 1_000_000_000}),
     ("no name", {"mirror": {}}),
     ("bad name", {"mirror": {"name": "a.b"}}),

@@ -221,7 +221,6 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
     ("extra", "source", "text"),
     [
         ({}, {"consumer": {"name": "C", "deliver_subject": "d"}}, "source consumer is"),
-        ({"allow_msg_counter": True}, {}, "sources into a counter stream are"),
     ],
 )
 async def test_what_brook_does_not_honour_yet_is_refused(

@@ -251,9 +251,7 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
-        refuse_unbuilt(
-            config.mirror, config.sources, counters=config.allow_msg_counter
-        )  # after the update rules, ADR 0020
+        refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         if config.mirror is None:

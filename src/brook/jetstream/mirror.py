@@ -24,10 +24,12 @@ messages pending (the engine subscribes it, `caught_up`): a read replica.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from brook.jetstream import ttl as ttls
+from brook.jetstream.errors import ApiError
 from brook.jetstream.link import (
     ACCOUNT,
     API_PREFIX,
@@ -44,6 +46,8 @@ from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError, StoreFullError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
+
+log = logging.getLogger("brook.mirror")
 
 # The API level nats-server's mirror asks the origin for (durable sourcing, reset).
 _REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
@@ -78,6 +82,7 @@ class Mirror:
         self._transforms = [
             SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms
         ]
+        self._refusal = ""  # what the mirror's limits last refused (logged once)
 
     def create_request(self) -> CreateRequest:
         source = self.source
@@ -154,11 +159,26 @@ class Mirror:
         except StoreError as exc:
             self.stream.write_failed(f"store mirrored message {seq}", exc)
             return False  # recreated after the last stored, once there is room
+        except ApiError as err:  # the mirror's own limits: asked again later
+            self._refused(seq, err)
+            return False
         if verdict is Verdict.SKIP_AND_STORE:
             tracking.skipped(seq)
         if stored:
             self._stored(subject, seq)
         return True
+
+    def _refused(self, seq: int, err: ApiError) -> None:
+        """Logged once per kind of refusal (the link asks again every few seconds)."""
+        if err.description != self._refusal:
+            self._refusal = err.description
+            log.warning(
+                "mirror %s refused message %d of %s: %s",
+                self.stream.name,
+                seq,
+                self.source.name,
+                err.description,
+            )
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
@@ -170,8 +190,11 @@ def store_mirrored(
     """Store a message of the origin of mirror `stream` at the origin's sequence `seq` and
     timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence): the
     sequences before it that the origin no longer has become gaps (`skip_msgs`), then the
-    stream's own limits and expiry apply as after a publish. None of a publish's checks
-    apply: a mirror stores what its origin stored. Returns whether the message is kept:
+    stream's own limits and expiry apply as after a publish. Of a publish's checks only the
+    mirror's own limits apply (sealed, `max_msg_size`, `discard: new`): a message they
+    refuse raises their ApiError, nothing stored, and the mirror asks for it again later,
+    as nats-server's (it stores what its origin stored, or stops). Returns whether the
+    message is kept:
     not when `seq` is stored already, nor on an interest stream when no consumer wants it
     (it takes its sequence and is removed, as a publish); a store failure raises
     `StoreError` (nothing more stored). What it removed goes to `on_removed` before it
@@ -180,6 +203,7 @@ def store_mirrored(
     last = store.last_seq()
     if seq <= last:
         return False
+    stream.check_mirrored(subject, header, data)
     space = stream.space
     if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
         raise StoreFullError("no room for a mirrored message")

@@ -128,10 +128,12 @@ class Batched(Ingested):
 @dataclass(slots=True)
 class Counted(Ingested):
     """What a counter stream did with an increment: also the subject's new total, for the
-    PubAck's `val` (counters.py). A class of its own so that `Ingested`, made for every
-    publish, carries nothing for counters."""
+    PubAck's `val`, and the header stored with it (counters.py: `Nats-Incr` and
+    `Nats-Counter-Sources` as rewritten), for republish. A class of its own so that
+    `Ingested`, made for every publish, carries nothing for counters."""
 
     total: bytes = b""
+    header: bytes | None = None
 
 
 def _uint(value: str) -> int | None:
@@ -369,7 +371,9 @@ class Stream:
         block = None
         if header:
             if counters.INCR in header:  # checked first, even in a block parse refuses
-                counters.check_increment(header, data, config.allow_msg_counter)
+                counters.check_increment(
+                    header, data, config.allow_msg_counter, sourced=self._sourcing
+                )
             try:
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
@@ -432,7 +436,7 @@ class Stream:
                 if rollup not in ("sub", "all"):
                     raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
         if config.allow_msg_counter:
-            data = counters.next_total(self.store, subject, header, config.max_msg_size)
+            header, data = counters.count(self.store, subject, header, data, config.max_msg_size)
             size = len(data) + (len(header) if header else 0)
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
@@ -487,7 +491,7 @@ class Stream:
         if self._removed:
             self._report_removed()
         if config.allow_msg_counter:
-            return Counted(seq, not unwanted, total=counters.total_of(data))
+            return Counted(seq, not unwanted, total=counters.total_of(data), header=header)
         return Ingested(seq, not unwanted)
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
@@ -666,9 +670,20 @@ class Stream:
             ts_ns = state.last_ts_ns if state.last_seq == result.seq else self.now_ns()
             assert self._republish is not None
             if isinstance(result, Counted):  # what was stored: the total, not the increment
-                data = counters.payload_of(result.total)
+                header, data = result.header, counters.payload_of(result.total)
             self._republish.stored(subject, result.seq, ts_ns, last_on_subject, header, data)
         return result
+
+    def check_mirrored(self, subject: str, header: bytes | None, data: bytes) -> None:
+        """The checks of a publish that a mirror's message meets too (mirror.py): the
+        mirror's own sealed, `max_msg_size` and `discard: new` limits; raises their ApiError."""
+        config = self.config
+        if config.sealed:
+            raise api_error("STREAM_SEALED")
+        if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
+            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if config.discard == "new":
+            self._check_discard_new(subject, header, data, None)
 
     def _check_discard_new(
         self, subject: str, header: bytes | None, data: bytes, rollup: str | None

@@ -163,6 +163,8 @@ class StreamShape:
     subject_delete_marker_ttl: int
     mirror_direct: bool
     allow_msg_schedules: bool = False
+    allow_atomic: bool = False
+    allow_batched: bool = False
 
 
 class Origin(Protocol):
@@ -323,6 +325,10 @@ def _check_mirror(
         raise api_error("MIRROR_WITH_SOURCES")
     if shape.allow_msg_counter:
         raise api_error("MIRROR_WITH_COUNTERS")
+    if shape.allow_atomic:
+        raise api_error("MIRROR_WITH_ATOMIC_PUBLISH")
+    if shape.allow_batched:
+        raise api_error("MIRROR_WITH_BATCH_PUBLISH")
     if shape.allow_msg_schedules:
         raise api_error("MIRROR_WITH_MSG_SCHEDULES")
     if mirror.consumer is not None:
@@ -401,14 +407,10 @@ def source_json(source: StreamSource) -> dict[str, Any]:
     return out
 
 
-def refuse_unbuilt(
-    mirror: StreamSource | None, sources: list[StreamSource], *, counters: bool = False
-) -> None:
+def refuse_unbuilt(mirror: StreamSource | None, sources: list[StreamSource]) -> None:
     """What Brook does not honour yet is refused with 10052 when a stream is created or
     updated, after every check of its configuration (ADR 0020): a mirror or a source
-    through a durable consumer of its origin (ADR-60: the link sends no consumer reset),
-    and sources into a counter stream (nats-server adds up the sources' counters,
-    `Nats-Counter-Sources`)."""
+    through a durable consumer of its origin (ADR-60: the link sends no consumer reset)."""
     if mirror is not None and mirror.consumer is not None:
         raise api_error(
             "STREAM_INVALID_CONFIG", err="mirror consumer is not supported by this server"
@@ -416,9 +418,4 @@ def refuse_unbuilt(
     if any(source.consumer is not None for source in sources):
         raise api_error(
             "STREAM_INVALID_CONFIG", err="source consumer is not supported by this server"
-        )
-    if sources and counters:
-        raise api_error(
-            "STREAM_INVALID_CONFIG",
-            err="sources into a counter stream are not supported by this server",
         )

@@ -402,6 +402,8 @@ def _validate(
         subject_delete_marker_ttl=c.subject_delete_marker_ttl,
         mirror_direct=c.mirror_direct,
         allow_msg_schedules=c.allow_msg_schedules,
+        allow_atomic=c.allow_atomic,
+        allow_batched=c.allow_batched,
     )
     c.mirror_direct = stream_sources.check_mirror_and_sources(
         c.mirror, sourced, shape, overlaps=_pair_overlaps, lookup=streams, pedantic=pedantic

