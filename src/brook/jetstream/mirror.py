@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from brook import limits
 from brook.jetstream.link import (
     ACCOUNT,
     ACK_WAIT_NS,
@@ -36,7 +37,9 @@ from brook.jetstream.link import (
     CreateRequest,
     Delivery,
     OriginLink,
+    api_subject,
     link_subject,
+    reset_request,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -44,10 +47,16 @@ from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError
 from brook.jetstream.stream import Stream
+from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
-# The API level nats-server's mirror asks the origin for (durable sourcing, reset).
-_REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
+# nats-server's mirror asks its origin for API level 4 (durable sourcing, reset); a Brook
+# origin serves both at its own level, which a request may not exceed there (ADR 0003),
+# and a mirror of its interest or workqueue stream needs `sourcing` (ADR-60): so, as a
+# source does, at most Brook's own level.
+_REQUIRED_API_LEVEL = hdrs.encode(
+    [("Nats-Required-Api-Level", str(min(4, limits.JETSTREAM_API_LEVEL)))]
+)
 
 Stored = Callable[[str, int], None]
 """(subject, sequence) of a message the mirror stored: the engine tells its consumers."""
@@ -66,6 +75,7 @@ class Mirror:
     """The mirror's kind of link (`link.LinkKind`)."""
 
     setup_error = "MIRROR_CONSUMER_SETUP_FAILED"
+    requires_ack_fc = "MIRROR_CONSUMER_REQUIRES_ACK_FC"
 
     def __init__(
         self, stream: Stream, stored: Stored, caught_up: Callable[[], None] | None = None
@@ -82,6 +92,8 @@ class Mirror:
 
     def create_request(self) -> CreateRequest:
         source = self.source
+        if source.consumer is not None:  # created beforehand on the origin (ADR-60)
+            return reset_request(source)
         state = self.stream.store.state()
         config: dict[str, Any] = {
             "name": consumer_name(self.stream.name),
@@ -180,6 +192,13 @@ class Mirror:
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
+
+    def delete_subject(self) -> str | None:
+        if self.source.consumer is not None:
+            return None
+        return api_subject(
+            self.source, f"DELETE.{self.source.name}.{consumer_name(self.stream.name)}"
+        )
 
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:

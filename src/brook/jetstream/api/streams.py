@@ -114,7 +114,7 @@ class StreamApi:
         config = models.parse_stream_config(
             body, subject_name=request.tokens[2], streams=self._origin
         )
-        refuse_unbuilt(config.mirror, config.sources, counters=config.allow_msg_counter)
+        refuse_unbuilt(config.sources, counters=config.allow_msg_counter)
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 

@@ -401,22 +401,10 @@ def source_json(source: StreamSource) -> dict[str, Any]:
     return out
 
 
-def refuse_unbuilt(
-    mirror: StreamSource | None, sources: list[StreamSource], *, counters: bool = False
-) -> None:
+def refuse_unbuilt(sources: list[StreamSource], *, counters: bool = False) -> None:
     """What Brook does not honour yet is refused with 10052 when a stream is created or
-    updated, after every check of its configuration (ADR 0020): a mirror or a source
-    through a durable consumer of its origin (ADR-60: the link sends no consumer reset),
-    and sources into a counter stream (nats-server adds up the sources' counters,
-    `Nats-Counter-Sources`)."""
-    if mirror is not None and mirror.consumer is not None:
-        raise api_error(
-            "STREAM_INVALID_CONFIG", err="mirror consumer is not supported by this server"
-        )
-    if any(source.consumer is not None for source in sources):
-        raise api_error(
-            "STREAM_INVALID_CONFIG", err="source consumer is not supported by this server"
-        )
+    updated, after every check of its configuration (ADR 0020): sources into a counter
+    stream (nats-server adds up the sources' counters, `Nats-Counter-Sources`)."""
     if sources and counters:
         raise api_error(
             "STREAM_INVALID_CONFIG",
