@@ -108,6 +108,15 @@ async def sourced_workqueue(s: Session) -> None:
     await s.update("source removed", {"name": "S"})
     await asyncio.sleep(0.3)
     await emptied(s, "origin without the source", "WQ")
+    await s.create("T", {"name": "T", "sources": [{"name": "WQ"}]})
+    _mask_sources(s.results[-1][1])
+    for _ in range(100):
+        if (await _info(s, "WQ"))["state"]["consumer_count"] == 1:
+            break
+        await asyncio.sleep(0.05)
+    await s.api("sourcing stream deleted", "$JS.API.STREAM.DELETE.T")
+    await asyncio.sleep(0.3)
+    await emptied(s, "origin without T", "WQ")
 
 
 async def test_a_source_of_a_workqueue_stream_as_nats_server(
