@@ -42,7 +42,7 @@ class PushFlow:
         reached `max_ack_pending` (nats-server's `needFlowControl`)."""
         self._bytes += size
         if self.reply is None:
-            if self._bytes > self.window // 2 or self._acks_due(pending):
+            if self._bytes > self.window // 2 or (pending > 0 and self._acks_due(pending)):
                 self.request(out)
         elif self._bytes - self._covers >= self.window:
             self._covers = self._bytes
