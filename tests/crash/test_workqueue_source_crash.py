@@ -21,14 +21,16 @@ import json
 import os
 import random
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
-from tests.crash.test_sources_crash import _request
-from tests.support.brookproc import start_brook
+from tests.support.brookproc import sigkill_rounds, start_brook
+from tests.support.jsapi import create_streams
+from tests.support.jsapi import request as _request
 from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -42,15 +44,9 @@ STREAMS = (
 Acked = dict[int, tuple[str, bytes]]  # W's sequence -> (subject, payload)
 
 
-async def _setup(nc: Any) -> None:
-    for config in STREAMS:
-        reply = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
-        assert "error" not in reply or reply["error"]["err_code"] == 10058, reply
-
-
 async def _publish_until_killed(url: str, pid: int, acked: Acked, rng: random.Random) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    await _setup(nc)
+    await create_streams(nc, STREAMS)
     asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.2), os.kill, pid, signal.SIGKILL)
     k = 0
 
@@ -115,19 +111,17 @@ async def test_a_workqueue_source_keeps_each_message_once_across_sigkills(
     url = f"nats://127.0.0.1:{port}"
     acked: Acked = {}
     checks = 0
-    for _ in range(ROUNDS):
-        proc = start_brook(store, port)
-        try:
-            if acked:  # what the last kill left: nothing lost, nothing twice
-                nc = await nats.connect(url)
-                _check(acked, *await _where(nc))
-                checks += 1
-                await nc.close()
-            await _publish_until_killed(url, proc.pid, acked, rng)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
+
+    async def round_(proc: subprocess.Popen[bytes], _: int) -> None:
+        nonlocal checks
+        if acked:  # what the last kill left: nothing lost, nothing twice
+            nc = await nats.connect(url)
+            _check(acked, *await _where(nc))
+            checks += 1
+            await nc.close()
+        await _publish_until_killed(url, proc.pid, acked, rng)
+
+    await sigkill_rounds(store, port, ROUNDS, round_)
     proc = start_brook(store, port)
     try:
         nc = await nats.connect(url)
