@@ -48,9 +48,10 @@ def _hpub(subject: str, reply: str, header: bytes, payload: bytes) -> bytes:
 class Origin:
     """The test's side: the origin's API and consumer, over a raw connection."""
 
-    def __init__(self, raw: RawClient, results: Results) -> None:
+    def __init__(self, raw: RawClient, results: Results, api_level: int) -> None:
         self.raw = raw
         self.results = results
+        self.api_level = api_level  # the server's own, from $JS.API.INFO
 
     async def next_msg(self, sid: bytes, timeout: float) -> Msg:
         ops = await self.raw.read_ops(
@@ -65,9 +66,15 @@ class Origin:
         msg = await self.next_msg(b"1", timeout)
         body = json.loads(msg.payload)
         deliver = body["config"]["deliver_subject"]
-        self.results.append(
-            (label, [msg.subject, (msg.header or b"").decode(), _masked(json.dumps(body))])
-        )
+        # nats-server asks for level 4; Brook for at most its own (ADR 0020): a Brook
+        # origin refuses more, and its interest and workqueue streams need `sourcing`.
+        header = (msg.header or b"").decode()
+        asked = re.search(r"Nats-Required-Api-Level: (\d+)", header)
+        if asked is not None:
+            level = int(asked.group(1))
+            header = header.replace(asked.group(0), "Nats-Required-Api-Level: <asked>")
+            assert level == min(4, self.api_level), (level, self.api_level)
+        self.results.append((label, [msg.subject, header, _masked(json.dumps(body))]))
         assert msg.reply is not None
         return msg.reply.decode(), deliver
 
@@ -104,7 +111,8 @@ async def scenario(url: str) -> Results:
             await raw.handshake(headers=True, no_responders=True)
             await raw.send(b"SUB %b.CONSUMER.CREATE.> 1\r\nSUB $JS.FC.> 2\r\n" % API.encode())
             await raw.send(b"PING\r\n")
-            origin = Origin(raw, results)
+            level = json.loads((await nc.request("$JS.API.INFO", b"", 5)).data)["api"]["level"]
+            origin = Origin(raw, results, level)
             body = {"name": "M", "mirror": {"name": "X", "external": {"api": API, "deliver": ""}}}
             reply = json.loads(
                 (await nc.request("$JS.API.STREAM.CREATE.M", json.dumps(body).encode(), 5)).data

@@ -30,16 +30,3 @@ async def nc(tmp_path: Path) -> AsyncIterator[Any]:
 async def _request(nc: Any, subject: str, body: Any = None, timeout: float = 5) -> Any:
     data = b"" if body is None else json.dumps(body).encode()
     return json.loads((await nc.request(subject, data, timeout=timeout)).data)
-
-
-async def test_a_mirror_through_a_durable_origin_consumer_is_refused(nc: Any) -> None:
-    await _request(nc, "$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
-    mirror = {"name": "O", "consumer": {"name": "c", "deliver_subject": "d.m"}}
-    reply = await _request(nc, "$JS.API.STREAM.CREATE.M", {"name": "M", "mirror": mirror})
-    assert reply["error"] == {
-        "code": 500,
-        "err_code": 10052,
-        "description": "mirror consumer is not supported by this server",
-    }
-    names = await _request(nc, "$JS.API.STREAM.NAMES")
-    assert names["streams"] == ["O"]

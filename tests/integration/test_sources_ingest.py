@@ -217,29 +217,6 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
         assert positions[O2_INAME].seq == 6
 
 
-@pytest.mark.parametrize(
-    ("extra", "source", "text"),
-    [
-        ({}, {"consumer": {"name": "C", "deliver_subject": "d"}}, "source consumer is"),
-    ],
-)
-async def test_what_brook_does_not_honour_yet_is_refused(
-    tmp_path: Path, extra: dict[str, Any], source: dict[str, Any], text: str
-) -> None:
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        nc = await nats.connect(server.url)
-        await nc.jetstream().add_stream(name="O1", subjects=["a.>"])
-        body = {"name": "S", "subjects": ["s.>"], "sources": [{"name": "O1", **source}], **extra}
-        answer = await request(nc, "$JS.API.STREAM.CREATE.S", body)
-        assert answer["error"] == {
-            "code": 500,
-            "err_code": 10052,
-            "description": f"{text} not supported by this server",
-        }
-        assert "S" not in server.jetstream.streams
-        await nc.close()
-
-
 async def test_a_source_from_a_start_time_through_nats_py(tmp_path: Path) -> None:
     """nats.py's own V210FeaturesTest.test_stream_source_opt_start_time, against Brook:
     only what the origin stored from `opt_start_time` on is copied."""

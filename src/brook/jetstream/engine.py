@@ -45,7 +45,6 @@ from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
 from brook.jetstream.link import OriginLink
 from brook.jetstream.mirror import Mirror, mirror_info
-from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
@@ -251,11 +250,10 @@ class JetStream:
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
         models.check_update(entry.stream.config, config)
-        refuse_unbuilt(config.mirror, config.sources)  # after the update rules, ADR 0020
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         if config.mirror is None:
-            self._unlink(entry)  # a promotion: the stream takes publishes from now on
+            self._unlink(entry, remove=True)  # a promotion: the stream takes publishes now
         self._detach(config.name)
         self._index_subjects(entry.stream.config, add=False)
         entry.stream.reconfigure(config)
@@ -394,7 +392,7 @@ class JetStream:
             return
         for iname in list(sourced.links):
             if iname not in sourced.sources:
-                sourced.links.pop(iname).close()
+                sourced.links.pop(iname).remove()
         for iname, source in sourced.sources.items():
             if iname not in sourced.links:
                 label = f"source {source.name} of stream {entry.stream.name}"
@@ -403,9 +401,13 @@ class JetStream:
                 sourced.links[iname] = link
                 link.start()
 
-    def _unlink(self, entry: _Entry) -> None:
+    def _unlink(self, entry: _Entry, *, remove: bool = False) -> None:
+        """Close a mirror's link; `remove`: for good, its origin consumer deleted."""
         if entry.link is not None:
-            entry.link.close()
+            if remove:
+                entry.link.remove()
+            else:
+                entry.link.close()
             entry.link = None
         for sub in entry.mirror_subs:
             self.internal.unsubscribe(sub)
@@ -493,10 +495,13 @@ class JetStream:
         self.consumers.remove_stream(name, notify=notify)
         self._detach(name)
         entry = self._entries.pop(name)
-        self._unlink(entry)
+        self._unlink(entry, remove=notify)  # deleted: the origins' consumers too
         if entry.sourced is not None:
             for link in entry.sourced.links.values():
-                link.close()
+                if notify:
+                    link.remove()
+                else:
+                    link.close()
             entry.sourced.links.clear()
         del self._streams[name]
         self._index_subjects(entry.stream.config, add=False)

@@ -48,6 +48,7 @@ from typing import Any, NamedTuple, Protocol
 
 from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.defaults import SOURCING_HEARTBEAT_NS
 from brook.jetstream.models.sources import StreamSource
 from brook.jetstream.sourcing import Tracking
 from brook.nuid import random_name
@@ -57,10 +58,11 @@ from brook.routing.sublist import Subscription
 
 log = logging.getLogger("brook.link")
 
-HEARTBEAT_NS = 1_000_000_000  # the origin consumer's idle heartbeat (sourceHealthHB)
+HEARTBEAT_NS = SOURCING_HEARTBEAT_NS  # the origin consumer's idle heartbeat
 HEALTH_CHECK_NS = 10_000_000_000  # stalled after this long without a message
 RETRY_THRESHOLD_NS = 2_000_000_000  # never two create requests closer than this
 CREATE_WAIT_NS = 30_000_000_000  # how long a create request waits for its reply
+RESET_WAIT_NS = 5_000_000_000  # a pre-created consumer's reset (srcDurableConsumerWaitTime)
 _RETRY_BASE_NS = 5_000_000_000
 _RETRY_MAX_NS = 120_000_000_000
 _JITTER_NS = 100_000_000
@@ -138,18 +140,45 @@ def origin_consumer_config(
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
-    """One consumer-create request: where it goes, its header and JSON body."""
+    """One consumer-create request: where it goes, its header and JSON body. With a
+    `deliver` subject it is the reset of a consumer created beforehand on the origin
+    (the `consumer` of a mirror or source, ADR-60: `$JS.API.CONSUMER.RESET`, no header,
+    an empty payload whatever `body` says) whose deliveries go to `deliver`."""
 
     subject: str
     header: bytes | None
     body: dict[str, Any]
+    deliver: str = ""
+
+
+def api_subject(source: StreamSource, rest: str) -> str:
+    """`$JS.API.CONSUMER.<rest>` of the origin of `source` (its `external.api` prefix
+    instead of `$JS.API`, `..` collapsed, as nats-server writes it)."""
+    subject = f"{API_PREFIX}.CONSUMER.{rest}"
+    if source.external is not None:
+        subject = subject.replace(API_PREFIX, source.external.api, 1).replace("..", ".")
+    return subject
+
+
+def reset_request(source: StreamSource, header: bytes | None = None) -> CreateRequest:
+    """The request for a consumer created beforehand on the origin (a mirror's or
+    source's `consumer`, ADR-60): nats-server resets it to its ack floor
+    (`$JS.API.CONSUMER.RESET.<origin>.<consumer>`, an empty payload; a source sends the
+    header of its create requests, a mirror none) and takes its deliveries on the
+    configured deliver subject."""
+    consumer = source.consumer
+    assert consumer is not None
+    subject = api_subject(source, f"RESET.{source.name}.{consumer.name}")
+    return CreateRequest(subject, header, {}, deliver=consumer.deliver_subject)
 
 
 class LinkKind(Protocol):
     """What differs between a mirror and a source."""
 
-    # The catalogue name of its setup failures (10029 for a mirror, 10045 for a source).
+    # The catalogue name of its setup failures (10029 for a mirror, 10045 for a source),
+    # and of a pre-created consumer that is not acked by flow control (10214, 10217).
     setup_error: str
+    requires_ack_fc: str
 
     def create_request(self) -> CreateRequest:
         """The request for a new consumer, starting after what is stored now."""
@@ -174,6 +203,12 @@ class LinkKind(Protocol):
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """`callback` once what was stored so far is durable."""
+        ...
+
+    def delete_subject(self) -> str | None:
+        """Where to delete the origin consumer the link asked for last, when the mirror
+        or source goes: a durable one stays on an interest or workqueue origin (ADR-60);
+        None for a consumer created beforehand (`consumer`), which is the user's."""
         ...
 
 
@@ -202,6 +237,9 @@ class OriginLink:
         self._last_request_ns = 0
         self._reply_sub: Subscription | None = None
         self._deliver_sub: Subscription | None = None
+        # Deliveries are taken: set before subscribing, as a consumer that exists
+        # already (a durable one) may deliver from within the subscribe call.
+        self._receiving = False
         self._timer: asyncio.TimerHandle | None = None
         self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
         self._request: CreateRequest | None = None  # the create request last sent
@@ -221,12 +259,44 @@ class OriginLink:
             self._timer.cancel()
             self._timer = None
 
+    def remove(self) -> None:
+        """Closed for good (its source removed, the mirror promoted, the stream
+        deleted): the origin's consumer is deleted, one try whose failure is only
+        logged (nats-server's `tryDeleteSourcingConsumer`). An ephemeral one goes by
+        itself after its inactive threshold (its name has a suffix the delete does not
+        know); the durable one of an interest or workqueue origin would keep its
+        messages forever. A failure is logged when that was the consumer in use."""
+        current = self.tracking.consumer
+        self.close()
+        subject = self.kind.delete_subject() if self.requested else None
+        if subject is None:
+            return
+        in_use = bool(current) and subject.endswith(f".{current}")
+        reply = sync_subject("$JSC.R")
+        subs: list[Subscription | None] = []
+
+        def done(*_: Any) -> None:
+            if subs and subs[0] is not None:
+                self._client.unsubscribe(subs[0])
+                subs[0] = None
+
+        def answered(subject: bytes, reply: bytes | None, head: bytes | None, data: bytes) -> None:
+            done()
+            if in_use and b'"error"' in data:
+                log.warning("%s: its origin consumer was not deleted: %r", self._label, data[:200])
+
+        subs.append(self._client.subscribe(reply, answered))
+        self._client.publish(subject.encode(), b"", None, reply.encode())
+        if subs[0] is not None:
+            self._loop.call_later(CREATE_WAIT_NS / 1e9, done)
+
     def _cancel(self) -> None:
         """Drop the current consumer's subscriptions; its deliveries are ignored now."""
         for sub in (self._reply_sub, self._deliver_sub):
             if sub is not None:
                 self._client.unsubscribe(sub)
         self._reply_sub = self._deliver_sub = None
+        self._receiving = False
         self._inbox.clear()
         self.tracking.consumer = ""
 
@@ -276,13 +346,27 @@ class OriginLink:
         self._request = request
         reply = sync_subject("$JSC.R")
         self._reply_sub = self._client.subscribe(reply, self._on_reply)
-        body = json.dumps(request.body, separators=(",", ":")).encode()
+        body = b""
+        if not request.deliver:
+            body = json.dumps(request.body, separators=(",", ":")).encode()
         self._client.publish(request.subject.encode(), body, request.header, reply.encode())
         if self._reply_sub is not None:  # no answer yet (a remote origin): wait for it
-            self._arm(CREATE_WAIT_NS, self._create_timed_out)
+            wait = RESET_WAIT_NS if request.deliver else CREATE_WAIT_NS
+            self._arm(wait, self._create_timed_out)
 
     def _create_timed_out(self) -> None:
         self._timer = None
+        if self._reply_sub is not None:
+            self._client.unsubscribe(self._reply_sub)
+            self._reply_sub = None
+        if self._request is not None and self._request.deliver:
+            # A reset nobody answered (the consumer does not exist: nats-server leaves
+            # that unanswered): asked again after the backoff, no error shown, as
+            # nats-server's timeout sets none.
+            log.warning("%s: no reply to its consumer reset request", self._label)
+            self.fails += 1
+            self.retry()
+            return
         log.warning("%s: no reply to its consumer create request", self._label)
         self._failed(self._setup_failed("timeout"))
 
@@ -308,6 +392,9 @@ class OriginLink:
             return
         config = info.get("config")
         deliver = config.get("deliver_subject") if isinstance(config, dict) else None
+        request = self._request
+        if request is not None and request.deliver and isinstance(config, dict):
+            deliver = request.deliver  # a pre-created consumer's, as configured
         if info.get("error") or not isinstance(deliver, str) or not deliver:
             error = info.get("error")
             log.warning("%s: origin refused its consumer: %s", self._label, error)
@@ -317,6 +404,10 @@ class OriginLink:
                 self._schedule(0)
                 return
             self._failed(self._origin_error(error))
+            return
+        durable = request is not None and bool(request.deliver)
+        if durable and isinstance(config, dict) and config.get("ack_policy") != "flow_control":
+            self._failed(api_error(self.kind.requires_ack_fc))  # the origin's acks need it
             return
         tracking = self.tracking
         try:
@@ -328,6 +419,7 @@ class OriginLink:
         self.error = None
         self.fails = 0
         self.last_active_ns = self._now_ns()  # not stalled at the first check
+        self._receiving = True
         self._deliver_sub = self._client.subscribe(deliver, self._on_message)
         self._arm(HEALTH_CHECK_NS, self._health_check)
 
@@ -345,7 +437,7 @@ class OriginLink:
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> None:
         """Queued, and taken `_BATCH` at a time in later turns of the loop (`_drain`)."""
-        if self._deliver_sub is None:
+        if not self._receiving:
             return
         self.last_active_ns = self._now_ns()
         self._inbox.append((subject, reply, header, data))
@@ -357,7 +449,9 @@ class OriginLink:
         self._draining = False
         inbox = self._inbox
         for _ in range(min(len(inbox), _BATCH)):
-            self._take(*inbox.popleft())  # a retry empties the inbox
+            if not inbox:
+                break  # a retry emptied it
+            self._take(*inbox.popleft())
         if inbox and not self._draining:
             self._draining = True
             self._loop.call_soon(self._drain)
@@ -442,7 +536,7 @@ def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest
     """nats-server's second try when the origin refused a sourcing consumer as too new:
     the same request without `sourcing` nor the API-level header, under a name of its own
     (`<name>_<8 random characters>`, in the subject too where the name is)."""
-    if request is None or not isinstance(error, dict):
+    if request is None or request.deliver or not isinstance(error, dict):
         return None
     config = request.body.get("config", {})
     if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from brook import limits
 from brook.jetstream import ttl as ttls
 from brook.jetstream.errors import ApiError
 from brook.jetstream.link import (
@@ -36,8 +37,10 @@ from brook.jetstream.link import (
     CreateRequest,
     Delivery,
     OriginLink,
+    api_subject,
     link_subject,
     origin_consumer_config,
+    reset_request,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -45,12 +48,18 @@ from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
 from brook.jetstream.store.base import StoreError, StoreFullError
 from brook.jetstream.stream import Stream
+from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
 log = logging.getLogger("brook.mirror")
 
-# The API level nats-server's mirror asks the origin for (durable sourcing, reset).
-_REQUIRED_API_LEVEL = b"NATS/1.0\r\nNats-Required-Api-Level: 4\r\n\r\n"
+# nats-server's mirror asks its origin for API level 4 (durable sourcing, reset); a Brook
+# origin serves both at its own level, which a request may not exceed there (ADR 0003),
+# and a mirror of its interest or workqueue stream needs `sourcing` (ADR-60): so, as a
+# source does, at most Brook's own level.
+_REQUIRED_API_LEVEL = hdrs.encode(
+    [("Nats-Required-Api-Level", str(min(4, limits.JETSTREAM_API_LEVEL)))]
+)
 
 Stored = Callable[[str, int], None]
 """(subject, sequence) of a message the mirror stored: the engine tells its consumers."""
@@ -69,6 +78,7 @@ class Mirror:
     """The mirror's kind of link (`link.LinkKind`)."""
 
     setup_error = "MIRROR_CONSUMER_SETUP_FAILED"
+    requires_ack_fc = "MIRROR_CONSUMER_REQUIRES_ACK_FC"
 
     def __init__(
         self, stream: Stream, stored: Stored, caught_up: Callable[[], None] | None = None
@@ -86,6 +96,8 @@ class Mirror:
 
     def create_request(self) -> CreateRequest:
         source = self.source
+        if source.consumer is not None:  # created beforehand on the origin (ADR-60)
+            return reset_request(source)
         state = self.stream.store.state()
         config: dict[str, Any] = {
             "name": consumer_name(self.stream.name),
@@ -182,6 +194,13 @@ class Mirror:
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
+
+    def delete_subject(self) -> str | None:
+        if self.source.consumer is not None:
+            return None
+        return api_subject(
+            self.source, f"DELETE.{self.source.name}.{consumer_name(self.stream.name)}"
+        )
 
 
 def store_mirrored(

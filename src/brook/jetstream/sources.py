@@ -43,8 +43,10 @@ from brook.jetstream.link import (
     CreateRequest,
     Delivery,
     OriginLink,
+    api_subject,
     link_subject,
     origin_consumer_config,
+    reset_request,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.info import format_ts_ns
@@ -358,6 +360,7 @@ class Source:
     since refuses it (10225), and the source starts over from the new origin's start."""
 
     setup_error = "SOURCE_CONSUMER_SETUP_FAILED"
+    requires_ack_fc = "SOURCE_CONSUMER_REQUIRES_ACK_FC"
 
     def __init__(self, sourced: SourcedStream, source: StreamSource) -> None:
         self.sourced = sourced
@@ -369,15 +372,19 @@ class Source:
         self.resume_after = position.seq
         self.ident = position.ident
         self._recreated = False  # the origin refused the identity: start over
+        self._consumer = ""  # the name of the consumer last asked for
 
     def create_request(self) -> CreateRequest:
         source = self.source
+        header = hdrs.encode(
+            [("Nats-Required-Api-Level", _ASKED_LEVEL), (IDENTITY_HEADER.decode(), self.ident)]
+        )
+        if source.consumer is not None:  # created beforehand on the origin (ADR-60)
+            return reset_request(source, header)
         stream = self.sourced.stream
         seq = self.resume_after + 1
-        config: dict[str, Any] = {
-            "name": consumer_name(stream.name, source, stream.config.sources),
-            "deliver_policy": "all",
-        }
+        self._consumer = consumer_name(stream.name, source, stream.config.sources)
+        config: dict[str, Any] = {"name": self._consumer, "deliver_policy": "all"}
         if seq > 1:
             config |= {"deliver_policy": "by_start_sequence", "opt_start_seq": seq}
         elif source.opt_start_seq > 0:
@@ -406,9 +413,6 @@ class Source:
             subject += f".{config['name']}.{config['filter_subject']}"
         if external is not None:
             subject = subject.replace(API_PREFIX, external.api, 1).replace("..", ".")
-        header = hdrs.encode(
-            [("Nats-Required-Api-Level", _ASKED_LEVEL), (IDENTITY_HEADER.decode(), self.ident)]
-        )
         body = {"stream_name": source.name, "config": config, "action": ""}
         return CreateRequest(subject, header, body)
 
@@ -462,6 +466,11 @@ class Source:
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.sourced.stream.when_durable(callback)
+
+    def delete_subject(self) -> str | None:
+        if self.source.consumer is not None or not self._consumer:
+            return None
+        return api_subject(self.source, f"DELETE.{self.source.name}.{self._consumer}")
 
 
 # ---------------------------------------------------------------------- info

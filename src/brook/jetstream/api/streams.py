@@ -16,7 +16,6 @@ from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.defaults import LIST_PAGE, NAMES_PAGE
-from brook.jetstream.models.sources import refuse_unbuilt
 from brook.jetstream.sources import sources_info
 from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
@@ -114,7 +113,6 @@ class StreamApi:
         config = models.parse_stream_config(
             body, subject_name=request.tokens[2], streams=self._origin
         )
-        refuse_unbuilt(config.mirror, config.sources)
         stream, _ = self.js.create(config)
         return {**self._info(stream, server_metadata=True), "did_create": True}
 

@@ -17,6 +17,10 @@ class AckPolicy(enum.Enum):
     NONE = "none"
     ALL = "all"
     EXPLICIT = "explicit"
+    # ADR-60: acked as `all` by the answers to flow-control requests (their
+    # `Nats-Last-Stream`/`Nats-Last-Consumer`), never redelivered on a timer; what a
+    # mirror's or source's consumer on an interest or workqueue origin becomes.
+    FLOW_CONTROL = "flow_control"
 
 
 class PriorityPolicy(enum.Enum):
@@ -82,6 +86,17 @@ class ConsumerSettings:
     @property
     def tracks_acks(self) -> bool:
         return self.ack_policy is not AckPolicy.NONE
+
+    @property
+    def acks_cumulative(self) -> bool:
+        """An ack covers everything up to it (`all`, `flow_control`)."""
+        return self.ack_policy in (AckPolicy.ALL, AckPolicy.FLOW_CONTROL)
+
+    @property
+    def redelivers(self) -> bool:
+        """Pending messages have ack deadlines (not `none`, nor `flow_control`, whose
+        ack_wait is unset: nats-server's `checkPending` never runs for it)."""
+        return self.ack_policy not in (AckPolicy.NONE, AckPolicy.FLOW_CONTROL)
 
     def ack_wait_for(self, deliveries: int) -> int:
         """How long the `deliveries`-th delivery (1 = first) may stay unacknowledged:

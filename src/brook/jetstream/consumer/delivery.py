@@ -169,7 +169,7 @@ class Delivery:
                     break
                 self._deliver(msg, p, target, ack, pending_after, now_ns, size, out)
                 if cfg.flow_control:
-                    flow.account(size, out)
+                    flow.account(size, out, len(self._ledger.pending))
                 if flow.hb_at is not None:
                     flow.hb_at = now_ns + cfg.idle_heartbeat_ns
             return out
@@ -373,6 +373,7 @@ class Delivery:
         waiting = self.waiting
         target = cfg.deliver_subject
         tracked = cfg.ack_policy is not AckPolicy.NONE
+        timed = cfg.redelivers
         flow = self._flow
         fc = cfg.flow_control and target is not None
         if target is None and self.next_request(now_ns, out) is None:
@@ -421,14 +422,16 @@ class Delivery:
                     np -= 1
                 ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
                 if tracked:
-                    pending[seq] = Pending(cseq, 1, deadline, now_ns, now_ns)
+                    pending[seq] = Pending(cseq, 1, deadline if timed else None, now_ns, now_ns)
                     order_append(seq)
-                    timer_append((deadline, seq))
+                    if timed:
+                        timer_append((deadline, seq))
                 if fc:  # push: a run; a flow-control request ends it
                     run_acks(ack)
                     run.msgs.append(msg)
                     before = len(out)
-                    flow.account(message_size(msg.subject, ack, msg.header, msg.data), out)
+                    size = message_size(msg.subject, ack, msg.header, msg.data)
+                    flow.account(size, out, len(pending))
                     if len(out) > before:  # the request goes after the run so far
                         out.insert(before, run)
                         run = DeliverRun(target or "", [], [], cseq + 1, np)

@@ -3,8 +3,11 @@
 Flow control counts the bytes delivered against a window: once half of it is used the
 client is asked (a `100 FlowControl Request` status with a reply subject) to confirm, and
 deliveries stop past the whole window until it answers; each answer doubles the window up
-to its maximum. Idle heartbeats go to a push consumer's deliver subject and to pull
-requests that asked for them, when nothing was delivered for their interval.
+to its maximum. Under the `flow_control` ack policy (ADR-60) the answers are the acks: a
+request also goes out when `max_ack_pending` is reached and after an idle heartbeat with
+messages pending, and its answer's `Nats-Last-Stream`/`Nats-Last-Consumer` acknowledge
+everything up to them (state.py). Idle heartbeats go to a push consumer's deliver subject
+and to pull requests that asked for them, when nothing was delivered for their interval.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from brook.jetstream.consumer.actions import Action, Status, heartbeat_headers
-from brook.jetstream.consumer.config import ConsumerSettings
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings
 from brook.jetstream.consumer.pull import WaitingRequest
 
 
@@ -33,26 +36,35 @@ class PushFlow:
     def blocked(self) -> bool:
         return self.cfg.flow_control and self._bytes > self.window
 
-    def account(self, size: int, out: list[Action]) -> None:
+    def account(self, size: int, out: list[Action], pending: int = 0) -> None:
         """Count a push delivery against the flow-control window; ask the client for a
-        response once half of it is used (nats-server's `needFlowControl`)."""
+        response once half of it is used, or (`flow_control` acks) once `pending`
+        reached `max_ack_pending` (nats-server's `needFlowControl`)."""
         self._bytes += size
         if self.reply is None:
-            if self._bytes > self.window // 2:
-                self._serial += 1
-                self.reply = f"$JS.FC.{self.cfg.stream}.{self.cfg.name}.{self._serial}"
-                self._covers = self._bytes
-                assert self.cfg.deliver_subject is not None
-                out.append(
-                    Status(
-                        self.cfg.deliver_subject,
-                        100,
-                        "FlowControl Request",
-                        respond_to=self.reply,
-                    )
-                )
+            if self._bytes > self.window // 2 or (pending > 0 and self._acks_due(pending)):
+                self.request(out)
         elif self._bytes - self._covers >= self.window:
             self._covers = self._bytes
+
+    def _acks_due(self, pending: int) -> bool:
+        cfg = self.cfg
+        return (
+            cfg.ack_policy is AckPolicy.FLOW_CONTROL
+            and cfg.max_ack_pending > 0
+            and pending >= cfg.max_ack_pending
+        )
+
+    def request(self, out: list[Action]) -> None:
+        """Send a flow-control request covering what was delivered so far
+        (nats-server's `sendFlowControl`)."""
+        self._serial += 1
+        self.reply = f"$JS.FC.{self.cfg.stream}.{self.cfg.name}.{self._serial}"
+        self._covers = self._bytes
+        assert self.cfg.deliver_subject is not None
+        out.append(
+            Status(self.cfg.deliver_subject, 100, "FlowControl Request", respond_to=self.reply)
+        )
 
     def answered(self, subject: str) -> bool:
         """The client answered a flow-control request on `subject`: if it is the
@@ -81,10 +93,13 @@ class PushFlow:
         delivered: tuple[int, int],
         waiting: Iterable[WaitingRequest],
         out: list[Action],
+        pending: int = 0,
     ) -> None:
         """The idle heartbeats due at `now_ns`: of pull requests that asked for them and
         of a push consumer, with the last delivery's (consumer, stream) sequences and the
-        flow-control request a push consumer is stalled on."""
+        flow-control request a push consumer is stalled on. A `flow_control`-acked
+        consumer with `pending` messages and no request outstanding sends one after its
+        heartbeat, so that an idle stream's last messages are acknowledged too."""
         hb = heartbeat_headers(*delivered)
         if self.reply is not None:
             hb += (("Nats-Consumer-Stalled", self.reply),)
@@ -96,3 +111,5 @@ class PushFlow:
             assert self.cfg.deliver_subject is not None
             out.append(Status(self.cfg.deliver_subject, 100, "Idle Heartbeat", hb))
             self.hb_at = now_ns + self.cfg.idle_heartbeat_ns
+            if self.cfg.ack_policy is AckPolicy.FLOW_CONTROL and pending and self.reply is None:
+                self.request(out)

@@ -126,6 +126,9 @@ class Ledger:
         return advisory(kind, self.cfg.stream, self.cfg.name, **fields, **extra)
 
     def arm(self, seq: int, p: Pending, deadline: int) -> None:
+        if not self.cfg.redelivers:  # flow_control: pending until a flow-control answer
+            p.deadline_ns = None
+            return
         p.deadline_ns = deadline
         self.deadlines.add(deadline, seq)
 
@@ -224,7 +227,7 @@ class Ledger:
         out: list[Action] = []
         if self.cfg.ack_policy is AckPolicy.EXPLICIT:
             self.ack_explicit((seq,), now_ns, out)
-        elif self.cfg.ack_policy is AckPolicy.ALL:
+        elif self.cfg.acks_cumulative:
             if consumer_seq <= self.floor_c or seq <= self.floor_s:
                 return out
             if seq > self.delivered_stream_seq or consumer_seq > self.delivered_consumer_seq:
@@ -398,7 +401,7 @@ class Ledger:
                 p = pending.pop(s)
                 self.rdq.pop(s, None)
                 mem_c = max(mem_c, p.consumer_seq)
-                if self.cfg.ack_policy is AckPolicy.ALL:
+                if self.cfg.acks_cumulative:
                     if p.consumer_seq > self.floor_c:
                         self.floor_c, self.floor_s = p.consumer_seq, s
                 else:

@@ -60,6 +60,7 @@ from brook.jetstream.models.consumer_config import ConsumerConfig
 from brook.jetstream.models.consumer_json import SequenceInfo, consumer_info_to_json
 from brook.jetstream.stream import Stream
 from brook.limits import MAX_PAYLOAD_BYTES
+from brook.protocol.headers import raw_value
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.subjects import subset_match
@@ -491,7 +492,13 @@ class ConsumerRunner:
         now = self._now_ns()
         self._last_activity_ns = now
         text = subject.decode("utf-8", "surrogateescape")
-        self._run(self.state.flow_control_response(text, now))
+        last = (0, 0)
+        if header and self.state.cfg.ack_policy is AckPolicy.FLOW_CONTROL:
+            last = (
+                _header_int(header, b"Nats-Last-Consumer"),
+                _header_int(header, b"Nats-Last-Stream"),
+            )
+        self._run(self.state.flow_control_response(text, now, last))
         return None
 
     def _on_timer(self) -> None:
@@ -575,3 +582,9 @@ class ConsumerRunner:
             server_version=server_version,
             api_level=api_level,
         )
+
+
+def _header_int(header: bytes, name: bytes) -> int:
+    """A header's value as nats-server's `parseInt64` reads it: -1 unless all digits."""
+    value = raw_value(header, name)
+    return int(value) if value is not None and value.isdigit() else -1

@@ -293,12 +293,23 @@ class ConsumerState:
         self.flow.interest(interest, now_ns)
         return self._finish(self.delivery.dispatch(now_ns) if interest else [])
 
-    def flow_control_response(self, subject: str, now_ns: int) -> list[Action]:
+    def flow_control_response(
+        self, subject: str, now_ns: int, last: tuple[int, int] = (0, 0)
+    ) -> list[Action]:
         """The client answered a flow-control request: the bytes it covered are confirmed
-        and the window doubles (up to its maximum). Answers to older requests are ignored."""
+        and the window doubles (up to its maximum). Answers to older requests are ignored.
+        Under the `flow_control` ack policy the answer's `last` (consumer, stream)
+        sequences, its `Nats-Last-Consumer`/`Nats-Last-Stream`, are an ack of everything
+        up to them (nats-server's `processFlowControl`: a stream sequence of 0 acks
+        nothing; the consumer sequence may be 0, an answer to a request with no
+        deliveries before it)."""
         if not self.flow.answered(subject):
             return []
-        return self._finish(self.delivery.dispatch(now_ns))
+        out: list[Action] = []
+        last_c, last_s = last
+        if self.cfg.ack_policy is AckPolicy.FLOW_CONTROL and last_s > 0:
+            out += self.ledger.ack(last_s, max(last_c, 0), now_ns)
+        return self._finish(out + self.delivery.dispatch(now_ns))
 
     def dispatch(self, now_ns: int) -> list[Action]:
         """Deliver what can be delivered now (after inputs given `dispatch=False`)."""
@@ -549,7 +560,7 @@ class ConsumerState:
         self.drop_unheard_requests()  # no heartbeats into the void
         out += self.delivery.dispatch(now_ns)
         delivered = (self.ledger.delivered_consumer_seq, self.ledger.delivered_stream_seq)
-        self.flow.heartbeats(now_ns, delivered, waiting, out)
+        self.flow.heartbeats(now_ns, delivered, waiting, out, len(self.ledger.pending))
         return self._finish(out)
 
     def next_deadline(self) -> int | None:

@@ -7,10 +7,8 @@ defaults and validation live in `consumer_rules.py` (the default values in `defa
 JSON output in `consumer_json.py`.
 
 `direct` and `sourcing` mark the consumers mirrors and sources create on their origin
-(ADR 0020; the rules are in `consumer_rules.py`).
-
-Not supported (10052 "... is not supported by this server"): the `flow_control` ack policy,
-and `sourcing` without `direct` (durable sourcing, ADR-60).
+(ADR 0020; the rules are in `consumer_rules.py`), the `flow_control` ack policy the durable
+ones of interest and workqueue origins (ADR-60).
 """
 
 from __future__ import annotations
@@ -277,8 +275,6 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
     opt_start_time, offset = parse_go_time(raw, "opt_start_time")
     pause_until, _ = parse_go_time(raw, "pause_until")
     ack_policy = _enum(raw, "ack_policy", ACK_POLICIES, "none")
-    if ack_policy == "flow_control":
-        raise unsupported("the flow_control ack policy is")
     return ConsumerConfig(
         durable_name=_get(raw, "durable_name", str, ""),
         name=_get(raw, "name", str, ""),

@@ -73,9 +73,11 @@ def consumer_config_to_json(
     if c.sourcing:
         out["sourcing"] = True
     metadata = dict(c.metadata)
-    # nats-server's `setStaticConsumerMetadata`: pause and priority groups need API level 1.
+    # nats-server's `setStaticConsumerMetadata`: pause and priority groups need API level 1,
+    # the flow_control ack policy (ADR-60) level 4.
     priority = c.priority_policy != "none" or c.priority_timeout or c.priority_groups
-    metadata["_nats.req.level"] = "1" if c.pause_until is not None or priority else "0"
+    level = 1 if c.pause_until is not None or priority else 0
+    metadata["_nats.req.level"] = "4" if c.ack_policy == "flow_control" else str(level)
     if server_version is not None:
         metadata["_nats.ver"] = server_version
         metadata["_nats.level"] = str(api_level or 0)

@@ -36,6 +36,7 @@ from brook.jetstream.models.defaults import (
     METADATA_BYTES_MAX,
     NAME_BYTES_MAX,
     NAME_FORBIDDEN,
+    SOURCING_HEARTBEAT_NS,
 )
 from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
 from brook.subjects import is_valid_literal_subject, is_valid_subject, subset_match
@@ -129,15 +130,22 @@ def _check_direct(
 ) -> None:
     """The steps nats-server's create handler takes for a direct or sourcing consumer
     before its config checks (10090/10091 come with those). On an interest or workqueue
-    stream nats-server turns a named direct sourcing consumer into a durable one acked
-    with `flow_control` (ADR-60), which Brook does not build yet: those, and `sourcing`
-    without `direct`, stay refused (10052)."""
-    if not c.direct:
-        raise unsupported("sourcing consumers that are not direct are")
-    if stream.retention != "limits":
+    stream a named direct sourcing consumer (a mirror's or source's, ADR 0020) becomes a
+    durable one acked by its flow-control answers (ADR-60): `direct` off, `durable_name`
+    its name, `ack_policy: flow_control`, no ack wait, max deliver nor inactive threshold;
+    on a limits stream it gets `-<unique_suffix()>` appended, as the link asks with the
+    same stable name every time. Other direct consumers of interest and workqueue streams
+    (unnamed, or not sourcing) stay refused (10052)."""
+    if c.direct and c.sourcing and c.name:
+        if stream.retention != "limits":
+            c.direct = False
+            c.durable_name = c.name
+            c.ack_policy = "flow_control"
+            c.ack_wait = c.max_deliver = c.inactive_threshold = 0
+        else:
+            c.name = f"{c.name}-{unique_suffix()}"
+    if c.direct and stream.retention != "limits":
         raise unsupported("direct consumers of interest and workqueue streams are")
-    if c.sourcing and c.name:
-        c.name = f"{c.name}-{unique_suffix()}"
     if expected_identity and expected_identity != (identity := stream_identity()):
         raise api_error("CONSUMER_STREAM_IDENTITY_MISMATCH", identity=identity)
 
@@ -203,6 +211,9 @@ def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = 
             CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS  # ephemerals are always reaped
         )
         c.inactive_default = True
+    if c.ack_policy == "flow_control" and not pedantic:
+        c.flow_control = True
+        c.idle_heartbeat = SOURCING_HEARTBEAT_NS
 
 
 def valid_consumer_name(name: str) -> bool:
@@ -231,6 +242,8 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
         raise api_error("CONSUMER_BACKOFF_NEGATIVE")
     if c.ack_wait < 0:
         raise api_error("CONSUMER_ACK_WAIT_NEGATIVE")
+    if c.ack_policy == "flow_control":
+        _validate_ack_flow_control(c)
     if c.backoff and c.max_deliver != -1 and len(c.backoff) > c.max_deliver:
         raise api_error("CONSUMER_MAX_DELIVER_BACKOFF")
     if len(c.description.encode()) > DESCRIPTION_BYTES_MAX:
@@ -262,6 +275,27 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
     if sum(len(k.encode()) + len(v.encode()) for k, v in c.metadata.items()) > METADATA_BYTES_MAX:
         raise api_error("CONSUMER_METADATA_LENGTH", limit=f"{METADATA_BYTES_MAX // 1024}KB")
     _validate_priority(c)
+
+
+def _validate_ack_flow_control(c: ConsumerConfig) -> None:
+    """The `flow_control` ack policy (ADR-60) needs a push consumer with flow control, a
+    1 s heartbeat (that of mirrors' and sources' consumers, which their stall check
+    relies on), a `max_ack_pending`, and neither an ack wait, a backoff nor a max
+    deliver: its flow-control answers are its acks."""
+    if not c.deliver_subject:
+        raise api_error("CONSUMER_ACK_FC_REQUIRES_PUSH")
+    if not c.flow_control:
+        raise api_error("CONSUMER_ACK_FC_REQUIRES_FC")
+    if c.idle_heartbeat != SOURCING_HEARTBEAT_NS:
+        raise api_error(
+            "STREAM_INVALID_CONFIG", err="flow control ack policy heartbeat needs to be 1s"
+        )
+    if c.max_ack_pending <= 0:
+        raise api_error("CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING")
+    if c.ack_wait != 0 or c.backoff:
+        raise api_error("CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT")
+    if c.max_deliver > 0:
+        raise api_error("CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER")
 
 
 def _validate_priority(c: ConsumerConfig) -> None:
@@ -461,9 +495,9 @@ def check_workqueue(
 
     `others`: the stream's existing consumers by name.
     """
-    if stream.retention != "workqueue":
+    if stream.retention != "workqueue" or c.direct or c.sourcing:
         return
-    if c.ack_policy != "explicit":
+    if c.ack_policy not in ("explicit", "flow_control"):
         raise api_error("CONSUMER_WQ_REQUIRES_EXPLICIT_ACK")
     if c.deliver_policy != "all":
         raise api_error("CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL")

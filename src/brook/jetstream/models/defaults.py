@@ -18,6 +18,9 @@ CONSUMER_INACTIVE_THRESHOLD_DEFAULT_NS: Final = 5_000_000_000  # JsDeleteWaitTim
 CONSUMER_MAX_ACK_PENDING_DEFAULT: Final = 1000  # JsDefaultMaxAckPending
 CONSUMER_MAX_WAITING_DEFAULT: Final = 512  # JSWaitQueueDefaultMax
 CONSUMER_PINNED_TTL_DEFAULT_NS: Final = 120_000_000_000  # JsDefaultPinnedTTL
+# The idle heartbeat of a mirror's or source's consumer, and the only one the
+# `flow_control` ack policy allows (its default too): sourceHealthHB.
+SOURCING_HEARTBEAT_NS: Final = 1_000_000_000
 # A priority group's name (consumer.go: validGroupName), at create and in CONSUMER.UNPIN.
 GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")
 

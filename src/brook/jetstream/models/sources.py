@@ -405,17 +405,3 @@ def source_json(source: StreamSource) -> dict[str, Any]:
             consumer["deliver_subject"] = source.consumer.deliver_subject
         out["consumer"] = consumer
     return out
-
-
-def refuse_unbuilt(mirror: StreamSource | None, sources: list[StreamSource]) -> None:
-    """What Brook does not honour yet is refused with 10052 when a stream is created or
-    updated, after every check of its configuration (ADR 0020): a mirror or a source
-    through a durable consumer of its origin (ADR-60: the link sends no consumer reset)."""
-    if mirror is not None and mirror.consumer is not None:
-        raise api_error(
-            "STREAM_INVALID_CONFIG", err="mirror consumer is not supported by this server"
-        )
-    if any(source.consumer is not None for source in sources):
-        raise api_error(
-            "STREAM_INVALID_CONFIG", err="source consumer is not supported by this server"
-        )
