@@ -29,6 +29,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.server.server import Server
+    from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.connection")
 
@@ -41,8 +42,10 @@ set on a publish: those of service imports, JetStream acks and gateway-routed re
 
 
 class ClientConnection(asyncio.Protocol, Subscriber):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, websocket: WebSocketListener | None = None) -> None:
         self.server = server
+        self.websocket = websocket  # the listener of a WebSocket client (server/websocket.py)
+        self.authenticator = server.authenticator if websocket is None else websocket.authenticator
         settings = server.settings
         self._trace = settings.trace  # -V: log protocol bytes, per chunk not per message
         self.cid = server.next_client_id()
@@ -113,8 +116,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
             return
         settings = server.settings
-        if server.authenticator.required:
-            self._auth_handle = self.loop.call_later(settings.auth_timeout_s, self._auth_timeout)
+        if self.authenticator.required:
+            ws = self.websocket
+            timeout = settings.auth_timeout_s if ws is None else ws.auth_timeout_s
+            self._auth_handle = self.loop.call_later(timeout, self._auth_timeout)
         first = min(settings.ping_interval_s, server.first_ping_interval_s)
         self._ping_handle = self.loop.call_later(first, self._ping_tick)
 
@@ -184,7 +189,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             not self.connected
             and self.parser.buffered_bytes == 0
             and data[:1] not in (b"C", b"c")
-            and self.server.authenticator.required
+            and self.authenticator.required
         ):
             # nats-server decides on an operation's first byte: before CONNECT, anything
             # that cannot start a CONNECT (even garbage or a blank) is an authorization
@@ -198,10 +203,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.parser.feed(data)
         except ProtocolError as exc:
             log.debug("cid=%d protocol error: %s", self.cid, exc.reason)
-            if exc.err_text is None:
-                self.close(f"protocol violation: {exc.reason}")
-            else:
-                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
+            self._protocol_violation(exc)
         except Exception:
             log.exception("cid=%d internal error; closing this connection", self.cid)
             self.close("internal error")
@@ -225,7 +227,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
 
     def _require_connect(self) -> bool:
         """Before CONNECT on a server with auth, every operation is an authorization violation."""
-        if self.connected or not self.server.authenticator.required:
+        if self.connected or not self.authenticator.required:
             return True
         self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
         return False
@@ -245,14 +247,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         proto = options.get("protocol", 0)
         if not isinstance(proto, int) or isinstance(proto, bool):
             raise ProtocolError("CONNECT option protocol is not an integer", None)
-        verdict = self.server.authenticator.fast_check(options)
+        verdict = self.authenticator.fast_check(options)
         if verdict is None:
             # bcrypt takes tens of milliseconds: verify in a thread and hold this
             # connection's later operations (and reads) until the answer is in.
             self.parser.paused = True
             if self.transport is not None:
                 self.transport.pause_reading()
-            future = self.loop.run_in_executor(None, self.server.authenticator.slow_check, options)
+            future = self.loop.run_in_executor(None, self.authenticator.slow_check, options)
             future.add_done_callback(lambda f: self._auth_done(f, options))
             return
         self._finish_connect(verdict, options)
@@ -269,10 +271,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         try:
             self.parser.resume()
         except ProtocolError as exc:
-            if exc.err_text is None:
-                self.close(f"protocol violation: {exc.reason}")
-            else:
-                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
+            self._protocol_violation(exc)
+
+    def _protocol_violation(self, exc: ProtocolError) -> None:
+        reason = f"protocol violation: {exc.reason}"
+        if exc.err_text is None:
+            self.close(reason)
+        else:
+            self.close_with_error(exc.err_text, reason)
 
     def _finish_connect(self, ok: bool, options: dict[str, Any]) -> None:
         if not ok:

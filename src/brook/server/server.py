@@ -42,6 +42,7 @@ from brook.server.statistics import (
     ServerStatistics,
     SubscriptionSnapshot,
 )
+from brook.server.websocket import WebSocketListener
 from brook.version import __version__
 
 log = logging.getLogger("brook.server")
@@ -68,6 +69,7 @@ class Server:
         self.clients: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._listener: asyncio.Server | None = None
+        self.websocket: WebSocketListener | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
         self._all_closed.set()
@@ -145,6 +147,9 @@ class Server:
         )
         self.port = sock.getsockname()[1]
         log.info("Listening for client connections on %s", host_port(self.host, self.port))
+        if self.settings.websocket.port:
+            self.websocket = WebSocketListener(self, self.settings.websocket)
+            await self.websocket.start()
         if self.settings.http_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
@@ -156,6 +161,8 @@ class Server:
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
         ports = {"nats": reachable_urls("nats", self.host, sock)}
+        if self.websocket is not None:
+            ports["websocket"] = self.websocket.reachable_urls()
         if self.monitor is not None:
             ports["monitoring"] = self.monitor.reachable_urls()
         path = ports_file_path(directory)
@@ -249,6 +256,8 @@ class Server:
     async def _shutdown(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self.websocket is not None:
+            self.websocket.stop_accepting()
         if self.jetstream is not None:
             self.jetstream.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
             await self.jetstream.drain()  # acknowledgements owed reach clients' buffers
@@ -262,6 +271,8 @@ class Server:
             await self.transfers.stop()
         if self.jetstream is not None:
             await self.jetstream.stop()
+        if self.websocket is not None:
+            await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
         if self._ports_file is not None:
@@ -337,8 +348,8 @@ class Server:
             "version": limits.NATS_COMPAT_VERSION,
             "proto": limits.PROTOCOL_VERSION,
             "go": f"brook{__version__}/python{platform.python_version()}",
-            "host": self.host,
-            "port": self.port,
+            "host": self.host if client.websocket is None else client.websocket.host,
+            "port": self.port if client.websocket is None else client.websocket.port,
             "headers": True,
             "max_payload": settings.max_payload_bytes,
         }
@@ -346,7 +357,7 @@ class Server:
             info["jetstream"] = True
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if self.authenticator.required:
+        if client.authenticator.required:
             info["auth_required"] = True
         if connect_info:
             info["connect_info"] = True
@@ -403,7 +414,6 @@ class Server:
 
     def connections(self) -> list[ConnectionSnapshot]:
         """Every registered client connection, in no particular order."""
-        auth = self.authenticator.required
         return [
             ConnectionSnapshot(
                 cid=c.cid,
@@ -422,7 +432,7 @@ class Server:
                 lang=c.lang,
                 version=c.version,
                 # Only a name the authenticator accepted; without auth `user` is a claim.
-                authorized_user=c.user if auth and c.connected else "",
+                authorized_user=c.user if c.authenticator.required and c.connected else "",
             )
             for c in self.clients.values()
         ]
