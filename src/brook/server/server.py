@@ -22,7 +22,7 @@ import secrets
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.config.settings import ConfigError, Settings
@@ -42,8 +42,10 @@ from brook.server.statistics import (
     ServerStatistics,
     SubscriptionSnapshot,
 )
-from brook.server.websocket import WebSocketListener
 from brook.version import __version__
+
+if TYPE_CHECKING:
+    from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.server")
 
@@ -148,6 +150,9 @@ class Server:
         self.port = sock.getsockname()[1]
         log.info("Listening for client connections on %s", host_port(self.host, self.port))
         if self.settings.websocket.port:
+            # aiohttp is imported only by servers that have WebSocket clients.
+            from brook.server.websocket import WebSocketListener
+
             self.websocket = WebSocketListener(self, self.settings.websocket)
             await self.websocket.start()
         if self.settings.http_port:

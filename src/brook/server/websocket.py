@@ -32,7 +32,7 @@ from brook import limits
 from brook.config.settings import WebSocketSettings
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import host_port, open_listener
+from brook.server.listen import open_listener
 from brook.server.portsfile import reachable_urls
 
 if TYPE_CHECKING:
@@ -193,7 +193,8 @@ class WebSocketListener:
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(self._http, sock=sock, backlog=1024)
         self.port = sock.getsockname()[1]
-        log.info("Listening for websocket clients on ws://%s", host_port(self.host, self.port))
+        # nats-server's words and form (no brackets around an IPv6 host): launchers parse it.
+        log.info("Listening for websocket clients on ws://%s:%d", self.host, self.port)
         log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
 
     def stop_accepting(self) -> None:
@@ -233,7 +234,9 @@ class WebSocketListener:
                 msg = await ws.receive()
                 if msg.type not in _DATA:
                     break  # CLOSE (answered by aiohttp), a frame error, or the socket gone
-                client.data_received(msg.data)
+                data = msg.data  # unmasked in place by aiohttp: a bytearray, which the
+                client.data_received(data if type(data) is bytes else bytes(data))  # parser's
+                # bytes methods and dict keys (subjects) need as bytes
                 if not transport.reading:
                     await transport.readable()
         finally:
