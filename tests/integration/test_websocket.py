@@ -3,6 +3,7 @@ router, one JetStream, the listener's own credentials; bad clients dropped alone
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -150,3 +151,29 @@ async def test_shutdown_closes_websocket_clients_with_a_close_frame(tmp_path: Pa
             await client.read_nats(b"PONG\r\n")
             await srv.shutdown()
             assert (await client.read_close())[1:] == (1001, b"Server Shutdown")
+
+
+async def test_websocket_subscriber_that_stops_reading_meets_the_write_deadline() -> None:
+    """As a TCP client: one that takes nothing for `write_deadline` is a slow consumer,
+    long before `max_pending`; the publisher and its round trips are unaffected."""
+    async with brook.serve(
+        port=0, websocket=LISTENER, write_deadline_s=0.5, max_pending_bytes=256 * 1024 * 1024
+    ) as srv:
+        port = srv.websocket.port
+        async with WsClient.connect(port) as stalled:
+            await stalled.read_nats(b"\r\n")
+            await stalled.send(frame(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n'))
+            await stalled.read_nats(b"PONG\r\n")
+            stalled.writer.transport.pause_reading()  # type: ignore[attr-defined]
+            publisher = await nats.connect(ws_url(srv), allow_reconnect=False)
+            try:
+                for _ in range(400):  # 26 MB, far below max_pending
+                    await publisher.publish("flood", b"x" * 65536)
+                await publisher.flush(timeout=10)
+                async with asyncio.timeout(10):
+                    while srv.slow_consumers == 0:
+                        await asyncio.sleep(0.05)
+                assert await _round_trip_s(publisher) < 2
+                assert len(srv.clients) == 1
+            finally:
+                await publisher.close()

@@ -203,7 +203,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.parser.feed(data)
         except ProtocolError as exc:
             log.debug("cid=%d protocol error: %s", self.cid, exc.reason)
-            self._protocol_violation(exc)
+            if exc.err_text is None:
+                self.close(f"protocol violation: {exc.reason}")
+            else:
+                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
         except Exception:
             log.exception("cid=%d internal error; closing this connection", self.cid)
             self.close("internal error")
@@ -271,14 +274,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         try:
             self.parser.resume()
         except ProtocolError as exc:
-            self._protocol_violation(exc)
-
-    def _protocol_violation(self, exc: ProtocolError) -> None:
-        reason = f"protocol violation: {exc.reason}"
-        if exc.err_text is None:
-            self.close(reason)
-        else:
-            self.close_with_error(exc.err_text, reason)
+            if exc.err_text is None:
+                self.close(f"protocol violation: {exc.reason}")
+            else:
+                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
 
     def _finish_connect(self, ok: bool, options: dict[str, Any]) -> None:
         if not ok:

@@ -99,10 +99,15 @@ class WebSocketTransport(asyncio.Transport):
     stops the message loop (`WebSocketListener._serve`) from handing on more messages.
     """
 
-    def __init__(self, tcp: asyncio.Transport, client: ClientConnection, *, compress: bool) -> None:
+    def __init__(
+        self, request: web.BaseRequest, client: ClientConnection, *, compress: bool
+    ) -> None:
         super().__init__()
-        self._tcp = tcp
+        assert request.transport is not None
+        self._tcp = request.transport
+        self._request = request
         self._client = client
+        self._drained: asyncio.Task[None] | None = None
         # One deflater, fully flushed after each message: no context is carried from one
         # message to the next, as nats-server's server_no_context_takeover.
         self._deflate = zlib.compressobj(1, zlib.DEFLATED, -15) if compress else None
@@ -122,6 +127,21 @@ class WebSocketTransport(asyncio.Transport):
             self._tcp.write(header + bytes(data))
         else:
             self._tcp.writelines((header, data))
+        if self._drained is None and self._request.protocol.writing_paused:
+            # The socket stopped taking bytes: the TCP transport tells aiohttp's protocol,
+            # this tells the connection (its write deadline), and again once it drains.
+            self._client.pause_writing()
+            self._drained = asyncio.ensure_future(self._until_drained())
+
+    async def _until_drained(self) -> None:
+        try:
+            await self._request.writer.drain()
+        except ConnectionError:
+            return  # closed meanwhile: nothing to resume
+        finally:
+            self._drained = None
+        if not self._tcp.is_closing():
+            self._client.resume_writing()
 
     def get_write_buffer_size(self) -> int:
         return self._tcp.get_write_buffer_size()
@@ -227,7 +247,7 @@ class WebSocketListener:
             tcp.close()
             return ws
         client = ClientConnection(self._server, websocket=self)
-        transport = WebSocketTransport(tcp, client, compress=ws.compress != 0)
+        transport = WebSocketTransport(request, client, compress=ws.compress != 0)
         client.connection_made(transport)
         try:
             while not client.closed:
