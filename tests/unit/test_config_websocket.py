@@ -3,9 +3,11 @@ refused by name and line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from brook.config.conf import parse_conf, settings_from_conf
+from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
 from brook.config.settings import AuthSettings, ConfigError, Settings, User
 
 
@@ -91,3 +93,10 @@ def test_listener_credentials_conflict_with_users_as_in_nats_server() -> None:
         _settings(users + "websocket { port: 1, no_tls: true, authorization { token: t } }")
     with pytest.raises(ConfigError, match="user and password must be given together"):
         _settings("websocket { port: 1, no_tls: true, authorization { user: u } }")
+
+
+def test_sample_config_shows_the_block() -> None:
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
+    ws = load_conf_file(str(sample)).websocket
+    assert (ws.port, ws.no_tls, ws.compression) == (8080, True, True)
+    assert ws.allowed_origins == ["https://app.example.com"]
