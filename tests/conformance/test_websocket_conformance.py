@@ -277,3 +277,24 @@ async def test_slow_websocket_client_dropped_others_unaffected(tmp_path: Path) -
                 # What the subscriber was sent ends: its connection was closed.
                 ws.writer.transport.resume_reading()  # type: ignore[attr-defined]
                 await ws.frames_until_closed()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40 + b"\r\n\r\n",  # TLS hello
+        b"GET / HTTP/1.1\r\n\r\n",  # no Host
+    ],
+    ids=["not-http", "tls-hello", "no-host"],
+)
+async def test_garbage_instead_of_an_upgrade_answered_400(
+    tmp_path: Path, request_bytes: bytes
+) -> None:
+    """What is no HTTP request (or lacks a Host) gets 400 from both; the bodies are each
+    HTTP server's own words (Go's `400 Bad Request`, aiohttp's reason)."""
+    async with both(tmp_path, "") as ports:
+        statuses = {
+            name: (await http_request(port, request_bytes)).status for name, port in ports.items()
+        }
+        assert statuses == {"brook": 400, "nats-server": 400}
