@@ -298,3 +298,16 @@ async def test_garbage_instead_of_an_upgrade_answered_400(
             name: (await http_request(port, request_bytes)).status for name, port in ports.items()
         }
         assert statuses == {"brook": 400, "nats-server": 400}
+
+
+async def test_configured_headers_sent_with_the_upgrade(tmp_path: Path) -> None:
+    block = 'headers { "Strict-Transport-Security": "max-age=31536000", "X-Extra": "1" }'
+    async with both(tmp_path, block) as ports:
+        seen = {}
+        for name, port in ports.items():
+            async with WsClient.connect(port) as ws:
+                seen[name] = (
+                    ws.headers.get("strict-transport-security"),
+                    ws.headers.get("x-extra"),
+                )
+        assert seen["brook"] == seen["nats-server"] == ("max-age=31536000", "1")

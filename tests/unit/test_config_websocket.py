@@ -55,7 +55,6 @@ def test_tls_is_required_unless_no_tls_as_in_nats_server() -> None:
         ("no_auth_user", "bob"),
         ("jwt_cookie", "jwt"),
         ("handshake_timeout", "2s"),
-        ("headers", '{ "Strict-Transport-Security": "max-age=1" }'),
         ("advertise", '"x:1"'),
     ],
 )
@@ -100,3 +99,16 @@ def test_sample_config_shows_the_block() -> None:
     ws = load_conf_file(str(sample)).websocket
     assert (ws.port, ws.no_tls, ws.compression) == (8080, True, True)
     assert ws.allowed_origins == ["https://app.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("Connection", 'websocket: invalid header "connection" not allowed'),
+        ("nats-no-masking", 'websocket: invalid header "nats-no-masking" not allowed'),
+        ("Sec-WebSocket-Protocol", '"Sec-WebSocket-" prefix not allowed'),
+    ],
+)
+def test_headers_that_would_break_the_upgrade_refused(name: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _settings(f'websocket {{ port: 1, no_tls: true, headers {{ "{name}": "x" }} }}')

@@ -175,12 +175,12 @@ def _authorization(s: Settings, where: str, v: object) -> None:
 # nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
 _WS_UNSUPPORTED = (
     *("tls", "advertise", "handshake_timeout", "no_auth_user", "jwt_cookie", "user_cookie"),
-    *("pass_cookie", "token_cookie", "headers", "ping_interval"),
+    *("pass_cookie", "token_cookie", "ping_interval"),
 )
 _WS_ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins")
 _WS_KEYS = (
     *("port", "host", "net", "listen", "no_tls", "same_origin", "compression", "compress"),
-    *("authorization", "authentication", "origin", *_WS_ORIGINS),
+    *("authorization", "authentication", "headers", "origin", *_WS_ORIGINS),
 )
 
 
@@ -208,6 +208,11 @@ def _websocket(s: Settings, where: str, v: object) -> None:
             ws.compression = _bool(at, value)
         elif key in ("authorization", "authentication"):
             _websocket_auth(ws, at, value)
+        elif key == "headers":
+            ws.headers = {
+                str(name): _str(f"{at}.{name}", header)
+                for name, header in _block(at, value).items()
+            }
         elif isinstance(value, str):  # an origin, or a list of them
             ws.allowed_origins = [value]
         elif isinstance(value, list) and all(isinstance(o, str) for o in value):

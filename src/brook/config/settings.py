@@ -51,6 +51,7 @@ class WebSocketSettings:
     same_origin: bool = False  # a browser's Origin must be the request's own host
     allowed_origins: list[str] = field(default_factory=list)  # else any Origin
     compression: bool = False  # permessage-deflate, when the client offers it
+    headers: dict[str, str] = field(default_factory=dict)  # added to the upgrade's 101
     # The block's own `authorization { user, password | token, timeout }`: WebSocket
     # clients authenticate against it instead of the server's, as in nats-server.
     auth: AuthSettings | None = None
@@ -73,6 +74,14 @@ class WebSocketSettings:
                 )
             if not parts.netloc:
                 raise ConfigError(f"unable to parse allowed origin {origin!r}: host is required")
+        for name in self.headers:
+            low = name.lower()
+            if low in ("host", "content-length", "connection", "upgrade", "nats-no-masking"):
+                raise ConfigError(f'websocket: invalid header "{name}" not allowed')
+            if low.startswith("sec-websocket-"):
+                raise ConfigError(
+                    f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
+                )
         if self.auth is not None and server_auth.users:
             if self.auth.users:
                 raise ConfigError(

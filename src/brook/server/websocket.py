@@ -237,6 +237,7 @@ class WebSocketListener:
             decode_text=False,
             timeout=_CLOSE_REPLY_WAIT_S,
         )
+        ws.headers.update(self._settings.headers)  # the block's `headers`, as nats-server
         await ws.prepare(request)
         tcp = request.transport
         if tcp is None:  # gone during the upgrade
