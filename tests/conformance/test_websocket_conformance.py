@@ -311,3 +311,15 @@ async def test_configured_headers_sent_with_the_upgrade(tmp_path: Path) -> None:
                     ws.headers.get("x-extra"),
                 )
         assert seen["brook"] == seen["nats-server"] == ("max-age=31536000", "1")
+
+
+async def test_http_1_0_upgrade_without_host_refused(tmp_path: Path) -> None:
+    """HTTP/1.0 may leave Host out; nats-server then refuses the upgrade (400)."""
+    async with both(tmp_path, "") as ports:
+        seen = {}
+        for name, port in ports.items():
+            request = upgrade_request(port, headers={"Host": ""})
+            request = request.replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+            reply = await http_request(port, request)
+            seen[name] = _seen(reply.status, reply.body, reply.headers)
+        assert seen["brook"] == seen["nats-server"] == (400, b"Bad Request\n", "13")

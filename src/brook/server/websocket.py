@@ -271,7 +271,7 @@ class WebSocketListener:
             return 404, "mqtt websocket endpoint not enabled"
         if request.method != "GET":
             return 405, "request method must be GET"
-        if not request.host:
+        if not headers.get("Host"):  # not request.host, which falls back on this machine's
             return 400, "'Host' missing in request"
         if not _has_token(headers.getall("Upgrade", []), "websocket"):
             return 400, "invalid value for header 'Upgrade'"
@@ -305,7 +305,7 @@ class WebSocketListener:
             return f'parse "{origin}": invalid URI for request'
         host, port = _host_and_port(parts.scheme == "https", parts.netloc)
         if same:
-            own_host, own_port = _host_and_port(False, request.host)
+            own_host, own_port = _host_and_port(False, request.headers.get("Host", ""))
             if (host, port) != (own_host, own_port) or parts.scheme.lower() != "http":
                 return "not same origin"
         if self._origins and (parts.scheme, port) not in self._origins.get(host, ()):
