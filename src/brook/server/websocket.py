@@ -11,7 +11,7 @@ messages, and a message may hold many), and what it writes goes through
 `WebSocketTransport`, which frames each flush as one binary message, deflated when the
 client negotiated compression and the flush is worth it, as nats-server's
 `wsCollapsePtoNB` frames its pending buffers. Authentication, permissions, accounts, limits
-and slow-consumer handling are the TCP clients' code, once (ADR 0023).
+and slow-consumer handling are the TCP clients' code, once (ADR 0026).
 """
 
 from __future__ import annotations
