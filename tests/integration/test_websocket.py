@@ -177,3 +177,31 @@ async def test_websocket_subscriber_that_stops_reading_meets_the_write_deadline(
                 assert len(srv.clients) == 1
             finally:
                 await publisher.close()
+
+
+async def test_websocket_clients_beside_tls_on_the_client_port(tmp_path: Path) -> None:
+    """The client port's `tls {}` is not the WebSocket port's: a `ws://` client speaks
+    plain WebSocket and is told no TLS is required, while TCP clients need TLS."""
+    from brook.config.conf import parse_conf, settings_from_conf
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    settings = settings_from_conf(
+        parse_conf(
+            f'tls {{ cert_file: "{certs.cert_file}", key_file: "{certs.key_file}" }}\n'
+            "websocket { port: -1, host: 127.0.0.1, no_tls: true }"
+        )
+    )
+    async with brook.serve(settings=settings) as srv:
+        ws = await nats.connect(ws_url(srv), allow_reconnect=False)
+        tcp = await nats.connect(srv.url, tls=certs.context(), allow_reconnect=False)
+        try:
+            assert "tls_required" not in ws._server_info
+            assert tcp._server_info["tls_required"] is True
+            sub = await ws.subscribe("x")
+            await ws.flush()
+            await tcp.publish("x", b"over tls, to ws")
+            assert (await sub.next_msg(timeout=2)).data == b"over tls, to ws"
+        finally:
+            await ws.close()
+            await tcp.close()
