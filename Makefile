@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.consumers
 	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.mirrors
+	$(BIN)/python -m bench.websocket
 	$(BIN)/python -m bench.spark
 
 # The Spark pipeline of examples/, against the Brook of `make run` (start it first).

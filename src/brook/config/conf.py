@@ -26,7 +26,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
-from brook.config.settings import AuthSettings, ConfigError, Settings, TLSSettings, User
+from brook.config.settings import (
+    AuthSettings,
+    ConfigError,
+    Settings,
+    TLSSettings,
+    User,
+    WebSocketSettings,
+)
 from brook.durations import parse_seconds
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
@@ -171,6 +178,79 @@ def _authorization(s: Settings, where: str, v: object) -> None:
             raise ConfigError(f"{where}: user/password and users cannot both be set")
         users = [User(name, password)]
     s.auth = AuthSettings(token=token, users=users)
+
+
+# nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
+_WS_UNSUPPORTED = (
+    *("tls", "advertise", "handshake_timeout", "no_auth_user", "jwt_cookie", "user_cookie"),
+    *("pass_cookie", "token_cookie", "ping_interval"),
+)
+_WS_ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins")
+_WS_KEYS = (
+    *("port", "host", "net", "listen", "no_tls", "same_origin", "compression", "compress"),
+    *("authorization", "authentication", "headers", "origin", *_WS_ORIGINS),
+)
+
+
+def _websocket(s: Settings, where: str, v: object) -> None:
+    """nats-server's `websocket {}` block (opts.go `parseWebsocket`)."""
+    block = _block(where, v)
+    ws = WebSocketSettings()
+    for key in block:
+        if str(key).lower() in _WS_UNSUPPORTED:
+            key = str(key).lower()
+            raise ConfigError(f"{where}.{key}{_on_line(block, key)}: not supported by Brook")
+    for key, at, value in _entries(block, where, _WS_KEYS):
+        if key == "port":
+            ws.port = _int(at, value)
+        elif key in ("host", "net"):
+            ws.host = _str(at, value)
+        elif key == "listen":
+            host, ws.port = _host_port(at, value)
+            ws.host = host if host is not None else ws.host
+        elif key == "no_tls":
+            ws.no_tls = _bool(at, value)
+        elif key == "same_origin":
+            ws.same_origin = _bool(at, value)
+        elif key in ("compression", "compress"):
+            ws.compression = _bool(at, value)
+        elif key in ("authorization", "authentication"):
+            _websocket_auth(ws, at, value)
+        elif key == "headers":
+            ws.headers = {
+                str(name): _str(f"{at}.{name}", header)
+                for name, header in _block(at, value).items()
+            }
+        elif isinstance(value, str):  # an origin, or a list of them
+            ws.allowed_origins = [value]
+        elif isinstance(value, list) and all(isinstance(o, str) for o in value):
+            ws.allowed_origins = [str(o) for o in value]
+        else:
+            raise _bad(at, "a string or an array of strings", value)
+    s.websocket = ws
+
+
+def _websocket_auth(ws: WebSocketSettings, where: str, v: object) -> None:
+    """The listener's own credentials (nats-server's `parseSimpleAuth`): one user and
+    password, or a token, and the time a client has to send them."""
+    known = ("user", "username", "password", "pass", "token", "timeout")
+    token = name = password = None
+    for key, at, value in _entries(_block(where, v), where, known):
+        if key == "token":
+            token = _str(at, value)
+        elif key in ("user", "username"):
+            name = _str(at, value)
+        elif key in ("password", "pass"):
+            password = _str(at, value)
+        else:
+            ws.auth_timeout_s = _duration(at, value)
+    if (name is None) != (password is None):
+        raise ConfigError(f"{where}: user and password must be given together")
+    if name is not None and token is not None:
+        raise ConfigError(f"{where}: token and user cannot both be set")
+    if name is not None or token is not None:
+        users = [User(name, password)] if name is not None and password is not None else []
+        ws.auth = AuthSettings(token=token, users=users)
 
 
 # nats-server's `tls {}` keys Brook does not serve: refused by name rather than ignored.
@@ -405,6 +485,8 @@ _TOP: dict[str, _Handler] = {
     "http": _address("http_host", "http_port"),
     "authorization": _authorization,
     "jetstream": _jetstream,
+    "websocket": _websocket,
+    "ws": _websocket,
     "tls": _tls,
 }
 

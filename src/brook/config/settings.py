@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import urllib.parse
 from dataclasses import dataclass, field
 
 from brook import limits
@@ -37,6 +38,59 @@ class AuthSettings:
     @property
     def required(self) -> bool:
         return self.token is not None or bool(self.users)
+
+
+@dataclass(slots=True)
+class WebSocketSettings:
+    """nats-server's `websocket {}` block: a second listener whose clients speak NATS in
+    WebSocket binary frames (server/websocket.py). Off while `port` is 0."""
+
+    port: int = 0  # 0: no WebSocket listener; -1: any free port
+    host: str = limits.DEFAULT_HOST  # nats-server's default, not the client port's host
+    no_tls: bool = False  # nats-server refuses a listener without TLS unless this is set
+    same_origin: bool = False  # a browser's Origin must be the request's own host
+    allowed_origins: list[str] = field(default_factory=list)  # else any Origin
+    compression: bool = False  # permessage-deflate, when the client offers it
+    headers: dict[str, str] = field(default_factory=dict)  # added to the upgrade's 101
+    # The block's own `authorization { user, password | token, timeout }`: WebSocket
+    # clients authenticate against it instead of the server's, as in nats-server.
+    auth: AuthSettings | None = None
+    auth_timeout_s: float | None = None  # None: the server's auth_timeout
+
+    def validate(self, server_auth: AuthSettings) -> None:
+        """nats-server's `validateWebsocketOptions`, in its words."""
+        if not -1 <= self.port <= 65535:
+            raise ConfigError(f"websocket.port: {self.port} is not a TCP port")
+        if self.port == 0:
+            return
+        if not self.no_tls:
+            raise ConfigError("websocket requires TLS configuration")
+        for origin in self.allowed_origins:
+            parts = urllib.parse.urlsplit(origin)
+            if parts.scheme not in ("http", "https"):
+                raise ConfigError(
+                    f"unable to parse allowed origin {origin!r}: allowed origins must be "
+                    "absolute URLs with http or https scheme"
+                )
+            if not parts.netloc:
+                raise ConfigError(f"unable to parse allowed origin {origin!r}: host is required")
+        for name in self.headers:
+            low = name.lower()
+            if low in ("host", "content-length", "connection", "upgrade", "nats-no-masking"):
+                raise ConfigError(f'websocket: invalid header "{name}" not allowed')
+            if low.startswith("sec-websocket-"):
+                raise ConfigError(
+                    f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
+                )
+        if self.auth is not None and server_auth.users:
+            if self.auth.users:
+                raise ConfigError(
+                    "websocket authentication username not compatible with presence of users/nkeys"
+                )
+            if self.auth.token is not None:
+                raise ConfigError(
+                    "websocket authentication token not compatible with presence of users/nkeys"
+                )
 
 
 @dataclass(slots=True)
@@ -125,6 +179,7 @@ class Settings:
     allow_non_tls: bool = False  # with tls: clients may also connect without it
     https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
     jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
+    websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
     debug: bool = False
     trace: bool = False
 
@@ -139,6 +194,7 @@ class Settings:
             raise ConfigError(
                 f"http_port: {self.http_port} is not a TCP port (0-65535, -1 = any free)"
             )
+        self.websocket.validate(self.auth)
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
                 f"max_payload: {self.max_payload_bytes} must be between 1 and "

@@ -32,6 +32,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.server.server import Server
+    from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.connection")
 
@@ -44,8 +45,10 @@ set on a publish: those of service imports, JetStream acks and gateway-routed re
 
 
 class ClientConnection(asyncio.Protocol, Subscriber):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, websocket: WebSocketListener | None = None) -> None:
         self.server = server
+        self.websocket = websocket  # the listener of a WebSocket client (server/websocket.py)
+        self.authenticator = server.authenticator if websocket is None else websocket.authenticator
         settings = server.settings
         self._trace = settings.trace  # -V: log protocol bytes, per chunk not per message
         self.cid = server.next_client_id()
@@ -127,7 +130,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
             return
-        if server.tls_context is None:
+        if server.tls_context is None or self.websocket is not None:  # WebSocket: its port's TLS
             self._start_session()
         elif self.tls:
             self._tls_established(transport)
@@ -143,8 +146,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         (after the TLS handshake, as nats-server does)."""
         server = self.server
         settings = server.settings
-        if server.authenticator.required:
-            self._auth_handle = self.loop.call_later(settings.auth_timeout_s, self._auth_timeout)
+        if self.authenticator.required:
+            ws = self.websocket
+            timeout = settings.auth_timeout_s if ws is None else ws.auth_timeout_s
+            self._auth_handle = self.loop.call_later(timeout, self._auth_timeout)
         first = min(settings.ping_interval_s, server.first_ping_interval_s)
         self._ping_handle = self.loop.call_later(first, self._ping_tick)
 
@@ -342,7 +347,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             not self.connected
             and self.parser.buffered_bytes == 0
             and data[:1] not in (b"C", b"c")
-            and self.server.authenticator.required
+            and self.authenticator.required
         ):
             # nats-server decides on an operation's first byte: before CONNECT, anything
             # that cannot start a CONNECT (even garbage or a blank) is an authorization
@@ -383,7 +388,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
 
     def _require_connect(self) -> bool:
         """Before CONNECT on a server with auth, every operation is an authorization violation."""
-        if self.connected or not self.server.authenticator.required:
+        if self.connected or not self.authenticator.required:
             return True
         self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
         return False
@@ -403,8 +408,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         proto = options.get("protocol", 0)
         if not isinstance(proto, int) or isinstance(proto, bool):
             raise ProtocolError("CONNECT option protocol is not an integer", None)
-        authenticator = self.server.authenticator
-        if self.server.tls_map and authenticator.has_users:
+        authenticator = self.authenticator
+        if self.server.tls_map and self.websocket is None and authenticator.has_users:
             # verify_and_map: the certificate names the user; CONNECT's credentials do not
             # count (nats-server only warns about a user name there).
             certificate = self.certificate
@@ -418,7 +423,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.parser.paused = True
             if self.transport is not None:
                 self.transport.pause_reading()
-            future = self.loop.run_in_executor(None, self.server.authenticator.slow_check, options)
+            future = self.loop.run_in_executor(None, self.authenticator.slow_check, options)
             future.add_done_callback(lambda f: self._auth_done(f, options))
             return
         self._finish_connect(verdict, options)

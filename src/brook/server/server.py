@@ -23,7 +23,7 @@ import socket
 import ssl
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.config.settings import ConfigError, Settings
@@ -45,6 +45,9 @@ from brook.server.statistics import (
 )
 from brook.server.tls import server_context
 from brook.version import __version__
+
+if TYPE_CHECKING:
+    from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.server")
 
@@ -78,6 +81,7 @@ class Server:
         self.clients: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._listener: asyncio.Server | None = None
+        self.websocket: WebSocketListener | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
         self._all_closed.set()
@@ -177,6 +181,12 @@ class Server:
                 log.warning(
                     'Clients that are not using "TLS Handshake First" option will fail to connect'
                 )
+        if self.settings.websocket.port:
+            # aiohttp is imported only by servers that have WebSocket clients.
+            from brook.server.websocket import WebSocketListener
+
+            self.websocket = WebSocketListener(self, self.settings.websocket)
+            await self.websocket.start()
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
@@ -188,6 +198,8 @@ class Server:
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
         ports = {"nats": reachable_urls("nats", self.host, sock)}
+        if self.websocket is not None:
+            ports["websocket"] = self.websocket.reachable_urls()
         if self.monitor is not None:
             ports["monitoring"] = self.monitor.reachable_urls()
         path = ports_file_path(directory)
@@ -281,6 +293,8 @@ class Server:
     async def _shutdown(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self.websocket is not None:
+            self.websocket.stop_accepting()
         if self.jetstream is not None:
             self.jetstream.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
             await self.jetstream.drain()  # acknowledgements owed reach clients' buffers
@@ -294,6 +308,8 @@ class Server:
             await self.transfers.stop()
         if self.jetstream is not None:
             await self.jetstream.stop()
+        if self.websocket is not None:
+            await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
         if self._ports_file is not None:
@@ -369,11 +385,11 @@ class Server:
             "version": limits.NATS_COMPAT_VERSION,
             "proto": limits.PROTOCOL_VERSION,
             "go": f"brook{__version__}/python{platform.python_version()}",
-            "host": self.host,
-            "port": self.port,
+            "host": self.host if client.websocket is None else client.websocket.host,
+            "port": self.port if client.websocket is None else client.websocket.port,
             "headers": True,
         }
-        tls = settings.tls
+        tls = settings.tls if client.websocket is None else None  # the WebSocket port's own
         if tls is not None:
             if self.tls_first or not settings.allow_non_tls:
                 info["tls_required"] = True
@@ -386,7 +402,7 @@ class Server:
             info["jetstream"] = True
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if self.authenticator.required:
+        if client.authenticator.required:
             info["auth_required"] = True
         if connect_info:
             info["connect_info"] = True
@@ -443,7 +459,6 @@ class Server:
 
     def connections(self) -> list[ConnectionSnapshot]:
         """Every registered client connection, in no particular order."""
-        auth = self.authenticator.required
         return [
             ConnectionSnapshot(
                 cid=c.cid,
@@ -462,7 +477,7 @@ class Server:
                 lang=c.lang,
                 version=c.version,
                 # Only a name the authenticator accepted; without auth `user` is a claim.
-                authorized_user=c.user if auth and c.connected else "",
+                authorized_user=c.user if c.authenticator.required and c.connected else "",
                 tls_version=c.tls_version,
                 tls_cipher_suite=c.tls_cipher_suite,
                 tls_first=c.tls and self.tls_first,

@@ -1,0 +1,114 @@
+"""The `websocket {}` block: nats-server's keys and checks, and keys Brook does not serve
+refused by name and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
+from brook.config.settings import AuthSettings, ConfigError, Settings, User
+
+
+def _settings(text: str) -> Settings:
+    return settings_from_conf(parse_conf(text))
+
+
+def test_block_read_with_nats_server_keys_and_aliases() -> None:
+    ws = _settings(
+        """
+        ws {
+          listen: "127.0.0.1:8080"
+          no_tls: true
+          same_origin: true
+          allowed_origins: ["http://a.example.com", "https://b.example.com:8443"]
+          compress: true
+          authorization { user: u, password: p, timeout: 3 }
+        }
+        """
+    ).websocket
+    assert (ws.host, ws.port, ws.no_tls, ws.same_origin, ws.compression) == (
+        "127.0.0.1", 8080, True, True, True,
+    )  # fmt: skip
+    assert ws.allowed_origins == ["http://a.example.com", "https://b.example.com:8443"]
+    assert ws.auth == AuthSettings(token=None, users=[User("u", "p")])
+    assert ws.auth_timeout_s == 3.0
+    one = _settings('websocket { port: -1, no_tls: true, origin: "http://x" }').websocket
+    assert one.allowed_origins == ["http://x"]
+
+
+def test_defaults_and_no_listener_without_port() -> None:
+    ws = _settings("websocket { no_tls: true }").websocket
+    assert (ws.port, ws.host, ws.compression, ws.auth) == (0, "0.0.0.0", False, None)
+
+
+def test_tls_is_required_unless_no_tls_as_in_nats_server() -> None:
+    with pytest.raises(ConfigError, match=r"^websocket requires TLS configuration$"):
+        _settings("websocket { port: 8080 }")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("tls", "{ cert_file: a.pem, key_file: b.pem }"),
+        ("no_auth_user", "bob"),
+        ("jwt_cookie", "jwt"),
+        ("handshake_timeout", "2s"),
+        ("advertise", '"x:1"'),
+    ],
+)
+def test_unsupported_keys_refused_by_name_and_line(key: str, value: str) -> None:
+    text = f"port: 4222\nwebsocket {{\n  port: 8080\n  no_tls: true\n  {key}: {value}\n}}\n"
+    with pytest.raises(
+        ConfigError, match=rf"^websocket\.{key} \(line 5\): not supported by Brook$"
+    ):
+        _settings(text)
+
+
+def test_unknown_key_named_with_its_line() -> None:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'websocket.prot' \(line 3\)"):
+        _settings("websocket {\n  no_tls: true\n  prot: 1\n}")
+
+
+@pytest.mark.parametrize(
+    ("origin", "message"),
+    [
+        ("app.example.com", "allowed origins must be absolute URLs with http or https scheme"),
+        ("ftp://app.example.com", "allowed origins must be absolute URLs with http or https"),
+        ("http://", "host is required"),
+    ],
+)
+def test_bad_allowed_origins_refused(origin: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"unable to parse allowed origin '{origin}': {message}"):
+        _settings(f'websocket {{ port: 1, no_tls: true, allowed_origins: ["{origin}"] }}')
+
+
+def test_listener_credentials_conflict_with_users_as_in_nats_server() -> None:
+    users = "authorization { users: [ { user: a, password: b } ] }\n"
+    with pytest.raises(ConfigError, match="websocket authentication username not compatible"):
+        _settings(users + "websocket { port: 1, no_tls: true, authorization { user: u, pass: p } }")
+    with pytest.raises(ConfigError, match="websocket authentication token not compatible"):
+        _settings(users + "websocket { port: 1, no_tls: true, authorization { token: t } }")
+    with pytest.raises(ConfigError, match="user and password must be given together"):
+        _settings("websocket { port: 1, no_tls: true, authorization { user: u } }")
+
+
+def test_sample_config_shows_the_block() -> None:
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
+    ws = load_conf_file(str(sample)).websocket
+    assert (ws.port, ws.no_tls, ws.compression) == (8080, True, True)
+    assert ws.allowed_origins == ["https://app.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("Connection", 'websocket: invalid header "connection" not allowed'),
+        ("nats-no-masking", 'websocket: invalid header "nats-no-masking" not allowed'),
+        ("Sec-WebSocket-Protocol", '"Sec-WebSocket-" prefix not allowed'),
+    ],
+)
+def test_headers_that_would_break_the_upgrade_refused(name: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _settings(f'websocket {{ port: 1, no_tls: true, headers {{ "{name}": "x" }} }}')
