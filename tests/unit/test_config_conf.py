@@ -477,7 +477,8 @@ def test_authorization_block_replaces_base_auth() -> None:
         ),
         (
             "authorization { users: {user: a} }",
-            "authorization.users: expected an array of {user, password} blocks, got a block",
+            "authorization.users: expected an array of {user, password} or {nkey} blocks, "
+            "got a block",
         ),
         (
             "authorization { users: [alice] }",

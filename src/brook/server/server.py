@@ -340,14 +340,16 @@ class Server:
             "host": self.host,
             "port": self.port,
             "headers": True,
-            "max_payload": settings.max_payload_bytes,
         }
+        if self.authenticator.advertised:
+            info["auth_required"] = True
+        info["max_payload"] = settings.max_payload_bytes
         if settings.jetstream.enabled:
             info["jetstream"] = True
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if self.authenticator.required:
-            info["auth_required"] = True
+        if client.nonce and not connect_info:
+            info["nonce"] = client.nonce
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = "$G"
