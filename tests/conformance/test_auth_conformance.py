@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
+import nats
 import pytest
+from nats.aio.msg import Msg as NatsMsg
 
 import brook
 from brook.config.conf import load_conf_file
@@ -363,3 +365,66 @@ async def test_permissions_in_a_user_entry_are_refused_until_enforced() -> None:
         )
         with pytest.raises(ConfigError, match="permissions"):
             load_conf_file(str(path))
+
+
+# ---------------------------------------------------------------------------- nats-py
+
+
+async def _nats_py_outcome(url: str, **options: Any) -> tuple[str, ...]:
+    """What nats-py makes of a login: a request answered, or the error connect raised."""
+    try:
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2, **options)
+    except Exception as exc:
+        return ("refused", type(exc).__name__, str(exc))
+
+    async def help_handler(msg: NatsMsg) -> None:
+        await msg.respond(b"OK!")
+
+    try:
+        await nc.subscribe("help", cb=help_handler)
+        reply = await nc.request("help", b"?", timeout=2)
+        return ("in", reply.data.decode())
+    finally:
+        await nc.close()
+
+
+async def test_nats_py_logs_in_nkey_users_from_a_seed(tmp_path: Path) -> None:
+    user, stranger = new_user(), new_user()
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_bytes(user.seed + b"\n")
+    cases: list[tuple[dict[str, Any], tuple[str, ...] | None]] = [
+        ({"nkeys_seed": str(seed_file)}, ("in", "OK!")),
+        ({"nkeys_seed_str": user.seed.decode()}, ("in", "OK!")),
+        ({"nkeys_seed_str": stranger.seed.decode()}, None),
+        ({"user": "alice", "password": "secret"}, ("in", "OK!")),
+        ({}, None),
+    ]
+    async with servers(users_config(user)) as (reference, ours):
+        for options, expected in cases:
+            got = await asyncio.gather(
+                _nats_py_outcome(reference, **options), _nats_py_outcome(ours, **options)
+            )
+            if expected is not None:
+                assert got[0] == expected, options
+            else:
+                assert got[0][0] == "refused", got[0]
+            assert got[1] == got[0], options
+
+
+async def test_nats_py_and_no_auth_user() -> None:
+    config = users_config(extra="no_auth_user: alice\n")
+    cases: list[tuple[dict[str, Any], tuple[str, ...] | None]] = [
+        ({}, ("in", "OK!")),
+        ({"user": "bob", "password": "pw"}, ("in", "OK!")),
+        ({"user": "alice", "password": "nope"}, None),
+    ]
+    async with servers(config) as (reference, ours):
+        for options, expected in cases:
+            got = await asyncio.gather(
+                _nats_py_outcome(reference, **options), _nats_py_outcome(ours, **options)
+            )
+            if expected is not None:
+                assert got[0] == expected, options
+            else:
+                assert got[0][0] == "refused", got[0]
+            assert got[1] == got[0], options
