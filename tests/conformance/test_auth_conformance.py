@@ -311,24 +311,37 @@ async def test_auth_timeout_counts_from_the_connection_not_from_each_byte() -> N
 # ---------------------------------------------------------------------------- config errors
 
 
-async def _both_refuse_config(config: str, words: str) -> None:
-    """nats-server will not start with `config`, and Brook refuses it; both name `words`."""
+def _nats_server_error(config: str) -> str:
+    """What nats-server prints when it will not start with `config` (it must not start)."""
     binary = nats_server_binary()
     assert binary is not None
     with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
         path = Path(tmp) / "bad.conf"
         path.write_text(config)
         # `-t` does not check auth rules: start it for real; it must stop at once.
-        result = subprocess.run(  # noqa: ASYNC221 - a short-lived check, nothing else runs
+        result = subprocess.run(
             [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
             capture_output=True,
             text=True,
             timeout=10,
         )
-        assert result.returncode != 0, result
-        assert words in result.stdout + result.stderr
-        with pytest.raises(ConfigError, match=words):
+    assert result.returncode != 0, result
+    return result.stdout + result.stderr
+
+
+def _brook_error(config: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
+        path = Path(tmp) / "bad.conf"
+        path.write_text(config)
+        with pytest.raises(ConfigError) as refused:
             load_conf_file(str(path))
+    return str(refused.value)
+
+
+async def _both_refuse_config(config: str, words: str) -> None:
+    """nats-server will not start with `config`, and Brook refuses it; both say `words`."""
+    assert words in _nats_server_error(config)
+    assert words in _brook_error(config)
 
 
 @pytest.mark.parametrize(
@@ -358,13 +371,8 @@ async def test_config_errors(config: str, words: str) -> None:
 async def test_permissions_in_a_user_entry_are_refused_until_enforced() -> None:
     """nats-server accepts them; Brook refuses a config it would not honour (the
     `perms` work enforces them)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "p.conf"
-        path.write_text(
-            "authorization { users: [{user: a, password: b, permissions: {publish: x}}] }"
-        )
-        with pytest.raises(ConfigError, match="permissions"):
-            load_conf_file(str(path))
+    config = "authorization { users: [{user: a, password: b, permissions: {publish: x}}] }"
+    assert "permissions" in _brook_error(config)
 
 
 # ---------------------------------------------------------------------------- nats-py
@@ -428,3 +436,15 @@ async def test_nats_py_and_no_auth_user() -> None:
             else:
                 assert got[0][0] == "refused", got[0]
             assert got[1] == got[0], options
+
+
+async def test_no_auth_user_naming_the_single_user_is_a_known_difference() -> None:
+    """nats-server refuses it (its single user is not a `users` entry); Brook accepts it
+    and admits whom nats-server admits with that user in `users` (docs/compatibility.md)."""
+    config = "authorization { user: alice, password: secret }\nno_auth_user: alice\n"
+    assert "users/nkeys are not defined" in _nats_server_error(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "single.conf"
+        path.write_text(config)
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            assert await login(srv.url) == IN
