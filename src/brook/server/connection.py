@@ -298,7 +298,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self, login: Login | None, options: dict[str, Any], *, acknowledge: bool = True
     ) -> None:
         if login is None:
-            log.info("cid=%d authentication failed (user=%r)", self.cid, options.get("user", ""))
+            who = options.get("user") or options.get("nkey") or ""
+            log.info("cid=%d authentication failed (user=%r)", self.cid, who)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
         # As nats-server: credentials first, then the protocol version, then no_responders.
