@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from nats.aio.msg import Msg as NatsMsg
 import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 from tests.support.nkeyusers import NkeyUser, new_user
 from tests.support.raw import PONG, Err, Info, Msg, RawClient, ServerOp, Simple
 
@@ -448,3 +450,45 @@ async def test_no_auth_user_naming_the_single_user_is_a_known_difference() -> No
         path.write_text(config)
         async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
             assert await login(srv.url) == IN
+
+
+# ---------------------------------------------------------------------------- monitoring
+
+
+async def test_connz_names_whom_each_client_logged_in_as(tmp_path: Path) -> None:
+    """`/connz?auth=1`: the nkey of an nkey user, the no_auth_user for a client without
+    credentials, the name of a password user."""
+    user = new_user()
+    path = tmp_path / "auth.conf"
+    path.write_text(users_config(user, extra="no_auth_user: alice\n"))
+    http_port = free_port()
+    logins: list[dict[str, Any]] = [
+        {"nkeys_seed_str": user.seed.decode()},
+        {},
+        {"user": "bob", "password": "pw"},
+    ]
+
+    async def authorized_users(url: str, monitor: str) -> list[str]:
+        clients = [await nats.connect(url, allow_reconnect=False, **o) for o in logins]
+        try:
+            loop = asyncio.get_running_loop()
+            body = await loop.run_in_executor(None, _fetch, f"{monitor}/connz?auth=1")
+            return sorted(c.get("authorized_user", "") for c in json.loads(body)["connections"])
+        finally:
+            for nc in clients:
+                await nc.close()
+
+    with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+        wait_for_port(http_port)
+        settings = load_conf_file(str(path)).replace(http_port=-1)
+        async with brook.serve(port=0, settings=settings) as srv:
+            theirs = await authorized_users(reference, f"http://127.0.0.1:{http_port}")
+            ours = await authorized_users(srv.url, f"http://127.0.0.1:{srv.monitor.port}")
+    assert theirs == sorted(["alice", "bob", user.public])
+    assert ours == theirs
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body: bytes = resp.read()
+        return body

@@ -230,7 +230,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.transport.resume_reading()
 
     def _require_connect(self) -> bool:
-        """Before CONNECT on a server with auth, every operation is an authorization violation."""
+        """Before CONNECT on a server with auth, every operation is an authorization violation
+        (unless it logs the client in as the no_auth_user)."""
         if self.connected or not self.server.authenticator.required:
             return True
         if self._login_without_connect():
