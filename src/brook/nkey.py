@@ -81,7 +81,7 @@ def decode_signature(text: str) -> bytes | None:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     try:
         return base64.b64decode(text, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or text that is not ASCII
         return None
 
 

@@ -150,6 +150,7 @@ async def test_nkey_logins() -> None:
         "signed-by-another-key": ({"nkey": user.public, "sig": stranger.sign}, REFUSED),
         "unknown-nkey": ({"nkey": stranger.public, "sig": stranger.sign}, REFUSED),
         "sig-not-base64": ({"nkey": user.public, "sig": "!!not base64!!"}, REFUSED),
+        "sig-not-ascii": ({"nkey": user.public, "sig": "\u00e9\u00e9\u00e9\u00e9"}, REFUSED),
         "sig-too-short": ({"nkey": user.public, "sig": "AAAA"}, REFUSED),
         "nkey-malformed": ({"nkey": "UNOTAKEY", "sig": user.sign}, REFUSED),
         "nkey-lowercase": ({"nkey": user.public.lower(), "sig": user.sign}, REFUSED),

@@ -99,6 +99,13 @@ def test_signatures_in_either_base64() -> None:
     assert decode_signature("") == b""
 
 
+@given(st.text(max_size=100))
+def test_any_signature_text_decodes_or_is_none(text: str) -> None:
+    """A client's `sig` is any JSON string: never an exception."""
+    decoded = decode_signature(text)
+    assert decoded is None or isinstance(decoded, bytes)
+
+
 def test_verify_refuses_wrong_lengths() -> None:
     kp = key_pair(nkeys.PREFIX_BYTE_USER)
     key = decode_public_key(kp.public_key.decode(), Prefix.USER)
