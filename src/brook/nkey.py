@@ -16,9 +16,6 @@ import binascii
 import enum
 import re
 
-from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
-
 __all__ = ["InvalidNkey", "Prefix", "decode_public_key", "decode_signature", "verify"]
 
 _KEY_BYTES = 32
@@ -87,6 +84,10 @@ def decode_signature(text: str) -> bytes | None:
 
 def verify(key: bytes, message: bytes, signature: bytes) -> bool:
     """Whether `signature` is the ed25519 signature of `message` by the public `key`."""
+    # Imported here: a server without nkey users never loads libsodium.
+    from nacl.exceptions import BadSignatureError
+    from nacl.signing import VerifyKey
+
     if len(key) != _KEY_BYTES or len(signature) != _SIGNATURE_BYTES:
         return False
     try:
