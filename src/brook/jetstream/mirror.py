@@ -5,7 +5,7 @@ nats-server's `setupMirrorConsumer` sends (byte for byte the same JSON, subject 
 `Nats-Required-Api-Level` header), where the deliveries start once the origin answers
 (sequences the origin no longer has are skipped), and each delivery as
 `processInboundMirrorMsg` takes it (`sourcing.Tracking`): stored at its origin sequence
-and timestamp (`Stream.ingest_mirrored`), under the subject its `subject_transforms` map
+and timestamp (`store_mirrored`), under the subject its `subject_transforms` map
 it to, the gaps before it skipped when the origin lost them; any other jump in the
 delivery sequence recreates the consumer after the last stored.
 
@@ -27,22 +27,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from brook.jetstream import ttl as ttls
 from brook.jetstream.link import (
     ACCOUNT,
-    ACK_WAIT_NS,
     API_PREFIX,
-    HEALTH_CHECK_NS,
-    HEARTBEAT_NS,
     CreateRequest,
     Delivery,
     OriginLink,
     link_subject,
+    origin_consumer_config,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
-from brook.jetstream.store.base import StoreError
+from brook.jetstream.store.base import StoreError, StoreFullError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
 
@@ -99,30 +98,13 @@ class Mirror:
                 )
         if "opt_start_seq" not in config and "opt_start_time" not in config:
             config["deliver_policy"] = "all"
-        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-        filters = [t.src for t in source.subject_transforms]
-        if source.filter_subject:
-            config["filter_subject"] = source.filter_subject
-        elif len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        elif filters:
-            config["filter_subjects"] = filters
         external = source.external
         if external is not None and external.deliver:
             deliver = link_subject(external.deliver + ".M")
         else:
             deliver = link_subject("$JS.M")
-        config |= {
-            "replay_policy": "instant",
-            "flow_control": True,
-            "deliver_subject": deliver,
-            "idle_heartbeat": HEARTBEAT_NS,
-            "inactive_threshold": HEALTH_CHECK_NS,
-            "num_replicas": 0,
-            "direct": True,
-            "sourcing": True,
-            "metadata": {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name},
-        }
+        metadata = {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name}
+        config |= origin_consumer_config(source, deliver, metadata)
         if "filter_subject" in config:
             subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
             subject += "." + config["filter_subject"]
@@ -168,7 +150,7 @@ class Mirror:
                     break
         seq = meta.stream_seq
         try:
-            stored = self.stream.ingest_mirrored(subject, header, data, seq, meta.timestamp_ns)
+            stored = store_mirrored(self.stream, subject, header, data, seq, meta.timestamp_ns)
         except StoreError as exc:
             self.stream.write_failed(f"store mirrored message {seq}", exc)
             return False  # recreated after the last stored, once there is room
@@ -180,6 +162,47 @@ class Mirror:
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
+
+
+def store_mirrored(
+    stream: Stream, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
+) -> bool:
+    """Store a message of the origin of mirror `stream` at the origin's sequence `seq` and
+    timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence): the
+    sequences before it that the origin no longer has become gaps (`skip_msgs`), then the
+    stream's own limits and expiry apply as after a publish. None of a publish's checks
+    apply: a mirror stores what its origin stored. Returns whether the message is kept:
+    not when `seq` is stored already, nor on an interest stream when no consumer wants it
+    (it takes its sequence and is removed, as a publish); a store failure raises
+    `StoreError` (nothing more stored). What it removed goes to `on_removed` before it
+    returns."""
+    store = stream.store
+    last = store.last_seq()
+    if seq <= last:
+        return False
+    space = stream.space
+    if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
+        raise StoreFullError("no room for a mirrored message")
+    if seq > last + 1:
+        store.skip_msgs(seq - 1)
+    store.store(subject, header, data, ts_ns)
+    config = stream.config
+    retention = stream.retention
+    if config.retention == "interest" and retention is not None and not retention.wanted(subject):
+        store.remove(seq)
+        return False
+    if config.allow_msg_ttl and header:
+        value = ttls.header_value(header)
+        try:
+            ttl = ttls.parse_ttl(value) if value else 0
+        except ttls.InvalidTTL:
+            ttl = 0
+        if ttl:
+            stream.expiry.ttl_stored(seq, ts_ns, ttl)
+    if config.max_age > 0:
+        stream.expiry.wake_by(ts_ns + config.max_age)
+    stream.apply_limits(subject)
+    return True
 
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:

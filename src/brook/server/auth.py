@@ -15,10 +15,13 @@ import base64
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook.config.settings import AuthSettings, NkeyUser, User
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+
+if TYPE_CHECKING:
+    from brook.server.tls import CertificateNames
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 _NONCE_RAW_BYTES = 11  # nats-server's nonceRawLen: 15 characters of unpadded base64
@@ -72,6 +75,7 @@ class Authenticator:
         self.advertised = self.required and not self._no_auth_user
         # Each connection's INFO carries a fresh nonce for nkey users to sign.
         self.nonce_required = bool(self._nkeys)
+        self.has_users = bool(self._users)
 
     @staticmethod
     def new_nonce() -> str:
@@ -103,7 +107,9 @@ class Authenticator:
                 user, password = self._no_auth_user, self._users[self._no_auth_user].password
             if user:
                 entry = self._users.get(user)
-                if entry is None:
+                # A user without a password is a certificate's (verify_and_map) unless
+                # it is the no_auth_user, as nats-server.
+                if entry is None or (not entry.password and user != self._no_auth_user):
                     return None
                 return _compare(entry.password, password, Login(user, entry))
         if self._token is not None:
@@ -119,6 +125,16 @@ class Authenticator:
             return None
         login = self.login({}, nonce)
         return login if login is not None and login.bcrypt is None else None
+
+    def certificate_user(self, names: CertificateNames) -> Login | None:
+        """The user a verified client certificate maps to (`verify_and_map`), as nats-server's
+        `checkClientTLSCertSubject`: an e-mail, DNS or URI name or the subject's DN that
+        is a user name, else a user name that is the subject's DN in another RDN order."""
+        for candidate in names.candidates():
+            if candidate in self._users:
+                return Login(candidate, self._users[candidate])
+        name = next((user for user in self._users if names.matches_dn(user)), None)
+        return None if name is None else Login(name, self._users[name])
 
 
 def _compare(expected: str, given: str, login: Login) -> Login | None:
