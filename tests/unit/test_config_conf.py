@@ -16,7 +16,7 @@ from brook.config.conf import (
     parse_size,
     settings_from_conf,
 )
-from brook.config.settings import ConfigError, Settings, User
+from brook.config.settings import ConfigError, NkeyUser, Settings, User
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
 
@@ -443,6 +443,19 @@ def test_authorization_users(text: str) -> None:
     assert s.auth.token is None
 
 
+NKEY = "UCK5N7N66OBOINFXAYC2ACJQYFSOD4VYNU6APEJTAVFZB2SVHLKGEW7L"  # nats-py's test user
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_users_mix_passwords_and_nkeys_and_no_auth_user_stays(order: str) -> None:
+    block = f"authorization {{ users: [{{user: a, password: b}}, {{nkey: {NKEY}}}] }}"
+    text = f"no_auth_user: a\n{block}" if order == "before" else f"{block}\nno_auth_user: a"
+    s = conf(text)
+    assert s.auth.users == [User("a", "b")]
+    assert s.auth.nkeys == [NkeyUser(NKEY)]
+    assert s.auth.no_auth_user == "a"
+
+
 def test_authorization_block_replaces_base_auth() -> None:
     base = conf("authorization { token: old }")
     s = settings_from_conf(parse_conf("authorization { user: a, password: b }"), base)
@@ -468,6 +481,18 @@ def test_authorization_block_replaces_base_auth() -> None:
             "authorization.users: user 'a' is defined twice",
         ),
         (
+            f"authorization {{ users: [{{nkey: {NKEY}}}, {{nkey: {NKEY}}}] }}",
+            f"authorization.users: nkey '{NKEY}' is defined twice",
+        ),
+        (
+            f"authorization {{ users: [{{nkey: {NKEY}, password: x}}] }}",
+            "authorization.users[0]: Nkey users do not take usernames or passwords",
+        ),
+        (
+            f"authorization {{ token: t, users: [{{nkey: {NKEY}}}] }}",
+            "authorization: token and users cannot both be set",
+        ),
+        (
             "authorization { users: [{user: a}] }",
             "authorization.users: user 'a' has no password",
         ),
@@ -477,7 +502,8 @@ def test_authorization_block_replaces_base_auth() -> None:
         ),
         (
             "authorization { users: {user: a} }",
-            "authorization.users: expected an array of {user, password} blocks, got a block",
+            "authorization.users: expected an array of {user, password} or {nkey} blocks, "
+            "got a block",
         ),
         (
             "authorization { users: [alice] }",
@@ -641,6 +667,7 @@ def test_sample_config_loads() -> None:
     assert s.max_pending_bytes == 64 * 1024**2
     assert (s.write_deadline_s, s.ping_interval_s, s.max_pings_out) == (10.0, 120.0, 2)
     assert s.auth.users == [User("app", "s3cret"), User("admin", "change-me")]
+    assert [n.nkey[0] for n in s.auth.nkeys] == ["U"]
     assert s.auth_timeout_s == 2.0
     assert s.jetstream.enabled is True
     assert s.jetstream.store_dir == "./data/jetstream"

@@ -4,7 +4,8 @@ Brook reads the same files as nats-server so one config can drive either server.
 is parsed by `brook.config.conf_syntax` (re-exported here: `parse_conf`, `parse_size`);
 this module maps the resulting dict onto `Settings`, accepting the key names and aliases
 nats-server accepts (`net` for `host`, `max_conn`, the jetstream block's
-`store`/`max_mem`/... spellings, `authorization` with a token, one user or a `users` list)
+`store`/`max_mem`/... spellings, `authorization` with a token, one user or a `users` list
+of passwords and nkeys, `no_auth_user`)
 and the value shapes it accepts (`listen: "host:port"`, sizes like `1MB`, durations read
 by `brook.durations.parse_seconds`).
 
@@ -29,6 +30,7 @@ from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
     AuthSettings,
     ConfigError,
+    NkeyUser,
     Settings,
     TLSSettings,
     User,
@@ -139,25 +141,33 @@ def _address(host_attr: str, port_attr: str) -> _Handler:
     return apply
 
 
-def _user(where: str, v: object) -> User:
-    name = password = None
+def _user(where: str, v: object) -> User | NkeyUser:
+    """A `users` entry: `{user, password}` or `{nkey}` (nats-server's parseUsers)."""
+    name = password = nkey = None
     for key, at, value in _entries(
-        _block(where, v), where, ("user", "username", "password", "pass")
+        _block(where, v), where, ("user", "username", "password", "pass", "nkey")
     ):
         if key in ("user", "username"):
             name = _str(at, value)
+        elif key == "nkey":
+            nkey = _str(at, value)
         else:
             password = _str(at, value)
+    if nkey is not None:
+        if name is not None or password is not None:
+            raise ConfigError(f"{where}: Nkey users do not take usernames or passwords")
+        return NkeyUser(nkey)
     if name is None:
         raise ConfigError(f"{where}: a user entry needs a user")
     return User(name, password or "")  # no password: a certificate's (verify_and_map)
 
 
 def _authorization(s: Settings, where: str, v: object) -> None:
-    """The block describes the whole client auth setup, so it replaces any earlier one."""
+    """The block describes the whole client auth setup, so it replaces any earlier one
+    (`no_auth_user`, a key of its own outside the block, is kept)."""
     known = ("token", "user", "username", "password", "pass", "users", "timeout")
     token = name = password = None
-    users: list[User] = []
+    entries: list[User | NkeyUser] = []
     for key, at, value in _entries(_block(where, v), where, known):
         if key == "token":
             token = _str(at, value)
@@ -167,17 +177,23 @@ def _authorization(s: Settings, where: str, v: object) -> None:
             password = _str(at, value)
         elif key == "users":
             if not isinstance(value, list):
-                raise _bad(at, "an array of {user, password} blocks", value)
-            users = [_user(f"{at}[{i}]", entry) for i, entry in enumerate(value)]
+                raise _bad(at, "an array of {user, password} or {nkey} blocks", value)
+            entries = [_user(f"{at}[{i}]", entry) for i, entry in enumerate(value)]
         else:
             s.auth_timeout_s = _duration(at, value)
+    users = [e for e in entries if isinstance(e, User)]
+    nkeys = [e for e in entries if isinstance(e, NkeyUser)]
     if (name is None) != (password is None):
         raise ConfigError(f"{where}: user and password must be given together")
     if name is not None and password is not None:
-        if users:
+        if entries:
             raise ConfigError(f"{where}: user/password and users cannot both be set")
         users = [User(name, password)]
-    s.auth = AuthSettings(token=token, users=users)
+    s.auth = AuthSettings(token=token, users=users, nkeys=nkeys, no_auth_user=s.auth.no_auth_user)
+
+
+def _no_auth_user(s: Settings, where: str, v: object) -> None:
+    s.auth.no_auth_user = _str(where, v)
 
 
 # nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
@@ -484,6 +500,7 @@ _TOP: dict[str, _Handler] = {
     "listen": _address("host", "port"),
     "http": _address("http_host", "http_port"),
     "authorization": _authorization,
+    "no_auth_user": _no_auth_user,
     "jetstream": _jetstream,
     "websocket": _websocket,
     "ws": _websocket,

@@ -26,18 +26,66 @@ class User:
 
     user: str
     password: str
+    permissions: object | None = None  # what the user may publish and subscribe to
+
+
+@dataclass(slots=True)
+class NkeyUser:
+    """One nkey user: a public user nkey (`U...`); the client proves it holds the key by
+    signing the nonce of the server's INFO."""
+
+    nkey: str
+    permissions: object | None = None
 
 
 @dataclass(slots=True)
 class AuthSettings:
-    """Client authentication: none, a token, one user/password, or a list of users."""
+    """Client authentication: none, a token, or users (name/password and nkey users), and
+    the user a client without credentials logs in as (`no_auth_user`)."""
 
     token: str | None = None
     users: list[User] = field(default_factory=list)
+    nkeys: list[NkeyUser] = field(default_factory=list)
+    no_auth_user: str | None = None
 
     @property
     def required(self) -> bool:
-        return self.token is not None or bool(self.users)
+        return self.token is not None or bool(self.users) or bool(self.nkeys)
+
+    def validate(self) -> None:
+        """nats-server's rules, in its words where it has them (opts.go, auth.go)."""
+        from brook.nkey import InvalidNkey, Prefix, decode_public_key
+
+        if self.token is not None and (self.users or self.nkeys):
+            raise ConfigError("authorization: token and users cannot both be set")
+        seen: set[str] = set()
+        for u in self.users:
+            if not u.user:
+                raise ConfigError("authorization.users: a user has an empty name")
+            if u.user in seen:
+                raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
+            seen.add(u.user)
+        for n in self.nkeys:
+            try:
+                decode_public_key(n.nkey, Prefix.USER)
+            except InvalidNkey:
+                raise ConfigError(
+                    f"authorization.users: Not a valid public nkey for a user: {n.nkey!r}"
+                ) from None
+            if n.nkey in seen:
+                raise ConfigError(f"authorization.users: nkey {n.nkey!r} is defined twice")
+            seen.add(n.nkey)
+        name = self.no_auth_user
+        if name is not None:
+            if not self.users and not self.nkeys:
+                raise ConfigError(
+                    f'no_auth_user: "{name}" present, but users/nkeys are not defined'
+                )
+            if name not in seen:
+                raise ConfigError(
+                    f'no_auth_user: "{name}" not present as user or nkey in authorization '
+                    "block or account configuration"
+                )
 
 
 @dataclass(slots=True)
@@ -251,18 +299,11 @@ class Settings:
                 raise ConfigError(f"tls: missing '{missing}' in TLS configuration")
             if self.tls.timeout_s <= 0:
                 raise ConfigError("tls.timeout: must be a positive duration")
-        if self.auth.token is not None and self.auth.users:
-            raise ConfigError("authorization: token and users cannot both be set")
-        seen: set[str] = set()
+        self.auth.validate()
         for u in self.auth.users:
-            if not u.user:
-                raise ConfigError("authorization.users: a user has an empty name")
             if not u.password and not (self.tls is not None and self.tls.verify_and_map):
                 raise ConfigError(
                     f"authorization.users: user {u.user!r} has no password"
                     " (only tls verify_and_map maps certificates to users)"
                 )
-            if u.user in seen:
-                raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
-            seen.add(u.user)
         return self

@@ -1,22 +1,30 @@
-"""Client authentication from CONNECT: none, token, or user/password (plain or bcrypt).
+"""Client authentication from CONNECT: none, a token, users with passwords (plain or
+bcrypt) or nkeys, and `no_auth_user`, decided as nats-server decides (auth.go
+`processClientOrLeafAuthentication`).
 
 Secrets are compared in constant time. bcrypt verification costs tens of milliseconds by
-design, so it is split out (`slow_check`) for the connection to run off the event loop;
-every other check is immediate. nats-server answers every failure with
+design, so a login that needs one carries it (`Login.bcrypt`) for the connection to run off
+the event loop (`verify_bcrypt`); every other check, an nkey's ed25519 signature included
+(about 0.1 ms), is immediate. nats-server answers every failure with
 `-ERR 'Authorization Violation'` and so does Brook; the reason is only logged.
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
+import secrets
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brook.config.settings import AuthSettings
+from brook.config.settings import AuthSettings, NkeyUser, User
+from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
 
 if TYPE_CHECKING:
     from brook.server.tls import CertificateNames
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
+_NONCE_RAW_BYTES = 11  # nats-server's nonceRawLen: 15 characters of unpadded base64
 
 
 def is_bcrypt_hash(secret: str) -> bool:
@@ -27,55 +35,121 @@ def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
+def _option(options: dict[str, Any], key: str) -> str:
+    """A CONNECT credential; absent, null or empty are alike, as Go's empty string."""
+    value = options.get(key)
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    """Whom a CONNECT logs in as, once a pending bcrypt check (if any) passes."""
+
+    name: str  # the authorized user: a user name, an nkey, or "" (token or no auth)
+    entry: User | NkeyUser | None = None  # its config entry (permissions); None: token, no auth
+    bcrypt: tuple[str, str] | None = None  # (secret, hash) still to verify off the event loop
+
+
+ANONYMOUS = Login("")
+
+
+def verify_bcrypt(secret: str, hashed: str) -> bool:
+    """Blocking (tens of milliseconds): meant for an executor thread."""
+    import bcrypt
+
+    try:
+        return bool(bcrypt.checkpw(secret.encode(), hashed.encode()))
+    except ValueError:
+        return False  # a malformed hash in the config never authenticates anyone
+
+
 class Authenticator:
     def __init__(self, settings: AuthSettings) -> None:
         self._token = settings.token
-        self._users = {u.user: u.password for u in settings.users}
+        self._users = {u.user: u for u in settings.users}
+        self._nkeys = {n.nkey: n for n in settings.nkeys}
+        self._no_auth_user = settings.no_auth_user or ""
+        # Operations before CONNECT are refused and CONNECT must come in time.
         self.required = settings.required
+        # INFO's auth_required: false when a client without credentials gets in anyway.
+        self.advertised = self.required and not self._no_auth_user
+        # Each connection's INFO carries a fresh nonce for nkey users to sign.
+        self.nonce_required = bool(self._nkeys)
         self.has_users = bool(self._users)
 
-    def fast_check(self, options: dict[str, Any]) -> bool | None:
-        """True/False when decided now; None when a bcrypt hash must be verified (`slow_check`)."""
-        if not self.required:
-            return True
-        if self._token is not None:
-            token = options.get("auth_token")
-            if isinstance(token, str):
-                if is_bcrypt_hash(self._token):
-                    return None
-                return _same(token, self._token)
-            return False
-        user, password = options.get("user"), options.get("pass")
-        if not isinstance(user, str) or not isinstance(password, str):
-            return False
-        expected = self._users.get(user)
-        if not expected:  # unknown, or a certificate-only user (verify_and_map)
-            return False
-        if is_bcrypt_hash(expected):
-            return None
-        return _same(password, expected)
+    @staticmethod
+    def new_nonce() -> str:
+        return base64.urlsafe_b64encode(secrets.token_bytes(_NONCE_RAW_BYTES)).decode().rstrip("=")
 
-    def certificate_user(self, names: CertificateNames) -> str | None:
+    def login(self, options: dict[str, Any], nonce: str) -> Login | None:
+        """Whom these CONNECT options log in as, or None when they are refused; `nonce` is
+        the one this connection's INFO sent."""
+        if not self.required:
+            return ANONYMOUS
+        user, password = _option(options, "user"), _option(options, "pass")
+        token, nkey = _option(options, "auth_token"), _option(options, "nkey")
+        anonymous = not user and not password and not token
+        if self._nkeys:
+            if anonymous and not nkey and self._no_auth_user in self._nkeys:
+                nkey = self._no_auth_user
+            if nkey:
+                nkey_user = self._nkeys.get(nkey)
+                if nkey_user is None:
+                    return None
+                # The no_auth_user has nothing to prove; everyone else signs the nonce.
+                if nkey != self._no_auth_user and not _signed(nkey, options, nonce):
+                    return None
+                return Login(nkey, nkey_user)
+        if self._users:
+            if anonymous and self._no_auth_user in self._users:
+                # As nats-server: the user's own password stands in for the client's, so
+                # a no_auth_user with a bcrypt hash lets nobody in (the hash is no password).
+                user, password = self._no_auth_user, self._users[self._no_auth_user].password
+            if user:
+                entry = self._users.get(user)
+                # A user without a password is a certificate's (verify_and_map) unless
+                # it is the no_auth_user, as nats-server.
+                if entry is None or (not entry.password and user != self._no_auth_user):
+                    return None
+                return _compare(entry.password, password, Login(user, entry))
+        if self._token is not None:
+            return _compare(self._token, token, ANONYMOUS)
+        return None
+
+    def login_without_connect(self, nonce: str) -> Login | None:
+        """The login of a client whose first operation is not CONNECT: nats-server lets it
+        in as the no_auth_user if that is a password user (parser.go), authenticated as
+        after an empty CONNECT. A bcrypt hash never matches itself, so that is refused
+        here without spending a bcrypt check on it."""
+        if self._no_auth_user not in self._users:
+            return None
+        login = self.login({}, nonce)
+        return login if login is not None and login.bcrypt is None else None
+
+    def certificate_user(self, names: CertificateNames) -> Login | None:
         """The user a verified client certificate maps to (`verify_and_map`), as nats-server's
         `checkClientTLSCertSubject`: an e-mail, DNS or URI name or the subject's DN that
         is a user name, else a user name that is the subject's DN in another RDN order."""
         for candidate in names.candidates():
             if candidate in self._users:
-                return candidate
-        return next((user for user in self._users if names.matches_dn(user)), None)
+                return Login(candidate, self._users[candidate])
+        name = next((user for user in self._users if names.matches_dn(user)), None)
+        return None if name is None else Login(name, self._users[name])
 
-    def slow_check(self, options: dict[str, Any]) -> bool:
-        """Verify against a bcrypt hash; blocking, meant for an executor thread."""
-        import bcrypt
 
-        if self._token is not None:
-            secret, expected = options.get("auth_token"), self._token
-        else:
-            secret = options.get("pass")
-            expected = self._users.get(str(options.get("user")), "")
-        if not isinstance(secret, str) or not expected:
-            return False
-        try:
-            return bool(bcrypt.checkpw(secret.encode(), expected.encode()))
-        except ValueError:
-            return False  # a malformed hash in the config never authenticates anyone
+def _compare(expected: str, given: str, login: Login) -> Login | None:
+    if is_bcrypt_hash(expected):
+        return Login(login.name, login.entry, (given, expected))
+    return login if _same(given, expected) else None
+
+
+def _signed(nkey: str, options: dict[str, Any], nonce: str) -> bool:
+    """The client's `sig` is the nkey's signature of the nonce."""
+    sig = decode_signature(_option(options, "sig"))
+    if not sig:
+        return False
+    try:
+        key = decode_public_key(nkey, Prefix.USER)
+    except InvalidNkey:
+        return False
+    return verify(key, nonce.encode(), sig)

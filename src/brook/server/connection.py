@@ -24,6 +24,7 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
+from brook.server.auth import Login, verify_bcrypt
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.tls import TLS_HANDSHAKE_RECORD, CertificateNames, public_key_pin
@@ -38,7 +39,7 @@ log = logging.getLogger("brook.connection")
 
 _TRACE_BYTES_MAX = 512
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
-_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig")
 _RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
 """nats-server's reserved replies (client.go `isReservedReply`), which a client may not
 set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
@@ -71,7 +72,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.name = ""
         self.lang = ""
         self.version = ""
-        self.user = ""
+        self.user = ""  # the authorized user's name (or nkey) once logged in
+        self.login: Login | None = None  # whom CONNECT logged in as (its permissions)
+        self.nonce = ""  # sent in INFO for nkey users to sign; fresh per connection
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         self.closed = False
@@ -124,6 +127,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if isinstance(peer, tuple):
             self.host, self.port = peer_host(str(peer[0])), int(peer[1])
         server = self.server
+        if self.authenticator.nonce_required:
+            self.nonce = self.authenticator.new_nonce()
         if transport.get_extra_info("ssl_object") is not None:
             self.tls = True  # handshake_first: the listener did the handshake
         self._send(encoder.info(server.client_info(self)))
@@ -348,10 +353,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             and self.parser.buffered_bytes == 0
             and data[:1] not in (b"C", b"c")
             and self.authenticator.required
+            and not self._login_without_connect()
         ):
             # nats-server decides on an operation's first byte: before CONNECT, anything
             # that cannot start a CONNECT (even garbage or a blank) is an authorization
-            # violation, not a protocol error.
+            # violation, not a protocol error, unless it logs in the no_auth_user.
             self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
             return
         backlog = self.server.commit_backlog
@@ -387,11 +393,24 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.transport.resume_reading()
 
     def _require_connect(self) -> bool:
-        """Before CONNECT on a server with auth, every operation is an authorization violation."""
+        """Before CONNECT on a server with auth, every operation is an authorization violation
+        (unless it logs the client in as the no_auth_user)."""
         if self.connected or not self.authenticator.required:
+            return True
+        if self._login_without_connect():
             return True
         self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
         return False
+
+    def _login_without_connect(self) -> bool:
+        """nats-server lets a client that starts with another operation than CONNECT (a
+        telnet demo) in as the no_auth_user when that is a password user: as after an
+        empty CONNECT, but with no +OK for it."""
+        login = self.authenticator.login_without_connect(self.nonce)
+        if login is None:
+            return False
+        self._finish_connect(login, {}, acknowledge=False)
+        return True
 
     def on_connect(self, options: dict[str, Any]) -> None:
         # nats-server unmarshals each CONNECT into the options it already has: keys left
@@ -414,25 +433,27 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             # count (nats-server only warns about a user name there).
             certificate = self.certificate
             mapped = None if certificate is None else authenticator.certificate_user(certificate)
-            self._finish_connect(mapped is not None, {**options, "user": mapped or ""})
+            self._finish_connect(mapped, options)
             return
-        verdict = authenticator.fast_check(options)
-        if verdict is None:
+        login = authenticator.login(options, self.nonce)
+        if login is not None and login.bcrypt is not None:
             # bcrypt takes tens of milliseconds: verify in a thread and hold this
             # connection's later operations (and reads) until the answer is in.
             self.parser.paused = True
             if self.transport is not None:
                 self.transport.pause_reading()
-            future = self.loop.run_in_executor(None, self.authenticator.slow_check, options)
-            future.add_done_callback(lambda f: self._auth_done(f, options))
+            future = self.loop.run_in_executor(None, verify_bcrypt, *login.bcrypt)
+            future.add_done_callback(lambda f: self._auth_done(f, login, options))
             return
-        self._finish_connect(verdict, options)
+        self._finish_connect(login, options)
 
-    def _auth_done(self, future: asyncio.Future[bool], options: dict[str, Any]) -> None:
+    def _auth_done(
+        self, future: asyncio.Future[bool], login: Login, options: dict[str, Any]
+    ) -> None:
         if self.closed:
             return
         ok = not future.cancelled() and future.exception() is None and future.result()
-        self._finish_connect(ok, options)
+        self._finish_connect(login if ok else None, options)
         if not self.connected:  # authentication failed and the connection is closed
             return
         if self.transport is not None:
@@ -445,9 +466,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             else:
                 self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
 
-    def _finish_connect(self, ok: bool, options: dict[str, Any]) -> None:
-        if not ok:
-            log.info("cid=%d authentication failed (user=%r)", self.cid, options.get("user", ""))
+    def _finish_connect(
+        self, login: Login | None, options: dict[str, Any], *, acknowledge: bool = True
+    ) -> None:
+        if login is None:
+            who = options.get("user") or options.get("nkey") or ""
+            log.info("cid=%d authentication failed (user=%r)", self.cid, who)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
         # As nats-server: credentials first, then the protocol version, then no_responders.
@@ -469,9 +493,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.name = options.get("name", "")
         self.lang = options.get("lang", "")
         self.version = options.get("version", "")
-        self.user = options.get("user", "")
+        self.user = login.name
+        self.login = login
         self.connected = True
-        if self.verbose:
+        if self.verbose and acknowledge:
             self._send(encoder.OK)
 
     def on_ping(self) -> None:

@@ -389,6 +389,8 @@ class Server:
             "port": self.port if client.websocket is None else client.websocket.port,
             "headers": True,
         }
+        if client.authenticator.advertised:
+            info["auth_required"] = True
         tls = settings.tls if client.websocket is None else None  # the WebSocket port's own
         if tls is not None:
             if self.tls_first or not settings.allow_non_tls:
@@ -402,8 +404,8 @@ class Server:
             info["jetstream"] = True
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if client.authenticator.required:
-            info["auth_required"] = True
+        if client.nonce and not connect_info:
+            info["nonce"] = client.nonce
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = "$G"

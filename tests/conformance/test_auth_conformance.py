@@ -1,0 +1,495 @@
+"""Authentication conformance: one config file, the same steps on Brook and nats-server.
+
+Each test writes a config (nkey users, password users, bcrypt, `no_auth_user`,
+`authorization { timeout }`), starts nats-server from it and Brook from the same file
+(`load_conf_file`), and runs the same raw-socket steps against both (tests/support/raw.py):
+who gets in, the exact `-ERR` text, whether the connection is closed, and the INFO fields
+that carry auth (`auth_required`, `nonce`). Keys are made per test by the `nkeys` package,
+the one nats-py signs with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import nats
+import pytest
+from nats.aio.msg import Msg as NatsMsg
+
+import brook
+from brook.config.conf import load_conf_file
+from brook.config.settings import ConfigError
+from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.nkeyusers import NkeyUser, new_user
+from tests.support.raw import PONG, Err, Info, Msg, RawClient, ServerOp, Simple
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
+
+VIOLATION = Err("Authorization Violation")
+OK = Simple("+OK")
+HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+
+
+@contextlib.asynccontextmanager
+async def servers(config: str) -> AsyncIterator[tuple[str, str]]:
+    """(nats-server URL, Brook URL), both started from `config`."""
+    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
+        path = Path(tmp) / "auth.conf"
+        path.write_text(config)
+        with run_nats_server("-c", str(path), jetstream=False) as reference:
+            async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+                yield reference, srv.url
+
+
+Step = Callable[[str], Awaitable[Any]]
+
+
+async def both(config: str, step: Step) -> tuple[Any, Any]:
+    async with servers(config) as (reference, ours):
+        return await asyncio.gather(step(reference), step(ours))
+
+
+def outcome(ops: list[ServerOp], closed: bool) -> tuple[tuple[ServerOp, ...], bool]:
+    """What a login came to: PONG, or the -ERR; and whether the server closed."""
+    return tuple(op for op in ops if not isinstance(op, Info)), closed
+
+
+async def login(url: str, **options: Any) -> tuple[tuple[ServerOp, ...], bool]:
+    """CONNECT with `options` (a callable value is given the INFO's nonce), then PING."""
+    async with RawClient.connect_url(url) as c:
+        nonce = c.info.get("nonce", "")
+        resolved = {k: v(nonce) if callable(v) else v for k, v in options.items()}
+        ops = await c.handshake(protocol=0, **resolved)
+        if PONG not in ops:
+            await c.expect_closed(1.0)
+        return outcome(ops, c.closed)
+
+
+IN = ((PONG,), False)
+REFUSED = ((VIOLATION,), True)
+
+
+def users_config(*nkey_users: NkeyUser, extra: str = "", timeout: str = "") -> str:
+    nkeys = "".join(f"    {{nkey: {u.public}}}\n" for u in nkey_users)
+    timeout = f"  timeout: {timeout}\n" if timeout else ""
+    return (
+        f"authorization {{\n{timeout}  users: [\n"
+        "    {user: alice, password: secret}\n"
+        f'    {{user: bob, password: "{HASH}"}}\n'
+        f"{nkeys}  ]\n}}\n{extra}"
+    )
+
+
+# ---------------------------------------------------------------------------- nkey users
+
+
+async def test_info_carries_a_fresh_nonce_when_nkey_users_exist() -> None:
+    async def infos(url: str) -> list[dict[str, Any]]:
+        out = []
+        for _ in range(2):
+            async with RawClient.connect_url(url) as c:
+                out.append(c.info)
+        return out
+
+    for config, has_nonce in ((users_config(new_user()), True), (users_config(), False)):
+        reference, ours = await both(config, infos)
+        for first, second in (reference, ours):
+            assert first.get("auth_required") is True
+            assert ("nonce" in first) is has_nonce
+            if has_nonce:
+                assert isinstance(first["nonce"], str)
+                assert len(first["nonce"]) == 15
+                assert first["nonce"] != second["nonce"]
+        assert [list(i) for i in ours] == [[k for k in i if k in ours[0]] for i in reference], (
+            "INFO keys in nats-server's order"
+        )
+
+
+async def test_the_async_info_after_connect_has_no_nonce() -> None:
+    user = new_user()
+
+    async def async_info(url: str) -> list[str]:
+        async with RawClient.connect_url(url) as c:
+            ops = await c.handshake(nkey=user.public, sig=user.sign(c.info["nonce"]))
+            info = next(op for op in ops if isinstance(op, Info))
+            return sorted(k for k in ("nonce", "auth_required") if k in info.fields)
+
+    reference, ours = await both(users_config(user), async_info)
+    assert ours == reference
+
+
+def _std_base64(user: NkeyUser) -> Callable[[str], str]:
+    import base64
+
+    def sign(nonce: str) -> str:
+        raw = user.sign(nonce)
+        return base64.b64encode(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))).decode()
+
+    return sign
+
+
+async def test_nkey_logins() -> None:
+    user, stranger = new_user(), new_user()
+    old_nonce = "AAAAAAAAAAAAAAA"
+    cases: dict[str, tuple[dict[str, Any], Any]] = {
+        "signed": ({"nkey": user.public, "sig": user.sign}, IN),
+        "signed-std-base64": ({"nkey": user.public, "sig": _std_base64(user)}, IN),
+        "no-sig": ({"nkey": user.public}, REFUSED),
+        "empty-sig": ({"nkey": user.public, "sig": ""}, REFUSED),
+        "replayed-nonce": ({"nkey": user.public, "sig": user.sign(old_nonce)}, REFUSED),
+        "signed-by-another-key": ({"nkey": user.public, "sig": stranger.sign}, REFUSED),
+        "unknown-nkey": ({"nkey": stranger.public, "sig": stranger.sign}, REFUSED),
+        "sig-not-base64": ({"nkey": user.public, "sig": "!!not base64!!"}, REFUSED),
+        "sig-not-ascii": ({"nkey": user.public, "sig": "\u00e9\u00e9\u00e9\u00e9"}, REFUSED),
+        "sig-too-short": ({"nkey": user.public, "sig": "AAAA"}, REFUSED),
+        "nkey-malformed": ({"nkey": "UNOTAKEY", "sig": user.sign}, REFUSED),
+        "nkey-lowercase": ({"nkey": user.public.lower(), "sig": user.sign}, REFUSED),
+        "seed-as-nkey": ({"nkey": user.seed.decode(), "sig": user.sign}, REFUSED),
+        "nkey-wins-over-password": (
+            {"nkey": user.public, "sig": stranger.sign, "user": "alice", "pass": "secret"},
+            REFUSED,
+        ),
+        "password-user": ({"user": "alice", "pass": "secret"}, IN),
+        "bcrypt-user": ({"user": "bob", "pass": "pw"}, IN),
+        "wrong-password": ({"user": "alice", "pass": "nope"}, REFUSED),
+        "nothing": ({}, REFUSED),
+        "sig-not-a-string": ({"nkey": user.public, "sig": 5}, None),
+        "nkey-not-a-string": ({"nkey": 5, "sig": user.sign}, None),
+    }
+    async with servers(users_config(user)) as (reference, ours):
+        for name, (options, expected) in cases.items():
+            got = await asyncio.gather(login(reference, **options), login(ours, **options))
+            if expected is not None:
+                assert got[0] == expected, (name, got[0])
+            assert got[1] == got[0], name
+
+
+async def test_a_replayed_signature_is_refused() -> None:
+    """A client that records another's CONNECT and sends it again signs an old nonce."""
+    user = new_user()
+
+    async def replay(url: str) -> tuple[Any, ...]:
+        async with RawClient.connect_url(url) as first:
+            sig = user.sign(first.info["nonce"])
+            assert PONG in await first.handshake(nkey=user.public, sig=sig)
+        return await login(url, nkey=user.public, sig=sig)
+
+    reference, ours = await both(users_config(user), replay)
+    assert reference == REFUSED
+    assert ours == reference
+
+
+# ---------------------------------------------------------------------------- no_auth_user
+
+
+async def test_no_auth_user_logs_in_clients_without_credentials() -> None:
+    user = new_user()
+    config = users_config(user, extra="no_auth_user: alice\n")
+    cases: dict[str, tuple[dict[str, Any], Any]] = {
+        "nothing": ({}, IN),
+        "empty-strings": ({"user": "", "pass": "", "auth_token": ""}, IN),
+        "other-user": ({"user": "bob", "pass": "pw"}, IN),
+        "wrong-password": ({"user": "alice", "pass": "nope"}, REFUSED),
+        "password-only": ({"pass": "secret"}, REFUSED),
+        "unknown-user": ({"user": "carol"}, REFUSED),
+        "token-only": ({"auth_token": "secret"}, REFUSED),
+        "nkey": ({"nkey": user.public, "sig": user.sign}, IN),
+        "nkey-unsigned": ({"nkey": user.public}, REFUSED),
+    }
+    async with servers(config) as (reference, ours):
+        for name, (options, expected) in cases.items():
+            got = await asyncio.gather(login(reference, **options), login(ours, **options))
+            assert got[0] == expected, (name, got[0])
+            assert got[1] == got[0], name
+
+
+async def test_no_auth_user_info_and_operations_before_connect() -> None:
+    """INFO says auth is not required; an operation before CONNECT logs the client in as
+    the no_auth_user when that is a password user that needs no bcrypt check (as after an
+    empty CONNECT: verbose, so SUB gets +OK), and is an authorization violation when not;
+    a client that sends nothing is closed when auth_timeout is up."""
+    user = new_user()
+
+    async def steps(url: str) -> tuple[Any, ...]:
+        async with RawClient.connect_url(url) as c:
+            await c.send(b"SUB foo 1\r\nPUB foo 2\r\nhi\r\nPING\r\n")
+            ops = await c.read_ops(until=lambda op: op in (PONG, VIOLATION), timeout=2.0)
+            first = (c.info.get("auth_required"), "nonce" in c.info, tuple(ops))
+        async with RawClient.connect_url(url) as c:
+            started = time.monotonic()
+            closed = await c.expect_closed(3.0)
+            elapsed = time.monotonic() - started
+            timeout = (tuple(await c.read_ops(timeout=0.3)), closed, 0.3 < elapsed < 1.5)
+        return first, timeout
+
+    timed_out = ((Err("Authentication Timeout"),), True, True)
+    for no_auth_user, expected in (
+        ("alice", (None, True, (OK, OK, Msg(b"foo", b"1", None, None, b"hi"), PONG))),
+        ("bob", (None, True, (VIOLATION,))),
+        (user.public, (None, True, (VIOLATION,))),
+    ):
+        config = users_config(user, extra=f"no_auth_user: {no_auth_user}\n", timeout="0.5")
+        reference, ours = await both(config, steps)
+        assert reference == (expected, timed_out), no_auth_user
+        assert ours == reference, no_auth_user
+
+
+async def test_no_auth_user_may_be_an_nkey_user_without_a_signature() -> None:
+    user = new_user()
+    config = users_config(user, extra=f"no_auth_user: {user.public}\n")
+
+    async def steps(url: str) -> tuple[Any, ...]:
+        return await login(url), await login(url, nkey=user.public)
+
+    reference, ours = await both(config, steps)
+    assert reference == (IN, IN)
+    assert ours == reference
+
+
+async def test_no_auth_user_with_a_bcrypt_password_lets_nobody_in() -> None:
+    """nats-server hands the user's stored hash to bcrypt as the password: nobody gets in
+    without credentials. Brook does the same rather than admit whom nats-server refuses."""
+    config = users_config(extra="no_auth_user: bob\n")
+
+    async def steps(url: str) -> tuple[Any, ...]:
+        return await login(url), await login(url, user="bob", **{"pass": "pw"})
+
+    reference, ours = await both(config, steps)
+    assert reference == (REFUSED, IN)
+    assert ours == reference
+
+
+async def test_no_auth_user_with_a_token_config_is_refused_by_both() -> None:
+    await _both_refuse_config("authorization { token: t }\nno_auth_user: alice\n", "users/nkeys")
+
+
+# ---------------------------------------------------------------------------- auth_timeout
+
+
+async def test_default_auth_timeout_is_two_seconds() -> None:
+    async def wait(url: str) -> tuple[Any, ...]:
+        async with RawClient.connect_url(url) as c:
+            started = time.monotonic()
+            closed = await c.expect_closed(4.0)
+            elapsed = time.monotonic() - started
+            return tuple(await c.read_ops(timeout=0.3)), closed, 1.6 < elapsed < 3.0
+
+    reference, ours = await both(users_config(), wait)
+    assert reference == ((Err("Authentication Timeout"),), True, True)
+    assert ours == reference
+
+
+async def test_auth_timeout_counts_from_the_connection_not_from_each_byte() -> None:
+    """A client that trickles a partial CONNECT is still closed when the time is up."""
+
+    async def trickle(url: str) -> tuple[Any, ...]:
+        async with RawClient.connect_url(url) as c:
+            started = time.monotonic()
+            for byte in b'CONNECT {"user":"alice"':
+                if not await c.send(bytes([byte])):
+                    break
+                await asyncio.sleep(0.05)
+                if c.closed or await c.expect_closed(0.0):
+                    break
+            closed = await c.expect_closed(2.0)
+            elapsed = time.monotonic() - started
+            return tuple(await c.read_ops(timeout=0.3)), closed, elapsed < 1.2
+
+    config = users_config(timeout="0.5")
+    reference, ours = await both(config, trickle)
+    assert reference == ((Err("Authentication Timeout"),), True, True)
+    assert ours == reference
+
+
+# ---------------------------------------------------------------------------- config errors
+
+
+def _nats_server_error(config: str) -> str:
+    """What nats-server prints when it will not start with `config` (it must not start)."""
+    binary = nats_server_binary()
+    assert binary is not None
+    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
+        path = Path(tmp) / "bad.conf"
+        path.write_text(config)
+        # `-t` does not check auth rules: start it for real; it must stop at once.
+        result = subprocess.run(
+            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    assert result.returncode != 0, result
+    return result.stdout + result.stderr
+
+
+def _brook_error(config: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
+        path = Path(tmp) / "bad.conf"
+        path.write_text(config)
+        with pytest.raises(ConfigError) as refused:
+            load_conf_file(str(path))
+    return str(refused.value)
+
+
+async def _both_refuse_config(config: str, words: str) -> None:
+    """nats-server will not start with `config`, and Brook refuses it; both say `words`."""
+    assert words in _nats_server_error(config)
+    assert words in _brook_error(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ("no_auth_user: alice\n", 'no_auth_user: "alice" present, but users/nkeys are not defined'),
+        (
+            users_config(extra="no_auth_user: carol\n"),
+            'no_auth_user: "carol" not present as user or nkey in authorization block',
+        ),
+        ("authorization { users: [{nkey: UNOTAKEY}] }\n", "Not a valid public nkey for a user"),
+        (
+            "authorization { users: [{nkey: " + new_user().seed.decode() + "}] }\n",
+            "Not a valid public nkey for a user",
+        ),
+        (
+            "authorization { users: [{nkey: " + new_user().public + ", user: a}] }\n",
+            "Nkey users do not take usernames or passwords",
+        ),
+    ],
+    ids=["no-users", "unknown-user", "malformed-nkey", "seed-as-nkey", "nkey-with-user"],
+)
+async def test_config_errors(config: str, words: str) -> None:
+    await _both_refuse_config(config, words)
+
+
+async def test_permissions_in_a_user_entry_are_refused_until_enforced() -> None:
+    """nats-server accepts them; Brook refuses a config it would not honour (the
+    `perms` work enforces them)."""
+    config = "authorization { users: [{user: a, password: b, permissions: {publish: x}}] }"
+    assert "permissions" in _brook_error(config)
+
+
+# ---------------------------------------------------------------------------- nats-py
+
+
+async def _nats_py_outcome(url: str, **options: Any) -> tuple[str, ...]:
+    """What nats-py makes of a login: a request answered, or the error connect raised."""
+    try:
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2, **options)
+    except Exception as exc:
+        return ("refused", type(exc).__name__, str(exc))
+
+    async def help_handler(msg: NatsMsg) -> None:
+        await msg.respond(b"OK!")
+
+    try:
+        await nc.subscribe("help", cb=help_handler)
+        reply = await nc.request("help", b"?", timeout=2)
+        return ("in", reply.data.decode())
+    finally:
+        await nc.close()
+
+
+async def test_nats_py_logs_in_nkey_users_from_a_seed(tmp_path: Path) -> None:
+    user, stranger = new_user(), new_user()
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_bytes(user.seed + b"\n")
+    cases: list[tuple[dict[str, Any], tuple[str, ...] | None]] = [
+        ({"nkeys_seed": str(seed_file)}, ("in", "OK!")),
+        ({"nkeys_seed_str": user.seed.decode()}, ("in", "OK!")),
+        ({"nkeys_seed_str": stranger.seed.decode()}, None),
+        ({"user": "alice", "password": "secret"}, ("in", "OK!")),
+        ({}, None),
+    ]
+    async with servers(users_config(user)) as (reference, ours):
+        for options, expected in cases:
+            got = await asyncio.gather(
+                _nats_py_outcome(reference, **options), _nats_py_outcome(ours, **options)
+            )
+            if expected is not None:
+                assert got[0] == expected, options
+            else:
+                assert got[0][0] == "refused", got[0]
+            assert got[1] == got[0], options
+
+
+async def test_nats_py_and_no_auth_user() -> None:
+    config = users_config(extra="no_auth_user: alice\n")
+    cases: list[tuple[dict[str, Any], tuple[str, ...] | None]] = [
+        ({}, ("in", "OK!")),
+        ({"user": "bob", "password": "pw"}, ("in", "OK!")),
+        ({"user": "alice", "password": "nope"}, None),
+    ]
+    async with servers(config) as (reference, ours):
+        for options, expected in cases:
+            got = await asyncio.gather(
+                _nats_py_outcome(reference, **options), _nats_py_outcome(ours, **options)
+            )
+            if expected is not None:
+                assert got[0] == expected, options
+            else:
+                assert got[0][0] == "refused", got[0]
+            assert got[1] == got[0], options
+
+
+async def test_no_auth_user_naming_the_single_user_is_a_known_difference() -> None:
+    """nats-server refuses it (its single user is not a `users` entry); Brook accepts it
+    and admits whom nats-server admits with that user in `users` (docs/compatibility.md)."""
+    config = "authorization { user: alice, password: secret }\nno_auth_user: alice\n"
+    assert "users/nkeys are not defined" in _nats_server_error(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "single.conf"
+        path.write_text(config)
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            assert await login(srv.url) == IN
+
+
+# ---------------------------------------------------------------------------- monitoring
+
+
+async def test_connz_names_whom_each_client_logged_in_as(tmp_path: Path) -> None:
+    """`/connz?auth=1`: the nkey of an nkey user, the no_auth_user for a client without
+    credentials, the name of a password user."""
+    user = new_user()
+    path = tmp_path / "auth.conf"
+    path.write_text(users_config(user, extra="no_auth_user: alice\n"))
+    http_port = free_port()
+    logins: list[dict[str, Any]] = [
+        {"nkeys_seed_str": user.seed.decode()},
+        {},
+        {"user": "bob", "password": "pw"},
+    ]
+
+    async def authorized_users(url: str, monitor: str) -> list[str]:
+        clients = [await nats.connect(url, allow_reconnect=False, **o) for o in logins]
+        try:
+            loop = asyncio.get_running_loop()
+            body = await loop.run_in_executor(None, _fetch, f"{monitor}/connz?auth=1")
+            return sorted(c.get("authorized_user", "") for c in json.loads(body)["connections"])
+        finally:
+            for nc in clients:
+                await nc.close()
+
+    with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+        wait_for_port(http_port)
+        settings = load_conf_file(str(path)).replace(http_port=-1)
+        async with brook.serve(port=0, settings=settings) as srv:
+            theirs = await authorized_users(reference, f"http://127.0.0.1:{http_port}")
+            ours = await authorized_users(srv.url, f"http://127.0.0.1:{srv.monitor.port}")
+    assert theirs == sorted(["alice", "bob", user.public])
+    assert ours == theirs
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body: bytes = resp.read()
+        return body
