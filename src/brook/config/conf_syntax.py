@@ -79,6 +79,7 @@ class _ConfMap(dict[str, object]):
     def __init__(self) -> None:
         super().__init__()
         self.used_vars: set[str] = set()
+        self.places: dict[str, str] = {}  # key -> "path:line" where it was set
 
 
 class _Scope:
@@ -90,9 +91,11 @@ class _Scope:
         self.data = _ConfMap()
         self.names: dict[str, object] = {}
 
-    def set(self, key: str, value: object) -> None:
+    def set(self, key: str, value: object, place: str | None = None) -> None:
         self.data[key.lower()] = value  # a repeated key overrides, as in nats-server
         self.names[key] = value
+        if place is not None:
+            self.data.places[key.lower()] = place
 
 
 class _VariableCycle(ConfigError):
@@ -116,6 +119,10 @@ class _Parser:
         col = at - self.text.rfind("\n", 0, at)
         # "Parse error" as nats-server words it: launchers match on the phrase.
         return ConfigError(f"{self.path or '<config>'}:{line}:{col}: Parse error: {message}")
+
+    def place(self, at: int) -> str:
+        """Where offset `at` is, for errors found after parsing (an unknown key)."""
+        return f"{self.path or '<config>'}:{self.text.count(chr(10), 0, at) + 1}"
 
     def peek(self) -> str:
         return self.text[self.pos : self.pos + 1]
@@ -179,6 +186,7 @@ class _Parser:
             if not self.peek():
                 line = self.text.count("\n", 0, opened) + 1
                 raise self.fail(f"expected '}}' to close the block opened on line {line}")
+            key_at = self.pos
             if self.peek() in "\"'":
                 key, bare = self.quoted(), False
             else:
@@ -205,7 +213,7 @@ class _Parser:
                     self.skip(newlines=False)
                 if self.peek() in ("", "\r", "\n"):
                     raise self.fail(f"expected a value for {key!r}, found {self.found()}")
-                scope.set(key, self.value())
+                scope.set(key, self.value(), self.place(key_at))
             self.skip(newlines=False)
             if self.peek() in (",", ";"):
                 self.pos += 1
@@ -340,7 +348,7 @@ class _Parser:
             raise self.fail(f"cannot read include {name!r}: {exc.strerror or exc}", at) from None
         included = _Parser(text, target, (*self.includes, real), self.env).document()
         for key, value in included.names.items():
-            scope.set(key, value)
+            scope.set(key, value, included.data.places.get(key.lower()))
         scope.data.used_vars |= included.data.used_vars
 
 

@@ -12,6 +12,7 @@ import hmac
 from typing import Any
 
 from brook.config.settings import AuthSettings
+from brook.server.permissions import CompiledPermissions
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 
@@ -28,7 +29,19 @@ class Authenticator:
     def __init__(self, settings: AuthSettings) -> None:
         self._token = settings.token
         self._users = {u.user: u.password for u in settings.users}
+        # Each user's permissions, compiled once for all of its connections.
+        self._permissions = {
+            u.user: CompiledPermissions(u.permissions)
+            for u in settings.users
+            if u.permissions is not None
+        }
         self.required = settings.required
+
+    def permissions(self, options: dict[str, Any]) -> CompiledPermissions | None:
+        """The permissions of the user these (authenticated) options name; None: none."""
+        if self._token is not None or not self._permissions:
+            return None
+        return self._permissions.get(str(options.get("user")))
 
     def fast_check(self, options: dict[str, Any]) -> bool | None:
         """True/False when decided now; None when a bcrypt hash must be verified (`slow_check`)."""

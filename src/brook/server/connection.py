@@ -24,6 +24,7 @@ from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
+from brook.server.permissions import ConnectionPermissions
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.lang = ""
         self.version = ""
         self.user = ""
+        # The user's publish/subscribe permissions; None: no restriction (the hot paths
+        # test only this).
+        self.perms: ConnectionPermissions | None = None
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         self.closed = False
@@ -299,6 +303,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.lang = options.get("lang", "")
         self.version = options.get("version", "")
         self.user = options.get("user", "")
+        compiled = self.server.authenticator.permissions(options)
+        self.perms = ConnectionPermissions(compiled) if compiled is not None else None
         self.connected = True
         if self.verbose:
             self._send(encoder.OK)
@@ -324,8 +330,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         if not self._require_connect():
             return
-        # nats-server's order: the subscription limit (even for a re-used sid), then the
-        # subject, then the duplicate sid.
+        # nats-server's order: permissions, the subscription limit (even for a re-used
+        # sid), then the subject, then the duplicate sid.
+        if self.perms is not None and not self.perms.may_subscribe(subject, queue):
+            self._send(encoder.err(perr.subscribe_violation(subject, queue)))
+            log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
+            return
         limit = self.server.settings.max_subscriptions
         if limit and len(self.subs) >= limit:
             self._send(encoder.err(perr.MAX_SUBSCRIPTIONS))
@@ -373,18 +383,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
+        perms = self.perms
+        if perms is not None and not perms.may_publish(subject):
+            self._send(encoder.err(perr.publish_violation(subject)))
+            log.info("cid=%d publish violation: %r", self.cid, subject)
+            return
         if (
             reply is not None
             and reply.startswith(_RESERVED_REPLY_PREFIXES)
             and _is_reserved_reply(reply)
         ):
-            self._send(
-                encoder.err(
-                    'Permissions Violation for Publish with Reply of "{}"'.format(
-                        reply.decode("utf-8", "replace")
-                    )
-                )
-            )
+            self._send(encoder.err(perr.reply_violation(reply)))
             return
         if self.verbose:
             self._send(encoder.OK)
@@ -397,8 +406,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         """PUBs alike but for their subjects read in a run (a consumer's acks): routed
         together, so that a read chunk of acks costs one call into the router rather than
         one publish each."""
-        if not self.connected or self.verbose or self.pedantic:
-            for subject in subjects:  # +OK or subject warnings are owed one by one
+        if not self.connected or self.verbose or self.pedantic or self.perms is not None:
+            for subject in subjects:  # +OK, warnings or permissions are owed one by one
                 self.on_pub(subject, None, None, payload)
             return
         n = len(subjects)
@@ -415,11 +424,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         reply: bytes | None,
         header: bytes | None,
         payload: bytes,
-    ) -> None:
+    ) -> bool | None:
         # The hot path of every delivery: MSG framing and the output append are inlined
         # here (same bytes as encoder.msg and _send) to save two calls per message.
         if self.closed:
-            return
+            return None
+        perms = self.perms
+        if perms is not None:
+            if perms.filter_deliveries and perms.delivery_denied(subject, sub.queue):
+                return False  # a subscribe deny covers it: not delivered (nor counted)
+            if reply is not None and perms.tracks_replies:
+                perms.grant_reply(reply)
         if header is not None and self.headers:
             frame = encoder.hmsg(subject, sub.sid, reply, header, payload)
             self.out_bytes += len(header) + len(payload)
@@ -438,6 +453,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
+        return None
 
     def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
@@ -446,6 +462,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         outstanding, so the eager flush looks at the whole of it)."""
         if self.closed:
             return len(messages)
+        if self.perms is not None:  # each message checked and granted (acks) by `deliver`
+            return Subscriber.deliver_run(self, sub, messages)
         sid = sub.sid
         headers = self.headers
         frames: list[bytes] = []
