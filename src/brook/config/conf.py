@@ -230,7 +230,9 @@ def _responses(where: str, v: object) -> ResponsePermission | None:
         else:
             if not isinstance(value, str):  # nats-server reads only a duration string
                 raise _bad(at, "a duration string (like '1m' or '500ms')", value)
-            responses.expires_s = _duration(at, value) or responses.expires_s
+            negative = value.startswith("-")
+            seconds = _duration(at, value.removeprefix("-")) * (-1 if negative else 1)
+            responses.expires_s = seconds or responses.expires_s
     return responses
 
 
