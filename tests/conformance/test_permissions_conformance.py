@@ -47,6 +47,7 @@ authorization {
     {user: t, password: t, permissions: {subscribe: "svc", allow_responses: true}}
     {user: p, password: p, permissions: {publish: "svc", subscribe: "_INBOX.>"}}
     {user: j, password: j, permissions: {publish: ["$JS.API.INFO", "_INBOX.>"]}}
+    {user: g, password: g, permissions: {subscribe: {deny: "foo.secret"}}}
     {user: d, password: d}
     {user: free, password: free, permissions: {}}
   ]
@@ -165,6 +166,14 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             ("q", b"SUB foo.* 6\r\nSUB foo.> q 7\r\nUNSUB 7\r\n"),
             ("q", b"SUB baz.x v1.a 8\r\nSUB baz.x v2 9\r\nSUB baz.x 10\r\n"),
             ("free", b"PUB foo.a 1\r\nx\r\nPUB bar 1\r\ny\r\nPUB baz.x 1\r\nz\r\n"),
+        ],
+    ),
+    "a queue member whose denies cover the subject passes it on": (
+        ["g", "free"],
+        [
+            ("g", b"SUB foo.* grp 1\r\nSUB foo.secret grp 2\r\n"),
+            ("free", b"SUB foo.* grp 1\r\n"),
+            ("free", b"PUB foo.secret 1\r\ns\r\n" * 10),  # all ten to free (foo.ok: random)
         ],
     ),
     "default permissions": (
