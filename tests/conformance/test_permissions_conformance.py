@@ -176,6 +176,10 @@ SCENARIOS: dict[str, tuple[list[str], list[Step]]] = {
             ("free", b"PUB foo.secret 1\r\ns\r\n" * 10),  # all ten to free (foo.ok: random)
         ],
     ),
+    "the _sys_ queue group is refused to every client": (
+        ["free"],
+        [("free", b"SUB foo _sys_ 1\r\nSUB foo _sys 2\r\n")],
+    ),
     "default permissions": (
         ["d", "free"],
         [

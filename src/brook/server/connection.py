@@ -36,6 +36,7 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
 _STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token")
+_SYSTEM_QUEUE = b"_sys_"  # nats-server's queue group of its system services: refused to all
 _RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
 """nats-server's reserved replies (client.go `isReservedReply`), which a client may not
 set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
@@ -332,7 +333,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         # nats-server's order: permissions, the subscription limit (even for a re-used
         # sid), then the subject, then the duplicate sid.
-        if self.perms is not None and not self.perms.may_subscribe(subject, queue):
+        if queue == _SYSTEM_QUEUE or (
+            self.perms is not None and not self.perms.may_subscribe(subject, queue)
+        ):
             self._send(encoder.err(perr.subscribe_violation(subject, queue)))
             log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
             return
