@@ -47,6 +47,9 @@ authorization {
     {user: t, password: t, permissions: {subscribe: "svc", allow_responses: true}}
     {user: p, password: p, permissions: {publish: "svc", subscribe: "_INBOX.>"}}
     {user: j, password: j, permissions: {publish: ["$JS.API.INFO", "_INBOX.>"]}}
+    {user: w, password: w, permissions: {
+      publish: ["$JS.API.>", "orders.>"], subscribe: "_INBOX.>", allow_responses: true
+    }}
     {user: g, password: g, permissions: {subscribe: {deny: "foo.secret"}}}
     {user: d, password: d}
     {user: free, password: free, permissions: {}}
@@ -283,3 +286,45 @@ async def test_jetstream_api_obeys_publish_permissions(tmp_path: Path) -> None:
     assert got == expected
     assert expected["add_stream"][0] == "error"
     assert any("$js.api.stream.create.s" in e for e in expected["errors"])
+
+
+async def pull_and_ack_as_user(url: str, user: str) -> dict[str, Any]:
+    """A worker whose publish allow list holds only the JetStream API and its stream's
+    subjects acks what it fetches through `allow_responses` (an ack is a reply)."""
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    nc = await nats.connect(url, user=user, password=user, error_cb=on_error)
+    try:
+        js = nc.jetstream(timeout=2.0)
+        await js.add_stream(name="ORDERS", subjects=["orders.>"])
+        for i in range(3):
+            await js.publish(f"orders.{i}", b"o")
+        sub = await js.pull_subscribe("orders.>", durable="W")
+        msgs = await sub.fetch(3, timeout=2.0)
+        for msg in msgs:
+            await msg.ack()
+        await nc.publish(msgs[0].reply, b"+ACK")  # a second response to one delivery: refused
+        await nc.flush()
+        info = await js.consumer_info("ORDERS", "W")
+        return {
+            "fetched": [m.subject for m in msgs],
+            "ack_floor": info.ack_floor.stream_seq if info.ack_floor else None,
+            "num_ack_pending": info.num_ack_pending,
+            # up to the ack subject, whose timestamp differs
+            "errors": sorted(e.split(".", 1)[0] for e in set(errors)),
+            "connected": nc.is_connected,
+        }
+    finally:
+        await nc.close()
+
+
+async def test_jetstream_acks_are_allowed_responses(tmp_path: Path) -> None:
+    with config_file(tmp_path, CONFIG) as path:
+        async with servers(path, jetstream=True) as (reference, ours):
+            expected = await pull_and_ack_as_user(reference, "w")
+            got = await pull_and_ack_as_user(ours, "w")
+    assert got == expected
+    assert expected["num_ack_pending"] == 0
