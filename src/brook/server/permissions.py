@@ -103,6 +103,7 @@ class ConnectionPermissions:
         "_replies",
         "compiled",
         "filter_deliveries",
+        "tracks_replies",
     )
 
     def __init__(self, compiled: CompiledPermissions, clock: Clock = time.monotonic) -> None:
@@ -113,6 +114,7 @@ class ConnectionPermissions:
         self._replies: dict[bytes, list[float]] | None = (
             {} if compiled.responses is not None else None
         )
+        self.tracks_replies = self._replies is not None  # deliveries grant their replies
         self._granted_since_prune = 0
         self._last_prune = clock()
         # Deliveries are checked against the subscribe denies once a subscription may
@@ -120,22 +122,24 @@ class ConnectionPermissions:
         self.filter_deliveries = False
         self._deny_cache: dict[tuple[bytes, bytes | None], bool] = {}
 
-    @property
-    def tracks_replies(self) -> bool:
-        return self._replies is not None
-
     def may_publish(self, subject: bytes) -> bool:
-        return self._lists_allow(subject) or self._reply_allowed(subject)
+        # The hot path of a publish with permissions: one dict lookup once decided.
+        allowed = self._pub_cache.get(subject)
+        if allowed is None:
+            allowed = self._decide(subject)
+        return allowed or self._reply_allowed(subject)
 
     def _lists_allow(self, subject: bytes) -> bool:
         """The allow and deny lists' decision, cached (it never changes)."""
+        allowed = self._pub_cache.get(subject)
+        return self._decide(subject) if allowed is None else allowed
+
+    def _decide(self, subject: bytes) -> bool:
+        allowed = self.compiled.publish_allowed(subject)
         cache = self._pub_cache
-        allowed = cache.get(subject)
-        if allowed is None:
-            allowed = self.compiled.publish_allowed(subject)
-            if len(cache) >= limits.PUB_PERMS_CACHE_ENTRIES_MAX:
-                del cache[next(iter(cache))]
-            cache[subject] = allowed
+        if len(cache) >= limits.PUB_PERMS_CACHE_ENTRIES_MAX:
+            del cache[next(iter(cache))]
+        cache[subject] = allowed
         return allowed
 
     def may_subscribe(self, subject: bytes, queue: bytes | None) -> bool:
