@@ -386,8 +386,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
-        perms = self.perms
-        if perms is not None and not perms.may_publish(subject):
+        if self.perms is not None and not self.perms.may_publish(subject):
             self._send(encoder.err(perr.publish_violation(subject)))
             log.info("cid=%d publish violation: %r", self.cid, subject)
             return
@@ -432,12 +431,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # here (same bytes as encoder.msg and _send) to save two calls per message.
         if self.closed:
             return None
-        perms = self.perms
-        if perms is not None:
-            if perms.filter_deliveries and perms.delivery_denied(subject, sub.queue):
-                return False  # a subscribe deny covers it: not delivered (nor counted)
-            if reply is not None and perms.tracks_replies:
-                perms.grant_reply(reply)
+        if self.perms is not None and not self._permitted(self.perms, sub, subject, reply):
+            return False  # a subscribe deny covers it: not delivered (nor counted)
         if header is not None and self.headers:
             frame = encoder.hmsg(subject, sub.sid, reply, header, payload)
             self.out_bytes += len(header) + len(payload)
@@ -457,6 +452,18 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
         return None
+
+    @staticmethod
+    def _permitted(
+        perms: ConnectionPermissions, sub: Subscription, subject: bytes, reply: bytes | None
+    ) -> bool:
+        """`deliver`'s part for a connection with permissions: False when a subscribe deny
+        covers the subject; a request's reply subject granted (`allow_responses`)."""
+        if perms.filter_deliveries and perms.delivery_denied(subject, sub.queue):
+            return False
+        if reply is not None and perms.tracks_replies:
+            perms.grant_reply(reply)
+        return True
 
     def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
