@@ -50,7 +50,7 @@ def test_publish_decisions_are_cached_within_a_bound() -> None:
     for i in range(limits.PUB_PERMS_CACHE_ENTRIES_MAX * 4):
         assert c.may_publish(b"a.%d" % i)
         assert not c.may_publish(b"b.%d" % i)
-        assert len(c._pub_cache) <= limits.PUB_PERMS_CACHE_ENTRIES_MAX
+        assert len(c.published) <= limits.PUB_PERMS_CACHE_ENTRIES_MAX
     assert c.may_publish(b"a.0")
     assert not c.may_publish(b"b.0")
 

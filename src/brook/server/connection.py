@@ -386,7 +386,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
-        if self.perms is not None and not self.perms.may_publish(subject):
+        if (
+            self.perms is not None
+            and not self.perms.published.get(subject)  # allowed: one lookup once decided
+            and not self.perms.may_publish(subject)
+        ):
             self._send(encoder.err(perr.publish_violation(subject)))
             log.info("cid=%d publish violation: %r", self.cid, subject)
             return
@@ -431,7 +435,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # here (same bytes as encoder.msg and _send) to save two calls per message.
         if self.closed:
             return None
-        if self.perms is not None and not self._permitted(self.perms, sub, subject, reply):
+        if (
+            self.perms is not None
+            and (self.perms.filter_deliveries or reply is not None)
+            and not self._permitted(self.perms, sub, subject, reply)
+        ):
             return False  # a subscribe deny covers it: not delivered (nor counted)
         if header is not None and self.headers:
             frame = encoder.hmsg(subject, sub.sid, reply, header, payload)

@@ -99,17 +99,20 @@ class ConnectionPermissions:
         "_deny_cache",
         "_granted_since_prune",
         "_last_prune",
-        "_pub_cache",
         "_replies",
         "compiled",
         "filter_deliveries",
+        "published",
         "tracks_replies",
     )
 
     def __init__(self, compiled: CompiledPermissions, clock: Clock = time.monotonic) -> None:
         self.compiled = compiled
         self._clock = clock
-        self._pub_cache: dict[bytes, bool] = {}
+        # subject -> the allow/deny lists' decision, at most PUB_PERMS_CACHE_ENTRIES_MAX;
+        # a connection's publish reads it first (`published.get(subject)`), then asks
+        # `may_publish` only for a subject not decided or not allowed by the lists.
+        self.published: dict[bytes, bool] = {}
         # reply subject -> [granted at, publishes made]; only with allow_responses
         self._replies: dict[bytes, list[float]] | None = (
             {} if compiled.responses is not None else None
@@ -124,19 +127,19 @@ class ConnectionPermissions:
 
     def may_publish(self, subject: bytes) -> bool:
         # The hot path of a publish with permissions: one dict lookup once decided.
-        allowed = self._pub_cache.get(subject)
+        allowed = self.published.get(subject)
         if allowed is None:
             allowed = self._decide(subject)
         return allowed or self._reply_allowed(subject)
 
     def _lists_allow(self, subject: bytes) -> bool:
         """The allow and deny lists' decision, cached (it never changes)."""
-        allowed = self._pub_cache.get(subject)
+        allowed = self.published.get(subject)
         return self._decide(subject) if allowed is None else allowed
 
     def _decide(self, subject: bytes) -> bool:
         allowed = self.compiled.publish_allowed(subject)
-        cache = self._pub_cache
+        cache = self.published
         if len(cache) >= limits.PUB_PERMS_CACHE_ENTRIES_MAX:
             del cache[next(iter(cache))]
         cache[subject] = allowed
