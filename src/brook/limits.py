@@ -36,6 +36,7 @@ PING_INTERVAL_S: Final = 120.0
 FIRST_PING_INTERVAL_S: Final = 2.0
 MAX_PINGS_OUT: Final = 2
 AUTH_TIMEOUT_S: Final = 2.0
+TLS_TIMEOUT_S: Final = 2.0  # nats-server's TLS_TIMEOUT: the whole handshake, once begun
 
 # Permissions (nats-server's values): publish decisions cached per connection, delivery
 # decisions of subscribe denies cached per connection, and allow_responses' defaults and

@@ -79,7 +79,7 @@ class _ConfMap(dict[str, object]):
     def __init__(self) -> None:
         super().__init__()
         self.used_vars: set[str] = set()
-        self.places: dict[str, str] = {}  # key -> "path:line" where it was set
+        self.lines: dict[str, int] = {}  # each key's line, for errors that name it
 
 
 class _Scope:
@@ -91,11 +91,10 @@ class _Scope:
         self.data = _ConfMap()
         self.names: dict[str, object] = {}
 
-    def set(self, key: str, value: object, place: str | None = None) -> None:
+    def set(self, key: str, value: object, line: int) -> None:
         self.data[key.lower()] = value  # a repeated key overrides, as in nats-server
+        self.data.lines[key.lower()] = line
         self.names[key] = value
-        if place is not None:
-            self.data.places[key.lower()] = place
 
 
 class _VariableCycle(ConfigError):
@@ -119,10 +118,6 @@ class _Parser:
         col = at - self.text.rfind("\n", 0, at)
         # "Parse error" as nats-server words it: launchers match on the phrase.
         return ConfigError(f"{self.path or '<config>'}:{line}:{col}: Parse error: {message}")
-
-    def place(self, at: int) -> str:
-        """Where offset `at` is, for errors found after parsing (an unknown key)."""
-        return f"{self.path or '<config>'}:{self.text.count(chr(10), 0, at) + 1}"
 
     def peek(self) -> str:
         return self.text[self.pos : self.pos + 1]
@@ -186,7 +181,6 @@ class _Parser:
             if not self.peek():
                 line = self.text.count("\n", 0, opened) + 1
                 raise self.fail(f"expected '}}' to close the block opened on line {line}")
-            key_at = self.pos
             if self.peek() in "\"'":
                 key, bare = self.quoted(), False
             else:
@@ -194,6 +188,7 @@ class _Parser:
                 if not key:
                     raise self.fail(f"expected a key, found {self.found()}")
             key_end = self.pos
+            key_line = self.text.count("\n", 0, key_end) + 1
             self.skip(newlines=False)
             if (
                 bare
@@ -213,7 +208,7 @@ class _Parser:
                     self.skip(newlines=False)
                 if self.peek() in ("", "\r", "\n"):
                     raise self.fail(f"expected a value for {key!r}, found {self.found()}")
-                scope.set(key, self.value(), self.place(key_at))
+                scope.set(key, self.value(), key_line)
             self.skip(newlines=False)
             if self.peek() in (",", ";"):
                 self.pos += 1
@@ -348,7 +343,7 @@ class _Parser:
             raise self.fail(f"cannot read include {name!r}: {exc.strerror or exc}", at) from None
         included = _Parser(text, target, (*self.includes, real), self.env).document()
         for key, value in included.names.items():
-            scope.set(key, value, included.data.places.get(key.lower()))
+            scope.set(key, value, included.data.lines[key.lower()])  # its line there
         scope.data.used_vars |= included.data.used_vars
 
 

@@ -152,6 +152,11 @@ def _conn_info(
         value = getattr(c, field)
         if value:
             info[field] = value
+    if c.tls_version:
+        info["tls_version"] = c.tls_version
+        info["tls_cipher_suite"] = c.tls_cipher_suite
+        if c.tls_first:
+            info["tls_first"] = True
     if c.authorized_user:
         info["authorized_user"] = c.authorized_user
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []
