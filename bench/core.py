@@ -115,12 +115,17 @@ def nats_server(jetstream: bool = False, args: Sequence[str] = ()) -> Iterator[i
             _stop(proc)
 
 
-def _connect(port: int) -> socket.socket:
+def connect_as(user: str) -> bytes:
+    """CONNECT (and PING) with `user` as name and password, for a server with users."""
+    return CONNECT.replace(b"{", b'{"user":"%b","pass":"%b",' % (user.encode(), user.encode()), 1)
+
+
+def _connect(port: int, connect: bytes = CONNECT) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     _read_until(s, b"\r\n")  # INFO
-    s.sendall(CONNECT)
+    s.sendall(connect)
     _read_until(s, b"PONG\r\n")
     return s
 
@@ -135,8 +140,10 @@ def _read_until(s: socket.socket, marker: bytes) -> bytes:
     return buf
 
 
-def publisher(port: int, subject: bytes, count: int, size: int, ready: Barrier) -> None:
-    s = _connect(port)
+def publisher(
+    port: int, subject: bytes, count: int, size: int, ready: Barrier, connect: bytes = CONNECT
+) -> None:
+    s = _connect(port, connect)
     frame = b"PUB %b %d\r\n%b\r\n" % (subject, size, b"x" * size)
     batch = frame * BATCH
     ready.wait()
@@ -149,9 +156,15 @@ def publisher(port: int, subject: bytes, count: int, size: int, ready: Barrier) 
 
 
 def subscriber(
-    port: int, subject: bytes, count: int, size: int, ready: Barrier, out: Queue[tuple[int, float]]
+    port: int,
+    subject: bytes,
+    count: int,
+    size: int,
+    ready: Barrier,
+    out: Queue[tuple[int, float]],
+    connect: bytes = CONNECT,
 ) -> None:
-    s = _connect(port)
+    s = _connect(port, connect)
     s.sendall(b"SUB %b 1\r\nPING\r\n" % subject)
     _read_until(s, b"PONG\r\n")
     frame_len = len(b"MSG %b 1 %d\r\n" % (subject, size)) + size + 2
@@ -194,19 +207,21 @@ def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
     return Result(f"pub only, {pubs} publishers", total / elapsed, total * size / elapsed / 1e6)
 
 
-def run_pub_sub(port: int, n: int, size: int, pubs: int, subs: int) -> Result:
+def run_pub_sub(
+    port: int, n: int, size: int, pubs: int, subs: int, connect: bytes = CONNECT
+) -> Result:
     ready = mp.Barrier(pubs + subs + 1)
     out: Queue[tuple[int, float]] = mp.Queue()
     total = (n // pubs) * pubs
     sub_procs = [
-        mp.Process(target=subscriber, args=(port, b"bench.fan", total, size, ready, out))
+        mp.Process(target=subscriber, args=(port, b"bench.fan", total, size, ready, out, connect))
         for _ in range(subs)
     ]
     for p in sub_procs:
         p.start()
     time.sleep(0.3)  # subscriptions registered before anyone publishes
     pub_procs = [
-        mp.Process(target=publisher, args=(port, b"bench.fan", n // pubs, size, ready))
+        mp.Process(target=publisher, args=(port, b"bench.fan", n // pubs, size, ready, connect))
         for _ in range(pubs)
     ]
     for p in pub_procs:

@@ -38,6 +38,17 @@ MAX_PINGS_OUT: Final = 2
 AUTH_TIMEOUT_S: Final = 2.0
 TLS_TIMEOUT_S: Final = 2.0  # nats-server's TLS_TIMEOUT: the whole handshake, once begun
 
+# Permissions (nats-server's values): publish decisions cached per connection, delivery
+# decisions of subscribe denies cached per connection, and allow_responses' defaults and
+# the pruning of a connection's granted reply subjects (every REPLY_PERMS_PRUNE_EVERY
+# grants or REPLY_PERMS_PRUNE_S seconds, whichever comes first).
+PUB_PERMS_CACHE_ENTRIES_MAX: Final = 128
+DENY_PERMS_CACHE_ENTRIES_MAX: Final = 256
+ALLOW_RESPONSES_MAX_MSGS: Final = 1
+ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
+REPLY_PERMS_PRUNE_EVERY: Final = 4096
+REPLY_PERMS_PRUNE_S: Final = 1.0
+
 # Routing: the subject-match cache in front of the subscription trie.
 SUBLIST_CACHE_ENTRIES_MAX: Final = 1024
 

@@ -31,12 +31,16 @@ from brook.config.settings import (
     AuthSettings,
     ConfigError,
     NkeyUser,
+    Permissions,
+    ResponsePermission,
     Settings,
+    SubjectPermission,
     TLSSettings,
     User,
     WebSocketSettings,
 )
 from brook.durations import parse_seconds
+from brook.subjects import is_valid_subject
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
 
@@ -103,7 +107,8 @@ def _block(where: str, v: object) -> Mapping[str, object]:
 def _entries(
     block: Mapping[str, object], path: str, known: Collection[str]
 ) -> Iterator[tuple[str, str, object]]:
-    """Yield (key, dotted path, value) for known keys; reject any other by its full path."""
+    """Yield (key, dotted path, value) for known keys; reject any other by its full path
+    and, for parsed text, the file and line it is on."""
     used: Collection[str] = getattr(block, "used_vars", ())
     for raw_key, value in block.items():
         key = str(raw_key).lower()
@@ -142,24 +147,110 @@ def _address(host_attr: str, port_attr: str) -> _Handler:
 
 
 def _user(where: str, v: object) -> User | NkeyUser:
-    """A `users` entry: `{user, password}` or `{nkey}` (nats-server's parseUsers)."""
+    """A `users` entry: `{user, password}` or `{nkey}` (nats-server's parseUsers), each
+    with its own `permissions` if it has any."""
     name = password = nkey = None
+    permissions = None
     for key, at, value in _entries(
-        _block(where, v), where, ("user", "username", "password", "pass", "nkey")
+        _block(where, v), where, ("user", "username", "password", "pass", "nkey", *_PERMISSIONS)
     ):
         if key in ("user", "username"):
             name = _str(at, value)
         elif key == "nkey":
             nkey = _str(at, value)
+        elif key in _PERMISSIONS:
+            permissions = _permissions(at, value)
         else:
             password = _str(at, value)
     if nkey is not None:
         if name is not None or password is not None:
             raise ConfigError(f"{where}: Nkey users do not take usernames or passwords")
-        return NkeyUser(nkey)
+        return NkeyUser(nkey, permissions)
     if name is None:
         raise ConfigError(f"{where}: a user entry needs a user")
-    return User(name, password or "")  # no password: a certificate's (verify_and_map)
+    return User(name, password or "", permissions)  # no password: a certificate's (verify_and_map)
+
+
+# nats-server's spellings in a user entry, and of the authorization block's defaults for
+# the users that have none (`permissions` there means the defaults too, as in nats-server)
+_PERMISSIONS = ("permission", "permissions", "authorization")
+_DEFAULT_PERMISSIONS = ("default_permission", "default_permissions", "permissions")
+_PUBLISH = ("pub", "publish", "import")
+_SUBSCRIBE = ("sub", "subscribe", "export")
+_RESPONSES = ("publish_allow_responses", "allow_responses")
+
+
+def _permissions(where: str, v: object) -> Permissions:
+    """A `permissions` block as nats-server's `parseUserPermissions` reads it."""
+    perms = Permissions()
+    for key, at, value in _entries(_block(where, v), where, (*_PUBLISH, *_SUBSCRIBE, *_RESPONSES)):
+        if key in _PUBLISH:
+            perms.publish = _subject_permission(at, value, queues=False)
+        elif key in _SUBSCRIBE:
+            perms.subscribe = _subject_permission(at, value, queues=True)
+        else:
+            perms.responses = _responses(at, value)
+    if perms.responses is not None:
+        # As nats-server: allowing responses turns off the blanket publish allow.
+        perms.publish = perms.publish or SubjectPermission()
+        if perms.publish.allow is None:
+            perms.publish.allow = []
+    return perms
+
+
+def _subject_permission(where: str, v: object, *, queues: bool) -> SubjectPermission | None:
+    """A subject, a list of subjects (allowed), or a block of `allow` and `deny` lists;
+    an empty block or list restricts nothing, as in nats-server."""
+    if not isinstance(v, dict):
+        allow = _perm_subjects(where, v, queues=queues)
+        return SubjectPermission(allow=allow or None)
+    if not v:
+        return None
+    perm = SubjectPermission()
+    for key, at, value in _entries(v, where, ("allow", "deny")):
+        subjects = _perm_subjects(at, value, queues=queues)
+        if key == "allow":
+            perm.allow = subjects or None
+        else:
+            perm.deny = subjects
+    return perm
+
+
+def _perm_subjects(where: str, v: object, *, queues: bool) -> list[str]:
+    items = v if isinstance(v, list) else [v]
+    subjects = [
+        _str(f"{where}[{i}]" if isinstance(v, list) else where, s) for i, s in enumerate(items)
+    ]
+    for subject in subjects:
+        if is_valid_subject(subject.encode()):
+            continue
+        parts = subject.split()
+        if not queues or len(parts) != 2:
+            raise ConfigError(f"{where}: subject {subject!r} is not a valid subject")
+        if not is_valid_subject(parts[0].encode()):
+            raise ConfigError(f"{where}: subject {parts[0]!r} is not a valid subject")
+        if not is_valid_subject(parts[1].encode()):
+            raise ConfigError(f"{where}: queue {parts[1]!r} is not a valid queue")
+    return subjects
+
+
+def _responses(where: str, v: object) -> ResponsePermission | None:
+    """`allow_responses`: true/false, or a block of `max` and `expires` (0 keeps the
+    default, a negative value means no bound, as in nats-server)."""
+    if isinstance(v, bool):
+        return ResponsePermission() if v else None
+    responses = ResponsePermission()
+    known = ("max", "max_msgs", "max_messages", "max_responses", "expires", "expiration", "ttl")
+    for key, at, value in _entries(_block(where, v), where, known):
+        if key.startswith("max"):
+            responses.max_msgs = _int(at, value) or responses.max_msgs
+        else:
+            if not isinstance(value, str):  # nats-server reads only a duration string
+                raise _bad(at, "a duration string (like '1m' or '500ms')", value)
+            negative = value.startswith("-")
+            seconds = _duration(at, value.removeprefix("-")) * (-1 if negative else 1)
+            responses.expires_s = seconds or responses.expires_s
+    return responses
 
 
 def _authorization(s: Settings, where: str, v: object) -> None:
@@ -168,8 +259,11 @@ def _authorization(s: Settings, where: str, v: object) -> None:
     known = ("token", "user", "username", "password", "pass", "users", "timeout")
     token = name = password = None
     entries: list[User | NkeyUser] = []
-    for key, at, value in _entries(_block(where, v), where, known):
-        if key == "token":
+    defaults: Permissions | None = None
+    for key, at, value in _entries(_block(where, v), where, (*known, *_DEFAULT_PERMISSIONS)):
+        if key in _DEFAULT_PERMISSIONS:
+            defaults = _permissions(at, value)
+        elif key == "token":
             token = _str(at, value)
         elif key in ("user", "username"):
             name = _str(at, value)
@@ -189,6 +283,9 @@ def _authorization(s: Settings, where: str, v: object) -> None:
         if entries:
             raise ConfigError(f"{where}: user/password and users cannot both be set")
         users = [User(name, password)]
+    else:  # nats-server's defaults go to the users list only, not to a single user
+        for entry in entries:
+            entry.permissions = entry.permissions or defaults
     s.auth = AuthSettings(token=token, users=users, nkeys=nkeys, no_auth_user=s.auth.no_auth_user)
 
 

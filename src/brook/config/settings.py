@@ -21,12 +21,44 @@ class ConfigError(ValueError):
 
 
 @dataclass(slots=True)
+class SubjectPermission:
+    """nats-server's `allow`/`deny` lists of one direction (publish or subscribe).
+
+    `allow` None: no allow list, everything not denied is allowed. For publish an empty
+    `allow` list allows nothing (what `allow_responses` leaves when no list is given); for
+    subscribe nats-server treats an empty list as none. Subscribe entries may name a
+    queue group after the subject (`"foo.> q"`)."""
+
+    allow: list[str] | None = None
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ResponsePermission:
+    """`allow_responses`: a client may publish to the reply subject of each request it
+    received, at most `max_msgs` times and within `expires_s` (<= 0: no bound)."""
+
+    max_msgs: int = limits.ALLOW_RESPONSES_MAX_MSGS
+    expires_s: float = limits.ALLOW_RESPONSES_EXPIRES_S
+
+
+@dataclass(slots=True)
+class Permissions:
+    """A user's authorization (nats-server's `permissions` block); None parts allow all."""
+
+    publish: SubjectPermission | None = None
+    subscribe: SubjectPermission | None = None
+    responses: ResponsePermission | None = None
+
+
+@dataclass(slots=True)
 class User:
-    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$)."""
+    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$).
+    `permissions` None: the user may publish and subscribe anywhere."""
 
     user: str
     password: str
-    permissions: object | None = None  # what the user may publish and subscribe to
+    permissions: Permissions | None = None  # what the user may publish and subscribe to
 
 
 @dataclass(slots=True)
@@ -35,7 +67,7 @@ class NkeyUser:
     signing the nonce of the server's INFO."""
 
     nkey: str
-    permissions: object | None = None
+    permissions: Permissions | None = None
 
 
 @dataclass(slots=True)

@@ -21,6 +21,50 @@ INVALID_SUBJECT = "Invalid Subject"
 INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
 
 
+# Refusals that keep the connection open: the operation is dropped, the text names what.
+
+
+def go_quote(value: bytes) -> str:
+    """Go's `%q` of a byte string, as nats-server formats the subject in its errors:
+    double quotes, backslash escapes for quotes, backslashes and control characters."""
+    out = ['"']
+    for ch in value.decode("utf-8", "replace"):
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
+
+
+def publish_violation(subject: bytes) -> str:
+    return f"Permissions Violation for Publish to {go_quote(subject)}"
+
+
+def subscribe_violation(subject: bytes, queue: bytes | None) -> str:
+    text = f"Permissions Violation for Subscription to {go_quote(subject)}"
+    return text if queue is None else f"{text} using queue {go_quote(queue)}"
+
+
+def reply_violation(reply: bytes) -> str:
+    return f"Permissions Violation for Publish with Reply of {go_quote(reply)}"
+
+
 class ProtocolError(Exception):
     """The peer violated the protocol; the connection must be closed."""
 

@@ -3,7 +3,8 @@
 The router owns the subscription index and applies the delivery rules of wire reference
 §1.11-§1.13: `echo: false` publishers do not receive their own messages, queue groups
 deliver to one member chosen at random, `UNSUB <sid> <max>` removes a subscription after
-its quota, and a request that reaches nobody gets a 503 no-responders status.
+its quota, and a request that reaches nobody gets a 503 no-responders status. A queue
+member that declines a message (`deliver` returns False) passes it to the next in turn.
 
 Interest watches: `watch_interest(subject, callback)` registers a literal subject (a push
 consumer's deliver subject); `callback()` is called, synchronously and after the index was
@@ -105,9 +106,15 @@ class Router:
                 members = tuple(m for m in members if m.client is not publisher)
                 if not members:
                     continue
-            sub = members[self._randrange(len(members))] if len(members) > 1 else members[0]
+            start = self._randrange(len(members)) if len(members) > 1 else 0
+            sub = members[start]
             if sub.client.deliver(sub, subject, reply, header, payload) is False:
-                continue
+                # Declined (a service that is not a responder, a connection whose
+                # permissions deny the subject): the next member in turn, as nats-server.
+                taker = self._next_taker(members, start, subject, reply, header, payload)
+                if taker is None:
+                    continue
+                sub = taker
             delivered += 1
             sub.delivered += 1
             if sub.max_msgs and sub.delivered >= sub.max_msgs:
@@ -151,6 +158,23 @@ class Router:
                     self.publish(publisher, subject, None, None, payload, echo)
             else:
                 sub.delivered += sub.client.deliver_each(sub, stretch, payload)
+
+    @staticmethod
+    def _next_taker(
+        members: tuple[Subscription, ...],
+        start: int,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> Subscription | None:
+        """The first member after `start` (in turn) that does not decline the message."""
+        n = len(members)
+        for i in range(1, n):
+            sub = members[(start + i) % n]
+            if sub.client.deliver(sub, subject, reply, header, payload) is not False:
+                return sub
+        return None
 
     def _expire(self, sub: Subscription) -> None:
         sub.client.remove_subscription(sub)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from brook.config.settings import AuthSettings, NkeyUser, User
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.server.permissions import CompiledPermissions
 
 if TYPE_CHECKING:
     from brook.server.tls import CertificateNames
@@ -69,6 +70,17 @@ class Authenticator:
         self._users = {u.user: u for u in settings.users}
         self._nkeys = {n.nkey: n for n in settings.nkeys}
         self._no_auth_user = settings.no_auth_user or ""
+        # Each user's permissions, compiled once for all of its connections, by login name
+        # (a user's name or an nkey).
+        entries: list[tuple[str, User | NkeyUser]] = [
+            *((u.user, u) for u in settings.users),
+            *((n.nkey, n) for n in settings.nkeys),
+        ]
+        self._permissions = {
+            name: CompiledPermissions(entry.permissions)
+            for name, entry in entries
+            if entry.permissions is not None
+        }
         # Operations before CONNECT are refused and CONNECT must come in time.
         self.required = settings.required
         # INFO's auth_required: false when a client without credentials gets in anyway.
@@ -80,6 +92,10 @@ class Authenticator:
     @staticmethod
     def new_nonce() -> str:
         return base64.urlsafe_b64encode(secrets.token_bytes(_NONCE_RAW_BYTES)).decode().rstrip("=")
+
+    def permissions(self, login: Login) -> CompiledPermissions | None:
+        """The permissions of whom `login` logged in as; None: no restriction."""
+        return self._permissions.get(login.name) if self._permissions else None
 
     def login(self, options: dict[str, Any], nonce: str) -> Login | None:
         """Whom these CONNECT options log in as, or None when they are refused; `nonce` is

@@ -27,6 +27,7 @@ from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.auth import Login, verify_bcrypt
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
+from brook.server.permissions import ConnectionPermissions
 from brook.server.tls import TLS_HANDSHAKE_RECORD, CertificateNames, public_key_pin
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
@@ -40,6 +41,7 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
 _STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig")
+_SYSTEM_QUEUE = b"_sys_"  # nats-server's queue group of its system services: refused to all
 _RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
 """nats-server's reserved replies (client.go `isReservedReply`), which a client may not
 set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
@@ -73,8 +75,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.lang = ""
         self.version = ""
         self.user = ""  # the authorized user's name (or nkey) once logged in
-        self.login: Login | None = None  # whom CONNECT logged in as (its permissions)
+        self.login: Login | None = None  # whom CONNECT logged in as
         self.nonce = ""  # sent in INFO for nkey users to sign; fresh per connection
+        # The user's publish/subscribe permissions; None: no restriction (the hot paths
+        # test only this).
+        self.perms: ConnectionPermissions | None = None
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         self.closed = False
@@ -495,6 +500,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.version = options.get("version", "")
         self.user = login.name
         self.login = login
+        compiled = self.authenticator.permissions(login)
+        self.perms = ConnectionPermissions(compiled) if compiled is not None else None
         self.connected = True
         if self.verbose and acknowledge:
             self._send(encoder.OK)
@@ -520,8 +527,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
     def on_sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         if not self._require_connect():
             return
-        # nats-server's order: the subscription limit (even for a re-used sid), then the
-        # subject, then the duplicate sid.
+        # nats-server's order: permissions, the subscription limit (even for a re-used
+        # sid), then the subject, then the duplicate sid.
+        if queue == _SYSTEM_QUEUE or (
+            self.perms is not None and not self.perms.may_subscribe(subject, queue)
+        ):
+            self._send(encoder.err(perr.subscribe_violation(subject, queue)))
+            log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
+            return
         limit = self.server.settings.max_subscriptions
         if limit and len(self.subs) >= limit:
             self._send(encoder.err(perr.MAX_SUBSCRIPTIONS))
@@ -570,17 +583,19 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
         if (
+            self.perms is not None
+            and not self.perms.published.get(subject)  # allowed: one lookup once decided
+            and not self.perms.may_publish(subject)
+        ):
+            self._send(encoder.err(perr.publish_violation(subject)))
+            log.info("cid=%d publish violation: %r", self.cid, subject)
+            return
+        if (
             reply is not None
             and reply.startswith(_RESERVED_REPLY_PREFIXES)
             and _is_reserved_reply(reply)
         ):
-            self._send(
-                encoder.err(
-                    'Permissions Violation for Publish with Reply of "{}"'.format(
-                        reply.decode("utf-8", "replace")
-                    )
-                )
-            )
+            self._send(encoder.err(perr.reply_violation(reply)))
             return
         if self.verbose:
             self._send(encoder.OK)
@@ -593,8 +608,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         """PUBs alike but for their subjects read in a run (a consumer's acks): routed
         together, so that a read chunk of acks costs one call into the router rather than
         one publish each."""
-        if not self.connected or self.verbose or self.pedantic:
-            for subject in subjects:  # +OK or subject warnings are owed one by one
+        if not self.connected or self.verbose or self.pedantic or self.perms is not None:
+            for subject in subjects:  # +OK, warnings or permissions are owed one by one
                 self.on_pub(subject, None, None, payload)
             return
         n = len(subjects)
@@ -611,11 +626,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         reply: bytes | None,
         header: bytes | None,
         payload: bytes,
-    ) -> None:
+    ) -> bool | None:
         # The hot path of every delivery: MSG framing and the output append are inlined
         # here (same bytes as encoder.msg and _send) to save two calls per message.
         if self.closed:
-            return
+            return None
+        if (
+            self.perms is not None
+            and (self.perms.filter_deliveries or reply is not None)
+            and not self._permitted(self.perms, sub, subject, reply)
+        ):
+            return False  # a subscribe deny covers it: not delivered (nor counted)
         if header is not None and self.headers:
             frame = encoder.hmsg(subject, sub.sid, reply, header, payload)
             self.out_bytes += len(header) + len(payload)
@@ -634,6 +655,19 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
+        return None
+
+    @staticmethod
+    def _permitted(
+        perms: ConnectionPermissions, sub: Subscription, subject: bytes, reply: bytes | None
+    ) -> bool:
+        """`deliver`'s part for a connection with permissions: False when a subscribe deny
+        covers the subject; a request's reply subject granted (`allow_responses`)."""
+        if perms.filter_deliveries and perms.delivery_denied(subject, sub.queue):
+            return False
+        if reply is not None and perms.tracks_replies:
+            perms.grant_reply(reply)
+        return True
 
     def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
@@ -642,6 +676,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         outstanding, so the eager flush looks at the whole of it)."""
         if self.closed:
             return len(messages)
+        if self.perms is not None:  # each message checked and granted (acks) by `deliver`
+            return Subscriber.deliver_run(self, sub, messages)
         sid = sub.sid
         headers = self.headers
         frames: list[bytes] = []
