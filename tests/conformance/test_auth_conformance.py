@@ -371,11 +371,46 @@ async def test_config_errors(config: str, words: str) -> None:
     await _both_refuse_config(config, words)
 
 
-async def test_permissions_in_a_user_entry_are_refused_until_enforced() -> None:
-    """nats-server accepts them; Brook refuses a config it would not honour (the
-    `perms` work enforces them)."""
-    config = "authorization { users: [{user: a, password: b, permissions: {publish: x}}] }"
-    assert "permissions" in _brook_error(config)
+async def _publish_outcome(url: str, subject: str, **options: Any) -> tuple[ServerOp, ...]:
+    """Log in with `options`, publish to `subject`, PING: what came back (a violation or
+    not), the connection still open."""
+    async with RawClient.connect_url(url) as c:
+        nonce = c.info.get("nonce", "")
+        resolved = {k: v(nonce) if callable(v) else v for k, v in options.items()}
+        assert PONG in await c.handshake(protocol=0, **resolved)
+        await c.send(f"PUB {subject} 0\r\n\r\nPING\r\n".encode())
+        ops = await c.read_ops(until=lambda op: op == PONG)
+        assert not c.closed
+        return tuple(ops)
+
+
+async def test_permissions_follow_the_login_of_nkey_users_and_the_no_auth_user() -> None:
+    """Each login has its own entry's permissions, whichever way it logged in: an nkey
+    user's, and the no_auth_user's for a client without credentials (as nats-server)."""
+    user = new_user()
+    config = (
+        "authorization {\n  users: [\n"
+        '    {user: alice, password: secret, permissions: {publish: "a.>"}}\n'
+        f'    {{nkey: {user.public}, permissions: {{publish: "n.>"}}}}\n'
+        "  ]\n}\nno_auth_user: alice\n"
+    )
+    nkey = {"nkey": user.public, "sig": user.sign}
+    cases: list[tuple[str, dict[str, Any], bool]] = [
+        ("n.x", nkey, True),
+        ("a.x", nkey, False),
+        ("a.x", {}, True),
+        ("n.x", {}, False),
+        ("n.x", {"user": "alice", "pass": "secret"}, False),
+    ]
+    async with servers(config) as (reference, ours):
+        for subject, options, allowed in cases:
+            got = await asyncio.gather(
+                _publish_outcome(reference, subject, **options),
+                _publish_outcome(ours, subject, **options),
+            )
+            violation = Err(f'Permissions Violation for Publish to "{subject}"')
+            assert got[0] == ((PONG,) if allowed else (violation, PONG)), (subject, options)
+            assert got[1] == got[0], (subject, options)
 
 
 # ---------------------------------------------------------------------------- nats-py
