@@ -33,7 +33,7 @@ def _deliver(
     mirror: Mirror, tracking: Tracking, sseq: int, dseq: int, subject: str = "o.a"
 ) -> bool:
     meta = Delivery(tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
-    return mirror.delivered(tracking, meta, subject, None, b"%d" % sseq)
+    return mirror.delivered(tracking, [(meta, subject, None, b"%d" % sseq)])
 
 
 def test_the_create_request_is_the_one_nats_server_sends() -> None:

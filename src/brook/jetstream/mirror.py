@@ -34,6 +34,7 @@ from brook.jetstream.link import (
     HEALTH_CHECK_NS,
     HEARTBEAT_NS,
     CreateRequest,
+    Delivered,
     Delivery,
     OriginLink,
     link_subject,
@@ -147,7 +148,13 @@ class Mirror:
         tracking.dseq = 0
         tracking.sseq = max(delivered, last)
 
-    def delivered(
+    def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
+        for meta, subject, header, data in run:
+            if not self._delivered(tracking, meta, subject, header, data):
+                return False
+        return True
+
+    def _delivered(
         self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         verdict = tracking.mirror_delivery(
