@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from brook.jetstream import ttl as ttls
 from brook.jetstream.link import (
     ACCOUNT,
     ACK_WAIT_NS,
@@ -35,7 +36,6 @@ from brook.jetstream.link import (
     HEARTBEAT_NS,
     CreateRequest,
     Delivered,
-    Delivery,
     OriginLink,
     link_subject,
 )
@@ -43,7 +43,7 @@ from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
-from brook.jetstream.store.base import StoreError
+from brook.jetstream.store.base import NewMessage, StoreError, StoreFullError
 from brook.jetstream.stream import Stream
 from brook.routing.transform import SubjectTransform
 
@@ -149,44 +149,116 @@ class Mirror:
         tracking.sseq = max(delivered, last)
 
     def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
+        """Each delivery checked in order (`Tracking`), those to store mapped by the
+        transforms and stored together (`store_mirrored`); False at the first that asks
+        for a new consumer, after storing those before it."""
+        batch: list[Mirrored] = []
+        retry = False
         for meta, subject, header, data in run:
-            if not self._delivered(tracking, meta, subject, header, data):
-                return False
-        return True
-
-    def _delivered(
-        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
-    ) -> bool:
-        verdict = tracking.mirror_delivery(
-            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
-        )
-        if verdict is Verdict.RETRY:
-            return False
-        if verdict not in (Verdict.STORE, Verdict.SKIP_AND_STORE):
-            return True
-        if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
-            self._caught_up()
-            self._caught_up = None
-        for transform in self._transforms:
-            if transform is not None:
-                mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
-                if mapped is not None:
-                    subject = mapped.decode("utf-8", "surrogateescape")
-                    break
-        seq = meta.stream_seq
-        try:
-            stored = self.stream.ingest_mirrored(subject, header, data, seq, meta.timestamp_ns)
-        except StoreError as exc:
-            self.stream.write_failed(f"store mirrored message {seq}", exc)
-            return False  # recreated after the last stored, once there is room
-        if verdict is Verdict.SKIP_AND_STORE:
-            tracking.skipped(seq)
-        if stored:
-            self._stored(subject, seq)
-        return True
+            seq = meta.stream_seq
+            verdict = tracking.mirror_delivery(
+                meta.consumer, seq, meta.consumer_seq, meta.delivered
+            )
+            if verdict is Verdict.STORE:
+                pass
+            elif verdict is Verdict.SKIP_AND_STORE:
+                tracking.skipped(seq)
+            elif verdict is Verdict.RETRY:
+                retry = True
+                break
+            else:
+                continue
+            if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+                self._caught_up()
+                self._caught_up = None
+            for transform in self._transforms:
+                if transform is not None:
+                    mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
+                    if mapped is not None:
+                        subject = mapped.decode("utf-8", "surrogateescape")
+                        break
+            batch.append((subject, header, data, seq, meta.timestamp_ns))
+        if batch:
+            try:
+                store_mirrored(self.stream, batch, self._stored)
+            except StoreError as exc:
+                self.stream.write_failed(f"store mirrored messages from {batch[0][3]}", exc)
+                return False  # recreated after the last stored, once there is room
+        return not retry
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         self.stream.when_durable(callback)
+
+
+Mirrored = tuple[str, bytes | None, bytes, int, int]
+"""A message of the origin to store: subject, header, data, origin sequence, timestamp."""
+
+
+def store_mirrored(stream: Stream, run: list[Mirrored], stored: Stored) -> None:
+    """Store messages of the origin of mirror `stream` at the origin's sequences (rising)
+    and timestamps (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
+    the sequences before each that the origin no longer has become gaps (`skip_msgs`),
+    each stretch of consecutive sequences is one `store_run`, then the stream's own
+    retention, limits and expiry apply as after publishes. None of a publish's checks
+    apply: a mirror stores what its origin stored. `stored` hears of each message kept
+    (not one at a sequence stored already, nor on an interest stream one no consumer
+    wants: it takes its sequence and is removed, as a publish), then `on_removed` of what
+    the limits removed. A store failure raises `StoreError` once what was stored before
+    it went through the same steps."""
+    store = stream.store
+    last = store.last_seq()
+    run = [m for m in run if m[3] > last]
+    if not run:
+        return
+    space = stream._space
+    if space is not None and not space.admit(
+        sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in run)
+    ):
+        raise StoreFullError("no room for mirrored messages")
+    failure: StoreError | None = None
+    try:
+        piece: list[NewMessage] = []
+        for subject, header, data, seq, ts_ns in run:
+            if seq != last + 1:
+                if piece:
+                    store.store_run(piece)
+                    piece = []
+                store.skip_msgs(seq - 1)
+            piece.append((subject, header, data, ts_ns))
+            last = seq
+        store.store_run(piece)
+    except StoreError as exc:
+        failure = exc
+        last = store.last_seq()
+        run = [m for m in run if m[3] <= last]
+    config = stream.config
+    retention = stream.retention if config.retention == "interest" else None
+    expiry = stream.expiry
+    for subject, header, _, seq, ts_ns in run:
+        if retention is not None and not retention.wanted(subject):
+            store.remove(seq)
+            retention.not_kept()
+            continue
+        if config.allow_msg_ttl and header:
+            value = ttls.header_value(header)
+            try:
+                ttl = ttls.parse_ttl(value) if value else 0
+            except ttls.InvalidTTL:
+                ttl = 0
+            if ttl:
+                expiry.ttl_stored(seq, ts_ns, ttl)
+        stored(subject, seq)
+    if run and config.max_age > 0:
+        expiry.wake_by(run[0][4] + config.max_age)
+    try:
+        if config.max_msgs_per_subject > 0:
+            for subject in {m[0] for m in run}:
+                stream._enforce_subject_limit(subject)
+        stream._enforce_stream_limits()
+    finally:
+        stream._report_removed()
+    if failure is not None:
+        raise failure
 
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:
