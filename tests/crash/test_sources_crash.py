@@ -26,7 +26,8 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.brookproc import start_brook
+from tests.support.brookproc import sigkill_rounds, start_brook
+from tests.support.jsapi import create_streams, request
 from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -40,17 +41,6 @@ STREAMS = (
 )
 
 
-async def _request(nc: Any, subject: str, body: Any = None) -> dict[str, Any]:
-    data = b"" if body is None else json.dumps(body).encode()
-    return json.loads((await nc.request(subject, data, timeout=5)).data)  # type: ignore[no-any-return]
-
-
-async def _setup(nc: Any) -> None:
-    for config in STREAMS:
-        reply = await _request(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config)
-        assert "error" not in reply or reply["error"]["err_code"] == 10058, reply
-
-
 async def publish_until_killed(
     url: str,
     proc: subprocess.Popen[bytes],
@@ -58,7 +48,7 @@ async def publish_until_killed(
     rng: random.Random,
 ) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    await _setup(nc)
+    await create_streams(nc, STREAMS)
     asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.0), os.kill, proc.pid, signal.SIGKILL)
     k = 0
 
@@ -85,11 +75,11 @@ async def publish_until_killed(
 async def _caught_up(nc: Any, expected: int) -> dict[str, Any]:
     info: dict[str, Any] = {}
     for _ in range(600):
-        info = await _request(nc, "$JS.API.STREAM.INFO.S")
+        info = await request(nc, "$JS.API.STREAM.INFO.S")
         lags = [source["lag"] for source in info.get("sources", [])]
         if info["state"]["messages"] >= expected and lags == [0, 0]:
             await asyncio.sleep(0.5)  # a duplicate would arrive now
-            return await _request(nc, "$JS.API.STREAM.INFO.S")
+            return await request(nc, "$JS.API.STREAM.INFO.S")
         await asyncio.sleep(0.05)
     raise AssertionError(f"S did not catch up to {expected}: {info}")
 
@@ -98,7 +88,7 @@ async def _sourced(nc: Any, first: int, last: int) -> list[tuple[str, int, str, 
     """(origin, origin sequence, subject, payload) of each message of S."""
     out = []
     for seq in range(first, last + 1):
-        reply = await _request(nc, "$JS.API.STREAM.MSG.GET.S", {"seq": seq})
+        reply = await request(nc, "$JS.API.STREAM.MSG.GET.S", {"seq": seq})
         message = reply["message"]
         header = base64.b64decode(message["hdrs"]).decode()
         value = header.split("Nats-Stream-Source: ")[1].split("\r\n")[0].split(" ")
@@ -113,28 +103,23 @@ async def test_a_source_copies_each_origin_message_once_across_sigkills(tmp_path
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     acked: dict[tuple[str, int], bytes] = {}
-    for _ in range(ROUNDS):
-        proc = start_brook(store, port)
-        try:
-            await publish_until_killed(url, proc, acked, rng)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
+    await sigkill_rounds(
+        store, port, ROUNDS, lambda proc, _: publish_until_killed(url, proc, acked, rng)
+    )
     proc = start_brook(store, port)
     try:
         nc = await nats.connect(url)
         origins = {}
         for name in ("O1", "O2"):
-            state = (await _request(nc, f"$JS.API.STREAM.INFO.{name}"))["state"]
+            state = (await request(nc, f"$JS.API.STREAM.INFO.{name}"))["state"]
             assert state["messages"] == state["last_seq"], state  # nothing removed
             for seq in range(1, state["last_seq"] + 1):
-                reply = await _request(nc, f"$JS.API.STREAM.MSG.GET.{name}", {"seq": seq})
+                reply = await request(nc, f"$JS.API.STREAM.MSG.GET.{name}", {"seq": seq})
                 message = reply["message"]
                 origins[(name, seq)] = (message["subject"], base64.b64decode(message["data"]))
         info = await _caught_up(nc, len(origins))
         copied = await _sourced(nc, 1, info["state"]["last_seq"])
-        purged = await _request(nc, "$JS.API.STREAM.PURGE.S")
+        purged = await request(nc, "$JS.API.STREAM.PURGE.S")
         assert purged["purged"] == len(copied)
         await nc.close()
     finally:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from brook.jetstream.engine import JetStream
 from brook.jetstream.models import parse_stream_config
 from brook.jetstream.sources import RECORD_FILE, SourcedStream, decode_record
 from brook.jetstream.sourcing import stream_identity
+from tests.support.jsapi import request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -51,14 +54,8 @@ def _sourced(js: JetStream, name: str) -> SourcedStream:
     return sourced
 
 
-async def _request(nc: Client, subject: str, body: dict[str, Any]) -> dict[str, Any]:
-    reply = await nc.request(subject, json.dumps(body).encode(), timeout=5)
-    answer: dict[str, Any] = json.loads(reply.data)
-    return answer
-
-
 async def _get(nc: Client, stream: str, seq: int) -> tuple[str, bytes, bytes]:
-    answer = await _request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+    answer = await request(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
     message = answer["message"]
     header = base64.b64decode(message.get("hdrs", ""))
     return message["subject"], header, base64.b64decode(message.get("data", ""))
@@ -69,16 +66,26 @@ def _origins(js: JetStream) -> None:
     _create(js, {"name": "O2", "subjects": ["b.>"]})
 
 
+@contextlib.asynccontextmanager
+async def _sourcing(
+    tmp_path: Path, body: dict[str, Any]
+) -> AsyncIterator[tuple[JetStream, SourcedStream, str]]:
+    """A Brook on `tmp_path` with the origins O1 and O2 and the sourcing stream `body`:
+    its JetStream, the stream's `SourcedStream` and the server's URL."""
+    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
+        js = server.jetstream
+        _origins(js)
+        _create(js, body)
+        yield js, _sourced(js, body["name"]), server.url
+
+
 async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
     tmp_path: Path,
 ) -> None:
     """The steps of the nats-server probe in ADR 0020: O1's `a.1` carried `Nats-Msg-Id`,
     `Nats-Expected-Stream` and `Foo`; O2's `b.1` and `b.2` go through the transform."""
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        js = server.jetstream
-        _origins(js)
-        _create(js, {"name": "S", "subjects": ["s.>"], "sources": [O1_SOURCE, O2_SOURCE]})
-        sourced = _sourced(js, "S")
+    body = {"name": "S", "subjects": ["s.>"], "sources": [O1_SOURCE, O2_SOURCE]}
+    async with _sourcing(tmp_path, body) as (js, sourced, url):
         o1 = stream_identity(js.get("O1").created_ns)
         o2 = stream_identity(js.get("O2").created_ns)
         header = b"NATS/1.0\r\nNats-Msg-Id: m1\r\nFoo: bar\r\n\r\n"  # as the link hands it
@@ -86,7 +93,7 @@ async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
         assert not sourced.ingest(O2_INAME, "b.1", b_header, b"b-one", 1, o2).error
         assert not sourced.ingest(O2_INAME, "b.2", None, b"b-two", 2, o2).error
         assert not sourced.ingest(O1_INAME, "a.1", header, b"one", 1, o1).error
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(url)
         assert await _get(nc, "S", 1) == (
             "bb.1",
             f"NATS/1.0\r\nNats-Msg-Id: m1\r\nNats-Stream-Source: {O2_INAME.replace(' ', ' 1 ', 1)}"
@@ -106,7 +113,7 @@ async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
             b"one",
         )
         # No duplicate_window was set: a sourcing stream then has none (nats-server).
-        info = await _request(nc, "$JS.API.STREAM.INFO.S", {})
+        info = await request(nc, "$JS.API.STREAM.INFO.S", {})
         assert "duplicate_window" not in info["config"]
         assert info["state"]["messages"] == 3
         assert info["sources"] == [
@@ -126,27 +133,20 @@ async def test_sourced_messages_take_new_sequences_and_nats_server_s_header(
 async def test_a_daisy_chain_keeps_only_the_last_hop(
     tmp_path: Path,
 ) -> None:
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        js = server.jetstream
-        _origins(js)
-        _create(js, {"name": "S", "sources": [{"name": "O1"}]})
+    async with _sourcing(tmp_path, {"name": "S", "sources": [{"name": "O1"}]}) as (_, sourced, url):
         header = b"NATS/1.0\r\nNats-Stream-Source: X 9 > > x.1\r\nA: 1\r\n\r\n"
-        sourced = _sourced(js, "S")
         assert not sourced.ingest("O1 > >", "a.1", header, b"x", 3, "").error
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(url)
         _, stored, _ = await _get(nc, "S", 1)
         assert stored == b"NATS/1.0\r\nA: 1\r\nNats-Stream-Source: O1 3 > > a.1\r\n\r\n"
         await nc.close()
 
 
 async def test_dedup_by_msg_id_when_the_sourcing_stream_has_a_window(tmp_path: Path) -> None:
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        js = server.jetstream
-        _origins(js)
-        sources = [{"name": "O1"}, {"name": "O2"}]
-        _create(js, {"name": "D", "sources": sources, "duplicate_window": 60_000_000_000})
+    sources = [{"name": "O1"}, {"name": "O2"}]
+    body = {"name": "D", "sources": sources, "duplicate_window": 60_000_000_000}
+    async with _sourcing(tmp_path, body) as (js, sourced, _):
         header = b"NATS/1.0\r\nNats-Msg-Id: same\r\n\r\n"
-        sourced = _sourced(js, "D")
         first = sourced.ingest("O1 > >", "a.1", header, b"1", 1, "")
         again = sourced.ingest("O2 > >", "b.1", header, b"2", 7, "")
         assert (first.seq, first.duplicate, again.seq, again.duplicate) == (1, False, 1, True)
@@ -175,11 +175,7 @@ async def test_a_publish_may_not_carry_the_source_header(tmp_path: Path) -> None
 async def test_a_sourced_ttl_or_rollup_needs_no_permission_of_the_sourcing_stream(
     tmp_path: Path,
 ) -> None:
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        js = server.jetstream
-        _origins(js)
-        _create(js, {"name": "S", "sources": [{"name": "O1"}]})
-        sourced = _sourced(js, "S")
+    async with _sourcing(tmp_path, {"name": "S", "sources": [{"name": "O1"}]}) as (js, sourced, _):
         ttl = b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n"
         rollup = b"NATS/1.0\r\nNats-Rollup: sub\r\n\r\n"
         assert not sourced.ingest("O1 > >", "a.1", ttl, b"1", 1, "").error
@@ -193,15 +189,11 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
     """The newest header of each source gives its position after a restart; once the
     stream is purged, the position record does."""
     body = {"name": "S", "subjects": ["s.>"], "sources": [O1_SOURCE, O2_SOURCE]}
-    async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
-        js = server.jetstream
-        _origins(js)
-        _create(js, body)
-        sourced = _sourced(js, "S")
+    async with _sourcing(tmp_path, body) as (_, sourced, url):
         for seq in (3, 5, 8):
             assert not sourced.ingest(O1_INAME, f"a.{seq}", None, b"", seq, "I1").error
         assert not sourced.ingest(O2_INAME, "b.4", None, b"", 4, "I2").error
-        nc = await nats.connect(server.url)
+        nc = await nats.connect(url)
         await nc.jetstream().publish("s.own", b"a publish of its own")
         await nc.close()
     async with brook.serve(port=0, store_dir=str(tmp_path)) as server:
@@ -210,7 +202,7 @@ async def test_each_source_resumes_after_a_restart_and_after_a_purge(tmp_path: P
         assert (positions[O1_INAME].seq, positions[O1_INAME].ident) == (8, "I1")
         assert (positions[O2_INAME].seq, positions[O2_INAME].ident) == (4, "I2")
         nc = await nats.connect(server.url)
-        purged = await _request(nc, "$JS.API.STREAM.PURGE.S", {})
+        purged = await request(nc, "$JS.API.STREAM.PURGE.S", {})
         assert purged["purged"] == 5
         # A sourced message after the purge, made durable with its record.
         assert not sourced.ingest(O2_INAME, "b.6", None, b"", 6, "I2").error
@@ -239,7 +231,7 @@ async def test_what_brook_does_not_honour_yet_is_refused(
         nc = await nats.connect(server.url)
         await nc.jetstream().add_stream(name="O1", subjects=["a.>"])
         body = {"name": "S", "subjects": ["s.>"], "sources": [{"name": "O1", **source}], **extra}
-        answer = await _request(nc, "$JS.API.STREAM.CREATE.S", body)
+        answer = await request(nc, "$JS.API.STREAM.CREATE.S", body)
         assert answer["error"] == {
             "code": 500,
             "err_code": 10052,
@@ -290,7 +282,7 @@ async def test_a_message_the_stream_refuses_is_asked_for_again(tmp_path: Path) -
         for i in range(3):
             await js.publish(f"a.{i}", b"%d" % i)
         body = {"name": "S", "sources": [{"name": "O1"}], "max_msgs": 2, "discard": "new"}
-        assert "error" not in await _request(nc, "$JS.API.STREAM.CREATE.S", body)
+        assert "error" not in await request(nc, "$JS.API.STREAM.CREATE.S", body)
         for _ in range(100):
             if (await js.stream_info("S")).state.messages == 2:
                 break
@@ -298,7 +290,7 @@ async def test_a_message_the_stream_refuses_is_asked_for_again(tmp_path: Path) -
         await asyncio.sleep(0.5)
         assert (await js.stream_info("S")).state.messages == 2
         update = {**body, "max_msgs": 10}
-        assert "error" not in await _request(nc, "$JS.API.STREAM.UPDATE.S", update)
+        assert "error" not in await request(nc, "$JS.API.STREAM.UPDATE.S", update)
         for _ in range(200):
             if (await js.stream_info("S")).state.messages == 3:
                 break

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from tests.support.natsserver import wait_for_port
@@ -33,6 +33,25 @@ def start_brook(
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out)
     wait_for_port(port)
     return proc
+
+
+async def sigkill_rounds(
+    store: Path,
+    port: int,
+    rounds: int,
+    until_killed: Callable[[subprocess.Popen[bytes], int], Awaitable[None]],
+) -> None:
+    """A crash test's rounds: each starts Brook on `store` and runs `until_killed(proc,
+    round)`, which has it killed with SIGKILL at some moment; the process is then reaped
+    (killed first, should it still run)."""
+    for round_ in range(rounds):
+        proc = start_brook(store, port)
+        try:
+            await until_killed(proc, round_)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
 
 
 BROOK_CMD = [sys.executable, "-m", "brook"]

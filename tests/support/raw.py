@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -149,10 +150,14 @@ class RawClient:
         auto_pong: bool = False,
         read_info: bool = True,
         timeout: float = 2.0,
+        tls: ssl.SSLContext | None = None,
     ) -> AsyncIterator[RawClient]:
-        """Open a connection and (unless `read_info=False`) wait for the first INFO."""
+        """Open a connection and (unless `read_info=False`) wait for the first INFO; with
+        `tls`, the TLS handshake comes first (a server's `handshake_first`)."""
         loop = asyncio.get_running_loop()
-        _, sock = await asyncio.wait_for(loop.create_connection(_Socket, host, port), timeout)
+        _, sock = await asyncio.wait_for(
+            loop.create_connection(_Socket, host, port, ssl=tls), timeout
+        )
         client = cls(sock, auto_pong=auto_pong)
         try:
             if read_info:
@@ -170,6 +175,17 @@ class RawClient:
         assert parsed.hostname is not None, url
         assert parsed.port is not None, url
         return cls.connect(parsed.hostname, parsed.port, **kwargs)
+
+    async def start_tls(self, context: ssl.SSLContext, *, timeout: float = 2.0) -> None:
+        """Upgrade this connection to TLS (as a client does after the server's INFO)."""
+        transport = self._sock.transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        upgraded = await asyncio.wait_for(
+            loop.start_tls(transport, self._sock, context, server_hostname="127.0.0.1"), timeout
+        )
+        assert upgraded is not None
+        self._sock.transport = upgraded
 
     def abort(self) -> None:
         """Close our end now (what a client that just goes away does)."""

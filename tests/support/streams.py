@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from brook.jetstream.models import parse_stream_config
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
@@ -22,12 +23,17 @@ class Clock:
         return self.now
 
 
+def stream_config(**config: Any) -> StreamConfig:
+    """The configuration of stream "S" on `s.>` in memory, with `config` on top."""
+    body = {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}
+    return parse_stream_config(body, subject_name=body["name"])
+
+
 def make(**config: Any) -> tuple[Stream, Clock, list[dict[str, Any]]]:
     """Stream "S" on `s.>` with `config` on top; returns it, its clock and its PubAcks."""
     clock = Clock()
     acks: list[dict[str, Any]] = []
-    body = {"name": "S", "subjects": ["s.>"], "storage": "memory", **config}
-    cfg = parse_stream_config(body, subject_name=body["name"])
+    cfg = stream_config(**config)
     stream = Stream(
         cfg,
         MemoryStore(first_seq=cfg.first_seq or 1),
@@ -37,6 +43,24 @@ def make(**config: Any) -> tuple[Stream, Clock, list[dict[str, Any]]]:
         created_ns=clock.now,
     )
     return stream, clock, acks
+
+
+def reopen(stream: Stream, clock: Clock, acks: list[dict[str, Any]] | None = None) -> Stream:
+    """A new Stream over `stream`'s configuration and store, as after a restart; its
+    PubAcks are added to `acks` (dropped without)."""
+
+    def send_ack(reply: bytes, ack: bytes) -> None:
+        if acks is not None:
+            acks.append(json.loads(ack))
+
+    return Stream(
+        stream.config,
+        stream.store,
+        now_ns=clock,
+        send_ack=send_ack,
+        committer=None,
+        created_ns=stream.created_ns,
+    )
 
 
 def publish(stream: Stream, subject: str, data: bytes = b"x", **headers: str) -> None:

@@ -469,7 +469,7 @@ def test_authorization_block_replaces_base_auth() -> None:
         ),
         (
             "authorization { users: [{user: a}] }",
-            "authorization.users[0]: a user entry needs both user and password",
+            "authorization.users: user 'a' has no password",
         ),
         (
             "authorization { users: [{user: a, password: b}, {user: c, password: d, x: 1}] }",

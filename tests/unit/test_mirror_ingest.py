@@ -1,4 +1,4 @@
-"""A mirror's side of its link (jetstream/mirror.py) and `Stream.ingest_mirrored`, with a
+"""A mirror's side of its link (jetstream/mirror.py) and `store_mirrored`, with a
 manual clock and a memory store: the consumer-create request nats-server sends, and each
 delivery stored at its origin's sequence and timestamp, as `processInboundMirrorMsg`."""
 
@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from brook.jetstream.link import Delivery
-from brook.jetstream.mirror import Mirror, mirror_info
+from brook.jetstream.mirror import Mirror, mirror_info, store_mirrored
 from brook.jetstream.sourcing import Tracking
 from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, make
@@ -53,7 +53,7 @@ def test_the_request_starts_after_what_is_stored_and_uses_start_options_only_whe
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 5)
     assert mirror.create_request().subject == ("$JS.API.CONSUMER.CREATE.O.JS_MIRROR_ih8eMwqr.o.a")
-    mirror.stream.ingest_mirrored("o.a", None, b"", 7, SECOND)
+    store_mirrored(mirror.stream, [("o.a", None, b"", 7, SECOND)], lambda subject, seq: None)
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 8)
 
@@ -92,17 +92,37 @@ def test_deliveries_are_stored_at_the_origin_sequences_with_gaps_skipped() -> No
 
 def test_mirrored_messages_obey_the_mirror_limits() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_msgs=2)
+    kept: list[int] = []
     for seq in (1, 2, 3):
-        assert stream.ingest_mirrored("o.a", None, b"", seq, clock.now)
-    assert not stream.ingest_mirrored("o.a", None, b"", 2, clock.now)
+        store_mirrored(stream, [("o.a", None, b"", seq, clock.now)], lambda s, q: kept.append(q))
+    store_mirrored(stream, [("o.a", None, b"", 2, clock.now)], lambda s, q: kept.append(q))
+    assert kept == [1, 2, 3]
     state = stream.store.state()
     assert (state.first_seq, state.last_seq) == (2, 3)
 
 
+def test_a_run_is_stored_with_its_gaps_and_then_limited() -> None:
+    """A run of deliveries (one `store_mirrored`): what is stored already is left out,
+    the gaps between stretches are skipped, and the per-subject and stream limits apply
+    to the whole run, as they would one message at a time."""
+    stream, clock, _ = make(
+        name="M", subjects=[], mirror={"name": "O"}, max_msgs=4, max_msgs_per_subject=2
+    )
+    kept: list[tuple[str, int]] = []
+    store_mirrored(stream, [("o.a", None, b"1", 1, clock.now)], lambda s, q: kept.append((s, q)))
+    run = [("o.a", None, b"%d" % q, q, clock.now) for q in (1, 2, 3)]
+    run += [("o.b", None, b"%d" % q, q, clock.now) for q in (6, 7, 8, 10)]
+    store_mirrored(stream, run, lambda s, q: kept.append((s, q)))
+    assert kept == [("o.a", q) for q in (1, 2, 3)] + [("o.b", q) for q in (6, 7, 8, 10)]
+    state = stream.store.state(deleted_details=True)
+    assert (state.first_seq, state.last_seq, state.messages) == (2, 10, 4)
+    assert [m.seq for m in (stream.store.load(q) for q in range(1, 11)) if m] == [2, 3, 8, 10]
+
+
 def test_a_message_older_than_max_age_expires_at_once() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_age=10 * SECOND)
-    stream.ingest_mirrored("o.a", None, b"", 1, clock.now - 20 * SECOND)
-    stream.ingest_mirrored("o.a", None, b"", 2, clock.now - 5 * SECOND)
+    run = [("o.a", None, b"", q, clock.now - age * SECOND) for q, age in ((1, 20), (2, 5))]
+    store_mirrored(stream, run, lambda subject, seq: None)
     assert stream.expiry.next_wakeup_ns == clock.now - 10 * SECOND
     assert stream.expire() == 5 * SECOND
     assert stream.store.state().messages == 1

@@ -11,11 +11,9 @@ import zoneinfo
 import pytest
 
 from brook.jetstream import cron, schedules
-from brook.jetstream.models import parse_stream_config
-from brook.jetstream.store.memory import MemoryStore
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
-from tests.support.streams import SECOND, Clock, make, publish
+from tests.support.streams import SECOND, Clock, make, publish, reopen, stream_config
 
 
 def _ns(text: str) -> int:
@@ -254,10 +252,7 @@ def test_a_refused_produced_message_holds_its_schedule(caplog: pytest.LogCapture
     """A message the stream refuses (sealed here) is not tried again on every wake-up."""
     stream, clock, _ = _stream()
     publish(stream, "s.x", b"s", Nats_Schedule="@every 5s", Nats_Schedule_Target="s.t")
-    sealed = parse_stream_config(
-        {"name": "S", "subjects": ["s.>"], "storage": "memory", "allow_msg_schedules": True},
-        subject_name="S",
-    )
+    sealed = stream_config(allow_msg_schedules=True)
     sealed.sealed = True
     stream.reconfigure(sealed)
     clock.now += 5 * SECOND
@@ -282,14 +277,7 @@ def test_schedules_are_rebuilt_from_the_stored_messages() -> None:
     publish(stream, "s.tick", b"t", Nats_Schedule="@every 1m", Nats_Schedule_Target="s.u")
     publish(stream, "s.plain", b"p")
     clock.now += 10 * SECOND
-    again = Stream(
-        stream.config,
-        stream.store,
-        now_ns=clock,
-        send_ack=lambda reply, ack: None,
-        committer=None,
-        created_ns=stream.created_ns,
-    )
+    again = reopen(stream, clock)
     assert again.schedules is not None
     assert again.schedules.armed() == {
         "s.once": (1, due),
@@ -301,27 +289,12 @@ def test_schedules_are_rebuilt_from_the_stored_messages() -> None:
 
 
 def test_turning_schedules_on_arms_what_is_stored() -> None:
-    clock = Clock()
-    off = parse_stream_config(
-        {"name": "S", "subjects": ["s.>"], "storage": "memory"}, subject_name="S"
-    )
-    stream = Stream(
-        off,
-        MemoryStore(),
-        now_ns=clock,
-        send_ack=lambda reply, ack: None,
-        committer=None,
-        created_ns=clock.now,
-    )
+    stream, clock, _ = make()
     before = stream.schedules
     assert before is None
     header = b"NATS/1.0\r\nNats-Schedule: @every 5s\r\nNats-Schedule-Target: s.t\r\n\r\n"
     stream.store.store("s.x", header, b"", clock.now)  # as a restored snapshot could hold
-    on = parse_stream_config(
-        {"name": "S", "subjects": ["s.>"], "storage": "memory", "allow_msg_schedules": True},
-        subject_name="S",
-    )
-    stream.reconfigure(on)
+    stream.reconfigure(stream_config(allow_msg_schedules=True))
     assert stream.schedules is not None
     assert stream.schedules.armed() == {"s.x": (1, clock.now + 5 * SECOND)}
 
@@ -340,12 +313,5 @@ def test_a_message_produced_from_a_batched_schedule_outlives_a_restart() -> None
     clock.now = due
     stream.expire()
     assert _subjects(stream) == [(2, "s.y"), (3, "s.t")]
-    again = Stream(
-        stream.config,
-        stream.store,
-        now_ns=clock,
-        send_ack=lambda reply, ack: None,
-        committer=None,
-        created_ns=stream.created_ns,
-    )
+    again = reopen(stream, clock)
     assert _subjects(again) == [(2, "s.y"), (3, "s.t")]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.retention import StreamRetention
 from brook.jetstream.stream import Ingested, Stream
 from brook.protocol import headers as hdrs
-from tests.support.streams import SECOND, Clock, make, publish
+from tests.support.streams import SECOND, Clock, make, publish, reopen
 
 
 def test_duplicate_window_is_exact() -> None:
@@ -126,6 +125,19 @@ def test_ingest_says_what_it_did() -> None:
     assert [a.get("seq") for a in acks] == [1, 0, 2, 3]
 
 
+@pytest.mark.parametrize(
+    "name", ["Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence"]
+)
+def test_expected_sequence_in_other_unicode_digits_is_a_wrong_sequence(name: str) -> None:
+    """A value such as "²" is not a sequence (nats-server's parseInt64 reads -1): the publish
+    gets 10071 like any other wrong sequence, it does not raise out of the ingest."""
+    stream, _, _ = make()
+    refused = stream.ingest(b"s.a", b"r", hdrs.encode([(name, "\u00b2")]), b"")
+    assert refused.error is not None
+    assert refused.error.err_code == 10071
+    assert stream.ingest(b"s.a", b"r", None, b"x").seq == 1
+
+
 def test_purge_reports_to_the_consumers() -> None:
     """STREAM.PURGE goes through the stream, which reports it (`on_purge`) as it reports a
     rollup's purge: the consumers' one path for purges."""
@@ -176,14 +188,7 @@ def test_expected_last_msg_id_survives_restart_outside_the_window() -> None:
     stream, clock, acks = make(duplicate_window=SECOND)
     publish(stream, "s.a", Nats_Msg_Id="last-one")
     clock.now += 10 * SECOND  # well past the duplicate window
-    restarted = Stream(
-        stream.config,
-        stream.store,
-        now_ns=clock,
-        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
-        committer=None,
-        created_ns=clock.now,
-    )
+    restarted = reopen(stream, clock, acks)
     publish(restarted, "s.a", Nats_Expected_Last_Msg_Id="last-one")
     assert acks[-1] == {"stream": "S", "seq": 2}
     publish(restarted, "s.a", Nats_Msg_Id="last-one")  # outside the window: not a duplicate

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
-from brook.config.settings import AuthSettings, ConfigError, Settings, User
+from brook.config.settings import AuthSettings, ConfigError, Settings, TLSSettings, User
 from brook.durations import parse_seconds
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
@@ -101,7 +102,13 @@ def _entries(
         if key in known:
             yield key, where, value
         elif key not in used:
-            raise ConfigError(f"unknown configuration key {where!r}")
+            raise ConfigError(f"unknown configuration key {where!r}{_on_line(block, key)}")
+
+
+def _on_line(block: Mapping[str, object], key: str) -> str:
+    """' (line N)' where the parsed text put `key`; '' for blocks not read from text."""
+    line = getattr(block, "lines", {}).get(key)
+    return f" (line {line})" if line else ""
 
 
 def _host_port(where: str, v: object) -> tuple[str | None, int]:
@@ -134,9 +141,9 @@ def _user(where: str, v: object) -> User:
             name = _str(at, value)
         else:
             password = _str(at, value)
-    if name is None or password is None:
-        raise ConfigError(f"{where}: a user entry needs both user and password")
-    return User(name, password)
+    if name is None:
+        raise ConfigError(f"{where}: a user entry needs a user")
+    return User(name, password or "")  # no password: a certificate's (verify_and_map)
 
 
 def _authorization(s: Settings, where: str, v: object) -> None:
@@ -164,6 +171,113 @@ def _authorization(s: Settings, where: str, v: object) -> None:
             raise ConfigError(f"{where}: user/password and users cannot both be set")
         users = [User(name, password)]
     s.auth = AuthSettings(token=token, users=users)
+
+
+# nats-server's `tls {}` keys Brook does not serve: refused by name rather than ignored.
+_TLS_UNSUPPORTED = frozenset(
+    (
+        *("insecure", "verify_cert_and_check_known_urls", "allow_insecure_cipher_suites"),
+        *("cipher_suites", "curve_preferences", "connection_rate_limit", "cert_store"),
+        *("cert_match_by", "cert_match", "ca_certs_match", "cert_match_skip_invalid"),
+        *("ocsp_peer", "certs", "certificates"),
+    )
+)
+_TLS_KEYS = (
+    *("cert_file", "key_file", "ca_file", "verify", "verify_and_map", "timeout"),
+    *("handshake_first", "first", "immediate", "min_version", "pinned_certs"),
+)
+_PIN_RE = re.compile(r"[a-f0-9]{64}", re.ASCII)
+
+
+def _tls(s: Settings, where: str, v: object) -> None:
+    """The client port's `tls {}` block, read as nats-server's `parseTLS` reads it, with
+    its error texts; keys nats-server knows but Brook does not serve are refused."""
+    block = _block(where, v)
+    tls = TLSSettings()
+
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{where}.{key}{_on_line(block, key)}: {message}")
+
+    for key in block:
+        if str(key).lower() in _TLS_UNSUPPORTED:
+            raise fail(str(key).lower(), "not supported by Brook")
+    for key, _, value in _entries(block, where, _TLS_KEYS):
+        if key in ("cert_file", "key_file", "ca_file"):
+            if not isinstance(value, str):
+                raise fail(key, f"error parsing tls config, expected '{key}' to be filename")
+            setattr(tls, key, value)
+        elif key in ("verify", "verify_and_map"):
+            if not isinstance(value, bool):
+                raise fail(key, f"error parsing tls config, expected '{key}' to be a boolean")
+            setattr(tls, key, value)
+        elif key == "timeout":
+            tls.timeout_s = _tls_timeout(value, functools.partial(fail, "timeout"))
+        elif key in ("handshake_first", "first", "immediate"):
+            tls.handshake_first = _handshake_first(key, value, functools.partial(fail, key))
+        elif key == "min_version":
+            if not isinstance(value, str):
+                raise fail(key, f"error parsing tls config: 'min_version' wrong type: {value}")
+            if value in ("1.0", "1.1"):
+                raise fail(key, f"error parsing tls config: unsupported TLS version: TLS {value}")
+            if value not in ("1.2", "1.3"):
+                raise fail(key, f"error parsing tls config: unknown version: {value}")
+            tls.min_version = value
+        else:
+            tls.pinned_certs = _pinned_certs(value, functools.partial(fail, "pinned_certs"))
+    if tls.verify_and_map:
+        tls.verify = True
+    s.tls = tls
+
+
+def _tls_timeout(value: object, fail: Callable[[str], ConfigError]) -> float:
+    """Seconds as a number, or a Go duration string, as nats-server reads `timeout`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_seconds(value)
+        except ValueError as exc:
+            raise fail(f"error parsing tls config, 'timeout' {exc}") from None
+    raise fail("error parsing tls config, 'timeout' wrong type")
+
+
+def _handshake_first(key: str, value: object, fail: Callable[[str], ConfigError]) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.lower()
+        if word in ("true", "on", "false", "off"):
+            return word in ("true", "on")
+        if word in ("auto", "auto_fallback") or _is_duration(value):
+            raise fail(f"a fallback delay ({value!r}) is not supported by Brook")
+        raise fail(f"field {key!r}'s value {value!r} is invalid")
+    raise fail(f"field {key!r} should be a boolean or a string, got {_describe(value)}")
+
+
+def _is_duration(text: str) -> bool:
+    try:
+        parse_seconds(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _pinned_certs(value: object, fail: Callable[[str], ConfigError]) -> frozenset[str]:
+    if not isinstance(value, list):
+        raise fail(
+            "error parsing tls config, expected 'pinned_certs' to be a list of hex-encoded "
+            "sha256 of DER encoded SubjectPublicKeyInfo"
+        )
+    pins = set()
+    for entry in value:
+        pin = str(entry).lower()
+        if not _PIN_RE.fullmatch(pin):
+            raise fail(
+                f"error parsing tls config, 'pinned_certs' key {pin} does not look like "
+                "hex-encoded sha256 of DER encoded SubjectPublicKeyInfo"
+            )
+        pins.add(pin)
+    return frozenset(pins)
 
 
 # nats-server's spellings of the jetstream block's keys
@@ -269,6 +383,8 @@ _PLAIN = (
     ("host net", "host", _str),
     ("port", "port", _int),
     ("http_port monitor_port", "http_port", _int),
+    ("https_port", "https_port", _int),
+    ("allow_non_tls", "allow_non_tls", _bool),
     ("server_name", "server_name", _str),
     ("ports_file_dir", "ports_file_dir", _str),
     ("max_payload", "max_payload_bytes", _size),
@@ -289,6 +405,7 @@ _TOP: dict[str, _Handler] = {
     "http": _address("http_host", "http_port"),
     "authorization": _authorization,
     "jetstream": _jetstream,
+    "tls": _tls,
 }
 
 

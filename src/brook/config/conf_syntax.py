@@ -79,6 +79,7 @@ class _ConfMap(dict[str, object]):
     def __init__(self) -> None:
         super().__init__()
         self.used_vars: set[str] = set()
+        self.lines: dict[str, int] = {}  # each key's line, for errors that name it
 
 
 class _Scope:
@@ -90,8 +91,9 @@ class _Scope:
         self.data = _ConfMap()
         self.names: dict[str, object] = {}
 
-    def set(self, key: str, value: object) -> None:
+    def set(self, key: str, value: object, line: int) -> None:
         self.data[key.lower()] = value  # a repeated key overrides, as in nats-server
+        self.data.lines[key.lower()] = line
         self.names[key] = value
 
 
@@ -186,6 +188,7 @@ class _Parser:
                 if not key:
                     raise self.fail(f"expected a key, found {self.found()}")
             key_end = self.pos
+            key_line = self.text.count("\n", 0, key_end) + 1
             self.skip(newlines=False)
             if (
                 bare
@@ -205,7 +208,7 @@ class _Parser:
                     self.skip(newlines=False)
                 if self.peek() in ("", "\r", "\n"):
                     raise self.fail(f"expected a value for {key!r}, found {self.found()}")
-                scope.set(key, self.value())
+                scope.set(key, self.value(), key_line)
             self.skip(newlines=False)
             if self.peek() in (",", ";"):
                 self.pos += 1
@@ -340,7 +343,7 @@ class _Parser:
             raise self.fail(f"cannot read include {name!r}: {exc.strerror or exc}", at) from None
         included = _Parser(text, target, (*self.includes, real), self.env).document()
         for key, value in included.names.items():
-            scope.set(key, value)
+            scope.set(key, value, included.data.lines[key.lower()])  # its line there
         scope.data.used_vars |= included.data.used_vars
 
 

@@ -12,13 +12,14 @@ flag overrides it. The parser never exits the process: a malformed command line 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 from brook.config.conf import load_conf_file, sync_interval
 from brook.config.conf_syntax import parse_size
-from brook.config.settings import ConfigError, Settings, User
+from brook.config.settings import ConfigError, Settings, TLSSettings, User
 from brook.durations import parse_seconds
 
 __all__ = [
@@ -69,6 +70,13 @@ _FLAGS = (
         "Monitoring port (0 = off, -1 = pick a free port)",
         "PORT",
     ),
+    _Flag(
+        ("https-port", "ms", "https_port"),
+        "int",
+        "https_port",
+        "Monitoring port over HTTPS, with the TLS certificate (0 = off, -1 = any free)",
+        "PORT",
+    ),
     _Flag(("server-name", "n", "name", "server_name"), "str", "server_name", "Server name", "NAME"),
     _Flag(("config", "c"), "str", "@config", "nats-server style config file, read first", "FILE"),
     _Flag(("jetstream", "js"), "bool", "jetstream.enabled", "Enable JetStream"),
@@ -111,6 +119,11 @@ _FLAGS = (
     _Flag(("user",), "str", "@user", "User required for connections (with --pass)", "USER"),
     _Flag(("pass",), "str", "@pass", "Password required for connections", "PASS"),
     _Flag(("auth",), "str", "@token", "Authorization token required for connections", "TOKEN"),
+    _Flag(("tls",), "bool", "@tls", "Enable TLS on the client port (-tls=false: disable it)"),
+    _Flag(("tlscert",), "str", "@tlscert", "Server certificate file", "FILE"),
+    _Flag(("tlskey",), "str", "@tlskey", "Private key for the server certificate", "FILE"),
+    _Flag(("tlscacert",), "str", "@tlscacert", "Client certificate CA for verification", "FILE"),
+    _Flag(("tlsverify",), "bool", "@tlsverify", "Enable TLS with client verification"),
     _Flag(("debug", "D"), "bool", "debug", "Debug logging"),
     _Flag(("trace", "V"), "bool", "trace", "Protocol trace logging"),
     _Flag(("DV",), "bool", "@debug_trace", "Debug and trace logging"),
@@ -124,7 +137,6 @@ _UNSUPPORTED = {
     for names, feature in (
         ("cluster cluster_name cluster_listen cluster_advertise routes no_advertise"
          " connect_retries", "clustering"),
-        ("tls tlscert tlskey tlsverify tlscacert https_port ms", "TLS"),
     )
     for name in names.split()
 }  # fmt: skip
@@ -238,12 +250,36 @@ def _scan(argv: list[str]) -> list[tuple[_Flag, str, str | None]]:
     return given
 
 
+def _override_tls(settings: Settings, given: dict[str, object]) -> None:
+    """nats-server's `overrideTLS`: any `-tls*` flag replaces the config file's certificate,
+    CA and verification with the flags' (its timeout, handshake_first, pins and mapping
+    stay); `-tls=false` turns TLS off whatever else is given."""
+    if given.get("", True) is False:
+        settings.tls = None
+        return
+    cert, key = str(given.get("cert", "")), str(given.get("key", ""))
+    if not cert:
+        raise ConfigError("TLS Server certificate must be present and valid")
+    if not key:
+        raise ConfigError("TLS Server private key must be present and valid")
+    base = settings.tls or TLSSettings()
+    settings.tls = dataclasses.replace(
+        base,
+        cert_file=cert,
+        key_file=key,
+        ca_file=str(given.get("cacert", "")),
+        verify=bool(given.get("verify", False)) or base.verify_and_map,
+        min_version="1.2",
+    )
+
+
 def parse_serve_args(argv: list[str]) -> Settings:
     """Settings for `brook serve ARGV`: the `-c` file first (if any), then each flag in order."""
     given = _scan(argv)
     values = [(flag, typed, _convert(flag, typed, raw)) for flag, typed, raw in given]
     configs = [str(v) for flag, _, v in values if flag.target == "@config"]
     settings = load_conf_file(configs[-1]) if configs else Settings()
+    tls_flags: dict[str, object] = {}
     user: tuple[str, object] | None = None  # (flag as typed, value)
     password: tuple[str, object] | None = None
     for flag, typed, value in values:
@@ -253,12 +289,16 @@ def parse_serve_args(argv: list[str]) -> Settings:
             password = (typed, value)
         elif flag.target == "@token":
             settings.auth.token = str(value)
+        elif flag.target.startswith("@tls"):
+            tls_flags[flag.target[4:]] = value
         elif flag.target == "@debug_trace":
             settings.debug = settings.trace = bool(value)
         elif flag.target == "@sync_interval":
             settings.jetstream.sync_interval_s = sync_interval(f"flag {typed!r}", value)
         elif flag.target != "@config":
             _set(settings, flag.target, value)
+    if tls_flags:
+        _override_tls(settings, tls_flags)
     if user is not None and password is not None:
         settings.auth.users = [User(str(user[1]), str(password[1]))]
     elif user is not None:

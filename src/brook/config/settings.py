@@ -39,6 +39,23 @@ class AuthSettings:
         return self.token is not None or bool(self.users)
 
 
+@dataclass(slots=True)
+class TLSSettings:
+    """The client port's `tls {}` block (nats-server's names; server/tls.py builds the
+    context). `verify_and_map` implies `verify`, as there."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False
+    verify_and_map: bool = False
+    timeout_s: float = limits.TLS_TIMEOUT_S
+    handshake_first: bool = False
+    min_version: str = "1.2"  # "1.2" or "1.3": nats-server refuses anything older
+    # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
+    pinned_certs: frozenset[str] = frozenset()
+
+
 def default_store_dir() -> str:
     """Where JetStream keeps its data when no `store_dir` is set: nats-server's rule (a
     directory under the system's temporary directory, `$TMPDIR` or /tmp), in a directory
@@ -104,6 +121,9 @@ class Settings:
     max_pings_out: int = limits.MAX_PINGS_OUT
     auth_timeout_s: float = limits.AUTH_TIMEOUT_S
     auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TLSSettings | None = None  # None: plain TCP only
+    allow_non_tls: bool = False  # with tls: clients may also connect without it
+    https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
     jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
     debug: bool = False
     trace: bool = False
@@ -159,12 +179,33 @@ class Settings:
             raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
         if not 0 < self.jetstream.restore_idle_timeout_s <= 3600:
             raise ConfigError("jetstream.restore_idle_timeout: must be above 0, at most 1 hour")
+        if not -1 <= self.https_port <= 65535:
+            raise ConfigError(
+                f"https_port: {self.https_port} is not a TCP port (0-65535, -1 = any free)"
+            )
+        if self.https_port and self.http_port:
+            raise ConfigError(
+                f"can't specify both HTTP ({self.http_port}) and HTTPs ({self.https_port}) ports"
+            )
+        if self.https_port and self.tls is None:
+            raise ConfigError("https_port: TLS cert and key required for HTTPS")
+        if self.tls is not None:
+            if not self.tls.cert_file or not self.tls.key_file:
+                missing = "cert_file" if not self.tls.cert_file else "key_file"
+                raise ConfigError(f"tls: missing '{missing}' in TLS configuration")
+            if self.tls.timeout_s <= 0:
+                raise ConfigError("tls.timeout: must be a positive duration")
         if self.auth.token is not None and self.auth.users:
             raise ConfigError("authorization: token and users cannot both be set")
         seen: set[str] = set()
         for u in self.auth.users:
             if not u.user:
                 raise ConfigError("authorization.users: a user has an empty name")
+            if not u.password and not (self.tls is not None and self.tls.verify_and_map):
+                raise ConfigError(
+                    f"authorization.users: user {u.user!r} has no password"
+                    " (only tls verify_and_map maps certificates to users)"
+                )
             if u.user in seen:
                 raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
             seen.add(u.user)

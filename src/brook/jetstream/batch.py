@@ -36,6 +36,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from brook import limits
 from brook.jetstream import versioning
@@ -115,23 +116,59 @@ class Commit:
     messages: list[StagedMessage]
 
 
-class AtomicBatches:
-    """One stream's batches being staged, oldest activity first. `abandoned` is told of
-    each batch abandoned for a reason nats-server announces; `now_ns` is the engine's
-    clock."""
+class _Touched(Protocol):
+    touched_ns: int  # the batch's last activity
 
-    def __init__(
-        self, limits_: BatchLimits, now_ns: Callable[[], int], abandoned: Abandoned
-    ) -> None:
+
+_B = TypeVar("_B", bound=_Touched)
+
+
+class IdleBatches(Generic[_B]):
+    """One stream's batches of one kind (atomic here, fast in fast_batch.py) by id, oldest
+    activity first, with the idle timer that ends those idle past the batch timeout
+    (`timed_out`). `now_ns` is the engine's clock."""
+
+    def __init__(self, limits_: BatchLimits, now_ns: Callable[[], int]) -> None:
         self._limits = limits_
         self._now_ns = now_ns
-        self._abandoned = abandoned
-        self._batches: OrderedDict[str, _Batch] = OrderedDict()
+        self._batches: OrderedDict[str, _B] = OrderedDict()
         # Fires at the oldest batch's deadline or earlier (`sweep` re-arms it).
         self.timer = DeadlineTimer(self.sweep, limits_.loop, now_ns)
 
     def __len__(self) -> int:
         return len(self._batches)
+
+    def sweep(self) -> int | None:
+        """The idle timer's work: end the batches idle past the timeout; the moment the
+        oldest batch left will be, or None when none is left."""
+        self._expire(self._now_ns())
+        for oldest in self._batches.values():
+            return oldest.touched_ns + self._limits.timeout_ns
+        return None
+
+    def _expire(self, now_ns: int) -> None:
+        deadline = now_ns - self._limits.timeout_ns
+        batches = self._batches
+        while batches:
+            key, oldest = next(iter(batches.items()))
+            if oldest.touched_ns > deadline:
+                return
+            self.timed_out(key)
+
+    def timed_out(self, key: str) -> None:
+        """Batch `key` was idle past the timeout: dropped, as its kind drops it."""
+        raise NotImplementedError
+
+
+class AtomicBatches(IdleBatches[_Batch]):
+    """One stream's batches being staged. `abandoned` is told of each batch abandoned for
+    a reason nats-server announces."""
+
+    def __init__(
+        self, limits_: BatchLimits, now_ns: Callable[[], int], abandoned: Abandoned
+    ) -> None:
+        super().__init__(limits_, now_ns)
+        self._abandoned = abandoned
 
     def add(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Commit | None:
         """Stage one message of a batch: None while the batch goes on, its `Commit` when
@@ -192,14 +229,6 @@ class AtomicBatches:
             last.header = last.header[:-2] + b"Nats-Batch-Commit: 1\r\n\r\n"
         return Commit(key, batch.messages)
 
-    def sweep(self) -> int | None:
-        """The idle timer's work: abandon the batches idle past the timeout; the moment
-        the oldest batch left will be, or None when none is left."""
-        self._expire(self._now_ns())
-        for oldest in self._batches.values():
-            return oldest.touched_ns + self._limits.timeout_ns
-        return None
-
     def clear(self) -> None:
         """Drop every staged batch (`allow_atomic` turned off, the stream deleted), as
         nats-server does: without advisories."""
@@ -216,14 +245,8 @@ class AtomicBatches:
             if reason is not None:
                 self._abandoned(key, reason)
 
-    def _expire(self, now_ns: int) -> None:
-        deadline = now_ns - self._limits.timeout_ns
-        batches = self._batches
-        while batches:
-            key, oldest = next(iter(batches.items()))
-            if oldest.touched_ns > deadline:
-                return
-            self._drop(key, TIMEOUT)
+    def timed_out(self, key: str) -> None:
+        self._drop(key, TIMEOUT)  # abandoned, with its advisory
 
 
 def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> tuple[bytes, bytes]:

@@ -34,13 +34,11 @@ timer as atomic batches, batch.py).
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from brook.jetstream.batch import BatchLimits
+from brook.jetstream.batch import BatchLimits, IdleBatches
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.timer import DeadlineTimer
 
 SUFFIX = b".$FI"
 _START, _APPEND, _COMMIT, _COMMIT_EOB, _PING = range(5)
@@ -110,22 +108,16 @@ class _Fast:
     ending: bool = False
 
 
-class FastBatches:
-    """One stream's fast batches in progress, oldest activity first. `send` is the
-    stream's durability gate; `name_json` its name as JSON, for PubAcks."""
+class FastBatches(IdleBatches[_Fast]):
+    """One stream's fast batches in progress. `send` is the stream's durability gate;
+    `name_json` its name as JSON, for PubAcks."""
 
     def __init__(
         self, limits_: BatchLimits, now_ns: Callable[[], int], send: Send, name_json: bytes
     ) -> None:
-        self._limits = limits_
-        self._now_ns = now_ns
+        super().__init__(limits_, now_ns)
         self._send = send
         self._name_json = name_json
-        self._batches: OrderedDict[str, _Fast] = OrderedDict()
-        self.timer = DeadlineTimer(self.sweep, limits_.loop, now_ns)
-
-    def __len__(self) -> int:
-        return len(self._batches)
 
     def publish(
         self,
@@ -199,14 +191,6 @@ class FastBatches:
         else:
             self._check_flow(b, reply)
         return seq
-
-    def sweep(self) -> int | None:
-        """The idle timer's work: drop the batches idle past the timeout; the moment the
-        oldest batch left will be, or None when none is left."""
-        self._expire(self._now_ns())
-        for oldest in self._batches.values():
-            return oldest.touched_ns + self._limits.timeout_ns
-        return None
 
     def clear(self) -> None:
         """Drop every batch (`allow_batched` turned off, the stream deleted)."""
@@ -293,11 +277,5 @@ class FastBatches:
         if self._batches.pop(key, None) is not None:
             self._limits.fast_inflight -= 1
 
-    def _expire(self, now_ns: int) -> None:
-        deadline = now_ns - self._limits.timeout_ns
-        batches = self._batches
-        while batches:
-            key, oldest = next(iter(batches.items()))
-            if oldest.touched_ns > deadline:
-                return
-            self._drop(key)
+    def timed_out(self, key: str) -> None:
+        self._drop(key)  # no advisory

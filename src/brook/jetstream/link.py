@@ -41,7 +41,6 @@ import asyncio
 import json
 import logging
 import random
-import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +48,9 @@ from typing import Any, NamedTuple, Protocol
 
 from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.sources import StreamSource
 from brook.jetstream.sourcing import Tracking
+from brook.nuid import random_name
 from brook.protocol import headers as hdrs
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
@@ -69,7 +70,6 @@ _JITTER_NS = 100_000_000
 # holds at most that window: the link answers a flow-control request only once it took
 # (and synced) what came before it.
 _BATCH = 256
-_ID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _LAST_CONSUMER = b"Nats-Last-Consumer"
 ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
@@ -82,15 +82,9 @@ def retry_backoff_ns(fails: int) -> int:
     return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
 
 
-def random_id() -> str:
-    """8 random base-62 characters, as nats-server's `syncSubject` and
-    `createConsumerName` make them."""
-    return "".join(secrets.choice(_ID_DIGITS) for _ in range(8))
-
-
 def sync_subject(prefix: str) -> str:
     """nats-server's `syncSubject`: `prefix` and a random id."""
-    return f"{prefix}.{random_id()}"
+    return f"{prefix}.{random_name()}"
 
 
 class Delivery(NamedTuple):
@@ -112,6 +106,36 @@ Delivered = tuple[Delivery, str, bytes | None, bytes]
 def link_subject(prefix: str) -> str:
     """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
     return sync_subject(prefix).replace("..", ".")
+
+
+def origin_consumer_config(
+    source: StreamSource, deliver_subject: str, metadata: dict[str, str]
+) -> dict[str, Any]:
+    """What a mirror's and a source's consumer config share after their start options, in
+    the order `setupMirrorConsumer` and `setupSourceConsumer` send it: no acks (one
+    delivery, a day's ack_wait), the filter (the source's own or its transforms'
+    sources), instant replay with flow control and heartbeats to `deliver_subject`, and
+    `metadata` naming the account and stream it is for."""
+    config: dict[str, Any] = {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
+    filters = [t.src for t in source.subject_transforms]
+    if source.filter_subject:
+        config["filter_subject"] = source.filter_subject
+    elif len(filters) == 1:
+        config["filter_subject"] = filters[0]
+    elif filters:
+        config["filter_subjects"] = filters
+    config |= {
+        "replay_policy": "instant",
+        "flow_control": True,
+        "deliver_subject": deliver_subject,
+        "idle_heartbeat": HEARTBEAT_NS,
+        "inactive_threshold": HEALTH_CHECK_NS,
+        "num_replicas": 0,
+        "direct": True,
+        "sourcing": True,
+        "metadata": metadata,
+    }
+    return config
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,7 +469,7 @@ def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest
     if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
         return None
     name = config["name"]
-    unique = f"{name}_{random_id()}"
+    unique = f"{name}_{random_name()}"
     config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
     subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
     return CreateRequest(subject, None, {**request.body, "config": config})

@@ -5,7 +5,7 @@ nats-server's `setupMirrorConsumer` sends (byte for byte the same JSON, subject 
 `Nats-Required-Api-Level` header), where the deliveries start once the origin answers
 (sequences the origin no longer has are skipped), and each delivery as
 `processInboundMirrorMsg` takes it (`sourcing.Tracking`): stored at its origin sequence
-and timestamp (`Stream.ingest_mirrored`), under the subject its `subject_transforms` map
+and timestamp (`store_mirrored`), under the subject its `subject_transforms` map
 it to, the gaps before it skipped when the origin lost them; any other jump in the
 delivery sequence recreates the consumer after the last stored.
 
@@ -24,20 +24,18 @@ messages pending (the engine subscribes it, `caught_up`): a read replica.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook.jetstream import ttl as ttls
 from brook.jetstream.link import (
     ACCOUNT,
-    ACK_WAIT_NS,
     API_PREFIX,
-    HEALTH_CHECK_NS,
-    HEARTBEAT_NS,
     CreateRequest,
     Delivered,
     OriginLink,
     link_subject,
+    origin_consumer_config,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -100,30 +98,13 @@ class Mirror:
                 )
         if "opt_start_seq" not in config and "opt_start_time" not in config:
             config["deliver_policy"] = "all"
-        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-        filters = [t.src for t in source.subject_transforms]
-        if source.filter_subject:
-            config["filter_subject"] = source.filter_subject
-        elif len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        elif filters:
-            config["filter_subjects"] = filters
         external = source.external
         if external is not None and external.deliver:
             deliver = link_subject(external.deliver + ".M")
         else:
             deliver = link_subject("$JS.M")
-        config |= {
-            "replay_policy": "instant",
-            "flow_control": True,
-            "deliver_subject": deliver,
-            "idle_heartbeat": HEARTBEAT_NS,
-            "inactive_threshold": HEALTH_CHECK_NS,
-            "num_replicas": 0,
-            "direct": True,
-            "sourcing": True,
-            "metadata": {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name},
-        }
+        metadata = {"_nats.mirror.acc": ACCOUNT, "_nats.mirror.stream": self.stream.name}
+        config |= origin_consumer_config(source, deliver, metadata)
         if "filter_subject" in config:
             subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}.{config['name']}"
             subject += "." + config["filter_subject"]
@@ -194,7 +175,7 @@ Mirrored = tuple[str, bytes | None, bytes, int, int]
 """A message of the origin to store: subject, header, data, origin sequence, timestamp."""
 
 
-def store_mirrored(stream: Stream, run: list[Mirrored], stored: Stored) -> None:
+def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> None:
     """Store messages of the origin of mirror `stream` at the origin's sequences (rising)
     and timestamps (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
     the sequences before each that the origin no longer has become gaps (`skip_msgs`),
@@ -210,7 +191,7 @@ def store_mirrored(stream: Stream, run: list[Mirrored], stored: Stored) -> None:
     run = [m for m in run if m[3] > last]
     if not run:
         return
-    space = stream._space
+    space = stream.space
     if space is not None and not space.admit(
         sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in run)
     ):
@@ -237,7 +218,6 @@ def store_mirrored(stream: Stream, run: list[Mirrored], stored: Stored) -> None:
     for subject, header, _, seq, ts_ns in run:
         if retention is not None and not retention.wanted(subject):
             store.remove(seq)
-            retention.not_kept()
             continue
         if config.allow_msg_ttl and header:
             value = ttls.header_value(header)
@@ -250,13 +230,8 @@ def store_mirrored(stream: Stream, run: list[Mirrored], stored: Stored) -> None:
         stored(subject, seq)
     if run and config.max_age > 0:
         expiry.wake_by(run[0][4] + config.max_age)
-    try:
-        if config.max_msgs_per_subject > 0:
-            for subject in {m[0] for m in run}:
-                stream._enforce_subject_limit(subject)
-        stream._enforce_stream_limits()
-    finally:
-        stream._report_removed()
+    if run:
+        stream.apply_limits({m[0] for m in run} if config.max_msgs_per_subject > 0 else ())
     if failure is not None:
         raise failure
 

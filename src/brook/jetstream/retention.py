@@ -68,7 +68,6 @@ Algorithm and cost. Nothing scans consumers x messages per ack:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from brook.jetstream.consumer_index import ConsumerIndex
@@ -78,7 +77,7 @@ from brook.jetstream.store.filters import SubjectFilter, compile_filter
 if TYPE_CHECKING:
     from brook.jetstream.stream import Stream
 
-__all__ = ["ConsumerView", "RetentionStatistics", "StreamRetention"]
+__all__ = ["ConsumerView", "StreamRetention"]
 
 
 class _Position(Protocol):
@@ -107,16 +106,6 @@ class ConsumerView(Hashable, Protocol):
 _Holder = tuple["ConsumerView", tuple[SubjectFilter, ...] | None]
 
 
-@dataclass(slots=True)
-class RetentionStatistics:
-    """Counters for monitoring: why messages left (or never entered) the stream."""
-
-    removed_on_ack: int = 0
-    removed_by_sweep: int = 0
-    purges: int = 0
-    not_kept_on_publish: int = 0
-
-
 class StreamRetention:
     def __init__(
         self,
@@ -132,7 +121,6 @@ class StreamRetention:
         # state is read at each check.
         self._whole: dict[ConsumerView, None] = {}
         self._filtered: dict[ConsumerView, tuple[SubjectFilter, ...]] = {}
-        self.stats = RetentionStatistics()
 
     @property
     def policy(self) -> str:
@@ -180,26 +168,16 @@ class StreamRetention:
         """Interest streams: does some consumer's filter match a message on `subject`?"""
         return bool(self._whole) or self._index.concerns(subject.encode())
 
-    def not_kept(self) -> None:
-        """The stream dropped a published message because `wanted()` said no."""
-        self.stats.not_kept_on_publish += 1
-
     def released(self, seq: int) -> None:
         """A consumer is done with `seq` (acked, terminated, delivered without acks). If
         the removal cannot be written (a full disk), the message stays until the sweep at
         the next start: the ack itself is kept by the consumer."""
         policy = self.policy
         try:
-            if policy == "workqueue":
-                removed = self._stream.store.remove(seq)
-            elif policy == "interest":
-                removed = not self._held(seq) and self._stream.store.remove(seq)
-            else:
-                return
+            if policy == "workqueue" or (policy == "interest" and not self._held(seq)):
+                self._stream.store.remove(seq)
         except StoreError as exc:
             self._stream.write_failed(f"remove acknowledged message {seq}", exc)
-            return
-        self.stats.removed_on_ack += removed
 
     def _held(self, seq: int, subject: str | None = None) -> bool:
         """Does some consumer hold `seq`? (True too when the message is gone already.)"""
@@ -288,8 +266,7 @@ class StreamRetention:
     def _purge(self) -> None:
         store = self._stream.store
         if store.state().messages:
-            self.stats.removed_by_sweep += store.purge().purged
-            self.stats.purges += 1
+            store.purge()
 
     def _sweep(self, removable: Callable[[StoredMessage], bool], high_seq: int) -> None:
         """Remove the stored messages up to `high_seq` that `removable` picks (see the
@@ -311,7 +288,7 @@ class StreamRetention:
             else:
                 at_head = False
             msg = store.load_next("", msg.seq + 1)
-        removed = store.purge(up_to_seq=head_end + 1).purged if head_end else 0
+        if head_end:
+            store.purge(up_to_seq=head_end + 1)
         for seq in rest:
-            removed += store.remove(seq)
-        self.stats.removed_by_sweep += removed
+            store.remove(seq)

@@ -32,8 +32,11 @@ schedule, with `Nats-Scheduler` naming its subject) and `Nats-Scheduler` only be
 otherwise 10212.
 
 Pure apart from reading the store it is given: the clock is passed in (`now_ns`), so
-firing is exact under a manual clock; the stream (`stream.py`) owns the ingest, and the
-engine's timer (`expiry_timer.py`) fires when `next_due` comes.
+firing is exact under a manual clock. The stream's side (the last section) is what the
+stream (`stream.py`) calls: `check_schedule` from its ingest, `schedule_stored` after it
+stored a message, and `fire_due` from its expiry, storing each produced message through
+`Stream.ingest_produced`; the engine's timer (`expiry_timer.py`) fires when `next_due`
+comes.
 """
 
 from __future__ import annotations
@@ -41,19 +44,27 @@ from __future__ import annotations
 import calendar
 import contextlib
 import heapq
+import logging
 import re
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from typing import TYPE_CHECKING
 
 from brook import durations
 from brook.jetstream import cron
 from brook.jetstream import ttl as ttls
 from brook.jetstream.errors import ApiError, api_error
+from brook.jetstream.models.stream_config import subjects_overlap
 from brook.jetstream.store.base import MessageStore, StoredMessage
 from brook.protocol import headers as hdrs
 from brook.subjects import is_valid_literal_subject
+
+if TYPE_CHECKING:
+    from brook.jetstream.stream import Stream
+
+log = logging.getLogger("brook.stream")
 
 PREFIX = b"Nats-Schedule"  # every scheduling header starts so (`Nats-Scheduler` too)
 SCHEDULE = b"Nats-Schedule"
@@ -210,7 +221,6 @@ def check_publish(
     allowed: bool,
     allow_ttl: bool,
     stream_subjects: list[str],
-    overlaps: Callable[[list[str], list[str]], bool],
     store: MessageStore,
     now_ns: int,
 ) -> bool:
@@ -243,9 +253,9 @@ def check_publish(
             source in (target, subject) or not is_valid_literal_subject(source.encode())
         ):
             raise api_error("MESSAGE_SCHEDULES_SOURCE_INVALID")
-        if not overlaps([target], stream_subjects):
+        if not subjects_overlap([target], stream_subjects):
             raise api_error("MESSAGE_SCHEDULES_TARGET_INVALID")
-        if source and not overlaps([source], stream_subjects):
+        if source and not subjects_overlap([source], stream_subjects):
             raise api_error("MESSAGE_SCHEDULES_SOURCE_INVALID")
         existing = hdrs.raw_value(header, b"Nats-Rollup")
         if not existing:
@@ -464,3 +474,80 @@ class ScheduleIndex:
                     index.arm(msg.seq, msg.subject, parsed[0])
             msg = store.load_next("", msg.seq + 1)
         return index
+
+
+# ---------------------------------------------------------------------------- the stream's side
+
+
+def check_schedule(stream: Stream, header: bytes, subject: str) -> bytes:
+    """A client's scheduling headers published to `stream` (`check_publish`); the header
+    block to store."""
+    config = stream.config
+    add_rollup = check_publish(
+        header,
+        subject,
+        allowed=config.allow_msg_schedules,
+        allow_ttl=config.allow_msg_ttl,
+        stream_subjects=config.subjects,
+        store=stream.store,
+        now_ns=stream.now_ns(),
+    )
+    return with_rollup(header) if add_rollup else header
+
+
+def schedule_stored(
+    stream: Stream, seq: int, subject: str, header: bytes | None, now: int, *, kept: bool
+) -> None:
+    """Message `seq` was stored in `stream`, which allows schedules: arm, re-arm or disarm
+    a schedule (`ScheduleIndex.stored`), the stream's timer woken for the next one, and
+    purge the schedule it names (it fired for the last time, or a client asked), as
+    nats-server after the rollup."""
+    schedules = stream.schedules
+    assert schedules is not None
+    cancelled = schedules.stored(seq, subject, header, now, kept=kept)
+    if cancelled:
+        schedules.disarm(cancelled)
+        stream.purge(cancelled, 0, 0)
+    due = schedules.next_due()
+    if due is not None:
+        stream.expiry.wake_by(due)  # the engine's timer fires for it
+
+
+def fire_due(stream: Stream, now: int) -> None:
+    """Store what the schedules of `stream` due by `now` produce, in the order of their
+    sequences, each through the stream's ingest as a publish without a reply
+    (`Stream.ingest_produced`: its TTL, rollup, limits, republish; the schedule re-armed or
+    purged); tell the consumers (`on_markers`), and ask for the group commit that makes
+    them durable. Lowers `expiry.next_wakeup_ns` to the next schedule, so the stream's
+    timer wakes for it. A produced message the stream refuses is logged and its schedule
+    held until a new schedule replaces it, as nats-server holds it."""
+    index = stream.schedules
+    assert index is not None
+    store = stream.store
+    stored: list[tuple[str, int]] = []
+    for seq, subject, due in index.pop_due(now):
+        schedule = store.load(seq)
+        produced = None
+        if schedule is not None:
+            produced = produce(schedule, due, now, store.load_last)
+        if produced is None:  # removed, or no longer a schedule
+            index.forget(subject, seq)
+            continue
+        result = stream.ingest_produced(produced.subject, produced.header, produced.data)
+        if result.error is not None:
+            log.warning(
+                "stream %s: schedule %s (seq %d) could not store its message: %s",
+                stream.name,
+                subject,
+                seq,
+                result.error.description,
+            )
+        elif result.kept:
+            stored.append((produced.subject, result.seq))
+    if stored:
+        if stream.on_markers is not None:
+            stream.on_markers(stored)
+        stream.sync_soon()
+    due_next = index.next_due()
+    if due_next is not None:
+        stream.expiry.wake_by(due_next)

@@ -3,8 +3,9 @@
 `SourcedStream` is a sourcing stream's side of its links: it takes each message a source
 delivers as `processInboundSourceMsg` does (the `Nats-Stream-Source` header added, the
 origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's subject transforms
-applied) and hands it to `Stream.ingest_sourced`, which stores it under a new sequence
-through the checks of a publish (dedup included) and the stream's group commit.
+applied, then the stream's own subject transform) and hands it to `Stream.ingest_sourced`,
+which stores it under a new sequence through the checks of a publish (dedup included);
+the stream's group commit follows soon (`Stream.sync_soon`).
 
 Where a source resumes (`SourcePositions`): the origin sequence of the newest message it
 stored, read back from the stored `Nats-Stream-Source` headers, newest first
@@ -38,15 +39,13 @@ from brook import limits
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.link import (
     ACCOUNT,
-    ACK_WAIT_NS,
     API_PREFIX,
-    HEALTH_CHECK_NS,
-    HEARTBEAT_NS,
     CreateRequest,
     Delivered,
     Delivery,
     OriginLink,
     link_subject,
+    origin_consumer_config,
 )
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.info import format_ts_ns
@@ -323,11 +322,17 @@ class SourcedStream:
                 if mapped is not None:
                     subject = mapped.decode("utf-8", "surrogateescape")
                     break
-        result, subject = self.stream.ingest_sourced(subject, header, data)
+        stream = self.stream
+        transform = stream.input_transform  # as nats-server: after the source's own
+        if transform is not None:
+            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
+                "utf-8", "surrogateescape"
+            )
+        result = stream.ingest_sourced(subject, header, data)
         if result.error is None and not result.duplicate:
             # Noted before the group commit is asked for: its sync thread reads it.
             self.positions.stored(iname, origin_seq, ident)
-            self.stream.sourced_written()
+            stream.sync_soon()
             if result.kept:
                 self._stored(subject, result.seq)
         return result
@@ -393,27 +398,10 @@ class Source:
                 start = format_ts_ns(last_ts)  # a stream purged since: after its last
             if start is not None:
                 config |= {"deliver_policy": "by_start_time", "opt_start_time": start}
-        config |= {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-        filters = [t.src for t in source.subject_transforms]
-        if source.filter_subject:
-            config["filter_subject"] = source.filter_subject
-        elif len(filters) == 1:
-            config["filter_subject"] = filters[0]
-        elif filters:
-            config["filter_subjects"] = filters
         external = source.external
         prefix = f"{external.deliver}.S" if external is not None and external.deliver else "$JS.S"
-        config |= {
-            "replay_policy": "instant",
-            "flow_control": True,
-            "deliver_subject": link_subject(prefix),
-            "idle_heartbeat": HEARTBEAT_NS,
-            "inactive_threshold": HEALTH_CHECK_NS,
-            "num_replicas": 0,
-            "direct": True,
-            "sourcing": True,
-            "metadata": {"_nats.src.acc": ACCOUNT, "_nats.src.stream": stream.name},
-        }
+        metadata = {"_nats.src.acc": ACCOUNT, "_nats.src.stream": stream.name}
+        config |= origin_consumer_config(source, link_subject(prefix), metadata)
         subject = f"{API_PREFIX}.CONSUMER.CREATE.{source.name}"
         if "filter_subject" in config:
             subject += f".{config['name']}.{config['filter_subject']}"

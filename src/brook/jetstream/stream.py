@@ -18,7 +18,7 @@ Expiry (`max_age`, per-message TTLs, subject delete markers) is the stream's
 `StreamExpiry` (`expiry.py`); `expire()` runs it and reports what it removed and stored.
 The stream owns no expiry timer: the engine's `ExpiryTimer` (`expiry_timer.py`) runs
 `expire()` when `expiry.next_wakeup_ns` is due. `expire()` also fires the message
-schedules that are due (`schedules.py`, `_fire_schedules`): a message with
+schedules that are due (`schedules.fire_due`): a message with
 `Nats-Schedule*` headers is checked after the expected sequences and before dedup, as
 nats-server checks it, and each stored message keeps the stream's `ScheduleIndex` up to
 date; a schedule due lowers `next_wakeup_ns` as a TTL does. Its staged atomic batches have
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,11 +65,11 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
 from brook.jetstream.fast_batch import FastBatches, parse_reply
-from brook.jetstream.models.stream_config import StreamConfig, subjects_overlap
+from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.republish import MessageSender, Republisher
 from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
-from brook.jetstream.schedules import ScheduleIndex, check_publish, produce, with_rollup
+from brook.jetstream.schedules import ScheduleIndex, check_schedule, fire_due, schedule_stored
 from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.protocol import headers as hdrs
@@ -134,12 +134,9 @@ class Counted(Ingested):
     total: bytes = b""
 
 
-def _ignore_sync(_error: BaseException | None) -> None:
-    """No one waits for this sync; a failure is logged by the committer."""
-
-
 def _uint(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
+    """ASCII digits only: `str.isdigit` also takes digits such as "²" that `int()` refuses."""
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 class Stream:
@@ -171,7 +168,7 @@ class Stream:
         # a firing schedule is storing (exempt from the client's checks, and only it).
         self.schedules: ScheduleIndex | None = None
         self._produced: bytes | None = None
-        self._now_ns = now_ns
+        self.now_ns = now_ns
         self._sourcing = False  # a source's message is being stored (`ingest_sourced`)
         self.reconfigure(config)
         self.name: str = config.name
@@ -183,12 +180,12 @@ class Stream:
         if committer is not None and config.persist_mode == "async":
             self._background_sync = BackgroundSync(committer)
             self._committer = None
-        # What sources store is synced soon after, one commit request at a time (their
-        # links wait for none: `sourced_written`).
-        self._sourced_sync = self._background_sync
-        if committer is not None and self._sourced_sync is None:
-            self._sourced_sync = BackgroundSync(committer)
-        self._space = space  # file streams: room on the disk (module docstring)
+        # What the stream stores with no PubAck waiting (a source's message, a schedule's)
+        # is synced soon after, one commit request at a time (`sync_soon`).
+        self._soon_sync = self._background_sync
+        if committer is not None and self._soon_sync is None:
+            self._soon_sync = BackgroundSync(committer)
+        self.space = space  # file streams: room on the disk (module docstring)
         self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
@@ -256,7 +253,7 @@ class Stream:
         if not config.allow_atomic:
             self.batches.clear()  # as nats-server drops them when atomic publish is turned off
         if config.allow_msg_schedules and self.schedules is None:  # at open, or turned on
-            self.schedules = ScheduleIndex.rebuild(self.store, self._now_ns())
+            self.schedules = ScheduleIndex.rebuild(self.store, self.now_ns())
         if not config.allow_batched:
             self.fast_batches.clear()
 
@@ -305,37 +302,39 @@ class Stream:
         self._after_durable(reply, ack)
         return result
 
-    def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> tuple[Ingested, str]:
-        """Store a message one of the stream's sources delivered (sources.py made its
-        header), as nats-server's `processJetStreamMsg` stores a sourced message: under
-        the stream's own subject transform too, through the checks of a publish but
-        those of what only a client may not do (a TTL or a rollup this stream does not
-        allow, the `Nats-Stream-Source` header), dedup and limits included, then
-        republished. Says what was done and the subject it was stored under; the caller
-        asks for the group commit (`when_durable`) once it noted what was stored."""
-        transform = self.input_transform
-        if transform is not None:
-            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
-                "utf-8", "surrogateescape"
-            )
+    def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> Ingested:
+        """Store a message a source delivered (sources.py made its header and applied the
+        stream's subject transform), as nats-server's `processJetStreamMsg` stores a
+        sourced message: through the checks of a publish but those of what only a client
+        may not do (a TTL or a rollup this stream does not allow, the `Nats-Stream-Source`
+        header), dedup and limits included, then republished. The caller asks for the
+        sync (`sync_soon`) once it noted what was stored."""
         self._sourcing = True
         try:
             if self._republish is None:
-                result = self._ingest(subject, None, header, data)
-            else:
-                raw = subject.encode("utf-8", "surrogateescape")
-                result = self._ingest_republished(raw, None, header, data)
+                return self._ingest(subject, None, header, data)
+            raw = subject.encode("utf-8", "surrogateescape")
+            return self._ingest_republished(raw, None, header, data)
         except ApiError as err:
-            result = Ingested(0, False, False, err)
+            return Ingested(0, False, False, err)
         finally:
             self._sourcing = False
-        return result, subject
 
-    def sourced_written(self) -> None:
-        """A source stored a message: a group commit follows soon, asked for once however
-        many arrive meanwhile (persist.py), which also writes the sources' positions."""
-        if self._sourced_sync is not None:
-            self._sourced_sync.written()
+    def ingest_produced(self, subject: str, header: bytes, data: bytes) -> Ingested:
+        """Store the message a firing schedule produced (schedules.py) as a publish
+        without a reply, its scheduling headers exempt from a client's checks."""
+        self._produced = header
+        try:
+            return self.ingest(subject.encode("utf-8", "surrogateescape"), None, header, data)
+        finally:
+            self._produced = None
+
+    def sync_soon(self) -> None:
+        """Messages stored with no PubAck waiting (a source's, a schedule's) become
+        durable with a group commit soon after, asked for once however many are stored
+        meanwhile (persist.py); for sources it also writes their positions."""
+        if self._soon_sync is not None:
+            self._soon_sync.written()
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """`callback` once what the stream stored so far is on stable storage: after its
@@ -411,7 +410,7 @@ class Stream:
                 and header is not self._produced
                 and not self._sourcing  # stored as it came: the origin checked it
             ):
-                checked = self._check_schedule(header, subject)
+                checked = check_schedule(self, header, subject)
                 if checked is not header:  # a schedule, stored with `Nats-Rollup: sub`
                     header, block = checked, hdrs.parse(checked)
             if not self._sourcing and block.get(STREAM_SOURCE_HEADER):
@@ -437,7 +436,7 @@ class Stream:
             size = len(data) + (len(header) if header else 0)
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
-        space = self._space
+        space = self.space
         if space is not None and not space.admit(size):
             raise api_error("INSUFFICIENT_RESOURCES")
         # Interest retention keeps no message that no consumer's filter matches: as
@@ -451,7 +450,7 @@ class Stream:
         )
         if config.discard == "new" and not unwanted:
             self._check_discard_new(subject, header, data, rollup)
-        now = self._now_ns()
+        now = self.now_ns()
         try:
             seq = self.store.store(subject, header, data, now)
         except StoreFullError as exc:
@@ -474,11 +473,9 @@ class Stream:
                 purged = "" if rollup == "all" else subject
                 result = self.store.purge(subject=purged or None, up_to_seq=seq)
             if self.schedules is not None:
-                self._schedule_stored(seq, subject, header, now, kept=not unwanted)
+                schedule_stored(self, seq, subject, header, now, kept=not unwanted)
             if unwanted:
-                assert retention is not None
                 self.store.remove(seq)
-                retention.not_kept()
             else:
                 self._enforce_limits(subject)
             if result is not None and self.on_purge is not None:
@@ -492,88 +489,6 @@ class Stream:
         if config.allow_msg_counter:
             return Counted(seq, not unwanted, total=counters.total_of(data))
         return Ingested(seq, not unwanted)
-
-    def _check_schedule(self, header: bytes, subject: str) -> bytes:
-        """A client's scheduling headers (schedules.py); the header block to store."""
-        config = self.config
-        add_rollup = check_publish(
-            header,
-            subject,
-            allowed=config.allow_msg_schedules,
-            allow_ttl=config.allow_msg_ttl,
-            stream_subjects=config.subjects,
-            overlaps=subjects_overlap,
-            store=self.store,
-            now_ns=self._now_ns(),
-        )
-        return with_rollup(header) if add_rollup else header
-
-    def _schedule_stored(
-        self, seq: int, subject: str, header: bytes | None, now: int, *, kept: bool
-    ) -> None:
-        """Message `seq` was stored (schedules.py): arm, re-arm or disarm a schedule, the
-        stream's timer woken for the next one, and purge the schedule it names (it fired
-        for the last time, or a client asked), as nats-server after the rollup."""
-        schedules = self.schedules
-        assert schedules is not None
-        cancelled = schedules.stored(seq, subject, header, now, kept=kept)
-        if cancelled:
-            schedules.disarm(cancelled)
-            result = self.store.purge(subject=cancelled)
-            if self.on_purge is not None:
-                self.on_purge(result, cancelled, 0)
-        due = schedules.next_due()
-        if due is not None:
-            self.expiry.wake_by(due)  # the engine's timer fires for it
-
-    def ingest_mirrored(
-        self, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
-    ) -> bool:
-        """Store a message of the origin of a mirror at the origin's sequence `seq` and
-        timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
-        the sequences before it that the origin no longer has become gaps (`skip_msgs`),
-        then the stream's own limits and expiry apply as after a publish. None of a
-        publish's checks apply: a mirror stores what its origin stored. Returns whether the
-        message is kept: not when `seq` is stored already, nor on an interest stream when
-        no consumer wants it (it takes its sequence and is removed, as a publish); a store
-        failure raises `StoreError` (nothing more stored). What it removed goes to
-        `on_removed` before it returns."""
-        store = self.store
-        last = store.last_seq()
-        if seq <= last:
-            return False
-        space = self._space
-        if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
-            raise StoreFullError("no room for a mirrored message")
-        if seq > last + 1:
-            store.skip_msgs(seq - 1)
-        store.store(subject, header, data, ts_ns)
-        config = self.config
-        retention = self.retention
-        if (
-            config.retention == "interest"
-            and retention is not None
-            and not retention.wanted(subject)
-        ):
-            store.remove(seq)
-            retention.not_kept()
-            return False
-        if config.allow_msg_ttl and header:
-            value = ttls.header_value(header)
-            try:
-                ttl = ttls.parse_ttl(value) if value else 0
-            except ttls.InvalidTTL:
-                ttl = 0
-            if ttl:
-                self.expiry.ttl_stored(seq, ts_ns, ttl)
-        if config.max_age > 0:
-            self.expiry.wake_by(ts_ns + config.max_age)
-        try:
-            self._enforce_limits(subject)
-        finally:
-            if self._removed:
-                self._report_removed()
-        return True
 
     def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
         """One message of an atomic batch (batch.py): staged, or the commit, which stores
@@ -612,7 +527,7 @@ class Stream:
 
     def _batch_abandoned(self, batch_id: str, reason: str) -> None:
         """Announce an abandoned batch as nats-server does (batch.py)."""
-        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self._now_ns()))
+        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self.now_ns()))
 
     def _commit(self, commit: Commit) -> Batched:
         self._check_batch(commit)
@@ -724,7 +639,7 @@ class Stream:
             if _uint(value) != last:
                 raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
         if SCHEDULE_PREFIX in header:
-            self._check_schedule(header, message.subject)
+            check_schedule(self, header, message.subject)
         rollup = block.get(_ROLLUP) or None
         if rollup is not None:
             rollup = rollup.lower()
@@ -748,7 +663,7 @@ class Stream:
         result = self._ingest(subject, reply, header, data)
         if result.kept:
             state = store.state()
-            ts_ns = state.last_ts_ns if state.last_seq == result.seq else self._now_ns()
+            ts_ns = state.last_ts_ns if state.last_seq == result.seq else self.now_ns()
             assert self._republish is not None
             if isinstance(result, Counted):  # what was stored: the total, not the increment
                 data = counters.payload_of(result.total)
@@ -797,6 +712,18 @@ class Stream:
         """discard old: drop the oldest messages (per subject for the per-subject limit)."""
         self._enforce_subject_limit(subject)
         self._enforce_stream_limits()
+
+    def apply_limits(self, subjects: Iterable[str]) -> None:
+        """After messages on `subjects` were stored by another path than a publish (a
+        mirror's run): the discard-old limits (each subject's, then the stream's), what they
+        removed reported (`on_removed`)."""
+        try:
+            for subject in subjects:
+                self._enforce_subject_limit(subject)
+            self._enforce_stream_limits()
+        finally:
+            if self._removed:
+                self._report_removed()
 
     def enforce_all_limits(self) -> None:
         """After a config update that may have tightened limits."""
@@ -865,10 +792,10 @@ class Stream:
 
     def expire(self) -> int | None:
         """Remove messages past max_age or past their own TTL (`expiry.py`), then fire
-        the schedules that are due (`_fire_schedules`); returns ns until the next expiry or
+        the schedules that are due (`schedules.fire_due`); returns ns until the next expiry or
         schedule, or None when nothing is due ever. What it removed goes to
         `on_removed`, then the markers it stored (even before a failure) to `on_markers`."""
-        now = self._now_ns()
+        now = self.now_ns()
         expiry = self.expiry
         try:
             wait = expiry.remove_due(now)
@@ -881,69 +808,18 @@ class Stream:
         if markers and self.on_markers is not None:
             self.on_markers(markers)
         if self.schedules is not None:
-            self._fire_schedules(now)
+            fire_due(self, now)
         wake = expiry.next_wakeup_ns
         return None if wake is None else max(wake - now, 0)
-
-    def _fire_schedules(self, now: int) -> None:
-        """Store what the schedules due by `now` produce (schedules.py), in the order of
-        their sequences, each through the stream's ingest as a publish without a reply
-        (its TTL, rollup, limits, republish; the schedule re-armed or purged); tell the
-        consumers (`on_markers`), and ask for the group commit that makes them durable.
-        Lowers `expiry.next_wakeup_ns` to the next schedule, so the stream's timer wakes
-        for it. A produced message the stream refuses is logged and its schedule held
-        until a new schedule replaces it, as nats-server holds it."""
-        index = self.schedules
-        assert index is not None
-        stored: list[tuple[str, int]] = []
-        for seq, subject, due in index.pop_due(now):
-            schedule = self.store.load(seq)
-            produced = None
-            if schedule is not None:
-                produced = produce(schedule, due, now, self.store.load_last)
-            if produced is None:  # removed, or no longer a schedule
-                index.forget(subject, seq)
-                continue
-            self._produced = produced.header
-            try:
-                subject_raw = produced.subject.encode("utf-8", "surrogateescape")
-                result = self.ingest(subject_raw, None, produced.header, produced.data)
-            finally:
-                self._produced = None
-            if result.error is not None:
-                log.warning(
-                    "stream %s: schedule %s (seq %d) could not store its message: %s",
-                    self.name,
-                    subject,
-                    seq,
-                    result.error.description,
-                )
-            elif result.kept:
-                stored.append((produced.subject, result.seq))
-        if stored:
-            if self.on_markers is not None:
-                self.on_markers(stored)
-            self._sync_soon()
-        due_next = index.next_due()
-        if due_next is not None:
-            self.expiry.wake_by(due_next)
-
-    def _sync_soon(self) -> None:
-        """Messages the stream stored on its own become durable with the next group
-        commit, as soon as one can run (no PubAck waits for it)."""
-        if self._committer is not None:
-            self._committer.request(_ignore_sync)
-        elif self._background_sync is not None:
-            self._background_sync.written()
 
     def write_failed(self, what: str, error: StoreError) -> None:
         """A store write failed: logged (rate-limited for file streams, `space.py`)."""
         message = f"stream {self.name}: cannot {what}"
-        if self._space is not None:
+        if self.space is not None:
             if isinstance(error, StoreFullError):
-                self._space.no_space(error)
+                self.space.no_space(error)
             else:
-                self._space.write_failed(message, error)
+                self.space.write_failed(message, error)
         else:
             log.error("%s: %s", message, error)
 

@@ -14,17 +14,15 @@ parameters can be refused.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
-from brook import limits
+from brook import limits, strconv
 from brook.monitor.durations import rfc3339_nano, rtt_string, uptime_string
 from brook.server.statistics import ConnectionSnapshot, StatisticsFeed
 
 __all__ = ["HttpError", "build_connz"]
 
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -67,7 +65,7 @@ def _int_param(query: dict[str, list[str]], name: str, default: int) -> int:
     raw = _first(query, name)
     if raw == "":
         return default
-    if not _INT_RE.fullmatch(raw):
+    if not strconv.INTEGER.fullmatch(raw):
         raise HttpError(400, f"Error decoding int for '{name}': {raw!r} is not an integer")
     return int(raw)
 
@@ -152,6 +150,11 @@ def _conn_info(
         value = getattr(c, field)
         if value:
             info[field] = value
+    if c.tls_version:
+        info["tls_version"] = c.tls_version
+        info["tls_cipher_suite"] = c.tls_cipher_suite
+        if c.tls_first:
+            info["tls_first"] = True
     if c.authorized_user:
         info["authorized_user"] = c.authorized_user
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []

@@ -23,6 +23,7 @@ holds the server's objects.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -39,6 +40,7 @@ from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import reachable_urls
 from brook.server.statistics import StatisticsFeed
+from brook.server.tls import server_context
 from brook.version import __version__
 
 __all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer", "Reply"]
@@ -73,7 +75,11 @@ class MonitorServer:
         self.feed = feed
         settings = feed.settings
         self.host: str = settings.http_host or settings.host
-        self.port: int = 0 if settings.http_port == -1 else settings.http_port
+        # nats-server serves one of the two, over TLS with the client port's certificate
+        # (no client certificate asked for) when https_port is set.
+        self.secure = bool(settings.https_port)
+        port = settings.https_port if self.secure else settings.http_port
+        self.port: int = 0 if port == -1 else port
         self.request_timeout_s = REQUEST_TIMEOUT_S
         self.request_counts: dict[str, int] = {}
         self._listener: asyncio.Server | None = None
@@ -90,19 +96,32 @@ class MonitorServer:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.host in WILDCARD_HOSTS else self.host
-        return f"http://{host_port(host, self.port)}"
+        return f"{self.scheme}://{host_port(host, self.port)}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.secure else "http"
 
     def reachable_urls(self) -> list[str]:
         """The monitoring URLs for the ports file."""
         assert self._sock is not None
-        return reachable_urls("http", self.host, self._sock)
+        return reachable_urls(self.scheme, self.host, self._sock)
 
     async def start(self) -> None:
         what = "Can't start monitoring: can't listen to the monitor port"
         self._sock = open_listener(self.host, self.port, what, backlog=100)
-        self._listener = await asyncio.start_server(self._on_client, sock=self._sock)
+        tls = self.feed.settings.tls
+        if self.secure and tls is not None:
+            self._listener = await asyncio.start_server(
+                self._on_client,
+                sock=self._sock,
+                ssl=server_context(dataclasses.replace(tls, verify=False)),
+                ssl_handshake_timeout=tls.timeout_s,
+            )
+        else:
+            self._listener = await asyncio.start_server(self._on_client, sock=self._sock)
         self.port = int(self._sock.getsockname()[1])
-        log.info("Starting http monitor on %s", host_port(self.host, self.port))
+        log.info("Starting %s monitor on %s", self.scheme, host_port(self.host, self.port))
 
     async def stop(self) -> None:
         """Close the listener and cut off every request still in progress."""
@@ -235,7 +254,8 @@ class MonitorServer:
             self.feed.statistics(),
             self.feed.settings,
             http_host=self.host,
-            http_port=self.port,
+            http_port=0 if self.secure else self.port,
+            https_port=self.port if self.secure else 0,
             request_counts=self.request_counts,
             cpu=self._cpu,
         )

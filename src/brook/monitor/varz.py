@@ -67,6 +67,7 @@ def build_varz(
     *,
     http_host: str,
     http_port: int,
+    https_port: int = 0,
     request_counts: dict[str, int],
     cpu: CpuSampler,
 ) -> dict[str, Any]:
@@ -82,8 +83,13 @@ def build_varz(
         "go": f"brook{__version__}/python{platform.python_version()}",
         "host": st.host,
         "port": srv["port"],
-        "max_connections": st.max_connections,
     }
+    if st.tls is not None:  # as nats-server's: the port's, whatever handshake_first says
+        if not st.allow_non_tls:
+            v["tls_required"] = True
+        if st.tls.verify:
+            v["tls_verify"] = True
+    v["max_connections"] = st.max_connections
     if st.max_subscriptions:
         v["max_subscriptions"] = st.max_subscriptions
     v |= {
@@ -91,6 +97,7 @@ def build_varz(
         "ping_max": st.max_pings_out,
         "http_host": http_host,
         "http_port": http_port,
+        "https_port": https_port,
         "auth_timeout": _go_number(st.auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
@@ -116,6 +123,7 @@ def build_varz(
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
     v |= {
+        "tls_timeout": _go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),

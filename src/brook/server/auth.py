@@ -9,9 +9,12 @@ every other check is immediate. nats-server answers every failure with
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook.config.settings import AuthSettings
+
+if TYPE_CHECKING:
+    from brook.server.tls import CertificateNames
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 
@@ -29,6 +32,7 @@ class Authenticator:
         self._token = settings.token
         self._users = {u.user: u.password for u in settings.users}
         self.required = settings.required
+        self.has_users = bool(self._users)
 
     def fast_check(self, options: dict[str, Any]) -> bool | None:
         """True/False when decided now; None when a bcrypt hash must be verified (`slow_check`)."""
@@ -45,11 +49,20 @@ class Authenticator:
         if not isinstance(user, str) or not isinstance(password, str):
             return False
         expected = self._users.get(user)
-        if expected is None:
+        if not expected:  # unknown, or a certificate-only user (verify_and_map)
             return False
         if is_bcrypt_hash(expected):
             return None
         return _same(password, expected)
+
+    def certificate_user(self, names: CertificateNames) -> str | None:
+        """The user a verified client certificate maps to (`verify_and_map`), as nats-server's
+        `checkClientTLSCertSubject`: an e-mail, DNS or URI name or the subject's DN that
+        is a user name, else a user name that is the subject's DN in another RDN order."""
+        for candidate in names.candidates():
+            if candidate in self._users:
+                return candidate
+        return next((user for user in self._users if names.matches_dn(user)), None)
 
     def slow_check(self, options: dict[str, Any]) -> bool:
         """Verify against a bcrypt hash; blocking, meant for an executor thread."""

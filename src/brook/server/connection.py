@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +26,7 @@ from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
+from brook.server.tls import TLS_HANDSHAKE_RECORD, CertificateNames, public_key_pin
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -97,6 +100,16 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.out_bytes = 0
         self.host = ""
         self.port = 0
+        # TLS (server/tls.py): the handshake in progress (a close ends it by closing its
+        # transport), what the peer's certificate offers verify_and_map, and whether the
+        # server's count of live transports still has this one.
+        self._tls_task: asyncio.Task[None] | None = None
+        self._tls_pending = False  # TLS or not is still to be decided (next loop turn)
+        self.tls = False
+        self.tls_version = ""  # for /connz, once the handshake is done
+        self.tls_cipher_suite = ""
+        self.certificate: CertificateNames | None = None
+        self._released = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,21 +121,158 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if isinstance(peer, tuple):
             self.host, self.port = peer_host(str(peer[0])), int(peer[1])
         server = self.server
+        if transport.get_extra_info("ssl_object") is not None:
+            self.tls = True  # handshake_first: the listener did the handshake
         self._send(encoder.info(server.client_info(self)))
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
             return
+        if server.tls_context is None:
+            self._start_session()
+        elif self.tls:
+            self._tls_established(transport)
+        else:
+            # uvloop starts reading only once connection_made has returned, so the choice
+            # between TLS and plain text is made on the next turn: reading is paused there
+            # before the INFO (queued above, written first) can have been answered.
+            self._tls_pending = True
+            self.loop.call_soon(self._sniff_tls if server.tls_optional else self._begin_tls)
+
+    def _start_session(self) -> None:
+        """The connection is ready for the protocol: the auth and first PING timers start
+        (after the TLS handshake, as nats-server does)."""
+        server = self.server
         settings = server.settings
         if server.authenticator.required:
             self._auth_handle = self.loop.call_later(settings.auth_timeout_s, self._auth_timeout)
         first = min(settings.ping_interval_s, server.first_ping_interval_s)
         self._ping_handle = self.loop.call_later(first, self._ping_tick)
 
+    # ------------------------------------------------------------------ TLS
+
+    def _begin_tls(self) -> None:
+        """Upgrade to TLS after the INFO (nats-server's order without handshake_first):
+        the protocol gets no bytes until the handshake is done."""
+        transport = self.transport
+        if self.closed or transport is None or not self._tls_pending:
+            return
+        self._tls_pending = False
+        transport.pause_reading()
+        self._flush()
+        self._tls_task = self.loop.create_task(self._handshake(transport))
+
+    async def _handshake(self, transport: asyncio.Transport) -> None:
+        server = self.server
+        tls = server.settings.tls
+        assert server.tls_context is not None
+        assert tls is not None
+        try:
+            upgraded = await self.loop.start_tls(
+                transport,
+                self,
+                server.tls_context,
+                server_side=True,
+                ssl_handshake_timeout=tls.timeout_s,
+            )
+        except Exception as exc:  # SSLError, OSError, a timeout: each closes this client only
+            self._tls_failed(f"TLS handshake error: {exc}")
+            return
+        self._tls_task = None
+        if upgraded is None or self.closed:
+            if upgraded is not None:
+                upgraded.abort()
+            self._release()
+            return
+        self.transport = upgraded
+        self.tls = True
+        self._tls_established(upgraded)
+
+    def _tls_established(self, transport: asyncio.Transport) -> None:
+        """After a handshake: the pinned public keys checked, the certificate's names kept
+        for verify_and_map, the protocol started."""
+        server = self.server
+        tls = server.settings.tls
+        assert tls is not None
+        ssl_object = transport.get_extra_info("ssl_object")
+        if tls.pinned_certs:
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+            if der is None or public_key_pin(der) not in tls.pinned_certs:
+                self._tls_failed("TLS handshake error: peer certificate not pinned")
+                return
+        if ssl_object is not None:
+            self.tls_version = (ssl_object.version() or "").removeprefix("TLSv")
+            self.tls_cipher_suite = (ssl_object.cipher() or ("",))[0]
+        if server.tls_map and ssl_object is not None:
+            self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
+        self._start_session()
+
+    def _tls_failed(self, reason: str) -> None:
+        # nats-server logs a client's handshake failures at error level, a probe's (plain
+        # text, or a connection closed at once) at debug; Brook keeps them all at debug,
+        # so that scanners cannot fill the log, and keeps the reason as the close reason.
+        log.debug("cid=%d %s", self.cid, reason)
+        transport = self.transport
+        if not self.closed:
+            self.close_reason = reason
+            self.parser.paused = True
+            self.closed = True
+            self._teardown()
+        if transport is not None:
+            transport.abort()
+        self._release()
+
+    def _sniff_tls(self) -> None:
+        """`allow_non_tls`: peek at the client's first byte (a TLS ClientHello starts with
+        0x16) without taking it from the socket, then go on with TLS or plain text; a
+        client silent for the TLS timeout goes on in plain text, as with nats-server."""
+        transport = self.transport
+        if self.closed or transport is None or not self._tls_pending:
+            return
+        transport.pause_reading()
+        self._flush()
+        sock = transport.get_extra_info("socket")
+        peek = socket.socket(fileno=os.dup(sock.fileno()))
+        peek.setblocking(False)
+        tls = self.server.settings.tls
+        assert tls is not None
+
+        def decide(secure: bool) -> None:
+            self.loop.remove_reader(peek.fileno())
+            peek.close()
+            timer.cancel()
+            if self.closed or self.transport is None:
+                return
+            if secure:
+                self._begin_tls()
+            else:
+                self._tls_pending = False
+                self.transport.resume_reading()
+                self._start_session()
+
+        def readable() -> None:
+            try:
+                first = peek.recv(1, socket.MSG_PEEK)
+            except BlockingIOError:
+                return
+            except OSError:
+                first = b""
+            decide(first[:1] == bytes([TLS_HANDSHAKE_RECORD]))
+
+        self.loop.add_reader(peek.fileno(), readable)
+        timer = self.loop.call_later(tls.timeout_s, decide, False)
+
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.close_reason = self.close_reason or ("client closed" if exc is None else str(exc))
         self._teardown()
-        self.server.transport_closed()
+        self._release()
+
+    def _release(self) -> None:
+        """Tell the server this transport is gone, once (a failed TLS handshake closes
+        its transport without `connection_lost` reaching this protocol)."""
+        if not self._released:
+            self._released = True
+            self.server.transport_closed()
 
     def _teardown(self) -> None:
         if self.closed and self.transport is None:
@@ -180,6 +330,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.last_in = time.monotonic()
         if self._trace:
             log.debug("cid=%d <<- %r", self.cid, data[:_TRACE_BYTES_MAX])
+        if not self.connected and self._tls_pending:
+            # Bytes before the TLS decision: the client spoke before reading the INFO.
+            # With allow_non_tls that is plain text; a TLS port cannot take them.
+            if not self.server.tls_optional:
+                self._tls_failed("TLS handshake error: client data before the TLS handshake")
+                return
+            self._tls_pending = False
+            self._start_session()
         if (
             not self.connected
             and self.parser.buffered_bytes == 0
@@ -245,7 +403,15 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         proto = options.get("protocol", 0)
         if not isinstance(proto, int) or isinstance(proto, bool):
             raise ProtocolError("CONNECT option protocol is not an integer", None)
-        verdict = self.server.authenticator.fast_check(options)
+        authenticator = self.server.authenticator
+        if self.server.tls_map and authenticator.has_users:
+            # verify_and_map: the certificate names the user; CONNECT's credentials do not
+            # count (nats-server only warns about a user name there).
+            certificate = self.certificate
+            mapped = None if certificate is None else authenticator.certificate_user(certificate)
+            self._finish_connect(mapped is not None, {**options, "user": mapped or ""})
+            return
+        verdict = authenticator.fast_check(options)
         if verdict is None:
             # bcrypt takes tens of milliseconds: verify in a thread and hold this
             # connection's later operations (and reads) until the answer is in.

@@ -20,6 +20,7 @@ import os
 import platform
 import secrets
 import socket
+import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from brook.server.statistics import (
     ServerStatistics,
     SubscriptionSnapshot,
 )
+from brook.server.tls import server_context
 from brook.version import __version__
 
 log = logging.getLogger("brook.server")
@@ -64,6 +66,14 @@ class Server:
         self.server_name = self.settings.server_name or self.server_id
         self.router = Router()
         self.authenticator = Authenticator(self.settings.auth)
+        # TLS on the client port (server/tls.py), its context built at start. As
+        # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
+        # each client choose (its first byte tells).
+        tls = self.settings.tls
+        self.tls_context: ssl.SSLContext | None = None
+        self.tls_first = tls is not None and tls.handshake_first
+        self.tls_optional = tls is not None and self.settings.allow_non_tls and not self.tls_first
+        self.tls_map = tls is not None and tls.verify_and_map
         self.first_ping_interval_s = limits.FIRST_PING_INTERVAL_S
         self.clients: dict[int, ClientConnection] = {}
         self._next_cid = 0
@@ -136,16 +146,38 @@ class Server:
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
         self._prepare_store_dir()
+        if self.settings.tls is not None:
+            self.tls_context = server_context(self.settings.tls)
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
         sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            lambda: ClientConnection(self), sock=sock, backlog=1024
-        )
+        if self.tls_first:
+            # handshake_first: every client starts with TLS, so the listener does the
+            # handshake and a connection begins (INFO first) once it is done.
+            assert self.tls_context is not None
+            assert self.settings.tls is not None
+            self._listener = await loop.create_server(
+                lambda: ClientConnection(self),
+                sock=sock,
+                backlog=1024,
+                ssl=self.tls_context,
+                ssl_handshake_timeout=self.settings.tls.timeout_s,
+            )
+        else:
+            self._listener = await loop.create_server(
+                lambda: ClientConnection(self), sock=sock, backlog=1024
+            )
         self.port = sock.getsockname()[1]
         log.info("Listening for client connections on %s", host_port(self.host, self.port))
-        if self.settings.http_port:
+        if self.tls_context is not None:
+            offered = "available" if self.tls_optional else "required"
+            log.info("TLS %s for client connections", offered)
+            if self.tls_first:
+                log.warning(
+                    'Clients that are not using "TLS Handshake First" option will fail to connect'
+                )
+        if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
             self.monitor = self._monitor_factory(self)
@@ -340,8 +372,16 @@ class Server:
             "host": self.host,
             "port": self.port,
             "headers": True,
-            "max_payload": settings.max_payload_bytes,
         }
+        tls = settings.tls
+        if tls is not None:
+            if self.tls_first or not settings.allow_non_tls:
+                info["tls_required"] = True
+            if tls.verify:
+                info["tls_verify"] = True
+            if settings.allow_non_tls:
+                info["tls_available"] = True
+        info["max_payload"] = settings.max_payload_bytes
         if settings.jetstream.enabled:
             info["jetstream"] = True
         info["client_id"] = client.cid
@@ -423,6 +463,9 @@ class Server:
                 version=c.version,
                 # Only a name the authenticator accepted; without auth `user` is a claim.
                 authorized_user=c.user if auth and c.connected else "",
+                tls_version=c.tls_version,
+                tls_cipher_suite=c.tls_cipher_suite,
+                tls_first=c.tls and self.tls_first,
             )
             for c in self.clients.values()
         ]

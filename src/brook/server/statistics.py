@@ -75,6 +75,9 @@ class ConnectionSnapshot:
     lang: str
     version: str
     authorized_user: str  # the user the authenticator accepted; "" without auth
+    tls_version: str = ""  # "1.2" or "1.3" once a TLS handshake is done; "" in plain text
+    tls_cipher_suite: str = ""  # OpenSSL's name (nats-server's are Go's; alike for 1.3)
+    tls_first: bool = False  # the handshake came before INFO (handshake_first)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,6 @@ out of NAMES, LIST and the stream's `consumer_count`.
 
 from __future__ import annotations
 
-import secrets
-import string
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -47,14 +45,9 @@ from brook.jetstream.models.defaults import GROUP_NAME, LIST_PAGE, NAMES_PAGE
 from brook.jetstream.models.info import ZERO_TIME, format_ts_ns
 from brook.jetstream.sourcing import IDENTITY_HEADER, stream_identity
 from brook.jetstream.stream import Stream
+from brook.nuid import random_name
 from brook.protocol import headers
 from brook.protocol.headers import raw_value
-
-_NAME_ALPHABET = string.ascii_letters + string.digits
-
-
-def _ephemeral_name() -> str:
-    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
 
 
 class _Configs(Mapping[str, ConsumerConfig]):
@@ -145,7 +138,7 @@ class ConsumerApi:
             durable_subject=durable,
             stream_identity=lambda: stream_identity(stream.created_ns) if stream else "",
             expected_identity=expected.decode("utf-8", "surrogateescape") if expected else None,
-            unique_suffix=_ephemeral_name,
+            unique_suffix=random_name,
         )
         assert stream is not None  # parse_consumer_create raised 10059 otherwise
         info = self._create_or_update(body, stream, config)
@@ -184,9 +177,9 @@ class ConsumerApi:
         check_workqueue(config, stream.config, _Configs(runners))
         generated = not config.name
         if generated:
-            config.name = _ephemeral_name()
+            config.name = random_name()
             while config.name in runners:
-                config.name = _ephemeral_name()
+                config.name = random_name()
         runner = self.js.consumers.add(stream, config)
         if generated:
             self._generated.add(runner)

@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from brook import durations
+from brook import durations, strconv
 
 ACK_PREFIX = "$JS.ACK."
 ACK_ROUTE_TOKENS = 2
@@ -210,7 +210,6 @@ _GO_FIELDS = {
     "priority": "int",
 }
 _INT64 = range(-(2**63), 2**63)
-_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 class _Number(str):
@@ -244,7 +243,7 @@ def _go_decode(key: str, value: object) -> int | bool | str:
     if go_type == "string" and isinstance(value, str) and not isinstance(value, _Number):
         return str(value)
     if go_type not in ("bool", "string") and isinstance(value, _Number):
-        if _ATOI.fullmatch(value) and int(value) in _INT64:
+        if strconv.INTEGER.fullmatch(value) and int(value) in _INT64:
             return int(value)
         kind = f"number {value}"  # Go quotes the literal when it is a number
     else:
@@ -290,7 +289,7 @@ def parse_pull_request(payload: bytes) -> PullRequest:
         return PullRequest()
     if not text.startswith(b"{"):
         digits = text.decode("ascii", "replace")
-        if _ATOI.fullmatch(digits) and int(digits) in _INT64:
+        if strconv.INTEGER.fullmatch(digits) and int(digits) in _INT64:
             return PullRequest(batch=max(int(digits), 1))
         return PullRequest()
     obj = _go_object(text)

@@ -22,8 +22,6 @@ first group (its info shows only that group); so does Brook.
 
 from __future__ import annotations
 
-import secrets
-import string
 from collections import deque
 from collections.abc import Callable
 
@@ -39,12 +37,6 @@ PIN_HEADER = b"Nats-Pin-Id"
 NO_PRIORITY = 2**31 - 1
 PINNED_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_pinned"
 UNPINNED_ADVISORY_TYPE = "io.nats.jetstream.advisory.v1.consumer_group_unpinned"
-_NUID_ALPHABET = string.ascii_letters + string.digits
-
-
-def new_pin_id() -> str:
-    """A random 22-character id, as nats-server's NUIDs."""
-    return "".join(secrets.choice(_NUID_ALPHABET) for _ in range(22))
 
 
 def request_error(cfg: ConsumerSettings, reply: str, group: PullGroup) -> Status | None:

@@ -31,9 +31,10 @@ from brook.jetstream.consumer.delivery import Delivery
 from brook.jetstream.consumer.flow import PushFlow
 from brook.jetstream.consumer.pacing import Pacer
 from brook.jetstream.consumer.pending import Ledger, Pending
-from brook.jetstream.consumer.priority import PriorityGroups, new_pin_id, request_error
+from brook.jetstream.consumer.priority import PriorityGroups, request_error
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
 from brook.jetstream.consumer.source import MessageSource
+from brook.nuid import random_id
 
 
 class ConsumerState:
@@ -45,7 +46,7 @@ class ConsumerState:
         start_seq: int = 1,
         last_per_subject_seqs: Sequence[int] = (),
         has_interest: Callable[[str], bool] = lambda reply: True,
-        new_pin_id: Callable[[], str] = new_pin_id,
+        new_pin_id: Callable[[], str] = random_id,
     ) -> None:
         # The last-per-subject start sequences (computed by the caller) come first.
         lps = sorted(s for s in last_per_subject_seqs if s < start_seq)

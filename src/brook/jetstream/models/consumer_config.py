@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import get_field, invalid_json
 from brook.jetstream.models.info import parse_ts
 
 MIN_IDLE_HEARTBEAT_NS = 100_000_000
 MIN_MAX_EXPIRES_NS = 1_000_000
-SERVER_METADATA_KEYS = ("_nats.ver", "_nats.level", "_nats.req.level")
 
 DELIVER_POLICIES = (
     "all",
@@ -82,7 +82,6 @@ _CONFIG_KEYS = frozenset(
         "priority_timeout",
     }
 )
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(slots=True)
@@ -312,7 +311,7 @@ def _config_from(raw: dict[str, Any]) -> ConsumerConfig:
         mem_storage=_get(raw, "mem_storage", bool, False),
         direct=_get(raw, "direct", bool, False),
         sourcing=_get(raw, "sourcing", bool, False),
-        metadata={k: v for k, v in metadata.items() if k not in SERVER_METADATA_KEYS},
+        metadata=versioning.user_metadata(metadata),
         pause_until=pause_until,
         priority_groups=_strings(raw, "priority_groups"),
         priority_policy=_priority_policy(raw),

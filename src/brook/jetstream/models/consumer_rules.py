@@ -13,11 +13,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brook import durations
+from brook import durations, strconv
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fields import invalid_json
 from brook.jetstream.models.consumer_config import (
-    _INT_RE,
     MIN_IDLE_HEARTBEAT_NS,
     MIN_MAX_EXPIRES_NS,
     ConsumerConfig,
@@ -378,7 +377,7 @@ def _validate_start(c: ConsumerConfig) -> None:
 
 def _validate_sample_freq(value: str) -> None:
     text = value.removesuffix("%")
-    if not _INT_RE.fullmatch(text):
+    if not strconv.INTEGER.fullmatch(text):
         err = f'strconv.Atoi: parsing "{text}": invalid syntax'
     elif int(text) < 0:
         err = "<nil>"

@@ -40,12 +40,13 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.consumer_rules import parse_consumer_create
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.snapshot.archive import ArchiveError, ArchiveTooLarge, Unpacked, unpack
-from brook.jetstream.snapshot.transfers import Transfers, token
+from brook.jetstream.snapshot.transfers import Transfers
 from brook.jetstream.store.base import MessageStore, StoreError
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file.recovery import MSGS, fsync_dir
 from brook.jetstream.store.memory import MemorySnapshot, MemoryStore
 from brook.jetstream.stream import Stream
+from brook.nuid import random_id
 
 log = logging.getLogger("brook.jetstream.snapshot")
 
@@ -69,7 +70,7 @@ class RestoreSession:
         self._t = transfers
         self._config = config
         self._name: str = config.name
-        tok = token()
+        tok = random_id()
         self.deliver_subject = f"{DELIVER_PREFIX}.{self._name}.{tok}"
         self._upload = transfers.staging / f"{tok}.upload"
         self._dir = transfers.staging / tok

@@ -28,7 +28,8 @@ import logging
 
 from brook import limits
 from brook.jetstream.snapshot.archive import CompressedReader, StreamImage, tar_pieces
-from brook.jetstream.snapshot.transfers import Transfers, token
+from brook.jetstream.snapshot.transfers import Transfers
+from brook.nuid import random_id
 from brook.protocol import headers
 
 log = logging.getLogger("brook.jetstream.snapshot")
@@ -67,7 +68,7 @@ class SnapshotSender:
         self._chunk, window = clamp_sizes(chunk_size, window_size)
         self._max_inflight = window // self._chunk
         self._slots = self._max_inflight
-        self._ack_prefix = f"{ACK_PREFIX}.{image.manifest['stream']}.{token()}"
+        self._ack_prefix = f"{ACK_PREFIX}.{image.manifest['stream']}.{random_id()}"
         self._wake = asyncio.Event()
         self._listened = False  # a plain subscription on exactly the deliver subject exists
         self._changed = False  # that interest changed since the chunks started

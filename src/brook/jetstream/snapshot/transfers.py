@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import shutil
-import string
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,12 +23,6 @@ from brook.jetstream.stream import Stream
 log = logging.getLogger("brook.jetstream.snapshot")
 
 STAGING_DIR = "restores"
-_TOKEN_ALPHABET = string.ascii_letters + string.digits
-
-
-def token() -> str:
-    """A random 22-character token, as a NUID in nats-server's subjects."""
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(22))
 
 
 class Transfers:

