@@ -617,3 +617,43 @@ def test_directory_is_locked_while_open(tmp_path: Path) -> None:
     assert check_store(tmp_path).healthy  # readers need no lock
     s.close()
     FileStore(tmp_path).close()
+
+
+def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
+    """A run of messages (`store_run`, one write per segment) leaves the same segments as
+    storing them one by one (rolled at the same records, of the same sizes), read back the
+    same, also after reopening."""
+    messages = [
+        (f"r.{i % 5}", b"NATS/1.0\r\nK: v\r\n\r\n" if i % 3 == 0 else None, b"%05d" % i, T0 + i)
+        for i in range(90)
+    ]
+    one = FileStore(tmp_path / "one", segment_bytes_max=700)
+    for message in messages:
+        one.store(*message)
+    run = FileStore(tmp_path / "run", segment_bytes_max=700)
+    run.store_run(messages[:1])
+    run.store_run(messages[1:60])
+    run.store_run([])
+    run.store_run(messages[60:])
+    assert len(seg_files(tmp_path / "run")) > 5
+    assert snapshot(run) == snapshot(one)
+    one.close()
+    run.close()
+    segments = [(p.name, p.stat().st_size) for p in seg_files(tmp_path / "run")]
+    assert segments == [(p.name, p.stat().st_size) for p in seg_files(tmp_path / "one")]
+    reopened = FileStore(tmp_path / "run", segment_bytes_max=700)
+    assert reopened.recovery_report.clean
+    assert snapshot(reopened)[1] == [StoredMessage(i + 1, *m) for i, m in enumerate(messages)]
+    reopened.close()
+
+
+def test_store_run_stores_the_messages_before_a_bad_one(tmp_path: Path) -> None:
+    """A message the store cannot hold (an empty subject) fails the run with `StoreError`;
+    the messages before it are stored, nothing after it."""
+    s = FileStore(tmp_path / "s")
+    with pytest.raises(StoreError, match="subject length"):
+        s.store_run([("a", None, b"1", T0), ("b", None, b"2", T0), ("", None, b"3", T0)])
+    assert s.last_seq() == 2
+    assert s.load(2) == StoredMessage(2, "b", None, b"2", T0)
+    assert s.store("c", None, b"4", T0) == 3
+    s.close()

@@ -140,13 +140,26 @@ class StoreModelMachine(RuleBasedStateMachine):
             st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(HEADERS)),
             min_size=2,
             max_size=8,
-        )
+        ),
+        as_run=st.booleans(),
     )
-    def store_batch(self, batch: list[tuple[str, bytes | None]]) -> None:
+    def store_batch(self, batch: list[tuple[str, bytes | None]], as_run: bool) -> None:
         """Several messages per step, so purges and keeps have enough to bite on within
-        the step budget."""
+        the step budget; stored one by one or as one run (`store_run`)."""
+        if not as_run:
+            for i, (subject, header) in enumerate(batch):
+                self.store_msg(subject, header, b"b%d" % i, i % 2)
+            return
+        run = []
         for i, (subject, header) in enumerate(batch):
-            self.store_msg(subject, header, b"b%d" % i, i % 2)
+            self.clock += i % 2
+            run.append((subject, header, b"b%d" % i, self.clock))
+        self.s.store_run(run)
+        for subject, header, data, ts_ns in run:
+            self.last_seq += 1
+            self.msgs.append(ModelMsg(self.last_seq, subject, header or None, data, ts_ns))
+        self.last_ts = self.clock
+        assert self.s.last_seq() == self.last_seq
 
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:

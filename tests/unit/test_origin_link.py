@@ -21,7 +21,17 @@ def test_ack_replies_of_both_forms() -> None:
     )
     v2 = b"$JS.ACK.hub.ACCHASH.O.C.2.9.4.1700000000000000009.0.token"
     assert read_ack_reply(v2) == Delivery("C", 2, 9, 4, 1700000000000000009, 0)
-    for bad in (b"$JS.ACK.O.C.1.x.3.1.0", b"$JS.ACK.O.C.1.5", b"_INBOX.x", b""):
+    bad_replies = (
+        b"$JS.ACK.O.C.1.x.3.1.0",
+        b"$JS.ACK.O.C.1.5",
+        b"$JS.ACK.O.C.1..3.1.0",
+        b"$JS.ACK.O.C.+1.5.3.1.0",
+        b"$JS.ACK.O.C.1_0.5.3.1.0",
+        b"$JS.ACK..C.1.5.3.1.0",
+        b"_INBOX.x",
+        b"",
+    )
+    for bad in bad_replies:
         assert read_ack_reply(bad) is None
 
 

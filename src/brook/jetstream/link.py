@@ -12,7 +12,8 @@ What it does with the deliveries is its kind's (`LinkKind`: the mirror's or a so
 tracking and ingest); the link handles the rest as nats-server does:
 
 * deliveries are queued and taken a slice per loop turn (`_BATCH`), in order with the
-  control messages;
+  control messages; the deliveries between two control messages go to the kind as one
+  run (its store writes them in one piece);
 * control messages: a flow-control request is answered with the last delivery and origin
   sequences once what was stored before it is durable (the stream's group commit), so
   the origin never runs further ahead than its flow-control window of what is on disk; an
@@ -40,7 +41,6 @@ import asyncio
 import json
 import logging
 import random
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,8 +72,6 @@ _JITTER_NS = 100_000_000
 # holds at most that window: the link answers a flow-control request only once it took
 # (and synced) what came before it.
 _BATCH = 256
-# The ack reply of a delivery in its common (version 1) form: read without decoding it.
-_ACK_REPLY = re.compile(rb"\$JS\.ACK\.([^.]+)\.([^.]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
 _LAST_CONSUMER = b"Nats-Last-Consumer"
 ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
 ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
@@ -101,6 +99,10 @@ class Delivery(NamedTuple):
     consumer_seq: int
     timestamp_ns: int
     pending: int
+
+
+Delivered = tuple[Delivery, str, bytes | None, bytes]
+"""One delivery as a link hands it to its kind: its ack reply read, subject, header, data."""
 
 
 def link_subject(prefix: str) -> str:
@@ -195,10 +197,9 @@ class LinkKind(Protocol):
         `StoreError` to retry."""
         ...
 
-    def delivered(
-        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
-    ) -> bool:
-        """One delivery (its ack reply read as `meta`); False: recreate the consumer."""
+    def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
+        """A run of deliveries, in order (at least one); False: recreate the consumer
+        (the run's deliveries after the one that asked for it are dropped)."""
         ...
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
@@ -446,31 +447,41 @@ class OriginLink:
             self._loop.call_soon(self._drain)
 
     def _drain(self) -> None:
+        """Up to `_BATCH` of the inbox: each run of deliveries to the kind in one call, each
+        control message once the deliveries before it are taken."""
         self._draining = False
         inbox = self._inbox
-        for _ in range(min(len(inbox), _BATCH)):
-            if not inbox:
-                break  # a retry emptied it
-            self._take(*inbox.popleft())
+        consumer = self.tracking.consumer
+        run: list[Delivered] = []
+        taken = 0
+        while inbox and taken < _BATCH:  # a retry empties the inbox
+            subject, reply, header, data = inbox.popleft()
+            taken += 1
+            if header is not None and header.startswith(b"NATS/1.0 100"):
+                if run:
+                    self._deliver(run)
+                    run = []
+                self._control(reply, header)
+                consumer = self.tracking.consumer
+                continue
+            meta = read_ack_reply(reply) if reply else None
+            if meta is None or meta.consumer != consumer:
+                continue  # an older consumer's (nats-server's isCurrentSub)
+            if header:
+                header = hdrs.remove_prefixed(header, b"Nats-Expected-")
+                if header:
+                    header = hdrs.remove_prefixed(header, b"Nats-Batch-")
+            run.append((meta, subject.decode("utf-8", "surrogateescape"), header, data))
+        if run:
+            self._deliver(run)
         if inbox and not self._draining:
             self._draining = True
             self._loop.call_soon(self._drain)
 
-    def _take(self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-        if header is not None and header.startswith(b"NATS/1.0 100"):
-            self._control(reply, header)
-            return
-        meta = read_ack_reply(reply) if reply else None
-        if meta is None or meta.consumer != self.tracking.consumer:
-            return  # an older consumer's (nats-server's isCurrentSub)
-        if header:
-            header = hdrs.remove_prefixed(header, b"Nats-Expected-")
-            if header:
-                header = hdrs.remove_prefixed(header, b"Nats-Batch-")
-        self.lag = meta.pending - 1 if meta.pending else 0
-        if not self.kind.delivered(
-            self.tracking, meta, subject.decode("utf-8", "surrogateescape"), header, data
-        ):
+    def _deliver(self, run: list[Delivered]) -> None:
+        pending = run[-1][0].pending
+        self.lag = pending - 1 if pending else 0
+        if not self.kind.delivered(self.tracking, run):
             self.retry()
 
     def _setup_failed(self, reason: str) -> ApiError:
@@ -508,11 +519,19 @@ class OriginLink:
 
 
 def read_ack_reply(reply: bytes) -> Delivery | None:
-    """A delivery's ack reply read (`parse_ack_subject`, its common form by one regular
-    expression: this runs for every message a mirror or source copies)."""
-    m = _ACK_REPLY.fullmatch(reply)
-    if m is not None:
-        _, consumer, d, s, c, t, p = m.groups()
+    """A delivery's ack reply read (`parse_ack_subject`; its common form, version 1, by one
+    split: this runs for every message a mirror or source copies)."""
+    parts = reply.split(b".")
+    if (
+        len(parts) == 9
+        and parts[0] == b"$JS"
+        and parts[1] == b"ACK"
+        and parts[2]
+        and parts[3]
+        and b"".join(parts[4:]).isdigit()
+        and all(parts[4:])
+    ):
+        _, _, _, consumer, d, s, c, t, p = parts
         return Delivery(consumer.decode(), int(d), int(s), int(c), int(t), int(p))
     meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
     if meta is None:

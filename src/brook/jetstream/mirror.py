@@ -25,7 +25,7 @@ messages pending (the engine subscribes it, `caught_up`): a read replica.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook import limits
@@ -35,7 +35,7 @@ from brook.jetstream.link import (
     ACCOUNT,
     API_PREFIX,
     CreateRequest,
-    Delivery,
+    Delivered,
     OriginLink,
     api_subject,
     link_subject,
@@ -46,7 +46,7 @@ from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
-from brook.jetstream.store.base import StoreError, StoreFullError
+from brook.jetstream.store.base import NewMessage, StoreError, StoreFullError
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
@@ -146,48 +146,55 @@ class Mirror:
         tracking.dseq = 0
         tracking.sseq = max(delivered, last)
 
-    def delivered(
-        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
-    ) -> bool:
-        verdict = tracking.mirror_delivery(
-            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
-        )
-        if verdict is Verdict.RETRY:
-            return False
-        if verdict not in (Verdict.STORE, Verdict.SKIP_AND_STORE):
-            return True
-        if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
-            self._caught_up()
-            self._caught_up = None
-        for transform in self._transforms:
-            if transform is not None:
-                mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
-                if mapped is not None:
-                    subject = mapped.decode("utf-8", "surrogateescape")
-                    break
-        seq = meta.stream_seq
-        try:
-            stored = store_mirrored(self.stream, subject, header, data, seq, meta.timestamp_ns)
-        except StoreError as exc:
-            self.stream.write_failed(f"store mirrored message {seq}", exc)
-            return False  # recreated after the last stored, once there is room
-        except ApiError as err:  # the mirror's own limits: asked again later
-            self._refused(seq, err)
-            return False
-        if verdict is Verdict.SKIP_AND_STORE:
-            tracking.skipped(seq)
-        if stored:
-            self._stored(subject, seq)
-        return True
+    def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
+        """Each delivery checked in order (`Tracking`), those to store mapped by the
+        transforms and stored together (`store_mirrored`); False at the first that asks
+        for a new consumer, after storing those before it."""
+        batch: list[Mirrored] = []
+        retry = False
+        for meta, subject, header, data in run:
+            seq = meta.stream_seq
+            verdict = tracking.mirror_delivery(
+                meta.consumer, seq, meta.consumer_seq, meta.delivered
+            )
+            if verdict is Verdict.STORE:
+                pass
+            elif verdict is Verdict.SKIP_AND_STORE:
+                tracking.skipped(seq)
+            elif verdict is Verdict.RETRY:
+                retry = True
+                break
+            else:
+                continue
+            if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+                self._caught_up()
+                self._caught_up = None
+            for transform in self._transforms:
+                if transform is not None:
+                    mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
+                    if mapped is not None:
+                        subject = mapped.decode("utf-8", "surrogateescape")
+                        break
+            batch.append((subject, header, data, seq, meta.timestamp_ns))
+        if batch:
+            try:
+                store_mirrored(self.stream, batch, self._stored)
+            except StoreError as exc:
+                self.stream.write_failed(f"store mirrored messages from {batch[0][3]}", exc)
+                return False  # recreated after the last stored, once there is room
+            except ApiError as err:  # the mirror's own limits: asked again later
+                self._refused(err)
+                return False
+        return not retry
 
-    def _refused(self, seq: int, err: ApiError) -> None:
+    def _refused(self, err: ApiError) -> None:
         """Logged once per kind of refusal (the link asks again every few seconds)."""
         if err.description != self._refusal:
             self._refusal = err.description
             log.warning(
-                "mirror %s refused message %d of %s: %s",
+                "mirror %s refused the message after sequence %d of %s: %s",
                 self.stream.name,
-                seq,
+                self.stream.store.last_seq(),
                 self.source.name,
                 err.description,
             )
@@ -203,49 +210,78 @@ class Mirror:
         )
 
 
-def store_mirrored(
-    stream: Stream, subject: str, header: bytes | None, data: bytes, seq: int, ts_ns: int
-) -> bool:
-    """Store a message of the origin of mirror `stream` at the origin's sequence `seq` and
-    timestamp (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence): the
-    sequences before it that the origin no longer has become gaps (`skip_msgs`), then the
-    stream's own limits and expiry apply as after a publish. Of a publish's checks only the
-    mirror's own limits apply (sealed, `max_msg_size`, `discard: new`): a message they
-    refuse raises their ApiError, nothing stored, and the mirror asks for it again later,
-    as nats-server's (it stores what its origin stored, or stops). Returns whether the
-    message is kept:
-    not when `seq` is stored already, nor on an interest stream when no consumer wants it
-    (it takes its sequence and is removed, as a publish); a store failure raises
-    `StoreError` (nothing more stored). What it removed goes to `on_removed` before it
-    returns."""
+Mirrored = tuple[str, bytes | None, bytes, int, int]
+"""A message of the origin to store: subject, header, data, origin sequence, timestamp."""
+
+
+def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> None:
+    """Store messages of the origin of mirror `stream` at the origin's sequences (rising)
+    and timestamps (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
+    the sequences before each that the origin no longer has become gaps (`skip_msgs`),
+    each stretch of consecutive sequences is one `store_run`, then the stream's own
+    retention, limits and expiry apply as after publishes. Of a publish's checks only the
+    mirror's own limits apply (sealed, `max_msg_size`, `discard: new`; each message
+    checked against the store as it is then): a message they refuse raises their
+    ApiError, and the mirror asks for it again later, as nats-server's (it stores what
+    its origin stored, or stops). `stored` hears of each message kept
+    (not one at a sequence stored already, nor on an interest stream one no consumer
+    wants: it takes its sequence and is removed, as a publish), then `on_removed` of what
+    the limits removed. A store failure (`StoreError`) or a refusal (`ApiError`) is raised
+    once what was stored before it went through the same steps."""
     store = stream.store
     last = store.last_seq()
-    if seq <= last:
-        return False
-    stream.check_mirrored(subject, header, data)
+    run = [m for m in run if m[3] > last]
+    if not run:
+        return
     space = stream.space
-    if space is not None and not space.admit(len(data) + (len(header) if header else 0)):
-        raise StoreFullError("no room for a mirrored message")
-    if seq > last + 1:
-        store.skip_msgs(seq - 1)
-    store.store(subject, header, data, ts_ns)
+    if space is not None and not space.admit(
+        sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in run)
+    ):
+        raise StoreFullError("no room for mirrored messages")
     config = stream.config
-    retention = stream.retention
-    if config.retention == "interest" and retention is not None and not retention.wanted(subject):
-        store.remove(seq)
-        return False
-    if config.allow_msg_ttl and header:
-        value = ttls.header_value(header)
-        try:
-            ttl = ttls.parse_ttl(value) if value else 0
-        except ttls.InvalidTTL:
-            ttl = 0
-        if ttl:
-            stream.expiry.ttl_stored(seq, ts_ns, ttl)
-    if config.max_age > 0:
-        stream.expiry.wake_by(ts_ns + config.max_age)
-    stream.apply_limits(subject)
-    return True
+    checked = config.sealed or config.max_msg_size >= 0 or config.discard == "new"
+    failure: StoreError | ApiError | None = None
+    try:
+        piece: list[NewMessage] = []
+        for subject, header, data, seq, ts_ns in run:
+            if checked:  # against the store as it is with the messages before this one
+                if piece:
+                    store.store_run(piece)
+                    piece = []
+                stream.check_mirrored(subject, header, data)
+            if seq != last + 1:
+                if piece:
+                    store.store_run(piece)
+                    piece = []
+                store.skip_msgs(seq - 1)
+            piece.append((subject, header, data, ts_ns))
+            last = seq
+        store.store_run(piece)
+    except (StoreError, ApiError) as exc:
+        failure = exc
+        last = store.last_seq()
+        run = [m for m in run if m[3] <= last]
+    retention = stream.retention if config.retention == "interest" else None
+    expiry = stream.expiry
+    for subject, header, _, seq, ts_ns in run:
+        if retention is not None and not retention.wanted(subject):
+            store.remove(seq)
+            continue
+        if config.allow_msg_ttl and header:
+            value = ttls.header_value(header)
+            try:
+                ttl = ttls.parse_ttl(value) if value else 0
+            except ttls.InvalidTTL:
+                ttl = 0
+            if ttl:
+                expiry.ttl_stored(seq, ts_ns, ttl)
+        stored(subject, seq)
+    if run and config.max_age > 0:
+        expiry.wake_by(run[0][4] + config.max_age)
+    if run:
+        stream.apply_limits({m[0] for m in run} if config.max_msgs_per_subject > 0 else ())
+    if failure is not None:
+        raise failure
 
 
 def mirror_info(source: StreamSource, link: OriginLink | None, now_ns: int) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from brook.jetstream.link import (
     ACCOUNT,
     API_PREFIX,
     CreateRequest,
+    Delivered,
     Delivery,
     OriginLink,
     api_subject,
@@ -443,7 +444,13 @@ class Source:
         tracking.sseq = self.resume_after = max(seq, delivered)
         tracking.dseq = 0
 
-    def delivered(
+    def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
+        for meta, subject, header, data in run:
+            if not self._delivered(tracking, meta, subject, header, data):
+                return False
+        return True
+
+    def _delivered(
         self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         sseq, dseq = tracking.sseq, tracking.dseq

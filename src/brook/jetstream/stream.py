@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -728,11 +728,14 @@ class Stream:
         self._enforce_subject_limit(subject)
         self._enforce_stream_limits()
 
-    def apply_limits(self, subject: str) -> None:
-        """After a message on `subject` was stored by another path than a publish (a
-        mirror's): the discard-old limits, what they removed reported (`on_removed`)."""
+    def apply_limits(self, subjects: Iterable[str]) -> None:
+        """After messages on `subjects` were stored by another path than a publish (a
+        mirror's run): the discard-old limits (each subject's, then the stream's), what they
+        removed reported (`on_removed`)."""
         try:
-            self._enforce_limits(subject)
+            for subject in subjects:
+                self._enforce_subject_limit(subject)
+            self._enforce_stream_limits()
         finally:
             if self._removed:
                 self._report_removed()

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import errno
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -98,6 +98,10 @@ def add_lost(lost: LostData | None, seqs: Iterable[int], nbytes: int) -> LostDat
     listed.update(itertools.islice(seqs, LOST_SEQS_LISTED_MAX))
     msgs = tuple(sorted(listed)[:LOST_SEQS_LISTED_MAX])
     return LostData(msgs, (lost.bytes if lost else 0) + nbytes)
+
+
+NewMessage = tuple[str, bytes | None, bytes, int]
+"""A message to store: subject, header (None or b"": none), data, timestamp (ns)."""
 
 
 @dataclass(slots=True)
@@ -172,6 +176,12 @@ class MessageStore(Protocol):
 
     def store(self, subject: str, header: bytes | None, data: bytes, ts_ns: int) -> int:
         """Append a message at `last_seq + 1`; returns its sequence."""
+        ...
+
+    def store_run(self, messages: Sequence[NewMessage]) -> None:
+        """Append `messages` (subject, header, data, ts_ns) at `last_seq + 1` onwards, as
+        many `store` calls would, in fewer writes (a mirror's run of deliveries). On a
+        failure the messages before the failing one are stored (`last_seq` says how far)."""
         ...
 
     def load(self, seq: int) -> StoredMessage | None:

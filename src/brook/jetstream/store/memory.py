@@ -21,11 +21,12 @@ Bytes are accounted as nats-server's memory store does (`base.memory_msg_size`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from brook.jetstream.store.base import (
     LostData,
+    NewMessage,
     PurgeResult,
     StoredMessage,
     StoreError,
@@ -146,6 +147,10 @@ class MemoryStore:
         self._last_ts = ts_ns
         # While empty `_first` already equals `_last + 1`, i.e. this sequence.
         return seq
+
+    def store_run(self, messages: Sequence[NewMessage]) -> None:
+        for subject, header, data, ts_ns in messages:  # nothing to batch in memory
+            self.store(subject, header, data, ts_ns)
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         # `erase` needs no work: dropping the only reference is all memory can do.

@@ -22,12 +22,13 @@ import os
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from brook.jetstream.store.base import (
     LostData,
+    NewMessage,
     PurgeResult,
     StoredMessage,
     StoreError,
@@ -201,6 +202,46 @@ class FileStore:
         if self._candidates:
             self._reclaim()
         return seq
+
+    def store_run(self, messages: Sequence[NewMessage]) -> None:
+        """As `store` for each message, with one write per segment: the records are encoded
+        into one buffer, appended at once and then indexed. A segment is rolled where
+        `store` would roll it (before a record that finds it full)."""
+        self._check_writable()
+        seq = self._index.last + 1
+        run: list[tuple[bytes, int, int, str]] = []  # record, lens column entry, ts, subject
+        pending = 0  # bytes in `run`
+        written = self._active.size
+        try:
+            for subject, header, data, ts_ns in messages:
+                hdr = header or b""
+                record = fmt.encode_message(seq, ts_ns, subject.encode(), hdr, data)
+                at = written + pending
+                if run and (at >= self._segment_bytes_max or at + len(record) > MAX_SEGMENT_BYTES):
+                    self._append_run(run, pending)
+                    run, pending, written = [], 0, self._active.size
+                run.append((record, len(record) | (HDR_BIT if hdr else 0), ts_ns, subject))
+                pending += len(record)
+                seq += 1
+        except fmt.RecordError as exc:
+            if run:
+                self._append_run(run, pending)
+            raise StoreError(f"cannot store message: {exc}") from exc
+        if run:
+            self._append_run(run, pending)
+        if self._candidates:
+            self._reclaim()
+
+    def _append_run(self, run: list[tuple[bytes, int, int, str]], size: int) -> None:
+        """One append of `run`'s records (`size` bytes), then their index entries."""
+        seg = self._append_record(b"".join([r[0] for r in run]))
+        offset = seg.size - size
+        index = self._index
+        seq = index.last + 1
+        for record, lenfield, ts_ns, subject in run:
+            index.add(seg, seq, offset, lenfield, ts_ns, subject)
+            offset += len(record)
+            seq += 1
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         self._check_writable()
