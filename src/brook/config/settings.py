@@ -198,6 +198,13 @@ class TLSSettings:
     # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
     pinned_certs: frozenset[str] = frozenset()
 
+    def validate(self, where: str) -> None:
+        if not self.cert_file or not self.key_file:
+            missing = "cert_file" if not self.cert_file else "key_file"
+            raise ConfigError(f"{where}: missing '{missing}' in TLS configuration")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"{where}.timeout: must be a positive duration")
+
 
 def default_store_dir() -> str:
     """Where JetStream keeps its data when no `store_dir` is set: nats-server's rule (a
@@ -335,14 +342,14 @@ class Settings:
         if self.https_port and self.tls is None:
             raise ConfigError("https_port: TLS cert and key required for HTTPS")
         if self.tls is not None:
-            if not self.tls.cert_file or not self.tls.key_file:
-                missing = "cert_file" if not self.tls.cert_file else "key_file"
-                raise ConfigError(f"tls: missing '{missing}' in TLS configuration")
-            if self.tls.timeout_s <= 0:
-                raise ConfigError("tls.timeout: must be a positive duration")
+            self.tls.validate("tls")
+        ws_tls = self.websocket.tls if self.websocket.port else None
+        if ws_tls is not None:
+            ws_tls.validate("websocket.tls")
         self.auth.validate()
+        tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
         for u in self.auth.users:
-            if not u.password and not (self.tls is not None and self.tls.verify_and_map):
+            if not u.password and not tls_map:
                 raise ConfigError(
                     f"authorization.users: user {u.user!r} has no password"
                     " (only tls verify_and_map maps certificates to users)"
