@@ -323,3 +323,25 @@ async def test_http_1_0_upgrade_without_host_refused(tmp_path: Path) -> None:
             reply = await http_request(port, request)
             seen[name] = _seen(reply.status, reply.body, reply.headers)
         assert seen["brook"] == seen["nats-server"] == (400, b"Bad Request\n", "13")
+
+
+@pytest.mark.parametrize("verify", [True, False])
+async def test_info_tls_fields_beside_a_tls_client_port(tmp_path: Path, verify: bool) -> None:
+    """`ws://` beside a client port with TLS: nats-server's WebSocket INFO says no TLS is
+    required (the WebSocket port's), but keeps the client port's `tls_verify`."""
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    tls = (
+        f'tls {{ cert_file: "{certs.cert_file}", key_file: "{certs.key_file}", '
+        f'ca_file: "{certs.ca_file}", verify: {"true" if verify else "false"} }}'
+    )
+    keys = ("tls_required", "tls_verify", "tls_available")
+    async with both(tmp_path, "", top=tls) as ports:
+        seen = {}
+        for name, port in ports.items():
+            async with WsClient.connect(port) as ws:
+                info = json.loads((await ws.read_nats(b"\r\n"))[5:])
+                seen[name] = {k: info[k] for k in keys if k in info}
+        assert seen["brook"] == seen["nats-server"]
+        assert seen["brook"] == ({"tls_verify": True} if verify else {})

@@ -205,3 +205,76 @@ async def test_websocket_clients_beside_tls_on_the_client_port(tmp_path: Path) -
         finally:
             await ws.close()
             await tcp.close()
+
+
+async def test_wss_listener_logged_and_listed_as_wss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `tls {}` in the block: the listener is logged as nats-server logs it
+    (`wss://`, without the no-TLS warning), the ports file lists `wss://` URLs, and a
+    client's TLS version is known once it is in."""
+    import logging
+
+    from brook.config.conf import parse_conf, settings_from_conf
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    settings = settings_from_conf(
+        parse_conf(
+            "websocket { port: -1, host: 127.0.0.1, tls { "
+            f'cert_file: "{certs.cert_file}", key_file: "{certs.key_file}" }} }}'
+        )
+    )
+    caplog.set_level(logging.INFO, logger="brook.websocket")
+    async with brook.serve(settings=settings) as srv:
+        port = srv.websocket.port
+        nc = await nats.connect(
+            f"wss://127.0.0.1:{port}", tls=certs.context(), allow_reconnect=False
+        )
+        try:
+            assert nc._server_info["tls_required"] is True
+            [client] = srv.clients.values()
+            assert client.tls
+            assert client.tls_version in ("1.2", "1.3")
+        finally:
+            await nc.close()
+        assert srv.websocket.reachable_urls() == [f"wss://127.0.0.1:{port}"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"Listening for websocket clients on wss://127.0.0.1:{port}" in messages
+    assert not any("DO NOT USE IN PRODUCTION" in m for m in messages)
+
+
+async def test_wss_handshake_timeout_and_garbage_leave_other_clients_alone(
+    tmp_path: Path,
+) -> None:
+    """On a wss:// port, a client silent past the tls `timeout` and one sending garbage
+    instead of a ClientHello are closed; a connected client's round trips go on."""
+    from brook.config.conf import parse_conf, settings_from_conf
+    from tests.support.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    settings = settings_from_conf(
+        parse_conf(
+            "websocket { port: -1, host: 127.0.0.1, tls { timeout: 0.5, "
+            f'cert_file: "{certs.cert_file}", key_file: "{certs.key_file}" }} }}'
+        )
+    )
+    async with brook.serve(settings=settings) as srv:
+        port = srv.websocket.port
+        nc = await nats.connect(
+            f"wss://127.0.0.1:{port}", tls=certs.context(), allow_reconnect=False
+        )
+        try:
+            silent = await asyncio.open_connection("127.0.0.1", port)
+            garbage = await asyncio.open_connection("127.0.0.1", port)
+            garbage[1].write(b"\x16\x03\x01\x00\x10" + b"\xff" * 16 + b"GET / HTTP/1.1\r\n\r\n")
+            started = time.monotonic()
+            assert await asyncio.wait_for(garbage[0].read(), 5) == b""
+            await nc.flush(timeout=2)
+            assert await asyncio.wait_for(silent[0].read(), 5) == b""  # closed, nothing sent
+            assert 0.4 < time.monotonic() - started < 4
+            await nc.flush(timeout=2)
+            for _, writer in (silent, garbage):
+                writer.close()
+        finally:
+            await nc.close()

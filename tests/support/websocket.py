@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import os
+import ssl
 import struct
 import zlib
 from collections.abc import AsyncIterator
@@ -105,9 +106,21 @@ class WsClient:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, port: int, headers: dict[str, str] | None = None, timeout: float = 5.0
+        cls,
+        port: int,
+        headers: dict[str, str] | None = None,
+        timeout: float = 5.0,
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> AsyncIterator[WsClient]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 24)
+        """An upgraded connection; with `tls`, over TLS from the first byte (wss://)."""
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1",
+            port,
+            limit=1 << 24,
+            ssl=tls,
+            ssl_handshake_timeout=timeout if tls else None,
+        )
         try:
             writer.write(upgrade_request(port, headers=headers))
             status, reply_headers = await asyncio.wait_for(_read_head(reader), timeout)

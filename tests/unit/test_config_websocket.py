@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
-from brook.config.settings import AuthSettings, ConfigError, Settings, User
+from brook.config.settings import AuthSettings, ConfigError, Settings, TLSSettings, User
 
 
 def _settings(text: str) -> Settings:
@@ -48,12 +48,64 @@ def test_tls_is_required_unless_no_tls_as_in_nats_server() -> None:
         _settings("websocket { port: 8080 }")
 
 
+def test_tls_block_read_as_the_client_ports() -> None:
+    """wss://: the block's `tls {}` is read as nats-server's `parseTLS` reads the client
+    port's (verify_and_map implies verify), and satisfies the TLS requirement."""
+    ws = _settings(
+        """
+        websocket {
+          port: 8443
+          tls {
+            cert_file: "s.pem"
+            key_file: "s-key.pem"
+            ca_file: "ca.pem"
+            verify_and_map: true
+            timeout: "1.5s"
+            min_version: "1.3"
+          }
+        }
+        """
+    ).websocket
+    assert ws.tls == TLSSettings(
+        cert_file="s.pem", key_file="s-key.pem", ca_file="ca.pem", verify=True,
+        verify_and_map=True, timeout_s=1.5, min_version="1.3",
+    )  # fmt: skip
+    assert _settings("port: 1").tls is None  # the client port's stays its own
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("cipher_suites", '["x"]'), ("ocsp_peer", "true"), ("insecure", "true")]
+)
+def test_tls_keys_brook_does_not_serve_refused_inside_the_block(key: str, value: str) -> None:
+    text = f"websocket {{\n  port: 8443\n  tls {{\n    cert_file: a\n    {key}: {value}\n  }}\n}}\n"
+    with pytest.raises(
+        ConfigError, match=rf"^websocket\.tls\.{key} \(line 5\): not supported by Brook$"
+    ):
+        _settings(text)
+
+
+def test_no_auth_user_must_be_one_of_the_servers_users() -> None:
+    """nats-server's `validateNoAuthUser`, also for the listener's own no_auth_user."""
+    users = "authorization { users: [ { user: a, password: b }, { user: guest, password: g } ] }"
+    ws = _settings(f"{users}\nwebsocket {{ port: 1, no_tls: true, no_auth_user: guest }}")
+    assert (ws.websocket.no_auth_user, ws.auth.no_auth_user) == ("guest", None)
+    with pytest.raises(
+        ConfigError,
+        match=r'^no_auth_user: "nobody" not present as user or nkey in authorization block',
+    ):
+        _settings(f"{users}\nno_auth_user: a\nws {{ port: 1, no_tls: true, no_auth_user: nobody }}")
+    with pytest.raises(
+        ConfigError, match=r'^no_auth_user: "guest" present, but users/nkeys are not defined$'
+    ):
+        _settings("websocket { port: 1, no_tls: true, no_auth_user: guest }")
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("tls", "{ cert_file: a.pem, key_file: b.pem }"),
-        ("no_auth_user", "bob"),
         ("jwt_cookie", "jwt"),
+        ("user_cookie", "u"),
+        ("ping_interval", "2m"),
         ("handshake_timeout", "2s"),
         ("advertise", '"x:1"'),
     ],

@@ -295,13 +295,14 @@ def _no_auth_user(s: Settings, where: str, v: object) -> None:
 
 # nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
 _WS_UNSUPPORTED = (
-    *("tls", "advertise", "handshake_timeout", "no_auth_user", "jwt_cookie", "user_cookie"),
-    *("pass_cookie", "token_cookie", "ping_interval"),
+    *("advertise", "handshake_timeout", "jwt_cookie", "user_cookie", "pass_cookie"),
+    *("token_cookie", "ping_interval"),
 )
 _WS_ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins")
 _WS_KEYS = (
     *("port", "host", "net", "listen", "no_tls", "same_origin", "compression", "compress"),
-    *("authorization", "authentication", "headers", "origin", *_WS_ORIGINS),
+    *("authorization", "authentication", "headers", "origin", "tls", "no_auth_user"),
+    *_WS_ORIGINS,
 )
 
 
@@ -323,6 +324,10 @@ def _websocket(s: Settings, where: str, v: object) -> None:
             ws.host = host if host is not None else ws.host
         elif key == "no_tls":
             ws.no_tls = _bool(at, value)
+        elif key == "tls":  # nats-server reads it as the client port's (`parseTLS`)
+            ws.tls = _tls_settings(at, value)
+        elif key == "no_auth_user":
+            ws.no_auth_user = _str(at, value)
         elif key == "same_origin":
             ws.same_origin = _bool(at, value)
         elif key in ("compression", "compress"):
@@ -383,8 +388,13 @@ _PIN_RE = re.compile(r"[a-f0-9]{64}", re.ASCII)
 
 
 def _tls(s: Settings, where: str, v: object) -> None:
-    """The client port's `tls {}` block, read as nats-server's `parseTLS` reads it, with
-    its error texts; keys nats-server knows but Brook does not serve are refused."""
+    s.tls = _tls_settings(where, v)
+
+
+def _tls_settings(where: str, v: object) -> TLSSettings:
+    """A `tls {}` block (the client port's or the WebSocket listener's), read as
+    nats-server's `parseTLS` reads it, with its error texts; keys nats-server knows but
+    Brook does not serve are refused."""
     block = _block(where, v)
     tls = TLSSettings()
 
@@ -419,7 +429,7 @@ def _tls(s: Settings, where: str, v: object) -> None:
             tls.pinned_certs = _pinned_certs(value, functools.partial(fail, "pinned_certs"))
     if tls.verify_and_map:
         tls.verify = True
-    s.tls = tls
+    return tls
 
 
 def _tls_timeout(value: object, fail: Callable[[str], ConfigError]) -> float:

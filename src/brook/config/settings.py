@@ -107,17 +107,19 @@ class AuthSettings:
             if n.nkey in seen:
                 raise ConfigError(f"authorization.users: nkey {n.nkey!r} is defined twice")
             seen.add(n.nkey)
-        name = self.no_auth_user
-        if name is not None:
-            if not self.users and not self.nkeys:
-                raise ConfigError(
-                    f'no_auth_user: "{name}" present, but users/nkeys are not defined'
-                )
-            if name not in seen:
-                raise ConfigError(
-                    f'no_auth_user: "{name}" not present as user or nkey in authorization '
-                    "block or account configuration"
-                )
+        if self.no_auth_user is not None:
+            self.check_no_auth_user(self.no_auth_user)
+
+    def check_no_auth_user(self, name: str) -> None:
+        """`name` (the server's or a WebSocket listener's `no_auth_user`) is one of these
+        users or nkeys: nats-server's `validateNoAuthUser`, in its words."""
+        if not self.users and not self.nkeys:
+            raise ConfigError(f'no_auth_user: "{name}" present, but users/nkeys are not defined')
+        if name not in {u.user for u in self.users} | {n.nkey for n in self.nkeys}:
+            raise ConfigError(
+                f'no_auth_user: "{name}" not present as user or nkey in authorization '
+                "block or account configuration"
+            )
 
 
 @dataclass(slots=True)
@@ -128,6 +130,8 @@ class WebSocketSettings:
     port: int = 0  # 0: no WebSocket listener; -1: any free port
     host: str = limits.DEFAULT_HOST  # nats-server's default, not the client port's host
     no_tls: bool = False  # nats-server refuses a listener without TLS unless this is set
+    # `wss://`: the block's own `tls {}` (read as the client port's); it wins over no_tls.
+    tls: TLSSettings | None = None
     same_origin: bool = False  # a browser's Origin must be the request's own host
     allowed_origins: list[str] = field(default_factory=list)  # else any Origin
     compression: bool = False  # permessage-deflate, when the client offers it
@@ -136,6 +140,9 @@ class WebSocketSettings:
     # clients authenticate against it instead of the server's, as in nats-server.
     auth: AuthSettings | None = None
     auth_timeout_s: float | None = None  # None: the server's auth_timeout
+    # A user of the server's users list whom WebSocket clients without credentials log in
+    # as, instead of the server's no_auth_user (nats-server's override).
+    no_auth_user: str | None = None
 
     def validate(self, server_auth: AuthSettings) -> None:
         """nats-server's `validateWebsocketOptions`, in its words."""
@@ -143,7 +150,7 @@ class WebSocketSettings:
             raise ConfigError(f"websocket.port: {self.port} is not a TCP port")
         if self.port == 0:
             return
-        if not self.no_tls:
+        if self.tls is None and not self.no_tls:
             raise ConfigError("websocket requires TLS configuration")
         for origin in self.allowed_origins:
             parts = urllib.parse.urlsplit(origin)
@@ -162,6 +169,8 @@ class WebSocketSettings:
                 raise ConfigError(
                     f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
                 )
+        if self.no_auth_user is not None:
+            server_auth.check_no_auth_user(self.no_auth_user)
         if self.auth is not None and server_auth.users:
             if self.auth.users:
                 raise ConfigError(
@@ -188,6 +197,13 @@ class TLSSettings:
     min_version: str = "1.2"  # "1.2" or "1.3": nats-server refuses anything older
     # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
     pinned_certs: frozenset[str] = frozenset()
+
+    def validate(self, where: str) -> None:
+        if not self.cert_file or not self.key_file:
+            missing = "cert_file" if not self.cert_file else "key_file"
+            raise ConfigError(f"{where}: missing '{missing}' in TLS configuration")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"{where}.timeout: must be a positive duration")
 
 
 def default_store_dir() -> str:
@@ -326,14 +342,14 @@ class Settings:
         if self.https_port and self.tls is None:
             raise ConfigError("https_port: TLS cert and key required for HTTPS")
         if self.tls is not None:
-            if not self.tls.cert_file or not self.tls.key_file:
-                missing = "cert_file" if not self.tls.cert_file else "key_file"
-                raise ConfigError(f"tls: missing '{missing}' in TLS configuration")
-            if self.tls.timeout_s <= 0:
-                raise ConfigError("tls.timeout: must be a positive duration")
+            self.tls.validate("tls")
+        ws_tls = self.websocket.tls if self.websocket.port else None
+        if ws_tls is not None:
+            ws_tls.validate("websocket.tls")
         self.auth.validate()
+        tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
         for u in self.auth.users:
-            if not u.password and not (self.tls is not None and self.tls.verify_and_map):
+            if not u.password and not tls_map:
                 raise ConfigError(
                     f"authorization.users: user {u.user!r} has no password"
                     " (only tls verify_and_map maps certificates to users)"

@@ -140,7 +140,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
             return
-        if server.tls_context is None or self.websocket is not None:  # WebSocket: its port's TLS
+        if self.websocket is not None:  # its listener's TLS, if any, is done
+            if self.tls:
+                self._tls_established(transport)
+            else:
+                self._start_session()
+        elif server.tls_context is None:
             self._start_session()
         elif self.tls:
             self._tls_established(transport)
@@ -204,9 +209,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
 
     def _tls_established(self, transport: asyncio.Transport) -> None:
         """After a handshake: the pinned public keys checked, the certificate's names kept
-        for verify_and_map, the protocol started."""
+        for verify_and_map, the protocol started. A WebSocket client's are its listener's."""
         server = self.server
-        tls = server.settings.tls
+        ws = self.websocket
+        tls = server.settings.tls if ws is None else ws.tls
+        tls_map = server.tls_map if ws is None else ws.tls_map
         assert tls is not None
         ssl_object = transport.get_extra_info("ssl_object")
         if tls.pinned_certs:
@@ -217,7 +224,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if ssl_object is not None:
             self.tls_version = (ssl_object.version() or "").removeprefix("TLSv")
             self.tls_cipher_suite = (ssl_object.cipher() or ("",))[0]
-        if server.tls_map and ssl_object is not None:
+        if tls_map and ssl_object is not None:
             self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
         self._start_session()
 
@@ -433,7 +440,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if not isinstance(proto, int) or isinstance(proto, bool):
             raise ProtocolError("CONNECT option protocol is not an integer", None)
         authenticator = self.authenticator
-        if self.server.tls_map and self.websocket is None and authenticator.has_users:
+        ws = self.websocket
+        if (self.server.tls_map if ws is None else ws.tls_map) and authenticator.has_users:
             # verify_and_map: the certificate names the user; CONNECT's credentials do not
             # count (nats-server only warns about a user name there).
             certificate = self.certificate

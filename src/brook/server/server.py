@@ -389,10 +389,22 @@ class Server:
             "port": self.port if client.websocket is None else client.websocket.port,
             "headers": True,
         }
-        if client.authenticator.advertised:
+        ws = client.websocket
+        authenticator = client.authenticator
+        # nats-server tells WebSocket clients auth_required even with a no_auth_user.
+        if authenticator.advertised if ws is None else authenticator.required:
             info["auth_required"] = True
-        tls = settings.tls if client.websocket is None else None  # the WebSocket port's own
-        if tls is not None:
+        tls = settings.tls
+        if ws is not None:
+            # nats-server: required and available are the WebSocket port's TLS, tls_verify
+            # is still the client port's.
+            if ws.tls is not None:
+                info["tls_required"] = True
+            if tls is not None and tls.verify:
+                info["tls_verify"] = True
+            if ws.tls is not None:
+                info["tls_available"] = True
+        elif tls is not None:
             if self.tls_first or not settings.allow_non_tls:
                 info["tls_required"] = True
             if tls.verify:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import logging
 import socket
 import struct
@@ -34,6 +35,7 @@ from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import open_listener
 from brook.server.portsfile import reachable_urls
+from brook.server.tls import server_context
 
 if TYPE_CHECKING:
     from brook.server.server import Server
@@ -188,9 +190,20 @@ class WebSocketListener:
         self._settings = settings
         self.host = settings.host
         self.port = settings.port
-        self.authenticator = (
-            server.authenticator if settings.auth is None else Authenticator(settings.auth)
-        )
+        # nats-server's override: the block's own credentials, or its no_auth_user (one
+        # of the server's users) instead of the server's; else the server's.
+        if settings.auth is not None:
+            self.authenticator = Authenticator(settings.auth)
+        elif settings.no_auth_user is not None:
+            auth = dataclasses.replace(server.settings.auth, no_auth_user=settings.no_auth_user)
+            self.authenticator = Authenticator(auth)
+        else:
+            self.authenticator = server.authenticator
+        # wss:// (the block's `tls {}`): the handshake is the listener's, before any HTTP.
+        self.tls = settings.tls
+        # verify_and_map is the listener's own, and maps to the server's users (not to the
+        # block's single user or token, which nats-server checks without a certificate).
+        self.tls_map = self.tls is not None and self.tls.verify_and_map and settings.auth is None
         self.auth_timeout_s = settings.auth_timeout_s or server.settings.auth_timeout_s
         self._origins = _allowed_origins(settings.allowed_origins)
         # nats-server's wsMaxMessageSize: room for several max_payload operations.
@@ -204,18 +217,30 @@ class WebSocketListener:
     def reachable_urls(self) -> list[str]:
         """The WebSocket URLs for the ports file."""
         assert self._sock is not None
-        return reachable_urls("ws", self.host, self._sock)
+        return reachable_urls("ws" if self.tls is None else "wss", self.host, self._sock)
 
     async def start(self) -> None:
         self._sock = sock = open_listener(
             self._settings.host, self._settings.port, "Unable to listen for websocket connections"
         )
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(self._http, sock=sock, backlog=1024)
+        tls = self.tls
+        if tls is None:
+            self._listener = await loop.create_server(self._http, sock=sock, backlog=1024)
+        else:
+            self._listener = await loop.create_server(
+                self._http,
+                sock=sock,
+                backlog=1024,
+                ssl=server_context(tls),
+                ssl_handshake_timeout=tls.timeout_s,
+            )
         self.port = sock.getsockname()[1]
         # nats-server's words and form (no brackets around an IPv6 host): launchers parse it.
-        log.info("Listening for websocket clients on ws://%s:%d", self.host, self.port)
-        log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+        scheme = "ws" if tls is None else "wss"
+        log.info("Listening for websocket clients on %s://%s:%d", scheme, self.host, self.port)
+        if tls is None:
+            log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
 
     def stop_accepting(self) -> None:
         if self._listener is not None:
