@@ -33,7 +33,7 @@ def _mirror(**mirror: Any) -> tuple[Mirror, list[tuple[str, int]]]:
 def _deliver(
     mirror: Mirror, tracking: Tracking, sseq: int, dseq: int, subject: str = "o.a"
 ) -> bool:
-    meta = Delivery(tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
+    meta: Delivery = (tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
     return mirror.delivered(tracking, [(meta, subject, None, b"%d" % sseq)])
 
 

@@ -152,11 +152,8 @@ class Mirror:
         for a new consumer, after storing those before it."""
         batch: list[Mirrored] = []
         retry = False
-        for meta, subject, header, data in run:
-            seq = meta.stream_seq
-            verdict = tracking.mirror_delivery(
-                meta.consumer, seq, meta.consumer_seq, meta.delivered
-            )
+        for (consumer, delivered, seq, dseq, ts_ns, pending), subject, header, data in run:
+            verdict = tracking.mirror_delivery(consumer, seq, dseq, delivered)
             if verdict is Verdict.STORE:
                 pass
             elif verdict is Verdict.SKIP_AND_STORE:
@@ -166,7 +163,7 @@ class Mirror:
                 break
             else:
                 continue
-            if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+            if self._caught_up is not None and pending < CAUGHT_UP_PENDING:
                 self._caught_up()
                 self._caught_up = None
             for transform in self._transforms:
@@ -175,7 +172,7 @@ class Mirror:
                     if mapped is not None:
                         subject = mapped.decode("utf-8", "surrogateescape")
                         break
-            batch.append((subject, header, data, seq, meta.timestamp_ns))
+            batch.append((subject, header, data, seq, ts_ns))
         if batch:
             try:
                 store_mirrored(self.stream, batch, self._stored)

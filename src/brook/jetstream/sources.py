@@ -454,14 +454,12 @@ class Source:
         self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         sseq, dseq = tracking.sseq, tracking.dseq
-        verdict = tracking.source_delivery(
-            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
-        )
+        consumer, delivered, seq, delivery_seq, _, _ = meta
+        verdict = tracking.source_delivery(consumer, seq, delivery_seq, delivered)
         if verdict is Verdict.RETRY:
             return False
         if verdict is not Verdict.STORE:
             return True
-        seq = meta.stream_seq
         result = self.sourced.ingest(self.iname, subject, header, data, seq, self.ident)
         if result.error is None:
             self.resume_after = seq
