@@ -637,6 +637,8 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     run.store_run(messages[60:])
     assert len(seg_files(tmp_path / "run")) > 5
     assert snapshot(run) == snapshot(one)
+    accounted = one.state().bytes
+    assert run.state().bytes == accounted  # each message's size accounted alike
     one.close()
     run.close()
     segments = [(p.name, p.stat().st_size) for p in seg_files(tmp_path / "run")]
@@ -644,6 +646,7 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     reopened = FileStore(tmp_path / "run", segment_bytes_max=700)
     assert reopened.recovery_report.clean
     assert snapshot(reopened)[1] == [StoredMessage(i + 1, *m) for i, m in enumerate(messages)]
+    assert reopened.state().bytes == accounted
     reopened.close()
 
 

@@ -153,6 +153,29 @@ class Segment:
 
     def add_slot(self, seq: int, offset: int, lenfield: int, ts_ns: int, sid: int) -> None:
         """Append the slot for `seq` (>= end_seq; the gap, if any, becomes DEAD slots)."""
+        self._fill_to(seq, ts_ns)
+        self.offs.append(offset)
+        self.lens.append(lenfield)
+        self.tss.append(ts_ns)
+        self.sids.append(sid)
+        if offset != DEAD:
+            self.live += 1
+
+    def add_slots(
+        self, seq: int, offs: array[int], lens: array[int], tss: array[int], sids: array[int]
+    ) -> None:
+        """`add_slot` for live messages at consecutive sequences from `seq`, each column
+        extended at once."""
+        self._fill_to(seq, tss[0])
+        self.offs.extend(offs)
+        self.lens.extend(lens)
+        self.tss.extend(tss)
+        self.sids.extend(sids)
+        self.live += len(offs)
+
+    def _fill_to(self, seq: int, ts_ns: int) -> None:
+        """DEAD slots up to `seq` (the next slot's sequence), which a segment without
+        slots starts at."""
         if not self.offs:
             self.base = seq
         gap = seq - self.end_seq()
@@ -161,12 +184,6 @@ class Segment:
             self.lens.extend(array("I", [0]) * gap)
             self.tss.extend(array("q", [ts_ns]) * gap)
             self.sids.extend(array("I", [0]) * gap)
-        self.offs.append(offset)
-        self.lens.append(lenfield)
-        self.tss.append(ts_ns)
-        self.sids.append(sid)
-        if offset != DEAD:
-            self.live += 1
 
     def note_external(self, lo: int, hi: int) -> None:
         """Remember a tombstone range written here, if it reaches older segments."""
