@@ -99,6 +99,11 @@ copied (a NamedTuple's constructor costs a Python call)."""
 Delivered = tuple[Delivery, str, bytes | None, bytes]
 """One delivery as a link hands it to its kind: its ack reply read, subject, header, data."""
 
+Stored = Callable[[list[tuple[str, int]]], None]
+"""What a kind tells the engine it stored and kept, in order: each message's subject and
+sequence (its consumers and the expiry timer hear of them as of publishes). One call per
+run stored together."""
+
 
 def link_subject(prefix: str) -> str:
     """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""

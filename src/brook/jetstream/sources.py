@@ -44,6 +44,7 @@ from brook.jetstream.link import (
     Delivered,
     Delivery,
     OriginLink,
+    Stored,
     api_subject,
     link_subject,
     origin_consumer_config,
@@ -274,7 +275,6 @@ def _header_names(source: StreamSource) -> tuple[str, ...]:
 # ---------------------------------------------------------------------- ingest
 
 
-Stored = Callable[[str, int], None]
 """(subject, sequence) of a message a source stored: the engine tells its consumers."""
 
 
@@ -336,7 +336,7 @@ class SourcedStream:
             self.positions.stored(iname, origin_seq, ident)
             stream.sync_soon()
             if result.kept:
-                self._stored(subject, result.seq)
+                self._stored([(subject, result.seq)])
         return result
 
 
