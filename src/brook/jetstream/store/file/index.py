@@ -91,8 +91,7 @@ class Index:
         """`add` for live messages at consecutive sequences from `seq` (> last), appended
         to `seg`: their columns extended at once. `size`: their records' bytes, `headers`:
         how many have a header (their `accounted` sizes added up from these)."""
-        add = self.subjects.add
-        sids = array("I", [add(subject, s) for s, subject in enumerate(subjects, seq)])
+        sids = array("I", self.subjects.add_run(subjects, seq))
         seg.add_slots(seq, offs, lens, tss, sids)
         if not self.messages:
             self.first = seq
