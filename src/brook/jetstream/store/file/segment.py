@@ -153,7 +153,11 @@ class Segment:
 
     def add_slot(self, seq: int, offset: int, lenfield: int, ts_ns: int, sid: int) -> None:
         """Append the slot for `seq` (>= end_seq; the gap, if any, becomes DEAD slots)."""
-        self._fill_to(seq, ts_ns)
+        if not self.offs:
+            self.base = seq
+        gap = seq - self.end_seq()
+        if gap:
+            self._dead_slots(gap, ts_ns)
         self.offs.append(offset)
         self.lens.append(lenfield)
         self.tss.append(ts_ns)
@@ -166,24 +170,23 @@ class Segment:
     ) -> None:
         """`add_slot` for live messages at consecutive sequences from `seq`, each column
         extended at once."""
-        self._fill_to(seq, tss[0])
+        if not self.offs:
+            self.base = seq
+        gap = seq - self.end_seq()
+        if gap:
+            self._dead_slots(gap, tss[0])
         self.offs.extend(offs)
         self.lens.extend(lens)
         self.tss.extend(tss)
         self.sids.extend(sids)
         self.live += len(offs)
 
-    def _fill_to(self, seq: int, ts_ns: int) -> None:
-        """DEAD slots up to `seq` (the next slot's sequence), which a segment without
-        slots starts at."""
-        if not self.offs:
-            self.base = seq
-        gap = seq - self.end_seq()
-        if gap:
-            self.offs.extend(array("I", [DEAD]) * gap)
-            self.lens.extend(array("I", [0]) * gap)
-            self.tss.extend(array("q", [ts_ns]) * gap)
-            self.sids.extend(array("I", [0]) * gap)
+    def _dead_slots(self, gap: int, ts_ns: int) -> None:
+        """`gap` DEAD slots, for sequences no message of this segment holds."""
+        self.offs.extend(array("I", [DEAD]) * gap)
+        self.lens.extend(array("I", [0]) * gap)
+        self.tss.extend(array("q", [ts_ns]) * gap)
+        self.sids.extend(array("I", [0]) * gap)
 
     def note_external(self, lo: int, hi: int) -> None:
         """Remember a tombstone range written here, if it reaches older segments."""
