@@ -26,6 +26,7 @@ from brook.cli.store import store_check_command
 from brook.jetstream.store.base import StoredMessage, StoreError, file_msg_size
 from brook.jetstream.store.check import check_store
 from brook.jetstream.store.file import FileStore
+from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.memory import MemoryStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -637,6 +638,8 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     run.store_run(messages[60:])
     assert len(seg_files(tmp_path / "run")) > 5
     assert snapshot(run) == snapshot(one)
+    accounted = one.state().bytes
+    assert run.state().bytes == accounted  # each message's size accounted alike
     one.close()
     run.close()
     segments = [(p.name, p.stat().st_size) for p in seg_files(tmp_path / "run")]
@@ -644,7 +647,26 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     reopened = FileStore(tmp_path / "run", segment_bytes_max=700)
     assert reopened.recovery_report.clean
     assert snapshot(reopened)[1] == [StoredMessage(i + 1, *m) for i, m in enumerate(messages)]
+    assert reopened.state().bytes == accounted
     reopened.close()
+
+
+def test_a_run_is_encoded_as_each_record_alone() -> None:
+    """`encode_messages` makes the records `encode_message` makes one by one, and stops
+    before the first it cannot encode with the reason `encode_message` raises."""
+    run = [("a.b", None, b"1", T0), ("c", b"NATS/1.0\r\nK: v\r\n\r\n", b"", T0 + 1)]
+    records, error = fmt.encode_messages(7, run)
+    assert error == ""
+    assert records == [
+        fmt.encode_message(7 + i, ts, subject.encode(), header or b"", data)
+        for i, (subject, header, data, ts) in enumerate(run)
+    ]
+    for bad in (("", None, b"x", T0), ("a", None, b"x", 2**63)):
+        records, error = fmt.encode_messages(7, [*run, bad, run[0]])
+        assert len(records) == 2
+        with pytest.raises(fmt.RecordError) as raised:
+            fmt.encode_message(9, bad[3], bad[0].encode(), b"", bad[2])
+        assert error == str(raised.value)
 
 
 def test_store_run_stores_the_messages_before_a_bad_one(tmp_path: Path) -> None:

@@ -27,13 +27,13 @@ RECORDED = (
 def _mirror(**mirror: Any) -> tuple[Mirror, list[tuple[str, int]]]:
     stream, _, _ = make(name="M", subjects=[], mirror={"name": "O", **mirror})
     stored: list[tuple[str, int]] = []
-    return Mirror(stream, lambda subject, seq: stored.append((subject, seq))), stored
+    return Mirror(stream, stored.extend), stored
 
 
 def _deliver(
     mirror: Mirror, tracking: Tracking, sseq: int, dseq: int, subject: str = "o.a"
 ) -> bool:
-    meta = Delivery(tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
+    meta: Delivery = (tracking.consumer, 1, sseq, dseq, sseq * SECOND, 0)
     return mirror.delivered(tracking, [(meta, subject, None, b"%d" % sseq)])
 
 
@@ -57,7 +57,7 @@ def test_the_request_starts_after_what_is_stored_and_uses_start_options_only_whe
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 5)
     assert mirror.create_request().subject == ("$JS.API.CONSUMER.CREATE.O.JS_MIRROR_ih8eMwqr.o.a")
-    store_mirrored(mirror.stream, [("o.a", None, b"", 7, SECOND)], lambda subject, seq: None)
+    store_mirrored(mirror.stream, [("o.a", None, b"", 7, SECOND)], lambda run: None)
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 8)
 
@@ -96,11 +96,11 @@ def test_deliveries_are_stored_at_the_origin_sequences_with_gaps_skipped() -> No
 
 def test_mirrored_messages_obey_the_mirror_limits() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_msgs=2)
-    kept: list[int] = []
+    kept: list[tuple[str, int]] = []
     for seq in (1, 2, 3):
-        store_mirrored(stream, [("o.a", None, b"", seq, clock.now)], lambda s, q: kept.append(q))
-    store_mirrored(stream, [("o.a", None, b"", 2, clock.now)], lambda s, q: kept.append(q))
-    assert kept == [1, 2, 3]
+        store_mirrored(stream, [("o.a", None, b"", seq, clock.now)], kept.extend)
+    store_mirrored(stream, [("o.a", None, b"", 2, clock.now)], kept.extend)
+    assert [seq for _, seq in kept] == [1, 2, 3]
     state = stream.store.state()
     assert (state.first_seq, state.last_seq) == (2, 3)
 
@@ -113,10 +113,10 @@ def test_a_run_is_stored_with_its_gaps_and_then_limited() -> None:
         name="M", subjects=[], mirror={"name": "O"}, max_msgs=4, max_msgs_per_subject=2
     )
     kept: list[tuple[str, int]] = []
-    store_mirrored(stream, [("o.a", None, b"1", 1, clock.now)], lambda s, q: kept.append((s, q)))
+    store_mirrored(stream, [("o.a", None, b"1", 1, clock.now)], kept.extend)
     run = [("o.a", None, b"%d" % q, q, clock.now) for q in (1, 2, 3)]
     run += [("o.b", None, b"%d" % q, q, clock.now) for q in (6, 7, 8, 10)]
-    store_mirrored(stream, run, lambda s, q: kept.append((s, q)))
+    store_mirrored(stream, run, kept.extend)
     assert kept == [("o.a", q) for q in (1, 2, 3)] + [("o.b", q) for q in (6, 7, 8, 10)]
     state = stream.store.state(deleted_details=True)
     assert (state.first_seq, state.last_seq, state.messages) == (2, 10, 4)
@@ -126,7 +126,7 @@ def test_a_run_is_stored_with_its_gaps_and_then_limited() -> None:
 def test_a_message_older_than_max_age_expires_at_once() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_age=10 * SECOND)
     run = [("o.a", None, b"", q, clock.now - age * SECOND) for q, age in ((1, 20), (2, 5))]
-    store_mirrored(stream, run, lambda subject, seq: None)
+    store_mirrored(stream, run, lambda run: None)
     assert stream.expiry.next_wakeup_ns == clock.now - 10 * SECOND
     assert stream.expire() == 5 * SECOND
     assert stream.store.state().messages == 1

@@ -16,11 +16,10 @@ SECOND = 1_000_000_000
 
 
 def test_ack_replies_of_both_forms() -> None:
-    assert read_ack_reply(b"$JS.ACK.O.C-1.1.5.3.1700000000000000005.7") == Delivery(
-        "C-1", 1, 5, 3, 1700000000000000005, 7
-    )
+    expected: Delivery = ("C-1", 1, 5, 3, 1700000000000000005, 7)
+    assert read_ack_reply(b"$JS.ACK.O.C-1.1.5.3.1700000000000000005.7") == expected
     v2 = b"$JS.ACK.hub.ACCHASH.O.C.2.9.4.1700000000000000009.0.token"
-    assert read_ack_reply(v2) == Delivery("C", 2, 9, 4, 1700000000000000009, 0)
+    assert read_ack_reply(v2) == ("C", 2, 9, 4, 1700000000000000009, 0)
     bad_replies = (
         b"$JS.ACK.O.C.1.x.3.1.0",
         b"$JS.ACK.O.C.1.5",
@@ -33,6 +32,19 @@ def test_ack_replies_of_both_forms() -> None:
     )
     for bad in bad_replies:
         assert read_ack_reply(bad) is None
+        assert read_ack_reply(bad, b"$JS.ACK.O.C.", "C") is None
+
+
+def test_the_current_consumers_replies_are_read_after_their_prefix() -> None:
+    """The link's fast path: what follows `$JS.ACK.<origin>.<consumer>.` is read as the
+    general form reads it, and a reply of another consumer or form by the general path."""
+    prefix = b"$JS.ACK.O.C."
+    reply = b"$JS.ACK.O.C.1.5.3.1700000000000000005.7"
+    assert read_ack_reply(reply, prefix, "C") == read_ack_reply(reply)
+    other = b"$JS.ACK.O.D.1.5.3.1700000000000000005.7"
+    assert read_ack_reply(other, prefix, "C") == ("D", 1, 5, 3, 1700000000000000005, 7)
+    v2 = b"$JS.ACK.O.C.O.C.2.9.4.1700000000000000009.0.token"  # domain O, account C
+    assert read_ack_reply(v2, prefix, "C") == ("C", 2, 9, 4, 1700000000000000009, 0)
 
 
 def _request(subject: str, sourcing: bool = True) -> CreateRequest:

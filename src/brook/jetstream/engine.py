@@ -43,7 +43,7 @@ from brook.jetstream.definitions import DATA_DIR, read_definition, write_definit
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
-from brook.jetstream.link import OriginLink
+from brook.jetstream.link import OriginLink, Stored
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
@@ -368,16 +368,19 @@ class JetStream:
         entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
         entry.link.start()
 
-    def _stored(self, entry: _Entry) -> Callable[[str, int], None]:
-        """What a mirror's or source's link calls for each message it stored and kept:
-        the consumers and the expiry timer hear of it as of a publish (`_attach`)."""
+    def _stored(self, entry: _Entry) -> Stored:
+        """What a mirror's or source's link calls with each run it stored and kept: the
+        consumers and the expiry timer hear of it as of publishes (`_attach`)."""
         index = entry.consumers
         timer = entry.timer
         expiry = entry.stream.expiry
 
-        def stored(subject: str, seq: int) -> None:
-            for runner in index.matching(subject.encode("utf-8", "surrogateescape")):
-                runner.message_stored(seq)
+        def stored(run: list[tuple[str, int]]) -> None:
+            if len(index):
+                matching = index.matching
+                for subject, seq in run:
+                    for runner in matching(subject.encode("utf-8", "surrogateescape")):
+                        runner.message_stored(seq)
             wake = expiry.next_wakeup_ns
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)

@@ -44,7 +44,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.errors import ApiError, api_error
@@ -89,20 +89,20 @@ def sync_subject(prefix: str) -> str:
     return f"{prefix}.{random_name()}"
 
 
-class Delivery(NamedTuple):
-    """What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
-    seq>.<delivery seq>.<ts>.<pending>`): a tuple, made once per message copied."""
-
-    consumer: str
-    delivered: int
-    stream_seq: int
-    consumer_seq: int
-    timestamp_ns: int
-    pending: int
+Delivery = tuple[str, int, int, int, int, int]
+"""What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
+seq>.<delivery seq>.<ts>.<pending>`): consumer, delivered, origin (stream) sequence,
+delivery (consumer) sequence, timestamp, pending. A plain tuple, made once per message
+copied (a NamedTuple's constructor costs a Python call)."""
 
 
 Delivered = tuple[Delivery, str, bytes | None, bytes]
 """One delivery as a link hands it to its kind: its ack reply read, subject, header, data."""
+
+Stored = Callable[[list[tuple[str, int]]], None]
+"""What a kind tells the engine it stored and kept, in order: each message's subject and
+sequence (its consumers and the expiry timer hear of them as of publishes). One call per
+run stored together."""
 
 
 def link_subject(prefix: str) -> str:
@@ -181,6 +181,7 @@ class LinkKind(Protocol):
     # and of a pre-created consumer that is not acked by flow control (10214, 10217).
     setup_error: str
     requires_ack_fc: str
+    source: StreamSource  # the mirror or source: its origin's name and the rest
 
     def create_request(self) -> CreateRequest:
         """The request for a new consumer, starting after what is stored now."""
@@ -244,6 +245,9 @@ class OriginLink:
         self._timer: asyncio.TimerHandle | None = None
         self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
         self._request: CreateRequest | None = None  # the create request last sent
+        # `$JS.ACK.<origin>.<consumer>.`: how the current consumer's ack replies begin
+        # (`read_ack_reply` reads only what follows); empty while there is none.
+        self._ack_prefix = b""
         self._draining = False  # a `_drain` is scheduled
         self._closed = False
 
@@ -300,6 +304,7 @@ class OriginLink:
         self._receiving = False
         self._inbox.clear()
         self.tracking.consumer = ""
+        self._ack_prefix = b""
 
     def _schedule(self, backoff_ns: int) -> None:
         """The next create: after `backoff_ns`, the request threshold and jitter."""
@@ -417,6 +422,7 @@ class OriginLink:
             self._failed(self._setup_failed(str(exc)))
             return
         tracking.consumer = str(info.get("name", ""))
+        self._ack_prefix = f"$JS.ACK.{self.kind.source.name}.{tracking.consumer}.".encode()
         self.error = None
         self.fails = 0
         self.last_active_ns = self._now_ns()  # not stalled at the first check
@@ -452,6 +458,7 @@ class OriginLink:
         self._draining = False
         inbox = self._inbox
         consumer = self.tracking.consumer
+        prefix = self._ack_prefix
         run: list[Delivered] = []
         taken = 0
         while inbox and taken < _BATCH:  # a retry empties the inbox
@@ -462,10 +469,10 @@ class OriginLink:
                     self._deliver(run)
                     run = []
                 self._control(reply, header)
-                consumer = self.tracking.consumer
+                consumer, prefix = self.tracking.consumer, self._ack_prefix
                 continue
-            meta = read_ack_reply(reply) if reply else None
-            if meta is None or meta.consumer != consumer:
+            meta = read_ack_reply(reply, prefix, consumer) if reply else None
+            if meta is None or meta[0] != consumer:
                 continue  # an older consumer's (nats-server's isCurrentSub)
             if header:
                 header = hdrs.remove_prefixed(header, b"Nats-Expected-")
@@ -479,7 +486,7 @@ class OriginLink:
             self._loop.call_soon(self._drain)
 
     def _deliver(self, run: list[Delivered]) -> None:
-        pending = run[-1][0].pending
+        pending = run[-1][0][5]
         self.lag = pending - 1 if pending else 0
         if not self.kind.delivered(self.tracking, run):
             self.retry()
@@ -518,9 +525,17 @@ class OriginLink:
             self._client.publish(stalled, b"")
 
 
-def read_ack_reply(reply: bytes) -> Delivery | None:
+def read_ack_reply(reply: bytes, prefix: bytes = b"", consumer: str = "") -> Delivery | None:
     """A delivery's ack reply read (`parse_ack_subject`; its common form, version 1, by one
-    split: this runs for every message a mirror or source copies)."""
+    split: this runs for every message a mirror or source copies). A reply starting with
+    `prefix`, the `$JS.ACK.<stream>.<consumer>.` of the consumer `consumer` that the link
+    takes deliveries from, is read from the five numbers after it alone."""
+    if prefix and reply.startswith(prefix):
+        tail = reply[len(prefix) :]
+        numbers = tail.split(b".")
+        if len(numbers) == 5 and b"" not in numbers and tail.replace(b".", b"").isdigit():
+            d, s, c, t, p = numbers
+            return (consumer, int(d), int(s), int(c), int(t), int(p))
     parts = reply.split(b".")
     if (
         len(parts) == 9
@@ -531,12 +546,12 @@ def read_ack_reply(reply: bytes) -> Delivery | None:
         and b"".join(parts[4:]).isdigit()
         and all(parts[4:])
     ):
-        _, _, _, consumer, d, s, c, t, p = parts
-        return Delivery(consumer.decode(), int(d), int(s), int(c), int(t), int(p))
+        _, _, _, name, d, s, c, t, p = parts
+        return (name.decode(), int(d), int(s), int(c), int(t), int(p))
     meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
     if meta is None:
         return None
-    return Delivery(
+    return (
         meta.consumer,
         meta.delivered,
         meta.stream_seq,

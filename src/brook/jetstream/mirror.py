@@ -37,6 +37,7 @@ from brook.jetstream.link import (
     CreateRequest,
     Delivered,
     OriginLink,
+    Stored,
     api_subject,
     link_subject,
     origin_consumer_config,
@@ -60,9 +61,6 @@ log = logging.getLogger("brook.mirror")
 _REQUIRED_API_LEVEL = hdrs.encode(
     [("Nats-Required-Api-Level", str(min(4, limits.JETSTREAM_API_LEVEL)))]
 )
-
-Stored = Callable[[str, int], None]
-"""(subject, sequence) of a message the mirror stored: the engine tells its consumers."""
 
 # A delivery with fewer messages pending than this has the mirror nearly level with its
 # origin: it starts answering the origin's direct gets (`mirror_direct`).
@@ -152,11 +150,8 @@ class Mirror:
         for a new consumer, after storing those before it."""
         batch: list[Mirrored] = []
         retry = False
-        for meta, subject, header, data in run:
-            seq = meta.stream_seq
-            verdict = tracking.mirror_delivery(
-                meta.consumer, seq, meta.consumer_seq, meta.delivered
-            )
+        for (consumer, delivered, seq, dseq, ts_ns, pending), subject, header, data in run:
+            verdict = tracking.mirror_delivery(consumer, seq, dseq, delivered)
             if verdict is Verdict.STORE:
                 pass
             elif verdict is Verdict.SKIP_AND_STORE:
@@ -166,7 +161,7 @@ class Mirror:
                 break
             else:
                 continue
-            if self._caught_up is not None and meta.pending < CAUGHT_UP_PENDING:
+            if self._caught_up is not None and pending < CAUGHT_UP_PENDING:
                 self._caught_up()
                 self._caught_up = None
             for transform in self._transforms:
@@ -175,7 +170,7 @@ class Mirror:
                     if mapped is not None:
                         subject = mapped.decode("utf-8", "surrogateescape")
                         break
-            batch.append((subject, header, data, seq, meta.timestamp_ns))
+            batch.append((subject, header, data, seq, ts_ns))
         if batch:
             try:
                 store_mirrored(self.stream, batch, self._stored)
@@ -223,7 +218,7 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
     mirror's own limits apply (sealed, `max_msg_size`, `discard: new`; each message
     checked against the store as it is then): a message they refuse raises their
     ApiError, and the mirror asks for it again later, as nats-server's (it stores what
-    its origin stored, or stops). `stored` hears of each message kept
+    its origin stored, or stops). `stored` hears of the messages kept, in one call
     (not one at a sequence stored already, nor on an interest stream one no consumer
     wants: it takes its sequence and is removed, as a publish), then `on_removed` of what
     the limits removed. A store failure (`StoreError`) or a refusal (`ApiError`) is raised
@@ -263,19 +258,25 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
         run = [m for m in run if m[3] <= last]
     retention = stream.retention if config.retention == "interest" else None
     expiry = stream.expiry
-    for subject, header, _, seq, ts_ns in run:
-        if retention is not None and not retention.wanted(subject):
-            store.remove(seq)
-            continue
-        if config.allow_msg_ttl and header:
-            value = ttls.header_value(header)
-            try:
-                ttl = ttls.parse_ttl(value) if value else 0
-            except ttls.InvalidTTL:
-                ttl = 0
-            if ttl:
-                expiry.ttl_stored(seq, ts_ns, ttl)
-        stored(subject, seq)
+    if retention is None and not config.allow_msg_ttl:
+        kept = [(m[0], m[3]) for m in run]
+    else:
+        kept = []
+        for subject, header, _, seq, ts_ns in run:
+            if retention is not None and not retention.wanted(subject):
+                store.remove(seq)
+                continue
+            if config.allow_msg_ttl and header:
+                value = ttls.header_value(header)
+                try:
+                    ttl = ttls.parse_ttl(value) if value else 0
+                except ttls.InvalidTTL:
+                    ttl = 0
+                if ttl:
+                    expiry.ttl_stored(seq, ts_ns, ttl)
+            kept.append((subject, seq))
+    if kept:
+        stored(kept)
     if run and config.max_age > 0:
         expiry.wake_by(run[0][4] + config.max_age)
     if run:

@@ -44,6 +44,7 @@ from brook.jetstream.link import (
     Delivered,
     Delivery,
     OriginLink,
+    Stored,
     api_subject,
     link_subject,
     origin_consumer_config,
@@ -274,7 +275,6 @@ def _header_names(source: StreamSource) -> tuple[str, ...]:
 # ---------------------------------------------------------------------- ingest
 
 
-Stored = Callable[[str, int], None]
 """(subject, sequence) of a message a source stored: the engine tells its consumers."""
 
 
@@ -336,7 +336,7 @@ class SourcedStream:
             self.positions.stored(iname, origin_seq, ident)
             stream.sync_soon()
             if result.kept:
-                self._stored(subject, result.seq)
+                self._stored([(subject, result.seq)])
         return result
 
 
@@ -454,14 +454,12 @@ class Source:
         self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
     ) -> bool:
         sseq, dseq = tracking.sseq, tracking.dseq
-        verdict = tracking.source_delivery(
-            meta.consumer, meta.stream_seq, meta.consumer_seq, meta.delivered
-        )
+        consumer, delivered, seq, delivery_seq, _, _ = meta
+        verdict = tracking.source_delivery(consumer, seq, delivery_seq, delivered)
         if verdict is Verdict.RETRY:
             return False
         if verdict is not Verdict.STORE:
             return True
-        seq = meta.stream_seq
         result = self.sourced.ingest(self.iname, subject, header, data, seq, self.ident)
         if result.error is None:
             self.resume_after = seq

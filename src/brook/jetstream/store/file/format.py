@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 # What records are parsed from: a whole segment (mmap) or bytes read back with pread().
@@ -83,6 +83,37 @@ def encode_message(
     except struct.error as exc:  # a timestamp outside i64, say
         raise RecordError(str(exc)) from exc
     return _finish(head, subject, header, data)
+
+
+def encode_messages(
+    seq: int, messages: Iterable[tuple[str, bytes | None, bytes, int]]
+) -> tuple[list[bytes], str]:
+    """The MSG records of `messages` (subject, header or None, data, timestamp) at
+    consecutive sequences from `seq`, each as `encode_message` makes it, in one loop (a
+    mirror's catch-up stores runs of thousands). It stops before the first message it
+    cannot encode and says why ("": all were)."""
+    records: list[bytes] = []
+    append = records.append
+    pack = HEADER.pack
+    crc_pack = CRC_FIELD.pack
+    crc32 = zlib.crc32
+    for subject, header, data, ts_ns in messages:
+        subj = subject.encode()
+        hdr = header or b""
+        sl, hl, dl = len(subj), len(hdr), len(data)
+        length = OVERHEAD + sl + hl + dl
+        if not 0 < sl <= MAX_SUBJECT_BYTES:
+            return records, f"subject length {sl} outside 1..{MAX_SUBJECT_BYTES}"
+        if length > MAX_RECORD_BYTES:
+            return records, f"record of {length} bytes exceeds {MAX_RECORD_BYTES}"
+        try:
+            head = pack(MAGIC, VERSION, T_MSG, length, seq, ts_ns, 0, 0, sl, hl, dl)
+        except struct.error as exc:  # a timestamp outside i64, say
+            return records, str(exc)
+        record = b"".join((head, subj, hdr, data))
+        append(record + crc_pack(crc32(record)))
+        seq += 1
+    return records, ""
 
 
 def encode_delete(

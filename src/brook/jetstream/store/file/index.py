@@ -84,6 +84,22 @@ class Index:
         self.last = seq
         self.last_ts = ts
 
+    def add_run(
+        self, seg: Segment, seq: int, offs: array[int], lens: array[int], tss: array[int],
+        subjects: list[str], size: int, headers: int,
+    ) -> None:  # fmt: skip
+        """`add` for live messages at consecutive sequences from `seq` (> last), appended
+        to `seg`: their columns extended at once. `size`: their records' bytes, `headers`:
+        how many have a header (their `accounted` sizes added up from these)."""
+        sids = array("I", self.subjects.add_run(subjects, seq))
+        seg.add_slots(seq, offs, lens, tss, sids)
+        if not self.messages:
+            self.first = seq
+        self.messages += len(subjects)
+        self.bytes += size + len(subjects) * (30 - OVERHEAD) + 4 * headers
+        self.last = seq + len(subjects) - 1
+        self.last_ts = tss[-1]
+
     def add_removed(self, seg: Segment, seq: int, ts: int) -> None:
         """Index a message record that holds no live message (an ERASED one)."""
         seg.add_slot(seq, DEAD, 0, ts, 0)

@@ -157,16 +157,36 @@ class Segment:
             self.base = seq
         gap = seq - self.end_seq()
         if gap:
-            self.offs.extend(array("I", [DEAD]) * gap)
-            self.lens.extend(array("I", [0]) * gap)
-            self.tss.extend(array("q", [ts_ns]) * gap)
-            self.sids.extend(array("I", [0]) * gap)
+            self._dead_slots(gap, ts_ns)
         self.offs.append(offset)
         self.lens.append(lenfield)
         self.tss.append(ts_ns)
         self.sids.append(sid)
         if offset != DEAD:
             self.live += 1
+
+    def add_slots(
+        self, seq: int, offs: array[int], lens: array[int], tss: array[int], sids: array[int]
+    ) -> None:
+        """`add_slot` for live messages at consecutive sequences from `seq`, each column
+        extended at once."""
+        if not self.offs:
+            self.base = seq
+        gap = seq - self.end_seq()
+        if gap:
+            self._dead_slots(gap, tss[0])
+        self.offs.extend(offs)
+        self.lens.extend(lens)
+        self.tss.extend(tss)
+        self.sids.extend(sids)
+        self.live += len(offs)
+
+    def _dead_slots(self, gap: int, ts_ns: int) -> None:
+        """`gap` DEAD slots, for sequences no message of this segment holds."""
+        self.offs.extend(array("I", [DEAD]) * gap)
+        self.lens.extend(array("I", [0]) * gap)
+        self.tss.extend(array("q", [ts_ns]) * gap)
+        self.sids.extend(array("I", [0]) * gap)
 
     def note_external(self, lo: int, hi: int) -> None:
         """Remember a tombstone range written here, if it reaches older segments."""

@@ -205,43 +205,52 @@ class FileStore:
 
     def store_run(self, messages: Sequence[NewMessage]) -> None:
         """As `store` for each message, with one write per segment: the records are encoded
-        into one buffer, appended at once and then indexed. A segment is rolled where
-        `store` would roll it (before a record that finds it full)."""
+        at once (`encode_messages`), appended at once and then indexed at once
+        (`Index.add_run`). A segment is rolled where `store` would roll it (before a record
+        that finds it full). A message that cannot be encoded raises `StoreError` once
+        those before it are stored."""
         self._check_writable()
-        seq = self._index.last + 1
-        run: list[tuple[bytes, int, int, str]] = []  # record, lens column entry, ts, subject
-        pending = 0  # bytes in `run`
+        records, error = fmt.encode_messages(self._index.last + 1, messages)
+        start = 0  # the first record of the piece going to the active segment
+        pending = 0  # its bytes
         written = self._active.size
-        try:
-            for subject, header, data, ts_ns in messages:
-                hdr = header or b""
-                record = fmt.encode_message(seq, ts_ns, subject.encode(), hdr, data)
-                at = written + pending
-                if run and (at >= self._segment_bytes_max or at + len(record) > MAX_SEGMENT_BYTES):
-                    self._append_run(run, pending)
-                    run, pending, written = [], 0, self._active.size
-                run.append((record, len(record) | (HDR_BIT if hdr else 0), ts_ns, subject))
-                pending += len(record)
-                seq += 1
-        except fmt.RecordError as exc:
-            if run:
-                self._append_run(run, pending)
-            raise StoreError(f"cannot store message: {exc}") from exc
-        if run:
-            self._append_run(run, pending)
+        limit = self._segment_bytes_max
+        for i, record in enumerate(records):
+            at = written + pending
+            if i > start and (at >= limit or at + len(record) > MAX_SEGMENT_BYTES):
+                self._append_run(records, messages, start, i, pending)
+                start, pending, written = i, 0, self._active.size
+            pending += len(record)
+        if records:
+            self._append_run(records, messages, start, len(records), pending)
         if self._candidates:
             self._reclaim()
+        if error:
+            raise StoreError(f"cannot store message: {error}")
 
-    def _append_run(self, run: list[tuple[bytes, int, int, str]], size: int) -> None:
-        """One append of `run`'s records (`size` bytes), then their index entries."""
-        seg = self._append_record(b"".join([r[0] for r in run]))
+    def _append_run(
+        self, records: list[bytes], messages: Sequence[NewMessage], lo: int, hi: int, size: int
+    ) -> None:
+        """One append of `records[lo:hi]` (`size` bytes), then their index entries."""
+        seg = self._append_record(b"".join(records[lo:hi]))
         offset = seg.size - size
+        offs, lens, tss = array("I"), array("I"), array("q")
+        subjects: list[str] = []
+        headers = 0
+        piece = zip(records[lo:hi], messages[lo:hi], strict=True)
+        for record, (subject, header, _, ts_ns) in piece:
+            length = len(record)
+            offs.append(offset)
+            offset += length
+            if header:
+                lens.append(length | HDR_BIT)
+                headers += 1
+            else:
+                lens.append(length)
+            tss.append(ts_ns)
+            subjects.append(subject)
         index = self._index
-        seq = index.last + 1
-        for record, lenfield, ts_ns, subject in run:
-            index.add(seg, seq, offset, lenfield, ts_ns, subject)
-            offset += len(record)
-            seq += 1
+        index.add_run(seg, index.last + 1, offs, lens, tss, subjects, size, headers)
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         self._check_writable()

@@ -123,6 +123,24 @@ class SubjectIndex:
         self.by_name[subject] = sid
         return sid
 
+    def add_run(self, subjects: list[str], seq: int) -> list[int]:
+        """`add` of each of `subjects` at consecutive sequences from `seq`; their ids. A
+        subject that holds several messages already (most of a long run's) gets its
+        sequence appended in place."""
+        by_name = self.by_name
+        multi = self._multi
+        sids: list[int] = []
+        for subject in subjects:
+            sid = by_name.get(subject)
+            entry = multi.get(sid) if sid is not None else None
+            if entry is not None and entry._seqs is not None and sid is not None:
+                entry._seqs.append(seq)
+            else:
+                sid = self.add(subject, seq)
+            sids.append(sid)
+            seq += 1
+        return sids
+
     def remove(self, sid: int, seq: int) -> None:
         entry = self._multi.get(sid)
         if entry is not None and not entry.remove(seq):
