@@ -448,6 +448,9 @@ edge_stream = st.lists(
 )
 
 
+# Quadratic in the stream's length (every split position parses it all again): well under
+# the default timeout alone, past it on a loaded 2-core machine.
+@pytest.mark.timeout(300)
 @SETTINGS
 @given(frames=edge_stream)
 def test_edge_frames_give_one_outcome_at_every_split_position(frames: list[bytes]) -> None:
