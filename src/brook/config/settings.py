@@ -123,6 +123,34 @@ class AuthSettings:
 
 
 @dataclass(slots=True)
+class OperatorSettings:
+    """Decentralized auth, nats-server's operator mode (ADR 0028): the trusted operators'
+    JWTs, the account resolver and the account JWTs it holds. Clients then log in with a
+    user JWT issued by one of those accounts (server/jwtauth.py), never from
+    `authorization`. Off while `jwts` is empty."""
+
+    jwts: list[str] = field(default_factory=list)  # operator JWTs, read from files or inline
+    resolver: str | None = None  # "MEMORY", the only resolver Brook serves; None: none set
+    preload: dict[str, str] = field(default_factory=dict)  # account public key: account JWT
+
+    def validate(self, auth: AuthSettings, websocket_no_auth_user: str | None) -> None:
+        """nats-server's `validateTrustedOperators` and `validateNoAuthUser`, in its
+        words; what Brook cannot honour beside operators is refused too."""
+        if not self.jwts:
+            if self.resolver is not None or self.preload:
+                raise ConfigError("resolver: an account resolver needs an operator (operator: ...)")
+            return
+        if auth.no_auth_user is not None or websocket_no_auth_user is not None:
+            raise ConfigError("no_auth_user not compatible with Trusted Operator")
+        if self.resolver is None:
+            raise ConfigError("operators require an account resolver to be configured")
+        if auth.users or auth.nkeys:
+            raise ConfigError("operators do not allow users to be configured directly")
+        if auth.token is not None:
+            raise ConfigError("authorization: a token is never checked in operator mode")
+
+
+@dataclass(slots=True)
 class WebSocketSettings:
     """nats-server's `websocket {}` block: a second listener whose clients speak NATS in
     WebSocket binary frames (server/websocket.py). Off while `port` is 0."""
@@ -271,6 +299,7 @@ class Settings:
     max_pings_out: int = limits.MAX_PINGS_OUT
     auth_timeout_s: float = limits.AUTH_TIMEOUT_S
     auth: AuthSettings = field(default_factory=AuthSettings)
+    operator: OperatorSettings = field(default_factory=OperatorSettings)  # JWT auth
     tls: TLSSettings | None = None  # None: plain TCP only
     allow_non_tls: bool = False  # with tls: clients may also connect without it
     https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
@@ -290,6 +319,7 @@ class Settings:
             raise ConfigError(
                 f"http_port: {self.http_port} is not a TCP port (0-65535, -1 = any free)"
             )
+        self.operator.validate(self.auth, self.websocket.no_auth_user)
         self.websocket.validate(self.auth)
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
@@ -347,6 +377,8 @@ class Settings:
         if ws_tls is not None:
             ws_tls.validate("websocket.tls")
         self.auth.validate()
+        if self.operator.jwts and self.websocket.auth is not None:
+            raise ConfigError("websocket.authorization: not supported by Brook in operator mode")
         tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
         for u in self.auth.users:
             if not u.password and not tls_map:

@@ -12,6 +12,7 @@ MAX_PAYLOAD = "Maximum Payload Violation"
 MAX_CONTROL_LINE = "maximum control line exceeded"
 AUTH_VIOLATION = "Authorization Violation"
 AUTH_TIMEOUT = "Authentication Timeout"
+AUTH_EXPIRED = "User Authentication Expired"  # a user JWT's `exp` or connect window passed
 STALE_CONNECTION = "Stale Connection"
 MAX_CONNECTIONS = "maximum connections exceeded"
 MAX_SUBSCRIPTIONS = "maximum subscriptions exceeded"

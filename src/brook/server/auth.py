@@ -17,8 +17,9 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from brook.config.settings import AuthSettings, NkeyUser, User
+from brook.config.settings import AuthSettings, NkeyUser, OperatorSettings, User
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.server.jwtauth import JwtUser, OperatorMode
 from brook.server.permissions import CompiledPermissions
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class Login:
     name: str  # the authorized user: a user name, an nkey, or "" (token or no auth)
     entry: User | NkeyUser | None = None  # its config entry (permissions); None: token, no auth
     bcrypt: tuple[str, str] | None = None  # (secret, hash) still to verify off the event loop
+    jwt: JwtUser | None = None  # a user JWT's login (operator mode): account, limits, expiry
+    compiled: CompiledPermissions | None = None  # a user JWT's permissions, compiled
 
 
 ANONYMOUS = Login("")
@@ -65,7 +68,9 @@ def verify_bcrypt(secret: str, hashed: str) -> bool:
 
 
 class Authenticator:
-    def __init__(self, settings: AuthSettings) -> None:
+    def __init__(self, settings: AuthSettings, operator: OperatorSettings | None = None) -> None:
+        # Operator mode (ADR 0028): user JWTs are the only way in.
+        self._operator = OperatorMode(operator) if operator is not None and operator.jwts else None
         self._token = settings.token
         self._users = {u.user: u for u in settings.users}
         self._nkeys = {n.nkey: n for n in settings.nkeys}
@@ -82,11 +87,11 @@ class Authenticator:
             if entry.permissions is not None
         }
         # Operations before CONNECT are refused and CONNECT must come in time.
-        self.required = settings.required
+        self.required = settings.required or self._operator is not None
         # INFO's auth_required: false when a client without credentials gets in anyway.
         self.advertised = self.required and not self._no_auth_user
-        # Each connection's INFO carries a fresh nonce for nkey users to sign.
-        self.nonce_required = bool(self._nkeys)
+        # Each connection's INFO carries a fresh nonce for nkey and JWT users to sign.
+        self.nonce_required = bool(self._nkeys) or self._operator is not None
         self.has_users = bool(self._users)
 
     @staticmethod
@@ -95,11 +100,19 @@ class Authenticator:
 
     def permissions(self, login: Login) -> CompiledPermissions | None:
         """The permissions of whom `login` logged in as; None: no restriction."""
+        if login.jwt is not None:
+            return login.compiled
         return self._permissions.get(login.name) if self._permissions else None
 
-    def login(self, options: dict[str, Any], nonce: str) -> Login | None:
+    def login(
+        self, options: dict[str, Any], nonce: str, *, host: str = "", websocket: bool = False
+    ) -> Login | None:
         """Whom these CONNECT options log in as, or None when they are refused; `nonce` is
-        the one this connection's INFO sent."""
+        the one this connection's INFO sent; `host` the client's address, `websocket`
+        whether it came through the WebSocket listener (both for user JWTs)."""
+        if self._operator is not None:
+            kind = "WEBSOCKET" if websocket else "STANDARD"
+            return _jwt_login(self._operator.login(options, nonce, host=host, connection_type=kind))
         if not self.required:
             return ANONYMOUS
         user, password = _option(options, "user"), _option(options, "pass")
@@ -151,6 +164,13 @@ class Authenticator:
                 return Login(candidate, self._users[candidate])
         name = next((user for user in self._users if names.matches_dn(user)), None)
         return None if name is None else Login(name, self._users[name])
+
+
+def _jwt_login(user: JwtUser | None) -> Login | None:
+    if user is None:
+        return None
+    compiled = CompiledPermissions(user.permissions) if user.permissions else None
+    return Login(user.public_key, jwt=user, compiled=compiled)
 
 
 def _compare(expected: str, given: str, login: Login) -> Login | None:

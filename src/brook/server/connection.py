@@ -25,6 +25,7 @@ from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.auth import Login, verify_bcrypt
+from brook.server.jwtauth import JwtUser
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.permissions import ConnectionPermissions
@@ -64,6 +65,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.subs: dict[bytes, Subscription] = {}
+        # The most subscriptions this connection may hold, -1 for no bound: the server's
+        # max_subscriptions, lowered by a user JWT's and its account's `subs`.
+        self.max_subs = settings.max_subscriptions or -1
         # Options before CONNECT are nats-server's client defaults: verbose, pedantic, echo.
         self.verbose = True
         self.pedantic = True
@@ -448,7 +452,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             mapped = None if certificate is None else authenticator.certificate_user(certificate)
             self._finish_connect(mapped, options)
             return
-        login = authenticator.login(options, self.nonce)
+        login = authenticator.login(options, self.nonce, host=self.host, websocket=ws is not None)
         if login is not None and login.bcrypt is not None:
             # bcrypt takes tens of milliseconds: verify in a thread and hold this
             # connection's later operations (and reads) until the answer is in.
@@ -513,6 +517,24 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.connected = True
         if self.verbose and acknowledge:
             self._send(encoder.OK)
+        if login.jwt is not None:
+            self._apply_jwt_limits(login.jwt)
+
+    def _apply_jwt_limits(self, user: JwtUser) -> None:
+        """A user JWT's limits (nats-server's `applyAccountLimits`, `setExpiration`): the
+        payload and subscription bounds lowered to the user's and its account's, and the
+        login ended when the JWT expires or its connect-time window closes."""
+        if user.max_payload >= 0:
+            self.parser.max_payload = min(self.parser.max_payload, user.max_payload)
+        if user.max_subs >= 0:
+            self.max_subs = (
+                user.max_subs if self.max_subs < 0 else min(self.max_subs, user.max_subs)
+            )
+        if self.max_subs == 0:  # as nats-server: at the limit already, so told and closed
+            self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
+            return
+        if user.expires_in_s is not None:
+            self._auth_handle = self.loop.call_later(user.expires_in_s, self._auth_expired)
 
     def on_ping(self) -> None:
         if not self._require_connect():
@@ -543,8 +565,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self._send(encoder.err(perr.subscribe_violation(subject, queue)))
             log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
             return
-        limit = self.server.settings.max_subscriptions
-        if limit and len(self.subs) >= limit:
+        limit = self.max_subs
+        if limit >= 0 and len(self.subs) >= limit:
             self._send(encoder.err(perr.MAX_SUBSCRIPTIONS))
             return
         if not is_valid_subject(subject) or (queue is not None and not queue):
@@ -793,6 +815,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._auth_handle = None
         if not self.connected and not self.closed:
             self.close_with_error(perr.AUTH_TIMEOUT, "authentication timeout")
+
+    def _auth_expired(self) -> None:
+        self._auth_handle = None
+        if not self.closed:
+            self.close_with_error(perr.AUTH_EXPIRED, "authentication expired")
 
     def _ping_tick(self) -> None:
         self._ping_handle = None

@@ -68,7 +68,7 @@ class Server:
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
         self.router = Router()
-        self.authenticator = Authenticator(self.settings.auth)
+        self.authenticator = Authenticator(self.settings.auth, self.settings.operator)
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
         # each client choose (its first byte tells).

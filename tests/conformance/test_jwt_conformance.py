@@ -1,0 +1,519 @@
+"""Decentralized (JWT) auth conformance: one operator config, the same logins on Brook
+and nats-server.
+
+Each test writes an operator-mode config (`operator` file, `resolver: MEMORY`,
+`resolver_preload`) with JWTs made for the test (tests/support/jwts.py), starts
+nats-server from it and Brook from the same file, and compares what each login comes to:
+the PONG or the exact `-ERR`, and whether the connection is closed. Then nats-py logs in
+with a creds file (`user_credentials=`), and the user's permissions, limits and expiry
+are compared, and config errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NatsClient
+
+import brook
+from brook.config.conf import load_conf_file
+from brook.config.settings import ConfigError
+from tests.support.jwts import (
+    Key,
+    account_jwt,
+    account_key,
+    b64,
+    creds,
+    operator_jwt,
+    operator_key,
+    user_jwt,
+    user_key,
+)
+from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.raw import PONG, Err, RawClient, ServerOp
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
+
+VIOLATION = Err("Authorization Violation")
+IN = ((PONG,), False)
+REFUSED = ((VIOLATION,), True)
+
+
+@dataclass
+class Trust:
+    """An operator (with a signing key), the accounts the resolver holds, and the keys
+    of each; the config that trusts them."""
+
+    operator: Key = field(default_factory=operator_key)
+    operator_signer: Key = field(default_factory=operator_key)
+    preload: dict[str, str] = field(default_factory=dict)
+    operator_claims: dict[str, Any] = field(default_factory=dict)
+
+    def operator_token(self) -> str:
+        return operator_jwt(
+            self.operator, signing_keys=[self.operator_signer.public], **self.operator_claims
+        )
+
+    def account(self, signer: Key | None = None, **nats: Any) -> Key:
+        """A new account issued by `signer` (default the operator), preloaded."""
+        key = account_key()
+        self.preload[key.public] = account_jwt(key, signer or self.operator, **nats)
+        return key
+
+    def config(self, directory: Path, extra: str = "") -> Path:
+        (directory / "op.jwt").write_text(
+            "-----BEGIN NATS OPERATOR JWT-----\n"
+            f"{self.operator_token()}\n------END NATS OPERATOR JWT------\n"
+        )
+        preload = "".join(f'  {key}: "{token}"\n' for key, token in self.preload.items())
+        path = directory / "server.conf"
+        path.write_text(
+            f"operator: {directory / 'op.jwt'}\nresolver: MEMORY\n"
+            f"resolver_preload: {{\n{preload}}}\n{extra}"
+        )
+        return path
+
+
+@contextlib.asynccontextmanager
+async def servers(trust: Trust, extra: str = "") -> AsyncIterator[tuple[str, str]]:
+    """(nats-server URL, Brook URL), both started from `trust`'s config."""
+    with tempfile.TemporaryDirectory(prefix="brook-jwt-") as tmp:
+        path = trust.config(Path(tmp), extra)
+        with run_nats_server("-c", str(path), jetstream=False) as reference:
+            async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+                yield reference, srv.url
+
+
+def outcome(ops: list[ServerOp], closed: bool) -> tuple[tuple[ServerOp, ...], bool]:
+    return tuple(op for op in ops if op == PONG or isinstance(op, Err)), closed
+
+
+async def login(url: str, token: str | None, signer: Key | None) -> tuple[Any, bool]:
+    """CONNECT with `token` as `jwt` and, if `signer`, its signature of the nonce."""
+    async with RawClient.connect_url(url) as c:
+        options: dict[str, Any] = {}
+        if token is not None:
+            options["jwt"] = token
+        if signer is not None:
+            options["sig"] = b64(signer.sign(c.info.get("nonce", "").encode()))
+        ops = await c.handshake(protocol=0, **options)
+        if PONG not in ops:
+            await c.expect_closed(1.0)
+        return outcome(ops, c.closed)
+
+
+Case = Callable[[], tuple[str | None, Key | None]]
+
+
+async def test_logins_with_user_jwts() -> None:
+    """Every check of the user JWT chain, each login compared; all but the noted ones are
+    refused with `Authorization Violation` and the connection closed."""
+    trust = Trust()
+    account = trust.account()
+    plain_signer, scoped_signer = account_key(), account_key()
+    revoked = user_key()
+    now = int(time.time())
+    signed = trust.account(
+        signing_keys=[
+            plain_signer.public,
+            {
+                "kind": "user_scope",
+                "key": scoped_signer.public,
+                "role": "r",
+                "template": {"pub": {"allow": ["scoped.>"]}, "subs": -1, "payload": -1},
+            },
+        ],
+        revocations={revoked.public: now + 3600},
+    )
+    everyone_revoked = trust.account(revocations={"*": now + 3600})
+    no_bearer = trust.account(limits={"disallow_bearer": True, "conn": -1})
+    by_operator_signer = trust.account(trust.operator_signer)
+    expired_account = trust.account(top={"exp": now - 10})
+    untrusted = trust.account(operator_key())
+    missing = account_key()
+    user, other = user_key(), user_key()
+    cases: dict[str, tuple[Case, tuple[Any, bool]]] = {
+        "valid": (lambda: (user_jwt(user, account), user), IN),
+        "no jwt": (lambda: (None, user), REFUSED),
+        "no signature": (lambda: (user_jwt(user, account), None), REFUSED),
+        "signed by another user key": (lambda: (user_jwt(user, account), other), REFUSED),
+        "not a jwt": (lambda: ("abc", user), REFUSED),
+        "bad base64": (lambda: ("e30.!!.x", user), REFUSED),
+        "tampered": (lambda: (_tampered(user_jwt(user, account)), user), REFUSED),
+        "expired": (lambda: (user_jwt(user, account, top={"exp": now - 10}), user), REFUSED),
+        "not yet valid": (
+            lambda: (user_jwt(user, account, top={"nbf": now + 3600}), user),
+            REFUSED,
+        ),
+        "revoked": (lambda: (user_jwt(revoked, signed), revoked), REFUSED),
+        "all revoked": (lambda: (user_jwt(user, everyone_revoked), user), REFUSED),
+        "account missing": (lambda: (user_jwt(user, missing), user), REFUSED),
+        "account by an untrusted operator": (lambda: (user_jwt(user, untrusted), user), REFUSED),
+        "account expired": (lambda: (user_jwt(user, expired_account), user), REFUSED),
+        "account by the operator's signing key": (
+            lambda: (user_jwt(user, by_operator_signer), user),
+            IN,
+        ),
+        "account signing key": (
+            lambda: (user_jwt(user, plain_signer, issuer_account=signed.public), user),
+            IN,
+        ),
+        "unknown signing key": (
+            lambda: (user_jwt(user, account_key(), issuer_account=signed.public), user),
+            REFUSED,
+        ),
+        "scoped signing key": (
+            lambda: (_scoped_user(user, scoped_signer, signed), user),
+            IN,
+        ),
+        "scoped signing key, user with permissions": (
+            lambda: (user_jwt(user, scoped_signer, issuer_account=signed.public), user),
+            REFUSED,
+        ),
+        "bearer without signature": (
+            lambda: (user_jwt(user, account, bearer_token=True), None),
+            IN,
+        ),
+        "bearer refused by the account": (
+            lambda: (user_jwt(user, no_bearer, bearer_token=True), None),
+            REFUSED,
+        ),
+        "connection type allowed": (
+            lambda: (user_jwt(user, account, allowed_connection_types=["STANDARD"]), user),
+            IN,
+        ),
+        "connection type not allowed": (
+            lambda: (user_jwt(user, account, allowed_connection_types=["WEBSOCKET"]), user),
+            REFUSED,
+        ),
+        "only unknown connection types": (
+            lambda: (user_jwt(user, account, allowed_connection_types=["CARRIER"]), user),
+            REFUSED,
+        ),
+        "unknown and allowed connection types": (
+            lambda: (
+                user_jwt(user, account, allowed_connection_types=["CARRIER", "standard"]),
+                user,
+            ),
+            IN,
+        ),
+        "source allowed": (lambda: (user_jwt(user, account, src=["127.0.0.0/8"]), user), IN),
+        "source not allowed": (
+            lambda: (user_jwt(user, account, src=["10.0.0.0/8"]), user),
+            REFUSED,
+        ),
+        "bad cidr": (lambda: (user_jwt(user, account, src=["127.0.0.1"]), user), REFUSED),
+        "outside connect times": (
+            lambda: (user_jwt(user, account, times=[_window_not_now()]), user),
+            REFUSED,
+        ),
+        "inside connect times": (
+            lambda: (
+                user_jwt(user, account, times=[{"start": "00:00:00", "end": "23:59:59"}]),
+                user,
+            ),
+            IN,
+        ),
+        "bad subject in permissions": (
+            lambda: (user_jwt(user, account, pub={"allow": ["a..b"]}), user),
+            REFUSED,
+        ),
+        "user claim issued by a user key": (lambda: (user_jwt(user, other), user), REFUSED),
+        "an account jwt as user jwt": (lambda: (trust.preload[account.public], user), REFUSED),
+    }
+    async with servers(trust) as (reference, ours):
+        for name, (case, expected) in cases.items():
+            token, signer = case()
+            got = await asyncio.gather(login(reference, token, signer), login(ours, token, signer))
+            assert got[0] == expected, (name, got)
+            assert got[1] == got[0], (name, got)
+
+
+def _tampered(token: str) -> str:
+    header, body, sig = token.split(".")
+    middle = len(body) // 2
+    flipped = "A" if body[middle] != "A" else "B"
+    return f"{header}.{body[:middle]}{flipped}{body[middle + 1 :]}.{sig}"
+
+
+def _scoped_user(user: Key, signer: Key, account: Key) -> str:
+    """A user of a scoped signing key: no permissions or limits of its own."""
+    return user_jwt(user, signer, issuer_account=account.public, subs=None, data=None, payload=None)
+
+
+def _window_not_now() -> dict[str, str]:
+    """A one-minute connect window twelve hours from now (local time, as both servers
+    read a window without `times_location`)."""
+    start = time.localtime(time.time() + 12 * 3600)
+    end = time.localtime(time.time() + 12 * 3600 + 60)
+    return {"start": time.strftime("%H:%M:%S", start), "end": time.strftime("%H:%M:%S", end)}
+
+
+async def test_an_oversized_jwt_is_refused_and_others_carry_on() -> None:
+    """A CONNECT carrying a huge JWT is refused by both; a client logged in before is not
+    affected."""
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    huge = user_jwt(user, account, tags=["x" * 70_000])
+    async with servers(trust) as (reference, ours):
+        for url in (reference, ours):
+            async with RawClient.connect_url(url) as bystander:
+                nonce = bystander.info["nonce"]
+                ok = await bystander.handshake(
+                    protocol=0, jwt=user_jwt(user, account), sig=b64(user.sign(nonce.encode()))
+                )
+                assert PONG in ok
+                refused = await login(url, huge, user)
+                assert refused[1], refused
+                await bystander.send(b"PING\r\n")
+                assert PONG in await bystander.read_ops(until=lambda op: op == PONG)
+        assert await login(reference, huge, user) == await login(ours, huge, user)
+
+
+# ------------------------------------------------------------------ nats-py with creds files
+
+
+async def _connect(url: str, creds_file: Path, errors: list[str]) -> NatsClient:
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    return await nats.connect(
+        url,
+        user_credentials=str(creds_file),
+        error_cb=on_error,
+        allow_reconnect=False,
+        connect_timeout=2,
+    )
+
+
+async def _permissions_outcome(url: str, creds_file: Path) -> tuple[list[str], list[bytes]]:
+    errors: list[str] = []
+    nc = await _connect(url, creds_file, errors)
+    got: list[bytes] = []
+    try:
+        sub = await nc.subscribe("allowed.>")
+        await nc.subscribe("secret.>")  # denied: an async error, the connection stays
+        await nc.publish("allowed.one", b"1")
+        await nc.publish("denied.one", b"2")  # not allowed to publish
+        await nc.flush()
+        with contextlib.suppress(TimeoutError):
+            while True:
+                got.append((await sub.next_msg(timeout=0.3)).data)
+        await nc.flush()
+        assert nc.is_connected
+    finally:
+        await nc.close()
+    return sorted(errors), got
+
+
+async def test_nats_py_creds_login_with_permissions(tmp_path: Path) -> None:
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    token = user_jwt(
+        user,
+        account,
+        pub={"allow": ["allowed.>"]},
+        sub={"allow": ["allowed.>"], "deny": ["secret.>"]},
+    )
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_text(creds(token, user))
+    async with servers(trust) as (reference, ours):
+        theirs = await _permissions_outcome(reference, creds_file)
+        mine = await _permissions_outcome(ours, creds_file)
+    assert theirs[1] == [b"1"]
+    assert any("permissions violation for publish" in e for e in theirs[0]), theirs
+    assert mine == theirs
+
+
+async def test_account_default_permissions_apply_to_users_without_their_own(
+    tmp_path: Path,
+) -> None:
+    trust = Trust()
+    account = trust.account(default_permissions={"pub": {"allow": ["allowed.>"]}})
+    user = user_key()
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    async with servers(trust) as (reference, ours):
+        theirs = await _permissions_outcome(reference, creds_file)
+        mine = await _permissions_outcome(ours, creds_file)
+    assert any("permissions violation for publish" in e for e in theirs[0]), theirs
+    assert mine == theirs
+
+
+async def _session(url: str, token: str, user: Key, commands: bytes) -> tuple[Any, bool]:
+    """Log in with `token`, send `commands` and a PING: the -ERRs and the PONG that came
+    back, and whether the connection was closed."""
+    async with RawClient.connect_url(url) as c:
+        nonce = c.info["nonce"]
+        assert PONG in await c.handshake(protocol=0, jwt=token, sig=b64(user.sign(nonce.encode())))
+        await c.send(commands + b"PING\r\n")
+        ops = await c.read_ops(timeout=2.0, until=lambda op: op == PONG, allow_eof=True)
+        if PONG not in ops:
+            await c.expect_closed(1.0)
+        return outcome(ops, c.closed)
+
+
+async def test_user_and_account_payload_limits() -> None:
+    """The smaller of the user's and its account's `payload` bounds a publish: beyond
+    it, `Maximum Payload Violation` and the connection closed."""
+    trust = Trust()
+    account = trust.account(limits={"payload": 64, "subs": -1, "conn": -1})
+    user = user_key()
+    token = user_jwt(user, account, payload=1000)
+    async with servers(trust) as (reference, ours):
+        for size, expected in ((64, IN), (65, ((Err("Maximum Payload Violation"),), True))):
+            pub = f"PUB big {size}\r\n".encode() + b"x" * size + b"\r\n"
+            got = await asyncio.gather(
+                _session(reference, token, user, pub), _session(ours, token, user, pub)
+            )
+            assert got[0] == expected, (size, got)
+            assert got[1] == got[0], (size, got)
+
+
+async def test_user_and_account_subscription_limits() -> None:
+    """The smaller of the user's and its account's `subs`: one more subscription is
+    refused with nats-server's error, the connection stays."""
+    trust = Trust()
+    account = trust.account(limits={"subs": 2, "payload": -1, "conn": -1})
+    user = user_key()
+    subs = b"SUB s.1 1\r\nSUB s.2 2\r\nSUB s.3 3\r\n"
+    async with servers(trust) as (reference, ours):
+        for user_subs, expected in (
+            (5, ((Err("maximum subscriptions exceeded"), PONG), False)),
+            (1, ((Err("maximum subscriptions exceeded"),) * 2 + (PONG,), False)),
+            (-1, ((Err("maximum subscriptions exceeded"), PONG), False)),
+        ):
+            token = user_jwt(user, account, subs=user_subs)
+            got = await asyncio.gather(
+                _session(reference, token, user, subs), _session(ours, token, user, subs)
+            )
+            assert got[0] == expected, (user_subs, got)
+            assert got[1] == got[0], (user_subs, got)
+
+
+async def _zero_subs(url: str, token: str, user: Key) -> tuple[bool, bool]:
+    async with RawClient.connect_url(url) as c:
+        nonce = c.info["nonce"]
+        ops = await c.handshake(protocol=0, jwt=token, sig=b64(user.sign(nonce.encode())))
+        ops += await c.read_ops(
+            timeout=1.0, until=lambda op: isinstance(op, Err), allow_eof=True, allow_timeout=True
+        )
+        closed = await c.expect_closed(2.0)
+        return Err("maximum subscriptions exceeded") in ops, closed
+
+
+async def test_a_user_jwt_allowing_no_subscriptions_is_told_and_closed() -> None:
+    """`subs: 0` is a limit of none (nsc writes -1 for no limit): nats-server tells the
+    client at once and closes it (its PONG may come first, from another goroutine)."""
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    token = user_jwt(user, account, subs=0)
+    async with servers(trust) as (reference, ours):
+        got = await asyncio.gather(
+            _zero_subs(reference, token, user), _zero_subs(ours, token, user)
+        )
+    assert list(got) == [(True, True), (True, True)]
+
+
+async def _expiry_outcome(url: str, token: str, user: Key) -> tuple[Any, ...]:
+    async with RawClient.connect_url(url) as c:
+        ops = await c.handshake(protocol=0, jwt=token, sig=b64(user.sign(c.info["nonce"].encode())))
+        assert PONG in ops
+        later = await c.read_ops(timeout=4.0, until=lambda op: isinstance(op, Err))
+        closed = await c.expect_closed(2.0)
+        return tuple(op for op in later if isinstance(op, Err)), closed
+
+
+async def test_a_login_ends_when_the_user_jwt_expires() -> None:
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    token = user_jwt(user, account, top={"exp": int(time.time()) + 2})
+    async with servers(trust) as (reference, ours):
+        got = await asyncio.gather(
+            _expiry_outcome(reference, token, user), _expiry_outcome(ours, token, user)
+        )
+    assert got[0] == ((Err("User Authentication Expired"),), True)
+    assert got[1] == got[0]
+
+
+# ------------------------------------------------------------------ config errors
+
+
+def _nats_server_error(config: Path) -> str:
+    binary = nats_server_binary()
+    assert binary is not None
+    result = subprocess.run(
+        [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert result.returncode != 0, result
+    return result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (
+            "authorization { users: [{user: a, password: b}] }\n",
+            "operators do not allow users to be configured directly",
+        ),
+        ("no_auth_user: a\n", "no_auth_user not compatible with Trusted Operator"),
+        ("resolver: NONSENSE\n", "error parsing account resolver, should be MEM or"),
+    ],
+    ids=["users", "no-auth-user", "bad-resolver"],
+)
+def test_config_errors(tmp_path: Path, extra: str, words: str) -> None:
+    trust = Trust()
+    trust.account()
+    path = trust.config(tmp_path, extra)
+    assert words in _nats_server_error(path)
+    with pytest.raises(ConfigError, match=words):
+        load_conf_file(str(path))
+
+
+def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
+    trust = Trust()
+    (tmp_path / "op.jwt").write_text(trust.operator_token())
+    # nats-server falls back on the operator's account server URL (none here: it cannot
+    # fetch from ""); Brook says what is missing.
+    path = tmp_path / "c.conf"
+    path.write_text(f"operator: {tmp_path / 'op.jwt'}\n")
+    assert "could not fetch" in _nats_server_error(path)
+    with pytest.raises(ConfigError, match="operators require an account resolver"):
+        load_conf_file(str(path))
+    cases = {
+        f"operator: {tmp_path / 'none.jwt'}\nresolver: MEMORY\n": "error parsing operator JWT",
+        "operator: eyJnot.a.jwt\nresolver: MEMORY\n": "error parsing operator JWT",
+        (
+            f"operator: {tmp_path / 'op.jwt'}\nresolver: MEMORY\n"
+            f"resolver_preload: {{ {account_key().public}: nonsense }}\n"
+        ): "invalid account JWT",
+    }
+    for config, words in cases.items():
+        path.write_text(config)
+        assert words in _nats_server_error(path), config
+        with pytest.raises(ConfigError, match=words):
+            load_conf_file(str(path))
+
+
+def test_directory_resolvers_are_refused_by_brook(tmp_path: Path) -> None:
+    trust = Trust()
+    path = trust.config(tmp_path, f"resolver: {{ type: full, dir: {tmp_path} }}\n")
+    with pytest.raises(ConfigError, match="the full account resolver is not supported by Brook"):
+        load_conf_file(str(path))
