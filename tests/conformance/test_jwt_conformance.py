@@ -39,7 +39,7 @@ from tests.support.jwts import (
     user_jwt,
     user_key,
 )
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 from tests.support.raw import PONG, Err, RawClient, ServerOp
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
@@ -517,3 +517,48 @@ def test_directory_resolvers_are_refused_by_brook(tmp_path: Path) -> None:
     path = trust.config(tmp_path, f"resolver: {{ type: full, dir: {tmp_path} }}\n")
     with pytest.raises(ConfigError, match="the full account resolver is not supported by Brook"):
         load_conf_file(str(path))
+
+
+async def _nats_py_login(url: str, creds_file: Path) -> str:
+    """'in', or the error nats-py's connect ended in."""
+    try:
+        nc = await nats.connect(
+            url, user_credentials=str(creds_file), allow_reconnect=False, connect_timeout=2
+        )
+    except Exception as exc:  # nats-py raises its own error types for a refused login
+        return type(exc).__name__
+    await nc.close()
+    return "in"
+
+
+async def test_connection_types_over_websocket(tmp_path: Path) -> None:
+    """`allowed_connection_types` tells WebSocket clients from plain ones."""
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    ports = {"nats-server": free_port(), "brook": free_port()}
+    paths = {}
+    for name, port in ports.items():
+        (tmp_path / name).mkdir()
+        paths[name] = trust.config(
+            tmp_path / name, f"websocket {{\n  port: {port}\n  no_tls: true\n}}\n"
+        )
+    results: dict[str, list[str]] = {}
+    with run_nats_server("-c", str(paths["nats-server"]), jetstream=False) as reference:
+        wait_for_port(ports["nats-server"])
+        settings = load_conf_file(str(paths["brook"]))
+        async with brook.serve(port=0, settings=settings) as srv:
+            for name, tcp in (("nats-server", reference), ("brook", srv.url)):
+                ws = f"ws://127.0.0.1:{ports[name]}"
+                results[name] = []
+                for types in (["WEBSOCKET"], ["STANDARD"], ["STANDARD", "WEBSOCKET"]):
+                    creds_file = tmp_path / "user.creds"
+                    token = user_jwt(user, account, allowed_connection_types=types)
+                    creds_file.write_text(creds(token, user))
+                    results[name] += [
+                        await _nats_py_login(ws, creds_file),
+                        await _nats_py_login(tcp, creds_file),
+                    ]
+    assert results["nats-server"][:2] == ["in", results["nats-server"][1]]
+    assert results["nats-server"][1] != "in"
+    assert results["brook"] == results["nats-server"]

@@ -114,6 +114,11 @@ class OperatorMode:
                         "User JWT is not valid: scoped users require no permissions or limits set"
                     )
                 granted = scope.template
+                if _has_template(granted):
+                    raise _Refused(
+                        "User JWT generated invalid permissions: "
+                        "permission templates are not supported by Brook"
+                    )
         if granted.bearer_token and account.limits.disallow_bearer:
             raise _Refused("Account does not allow bearer tokens")
         _check_connection_type(granted.allowed_connection_types, connection_type)
@@ -158,6 +163,13 @@ class OperatorMode:
         if jwt.issues(account, now):
             raise _Refused("Account JWT lookup error: account validation failed")
         return account
+
+
+def _has_template(granted: jwt.UserLimits) -> bool:
+    """A scoped key's template naming `{{name()}}`-style functions, which nats-server
+    expands per user (`processUserPermissionsTemplate`) and Brook does not."""
+    lists = (granted.pub.allow, granted.pub.deny, granted.sub.allow, granted.sub.deny)
+    return any("{{" in subject for subjects in lists for subject in subjects)
 
 
 def _min_limit(value: int, limit: int) -> int:
