@@ -562,3 +562,38 @@ async def test_connection_types_over_websocket(tmp_path: Path) -> None:
     assert results["nats-server"][:2] == ["in", results["nats-server"][1]]
     assert results["nats-server"][1] != "in"
     assert results["brook"] == results["nats-server"]
+
+
+async def test_account_connection_limit() -> None:
+    """An account's `conn`: one client more is told and closed; once one leaves, another
+    gets in. Other accounts are not affected."""
+    trust = Trust()
+    limited = trust.account(limits={"conn": 2, "subs": -1, "payload": -1})
+    other = trust.account()
+    user = user_key()
+
+    async def steps(url: str) -> list[Any]:
+        seen = []
+        async with contextlib.AsyncExitStack() as stack:
+            clients = []
+            for _ in range(2):
+                c = await stack.enter_async_context(RawClient.connect_url(url))
+                nonce = c.info["nonce"]
+                ops = await c.handshake(
+                    protocol=0, jwt=user_jwt(user, limited), sig=b64(user.sign(nonce.encode()))
+                )
+                seen.append(outcome(ops, c.closed))
+                clients.append(c)
+            seen.append(await login(url, user_jwt(user, limited), user))
+            seen.append(await login(url, user_jwt(user, other), user))
+            clients[0].abort()
+            await asyncio.sleep(0.3)
+            seen.append(await login(url, user_jwt(user, limited), user))
+        return seen
+
+    async with servers(trust) as (reference, ours):
+        theirs = await steps(reference)
+        mine = await steps(ours)
+    assert theirs[2] == ((Err("maximum account active connections exceeded"),), True), theirs
+    assert theirs[4] == IN
+    assert mine == theirs

@@ -15,6 +15,7 @@ AUTH_TIMEOUT = "Authentication Timeout"
 AUTH_EXPIRED = "User Authentication Expired"  # a user JWT's `exp` or connect window passed
 STALE_CONNECTION = "Stale Connection"
 MAX_CONNECTIONS = "maximum connections exceeded"
+MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 MAX_SUBSCRIPTIONS = "maximum subscriptions exceeded"
 INVALID_PROTOCOL = "invalid client protocol"
 NO_RESPONDERS_NEEDS_HEADERS = "no responders requires headers support"

@@ -94,6 +94,14 @@ class Authenticator:
         self.nonce_required = bool(self._nkeys) or self._operator is not None
         self.has_users = bool(self._users)
 
+    def admit(self, user: JwtUser) -> bool:
+        """A user JWT's client counted against its account's connection limit, if it may."""
+        return self._operator is None or self._operator.admit(user)
+
+    def release(self, user: JwtUser) -> None:
+        if self._operator is not None:
+            self._operator.release(user)
+
     @staticmethod
     def new_nonce() -> str:
         return base64.urlsafe_b64encode(secrets.token_bytes(_NONCE_RAW_BYTES)).decode().rstrip("=")

@@ -80,6 +80,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.version = ""
         self.user = ""  # the authorized user's name (or nkey) once logged in
         self.login: Login | None = None  # whom CONNECT logged in as
+        # A user JWT's login counted against its account's connection limit until closed.
+        self._admitted: JwtUser | None = None
         self.nonce = ""  # sent in INFO for nkey users to sign; fresh per connection
         # The user's publish/subscribe permissions; None: no restriction (the hot paths
         # test only this).
@@ -317,6 +319,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._out.clear()
         self._out_bytes = 0
         self.server.unregister(self)
+        if self._admitted is not None:
+            self.authenticator.release(self._admitted)
+            self._admitted = None
         self.transport = None
 
     def close(self, reason: str) -> None:
@@ -491,6 +496,15 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             log.info("cid=%d authentication failed (user=%r)", self.cid, who)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
+        if login.jwt is not None:
+            if self._admitted is not None:  # a CONNECT again: counted anew
+                self.authenticator.release(self._admitted)
+                self._admitted = None
+            if not self.authenticator.admit(login.jwt):
+                log.info("cid=%d account %s: maximum connections", self.cid, login.jwt.account)
+                self.close_with_error(perr.MAX_ACCOUNT_CONNECTIONS, "maximum account connections")
+                return
+            self._admitted = login.jwt
         # As nats-server: credentials first, then the protocol version, then no_responders.
         if options.get("protocol", 0) not in (0, 1):
             self.close_with_error(perr.INVALID_PROTOCOL, "invalid client protocol")

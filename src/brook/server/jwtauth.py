@@ -46,6 +46,7 @@ class JwtUser:
     max_subs: int  # jwt.NO_LIMIT (-1): none
     max_payload: int
     expires_in_s: float | None  # the JWT's `exp` or its connect-time window ends; None: never
+    max_connections: int  # the account's `conn`: its clients at once; -1 none
 
 
 class _Refused(Exception):
@@ -76,6 +77,7 @@ class OperatorMode:
         self._trusted = frozenset(trusted)
         self._resolver = dict(settings.preload)
         self._accounts: dict[str, jwt.AccountClaims] = {}  # decoded once per account
+        self._connections: dict[str, int] = {}  # admitted clients by account
         self._clock = clock
 
     def login(
@@ -142,7 +144,24 @@ class OperatorMode:
             max_subs=_min_limit(granted.subs, account.limits.subs),
             max_payload=_min_limit(granted.payload, account.limits.payload),
             expires_in_s=expires_in_s,
+            max_connections=account.limits.conn,
         )
+
+    def admit(self, user: JwtUser) -> bool:
+        """Count a logged-in client against its account's `conn` limit; False (nothing
+        counted) when the account has as many as it may (nats-server's
+        `MaxTotalConnectionsReached`, checked as the client registers with it)."""
+        count = self._connections.get(user.account, 0)
+        if 0 <= user.max_connections <= count:
+            return False
+        self._connections[user.account] = count + 1
+        return True
+
+    def release(self, user: JwtUser) -> None:
+        """An admitted client is gone."""
+        count = self._connections.pop(user.account, 0) - 1
+        if count > 0:
+            self._connections[user.account] = count
 
     def _account(self, name: str, now: float) -> jwt.AccountClaims:
         """The resolver's account `name`, checked as nats-server's `verifyAccountClaims`."""
