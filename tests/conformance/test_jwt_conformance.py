@@ -597,3 +597,77 @@ async def test_account_connection_limit() -> None:
     assert theirs[2] == ((Err("maximum account active connections exceeded"),), True), theirs
     assert theirs[4] == IN
     assert mine == theirs
+
+
+async def test_scoped_signing_key_permission_templates() -> None:
+    """A scoped key's template expanded per user: names, keys and tags (one subject per
+    tag value); a tag the user lacks drops an allow entry and refuses the login in a deny
+    entry."""
+    trust = Trust()
+    scoped = account_key()
+    template = {
+        "pub": {
+            "allow": [
+                "n.{{name()}}.>",
+                "s.{{subject()}}",
+                "a.{{account-name()}}.{{account-subject()}}",
+                "t.{{tag(dept)}}",
+                "missing.{{tag(nope)}}",
+            ]
+        },
+        "subs": -1,
+        "payload": -1,
+    }
+    scope = {"kind": "user_scope", "key": scoped.public, "role": "r", "template": template}
+    account = trust.account(signing_keys=[scope])
+    user = user_key()
+    token = user_jwt(
+        user,
+        scoped,
+        issuer_account=account.public,
+        subs=None,
+        data=None,
+        payload=None,
+        tags=["dept:eng", "dept:ops", "other:x"],
+    )
+    subjects = [
+        "n.user.x",
+        f"s.{user.public}",
+        f"a.acc.{account.public}",
+        "t.eng",
+        "t.ops",
+        "t.other",
+        "missing.nope",
+        "elsewhere",
+    ]
+    pubs = b"".join(f"PUB {subject} 0\r\n\r\n".encode() for subject in subjects)
+    denied = user_jwt(
+        user,
+        account_key(),
+        issuer_account=account.public,
+    )
+    bad_deny = {"pub": {"deny": ["d.{{tag(nope)}}"]}, "subs": -1, "payload": -1}
+    strict_key = account_key()
+    strict_scope = {
+        "kind": "user_scope",
+        "key": strict_key.public,
+        "role": "r",
+        "template": bad_deny,
+    }
+    strict_account = trust.account(signing_keys=[strict_scope])
+    strict_user = user_jwt(
+        user, strict_key, issuer_account=strict_account.public, subs=None, data=None, payload=None
+    )
+    async with servers(trust) as (reference, ours):
+        got = await asyncio.gather(
+            _session(reference, token, user, pubs), _session(ours, token, user, pubs)
+        )
+        refused = await asyncio.gather(login(reference, denied, user), login(ours, denied, user))
+        strict = await asyncio.gather(
+            login(reference, strict_user, user), login(ours, strict_user, user)
+        )
+    errors = [op for op in got[0][0] if isinstance(op, Err)]
+    assert len(errors) == 3, got[0]  # t.other, missing.nope, elsewhere
+    assert got[1] == got[0]
+    assert list(refused) == [REFUSED, REFUSED]
+    assert list(strict) == [REFUSED, REFUSED]

@@ -9,7 +9,6 @@ tests/conformance/test_jwt_conformance.py; here the clock is the test's.
 from __future__ import annotations
 
 import datetime
-import logging
 from typing import Any
 
 import pytest
@@ -95,20 +94,3 @@ def test_limits_are_the_smaller_of_user_and_account() -> None:
     got = _login(mode, user_jwt(user, account, subs=3), user)
     assert got is not None
     assert got.max_subs == 3
-
-
-def test_scoped_permission_templates_are_refused_and_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """nats-server expands `{{name()}}` and friends per user; Brook refuses such a
-    login rather than grant the template's text as a subject."""
-    account, scoped, user = account_key(), account_key(), user_key()
-    template = {"pub": {"allow": ["users.{{name()}}.>"]}, "subs": -1, "payload": -1}
-    scope = {"kind": "user_scope", "key": scoped.public, "role": "r", "template": template}
-    mode = _mode(account, _at(12), signing_keys=[scope])
-    token = user_jwt(
-        user, scoped, issuer_account=account.public, subs=None, data=None, payload=None
-    )
-    with caplog.at_level(logging.DEBUG, logger="brook.auth"):
-        assert _login(mode, token, user) is None
-    assert "permission templates are not supported by Brook" in caplog.text

@@ -18,9 +18,13 @@ the login expires.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import ipaddress
+import itertools
 import logging
+import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +34,7 @@ from brook import jwt, limits
 from brook.config.settings import OperatorSettings, Permissions, ResponsePermission
 from brook.config.settings import SubjectPermission as SubjectLists
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.subjects import is_valid_subject
 
 log = logging.getLogger("brook.auth")
 
@@ -115,12 +120,7 @@ class OperatorMode:
                     raise _Refused(
                         "User JWT is not valid: scoped users require no permissions or limits set"
                     )
-                granted = scope.template
-                if _has_template(granted):
-                    raise _Refused(
-                        "User JWT generated invalid permissions: "
-                        "permission templates are not supported by Brook"
-                    )
+                granted = _expand_templates(scope.template, user, account)
         if granted.bearer_token and account.limits.disallow_bearer:
             raise _Refused("Account does not allow bearer tokens")
         _check_connection_type(granted.allowed_connection_types, connection_type)
@@ -184,11 +184,72 @@ class OperatorMode:
         return account
 
 
-def _has_template(granted: jwt.UserLimits) -> bool:
-    """A scoped key's template naming `{{name()}}`-style functions, which nats-server
-    expands per user (`processUserPermissionsTemplate`) and Brook does not."""
-    lists = (granted.pub.allow, granted.pub.deny, granted.sub.allow, granted.sub.deny)
-    return any("{{" in subject for subjects in lists for subject in subjects)
+_MUSTACHE = re.compile(r"{{2}([^}]+)}{2}")
+_TEMPLATE_EXPANSIONS_MAX = 4096  # nats-server's maxPermTemplateSubjectExpansions
+
+
+def _expand_templates(
+    template: jwt.UserLimits, user: jwt.UserClaims, account: jwt.AccountClaims
+) -> jwt.UserLimits:
+    """A scoped signing key's template for this user (nats-server's
+    `processUserPermissionsTemplate`): `{{name()}}`, `{{subject()}}`,
+    `{{account-name()}}`, `{{account-subject()}}`, `{{tag(x)}}` and `{{account-tag(x)}}`
+    replaced (a tag function by each of the values of its `x:` tags); an allow entry that
+    does not come out a valid subject is dropped, a deny entry refuses the login, and an
+    allow list emptied that way becomes a deny of everything."""
+
+    def values(op: str, entry: str, strict: bool) -> list[str]:
+        low = op.lower()
+        if low == "name()":
+            return [user.name]
+        if low == "subject()":
+            return [user.subject]
+        if low == "account-name()":
+            return [account.name]
+        if low == "account-subject()":
+            return [user.issuer_account]
+        for prefix, tags in (("tag(", user.tags), ("account-tag(", account.tags)):
+            if low.startswith(prefix) and op.endswith(")"):
+                name = op[len(prefix) : -1].lower()
+                found = [t.removeprefix(f"{name}:") for t in tags if t.startswith(f"{name}:")]
+                if found:
+                    return found
+                if strict:
+                    raise _Refused("User JWT generated invalid permissions")
+                return [" "]  # an invalid subject, dropped below
+        raise _Refused(f"User JWT generated invalid permissions: {op!r} in {entry!r}")
+
+    def apply(entries: tuple[str, ...], strict: bool) -> tuple[str, ...]:
+        if not any(_MUSTACHE.search(entry) for entry in entries):
+            return entries
+        out: list[str] = []
+        for entry in entries:
+            tokens = _MUSTACHE.findall(entry)
+            choices = [values(token.strip(), entry, strict) for token in tokens]
+            if len(out) + math.prod(len(c) for c in choices) > _TEMPLATE_EXPANSIONS_MAX:
+                raise _Refused("User JWT generated invalid permissions")
+            for combination in itertools.product(*choices):
+                subject = entry
+                for token, value in zip(tokens, combination, strict=True):
+                    subject = subject.replace("{{" + token + "}}", value)
+                if is_valid_subject(subject.encode()):
+                    out.append(subject)
+                elif strict:
+                    raise _Refused("User JWT generated invalid permissions")
+        return tuple(out)
+
+    pub, sub = template.pub, template.sub
+    pub_allow, sub_allow = apply(pub.allow, False), apply(sub.allow, False)
+    pub_deny, sub_deny = apply(pub.deny, True), apply(sub.deny, True)
+    if pub.allow and not pub_allow and ">" not in pub_deny:
+        pub_deny += (">",)
+    if sub.allow and not sub_allow and ">" not in sub_deny:
+        sub_deny += (">",)
+    return dataclasses.replace(
+        template,
+        pub=jwt.Permission(pub_allow, pub_deny),
+        sub=jwt.Permission(sub_allow, sub_deny),
+    )
 
 
 def _min_limit(value: int, limit: int) -> int:
