@@ -49,8 +49,8 @@ async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> d
     return answer
 
 
-async def stored(nc: Client, stream: str) -> list[bytes]:
-    """The payloads of `stream`'s messages, in order."""
+async def stored(nc: Client, stream: str) -> list[str]:
+    """The payloads of `stream`'s messages (base64, as the API gives them), in order."""
     info = await api(nc, f"$JS.API.STREAM.INFO.{stream}")
     out = []
     for seq in range(1, info["state"]["messages"] + 1):
