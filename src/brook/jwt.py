@@ -135,6 +135,14 @@ class AccountLimits:
     jetstream: dict[str, Any] = field(default_factory=dict)
     tiered_limits: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def jetstream_enabled(self) -> bool:
+        """jwt's IsJSEnabled: some memory or disk storage allowed (in any tier)."""
+        tiers = [t for t in self.tiered_limits.values() if isinstance(t, dict)]
+        if self.tiered_limits:
+            return any(t.get("mem_storage") or t.get("disk_storage") for t in tiers)
+        return bool(self.jetstream.get("mem_storage") or self.jetstream.get("disk_storage"))
+
 
 @dataclass(frozen=True, slots=True)
 class Claims:
