@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import tempfile
 import time
@@ -671,3 +672,121 @@ async def test_scoped_signing_key_permission_templates() -> None:
     assert got[1] == got[0]
     assert list(refused) == [REFUSED, REFUSED]
     assert list(strict) == [REFUSED, REFUSED]
+
+
+# ------------------------------------------------------------------ JWT accounts
+
+
+async def _isolation(url: str, a: Path, a_too: Path, b: Path) -> list[Any]:
+    """Two users of account A and one of B on the same subject: who hears whom."""
+    clients = [await _connect(url, path, []) for path in (a, a_too, b)]
+    try:
+        subs = [await c.subscribe("shared.subject") for c in clients]
+        for c in clients:
+            await c.flush()
+        for i, c in enumerate(clients):
+            await c.publish("shared.subject", f"from {i}".encode())
+            await c.flush()
+        heard: list[Any] = []
+        for sub in subs:
+            got = []
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    got.append((await sub.next_msg(timeout=0.3)).data)
+            heard.append(sorted(got))
+        return heard
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def test_users_of_different_accounts_are_isolated(tmp_path: Path) -> None:
+    trust = Trust()
+    account_a, account_b = trust.account(), trust.account()
+    paths = []
+    for name, account in (("a", account_a), ("a_too", account_a), ("b", account_b)):
+        user = user_key()
+        path = tmp_path / f"{name}.creds"
+        path.write_text(creds(user_jwt(user, account), user))
+        paths.append(path)
+    async with servers(trust) as (reference, ours):
+        theirs = await _isolation(reference, *paths)
+        mine = await _isolation(ours, *paths)
+    assert theirs == [[b"from 0", b"from 1"], [b"from 0", b"from 1"], [b"from 2"]]
+    assert mine == theirs
+
+
+@contextlib.asynccontextmanager
+async def js_servers(trust: Trust) -> AsyncIterator[tuple[str, str]]:
+    """Both servers from `trust`'s config, with JetStream in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="brook-jwt-js-") as tmp:
+        path = trust.config(Path(tmp))
+        with run_nats_server("-c", str(path), jetstream=True) as reference:
+            settings = load_conf_file(str(path))
+            settings.jetstream.enabled = True
+            settings.jetstream.store_dir = str(Path(tmp) / "brook")
+            async with brook.serve(port=0, settings=settings) as srv:
+                yield reference, srv.url
+
+
+async def _account_info(url: str, creds_file: Path) -> tuple[str, Any]:
+    nc = await _connect(url, creds_file, [])
+    try:
+        reply = await nc.request("$JS.API.INFO", b"", timeout=2)
+        info = json.loads(reply.data)
+        if "error" in info:
+            return "error", info["error"]
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        ack = await js.publish("s.1", b"x")
+        return "ok", (ack.stream, ack.seq)
+    finally:
+        await nc.close()
+
+
+async def test_jetstream_follows_the_account_jwt(tmp_path: Path) -> None:
+    """An account JWT whose limits allow storage has JetStream; one without is answered
+    10039 (JetStream not enabled for account)."""
+    trust = Trust()
+    system = trust.account()  # nats-server's JetStream in operator mode needs one
+    trust.operator_claims = {"system_account": system.public}
+    with_js = trust.account(
+        limits={"subs": -1, "payload": -1, "conn": -1, "mem_storage": -1, "disk_storage": -1}
+    )
+    without = trust.account()
+    paths = {}
+    for name, account in (("with", with_js), ("without", without)):
+        user = user_key()
+        paths[name] = tmp_path / f"{name}.creds"
+        paths[name].write_text(creds(user_jwt(user, account), user))
+    async with js_servers(trust) as (reference, ours):
+        theirs = [await _account_info(reference, p) for p in paths.values()]
+        mine = [await _account_info(ours, p) for p in paths.values()]
+    assert theirs[0] == ("ok", ("S", 1))
+    assert theirs[1][0] == "error"
+    assert theirs[1][1]["err_code"] == 10039
+    assert mine == theirs
+
+
+def test_the_system_account_comes_from_the_operator_jwt(tmp_path: Path) -> None:
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    settings = load_conf_file(str(trust.config(tmp_path)))
+    assert settings.system_account == system.public
+    other = trust.account()
+    path = trust.config(tmp_path, f"system_account: {other.public}\n")
+    words = "system_account in config and operator JWT must be identical"
+    assert words in _nats_server_error(path)
+    with pytest.raises(ConfigError, match=words):
+        load_conf_file(str(path))
+
+
+def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
+    trust = Trust()
+    trust.account()
+    path = trust.config(tmp_path, "accounts { A: { users: [{user: a, password: b}] } }\n")
+    words = "operators do not allow Accounts to be configured directly"
+    assert words in _nats_server_error(path)
+    with pytest.raises(ConfigError, match=words):
+        load_conf_file(str(path))

@@ -397,10 +397,10 @@ class Settings:
             raise ConfigError(
                 f"http_port: {self.http_port} is not a TCP port (0-65535, -1 = any free)"
             )
+        if self.operator.jwts and self.accounts:
+            raise ConfigError("operators do not allow Accounts to be configured directly")
         self.operator.validate(self.auth, self.websocket.no_auth_user)
         if self.operator.jwts:
-            if self.accounts:
-                raise ConfigError("operators do not allow Accounts to be configured directly")
             self.system_account = self.operator.system_account(self.system_account)
         self.websocket.validate(self.auth)
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
