@@ -136,6 +136,14 @@ class AccountLimits:
     tiered_limits: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def jetstream_bounded(self) -> bool:
+        """Some JetStream limit is set (a positive bound, `max_bytes_required`, or tiers)."""
+        values = self.jetstream.values()
+        return bool(self.tiered_limits) or any(
+            v is True or (type(v) is int and v > 0) for v in values
+        )
+
+    @property
     def jetstream_enabled(self) -> bool:
         """jwt's IsJSEnabled: some memory or disk storage allowed (in any tier)."""
         tiers = [t for t in self.tiered_limits.values() if isinstance(t, dict)]

@@ -790,3 +790,10 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
     assert words in _nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
+
+
+def test_jetstream_limits_in_account_jwts_are_refused_until_enforced(tmp_path: Path) -> None:
+    trust = Trust()
+    trust.account(limits={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 3})
+    with pytest.raises(ConfigError, match="JetStream limits of account JWTs are not enforced"):
+        load_conf_file(str(trust.config(tmp_path)))

@@ -435,9 +435,13 @@ def _resolver_preload(s: Settings, where: str, v: object) -> None:
         if not isinstance(value, str):
             raise ConfigError(f"{at}: preload map value should be a string JWT")
         try:
-            jwt.decode_account(value)
+            claims = jwt.decode_account(value)
         except jwt.InvalidJwt:
             raise ConfigError(f"{at}: invalid account JWT") from None
+        if claims.limits.jetstream_bounded:
+            raise ConfigError(
+                f"{at}: JetStream limits of account JWTs are not enforced by Brook yet"
+            )
         preload[key] = value
     s.operator.preload = preload
 
