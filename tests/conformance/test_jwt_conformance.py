@@ -260,6 +260,34 @@ def _window_not_now() -> dict[str, str]:
     return {"start": time.strftime("%H:%M:%S", start), "end": time.strftime("%H:%M:%S", end)}
 
 
+async def _raw_login(url: str, options: dict[str, Any]) -> tuple[Any, bool]:
+    async with RawClient.connect_url(url) as c:
+        ops = await c.handshake(protocol=0, **options)
+        if PONG not in ops:
+            await c.expect_closed(1.0)
+        return outcome(ops, c.closed)
+
+
+async def test_connect_options_of_the_wrong_type() -> None:
+    """A `jwt` or `sig` that is not a string: nats-server cannot read the CONNECT and
+    closes without a word; so does Brook."""
+    trust = Trust()
+    account = trust.account()
+    user = user_key()
+    cases: list[dict[str, Any]] = [
+        {"jwt": 123},
+        {"jwt": {"a": 1}},
+        {"jwt": ["x"]},
+        {"jwt": user_jwt(user, account), "sig": 5},
+        {"jwt": "", "sig": ""},
+    ]
+    async with servers(trust) as (reference, ours):
+        for options in cases:
+            got = await asyncio.gather(_raw_login(reference, options), _raw_login(ours, options))
+            assert got[1] == got[0], (options, got)
+            assert got[0][1], options  # closed
+
+
 async def test_an_oversized_jwt_is_refused_and_others_carry_on() -> None:
     """A CONNECT carrying a huge JWT is refused by both; a client logged in before is not
     affected."""

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 _NONCE_RAW_BYTES = 11  # nats-server's nonceRawLen: 15 characters of unpadded base64
 _BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
-_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig")
+_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig", "jwt")
 
 
 def is_bcrypt_hash(secret: str) -> bool:
