@@ -479,6 +479,19 @@ async def test_a_login_ends_when_the_user_jwt_expires() -> None:
     assert got[1] == got[0]
 
 
+async def test_clients_are_closed_when_their_account_jwt_expires() -> None:
+    trust = Trust()
+    account = trust.account(top={"exp": int(time.time()) + 2})
+    user = user_key()
+    token = user_jwt(user, account)
+    async with servers(trust) as (reference, ours):
+        got = await asyncio.gather(
+            _expiry_outcome(reference, token, user), _expiry_outcome(ours, token, user)
+        )
+    assert got[0] == ((Err("Account Authentication Expired"),), True)
+    assert got[1] == got[0]
+
+
 # ------------------------------------------------------------------ config errors
 
 

@@ -13,6 +13,7 @@ MAX_CONTROL_LINE = "maximum control line exceeded"
 AUTH_VIOLATION = "Authorization Violation"
 AUTH_TIMEOUT = "Authentication Timeout"
 AUTH_EXPIRED = "User Authentication Expired"  # a user JWT's `exp` or connect window passed
+ACCOUNT_AUTH_EXPIRED = "Account Authentication Expired"  # its account JWT's `exp` passed
 STALE_CONNECTION = "Stale Connection"
 MAX_CONNECTIONS = "maximum connections exceeded"
 MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"

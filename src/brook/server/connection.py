@@ -502,7 +502,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
     def _apply_jwt_limits(self, user: JwtUser) -> None:
         """A user JWT's limits (nats-server's `applyAccountLimits`, `setExpiration`): the
         payload and subscription bounds lowered to the user's and its account's, and the
-        login ended when the JWT expires or its connect-time window closes."""
+        login ended when the JWT (or its account's) expires or its connect-time window closes."""
         if user.max_payload >= 0:
             self.parser.max_payload = min(self.parser.max_payload, user.max_payload)
         if user.max_subs >= 0:
@@ -512,8 +512,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.max_subs == 0:  # as nats-server: at the limit already, so told and closed
             self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
             return
-        if user.expires_in_s is not None:
-            self._auth_handle = self.loop.call_later(user.expires_in_s, self._auth_expired)
+        ends = [
+            (seconds, text)
+            for seconds, text in (
+                (user.expires_in_s, perr.AUTH_EXPIRED),
+                (user.account_expires_in_s, perr.ACCOUNT_AUTH_EXPIRED),
+            )
+            if seconds is not None
+        ]
+        if ends:
+            seconds, text = min(ends)
+            self._auth_handle = self.loop.call_later(seconds, self._auth_expired, text)
 
     def _bind(self, account: Account) -> None:
         """Use `account`'s subjects from now on; subscriptions made before (a CONNECT
@@ -790,10 +799,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if not self.connected and not self.closed:
             self.close_with_error(perr.AUTH_TIMEOUT, "authentication timeout")
 
-    def _auth_expired(self) -> None:
+    def _auth_expired(self, text: str) -> None:
+        """The user JWT or its account JWT expired (nats-server's `authExpired`,
+        `accountAuthExpired`)."""
         self._auth_handle = None
         if not self.closed:
-            self.close_with_error(perr.AUTH_EXPIRED, "authentication expired")
+            self.close_with_error(text, "authentication expired")
 
     def _ping_tick(self) -> None:
         self._ping_handle = None

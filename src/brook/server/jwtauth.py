@@ -52,6 +52,8 @@ class JwtUser:
     max_payload: int
     expires_in_s: float | None  # the JWT's `exp` or its connect-time window ends; None: never
     max_connections: int  # the account's `conn`: its clients at once; -1 none
+    # The account JWT's `exp`: its clients are closed then; None: never.
+    account_expires_in_s: float | None = None
 
 
 class _Refused(Exception):
@@ -145,6 +147,9 @@ class OperatorMode:
             max_payload=_min_limit(granted.payload, account.limits.payload),
             expires_in_s=expires_in_s,
             max_connections=account.limits.conn,
+            account_expires_in_s=(
+                float(max(account.expires - int(now), 0)) if account.expires else None
+            ),
         )
 
     def admit(self, user: JwtUser) -> bool:
