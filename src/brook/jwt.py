@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import ipaddress
 import json
 import re
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 MAX_TOKEN_BYTES = 1024 * 1024  # nats-io/jwt's MaxTokenSize
+_ISSUER_KEYS_CACHED = 1024
 NO_LIMIT = -1  # jwt.NoLimit: a limit of -1 is no limit
 ALL = "*"  # a revocation of every user issued until then (jwt.All)
 CONNECTION_TYPES = frozenset(
@@ -446,7 +448,10 @@ def decode(token: str) -> Claims:
     return claims
 
 
+@functools.lru_cache(maxsize=_ISSUER_KEYS_CACHED)
 def _key(text: str, prefix: Prefix) -> bytes | None:
+    """An issuer's key: the few account and operator keys that sign every token are
+    decoded (base32, CRC) once."""
     try:
         return decode_public_key(text, prefix)
     except InvalidNkey:
