@@ -838,3 +838,47 @@ def test_jetstream_limits_in_account_jwts_are_refused_until_enforced(tmp_path: P
     trust.account(limits={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 3})
     with pytest.raises(ConfigError, match="JetStream limits of account JWTs are not enforced"):
         load_conf_file(str(trust.config(tmp_path)))
+
+
+async def _responder_outcome(url: str, responder: Path, requester: Path) -> list[Any]:
+    """The responder (allowed only to reply) answers a request, then publishes
+    elsewhere: what the requester got and the responder's errors."""
+    errors: list[str] = []
+    server_side = await _connect(url, responder, errors)
+    client_side = await _connect(url, requester, [])
+    try:
+
+        async def answer(msg: Any) -> None:
+            await msg.respond(b"pong:" + msg.data)
+
+        await server_side.subscribe("svc", cb=answer)
+        await server_side.flush()
+        reply = await client_side.request("svc", b"1", timeout=2)
+        await server_side.publish("elsewhere", b"x")
+        await server_side.flush()
+        await asyncio.sleep(0.2)
+        return [reply.data, sorted(errors)]
+    finally:
+        await server_side.close()
+        await client_side.close()
+
+
+async def test_resp_permission_allows_replies_only(tmp_path: Path) -> None:
+    """A user JWT's `resp` is allow_responses: publishing to the reply subject of a
+    request it received, and nothing else without a publish allow."""
+    trust = Trust()
+    account = trust.account()
+    responder, requester = user_key(), user_key()
+    paths = {}
+    for name, user, nats_fields in (
+        ("responder", responder, {"resp": {"max": 1, "ttl": 0}}),
+        ("requester", requester, {}),
+    ):
+        paths[name] = tmp_path / f"{name}.creds"
+        paths[name].write_text(creds(user_jwt(user, account, **nats_fields), user))
+    async with servers(trust) as (reference, ours):
+        theirs = await _responder_outcome(reference, paths["responder"], paths["requester"])
+        mine = await _responder_outcome(ours, paths["responder"], paths["requester"])
+    assert theirs[0] == b"pong:1"
+    assert any("elsewhere" in e for e in theirs[1]), theirs
+    assert mine == theirs
