@@ -882,3 +882,15 @@ async def test_resp_permission_allows_replies_only(tmp_path: Path) -> None:
     assert theirs[0] == b"pong:1"
     assert any("elsewhere" in e for e in theirs[1]), theirs
     assert mine == theirs
+
+
+async def test_info_in_operator_mode_asks_for_auth_and_carries_a_nonce() -> None:
+    trust = Trust()
+    trust.account()
+    async with servers(trust) as (reference, ours):
+        infos = []
+        for url in (reference, ours):
+            async with RawClient.connect_url(url) as c:
+                infos.append((c.info.get("auth_required"), len(c.info.get("nonce", ""))))
+    assert infos[0] == (True, 15)
+    assert infos[1] == infos[0]
