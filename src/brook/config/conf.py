@@ -26,8 +26,11 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
+from brook import jwt
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
+    GLOBAL_ACCOUNT,
+    AccountSettings,
     AuthSettings,
     ConfigError,
     NkeyUser,
@@ -286,7 +289,161 @@ def _authorization(s: Settings, where: str, v: object) -> None:
     else:  # nats-server's defaults go to the users list only, not to a single user
         for entry in entries:
             entry.permissions = entry.permissions or defaults
-    s.auth = AuthSettings(token=token, users=users, nkeys=nkeys, no_auth_user=s.auth.no_auth_user)
+    # The users of configured accounts (an `accounts` block read earlier) are kept.
+    s.auth = AuthSettings(
+        token=token,
+        users=[*users, *(u for u in s.auth.users if u.account != GLOBAL_ACCOUNT)],
+        nkeys=[*nkeys, *(n for n in s.auth.nkeys if n.account != GLOBAL_ACCOUNT)],
+        no_auth_user=s.auth.no_auth_user,
+    )
+
+
+# The keys of an account's block Brook honours; nats-server's others (exports, imports,
+# mappings, limits, nkey, msg_trace...) are refused by name until they are built.
+_ACCOUNT_KEYS = ("users", "jetstream", "default_permissions")
+
+
+def _accounts(s: Settings, where: str, v: object) -> None:
+    """nats-server's `accounts` (opts.go `parseAccounts`): a list of names, or a block of
+    accounts, each with its `users` (who log in to it) and `jetstream`."""
+    if isinstance(v, list):
+        names = [_str(f"{where}[{i}]", name) for i, name in enumerate(v)]
+        blocks: dict[str, object] = {name: None for name in names}
+        if len(blocks) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ConfigError(f"{where}: Duplicate Account Entry: {twice}")
+    else:
+        spelled: Mapping[str, str] = getattr(v, "spelled", {})  # names are case-sensitive
+        blocks = {spelled.get(key, key): block for key, block in _block(where, v).items()}
+    used: Collection[str] = getattr(v, "used_vars", ())
+    for name, block in blocks.items():
+        if name.lower() in used:
+            continue
+        at = f"{where}.{name}"
+        line = _on_line(v, name.lower()) if isinstance(v, dict) else ""
+        if name == GLOBAL_ACCOUNT:
+            raise ConfigError(f'{at}: "{name}" is a Reserved Account{line}')
+        if any(a.name == name for a in s.accounts):
+            raise ConfigError(f"{where}: Duplicate Account Entry: {name}{line}")
+        account = AccountSettings(name)
+        s.accounts.append(account)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ConfigError(f"{at}: Expected map entries for accounts{line}")
+        entries: list[User | NkeyUser] = []
+        defaults: Permissions | None = None
+        for key, key_at, value in _entries(block, at, _ACCOUNT_KEYS):
+            if key == "users":
+                if not isinstance(value, list):
+                    raise _bad(key_at, "an array of {user, password} or {nkey} blocks", value)
+                entries = [_user(f"{key_at}[{i}]", entry) for i, entry in enumerate(value)]
+            elif key == "jetstream":
+                account.jetstream = _account_jetstream(key_at, value)
+            else:
+                defaults = _permissions(key_at, value)
+        for entry in entries:
+            entry.account = name
+            entry.permissions = entry.permissions or defaults
+            if isinstance(entry, User):
+                s.auth.users.append(entry)
+            else:
+                s.auth.nkeys.append(entry)
+
+
+def _account_jetstream(where: str, v: object) -> bool:
+    """An account's `jetstream`: `enabled`/`disabled`, a boolean, or a block of limits
+    (each of its keys refused until account limits are built: an empty block enables)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable", "disabled", "disable"):
+            return v.lower().startswith("enable")
+        raise ConfigError(f"{where}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+    for _ in _entries(_block(where, v), where, ()):
+        pass
+    return True
+
+
+def _operator(s: Settings, where: str, v: object) -> None:
+    """`operator`: the trusted operators' JWTs (ADR 0028), each a file (decorated as nsc
+    writes it, or the bare JWT) or the JWT itself inline, one or a list (opts.go)."""
+    items = v if isinstance(v, list) else [v]
+    jwts = []
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]" if isinstance(v, list) else where
+        if not isinstance(item, str):
+            raise ConfigError(f"{at}: error parsing operators: unsupported type {_describe(item)}")
+        jwts.append(_operator_jwt(at, item))
+    s.operator.jwts = jwts
+
+
+def _operator_jwt(where: str, name: str) -> str:
+    """nats-server's `readOperatorJWT`: a file, else inline text that starts as a JWT."""
+    try:
+        contents = Path(name).read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        if not name.startswith("eyJ"):
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise ConfigError(
+                f"{where}: error parsing operator JWT: open {name}: {reason}"
+            ) from None
+        contents = name
+    token = jwt.parse_decorated(contents)
+    try:
+        jwt.decode_operator(token)
+    except jwt.InvalidJwt as exc:
+        raise ConfigError(f"{where}: error parsing operator JWT: {exc}") from None
+    return token
+
+
+_RESOLVER_ERROR = (
+    'error parsing account resolver, should be MEM or  URL("url") or a map containing '
+    "dir and type state=[FULL|CACHE])"
+)
+
+
+def _resolver(s: Settings, where: str, v: object) -> None:
+    """`resolver`: MEMORY (`MEM`), the only account resolver Brook serves; nats-server's
+    URL and directory resolvers are refused by name."""
+    kind = v
+    if isinstance(v, dict):
+        block = _block(where, v)
+        kind = next((value for key, value in block.items() if str(key).lower() == "type"), "")
+    if not isinstance(kind, str):
+        raise ConfigError(f"{where}: error parsing operator resolver, wrong type {_describe(v)}")
+    if isinstance(v, str) and re.search(r"(?i)(MEM|MEMORY)\s*", v):
+        kind = "MEMORY"
+    if kind.upper() in ("MEM", "MEMORY"):
+        s.operator.resolver = "MEMORY"
+    elif kind.upper() in ("FULL", "CACHE") or re.match(r"(?i)URL", kind):
+        raise ConfigError(f"{where}: the {kind} account resolver is not supported by Brook")
+    else:
+        raise ConfigError(f"{where}: {_RESOLVER_ERROR}")
+
+
+def _resolver_preload(s: Settings, where: str, v: object) -> None:
+    """`resolver_preload { ACCOUNT_PUBLIC_KEY: ACCOUNT_JWT }`: the accounts the memory
+    resolver holds; each value must decode as an account JWT (opts.go)."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: preload should be a map of account_public_key:account_jwt")
+    preload = {}
+    for key, value in v.items():
+        # The config parser lower-cases keys; public keys are upper-case base32.
+        key = str(key).upper()
+        at = f"{where}.{key}"
+        if not isinstance(value, str):
+            raise ConfigError(f"{at}: preload map value should be a string JWT")
+        try:
+            claims = jwt.decode_account(value)
+        except jwt.InvalidJwt:
+            raise ConfigError(f"{at}: invalid account JWT") from None
+        if claims.limits.jetstream_bounded:
+            raise ConfigError(
+                f"{at}: JetStream limits of account JWTs are not enforced by Brook yet"
+            )
+        preload[key] = value
+    s.operator.preload = preload
 
 
 def _no_auth_user(s: Settings, where: str, v: object) -> None:
@@ -608,7 +765,15 @@ _TOP: dict[str, _Handler] = {
     "http": _address("http_host", "http_port"),
     "authorization": _authorization,
     "no_auth_user": _no_auth_user,
+    **dict.fromkeys(
+        ("operator", "operators", "roots", "root", "root_operators", "root_operator"), _operator
+    ),
+    **dict.fromkeys(("resolver", "account_resolver", "accounts_resolver"), _resolver),
+    "resolver_preload": _resolver_preload,
     "jetstream": _jetstream,
+    "accounts": _accounts,
+    "system_account": _set("system_account", _str),
+    "system": _set("system_account", _str),
     "websocket": _websocket,
     "ws": _websocket,
     "tls": _tls,

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from brook import limits
 
+GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
+SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
+
 
 class ConfigError(ValueError):
     """A setting is missing, unknown or out of range; the message names the key."""
@@ -51,6 +54,30 @@ class Permissions:
     responses: ResponsePermission | None = None
 
 
+def _users_key(account: str) -> str:
+    """Where a user of `account` is configured, for error messages."""
+    return "authorization.users" if account == GLOBAL_ACCOUNT else f"accounts.{account}.users"
+
+
+def _duplicate(kind: str, name: str, account: str, earlier: str) -> ConfigError:
+    """A user or nkey defined twice; across accounts in nats-server's words (opts.go
+    `parseAccounts`: a user belongs to one account)."""
+    if account == earlier == GLOBAL_ACCOUNT:
+        return ConfigError(f"authorization.users: {kind} {name!r} is defined twice")
+    where = _users_key(account if account != GLOBAL_ACCOUNT else earlier)
+    return ConfigError(f'{where}: Duplicate {kind} "{name}" detected')
+
+
+@dataclass(slots=True)
+class AccountSettings:
+    """One configured account (`accounts { NAME: {...} }`): its subjects, and its
+    JetStream when enabled, are its own. Its users are in `AuthSettings` with `account`
+    set to its name (a user belongs to one account)."""
+
+    name: str
+    jetstream: bool = False  # `jetstream: enabled` (the server's JetStream must be on)
+
+
 @dataclass(slots=True)
 class User:
     """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$).
@@ -59,6 +86,7 @@ class User:
     user: str
     password: str
     permissions: Permissions | None = None  # what the user may publish and subscribe to
+    account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
 
 
 @dataclass(slots=True)
@@ -68,6 +96,7 @@ class NkeyUser:
 
     nkey: str
     permissions: Permissions | None = None
+    account: str = GLOBAL_ACCOUNT
 
 
 @dataclass(slots=True)
@@ -84,29 +113,36 @@ class AuthSettings:
     def required(self) -> bool:
         return self.token is not None or bool(self.users) or bool(self.nkeys)
 
+    @property
+    def accounts(self) -> set[str]:
+        """The accounts the users log in to."""
+        return {u.account for u in self.users} | {n.account for n in self.nkeys}
+
     def validate(self) -> None:
         """nats-server's rules, in its words where it has them (opts.go, auth.go)."""
         from brook.nkey import InvalidNkey, Prefix, decode_public_key
 
+        if self.token is not None and self.accounts - {GLOBAL_ACCOUNT}:
+            raise ConfigError("accounts: Can not have a token and accounts")
         if self.token is not None and (self.users or self.nkeys):
             raise ConfigError("authorization: token and users cannot both be set")
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # user name or nkey -> its account
         for u in self.users:
             if not u.user:
-                raise ConfigError("authorization.users: a user has an empty name")
+                raise ConfigError(f"{_users_key(u.account)}: a user has an empty name")
             if u.user in seen:
-                raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
-            seen.add(u.user)
+                raise _duplicate("user", u.user, u.account, seen[u.user])
+            seen[u.user] = u.account
         for n in self.nkeys:
             try:
                 decode_public_key(n.nkey, Prefix.USER)
             except InvalidNkey:
                 raise ConfigError(
-                    f"authorization.users: Not a valid public nkey for a user: {n.nkey!r}"
+                    f"{_users_key(n.account)}: Not a valid public nkey for a user: {n.nkey!r}"
                 ) from None
             if n.nkey in seen:
-                raise ConfigError(f"authorization.users: nkey {n.nkey!r} is defined twice")
-            seen.add(n.nkey)
+                raise _duplicate("nkey", n.nkey, n.account, seen[n.nkey])
+            seen[n.nkey] = n.account
         if self.no_auth_user is not None:
             self.check_no_auth_user(self.no_auth_user)
 
@@ -120,6 +156,47 @@ class AuthSettings:
                 f'no_auth_user: "{name}" not present as user or nkey in authorization '
                 "block or account configuration"
             )
+
+
+@dataclass(slots=True)
+class OperatorSettings:
+    """Decentralized auth, nats-server's operator mode (ADR 0028): the trusted operators'
+    JWTs, the account resolver and the account JWTs it holds. Clients then log in with a
+    user JWT issued by one of those accounts (server/jwtauth.py), never from
+    `authorization`. Off while `jwts` is empty."""
+
+    jwts: list[str] = field(default_factory=list)  # operator JWTs, read from files or inline
+    resolver: str | None = None  # "MEMORY", the only resolver Brook serves; None: none set
+    preload: dict[str, str] = field(default_factory=dict)  # account public key: account JWT
+
+    def validate(self, auth: AuthSettings, websocket_no_auth_user: str | None) -> None:
+        """nats-server's `validateTrustedOperators` and `validateNoAuthUser`, in its
+        words; what Brook cannot honour beside operators is refused too."""
+        if not self.jwts:
+            if self.resolver is not None or self.preload:
+                raise ConfigError("resolver: an account resolver needs an operator (operator: ...)")
+            return
+        if auth.no_auth_user is not None or websocket_no_auth_user is not None:
+            raise ConfigError("no_auth_user not compatible with Trusted Operator")
+        if self.resolver is None:
+            raise ConfigError("operators require an account resolver to be configured")
+        if auth.users or auth.nkeys:
+            raise ConfigError("operators do not allow users to be configured directly")
+        if auth.token is not None:
+            raise ConfigError("authorization: a token is never checked in operator mode")
+
+    def system_account(self, configured: str | None) -> str | None:
+        """The system account: the config's, else (with one operator) the operator JWT's
+        `system_account` (opts.go); nats-server's refusal when they differ."""
+        from brook import jwt
+
+        operators = [jwt.decode_operator(token) for token in self.jwts]
+        named = [op.system_account for op in operators if op.system_account]
+        if configured is None:
+            return operators[0].system_account or None if len(operators) == 1 else None
+        if named and configured not in named:
+            raise ConfigError("system_account in config and operator JWT must be identical")
+        return configured
 
 
 @dataclass(slots=True)
@@ -271,13 +348,43 @@ class Settings:
     max_pings_out: int = limits.MAX_PINGS_OUT
     auth_timeout_s: float = limits.AUTH_TIMEOUT_S
     auth: AuthSettings = field(default_factory=AuthSettings)
+    operator: OperatorSettings = field(default_factory=OperatorSettings)  # JWT auth
     tls: TLSSettings | None = None  # None: plain TCP only
     allow_non_tls: bool = False  # with tls: clients may also connect without it
     https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
     jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
+    accounts: list[AccountSettings] = field(default_factory=list)  # besides $G
+    system_account: str | None = None  # None: `$SYS`, created if not configured
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
     debug: bool = False
     trace: bool = False
+
+    def _validate_accounts(self) -> None:
+        """nats-server's rules for `accounts` and `system_account` (opts.go)."""
+        names = {a.name for a in self.accounts}
+        for account_name in self.auth.accounts:
+            if account_name != GLOBAL_ACCOUNT and account_name not in names:
+                raise ConfigError(f"accounts: user of unknown account {account_name!r}")
+        system = self.system_account
+        if (
+            system is not None
+            and system not in names
+            and system != SYSTEM_ACCOUNT
+            and system not in self.operator.preload
+        ):
+            raise ConfigError(
+                f"system_account: {system!r}: error resolving system account: account missing"
+            )
+        for account in self.accounts:
+            if account.jetstream and account.name == self.system_account_name:
+                raise ConfigError(
+                    f"accounts.{account.name}.jetstream: "
+                    "Not allowed to enable JetStream on the system account"
+                )
+
+    @property
+    def system_account_name(self) -> str:
+        return self.system_account or SYSTEM_ACCOUNT
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -290,6 +397,11 @@ class Settings:
             raise ConfigError(
                 f"http_port: {self.http_port} is not a TCP port (0-65535, -1 = any free)"
             )
+        if self.operator.jwts and self.accounts:
+            raise ConfigError("operators do not allow Accounts to be configured directly")
+        self.operator.validate(self.auth, self.websocket.no_auth_user)
+        if self.operator.jwts:
+            self.system_account = self.operator.system_account(self.system_account)
         self.websocket.validate(self.auth)
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
@@ -347,6 +459,9 @@ class Settings:
         if ws_tls is not None:
             ws_tls.validate("websocket.tls")
         self.auth.validate()
+        if self.operator.jwts and self.websocket.auth is not None:
+            raise ConfigError("websocket.authorization: not supported by Brook in operator mode")
+        self._validate_accounts()
         tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
         for u in self.auth.users:
             if not u.password and not tls_map:

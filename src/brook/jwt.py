@@ -1,0 +1,589 @@
+"""NATS JWTs (nats-io/jwt v2): decoded, their signature verified, their claims typed
+(ADR 0028).
+
+A NATS JWT is three base64url (unpadded) parts joined by dots: the header
+`{"typ":"JWT","alg":"ed25519-nkey"}`, the claims JSON, and the ed25519 signature of the
+first two parts (with their dot) by the issuer's nkey, whose public key is the claims'
+`iss`. The kinds Brook reads are operator, account and user claims, in nats-server's
+jwt/v2 shapes (the `nats` object); what Brook does not act on (exports, imports,
+mappings, JetStream limits) is kept as read, for the modules that will.
+
+`decode` does what nats-io/jwt's `Decode` does: size bound, header, claims, signature,
+the issuer's key role; `issues` does what its `Validate` reports as blocking (expiry, not
+before, malformed subjects, CIDRs, time ranges, keys), so that a caller refuses a token
+exactly when nats-server would. Nothing here decides trust (which operator or account may
+issue what): that is the server's (server/jwtauth.py). A leaf module: signature checks
+through `brook.nkey`; no JWT framework.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import ipaddress
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from brook.nkey import InvalidNkey, Prefix, decode_public_key, verify
+
+__all__ = [
+    "MAX_TOKEN_BYTES",
+    "AccountClaims",
+    "AccountLimits",
+    "Claims",
+    "InvalidJwt",
+    "OperatorClaims",
+    "Permission",
+    "ResponsePermission",
+    "UserClaims",
+    "UserLimits",
+    "UserScope",
+    "decode",
+    "decode_account",
+    "decode_operator",
+    "decode_user",
+    "is_public_key",
+    "issues",
+    "parse_decorated",
+]
+
+MAX_TOKEN_BYTES = 1024 * 1024  # nats-io/jwt's MaxTokenSize
+_ISSUER_KEYS_CACHED = 1024
+NO_LIMIT = -1  # jwt.NoLimit: a limit of -1 is no limit
+ALL = "*"  # a revocation of every user issued until then (jwt.All)
+CONNECTION_TYPES = frozenset(
+    ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
+)
+
+
+class InvalidJwt(ValueError):
+    """A token that does not decode, or whose signature does not verify."""
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """`pub` or `sub` of a user: subjects allowed and denied (a `sub` entry may name a
+    queue group after a space)."""
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsePermission:
+    """`resp`: replies the user may send to requests it received (allow_responses)."""
+
+    max_msgs: int
+    ttl_ns: int  # a Go time.Duration
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    start: str  # "15:04:05"
+    end: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    """A user claim's permissions and limits (jwt's UserPermissionLimits), also the
+    template of a scoped signing key."""
+
+    pub: Permission = Permission()
+    sub: Permission = Permission()
+    resp: ResponsePermission | None = None
+    subs: int = 0  # NatsLimits: -1 no limit; 0 absent (nats-server then applies none)
+    data: int = 0
+    payload: int = 0
+    src: tuple[str, ...] = ()  # CIDRs the user may connect from; empty: anywhere
+    times: tuple[TimeRange, ...] = ()  # daily windows the user may connect in
+    locale: str = ""  # the IANA zone of `times`; "": the server's local time
+    bearer_token: bool = False  # no nonce signature required
+    proxy_required: bool = False
+    allowed_connection_types: tuple[str, ...] = ()  # empty: every type
+
+    @property
+    def empty(self) -> bool:
+        """No permission or limit set at all (what a scoped signing key's user must be)."""
+        return self == UserLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class UserScope:
+    """A scoped signing key of an account: users it issues get `template`."""
+
+    key: str
+    role: str
+    template: UserLimits
+
+
+@dataclass(frozen=True, slots=True)
+class AccountLimits:
+    """An account claim's `limits` (jwt's OperatorLimits). `jetstream` and
+    `tiered_limits` are kept as read, for the JetStream account limits."""
+
+    subs: int = NO_LIMIT
+    data: int = NO_LIMIT
+    payload: int = NO_LIMIT
+    imports: int = NO_LIMIT
+    exports: int = NO_LIMIT
+    wildcards: bool = True
+    disallow_bearer: bool = False
+    conn: int = NO_LIMIT
+    leaf: int = NO_LIMIT
+    jetstream: dict[str, Any] = field(default_factory=dict)
+    tiered_limits: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jetstream_bounded(self) -> bool:
+        """Some JetStream limit is set (a positive bound, `max_bytes_required`, or tiers)."""
+        values = self.jetstream.values()
+        return bool(self.tiered_limits) or any(
+            v is True or (type(v) is int and v > 0) for v in values
+        )
+
+    @property
+    def jetstream_enabled(self) -> bool:
+        """jwt's IsJSEnabled: some memory or disk storage allowed (in any tier)."""
+        tiers = [t for t in self.tiered_limits.values() if isinstance(t, dict)]
+        if self.tiered_limits:
+            return any(t.get("mem_storage") or t.get("disk_storage") for t in tiers)
+        return bool(self.jetstream.get("mem_storage") or self.jetstream.get("disk_storage"))
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What every claim has (jwt's ClaimsData and GenericFields)."""
+
+    token: str  # the encoded JWT itself
+    kind: str  # "operator", "account", "user", or another kind Brook does not read
+    subject: str  # sub: the public key the claim is about
+    issuer: str  # iss: the public key that signed it
+    issued_at: int = 0  # iat, unix seconds
+    expires: int = 0  # exp, unix seconds; 0: never
+    not_before: int = 0  # nbf, unix seconds; 0: at once
+    name: str = ""
+    id: str = ""  # jti
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UserClaims(Claims):
+    issuer_account: str = ""  # set when a signing key of this account issued the user
+    limits: UserLimits = UserLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class AccountClaims(Claims):
+    limits: AccountLimits = AccountLimits()
+    signing_keys: dict[str, UserScope | None] = field(default_factory=dict)
+    revocations: dict[str, int] = field(default_factory=dict)  # user key (or *): unix s
+    default_permissions: UserLimits = UserLimits()
+    imports: tuple[dict[str, Any], ...] = ()
+    exports: tuple[dict[str, Any], ...] = ()
+    mappings: dict[str, Any] = field(default_factory=dict)
+
+    def revoked(self, user: str, issued_at: int) -> bool:
+        """jwt's IsRevoked: the user's claims issued no later than its revocation (or a
+        revocation of all users) are revoked."""
+        revocations = self.revocations
+        if revocations.get(ALL, -1) >= issued_at:
+            return True
+        return user in revocations and revocations[user] >= issued_at
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorClaims(Claims):
+    signing_keys: tuple[str, ...] = ()
+    system_account: str = ""
+    strict_signing_key_usage: bool = False
+    account_server_url: str = ""
+    assert_server_version: str = ""
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def _b64(part: str) -> bytes:
+    """Go's base64.RawURLEncoding: URL-safe, no padding, nothing else."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", part, re.ASCII) or len(part) % 4 == 1:
+        raise InvalidJwt("illegal base64 data")
+    try:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    except binascii.Error as exc:
+        raise InvalidJwt("illegal base64 data") from exc
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise InvalidJwt(f"invalid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidJwt("claims are not a JSON object")
+    return value
+
+
+class _Fields:
+    """Typed reads of a JSON object as Go's encoding/json fills a struct: absent or null
+    is the zero value, a value of another type is an error."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise InvalidJwt(f"{where}: not an object")
+        self.data, self.where = data, where
+
+    def _get(self, key: str, kind: type | tuple[type, ...], zero: Any) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            return zero
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+            raise InvalidJwt(f"{self.where}.{key}: wrong type")
+        return value
+
+    def text(self, key: str) -> str:
+        return str(self._get(key, str, ""))
+
+    def integer(self, key: str, zero: int = 0) -> int:
+        value = self._get(key, (int, float), zero)
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise InvalidJwt(f"{self.where}.{key}: not an integer")
+            value = int(value)
+        if not -(2**63) <= value < 2**63:
+            raise InvalidJwt(f"{self.where}.{key}: out of range")
+        return int(value)
+
+    def flag(self, key: str) -> bool:
+        return bool(self._get(key, bool, False))
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        items: list[object] = self._get(key, list, [])
+        if not all(isinstance(item, str) for item in items):
+            raise InvalidJwt(f"{self.where}.{key}: not a list of strings")
+        return tuple(str(item) for item in items)
+
+    def obj(self, key: str) -> _Fields:
+        return _Fields(self.data.get(key), f"{self.where}.{key}")
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        return dict(self._get(key, dict, {}))
+
+
+def _permission(f: _Fields) -> Permission:
+    return Permission(f.texts("allow"), f.texts("deny"))
+
+
+def _user_limits(f: _Fields) -> UserLimits:
+    resp = None
+    if f.data.get("resp") is not None:
+        r = f.obj("resp")
+        resp = ResponsePermission(r.integer("max"), r.integer("ttl"))
+    times = []
+    for i, item in enumerate(f._get("times", list, [])):
+        t = _Fields(item, f"{f.where}.times[{i}]")
+        times.append(TimeRange(t.text("start"), t.text("end")))
+    return UserLimits(
+        pub=_permission(f.obj("pub")),
+        sub=_permission(f.obj("sub")),
+        resp=resp,
+        subs=f.integer("subs"),
+        data=f.integer("data"),
+        payload=f.integer("payload"),
+        src=_cidrs(f),
+        times=tuple(times),
+        locale=f.text("times_location"),
+        bearer_token=f.flag("bearer_token"),
+        proxy_required=f.flag("proxy_required"),
+        allowed_connection_types=f.texts("allowed_connection_types"),
+    )
+
+
+def _cidrs(f: _Fields) -> tuple[str, ...]:
+    """`src`: a list (jwt v2), or the comma-separated string older encoders wrote; kept
+    lower case and without blanks or repeats, as jwt's CIDRList reads it."""
+    value = f.data.get("src")
+    items = f.texts("src") if not isinstance(value, str) else tuple(value.split(","))
+    seen: list[str] = []
+    for item in items:
+        cidr = item.strip().lower()
+        if cidr and cidr not in seen:
+            seen.append(cidr)
+    return tuple(seen)
+
+
+def _signing_keys(f: _Fields) -> dict[str, UserScope | None]:
+    """An array of keys and scopes (`{"kind":"user_scope","key":...,"template":...}`)."""
+    keys: dict[str, UserScope | None] = {}
+    for i, item in enumerate(f._get("signing_keys", list, [])):
+        if isinstance(item, str):
+            keys[item] = None
+            continue
+        scope = _Fields(item, f"{f.where}.signing_keys[{i}]")
+        if scope.text("kind") != "user_scope":
+            raise InvalidJwt(f"{scope.where}: unknown scope type {scope.text('kind')!r}")
+        key = scope.text("key")
+        keys[key] = UserScope(key, scope.text("role"), _user_limits(scope.obj("template")))
+    return keys
+
+
+def _account_limits(f: _Fields) -> AccountLimits:
+    jetstream_keys = (
+        *("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending"),
+        *("mem_max_stream_bytes", "disk_max_stream_bytes", "max_bytes_required"),
+    )
+    return AccountLimits(
+        subs=f.integer("subs"),
+        data=f.integer("data"),
+        payload=f.integer("payload"),
+        imports=f.integer("imports"),
+        exports=f.integer("exports"),
+        wildcards=f.flag("wildcards"),
+        disallow_bearer=f.flag("disallow_bearer"),
+        conn=f.integer("conn"),
+        leaf=f.integer("leaf"),
+        jetstream={k: f.data[k] for k in jetstream_keys if f.data.get(k) is not None},
+        tiered_limits=f.mapping("tiered_limits"),
+    )
+
+
+def _common(token: str, body: _Fields, nats: _Fields) -> dict[str, Any]:
+    return {
+        "token": token,
+        "kind": nats.text("type") or body.text("type"),
+        "subject": body.text("sub"),
+        "issuer": body.text("iss"),
+        "issued_at": body.integer("iat"),
+        "expires": body.integer("exp"),
+        "not_before": body.integer("nbf"),
+        "name": body.text("name"),
+        "id": body.text("jti"),
+        "tags": nats.texts("tags"),
+    }
+
+
+def _claims(token: str, body: _Fields) -> Claims:
+    nats = body.obj("nats")
+    common = _common(token, body, nats)
+    kind = common["kind"]
+    if kind == "user":
+        return UserClaims(
+            **common, issuer_account=nats.text("issuer_account"), limits=_user_limits(nats)
+        )
+    if kind == "account":
+        revoked = nats.obj("revocations")
+        return AccountClaims(
+            **common,
+            limits=_account_limits(nats.obj("limits")),
+            signing_keys=_signing_keys(nats),
+            revocations={str(k): revoked.integer(k) for k in revoked.data},
+            default_permissions=_user_limits(nats.obj("default_permissions")),
+            imports=tuple(nats._get("imports", list, [])),
+            exports=tuple(nats._get("exports", list, [])),
+            mappings=nats.mapping("mappings"),
+        )
+    if kind == "operator":
+        return OperatorClaims(
+            **common,
+            signing_keys=nats.texts("signing_keys"),
+            system_account=nats.text("system_account"),
+            strict_signing_key_usage=nats.flag("strict_signing_key_usage"),
+            account_server_url=nats.text("account_server_url"),
+            assert_server_version=nats.text("assert_server_version"),
+        )
+    return Claims(**common)
+
+
+# The role of the key that may issue each kind of claim (jwt's ExpectedPrefixes).
+_ISSUERS: dict[str, tuple[Prefix, ...]] = {
+    "user": (Prefix.ACCOUNT,),
+    "account": (Prefix.ACCOUNT, Prefix.OPERATOR),
+    "operator": (Prefix.OPERATOR,),
+}
+
+
+def is_public_key(text: str, prefix: Prefix) -> bool:
+    try:
+        decode_public_key(text, prefix)
+    except InvalidNkey:
+        return False
+    return True
+
+
+def decode(token: str) -> Claims:
+    """The claims of `token`, once its size, header, claims JSON and signature (by the
+    public key in `iss`) check out, as nats-io/jwt's `Decode`; InvalidJwt if not."""
+    if len(token) > MAX_TOKEN_BYTES:
+        raise InvalidJwt(f"token size {len(token)} exceeds maximum of {MAX_TOKEN_BYTES} bytes")
+    chunks = token.split(".")
+    if len(chunks) != 3:
+        raise InvalidJwt("expected 3 chunks")
+    header = _Fields(_json_object(_b64(chunks[0])), "header")
+    if header.text("typ").upper() != "JWT":
+        raise InvalidJwt(f"not supported type {header.text('typ')!r}")
+    if header.text("alg").lower() not in ("ed25519", "ed25519-nkey"):
+        raise InvalidJwt(f"unexpected {header.text('alg')!r} algorithm")
+    body = _Fields(_json_object(_b64(chunks[1])), "claims")
+    nats = body.obj("nats")
+    version = nats.integer("version")
+    if version > 2:
+        raise InvalidJwt("JWT was generated by a newer version")
+    if version < 2:  # v1 tokens: `type` outside `nats`, the signature over the claims only
+        raise InvalidJwt("version 1 JWTs are not supported by Brook")
+    claims = _claims(token, body)
+    signature = _b64(chunks[2])
+    prefixes = _ISSUERS.get(claims.kind, (Prefix.ACCOUNT, Prefix.OPERATOR, Prefix.USER))
+    key = next(
+        (k for p in prefixes if (k := _key(claims.issuer, p)) is not None),
+        None,
+    )
+    signed = token[: len(chunks[0]) + len(chunks[1]) + 1].encode()
+    if key is None or not verify(key, signed, signature):
+        raise InvalidJwt("claim failed V2 signature verification")
+    return claims
+
+
+@functools.lru_cache(maxsize=_ISSUER_KEYS_CACHED)
+def _key(text: str, prefix: Prefix) -> bytes | None:
+    """An issuer's key: the few account and operator keys that sign every token are
+    decoded (base32, CRC) once."""
+    try:
+        return decode_public_key(text, prefix)
+    except InvalidNkey:
+        return None
+
+
+def decode_user(token: str) -> UserClaims:
+    claims = decode(token)
+    if not isinstance(claims, UserClaims):
+        raise InvalidJwt("not user claim")
+    return claims
+
+
+def decode_account(token: str) -> AccountClaims:
+    claims = decode(token)
+    if not isinstance(claims, AccountClaims):
+        raise InvalidJwt("not account claim")
+    return claims
+
+
+def decode_operator(token: str) -> OperatorClaims:
+    claims = decode(token)
+    if not isinstance(claims, OperatorClaims):
+        raise InvalidJwt("not operator claim")
+    return claims
+
+
+# A decorated block (`-----BEGIN NATS USER JWT-----` ... `------END NATS USER JWT------`)
+# of a creds or operator file, as jwt's userConfigRE finds it.
+_DECORATED = re.compile(r"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(\r?\n|\Z)))")
+
+
+def parse_decorated(contents: str) -> str:
+    """The first JWT of a decorated file (creds, operator), or the contents themselves
+    when they have no decoration (jwt's ParseDecoratedJWT)."""
+    found = _DECORATED.search(contents)
+    return contents if found is None else found.group(1)
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def issues(claims: Claims, now: float | None = None) -> list[str]:
+    """What jwt's `Validate` finds blocking in `claims` at `now` (unix seconds; default
+    the current time): expiry and not-before, then the checks of each kind. Empty: valid."""
+    found: list[str] = []
+    second = int(time.time() if now is None else now)
+    if claims.expires > 0 and second > claims.expires:
+        found.append("claim is expired")
+    if claims.not_before > 0 and claims.not_before > second:
+        found.append("claim is not yet valid")
+    if isinstance(claims, UserClaims):
+        _check_user_limits(claims.limits, found)
+        if claims.issuer_account and not is_public_key(claims.issuer_account, Prefix.ACCOUNT):
+            found.append("account_id is not an account public key")
+    elif isinstance(claims, AccountClaims):
+        _check_user_limits(claims.default_permissions, found)
+        for key, scope in claims.signing_keys.items():
+            if not is_public_key(key, Prefix.ACCOUNT):
+                what = "a valid account signing key" if scope is None else "an account public key"
+                found.append(f"{key} is not {what}")
+        tiered = claims.limits.tiered_limits
+        if tiered and any(v for v in claims.limits.jetstream.values()):
+            found.append("JetStream Limits and tiered JetStream Limits are mutually exclusive")
+        if "" in tiered:
+            found.append('Tiered JetStream Limits can not contain a blank "" tier name')
+    elif isinstance(claims, OperatorClaims):
+        for key in claims.signing_keys:
+            if not is_public_key(key, Prefix.OPERATOR):
+                found.append(f"{key} is not an operator public key")
+        system = claims.system_account
+        if system and not is_public_key(system, Prefix.ACCOUNT):
+            found.append(f"{system} is not an account public key")
+    return found
+
+
+def _check_subject(subject: str, found: list[str]) -> None:
+    """jwt's Subject.Validate."""
+    if not subject:
+        found.append("subject cannot be empty")
+        return
+    if " " in subject:
+        found.append(f"subject {subject!r} cannot have spaces")
+    if subject[0] == "." or subject[-1] == ".":
+        found.append(f"subject {subject!r} cannot start or end with a `.`")
+    if ".." in subject:
+        found.append(f"subject {subject!r} cannot contain consecutive `.`")
+
+
+def _check_permission(permission: Permission, found: list[str], *, queues: bool) -> None:
+    for entry in (*permission.allow, *permission.deny):
+        parts = entry.split(" ")
+        if len(parts) > 2:
+            found.append(f'Permission Subject "{entry}" contains too many spaces')
+            continue
+        for part in parts:
+            _check_subject(part, found)
+        if len(parts) == 2 and not queues:
+            found.append(f'Permission Subject "{entry}" is not allowed to contain queue')
+
+
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]", re.ASCII)
+
+
+def _check_user_limits(limits: UserLimits, found: list[str]) -> None:
+    _check_permission(limits.sub, found, queues=True)
+    _check_permission(limits.pub, found, queues=False)
+    for cidr in limits.src:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            found.append(f"invalid cidr {cidr!r} in user src limits")
+        else:
+            if "/" not in cidr:  # Go's ParseCIDR wants the prefix length
+                found.append(f"invalid cidr {cidr!r} in user src limits")
+    for window in limits.times:
+        for name, value in (("start", window.start), ("end", window.end)):
+            if not value:
+                found.append(
+                    f"time ranges {name} must contain a{'n' if name == 'end' else ''} {name}"
+                )
+            elif not _CLOCK.fullmatch(value):
+                found.append(f"{name} in time range is invalid {value!r}")
+    if limits.locale and not _zone(limits.locale):
+        found.append(f"could not parse iana time zone by name: {limits.locale}")
+
+
+def _zone(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True

@@ -1,0 +1,364 @@
+"""Decentralized (JWT) authentication: nats-server's operator mode (ADR 0028).
+
+The config trusts operators (their JWTs; their keys, or only their signing keys with
+`strict_signing_key_usage`); the account resolver (MEMORY: the `resolver_preload`
+account JWTs) holds the accounts. A client logs in with a user JWT in CONNECT's `jwt`
+and, unless the JWT is a bearer token, `sig`: its user key's signature of the INFO's
+nonce. `OperatorMode.login` checks what nats-server's `processClientOrLeafAuthentication`
+checks, in its order, and logs each refusal with nats-server's words (at debug level, as
+there; a wrong source address or connect time at error level, as there): the user JWT
+decodes and is valid now; its account (`issuer_account`, or the issuer) is known to the
+resolver, issued by a trusted operator key and valid now; the user's issuer is the
+account or one of its signing keys (a scoped key then gives the user its template); bearer
+tokens are allowed by the account; the connection type is allowed; the nonce signature;
+revocations; source address; connect-time windows. What it grants is a `JwtUser`: the
+account, the permissions (the user's, else the account's defaults) and limits, and when
+the login expires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import ipaddress
+import itertools
+import logging
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from brook import jwt, limits
+from brook.config.settings import OperatorSettings, Permissions, ResponsePermission
+from brook.config.settings import SubjectPermission as SubjectLists
+from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.subjects import is_valid_subject
+
+log = logging.getLogger("brook.auth")
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class JwtUser:
+    """What a user JWT logs a connection in as."""
+
+    public_key: str  # the user's nkey (the JWT's subject)
+    account: str  # the account's public key: nats-server names JWT accounts so
+    permissions: Permissions | None  # None: no restriction
+    max_subs: int  # jwt.NO_LIMIT (-1): none
+    max_payload: int
+    expires_in_s: float | None  # the JWT's `exp` or its connect-time window ends; None: never
+    max_connections: int  # the account's `conn`: its clients at once; -1 none
+    # The account JWT's `exp`: its clients are closed then; None: never.
+    account_expires_in_s: float | None = None
+
+
+class _Refused(Exception):
+    """A login refused; the message is what nats-server logs."""
+
+    def __init__(self, reason: str, *, level: int = logging.DEBUG) -> None:
+        super().__init__(reason)
+        self.level = level
+
+
+def _key(text: str, prefix: Prefix) -> bytes | None:
+    try:
+        return decode_public_key(text, prefix)
+    except InvalidNkey:
+        return None
+
+
+class OperatorMode:
+    """The trusted operators and the MEMORY resolver's accounts; `login` per CONNECT."""
+
+    def __init__(self, settings: OperatorSettings, clock: Clock = time.time) -> None:
+        trusted: set[str] = set()
+        for token in settings.jwts:
+            operator = jwt.decode_operator(token)  # checked when the config was read
+            if not operator.strict_signing_key_usage:
+                trusted.add(operator.subject)
+            trusted.update(operator.signing_keys)
+        self._trusted = frozenset(trusted)
+        self._resolver = dict(settings.preload)
+        self._accounts: dict[str, jwt.AccountClaims] = {}  # decoded once per account
+        self._connections: dict[str, int] = {}  # admitted clients by account
+        self._clock = clock
+
+    def login(
+        self, options: dict[str, Any], nonce: str, *, host: str, connection_type: str
+    ) -> JwtUser | None:
+        """Whom CONNECT's `jwt` and `sig` log in as; None (the reason logged) if refused.
+        `connection_type`: STANDARD or WEBSOCKET, as user JWTs name them."""
+        try:
+            return self._login(options, nonce, host, connection_type)
+        except _Refused as refused:
+            log.log(refused.level, "%s", refused)
+            return None
+
+    def _login(
+        self, options: dict[str, Any], nonce: str, host: str, connection_type: str
+    ) -> JwtUser:
+        token = options.get("jwt")
+        if not isinstance(token, str) or not token:
+            raise _Refused("Authentication requires a user JWT")
+        try:
+            user = jwt.decode_user(token)
+        except jwt.InvalidJwt as exc:
+            raise _Refused(f"User JWT not valid: {exc}") from None
+        now = self._clock()
+        if found := jwt.issues(user, now):
+            raise _Refused(f"User JWT no longer valid: {found}")
+        account = self._account(user.issuer_account or user.issuer, now)
+        granted = user.limits
+        if user.issuer != account.subject:
+            if user.issuer not in account.signing_keys:
+                raise _Refused("User JWT issuer is not known")
+            scope = account.signing_keys[user.issuer]
+            if scope is not None:
+                if not user.limits.empty:
+                    raise _Refused(
+                        "User JWT is not valid: scoped users require no permissions or limits set"
+                    )
+                granted = _expand_templates(scope.template, user, account)
+        if granted.bearer_token and account.limits.disallow_bearer:
+            raise _Refused("Account does not allow bearer tokens")
+        _check_connection_type(granted.allowed_connection_types, connection_type)
+        if not granted.bearer_token:
+            _check_signature(user.subject, options.get("sig"), nonce)
+        if account.revoked(user.subject, user.issued_at):
+            raise _Refused("User authentication revoked")
+        if not _source_allowed(granted.src, host):
+            raise _Refused(f"Bad src Ip {host}", level=logging.ERROR)
+        window_s = _connect_window(granted, now)
+        permissions = _permissions(granted) or _permissions(account.default_permissions)
+        expires_in_s = None
+        if user.expires:
+            expires_in_s = float(max(user.expires - int(now), 0))
+        if window_s is not None and (expires_in_s is None or window_s < expires_in_s):
+            expires_in_s = window_s
+        return JwtUser(
+            public_key=user.subject,
+            account=account.subject,
+            permissions=permissions,
+            max_subs=_min_limit(granted.subs, account.limits.subs),
+            max_payload=_min_limit(granted.payload, account.limits.payload),
+            expires_in_s=expires_in_s,
+            max_connections=account.limits.conn,
+            account_expires_in_s=(
+                float(max(account.expires - int(now), 0)) if account.expires else None
+            ),
+        )
+
+    def admit(self, user: JwtUser) -> bool:
+        """Count a logged-in client against its account's `conn` limit; False (nothing
+        counted) when the account has as many as it may (nats-server's
+        `MaxTotalConnectionsReached`, checked as the client registers with it)."""
+        count = self._connections.get(user.account, 0)
+        if 0 <= user.max_connections <= count:
+            return False
+        self._connections[user.account] = count + 1
+        return True
+
+    def release(self, user: JwtUser) -> None:
+        """An admitted client is gone."""
+        count = self._connections.pop(user.account, 0) - 1
+        if count > 0:
+            self._connections[user.account] = count
+
+    def _account(self, name: str, now: float) -> jwt.AccountClaims:
+        """The resolver's account `name`, checked as nats-server's `verifyAccountClaims`."""
+        account = self._accounts.get(name)
+        if account is None:
+            if _key(name, Prefix.ACCOUNT) is None:
+                raise _Refused("Account JWT lookup error: will only fetch valid account keys")
+            token = self._resolver.get(name)
+            if token is None:
+                raise _Refused("Account JWT lookup error: account missing")
+            try:
+                account = jwt.decode_account(token)
+            except jwt.InvalidJwt as exc:
+                raise _Refused(f"Account JWT lookup error: {exc}") from None
+            if account.subject != name or account.issuer not in self._trusted:
+                raise _Refused("Account JWT lookup error: account validation failed")
+            self._accounts[name] = account
+        if jwt.issues(account, now):
+            raise _Refused("Account JWT lookup error: account validation failed")
+        return account
+
+
+_MUSTACHE = re.compile(r"{{2}([^}]+)}{2}")
+_TEMPLATE_EXPANSIONS_MAX = 4096  # nats-server's maxPermTemplateSubjectExpansions
+
+
+def _expand_templates(
+    template: jwt.UserLimits, user: jwt.UserClaims, account: jwt.AccountClaims
+) -> jwt.UserLimits:
+    """A scoped signing key's template for this user (nats-server's
+    `processUserPermissionsTemplate`): `{{name()}}`, `{{subject()}}`,
+    `{{account-name()}}`, `{{account-subject()}}`, `{{tag(x)}}` and `{{account-tag(x)}}`
+    replaced (a tag function by each of the values of its `x:` tags); an allow entry that
+    does not come out a valid subject is dropped, a deny entry refuses the login, and an
+    allow list emptied that way becomes a deny of everything."""
+
+    def values(op: str, entry: str, strict: bool) -> list[str]:
+        low = op.lower()
+        if low == "name()":
+            return [user.name]
+        if low == "subject()":
+            return [user.subject]
+        if low == "account-name()":
+            return [account.name]
+        if low == "account-subject()":
+            return [user.issuer_account]
+        for prefix, tags in (("tag(", user.tags), ("account-tag(", account.tags)):
+            if low.startswith(prefix) and op.endswith(")"):
+                name = op[len(prefix) : -1].lower()
+                found = [t.removeprefix(f"{name}:") for t in tags if t.startswith(f"{name}:")]
+                if found:
+                    return found
+                if strict:
+                    raise _Refused("User JWT generated invalid permissions")
+                return [" "]  # an invalid subject, dropped below
+        raise _Refused(f"User JWT generated invalid permissions: {op!r} in {entry!r}")
+
+    def apply(entries: tuple[str, ...], strict: bool) -> tuple[str, ...]:
+        if not any(_MUSTACHE.search(entry) for entry in entries):
+            return entries
+        out: list[str] = []
+        for entry in entries:
+            tokens = _MUSTACHE.findall(entry)
+            choices = [values(token.strip(), entry, strict) for token in tokens]
+            if len(out) + math.prod(len(c) for c in choices) > _TEMPLATE_EXPANSIONS_MAX:
+                raise _Refused("User JWT generated invalid permissions")
+            for combination in itertools.product(*choices):
+                subject = entry
+                for token, value in zip(tokens, combination, strict=True):
+                    subject = subject.replace("{{" + token + "}}", value)
+                if is_valid_subject(subject.encode()):
+                    out.append(subject)
+                elif strict:
+                    raise _Refused("User JWT generated invalid permissions")
+        return tuple(out)
+
+    pub, sub = template.pub, template.sub
+    pub_allow, sub_allow = apply(pub.allow, False), apply(sub.allow, False)
+    pub_deny, sub_deny = apply(pub.deny, True), apply(sub.deny, True)
+    if pub.allow and not pub_allow and ">" not in pub_deny:
+        pub_deny += (">",)
+    if sub.allow and not sub_allow and ">" not in sub_deny:
+        sub_deny += (">",)
+    return dataclasses.replace(
+        template,
+        pub=jwt.Permission(pub_allow, pub_deny),
+        sub=jwt.Permission(sub_allow, sub_deny),
+    )
+
+
+def _min_limit(value: int, limit: int) -> int:
+    """nats-server's `minLimit`: `value` lowered to `limit`, -1 meaning none. A user
+    JWT's absent limit is 0, and a limit of 0 (as in nats-server; nsc writes -1)."""
+    if limit == jwt.NO_LIMIT:
+        return value
+    return limit if value == jwt.NO_LIMIT else min(value, limit)
+
+
+def _check_connection_type(allowed: tuple[str, ...], connection_type: str) -> None:
+    if not allowed:
+        return
+    known = {kind.upper() for kind in allowed} & jwt.CONNECTION_TYPES
+    if len(known) != len({kind.upper() for kind in allowed}):
+        unknown = [k.upper() for k in allowed if k.upper() not in jwt.CONNECTION_TYPES]
+        log.debug("invalid connection types %s", unknown)
+        if not known:
+            raise _Refused(f"invalid connection types {unknown}")
+    if connection_type not in known:
+        raise _Refused("Connection type not allowed")
+
+
+def _check_signature(user: str, sig: object, nonce: str) -> None:
+    if not isinstance(sig, str) or not sig:
+        raise _Refused("Signature missing")
+    signature = decode_signature(sig)
+    if signature is None:
+        raise _Refused("Signature not valid base64")
+    key = _key(user, Prefix.USER)
+    if key is None:
+        raise _Refused("User nkey not valid")
+    if not verify(key, nonce.encode(), signature):
+        raise _Refused("Signature not verified")
+
+
+def _source_allowed(cidrs: tuple[str, ...], host: str) -> bool:
+    """nats-server's `validateSrc`: no list allows any address."""
+    if not cidrs:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            return False
+        if address.version == network.version and address in network:
+            return True
+    return False
+
+
+def _connect_window(limits_: jwt.UserLimits, now: float) -> float | None:
+    """nats-server's `validateTimes`: None without windows; else the seconds left in the
+    window `now` is in (the longest, if several), or a refusal outside them all."""
+    if not limits_.times:
+        return None
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(limits_.locale) if limits_.locale else None  # checked by jwt.issues
+    moment = datetime.datetime.fromtimestamp(now, zone).astimezone(zone)
+    best: float | None = None
+    for window in limits_.times:
+        start = _at(moment, window.start)
+        end = _at(moment, window.end)
+        left = None
+        if start < moment < end:
+            left = (end - moment).total_seconds()
+        elif start > end:  # across midnight
+            if end > moment:
+                left = (end - moment).total_seconds()
+            elif start < moment < end + datetime.timedelta(days=1):
+                left = (end + datetime.timedelta(days=1) - moment).total_seconds()
+        if left is not None and (best is None or left > best):
+            best = left
+    if best is None:
+        raise _Refused("Outside connect times", level=logging.ERROR)
+    return best
+
+
+def _at(moment: datetime.datetime, clock: str) -> datetime.datetime:
+    hour, minute, second = (int(part) for part in clock.split(":"))
+    return moment.replace(hour=hour, minute=minute, second=second, microsecond=0)
+
+
+def _permissions(granted: jwt.UserLimits) -> Permissions | None:
+    """nats-server's `buildPermissionsFromJwt`: None when the claim sets none."""
+    pub, sub, resp = granted.pub, granted.sub, granted.resp
+    if not (pub.allow or pub.deny or sub.allow or sub.deny or resp is not None):
+        return None
+    perms = Permissions()
+    if pub.allow or pub.deny:
+        perms.publish = SubjectLists(list(pub.allow) or None, list(pub.deny))
+    if sub.allow or sub.deny:
+        perms.subscribe = SubjectLists(list(sub.allow) or None, list(sub.deny))
+    if resp is not None:
+        # validateResponsePermissions: defaults for zeros, and no blanket publish allow
+        perms.responses = ResponsePermission(
+            resp.max_msgs or limits.ALLOW_RESPONSES_MAX_MSGS,
+            resp.ttl_ns / 1e9 or limits.ALLOW_RESPONSES_EXPIRES_S,
+        )
+        perms.publish = perms.publish or SubjectLists()
+        if perms.publish.allow is None:
+            perms.publish.allow = []
+    return perms
