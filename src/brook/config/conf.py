@@ -293,15 +293,12 @@ def _no_auth_user(s: Settings, where: str, v: object) -> None:
     s.auth.no_auth_user = _str(where, v)
 
 
-# nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
-_WS_UNSUPPORTED = (
-    *("advertise", "handshake_timeout", "jwt_cookie", "user_cookie", "pass_cookie"),
-    *("token_cookie", "ping_interval"),
-)
 _WS_ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins")
 _WS_KEYS = (
     *("port", "host", "net", "listen", "no_tls", "same_origin", "compression", "compress"),
     *("authorization", "authentication", "headers", "origin", "tls", "no_auth_user"),
+    *("advertise", "handshake_timeout", "ping_interval"),
+    *("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"),
     *_WS_ORIGINS,
 )
 
@@ -310,10 +307,6 @@ def _websocket(s: Settings, where: str, v: object) -> None:
     """nats-server's `websocket {}` block (opts.go `parseWebsocket`)."""
     block = _block(where, v)
     ws = WebSocketSettings()
-    for key in block:
-        if str(key).lower() in _WS_UNSUPPORTED:
-            key = str(key).lower()
-            raise ConfigError(f"{where}.{key}{_on_line(block, key)}: not supported by Brook")
     for key, at, value in _entries(block, where, _WS_KEYS):
         if key == "port":
             ws.port = _int(at, value)
@@ -332,6 +325,12 @@ def _websocket(s: Settings, where: str, v: object) -> None:
             ws.same_origin = _bool(at, value)
         elif key in ("compression", "compress"):
             ws.compression = _bool(at, value)
+        elif key == "advertise":
+            ws.advertise = _str(at, value)
+        elif key in ("handshake_timeout", "ping_interval"):
+            setattr(ws, f"{key}_s", _duration(at, value))
+        elif key in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"):
+            setattr(ws, key, _str(at, value))
         elif key in ("authorization", "authentication"):
             _websocket_auth(ws, at, value)
         elif key == "headers":

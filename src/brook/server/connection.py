@@ -28,7 +28,14 @@ from brook.server.auth import Login, verify_bcrypt
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.permissions import ConnectionPermissions
-from brook.server.tls import TLS_HANDSHAKE_RECORD, CertificateNames, public_key_pin
+from brook.server.tls import (
+    TLS_HANDSHAKE_RECORD,
+    CertificateNames,
+    PeerCertificate,
+    cipher_suite_name,
+    peer_certificates,
+    public_key_pin,
+)
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -54,6 +61,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.authenticator = server.authenticator if websocket is None else websocket.authenticator
         settings = server.settings
         self._trace = settings.trace  # -V: log protocol bytes, per chunk not per message
+        # nats-server: a WebSocket listener's own ping_interval, if set, for its clients.
+        ws_ping = websocket.ping_interval_s if websocket is not None else None
+        self.ping_interval_s = settings.ping_interval_s if ws_ping is None else ws_ping
         self.cid = server.next_client_id()
         self.parser = ClientParser(
             self,
@@ -82,6 +92,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.perms: ConnectionPermissions | None = None
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
+        # A WebSocket client's credentials from its upgrade request's cookies, by CONNECT
+        # key (the listener's user_cookie, pass_cookie, token_cookie).
+        self.credential_cookies: dict[str, str] = {}
         self.closed = False
         self.close_reason = ""
         self._info_sent_after_pong = False
@@ -119,6 +132,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.tls = False
         self.tls_version = ""  # for /connz, once the handshake is done
         self.tls_cipher_suite = ""
+        self.peer_certificates: tuple[PeerCertificate, ...] = ()  # /connz?auth=true
         self.certificate: CertificateNames | None = None
         self._released = False
 
@@ -163,9 +177,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         settings = server.settings
         if self.authenticator.required:
             ws = self.websocket
-            timeout = settings.auth_timeout_s if ws is None else ws.auth_timeout_s
+            timeout = settings.client_auth_timeout_s if ws is None else ws.auth_timeout_s
             self._auth_handle = self.loop.call_later(timeout, self._auth_timeout)
-        first = min(settings.ping_interval_s, server.first_ping_interval_s)
+        first = min(self.ping_interval_s, server.first_ping_interval_s)
         self._ping_handle = self.loop.call_later(first, self._ping_tick)
 
     # ------------------------------------------------------------------ TLS
@@ -223,7 +237,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
                 return
         if ssl_object is not None:
             self.tls_version = (ssl_object.version() or "").removeprefix("TLSv")
-            self.tls_cipher_suite = (ssl_object.cipher() or ("",))[0]
+            self.tls_cipher_suite = cipher_suite_name(ssl_object)
+            self.peer_certificates = peer_certificates(ssl_object)
         if tls_map and ssl_object is not None:
             self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
         self._start_session()
@@ -429,6 +444,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # out (or null) keep their earlier value, so a second CONNECT only changes what
         # it names (credentials included).
         options = {**self._connect_options, **{k: v for k, v in options.items() if v is not None}}
+        for key, value in self.credential_cookies.items():
+            if not options.get(key):  # a WebSocket cookie stands in for what CONNECT lacks
+                options[key] = value
         self._connect_options = options
         for key in _BOOL_OPTIONS:
             if key in options and not isinstance(options[key], bool):
@@ -749,6 +767,22 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         return self.started_at + (self.last_in - self.started_mono)
 
     @property
+    def auth_user(self) -> str:
+        """Whom `/connz?auth=true` names, as nats-server's `getRawAuthUser`: the nkey or
+        user name CONNECT gave (or the one no_auth_user or verify_and_map stood in for),
+        "[REDACTED]" for a token, whether or not the server asks for credentials."""
+        if not self.connected:
+            return ""
+        options = self._connect_options
+        for key in ("nkey", "user"):
+            value = options.get(key)
+            if value:
+                return self.user or str(value)
+        if self.user:
+            return self.user
+        return "[REDACTED]" if options.get("auth_token") else ""
+
+    @property
     def pending_bytes(self) -> int:
         buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
         return self._out_bytes + buffered
@@ -803,7 +837,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         action = ping_decision(
             now=now,
             last_in=self.last_in,
-            ping_interval_s=settings.ping_interval_s,
+            ping_interval_s=self.ping_interval_s,
             pings_out=self.pings_out,
             max_pings_out=settings.max_pings_out,
             rtt_measured_at=self.rtt_measured_at,
@@ -815,7 +849,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.pings_out += 1
             self.ping_sent_at = now
             self._send(encoder.PING)
-        self._ping_handle = self.loop.call_later(settings.ping_interval_s, self._ping_tick)
+        self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
 
 
 def _is_reserved_reply(reply: bytes) -> bool:

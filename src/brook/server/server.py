@@ -432,6 +432,7 @@ class Server:
             "server_id": self.server_id,
             "server_name": self.server_name,
             "port": self.port,
+            "websocket_port": self.websocket.port if self.websocket is not None else 0,
             "started_at": self.started_at,
             "connections": len(self.clients),
             "total_connections": self.total_connections,
@@ -490,11 +491,11 @@ class Server:
                 name=c.name,
                 lang=c.lang,
                 version=c.version,
-                # Only a name the authenticator accepted; without auth `user` is a claim.
-                authorized_user=c.user if c.authenticator.required and c.connected else "",
+                authorized_user=c.auth_user,
                 tls_version=c.tls_version,
                 tls_cipher_suite=c.tls_cipher_suite,
                 tls_first=c.tls and self.tls_first,
+                tls_peer_certs=c.peer_certificates,
             )
             for c in self.clients.values()
         ]
