@@ -132,6 +132,16 @@ class Authenticator:
             return _compare(self._token, token, ANONYMOUS)
         return None
 
+    def claims_nkey(self, options: dict[str, Any]) -> bool:
+        """CONNECT logs in as an nkey user (its own nkey, or an nkey no_auth_user): then
+        nats-server checks the nkey, not `verify_and_map`'s certificate."""
+        if not self._nkeys:
+            return False
+        if _option(options, "nkey"):
+            return True
+        anonymous = not any(_option(options, k) for k in ("user", "pass", "auth_token"))
+        return anonymous and self._no_auth_user in self._nkeys
+
     def login_without_connect(self, nonce: str) -> Login | None:
         """The login of a client whose first operation is not CONNECT: nats-server lets it
         in as the no_auth_user if that is a password user (parser.go), authenticated as

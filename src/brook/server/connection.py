@@ -13,6 +13,7 @@ A bug in Brook while handling one connection closes that connection only.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -171,7 +172,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.loop.call_soon(self._sniff_tls if server.tls_optional else self._begin_tls)
 
     def _start_session(self) -> None:
-        """The connection is ready for the protocol: the auth and first PING timers start
+        """The connection is ready for the protocol: the auth and PING timers start
         (after the TLS handshake, as nats-server does)."""
         server = self.server
         settings = server.settings
@@ -179,8 +180,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             ws = self.websocket
             timeout = settings.client_auth_timeout_s if ws is None else ws.auth_timeout_s
             self._auth_handle = self.loop.call_later(timeout, self._auth_timeout)
-        first = min(self.ping_interval_s, server.first_ping_interval_s)
-        self._ping_handle = self.loop.call_later(first, self._ping_tick)
+        # The short first PING comes after CONNECT (`_finish_connect`), as nats-server's
+        # `setFirstPingTimer`: none is sent while a client is still to log in.
+        self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
 
     # ------------------------------------------------------------------ TLS
 
@@ -459,9 +461,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             raise ProtocolError("CONNECT option protocol is not an integer", None)
         authenticator = self.authenticator
         ws = self.websocket
-        if (self.server.tls_map if ws is None else ws.tls_map) and authenticator.has_users:
+        tls_map = self.server.tls_map if ws is None else ws.tls_map
+        if tls_map and authenticator.has_users and not authenticator.claims_nkey(options):
             # verify_and_map: the certificate names the user; CONNECT's credentials do not
-            # count (nats-server only warns about a user name there).
+            # count (nats-server only warns about a user name there), an nkey aside.
             certificate = self.certificate
             mapped = None if certificate is None else authenticator.certificate_user(certificate)
             self._finish_connect(mapped, options)
@@ -515,6 +518,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self._auth_handle is not None:
             self._auth_handle.cancel()
             self._auth_handle = None
+        if self._ping_handle is not None and not self.connected:
+            self._ping_handle.cancel()
+            first = min(self.ping_interval_s, self.server.first_ping_interval_s)
+            self._ping_handle = self.loop.call_later(first, self._ping_tick)
         self.verbose = options.get("verbose", True)
         self.pedantic = options.get("pedantic", True)
         self.echo = options.get("echo", True)
@@ -559,7 +566,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.perms is not None and not self.perms.may_subscribe(subject, queue)
         ):
             self._send(encoder.err(perr.subscribe_violation(subject, queue)))
-            log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
+            self._log_violation(
+                f"Subscription Violation - Subject {_go_quote(subject)}, SID {sid.decode()}"
+                if queue is None
+                else f"Subscription Violation - Subject {_go_quote(subject)}, "
+                f"Queue: {_go_quote(queue)}, SID {sid.decode()}"
+            )
             return
         limit = self.server.settings.max_subscriptions
         if limit and len(self.subs) >= limit:
@@ -595,6 +607,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             del self.subs[sub.sid]
         self.server.router.unsubscribe(sub)
 
+    def _log_violation(self, text: str) -> None:
+        """A refused publish or subscription, logged as nats-server logs it: at error
+        level, with its words, after whom the client logged in as."""
+        log.error('cid=%d - "%s" - %s', self.cid, self.auth_user, text)
+
     def on_pub(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> None:
@@ -614,7 +631,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             and not self.perms.may_publish(subject)
         ):
             self._send(encoder.err(perr.publish_violation(subject)))
-            log.info("cid=%d publish violation: %r", self.cid, subject)
+            self._log_violation(f"Publish Violation - Subject {_go_quote(subject)}")
             return
         if (
             reply is not None
@@ -622,6 +639,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             and _is_reserved_reply(reply)
         ):
             self._send(encoder.err(perr.reply_violation(reply)))
+            self._log_violation(f"Publish Violation - Reply {_go_quote(reply)}")
             return
         if self.verbose:
             self._send(encoder.OK)
@@ -850,6 +868,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.ping_sent_at = now
             self._send(encoder.PING)
         self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
+
+
+def _go_quote(text: bytes) -> str:
+    """`text` as Go's `%q` writes it in nats-server's log lines."""
+    return json.dumps(text.decode("utf-8", "replace"), ensure_ascii=False)
 
 
 def _is_reserved_reply(reply: bytes) -> bool:
