@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from brook.config.settings import AuthSettings, NkeyUser, User
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.protocol import errors as perr
+from brook.protocol.parser import ProtocolError
 from brook.server.permissions import CompiledPermissions
 
 if TYPE_CHECKING:
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 _NONCE_RAW_BYTES = 11  # nats-server's nonceRawLen: 15 characters of unpadded base64
+_BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
+_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig")
 
 
 def is_bcrypt_hash(secret: str) -> bool:
@@ -34,6 +38,34 @@ def is_bcrypt_hash(secret: str) -> bool:
 
 def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+def merge_connect_options(earlier: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """A CONNECT's options over the connection's `earlier` ones, type-checked: nats-server
+    unmarshals each CONNECT into the options it already has, so keys left out (or null)
+    keep their earlier value and a second CONNECT only changes what it names (credentials
+    included). A wrongly typed option is a `ProtocolError` (nats-server fails to parse)."""
+    merged = {**earlier, **{k: v for k, v in options.items() if v is not None}}
+    for key in _BOOL_OPTIONS:
+        if key in merged and not isinstance(merged[key], bool):
+            raise ProtocolError(f"CONNECT option {key} is not a boolean", None)
+    for key in _STR_OPTIONS:
+        if key in merged and not isinstance(merged[key], str):
+            raise ProtocolError(f"CONNECT option {key} is not a string", None)
+    proto = merged.get("protocol", 0)
+    if not isinstance(proto, int) or isinstance(proto, bool):
+        raise ProtocolError("CONNECT option protocol is not an integer", None)
+    return merged
+
+
+def connect_refusal(options: dict[str, Any]) -> tuple[str, str] | None:
+    """The `-ERR` text and close reason of a logged-in CONNECT that is refused anyway; as
+    nats-server checks, after the credentials: the protocol version, then no_responders."""
+    if options.get("protocol", 0) not in (0, 1):
+        return perr.INVALID_PROTOCOL, "invalid client protocol"
+    if options.get("no_responders", False) and not options.get("headers", False):
+        return perr.NO_RESPONDERS_NEEDS_HEADERS, "no_responders without headers"
+    return None
 
 
 def _option(options: dict[str, Any], key: str) -> str:
@@ -96,6 +128,21 @@ class Authenticator:
     def permissions(self, login: Login) -> CompiledPermissions | None:
         """The permissions of whom `login` logged in as; None: no restriction."""
         return self._permissions.get(login.name) if self._permissions else None
+
+    def connect_login(
+        self,
+        options: dict[str, Any],
+        nonce: str,
+        tls_map: bool = False,
+        certificate: CertificateNames | None = None,
+    ) -> Login | None:
+        """Whom a CONNECT logs in as. On a `verify_and_map` port with users configured
+        the client certificate (None: none was offered) names the user and CONNECT's
+        credentials do not count (nats-server only warns about a user name there), but
+        an nkey login is checked first, as nats-server does."""
+        if tls_map and self.has_users and not self.claims_nkey(options):
+            return None if certificate is None else self.certificate_user(certificate)
+        return self.login(options, nonce)
 
     def login(self, options: dict[str, Any], nonce: str) -> Login | None:
         """Whom these CONNECT options log in as, or None when they are refused; `nonce` is
