@@ -341,3 +341,51 @@ async def test_verify_and_map_checks_an_nkey_first(tmp_path: Path, certs: Certs)
     assert mapped["ops"] == ["PONG", "INFO"]
     assert unknown["ops"] == ["-ERR Authorization Violation"]
     assert unsigned["ops"] == ["-ERR Authorization Violation"]
+
+
+async def info_after_silence(url: str) -> Outcome:
+    """A client that waits for INFO: whether it came (after the fallback delay) and in
+    plain text, then a plain CONNECT and PING."""
+    async with RawClient.connect_url(url, read_info=False) as client:
+        early = await client.read_raw(timeout=0.02, quiet=0.02)
+        info = await client.read_raw(timeout=2.0, quiet=1.0)
+        fields = json.loads(info[5:]) if info.startswith(b"INFO ") else {}
+        await client.send(b"CONNECT {}\r\nPING\r\n")
+        later = await client.read_raw(timeout=3.0, quiet=3.0)
+        return {
+            "early": early,
+            "info": tls_fields(fields),
+            "pong": b"PONG" in later,
+            "closed": client.closed,
+        }
+
+
+@pytest.mark.parametrize("delay", ['"300ms"', "auto"])
+async def test_handshake_first_with_a_fallback_delay(
+    tmp_path: Path, certs: Certs, delay: str
+) -> None:
+    """A TLS-first client gets TLS first; a client that waits for INFO gets it in plain
+    text after the delay, then must upgrade as on a port without handshake_first."""
+    async with both(tmp_path, tls_conf(certs, tls=f"handshake_first: {delay}")) as urls:
+        first = await compare(urls, lambda url: tls_first(url, certs.context()))
+        upgraded = await compare(urls, lambda url: upgrade_and_ping(url, certs.context()))
+        plain = await compare(urls, info_after_silence)
+    assert first == {"info": {"tls_required": True}, "ops": ["PONG", "INFO"]}
+    assert upgraded == {
+        "info": {"tls_required": True},
+        "handshake": "ok",
+        "ops": ["PONG", "INFO"],
+        "closed": False,
+    }
+    assert plain == {"early": b"", "info": {"tls_required": True}, "pong": False, "closed": True}
+
+
+async def test_handshake_first_fallback_with_allow_non_tls(tmp_path: Path, certs: Certs) -> None:
+    """With a fallback delay, `allow_non_tls` still lets a silent client go on in plain
+    text (without one, handshake_first overrides it)."""
+    conf = tls_conf(certs, tls='handshake_first: "200ms"', top="allow_non_tls: true")
+    async with both(tmp_path, conf) as urls:
+        first = await compare(urls, lambda url: tls_first(url, certs.context()))
+        plain = await compare(urls, info_after_silence)
+    assert first["ops"] == ["PONG", "INFO"]
+    assert plain == {"early": b"", "info": {"tls_available": True}, "pong": True, "closed": False}

@@ -231,6 +231,9 @@ class TLSSettings:
     verify_and_map: bool = False
     timeout_s: float = limits.TLS_TIMEOUT_S
     handshake_first: bool = False
+    # With handshake_first: a client silent this long gets INFO in plain text and then
+    # the port's usual TLS (nats-server's fallback delay, `auto` or a duration); 0: none.
+    handshake_first_fallback_s: float = 0.0
     min_version: str = "1.2"  # "1.2" or "1.3": nats-server refuses anything older
     # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
     pinned_certs: frozenset[str] = frozenset()

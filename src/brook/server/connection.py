@@ -32,7 +32,14 @@ from brook.server.permissions import (
     is_reserved_reply,
     may_subscribe,
 )
-from brook.server.tls import CertificateNames, PeerCertificate, PeerRefused, peer_session, sniff_tls
+from brook.server.tls import (
+    TLS_HANDSHAKE_RECORD,
+    CertificateNames,
+    PeerCertificate,
+    PeerRefused,
+    peer_session,
+    sniff_tls,
+)
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -121,6 +128,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._tls_task: asyncio.Task[None] | None = None
         self._tls_pending = False  # TLS or not is still to be decided (next loop turn)
         self.tls = False
+        self.tls_first = False  # the handshake came before INFO (handshake_first)
         self.tls_version = ""  # for /connz, once the handshake is done
         self.tls_cipher_suite = ""
         self.peer_certificates: tuple[PeerCertificate, ...] = ()  # /connz?auth=true
@@ -140,7 +148,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.authenticator.nonce_required:
             self.nonce = self.authenticator.new_nonce()
         if transport.get_extra_info("ssl_object") is not None:
-            self.tls = True  # handshake_first: the listener did the handshake
+            self.tls = self.tls_first = True  # handshake_first: the listener did it
         self._send(encoder.info(server.client_info(self)))
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
@@ -254,10 +262,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         tls = self.server.settings.tls
         assert tls is not None
 
-        def decide(secure: bool) -> None:
+        def decide(first: bytes) -> None:
             if self.closed or self.transport is None:
                 return
-            if secure:
+            if first == bytes([TLS_HANDSHAKE_RECORD]):
                 self._begin_tls()
             else:
                 self._tls_pending = False

@@ -43,7 +43,7 @@ from brook.server.statistics import (
     ServerStatistics,
     SubscriptionSnapshot,
 )
-from brook.server.tls import server_context
+from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
@@ -70,17 +70,22 @@ class Server:
         self.router = Router()
         self.authenticator = Authenticator(self.settings.auth)
         # TLS on the client port (server/tls.py), its context built at start. As
-        # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
-        # each client choose (its first byte tells).
+        # nats-server: `handshake_first` (without a fallback delay) overrides
+        # `allow_non_tls`, which otherwise lets each client choose (its first byte tells).
+        # With a fallback delay, a client that does not speak first gets INFO in plain
+        # text after it, then the port's usual TLS (server/connection.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
-        self.tls_first = tls is not None and tls.handshake_first
+        fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
+        self.tls_first = tls is not None and tls.handshake_first and not fallback
+        self.tls_first_fallback_s = fallback if tls is not None and tls.handshake_first else 0.0
         self.tls_optional = tls is not None and self.settings.allow_non_tls and not self.tls_first
         self.tls_map = tls is not None and tls.verify_and_map
         self.first_ping_interval_s = limits.FIRST_PING_INTERVAL_S
         self.clients: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._listener: asyncio.Server | None = None
+        self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
@@ -168,6 +173,13 @@ class Server:
                 ssl=self.tls_context,
                 ssl_handshake_timeout=self.settings.tls.timeout_s,
             )
+        elif self.tls_first_fallback_s:
+            assert self.tls_context is not None
+            assert self.settings.tls is not None
+            self._fallback_listener = FallbackListener(
+                lambda: ClientConnection(self), self.tls_context, self.settings.tls
+            )
+            self._fallback_listener.start(sock)
         else:
             self._listener = await loop.create_server(
                 lambda: ClientConnection(self), sock=sock, backlog=1024
@@ -293,6 +305,8 @@ class Server:
     async def _shutdown(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self._fallback_listener is not None:
+            self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
         if self.jetstream is not None:
@@ -405,7 +419,7 @@ class Server:
             if ws.tls is not None:
                 info["tls_available"] = True
         elif tls is not None:
-            if self.tls_first or not settings.allow_non_tls:
+            if client.tls_first or not settings.allow_non_tls:
                 info["tls_required"] = True
             if tls.verify:
                 info["tls_verify"] = True
@@ -494,7 +508,7 @@ class Server:
                 authorized_user=c.auth_user,
                 tls_version=c.tls_version,
                 tls_cipher_suite=c.tls_cipher_suite,
-                tls_first=c.tls and self.tls_first,
+                tls_first=c.tls_first,
                 tls_peer_certs=c.peer_certificates,
             )
             for c in self.clients.values()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import hashlib
+import logging
 import os
 import socket
 import ssl
@@ -27,6 +29,8 @@ from brook.config.settings import ConfigError, TLSSettings
 
 TLS_HANDSHAKE_RECORD = 0x16
 """The first byte of a TLS ClientHello: how `allow_non_tls` tells TLS from plain text."""
+
+log = logging.getLogger("brook.connection")
 
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -90,20 +94,21 @@ def sniff_tls(
     loop: asyncio.AbstractEventLoop,
     sock: socket.socket,
     timeout_s: float,
-    decide: Callable[[bool], None],
+    decide: Callable[[bytes], None],
 ) -> None:
-    """`allow_non_tls`: peek at the client's first byte (a TLS ClientHello starts with
-    `TLS_HANDSHAKE_RECORD`) without taking it from the socket, then `decide(secure)` once;
-    a client silent for the TLS timeout goes on in plain text, as with nats-server. The
-    caller has paused its transport's reading."""
+    """Peek at the client's first byte without taking it from the socket, then
+    `decide(first)` once, with b"" when it stays silent for `timeout_s` or closes:
+    `allow_non_tls` goes on with TLS when it is `TLS_HANDSHAKE_RECORD` (a ClientHello),
+    a `handshake_first` fallback when there is any. The caller has paused its
+    transport's reading."""
     peek = socket.socket(fileno=os.dup(sock.fileno()))
     peek.setblocking(False)
 
-    def done(secure: bool) -> None:
+    def done(first: bytes) -> None:
         loop.remove_reader(peek.fileno())
         peek.close()
         timer.cancel()
-        decide(secure)
+        decide(first)
 
     def readable() -> None:
         try:
@@ -112,10 +117,85 @@ def sniff_tls(
             return
         except OSError:
             first = b""
-        done(first[:1] == bytes([TLS_HANDSHAKE_RECORD]))
+        done(first[:1])
 
     loop.add_reader(peek.fileno(), readable)
-    timer = loop.call_later(timeout_s, done, False)
+    timer = loop.call_later(timeout_s, done, b"")
+
+
+class FallbackListener:
+    """The client port with `handshake_first` and a fallback delay (nats-server's
+    `createClient`): each accepted socket is watched for the delay before the event loop
+    gets it, so that a TLS-first client's ClientHello stays in the socket for the
+    handshake (a transport would read it at once). A client that sends anything within
+    the delay is served TLS first (`ssl` on the loop's transport, INFO after the
+    handshake); one that stays silent gets a plain transport (INFO, then the port's
+    usual upgrade, or with `allow_non_tls` its own choice). Failed handshakes close
+    only their client."""
+
+    def __init__(
+        self,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        context: ssl.SSLContext,
+        tls: TLSSettings,
+    ) -> None:
+        self._factory = protocol_factory
+        self._context = context
+        self._handshake_timeout_s = tls.timeout_s
+        self._delay_s = tls.handshake_first_fallback_s
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def start(self, sock: socket.socket) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._sock = sock
+        sock.setblocking(False)
+        sock.listen(1024)
+        self._loop.add_reader(sock.fileno(), self._accept)
+
+    def close(self) -> None:
+        """Stop accepting; clients still within their delay are closed."""
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+
+    def _accept(self) -> None:
+        while self._sock is not None:
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. too many open files: try again on the next readiness
+                return
+            conn.setblocking(False)
+            assert self._loop is not None
+            sniff_tls(self._loop, conn, self._delay_s, functools.partial(self._serve, conn))
+
+    def _serve(self, conn: socket.socket, first: bytes) -> None:
+        if self._sock is None or self._loop is None:
+            conn.close()
+            return
+        task = self._loop.create_task(self._connect(conn, bool(first)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, conn: socket.socket, secure: bool) -> None:
+        assert self._loop is not None
+        try:
+            if secure:
+                await self._loop.connect_accepted_socket(
+                    self._factory,
+                    conn,
+                    ssl=self._context,
+                    ssl_handshake_timeout=self._handshake_timeout_s,
+                )
+            else:
+                await self._loop.connect_accepted_socket(self._factory, conn)
+        except Exception as exc:  # a failed handshake: this client only
+            log.debug("TLS handshake error: %s", exc)
+            conn.close()
 
 
 def public_key_pin(der: bytes) -> str:
