@@ -117,20 +117,6 @@ def _run(settings: Settings) -> None:
         uvloop.run(_serve(settings))
 
 
-def _preload_aiohttp() -> None:
-    """Import aiohttp (about 1.5 s: its client builds SSL contexts, loading the system's
-    CA certificates) in a thread while the server's own modules load, so that a
-    WebSocket listener starts that much sooner (clients reconnecting to a restarted
-    server give up after a few seconds). Only aiohttp's modules, none of Brook's: the
-    two threads then never wait on each other's imports in a cycle."""
-    import threading
-
-    def load() -> None:
-        import aiohttp.web  # noqa: F401
-
-    threading.Thread(target=load, name="preload-aiohttp", daemon=True).start()
-
-
 def serve_command(argv: list[str]) -> int:
     from brook.config.flags import (
         ArgumentError,
@@ -151,8 +137,6 @@ def serve_command(argv: list[str]) -> int:
         print(f"brook: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ArgumentError) else 1
     _configure_logging(settings)
-    if settings.websocket.port:
-        _preload_aiohttp()
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     try:
         _run(settings)
