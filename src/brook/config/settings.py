@@ -336,6 +336,20 @@ class Settings:
                 )
 
     @property
+    def anonymous_global(self) -> bool:
+        """Only the system account has users (no authorization block, no no_auth_user):
+        nats-server then lets clients without credentials in to `$G` (server.go
+        `sysAccOnlyNoAuthUser`), while INFO still says auth_required."""
+        auth = self.auth
+        return (
+            bool(self.accounts)
+            and all(a.name == self.system_account_name for a in self.accounts)
+            and auth.token is None
+            and GLOBAL_ACCOUNT not in auth.accounts
+            and auth.no_auth_user is None
+        )
+
+    @property
     def system_account_name(self) -> str:
         return self.system_account or SYSTEM_ACCOUNT
 
