@@ -1,12 +1,13 @@
 """One client connection: an `asyncio.Protocol` around the sans-I/O parser.
 
 Responsibilities: the handshake (INFO, CONNECT, authentication, the PONG before anything
-else, the async INFO with `connect_info`), applying each operation to the router, keep-
-alive, and output. Output is appended to a per-connection buffer and written once per
-event-loop iteration; a connection whose unsent output exceeds `max_pending_bytes`, or
-whose socket stays unwritable past `write_deadline_s`, is a slow consumer and is dropped
-without affecting anyone else (wire reference §1.15). Protocol violations end in the
-exact `-ERR` text nats-server sends, or a silent close where nats-server closes silently.
+else, the async INFO with `connect_info`), applying each operation to the router of the
+account it logged in to (server/accounts.py), keep-alive, and output. Output is appended
+to a per-connection buffer and written once per event-loop iteration; a connection whose
+unsent output exceeds `max_pending_bytes`, or whose socket stays unwritable past
+`write_deadline_s`, is a slow consumer and is dropped without affecting anyone else (wire
+reference §1.15). Protocol violations end in the exact `-ERR` text nats-server sends, or a
+silent close where nats-server closes silently.
 A bug in Brook while handling one connection closes that connection only.
 """
 
