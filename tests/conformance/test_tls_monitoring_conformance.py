@@ -227,3 +227,30 @@ async def test_varz_without_tls_or_websocket(tmp_path: Path) -> None:
     assert not got["websocket_has_port"]
     assert got["auth_timeout"] == 2
     assert got["tls_cert_not_after"] is None
+
+
+async def test_connz_with_auth_names_the_account(tmp_path: Path) -> None:
+    """`auth=true`: a client of a configured account has `account` and `name_tag`; one of
+    `$G` only the name tag."""
+    conf = (
+        "accounts {\n  A: { users: [{user: a, password: a}] }\n}\n"
+        "authorization { users: [{user: g, password: g}] }\n"
+    )
+
+    async def scenario(url: str, monitor: str) -> Any:
+        seen = []
+        for user in ("a", "g"):
+            nc = await nats.connect(url, user=user, password=user, allow_reconnect=False)
+            try:
+                conn = entry(await get(f"{monitor}/connz?auth=true"))
+            finally:
+                await nc.close()
+            seen.append({k: conn.get(k) for k in ("authorized_user", "account", "name_tag")})
+        return seen
+
+    async with both(tmp_path, conf) as urls:
+        got = await compare(urls, scenario)
+    assert got == [
+        {"authorized_user": "a", "account": "A", "name_tag": "A"},
+        {"authorized_user": "g", "account": None, "name_tag": "$G"},
+    ]

@@ -6,7 +6,8 @@ Mirrors nats-server 2.x's `Connz` (server/monitor.go): the query parameters `lim
 `cid` lookup answered as a one-entry page; and per-connection fields with the same names,
 types (observed durations are Go duration strings, timestamps RFC3339 UTC) and
 omit-when-empty rules (`auth=true` adds whom each client logged in as and the
-certificates it presented). Fields about features Brook lacks (accounts, JWTs) are left out.
+certificates it presented, and its account). Fields about features Brook lacks (JWTs) are
+left out.
 
 Only the JSON is built here; `brook.monitor.http` serves it and turns an `HttpError` into
 an error response. `HttpError` lives here because `/connz` is the only endpoint whose
@@ -170,7 +171,9 @@ def _conn_info(
     if auth:  # nats-server names whom a client logged in as, and its account, only then
         if c.authorized_user:
             info["authorized_user"] = c.authorized_user
-        info["name_tag"] = GLOBAL_ACCOUNT  # the account's name (all clients are in $G)
+        if c.account != GLOBAL_ACCOUNT:
+            info["account"] = c.account
+        info["name_tag"] = c.account  # the account's name (no JWT name tags in Brook)
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []
     if subs and not detail:
         info["subscriptions_list"] = [s.subject for s in subs]

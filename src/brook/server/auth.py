@@ -14,10 +14,10 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from brook.config.settings import AuthSettings, NkeyUser, User
+from brook.config.settings import GLOBAL_ACCOUNT, AuthSettings, NkeyUser, User
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
 from brook.protocol import errors as perr
 from brook.protocol.parser import ProtocolError
@@ -81,6 +81,12 @@ class Login:
     name: str  # the authorized user: a user name, an nkey, or "" (token or no auth)
     entry: User | NkeyUser | None = None  # its config entry (permissions); None: token, no auth
     bcrypt: tuple[str, str] | None = None  # (secret, hash) still to verify off the event loop
+    account: str = GLOBAL_ACCOUNT  # the name of the account it logs in to
+
+    @classmethod
+    def of(cls, name: str, entry: User | NkeyUser) -> Login:
+        """The login of a configured user or nkey, to its entry's account."""
+        return cls(name, entry, account=entry.account)
 
 
 ANONYMOUS = Login("")
@@ -97,7 +103,10 @@ def verify_bcrypt(secret: str, hashed: str) -> bool:
 
 
 class Authenticator:
-    def __init__(self, settings: AuthSettings) -> None:
+    def __init__(self, settings: AuthSettings, *, anonymous_global: bool = False) -> None:
+        """`anonymous_global`: a client without credentials logs in to `$G` (nats-server's
+        generated no_auth_user when only the system account has users)."""
+        self._anonymous_global = anonymous_global
         self._token = settings.token
         self._users = {u.user: u for u in settings.users}
         self._nkeys = {n.nkey: n for n in settings.nkeys}
@@ -152,6 +161,8 @@ class Authenticator:
         user, password = _option(options, "user"), _option(options, "pass")
         token, nkey = _option(options, "auth_token"), _option(options, "nkey")
         anonymous = not user and not password and not token
+        if anonymous and not nkey and self._anonymous_global:
+            return ANONYMOUS
         if self._nkeys:
             if anonymous and not nkey and self._no_auth_user in self._nkeys:
                 nkey = self._no_auth_user
@@ -162,7 +173,7 @@ class Authenticator:
                 # The no_auth_user has nothing to prove; everyone else signs the nonce.
                 if nkey != self._no_auth_user and not _signed(nkey, options, nonce):
                     return None
-                return Login(nkey, nkey_user)
+                return Login.of(nkey, nkey_user)
         if self._users:
             if anonymous and self._no_auth_user in self._users:
                 # As nats-server: the user's own password stands in for the client's, so
@@ -174,7 +185,7 @@ class Authenticator:
                 # it is the no_auth_user, as nats-server.
                 if entry is None or (not entry.password and user != self._no_auth_user):
                     return None
-                return _compare(entry.password, password, Login(user, entry))
+                return _compare(entry.password, password, Login.of(user, entry))
         if self._token is not None:
             return _compare(self._token, token, ANONYMOUS)
         return None
@@ -194,6 +205,8 @@ class Authenticator:
         in as the no_auth_user if that is a password user (parser.go), authenticated as
         after an empty CONNECT. A bcrypt hash never matches itself, so that is refused
         here without spending a bcrypt check on it."""
+        if self._anonymous_global:
+            return ANONYMOUS
         if self._no_auth_user not in self._users:
             return None
         login = self.login({}, nonce)
@@ -205,14 +218,14 @@ class Authenticator:
         is a user name, else a user name that is the subject's DN in another RDN order."""
         for candidate in names.candidates():
             if candidate in self._users:
-                return Login(candidate, self._users[candidate])
+                return Login.of(candidate, self._users[candidate])
         name = next((user for user in self._users if names.matches_dn(user)), None)
-        return None if name is None else Login(name, self._users[name])
+        return None if name is None else Login.of(name, self._users[name])
 
 
 def _compare(expected: str, given: str, login: Login) -> Login | None:
     if is_bcrypt_hash(expected):
-        return Login(login.name, login.entry, (given, expected))
+        return replace(login, bcrypt=(given, expected))
     return login if _same(given, expected) else None
 
 

@@ -1,12 +1,13 @@
 """One client connection: an `asyncio.Protocol` around the sans-I/O parser.
 
 Responsibilities: the handshake (INFO, CONNECT, authentication, the PONG before anything
-else, the async INFO with `connect_info`), applying each operation to the router, keep-
-alive, and output. Output is appended to a per-connection buffer and written once per
-event-loop iteration; a connection whose unsent output exceeds `max_pending_bytes`, or
-whose socket stays unwritable past `write_deadline_s`, is a slow consumer and is dropped
-without affecting anyone else (wire reference §1.15). Protocol violations end in the
-exact `-ERR` text nats-server sends, or a silent close where nats-server closes silently.
+else, the async INFO with `connect_info`), applying each operation to the router of the
+account it logged in to (server/accounts.py), keep-alive, and output. Output is appended
+to a per-connection buffer and written once per event-loop iteration; a connection whose
+unsent output exceeds `max_pending_bytes`, or whose socket stays unwritable past
+`write_deadline_s`, is a slow consumer and is dropped without affecting anyone else (wire
+reference §1.15). Protocol violations end in the exact `-ERR` text nats-server sends, or a
+silent close where nats-server closes silently.
 A bug in Brook while handling one connection closes that connection only.
 """
 
@@ -44,6 +45,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
+    from brook.server.accounts import Account
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
 
@@ -67,11 +69,15 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self,
             max_payload=settings.max_payload_bytes,
             max_control_line=settings.max_control_line_bytes,
-            run_prefixes=server.router.sublist.exclusive_prefixes,
+            run_prefixes=server.accounts.run_prefixes(),
         )
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.subs: dict[bytes, Subscription] = {}
+        # The account whose subjects this client uses (server/accounts.py): its login's,
+        # bound by CONNECT; `$G` until then (nothing before CONNECT is routed elsewhere).
+        self.account = server.accounts.global_account
+        self.router = self.account.router
         # Options before CONNECT are nats-server's client defaults: verbose, pedantic, echo.
         self.verbose = True
         self.pedantic = True
@@ -297,7 +303,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self._commit_wait is not None:
             self._commit_wait.forget(self._commits_drained)
             self._commit_wait = None
-        router = self.server.router
+        router = self.router
         for sub in self.subs.values():
             router.unsubscribe(sub)
         self.subs.clear()
@@ -462,10 +468,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             log.info("cid=%d authentication failed (user=%r)", self.cid, who)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
+        account = self.server.accounts.get(login.account)
+        if account is None:  # a login to an account this server does not have
+            log.info("cid=%d authentication failed (no account %r)", self.cid, login.account)
+            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
+            return
         refusal = connect_refusal(options)
         if refusal is not None:
             self.close_with_error(*refusal)
             return
+        if account is not self.account:
+            self._bind(account)
         if self._auth_handle is not None:
             self._auth_handle.cancel()
             self._auth_handle = None
@@ -489,6 +502,15 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.connected = True
         if self.verbose and acknowledge:
             self._send(encoder.OK)
+
+    def _bind(self, account: Account) -> None:
+        """Use `account`'s subjects from now on; subscriptions made before (a CONNECT
+        logging in again, to another account) move with the client."""
+        for sub in self.subs.values():
+            self.router.unsubscribe(sub)
+        self.account, self.router = account, account.router
+        for sub in self.subs.values():
+            self.router.subscribe(sub)
 
     def on_ping(self) -> None:
         if not self._require_connect():
@@ -535,7 +557,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         sub = Subscription(self, subject, sid, queue)
         self.subs[sid] = sub
-        self.server.router.subscribe(sub)
+        self.router.subscribe(sub)
         if self.verbose:
             self._send(encoder.OK)
 
@@ -554,7 +576,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
     def remove_subscription(self, sub: Subscription) -> None:
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
-        self.server.router.unsubscribe(sub)
+        self.router.unsubscribe(sub)
 
     def _log_violation(self, text: str) -> None:
         """A refused publish or subscription, logged as nats-server logs it: at error
@@ -592,7 +614,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         if self.verbose:
             self._send(encoder.OK)
-        router = self.server.router
+        router = self.router
         delivered = router.publish(self, subject, reply, header, payload, self.echo)
         if not delivered and reply is not None and self.no_responders:
             router.no_responders(self, subject, reply)
@@ -608,7 +630,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         n = len(subjects)
         self.in_msgs += n
         self.in_bytes += len(payload) * n
-        self.server.router.publish_each(self, subjects, payload, self.echo)
+        self.router.publish_each(self, subjects, payload, self.echo)
 
     # ------------------------------------------------------------------ output
 

@@ -81,6 +81,7 @@ class ConnectionSnapshot:
     tls_cipher_suite: str = ""  # Go's name of it, as nats-server shows it
     tls_first: bool = False  # the handshake came before INFO (handshake_first)
     tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
+    account: str = "$G"  # the name of the account the client is in
 
 
 @dataclass(frozen=True, slots=True)
