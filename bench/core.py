@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import multiprocessing as mp
 import os
 import socket
@@ -168,17 +169,36 @@ def subscriber(
     s.sendall(b"SUB %b 1\r\nPING\r\n" % subject)
     _read_until(s, b"PONG\r\n")
     frame_len = len(b"MSG %b 1 %d\r\n" % (subject, size)) + size + 2
+    count_received(s, functools.partial(received_bytes, s), frame_len, count, ready, out)
+
+
+def received_bytes(s: socket.socket) -> int:
+    """One read: how many bytes came; a closed connection raises ConnectionError."""
+    chunk = s.recv(1 << 20)
+    if not chunk:
+        raise ConnectionError("server closed the connection")
+    return len(chunk)
+
+
+def count_received(
+    s: socket.socket,
+    receive: Callable[[], int],
+    frame_len: int,
+    count: int,
+    ready: Barrier,
+    out: Queue[tuple[int, float]],
+) -> None:
+    """A subscriber's measurement, shared by the benches: once every process is ready,
+    `receive()` (the NATS bytes of one read) until `count` MSGs of `frame_len` bytes have
+    come, the connection closed or 30 s passed silently; (MSGs, seconds) go to `out`."""
     expected = frame_len * count
     ready.wait()
     start = time.perf_counter()
     got = 0
     s.settimeout(30)
-    with contextlib.suppress(TimeoutError):
+    with contextlib.suppress(TimeoutError, ConnectionError):
         while got < expected:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            got += len(chunk)
+            got += receive()
     out.put((got // frame_len, time.perf_counter() - start))
     s.close()
 

@@ -16,7 +16,6 @@ Never part of the test run; numbers go in closing notes and docs, not in asserti
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import multiprocessing as mp
 import os
@@ -31,12 +30,24 @@ from pathlib import Path
 
 import trustme
 
-from bench.core import BATCH, CONNECT, brook_server, nats_server
+from bench.core import BATCH, CONNECT, brook_server, count_received, nats_server, received_bytes
 
 
 @functools.cache
 def client_context(ca_file: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_file)
+
+
+def make_certs(directory: str) -> dict[str, str]:
+    """A CA and a server certificate for 127.0.0.1 made for the run: "ca", "cert" and
+    "key" PEM files in `directory`."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    paths = {name: str(Path(directory) / f"{name}.pem") for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    cert.cert_chain_pems[0].write_to_path(paths["cert"])
+    cert.private_key_pem.write_to_path(paths["key"])
+    return paths
 
 
 def tls_connect(port: int, ca_file: str) -> ssl.SSLSocket:
@@ -81,19 +92,7 @@ def subscriber(
     s.sendall(b"SUB bench.tls 1\r\nPING\r\n")
     read_until(s, b"PONG\r\n")
     frame_len = len(b"MSG bench.tls 1 %d\r\n" % size) + size + 2
-    expected = frame_len * count
-    ready.wait()
-    start = time.perf_counter()
-    got = 0
-    s.settimeout(30)
-    with contextlib.suppress(TimeoutError):
-        while got < expected:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            got += len(chunk)
-    out.put((got // frame_len, time.perf_counter() - start))
-    s.close()
+    count_received(s, functools.partial(received_bytes, s), frame_len, count, ready, out)
 
 
 def pub_sub(port: int, ca: str, n: int, size: int) -> float:
@@ -136,12 +135,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=1000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
-        ca = trustme.CA()
-        cert = ca.issue_cert("127.0.0.1", "localhost")
-        paths = {name: str(Path(tmp) / f"{name}.pem") for name in ("ca", "cert", "key")}
-        ca.cert_pem.write_to_path(paths["ca"])
-        cert.cert_chain_pems[0].write_to_path(paths["cert"])
-        cert.private_key_pem.write_to_path(paths["key"])
+        paths = make_certs(tmp)
         flags = ["--tls", "--tlscert", paths["cert"], "--tlskey", paths["key"]]
         workloads: list[tuple[str, str, Callable[[int], float]]] = [
             (

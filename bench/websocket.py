@@ -1,6 +1,7 @@
 """Core pub→sub over WebSocket: Brook and nats-server side by side, in one run, ratios printed.
 
-Both servers read one config file (`websocket { port, no_tls: true }`). As in bench/core.py
+Both servers read one config file (`websocket { port, no_tls: true }`, or for `wss://` a
+`tls {}` block with a certificate made for the run). As in bench/core.py
 the load comes from raw-socket processes: the publisher sends pre-masked binary frames of
 BATCH PUBs each (a browser client's flushes), the subscriber reads the servers' frames and
 counts NATS bytes of fixed-size MSGs; one also with a frame per PUB (nats-py's transport
@@ -30,7 +31,8 @@ from multiprocessing.synchronize import Barrier
 
 from tests.support.natsserver import free_port, nats_server_binary, wait_for_port
 
-from bench.core import SERVER_PIDS, _stop, server_cpu_s
+from bench.core import SERVER_PIDS, _stop, count_received, server_cpu_s
+from bench.tls import client_context, make_certs
 
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nPING\r\n'
 BATCH = 512
@@ -41,13 +43,17 @@ UPGRADE = (
 
 
 @contextlib.contextmanager
-def server(kind: str) -> Iterator[int]:
-    """`kind` ("brook" or "nats-server") with a WebSocket listener; yields its port."""
+def server(kind: str, certs: dict[str, str] | None = None) -> Iterator[int]:
+    """`kind` ("brook" or "nats-server") with a WebSocket listener, `wss://` with
+    `certs` (bench/tls.py `make_certs`); yields its port."""
     ws_port = free_port()
     with tempfile.TemporaryDirectory(prefix="ws-bench-") as tmp:
         conf = os.path.join(tmp, "ws.conf")
+        security = "no_tls: true"
+        if certs is not None:
+            security = f'tls {{ cert_file: "{certs["cert"]}", key_file: "{certs["key"]}" }}'
         with open(conf, "w") as f:
-            f.write(f"websocket {{\n  port: {ws_port}\n  no_tls: true\n}}\n")
+            f.write(f"websocket {{\n  port: {ws_port}\n  {security}\n}}\n")
         port = ["-a", "127.0.0.1", "-p", str(free_port()), "-c", conf]
         if kind == "brook":
             cmd = [sys.executable, "-m", "brook", "serve", *port]
@@ -110,10 +116,12 @@ class _Frames:
         return total
 
 
-def _connect(port: int) -> socket.socket:
+def _connect(port: int, ca_file: str | None) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    if ca_file is not None:  # wss://: TLS from the first byte, then the upgrade
+        s = client_context(ca_file).wrap_socket(s, server_hostname="127.0.0.1")
     key = base64.b64encode(os.urandom(16)).decode()
     s.sendall(UPGRADE.format(port=port, key=key).encode())
     rest = _read_until(s, b"\r\n\r\n", b"").split(b"\r\n\r\n", 1)[1]
@@ -132,8 +140,10 @@ def _read_until(s: socket.socket, marker: bytes, buf: bytes) -> bytes:
     return buf
 
 
-def publisher(port: int, count: int, size: int, batch: int, ready: Barrier) -> None:
-    s = _connect(port)
+def publisher(
+    port: int, ca_file: str | None, count: int, size: int, batch: int, ready: Barrier
+) -> None:
+    s = _connect(port, ca_file)
     pub = b"PUB bench.ws %d\r\n%b\r\n" % (size, b"x" * size)
     frames = _masked(pub * batch) if batch > 1 else _masked(pub) * BATCH
     per_send = batch if batch > 1 else BATCH
@@ -146,34 +156,29 @@ def publisher(port: int, count: int, size: int, batch: int, ready: Barrier) -> N
 
 
 def subscriber(
-    port: int, count: int, size: int, ready: Barrier, out: Queue[tuple[int, float]]
+    port: int,
+    ca_file: str | None,
+    count: int,
+    size: int,
+    ready: Barrier,
+    out: Queue[tuple[int, float]],
 ) -> None:
-    s = _connect(port)
+    s = _connect(port, ca_file)
     s.sendall(_masked(b"SUB bench.ws 1\r\nPING\r\n"))
     _read_until(s, b"PONG\r\n", b"")
     frame_len = len(b"MSG bench.ws 1 %d\r\n" % size) + size + 2
-    expected = frame_len * count
-    frames = _Frames(s)
-    ready.wait()
-    start = time.perf_counter()
-    got = 0
-    s.settimeout(30)
-    with contextlib.suppress(TimeoutError, ConnectionError):
-        while got < expected:
-            got += frames.payload_bytes()
-    out.put((got // frame_len, time.perf_counter() - start))
-    s.close()
+    count_received(s, _Frames(s).payload_bytes, frame_len, count, ready, out)
 
 
-def run(port: int, n: int, size: int, batch: int) -> tuple[float, float]:
+def run(port: int, ca_file: str | None, n: int, size: int, batch: int) -> tuple[float, float]:
     """msgs/s delivered to one subscriber, and server CPU µs per message."""
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
     n -= n % BATCH
-    sub = mp.Process(target=subscriber, args=(port, n, size, ready, out))
+    sub = mp.Process(target=subscriber, args=(port, ca_file, n, size, ready, out))
     sub.start()
     time.sleep(0.3)
-    pub = mp.Process(target=publisher, args=(port, n, size, batch, ready))
+    pub = mp.Process(target=publisher, args=(port, ca_file, n, size, batch, ready))
     pub.start()
     cpu = server_cpu_s(port)
     ready.wait()
@@ -190,19 +195,25 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=16)
     args = parser.parse_args()
     print(f"{args.messages} messages of {args.size} bytes over WebSocket; {os.cpu_count()} cores")
-    print(f"{'workload':32} {'nats-server':>13} {'brook':>13} {'ratio':>6}  cpu µs/msg n-s/brook")
-    for name, batch, n in (
-        (f"1 pub → 1 sub, {BATCH} PUBs a frame", BATCH, args.messages),
-        ("1 pub → 1 sub, a frame per PUB", 1, args.messages // 5),
-    ):
-        with server("nats-server") as port:
-            ref, ref_cpu = run(port, n, args.size, batch)
-        with server("brook") as port:
-            ours, our_cpu = run(port, n, args.size, batch)
-        print(
-            f"{name:32} {ref:>11,.0f}/s {ours:>11,.0f}/s {ours / ref:>5.2f}x"
-            f"  {ref_cpu:.2f} / {our_cpu:.2f}"
-        )
+    print(f"{'workload':38} {'nats-server':>13} {'brook':>13} {'ratio':>6}  cpu µs/msg n-s/brook")
+    with tempfile.TemporaryDirectory(prefix="ws-bench-certs-") as tmp:
+        certs = make_certs(tmp)
+        for name, secure, batch, n in (
+            (f"ws://, {BATCH} PUBs a frame", False, BATCH, args.messages),
+            ("ws://, a frame per PUB", False, 1, args.messages // 5),
+            (f"wss://, {BATCH} PUBs a frame", True, BATCH, args.messages),
+            ("wss://, a frame per PUB", True, 1, args.messages // 5),
+        ):
+            ca_file = certs["ca"] if secure else None
+            rates = {}
+            for kind in ("nats-server", "brook"):
+                with server(kind, certs if secure else None) as port:
+                    rates[kind] = run(port, ca_file, n, args.size, batch)
+            (ref, ref_cpu), (ours, our_cpu) = rates["nats-server"], rates["brook"]
+            print(
+                f"{'1 pub → 1 sub, ' + name:38} {ref:>11,.0f}/s {ours:>11,.0f}/s"
+                f" {ours / ref:>5.2f}x  {ref_cpu:.2f} / {our_cpu:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ FIRST_PING_INTERVAL_S: Final = 2.0
 MAX_PINGS_OUT: Final = 2
 AUTH_TIMEOUT_S: Final = 2.0
 TLS_TIMEOUT_S: Final = 2.0  # nats-server's TLS_TIMEOUT: the whole handshake, once begun
+# `handshake_first: auto`: how long a client may stay silent before it gets INFO in plain
+# text (nats-server's DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY).
+TLS_HANDSHAKE_FIRST_FALLBACK_S: Final = 0.05
 
 # Permissions (nats-server's values): publish decisions cached per connection, delivery
 # decisions of subscribe denies cached per connection, and allow_responses' defaults and

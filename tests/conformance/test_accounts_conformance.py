@@ -164,6 +164,51 @@ async def test_connect_info_names_the_account() -> None:
     assert ours == reference
 
 
+async def test_only_the_system_account_has_users() -> None:
+    """`accounts { $SYS: {users} }` alone: a client without credentials gets in to `$G`
+    (nats-server's generated no_auth_user; INFO still says auth_required), the system
+    user to `$SYS` (`acc_is_sys`), a wrong password nowhere; `$G` and `$SYS` share no
+    subject."""
+    from tests.support.raw import Err, Info, RawClient
+
+    config = "accounts { $SYS: { users: [{user: s, password: s}] } }\n"
+
+    async def steps(url: str) -> list[Any]:
+        out: list[Any] = []
+        logins: list[dict[str, Any]] = [{}, {"user": "s", "pass": "s"}, {"user": "x", "pass": "s"}]
+        for credentials in logins:
+            async with RawClient.connect_url(url) as c:
+                ops = await c.handshake(protocol=1, **credentials)
+                infos = [op for op in ops if isinstance(op, Info)]
+                out.append(
+                    (
+                        c.info.get("auth_required"),
+                        [e for e in ops if isinstance(e, Err)],
+                        {k: infos[-1].fields.get(k) for k in ("remote_account", "acc_is_sys")}
+                        if infos
+                        else None,
+                    )
+                )
+        anonymous = await nats.connect(url, allow_reconnect=False)
+        system = await nats.connect(url, user="s", password="s", allow_reconnect=False)
+        subs = [await nc.subscribe("shared") for nc in (anonymous, system)]
+        for nc in (anonymous, system):
+            await nc.flush()
+        await anonymous.publish("shared", b"from $G")
+        await anonymous.flush()
+        out.append([await received(sub) for sub in subs])
+        await anonymous.close()
+        await system.close()
+        return out
+
+    reference, ours = await both(config, steps)
+    assert reference[0][2] == {"remote_account": "$G", "acc_is_sys": None}
+    assert reference[1][2] == {"remote_account": "$SYS", "acc_is_sys": True}
+    assert reference[2][1] == [Err("Authorization Violation")]
+    assert reference[3] == [[b"from $G"], []]
+    assert ours == reference
+
+
 # ---------------------------------------------------------------------------- JetStream
 
 

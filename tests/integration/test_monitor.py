@@ -276,6 +276,8 @@ async def test_connz_authorized_user_only_with_auth() -> None:
         nc = await nats.connect(server.url, user="alice", password="s3cret")
         try:
             (conn,) = (await get_json(server, "/connz"))["connections"]
+            assert "authorized_user" not in conn  # as nats-server: only with auth=true
+            (conn,) = (await get_json(server, "/connz?auth=true"))["connections"]
             assert conn["authorized_user"] == "alice"
         finally:
             await nc.close()

@@ -668,7 +668,7 @@ def test_sample_config_loads() -> None:
     assert (s.write_deadline_s, s.ping_interval_s, s.max_pings_out) == (10.0, 120.0, 2)
     assert s.auth.users == [User("app", "s3cret"), User("admin", "change-me")]
     assert [n.nkey[0] for n in s.auth.nkeys] == ["U"]
-    assert s.auth_timeout_s == 2.0
+    assert s.client_auth_timeout_s == 2.0
     assert s.jetstream.enabled is True
     assert s.jetstream.store_dir == "./data/jetstream"
     assert (s.jetstream.max_memory_store_bytes, s.jetstream.max_file_store_bytes) == (

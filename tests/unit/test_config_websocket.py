@@ -100,22 +100,32 @@ def test_no_auth_user_must_be_one_of_the_servers_users() -> None:
         _settings("websocket { port: 1, no_tls: true, no_auth_user: guest }")
 
 
-@pytest.mark.parametrize(
-    ("key", "value"),
-    [
-        ("jwt_cookie", "jwt"),
-        ("user_cookie", "u"),
-        ("ping_interval", "2m"),
-        ("handshake_timeout", "2s"),
-        ("advertise", '"x:1"'),
-    ],
-)
-def test_unsupported_keys_refused_by_name_and_line(key: str, value: str) -> None:
-    text = f"port: 4222\nwebsocket {{\n  port: 8080\n  no_tls: true\n  {key}: {value}\n}}\n"
+def test_handshake_timeout_ping_interval_advertise_and_cookies_are_read() -> None:
+    ws = _settings(
+        "websocket {\n  port: 8080\n  no_tls: true\n  handshake_timeout: 2\n"
+        '  ping_interval: "500ms"\n  advertise: "ws.example.com:443"\n'
+        "  user_cookie: u\n  pass_cookie: p\n  token_cookie: t\n}"
+    ).websocket
+    assert (ws.handshake_timeout_s, ws.ping_interval_s, ws.advertise) == (
+        2.0,
+        0.5,
+        "ws.example.com:443",
+    )
+    assert (ws.user_cookie, ws.pass_cookie, ws.token_cookie) == ("u", "p", "t")
+
+
+def test_jwt_cookie_needs_trusted_operators_as_in_nats_server() -> None:
     with pytest.raises(
-        ConfigError, match=rf"^websocket\.{key} \(line 5\): not supported by Brook$"
+        ConfigError,
+        match=r"^trusted operators or trusted keys configuration is required for JWT "
+        r'authentication via cookie "jwt"$',
     ):
-        _settings(text)
+        _settings("websocket { port: 8080, no_tls: true, jwt_cookie: jwt }")
+
+
+def test_advertise_port_must_be_a_number() -> None:
+    with pytest.raises(ConfigError, match=r'parsing "x": invalid syntax$'):
+        _settings('websocket { port: 8080, no_tls: true, advertise: "host:x" }')
 
 
 def test_unknown_key_named_with_its_line() -> None:

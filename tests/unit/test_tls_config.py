@@ -62,12 +62,8 @@ def test_tls_block_keys() -> None:
             "unknown configuration key 'tls.bogus' (line 4)",
         ),
         (
-            "tls { cert_file: c, key_file: k, handshake_first: auto }",
-            "tls.handshake_first (line 1): a fallback delay ('auto') is not supported",
-        ),
-        (
-            "tls { cert_file: c, key_file: k, handshake_first: '300ms' }",
-            "a fallback delay ('300ms') is not supported",
+            "tls { cert_file: c, key_file: k, handshake_first: '300' }",
+            "tls.handshake_first (line 1): field 'handshake_first''s value '300' is invalid",
         ),
         # nats-server's own texts
         (
@@ -220,3 +216,20 @@ def test_the_commented_tls_example_loads() -> None:
     s = conf("\n".join(line.removeprefix("# ") for line in lines[start : end + 1]))
     assert s.tls is not None
     assert (s.tls.verify, s.tls.timeout_s, s.https_port) == (True, 2.0, 8443)
+
+
+@pytest.mark.parametrize(
+    ("value", "first", "fallback_s"),
+    [("auto", True, 0.05), ("AUTO_FALLBACK", True, 0.05), ("'300ms'", True, 0.3),
+     ("'0s'", True, 0.0), ("'-1s'", True, 0.0), ("on", True, 0.0), ("false", False, 0.0)],
+)  # fmt: skip
+def test_handshake_first_fallback_delays_as_nats_server_reads_them(
+    value: str, first: bool, fallback_s: float
+) -> None:
+    """`auto` is nats-server's 50 ms; a Go duration (a unit required) is the delay; a
+    zero or negative one means no fallback."""
+    tls = settings_from_conf(
+        parse_conf(f"tls {{ cert_file: c, key_file: k, handshake_first: {value} }}")
+    ).tls
+    assert tls is not None
+    assert (tls.handshake_first, tls.handshake_first_fallback_s) == (first, fallback_s)

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
-from brook import jwt
+from brook import jwt, limits
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
@@ -42,7 +42,7 @@ from brook.config.settings import (
     User,
     WebSocketSettings,
 )
-from brook.durations import parse_seconds
+from brook.durations import parse_ns, parse_seconds
 from brook.subjects import is_valid_subject
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
@@ -450,15 +450,12 @@ def _no_auth_user(s: Settings, where: str, v: object) -> None:
     s.auth.no_auth_user = _str(where, v)
 
 
-# nats-server's `websocket {}` keys Brook does not serve: refused by name, not ignored.
-_WS_UNSUPPORTED = (
-    *("advertise", "handshake_timeout", "jwt_cookie", "user_cookie", "pass_cookie"),
-    *("token_cookie", "ping_interval"),
-)
 _WS_ORIGINS = ("allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins")
 _WS_KEYS = (
     *("port", "host", "net", "listen", "no_tls", "same_origin", "compression", "compress"),
     *("authorization", "authentication", "headers", "origin", "tls", "no_auth_user"),
+    *("advertise", "handshake_timeout", "ping_interval"),
+    *("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"),
     *_WS_ORIGINS,
 )
 
@@ -467,10 +464,6 @@ def _websocket(s: Settings, where: str, v: object) -> None:
     """nats-server's `websocket {}` block (opts.go `parseWebsocket`)."""
     block = _block(where, v)
     ws = WebSocketSettings()
-    for key in block:
-        if str(key).lower() in _WS_UNSUPPORTED:
-            key = str(key).lower()
-            raise ConfigError(f"{where}.{key}{_on_line(block, key)}: not supported by Brook")
     for key, at, value in _entries(block, where, _WS_KEYS):
         if key == "port":
             ws.port = _int(at, value)
@@ -489,6 +482,12 @@ def _websocket(s: Settings, where: str, v: object) -> None:
             ws.same_origin = _bool(at, value)
         elif key in ("compression", "compress"):
             ws.compression = _bool(at, value)
+        elif key == "advertise":
+            ws.advertise = _str(at, value)
+        elif key in ("handshake_timeout", "ping_interval"):
+            setattr(ws, f"{key}_s", _duration(at, value))
+        elif key in ("jwt_cookie", "user_cookie", "pass_cookie", "token_cookie"):
+            setattr(ws, key, _str(at, value))
         elif key in ("authorization", "authentication"):
             _websocket_auth(ws, at, value)
         elif key == "headers":
@@ -573,7 +572,9 @@ def _tls_settings(where: str, v: object) -> TLSSettings:
         elif key == "timeout":
             tls.timeout_s = _tls_timeout(value, functools.partial(fail, "timeout"))
         elif key in ("handshake_first", "first", "immediate"):
-            tls.handshake_first = _handshake_first(key, value, functools.partial(fail, key))
+            tls.handshake_first, tls.handshake_first_fallback_s = _handshake_first(
+                key, value, functools.partial(fail, key)
+            )
         elif key == "min_version":
             if not isinstance(value, str):
                 raise fail(key, f"error parsing tls config: 'min_version' wrong type: {value}")
@@ -601,25 +602,23 @@ def _tls_timeout(value: object, fail: Callable[[str], ConfigError]) -> float:
     raise fail("error parsing tls config, 'timeout' wrong type")
 
 
-def _handshake_first(key: str, value: object, fail: Callable[[str], ConfigError]) -> bool:
+def _handshake_first(
+    key: str, value: object, fail: Callable[[str], ConfigError]
+) -> tuple[bool, float]:
+    """(handshake_first, its fallback delay in seconds), as nats-server's `parseTLS`."""
     if isinstance(value, bool):
-        return value
+        return value, 0.0
     if isinstance(value, str):
         word = value.lower()
         if word in ("true", "on", "false", "off"):
-            return word in ("true", "on")
-        if word in ("auto", "auto_fallback") or _is_duration(value):
-            raise fail(f"a fallback delay ({value!r}) is not supported by Brook")
-        raise fail(f"field {key!r}'s value {value!r} is invalid")
+            return word in ("true", "on"), 0.0
+        if word in ("auto", "auto_fallback"):
+            return True, limits.TLS_HANDSHAKE_FIRST_FALLBACK_S
+        ns = parse_ns(value)  # Go's time.ParseDuration: a unit is required
+        if ns is None:
+            raise fail(f"field {key!r}'s value {value!r} is invalid")
+        return True, max(ns, 0) / 1e9
     raise fail(f"field {key!r} should be a boolean or a string, got {_describe(value)}")
-
-
-def _is_duration(text: str) -> bool:
-    try:
-        parse_seconds(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _pinned_certs(value: object, fail: Callable[[str], ConfigError]) -> frozenset[str]:

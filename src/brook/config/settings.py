@@ -220,6 +220,18 @@ class WebSocketSettings:
     # A user of the server's users list whom WebSocket clients without credentials log in
     # as, instead of the server's no_auth_user (nats-server's override).
     no_auth_user: str | None = None
+    # The host[:port] nats-server would gossip to a cluster as this listener's URL; a
+    # single server only shows it in /varz, and checks it as nats-server does.
+    advertise: str = ""
+    handshake_timeout_s: float = 0.0  # the TLS handshake and the upgrade request; 0: none
+    ping_interval_s: float | None = None  # NATS PINGs to WebSocket clients; None: the server's
+    # Cookies of the upgrade request that stand in for CONNECT's user, pass and auth_token
+    # when CONNECT has none (browsers cannot set credentials any other way).
+    user_cookie: str = ""
+    pass_cookie: str = ""
+    token_cookie: str = ""
+    # Only with trusted operators (JWTs), which Brook does not have: refused by validate.
+    jwt_cookie: str = ""
 
     def validate(self, server_auth: AuthSettings) -> None:
         """nats-server's `validateWebsocketOptions`, in its words."""
@@ -248,6 +260,13 @@ class WebSocketSettings:
                 )
         if self.no_auth_user is not None:
             server_auth.check_no_auth_user(self.no_auth_user)
+        if self.jwt_cookie:
+            raise ConfigError(
+                "trusted operators or trusted keys configuration is required for JWT "
+                f'authentication via cookie "{self.jwt_cookie}"'
+            )
+        if self.advertise:
+            advertised_host_port(self.advertise, self.port)
         if self.auth is not None and server_auth.users:
             if self.auth.users:
                 raise ConfigError(
@@ -257,6 +276,24 @@ class WebSocketSettings:
                 raise ConfigError(
                     "websocket authentication token not compatible with presence of users/nkeys"
                 )
+
+
+def advertised_host_port(text: str, default_port: int) -> tuple[str, int]:
+    """An `advertise` value as nats-server's `parseHostPort` reads it: `host[:port]`, the
+    port defaulting to the listener's; an error in its words."""
+    text = text.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or host.endswith(":") or (host.startswith("[") and not host.endswith("]")):
+        host, port = text, ""  # no port, or an IPv6 address without brackets
+    host = host.removeprefix("[").removesuffix("]")
+    if not port:
+        return host, default_port
+    if not port.isdigit() and not (port.startswith("-") and port[1:].isdigit()):
+        raise ConfigError(
+            f'Unable to get websocket connect URLs: strconv.Atoi: parsing "{port}": invalid syntax'
+        )
+    number = int(port)
+    return host, default_port if number in (0, -1) else number
 
 
 @dataclass(slots=True)
@@ -271,6 +308,9 @@ class TLSSettings:
     verify_and_map: bool = False
     timeout_s: float = limits.TLS_TIMEOUT_S
     handshake_first: bool = False
+    # With handshake_first: a client silent this long gets INFO in plain text and then
+    # the port's usual TLS (nats-server's fallback delay, `auto` or a duration); 0: none.
+    handshake_first_fallback_s: float = 0.0
     min_version: str = "1.2"  # "1.2" or "1.3": nats-server refuses anything older
     # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
     pinned_certs: frozenset[str] = frozenset()
@@ -346,7 +386,8 @@ class Settings:
     write_deadline_s: float = limits.WRITE_DEADLINE_S
     ping_interval_s: float = limits.PING_INTERVAL_S
     max_pings_out: int = limits.MAX_PINGS_OUT
-    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    # 0: nats-server's default, `client_auth_timeout_s` (the TLS timeout + 1 s with TLS)
+    auth_timeout_s: float = 0.0
     auth: AuthSettings = field(default_factory=AuthSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)  # JWT auth
     tls: TLSSettings | None = None  # None: plain TCP only
@@ -358,6 +399,15 @@ class Settings:
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
     debug: bool = False
     trace: bool = False
+
+    @property
+    def client_auth_timeout_s(self) -> float:
+        """The time a client has to log in: `auth_timeout`, or nats-server's default
+        (`getDefaultAuthTimeout`): the TLS timeout plus a second when the client port
+        has TLS (the handshake counts against it), else 2 s."""
+        if self.auth_timeout_s:
+            return self.auth_timeout_s
+        return self.tls.timeout_s + 1.0 if self.tls is not None else limits.AUTH_TIMEOUT_S
 
     def _validate_accounts(self) -> None:
         """nats-server's rules for `accounts` and `system_account` (opts.go)."""
@@ -376,11 +426,33 @@ class Settings:
                 f"system_account: {system!r}: error resolving system account: account missing"
             )
         for account in self.accounts:
+            if account.jetstream and (
+                account.name in (".", "..") or "/" in account.name or "\0" in account.name
+            ):
+                # Its streams are stored under a directory of its name (ADR 0027).
+                raise ConfigError(
+                    f"accounts.{account.name}.jetstream: an account with JetStream needs a"
+                    " name that is a directory name (no '/', not '.' or '..')"
+                )
             if account.jetstream and account.name == self.system_account_name:
                 raise ConfigError(
                     f"accounts.{account.name}.jetstream: "
                     "Not allowed to enable JetStream on the system account"
                 )
+
+    @property
+    def anonymous_global(self) -> bool:
+        """Only the system account has users (no authorization block, no no_auth_user):
+        nats-server then lets clients without credentials in to `$G` (server.go
+        `sysAccOnlyNoAuthUser`), while INFO still says auth_required."""
+        auth = self.auth
+        return (
+            bool(self.accounts)
+            and all(a.name == self.system_account_name for a in self.accounts)
+            and auth.token is None
+            and GLOBAL_ACCOUNT not in auth.accounts
+            and auth.no_auth_user is None
+        )
 
     @property
     def system_account_name(self) -> str:
@@ -420,9 +492,11 @@ class Settings:
                 raise ConfigError(f"{name}: must be positive")
         if self.max_subscriptions < 0:
             raise ConfigError("max_subscriptions: must be 0 (unlimited) or positive")
-        for name in ("ping_interval_s", "auth_timeout_s", "write_deadline_s"):
+        for name in ("ping_interval_s", "write_deadline_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
+        if self.auth_timeout_s < 0:
+            raise ConfigError("auth_timeout: must be a positive duration (0: the default)")
         if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.free_space_reserve_bytes < -1:

@@ -5,7 +5,9 @@ Mirrors nats-server 2.x's `Connz` (server/monitor.go): the query parameters `lim
 `strconv.ParseBool` rules and refused with 400 when malformed; the same sort directions; a
 `cid` lookup answered as a one-entry page; and per-connection fields with the same names,
 types (observed durations are Go duration strings, timestamps RFC3339 UTC) and
-omit-when-empty rules. Fields about features Brook lacks, such as TLS, are left out.
+omit-when-empty rules (`auth=true` adds whom each client logged in as and the
+certificates it presented, and its account). Fields about features Brook lacks (JWTs) are
+left out.
 
 Only the JSON is built here; `brook.monitor.http` serves it and turns an `HttpError` into
 an error response. `HttpError` lives here because `/connz` is the only endpoint whose
@@ -23,6 +25,7 @@ from brook.server.statistics import ConnectionSnapshot, StatisticsFeed
 
 __all__ = ["HttpError", "build_connz"]
 
+GLOBAL_ACCOUNT = "$G"
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -90,7 +93,7 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
     subs_raw = _first(query, "subs")
     detail = subs_raw == "detail"
     with_subs = detail or _bool_param(query, "subs")
-    _bool_param(query, "auth")  # accepted for nats-server compatibility; validated only
+    auth = _bool_param(query, "auth")
     sort = _first(query, "sort") or "cid"
     if sort not in _SORTS:
         raise HttpError(400, f"invalid sorting option: {sort}")
@@ -111,7 +114,7 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         if sort != "cid":
             ordered.sort(key=lambda c: _sort_value(c, what, now), reverse=descending)
         selected = ordered[offset : offset + limit]
-    conns = [_conn_info(server, c, now, with_subs, detail) for c in selected]
+    conns = [_conn_info(server, c, now, with_subs, detail, auth) for c in selected]
     return {
         "server_id": server.server_id,
         "now": rfc3339_nano(now),
@@ -124,7 +127,12 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
 
 
 def _conn_info(
-    server: StatisticsFeed, c: ConnectionSnapshot, now: float, with_subs: bool, detail: bool
+    server: StatisticsFeed,
+    c: ConnectionSnapshot,
+    now: float,
+    with_subs: bool,
+    detail: bool,
+    auth: bool,
 ) -> dict[str, Any]:
     last = c.last_activity
     info: dict[str, Any] = {
@@ -153,10 +161,19 @@ def _conn_info(
     if c.tls_version:
         info["tls_version"] = c.tls_version
         info["tls_cipher_suite"] = c.tls_cipher_suite
+        if auth and c.tls_peer_certs:
+            info["tls_peer_certs"] = [
+                {"subject": p.subject, "spki_sha256": p.spki_sha256, "cert_sha256": p.cert_sha256}
+                for p in c.tls_peer_certs
+            ]
         if c.tls_first:
             info["tls_first"] = True
-    if c.authorized_user:
-        info["authorized_user"] = c.authorized_user
+    if auth:  # nats-server names whom a client logged in as, and its account, only then
+        if c.authorized_user:
+            info["authorized_user"] = c.authorized_user
+        if c.account != GLOBAL_ACCOUNT:
+            info["account"] = c.account
+        info["name_tag"] = c.account  # the account's name (no JWT name tags in Brook)
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []
     if subs and not detail:
         info["subscriptions_list"] = [s.subject for s in subs]

@@ -4,7 +4,7 @@ Mirrors nats-server 2.x's `Varz` (server/monitor.go): same field names, same typ
 configured in options are integer nanoseconds, observed ones are Go duration strings,
 timestamps are RFC3339 UTC) and the same omit-when-empty rules, so tools written for
 nats-server read Brook. Fields about features Brook lacks (clustering, gateways, leaf nodes,
-TLS) are left out; the route/remote/leaf counts it does report are always zero. `mem` is
+MQTT, OCSP) are left out; the route/remote/leaf counts it does report are always zero. `mem` is
 the process's resident set size and `cpu` its CPU percent since the previous request.
 
 Only the JSON is built here; `brook.monitor.http` serves it.
@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 from brook import limits
-from brook.config.settings import Settings
+from brook.config.settings import Settings, TLSSettings, WebSocketSettings
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns, uptime_string
 from brook.server.statistics import ServerStatistics
+from brook.server.tls import certificate_not_after
 from brook.version import __version__
 
 __all__ = ["CpuSampler", "build_varz"]
@@ -98,7 +99,7 @@ def build_varz(
         "http_host": http_host,
         "http_port": http_port,
         "https_port": https_port,
-        "auth_timeout": _go_number(st.auth_timeout_s),
+        "auth_timeout": _go_number(st.client_auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
@@ -122,6 +123,7 @@ def build_varz(
             v["jetstream"]["brook_commits"] = srv["commits"]
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
+    v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
     v |= {
         "tls_timeout": _go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
@@ -151,4 +153,37 @@ def build_varz(
         "http_req_stats": dict(request_counts),
         "slow_consumer_stats": dict(clients=srv["slow_consumers"], routes=0, gateways=0, leafs=0),
     }
+    _put_not_after(v, st.tls)
     return v
+
+
+def _websocket(ws: WebSocketSettings, port: int) -> dict[str, Any]:
+    """nats-server's `WebsocketOptsVarz`: the `websocket {}` block as configured (each
+    field omitted when empty, `{}` without a listener), with the port it listens on."""
+    if not ws.port:
+        return {}
+    tls = ws.tls
+    out: dict[str, Any] = {
+        "host": ws.host,
+        "port": port,
+        "advertise": ws.advertise,
+        "no_auth_user": ws.no_auth_user,
+        "handshake_timeout": seconds_to_ns(ws.handshake_timeout_s),
+        "auth_timeout": _go_number(ws.auth_timeout_s or 0),
+        "no_tls": ws.no_tls,
+        "tls_map": tls is not None and tls.verify_and_map,
+        "tls_pinned_certs": sorted(tls.pinned_certs) if tls is not None else [],
+        "same_origin": ws.same_origin,
+        "allowed_origins": list(ws.allowed_origins),
+        "compression": ws.compression,
+    }
+    out = {k: value for k, value in out.items() if value}
+    _put_not_after(out, tls)
+    return out
+
+
+def _put_not_after(out: dict[str, Any], tls: TLSSettings | None) -> None:
+    """`tls_cert_not_after`: when the listener's certificate expires (Go's `omitzero`)."""
+    not_after = certificate_not_after(tls.cert_file) if tls is not None else None
+    if not_after is not None:
+        out["tls_cert_not_after"] = rfc3339_nano(not_after.timestamp())

@@ -106,9 +106,18 @@ def verify_bcrypt(secret: str, hashed: str) -> bool:
 
 
 class Authenticator:
-    def __init__(self, settings: AuthSettings, operator: OperatorSettings | None = None) -> None:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        operator: OperatorSettings | None = None,
+        *,
+        anonymous_global: bool = False,
+    ) -> None:
+        """`anonymous_global`: a client without credentials logs in to `$G` (nats-server's
+        generated no_auth_user when only the system account has users)."""
         # Operator mode (ADR 0028): user JWTs are the only way in.
         self._operator = OperatorMode(operator) if operator is not None and operator.jwts else None
+        self._anonymous_global = anonymous_global
         self._token = settings.token
         self._users = {u.user: u for u in settings.users}
         self._nkeys = {n.nkey: n for n in settings.nkeys}
@@ -162,8 +171,9 @@ class Authenticator:
     ) -> Login | None:
         """Whom a CONNECT logs in as. On a `verify_and_map` port with users configured
         the client certificate (None: none was offered) names the user and CONNECT's
-        credentials do not count (nats-server only warns about a user name there)."""
-        if tls_map and self.has_users:
+        credentials do not count (nats-server only warns about a user name there), but
+        an nkey login is checked first, as nats-server does."""
+        if tls_map and self.has_users and not self.claims_nkey(options):
             return None if certificate is None else self.certificate_user(certificate)
         return self.login(options, nonce, host=host, websocket=websocket)
 
@@ -181,6 +191,8 @@ class Authenticator:
         user, password = _option(options, "user"), _option(options, "pass")
         token, nkey = _option(options, "auth_token"), _option(options, "nkey")
         anonymous = not user and not password and not token
+        if anonymous and not nkey and self._anonymous_global:
+            return ANONYMOUS
         if self._nkeys:
             if anonymous and not nkey and self._no_auth_user in self._nkeys:
                 nkey = self._no_auth_user
@@ -208,11 +220,23 @@ class Authenticator:
             return _compare(self._token, token, ANONYMOUS)
         return None
 
+    def claims_nkey(self, options: dict[str, Any]) -> bool:
+        """CONNECT logs in as an nkey user (its own nkey, or an nkey no_auth_user): then
+        nats-server checks the nkey, not `verify_and_map`'s certificate."""
+        if not self._nkeys:
+            return False
+        if _option(options, "nkey"):
+            return True
+        anonymous = not any(_option(options, k) for k in ("user", "pass", "auth_token"))
+        return anonymous and self._no_auth_user in self._nkeys
+
     def login_without_connect(self, nonce: str) -> Login | None:
         """The login of a client whose first operation is not CONNECT: nats-server lets it
         in as the no_auth_user if that is a password user (parser.go), authenticated as
         after an empty CONNECT. A bcrypt hash never matches itself, so that is refused
         here without spending a bcrypt check on it."""
+        if self._anonymous_global:
+            return ANONYMOUS
         if self._no_auth_user not in self._users:
             return None
         login = self.login({}, nonce)

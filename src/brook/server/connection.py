@@ -1,18 +1,20 @@
 """One client connection: an `asyncio.Protocol` around the sans-I/O parser.
 
 Responsibilities: the handshake (INFO, CONNECT, authentication, the PONG before anything
-else, the async INFO with `connect_info`), applying each operation to the router, keep-
-alive, and output. Output is appended to a per-connection buffer and written once per
-event-loop iteration; a connection whose unsent output exceeds `max_pending_bytes`, or
-whose socket stays unwritable past `write_deadline_s`, is a slow consumer and is dropped
-without affecting anyone else (wire reference §1.15). Protocol violations end in the
-exact `-ERR` text nats-server sends, or a silent close where nats-server closes silently.
+else, the async INFO with `connect_info`), applying each operation to the router of the
+account it logged in to (server/accounts.py), keep-alive, and output. Output is appended
+to a per-connection buffer and written once per event-loop iteration; a connection whose
+unsent output exceeds `max_pending_bytes`, or whose socket stays unwritable past
+`write_deadline_s`, is a slow consumer and is dropped without affecting anyone else (wire
+reference §1.15). Protocol violations end in the exact `-ERR` text nats-server sends, or a
+silent close where nats-server closes silently.
 A bug in Brook while handling one connection closes that connection only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -32,7 +34,14 @@ from brook.server.permissions import (
     is_reserved_reply,
     may_subscribe,
 )
-from brook.server.tls import CertificateNames, PeerRefused, peer_session, sniff_tls
+from brook.server.tls import (
+    TLS_HANDSHAKE_RECORD,
+    CertificateNames,
+    PeerCertificate,
+    PeerRefused,
+    peer_session,
+    sniff_tls,
+)
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
@@ -53,6 +62,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.authenticator = server.authenticator if websocket is None else websocket.authenticator
         settings = server.settings
         self._trace = settings.trace  # -V: log protocol bytes, per chunk not per message
+        # nats-server: a WebSocket listener's own ping_interval, if set, for its clients.
+        ws_ping = websocket.ping_interval_s if websocket is not None else None
+        self.ping_interval_s = settings.ping_interval_s if ws_ping is None else ws_ping
         self.cid = server.next_client_id()
         self.parser = ClientParser(
             self,
@@ -90,6 +102,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.perms: ConnectionPermissions | None = None
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
+        # A WebSocket client's credentials from its upgrade request's cookies, by CONNECT
+        # key (the listener's user_cookie, pass_cookie, token_cookie).
+        self.credential_cookies: dict[str, str] = {}
         self.closed = False
         self.close_reason = ""
         self._info_sent_after_pong = False
@@ -125,8 +140,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._tls_task: asyncio.Task[None] | None = None
         self._tls_pending = False  # TLS or not is still to be decided (next loop turn)
         self.tls = False
+        self.tls_first = False  # the handshake came before INFO (handshake_first)
         self.tls_version = ""  # for /connz, once the handshake is done
         self.tls_cipher_suite = ""
+        self.peer_certificates: tuple[PeerCertificate, ...] = ()  # /connz?auth=true
         self.certificate: CertificateNames | None = None
         self._released = False
 
@@ -143,7 +160,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.authenticator.nonce_required:
             self.nonce = self.authenticator.new_nonce()
         if transport.get_extra_info("ssl_object") is not None:
-            self.tls = True  # handshake_first: the listener did the handshake
+            self.tls = self.tls_first = True  # handshake_first: the listener did it
         self._send(encoder.info(server.client_info(self)))
         if not server.register(self):
             self.close_with_error(perr.MAX_CONNECTIONS, "maximum connections exceeded")
@@ -165,16 +182,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.loop.call_soon(self._sniff_tls if server.tls_optional else self._begin_tls)
 
     def _start_session(self) -> None:
-        """The connection is ready for the protocol: the auth and first PING timers start
+        """The connection is ready for the protocol: the auth and PING timers start
         (after the TLS handshake, as nats-server does)."""
         server = self.server
         settings = server.settings
         if self.authenticator.required:
             ws = self.websocket
-            timeout = settings.auth_timeout_s if ws is None else ws.auth_timeout_s
+            timeout = settings.client_auth_timeout_s if ws is None else ws.auth_timeout_s
             self._auth_handle = self.loop.call_later(timeout, self._auth_timeout)
-        first = min(settings.ping_interval_s, server.first_ping_interval_s)
-        self._ping_handle = self.loop.call_later(first, self._ping_tick)
+        # The short first PING comes after CONNECT (`_finish_connect`), as nats-server's
+        # `setFirstPingTimer`: none is sent while a client is still to log in.
+        self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
 
     # ------------------------------------------------------------------ TLS
 
@@ -227,6 +245,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         self.tls_version, self.tls_cipher_suite = peer.version, peer.cipher_suite
         self.certificate = peer.certificate
+        self.peer_certificates = peer.peer_certificates
         self._start_session()
 
     def _tls_failed(self, reason: str) -> None:
@@ -255,10 +274,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         tls = self.server.settings.tls
         assert tls is not None
 
-        def decide(secure: bool) -> None:
+        def decide(first: bytes) -> None:
             if self.closed or self.transport is None:
                 return
-            if secure:
+            if first == bytes([TLS_HANDSHAKE_RECORD]):
                 self._begin_tls()
             else:
                 self._tls_pending = False
@@ -413,6 +432,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
 
     def on_connect(self, options: dict[str, Any]) -> None:
         options = merge_connect_options(self._connect_options, options)
+        for key, value in self.credential_cookies.items():
+            if not options.get(key):  # a WebSocket cookie stands in for what CONNECT lacks
+                options[key] = value
         self._connect_options = options
         ws = self.websocket
         tls_map = self.server.tls_map if ws is None else ws.tls_map
@@ -480,6 +502,10 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self._auth_handle is not None:
             self._auth_handle.cancel()
             self._auth_handle = None
+        if self._ping_handle is not None and not self.connected:
+            self._ping_handle.cancel()
+            first = min(self.ping_interval_s, self.server.first_ping_interval_s)
+            self._ping_handle = self.loop.call_later(first, self._ping_tick)
         self.verbose = options.get("verbose", True)
         self.pedantic = options.get("pedantic", True)
         self.echo = options.get("echo", True)
@@ -558,7 +584,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # sid), then the subject, then the duplicate sid.
         if not may_subscribe(self.perms, subject, queue):
             self._send(encoder.err(perr.subscribe_violation(subject, queue)))
-            log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
+            self._log_violation(
+                f"Subscription Violation - Subject {_go_quote(subject)}, SID {sid.decode()}"
+                if queue is None
+                else f"Subscription Violation - Subject {_go_quote(subject)}, "
+                f"Queue: {_go_quote(queue)}, SID {sid.decode()}"
+            )
             return
         limit = self.max_subs
         if limit >= 0 and len(self.subs) >= limit:
@@ -594,6 +625,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             del self.subs[sub.sid]
         self.router.unsubscribe(sub)
 
+    def _log_violation(self, text: str) -> None:
+        """A refused publish or subscription, logged as nats-server logs it: at error
+        level, with its words, after whom the client logged in as."""
+        log.error('cid=%d - "%s" - %s', self.cid, self.auth_user, text)
+
     def on_pub(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
     ) -> None:
@@ -613,7 +649,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             and not self.perms.may_publish(subject)
         ):
             self._send(encoder.err(perr.publish_violation(subject)))
-            log.info("cid=%d publish violation: %r", self.cid, subject)
+            self._log_violation(f"Publish Violation - Subject {_go_quote(subject)}")
             return
         if (
             reply is not None
@@ -621,6 +657,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             and is_reserved_reply(reply)
         ):
             self._send(encoder.err(perr.reply_violation(reply)))
+            self._log_violation(f"Publish Violation - Reply {_go_quote(reply)}")
             return
         if self.verbose:
             self._send(encoder.OK)
@@ -754,6 +791,22 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         return self.started_at + (self.last_in - self.started_mono)
 
     @property
+    def auth_user(self) -> str:
+        """Whom `/connz?auth=true` names, as nats-server's `getRawAuthUser`: the nkey or
+        user name CONNECT gave (or the one no_auth_user or verify_and_map stood in for),
+        "[REDACTED]" for a token, whether or not the server asks for credentials."""
+        if not self.connected:
+            return ""
+        options = self._connect_options
+        for key in ("nkey", "user"):
+            value = options.get(key)
+            if value:
+                return self.user or str(value)
+        if self.user:
+            return self.user
+        return "[REDACTED]" if options.get("auth_token") else ""
+
+    @property
     def pending_bytes(self) -> int:
         buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
         return self._out_bytes + buffered
@@ -815,7 +868,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         action = ping_decision(
             now=now,
             last_in=self.last_in,
-            ping_interval_s=settings.ping_interval_s,
+            ping_interval_s=self.ping_interval_s,
             pings_out=self.pings_out,
             max_pings_out=settings.max_pings_out,
             rtt_measured_at=self.rtt_measured_at,
@@ -827,4 +880,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.pings_out += 1
             self.ping_sent_at = now
             self._send(encoder.PING)
-        self._ping_handle = self.loop.call_later(settings.ping_interval_s, self._ping_tick)
+        self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
+
+
+def _go_quote(text: bytes) -> str:
+    """`text` as Go's `%q` writes it in nats-server's log lines."""
+    return json.dumps(text.decode("utf-8", "replace"), ensure_ascii=False)

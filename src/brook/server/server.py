@@ -42,7 +42,7 @@ from brook.server.statistics import (
     ServerStatistics,
     SubscriptionSnapshot,
 )
-from brook.server.tls import server_context
+from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
@@ -70,19 +70,28 @@ class Server:
         # JetStream attributes below are the global account's, `$G`.
         self.accounts = Accounts(self.settings)
         self.router = self.accounts.global_account.router
-        self.authenticator = Authenticator(self.settings.auth, self.settings.operator)
+        self.authenticator = Authenticator(
+            self.settings.auth,
+            self.settings.operator,
+            anonymous_global=self.settings.anonymous_global,
+        )
         # TLS on the client port (server/tls.py), its context built at start. As
-        # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
-        # each client choose (its first byte tells).
+        # nats-server: `handshake_first` (without a fallback delay) overrides
+        # `allow_non_tls`, which otherwise lets each client choose (its first byte tells).
+        # With a fallback delay, a client that does not speak first gets INFO in plain
+        # text after it, then the port's usual TLS (server/connection.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
-        self.tls_first = tls is not None and tls.handshake_first
+        fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
+        self.tls_first = tls is not None and tls.handshake_first and not fallback
+        self.tls_first_fallback_s = fallback if tls is not None and tls.handshake_first else 0.0
         self.tls_optional = tls is not None and self.settings.allow_non_tls and not self.tls_first
         self.tls_map = tls is not None and tls.verify_and_map
         self.first_ping_interval_s = limits.FIRST_PING_INTERVAL_S
         self.clients: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._listener: asyncio.Server | None = None
+        self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
@@ -170,6 +179,13 @@ class Server:
                 ssl=self.tls_context,
                 ssl_handshake_timeout=self.settings.tls.timeout_s,
             )
+        elif self.tls_first_fallback_s:
+            assert self.tls_context is not None
+            assert self.settings.tls is not None
+            self._fallback_listener = FallbackListener(
+                lambda: ClientConnection(self), self.tls_context, self.settings.tls
+            )
+            self._fallback_listener.start(sock)
         else:
             self._listener = await loop.create_server(
                 lambda: ClientConnection(self), sock=sock, backlog=1024
@@ -249,6 +265,8 @@ class Server:
     async def _shutdown(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        if self._fallback_listener is not None:
+            self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
         self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
@@ -357,7 +375,7 @@ class Server:
             if ws.tls is not None:
                 info["tls_available"] = True
         elif tls is not None:
-            if self.tls_first or not settings.allow_non_tls:
+            if client.tls_first or not settings.allow_non_tls:
                 info["tls_required"] = True
             if tls.verify:
                 info["tls_verify"] = True
@@ -373,6 +391,8 @@ class Server:
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
+            if client.account.is_system:
+                info["acc_is_sys"] = True
         info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
         return info
 
@@ -385,6 +405,7 @@ class Server:
             "server_id": self.server_id,
             "server_name": self.server_name,
             "port": self.port,
+            "websocket_port": self.websocket.port if self.websocket is not None else 0,
             "started_at": self.started_at,
             "connections": len(self.clients),
             "total_connections": self.total_connections,
@@ -447,11 +468,12 @@ class Server:
                 name=c.name,
                 lang=c.lang,
                 version=c.version,
-                # Only a name the authenticator accepted; without auth `user` is a claim.
-                authorized_user=c.user if c.authenticator.required and c.connected else "",
+                authorized_user=c.auth_user,
                 tls_version=c.tls_version,
                 tls_cipher_suite=c.tls_cipher_suite,
-                tls_first=c.tls and self.tls_first,
+                tls_first=c.tls_first,
+                tls_peer_certs=c.peer_certificates,
+                account=c.account.name,
             )
             for c in self.clients.values()
         ]

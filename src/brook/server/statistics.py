@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from brook.config.settings import Settings
+from brook.server.tls import PeerCertificate
 
 __all__ = [
     "ConnectionSnapshot",
@@ -35,6 +36,7 @@ class ServerStatistics(TypedDict):
     server_id: str
     server_name: str
     port: int
+    websocket_port: int  # the WebSocket listener's port; 0 without one
     started_at: float  # Unix time
     connections: int
     total_connections: int
@@ -74,10 +76,12 @@ class ConnectionSnapshot:
     name: str
     lang: str
     version: str
-    authorized_user: str  # the user the authenticator accepted; "" without auth
+    authorized_user: str  # nats-server's raw auth user (shown with auth=true); "" for none
     tls_version: str = ""  # "1.2" or "1.3" once a TLS handshake is done; "" in plain text
-    tls_cipher_suite: str = ""  # OpenSSL's name (nats-server's are Go's; alike for 1.3)
+    tls_cipher_suite: str = ""  # Go's name of it, as nats-server shows it
     tls_first: bool = False  # the handshake came before INFO (handshake_first)
+    tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
+    account: str = "$G"  # the name of the account the client is in
 
 
 @dataclass(frozen=True, slots=True)

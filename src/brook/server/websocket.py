@@ -204,13 +204,27 @@ class WebSocketListener:
         # verify_and_map is the listener's own, and maps to the server's users (not to the
         # block's single user or token, which nats-server checks without a certificate).
         self.tls_map = self.tls is not None and self.tls.verify_and_map and settings.auth is None
-        self.auth_timeout_s = settings.auth_timeout_s or server.settings.auth_timeout_s
+        self.auth_timeout_s = settings.auth_timeout_s or server.settings.client_auth_timeout_s
+        self.ping_interval_s = settings.ping_interval_s
+        # CONNECT key -> the cookie that stands in for it when CONNECT has none.
+        self._cookies = {
+            key: name
+            for key, name in (
+                ("user", settings.user_cookie),
+                ("pass", settings.pass_cookie),
+                ("auth_token", settings.token_cookie),
+            )
+            if name
+        }
         self._origins = _allowed_origins(settings.allowed_origins)
         # nats-server's wsMaxMessageSize: room for several max_payload operations.
         self._max_message_bytes = min(
             server.settings.max_payload_bytes * 8, limits.MAX_PAYLOAD_BYTES_HARD
         )
         self._http = web.Server(self._serve, access_log=None)
+        # With handshake_timeout: connections upgraded before their timer ran out (each
+        # taken out by its timer).
+        self._upgraded: set[object] = set()
         self._listener: asyncio.Server | None = None
         self._sock: socket.socket | None = None
 
@@ -225,15 +239,17 @@ class WebSocketListener:
         )
         loop = asyncio.get_running_loop()
         tls = self.tls
+        factory = self._http if not self._settings.handshake_timeout_s else self._timed_http
         if tls is None:
-            self._listener = await loop.create_server(self._http, sock=sock, backlog=1024)
+            self._listener = await loop.create_server(factory, sock=sock, backlog=1024)
         else:
             self._listener = await loop.create_server(
-                self._http,
+                factory,
                 sock=sock,
                 backlog=1024,
                 ssl=server_context(tls),
-                ssl_handshake_timeout=tls.timeout_s,
+                # nats-server's HTTP server bounds the TLS handshake by handshake_timeout.
+                ssl_handshake_timeout=self._settings.handshake_timeout_s or tls.timeout_s,
             )
         self.port = sock.getsockname()[1]
         # nats-server's words and form (no brackets around an IPv6 host): launchers parse it.
@@ -241,6 +257,24 @@ class WebSocketListener:
         log.info("Listening for websocket clients on %s://%s:%d", scheme, self.host, self.port)
         if tls is None:
             log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+
+    def _timed_http(self) -> asyncio.Protocol:
+        """aiohttp's protocol for one connection, closed unless its upgrade is done within
+        `handshake_timeout` from the accept, as nats-server's HTTP server's `ReadTimeout`
+        closes it (a TLS handshake still running then ends by its own timeout, the same)."""
+        handler = self._http()
+        loop = asyncio.get_running_loop()
+        timeout = self._settings.handshake_timeout_s
+        loop.call_later(timeout, self._handshake_expired, handler)
+        return handler
+
+    def _handshake_expired(self, handler: asyncio.Protocol) -> None:
+        if handler in self._upgraded:
+            self._upgraded.discard(handler)
+            return
+        transport = getattr(handler, "transport", None)
+        if transport is not None:
+            transport.close()
 
     def stop_accepting(self) -> None:
         if self._listener is not None:
@@ -264,6 +298,8 @@ class WebSocketListener:
         )
         ws.headers.update(self._settings.headers)  # the block's `headers`, as nats-server
         await ws.prepare(request)
+        if self._settings.handshake_timeout_s:
+            self._upgraded.add(request.protocol)
         tcp = request.transport
         if tcp is None:  # gone during the upgrade
             return ws
@@ -273,6 +309,11 @@ class WebSocketListener:
             tcp.close()
             return ws
         client = ClientConnection(self._server, websocket=self)
+        if self._cookies:
+            cookies = request.cookies
+            client.credential_cookies = {
+                key: cookies[name] for key, name in self._cookies.items() if name in cookies
+            }
         transport = WebSocketTransport(request, client, compress=ws.compress != 0)
         client.connection_made(transport)
         try:
