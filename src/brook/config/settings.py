@@ -214,6 +214,28 @@ def default_store_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "brook", "jetstream")
 
 
+@dataclass(frozen=True, slots=True)
+class JetStreamAccountLimits:
+    """An account's JetStream limits (nats-server's `JetStreamAccountLimits`), named as
+    `$JS.API.INFO` reports them; -1: no limit. Enforced by jetstream/quota.py."""
+
+    max_memory: int = -1
+    max_storage: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_ack_pending: int = -1
+    memory_max_stream_bytes: int = -1
+    storage_max_stream_bytes: int = -1
+    max_bytes_required: bool = False
+
+    def to_json(self) -> dict[str, int | bool]:
+        return dataclasses.asdict(self)
+
+    def max_bytes(self, storage: str) -> int:
+        """The account's limit on the bytes of streams of `storage` ("memory", "file")."""
+        return self.max_memory if storage == "memory" else self.max_storage
+
+
 @dataclass(slots=True)
 class JetStreamSettings:
     enabled: bool = False

@@ -216,6 +216,7 @@ class Server:
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.api.streams import StreamApi
         from brook.jetstream.engine import JetStream
+        from brook.jetstream.quota import ServerLimits
 
         js_settings = self.settings.jetstream
         log.info("Starting JetStream")
@@ -226,8 +227,9 @@ class Server:
         self.jetstream = JetStream(
             self.router,
             js_settings.store_path,
-            max_memory_bytes=js_settings.max_memory_store_bytes,
-            max_file_bytes=js_settings.max_file_store_bytes,
+            server_limits=ServerLimits(
+                js_settings.max_memory_store_bytes, js_settings.max_file_store_bytes
+            ),
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
@@ -453,19 +455,20 @@ class Server:
             ),
             "batches": js.batch_limits.statistics() if js is not None else None,
             "jetstream_stats": self._jetstream_stats() if js is not None else None,
+            "jetstream_accounts": {"$G": js.account_usage()} if js is not None else None,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:
         """JetStream's usage and API counters, as nats-server's `/varz` `jetstream.stats`."""
-        memory, storage = self.jetstream.usage()
+        server = self.jetstream.server_limits
         api = {"level": limits.JETSTREAM_API_LEVEL, "total": 0, "errors": 0}
         if self.api is not None:  # None until the API is up
             api |= {"total": self.api.total, "errors": self.api.errors}
         return {
-            "memory": memory,
-            "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
+            "memory": server.used_bytes("memory"),
+            "storage": server.used_bytes("file"),
+            "reserved_memory": server.reserved_bytes("memory"),
+            "reserved_storage": server.reserved_bytes("file"),
             "accounts": 1,
             "ha_assets": 0,
             "api": api,
