@@ -21,15 +21,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
+    GLOBAL_ACCOUNT,
+    AccountSettings,
     AuthSettings,
     ConfigError,
+    JetStreamAccountLimits,
     NkeyUser,
     Permissions,
     ResponsePermission,
@@ -286,7 +291,103 @@ def _authorization(s: Settings, where: str, v: object) -> None:
     else:  # nats-server's defaults go to the users list only, not to a single user
         for entry in entries:
             entry.permissions = entry.permissions or defaults
-    s.auth = AuthSettings(token=token, users=users, nkeys=nkeys, no_auth_user=s.auth.no_auth_user)
+    # The users of configured accounts (an `accounts` block read earlier) are kept.
+    s.auth = AuthSettings(
+        token=token,
+        users=[*users, *(u for u in s.auth.users if u.account != GLOBAL_ACCOUNT)],
+        nkeys=[*nkeys, *(n for n in s.auth.nkeys if n.account != GLOBAL_ACCOUNT)],
+        no_auth_user=s.auth.no_auth_user,
+    )
+
+
+# The keys of an account's block Brook honours; nats-server's others (exports, imports,
+# mappings, limits, nkey, msg_trace...) are refused by name until they are built.
+_ACCOUNT_KEYS = ("users", "jetstream", "default_permissions")
+
+
+def _accounts(s: Settings, where: str, v: object) -> None:
+    """nats-server's `accounts` (opts.go `parseAccounts`): a list of names, or a block of
+    accounts, each with its `users` (who log in to it) and `jetstream`."""
+    if isinstance(v, list):
+        names = [_str(f"{where}[{i}]", name) for i, name in enumerate(v)]
+        blocks: dict[str, object] = {name: None for name in names}
+        if len(blocks) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ConfigError(f"{where}: Duplicate Account Entry: {twice}")
+    else:
+        spelled: Mapping[str, str] = getattr(v, "spelled", {})  # names are case-sensitive
+        blocks = {spelled.get(key, key): block for key, block in _block(where, v).items()}
+    used: Collection[str] = getattr(v, "used_vars", ())
+    for name, block in blocks.items():
+        if name.lower() in used:
+            continue
+        at = f"{where}.{name}"
+        line = _on_line(v, name.lower()) if isinstance(v, dict) else ""
+        if name == GLOBAL_ACCOUNT:
+            raise ConfigError(f'{at}: "{name}" is a Reserved Account{line}')
+        if any(a.name == name for a in s.accounts):
+            raise ConfigError(f"{where}: Duplicate Account Entry: {name}{line}")
+        account = AccountSettings(name)
+        s.accounts.append(account)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ConfigError(f"{at}: Expected map entries for accounts{line}")
+        entries: list[User | NkeyUser] = []
+        defaults: Permissions | None = None
+        for key, key_at, value in _entries(block, at, _ACCOUNT_KEYS):
+            if key == "users":
+                if not isinstance(value, list):
+                    raise _bad(key_at, "an array of {user, password} or {nkey} blocks", value)
+                entries = [_user(f"{key_at}[{i}]", entry) for i, entry in enumerate(value)]
+            elif key == "jetstream":
+                account.jetstream, account.jetstream_limits = _account_jetstream(key_at, value)
+            else:
+                defaults = _permissions(key_at, value)
+        for entry in entries:
+            entry.account = name
+            entry.permissions = entry.permissions or defaults
+            if isinstance(entry, User):
+                s.auth.users.append(entry)
+            else:
+                s.auth.nkeys.append(entry)
+
+
+# An account's `jetstream { ... }` keys, nats-server's spellings (opts.go
+# `parseJetStreamForAccount`), by the `JetStreamAccountLimits` field each sets.
+_ACCOUNT_JS_KEYS = {
+    "max_memory": ("max_memory", "max_mem", "mem", "memory"),
+    "max_storage": ("max_store", "max_file", "max_disk", "store", "disk"),
+    "max_streams": ("max_streams", "streams"),
+    "max_consumers": ("max_consumers", "consumers"),
+    "max_bytes_required": ("max_bytes_required", "max_stream_bytes", "max_bytes"),
+    "memory_max_stream_bytes": ("mem_max_stream_bytes", "memory_max_stream_bytes"),
+    "storage_max_stream_bytes": ("disk_max_stream_bytes", "store_max_stream_bytes"),
+    "max_ack_pending": ("max_ack_pending",),
+}
+_ACCOUNT_JS_FIELDS = {key: name for name, keys in _ACCOUNT_JS_KEYS.items() for key in keys}
+
+
+def _account_jetstream(where: str, v: object) -> tuple[bool, JetStreamAccountLimits | None]:
+    """An account's `jetstream`: `enabled`/`disabled`, a boolean, or a block of limits
+    (which enables it; what it leaves out is unlimited), with nats-server's errors."""
+    if isinstance(v, bool):
+        return v, None
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable", "disabled", "disable"):
+            return v.lower().startswith("enable"), None
+        raise ConfigError(f"{where}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+    limits = JetStreamAccountLimits()
+    for key, at, value in _entries(_block(where, v), where, _ACCOUNT_JS_FIELDS):
+        field_name = _ACCOUNT_JS_FIELDS[key]
+        if field_name == "max_bytes_required":
+            if not isinstance(value, bool):
+                raise ConfigError(f'{at}: Expected a parseable bool for "{key}", got {value}')
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f'{at}: Expected a parseable size for "{key}", got {value}')
+        change: dict[str, Any] = {field_name: value}
+        limits = dataclasses.replace(limits, **change)
+    return True, limits
 
 
 def _no_auth_user(s: Settings, where: str, v: object) -> None:
@@ -609,6 +710,9 @@ _TOP: dict[str, _Handler] = {
     "authorization": _authorization,
     "no_auth_user": _no_auth_user,
     "jetstream": _jetstream,
+    "accounts": _accounts,
+    "system_account": _set("system_account", _str),
+    "system": _set("system_account", _str),
     "websocket": _websocket,
     "ws": _websocket,
     "tls": _tls,
