@@ -385,7 +385,7 @@ def _account_jetstream(where: str, v: object) -> tuple[bool, JetStreamAccountLim
                 raise ConfigError(f'{at}: Expected a parseable bool for "{key}", got {value}')
         elif not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(f'{at}: Expected a parseable size for "{key}", got {value}')
-        change: dict[str, Any] = {field_name: value}
+        change: dict[str, Any] = {field_name: value if isinstance(value, bool) else int(value)}
         limits = dataclasses.replace(limits, **change)
     return True, limits
 
