@@ -206,3 +206,69 @@ async def test_a_mirror_stops_at_the_limit_and_resumes_with_room(tmp_path: Path)
         info = await api(nc, "STREAM.INFO.M")
         assert (info["state"]["first_seq"], info["state"]["last_seq"]) == (6, 8)
         await nc.close()
+
+
+# nats.py's `AccountLimitsTest` config (nats/tests/conf/js-limits.conf) without its
+# `domain`, which Brook does not serve yet, and with a password for `foo`, whom Brook
+# refuses without one (the `no_auth_user` logs in without it all the same).
+NATSPY_CONF = """
+no_auth_user: "foo"
+jetstream: {}
+accounts: {
+  A {
+    users: [{ user: "foo", password: "unused" }]
+    jetstream: {
+      max_mem: 64MB,
+      max_file: 32MB,
+      max_streams: 10,
+      max_consumers: 20,
+      max_ack_pending: 100,
+      memory_max_stream_bytes: 2048,
+      store_max_stream_bytes: 4096,
+      max_stream_bytes: true
+    }
+  }
+}
+"""
+
+
+async def test_natspy_account_limits_steps(tmp_path: Path) -> None:
+    """The steps and assertions of nats.py's `AccountLimitsTest.test_account_limits`,
+    through nats-py's JetStream API, as the account `A` its `no_auth_user` logs in to."""
+    from nats.js.api import AccountLimits
+    from nats.js.errors import BadRequestError
+
+    settings = settings_from_conf(parse_conf(NATSPY_CONF))
+    async with brook.serve(store_dir=str(tmp_path), settings=settings) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        with pytest.raises(BadRequestError) as err:
+            await js.add_stream(name="limits", subjects=["limits"])
+        assert err.value.err_code == 10113
+        assert err.value.description == "account requires a stream config to have max bytes set"
+        with pytest.raises(BadRequestError) as err:
+            await js.add_stream(name="limits", subjects=["limits"], max_bytes=65536)
+        assert err.value.err_code == 10122
+        assert err.value.description == "stream max bytes exceeds account limit max stream bytes"
+        si = await js.add_stream(name="limits", subjects=["limits"], max_bytes=128)
+        assert si.config.max_bytes == 128
+        await js.publish("limits", b"A" * 55)
+        assert (await js.stream_info("limits")).state.messages == 1
+        for _ in range(5):
+            await js.publish("limits", b"A")
+        info = await js.account_info()
+        assert (info.memory, info.storage, info.streams, info.consumers) == (0, 111, 1, 0)
+        assert info.limits == AccountLimits(
+            max_memory=67108864,
+            max_storage=33554432,
+            max_streams=10,
+            max_consumers=20,
+            max_ack_pending=100,
+            memory_max_stream_bytes=2048,
+            storage_max_stream_bytes=4096,
+            max_bytes_required=True,
+        )
+        assert (info.api.total, info.api.errors) == (4, 2)
+        assert info.tiers is None
+        assert (await js.stream_info("limits")).state.messages == 3
+        await nc.close()
