@@ -353,6 +353,14 @@ class Settings:
                 f"system_account: {system!r}: error resolving system account: account missing"
             )
         for account in self.accounts:
+            if account.jetstream and (
+                account.name in (".", "..") or "/" in account.name or "\0" in account.name
+            ):
+                # Its streams are stored under a directory of its name (ADR 0027).
+                raise ConfigError(
+                    f"accounts.{account.name}.jetstream: an account with JetStream needs a"
+                    " name that is a directory name (no '/', not '.' or '..')"
+                )
             if account.jetstream and account.name == self.system_account_name:
                 raise ConfigError(
                     f"accounts.{account.name}.jetstream: "
