@@ -13,6 +13,8 @@ WORKLOAD is one of
   allow and a deny list (`bench.permissions`'s config), so every message is checked;
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
+* `publish-limits`: the same under a server store limit (`max_file_store`, far from
+  reached), so every publish is admitted by it (jetstream/quota.py);
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
 * `push`: a push consumer with explicit acks, likewise;
 * `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
@@ -48,6 +50,7 @@ DEFAULT_MESSAGES = {
     "core-users": 100_000,
     "core-perms": 100_000,
     "publish": 5_000,
+    "publish-limits": 5_000,
     "pull": 10_000,
     "push": 10_000,
     "mirror": 20_000,
@@ -129,6 +132,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core-users": _core_as(connect_as("open")),
     "core-perms": _core_as(connect_as("limited")),
     "publish": _publish,
+    "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
     "mirror": _mirror,
@@ -152,6 +156,10 @@ def measure(workload: str, n: int) -> float:
         if workload.startswith("core-"):
             config = Path(out) / "perms.conf"
             config.write_text(permissions.CONFIG)
+            serve += ["-c", str(config)]
+        if workload == "publish-limits":
+            config = Path(out) / "limits.conf"
+            config.write_text("jetstream { max_file_store: 1T }\n")
             serve += ["-c", str(config)]
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out", *serve],

@@ -10,7 +10,6 @@ refuse, in whose words.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import subprocess
@@ -27,6 +26,7 @@ import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
 from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.raw import PONG
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -206,6 +206,36 @@ async def test_only_the_system_account_has_users() -> None:
     assert reference[1][2] == {"remote_account": "$SYS", "acc_is_sys": True}
     assert reference[2][1] == [Err("Authorization Violation")]
     assert reference[3] == [[b"from $G"], []]
+    assert ours == reference
+
+
+async def test_a_second_connect_to_another_account() -> None:
+    """A client of A subscribed to `foo` logs in again as B's user: its subscription
+    gets nothing from A nor from B afterwards (nats-server's behaviour), and a new one
+    gets B's messages."""
+    from tests.support.raw import Msg, RawClient
+
+    async def steps(url: str) -> list[Any]:
+        async with RawClient.connect_url(url) as c:
+            first: dict[str, Any] = {"user": "a", "pass": "a"}
+            second: dict[str, Any] = {"user": "b", "pass": "b"}
+            await c.handshake(**first)
+            await c.send(b"SUB foo 1\r\n")
+            await c.handshake(**second)
+            await c.send(b"SUB bar 2\r\nPING\r\n")
+            await c.read_ops(until=lambda op: op == PONG)
+            pa, pb = await connect(url, "a"), await connect(url, "b")
+            for nc, payload in ((pa, b"A"), (pb, b"B")):
+                await nc.publish("foo", payload)
+                await nc.publish("bar", payload)
+                await nc.flush()
+            ops = await c.read_ops(timeout=0.5)
+            await pa.close()
+            await pb.close()
+            return [(op.subject, op.sid, op.payload) for op in ops if isinstance(op, Msg)]
+
+    reference, ours = await both(accounts_config(), steps)
+    assert reference == [(b"bar", b"2", b"B")]
     assert ours == reference
 
 
@@ -415,10 +445,3 @@ def test_unknown_account_keys_are_refused_with_their_line() -> None:
     for key in ("exports: []", "imports: []", "mappings: {}", "limits: {}"):
         refused = _brook_error(f"accounts {{\n  A: {{\n    {key}\n  }}\n}}\n")
         assert f"'accounts.A.{key.split(':')[0]}' (line 3)" in refused
-
-
-async def test_brook_alone_sees_account_jetstream_limits_refused() -> None:
-    """`jetstream { max_mem: ... }` in an account is not enforced yet: refused by name."""
-    refused = _brook_error("accounts { A: { jetstream: { max_mem: 1MB } } }\n")
-    assert "accounts.A.jetstream.max_mem" in refused
-    await asyncio.sleep(0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
-from brook.config.settings import ConfigError, NkeyUser, Settings, User
+from brook.config.settings import ConfigError, JetStreamAccountLimits, NkeyUser, Settings, User
 from tests.support.nkeyusers import new_user
 
 
@@ -59,12 +59,15 @@ def test_only_system_account_users_let_anonymous_clients_in_to_the_global_accoun
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("accounts { A: { jetstream: { max_mem: 1MB } } }\n", "'accounts.A.jetstream.max_mem'"),
+        (
+            "accounts { A: { jetstream: { cluster_traffic: owner } } }\n",
+            "'accounts.A.jetstream.cluster_traffic'",
+        ),
         ("accounts { A: { exports: [] } }\n", "'accounts.A.exports' (line 1)"),
         ('accounts { "a/b": { jetstream: enabled } }\n', "needs a name that is a directory"),
         ("accounts { A: { users: {user: a} } }\n", "accounts.A.users: expected an array"),
     ],
-    ids=["jetstream-limits", "exports", "path-name", "users-not-a-list"],
+    ids=["jetstream-cluster-traffic", "exports", "path-name", "users-not-a-list"],
 )
 def test_refused(text: str, words: str) -> None:
     with pytest.raises(ConfigError) as refused:
@@ -76,3 +79,24 @@ def test_jetstream_block_without_limits_enables() -> None:
     (account,) = conf("accounts { A: { jetstream: {} } }\n").accounts
     assert account.jetstream
     assert User("a", "a").account == "$G"
+
+
+def test_jetstream_block_limits_with_nats_server_aliases() -> None:
+    text = (
+        "accounts { A: { jetstream: { mem: 1K, disk: 2MB, streams: 3, consumers: 4,\n"
+        "max_ack_pending: 5, max_bytes: true, mem_max_stream_bytes: 6,\n"
+        "store_max_stream_bytes: 7 } } }\n"
+    )
+    (account,) = conf(text).accounts
+    assert account.jetstream
+    assert account.jetstream_limits == JetStreamAccountLimits(
+        max_memory=1000,
+        max_storage=2 * 1024 * 1024,
+        max_streams=3,
+        max_consumers=4,
+        max_ack_pending=5,
+        memory_max_stream_bytes=6,
+        storage_max_stream_bytes=7,
+        max_bytes_required=True,
+    )
+    assert type(account.jetstream_limits.max_memory) is int  # not the parser's SuffixedInt

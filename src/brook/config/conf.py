@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from brook import jwt, limits
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
@@ -33,6 +35,7 @@ from brook.config.settings import (
     AccountSettings,
     AuthSettings,
     ConfigError,
+    JetStreamAccountLimits,
     NkeyUser,
     Permissions,
     ResponsePermission,
@@ -339,7 +342,7 @@ def _accounts(s: Settings, where: str, v: object) -> None:
                     raise _bad(key_at, "an array of {user, password} or {nkey} blocks", value)
                 entries = [_user(f"{key_at}[{i}]", entry) for i, entry in enumerate(value)]
             elif key == "jetstream":
-                account.jetstream = _account_jetstream(key_at, value)
+                account.jetstream, account.jetstream_limits = _account_jetstream(key_at, value)
             else:
                 defaults = _permissions(key_at, value)
         for entry in entries:
@@ -351,18 +354,41 @@ def _accounts(s: Settings, where: str, v: object) -> None:
                 s.auth.nkeys.append(entry)
 
 
-def _account_jetstream(where: str, v: object) -> bool:
+# An account's `jetstream { ... }` keys, nats-server's spellings (opts.go
+# `parseJetStreamForAccount`), by the `JetStreamAccountLimits` field each sets.
+_ACCOUNT_JS_KEYS = {
+    "max_memory": ("max_memory", "max_mem", "mem", "memory"),
+    "max_storage": ("max_store", "max_file", "max_disk", "store", "disk"),
+    "max_streams": ("max_streams", "streams"),
+    "max_consumers": ("max_consumers", "consumers"),
+    "max_bytes_required": ("max_bytes_required", "max_stream_bytes", "max_bytes"),
+    "memory_max_stream_bytes": ("mem_max_stream_bytes", "memory_max_stream_bytes"),
+    "storage_max_stream_bytes": ("disk_max_stream_bytes", "store_max_stream_bytes"),
+    "max_ack_pending": ("max_ack_pending",),
+}
+_ACCOUNT_JS_FIELDS = {key: name for name, keys in _ACCOUNT_JS_KEYS.items() for key in keys}
+
+
+def _account_jetstream(where: str, v: object) -> tuple[bool, JetStreamAccountLimits | None]:
     """An account's `jetstream`: `enabled`/`disabled`, a boolean, or a block of limits
-    (each of its keys refused until account limits are built: an empty block enables)."""
+    (which enables it; what it leaves out is unlimited), with nats-server's errors."""
     if isinstance(v, bool):
-        return v
+        return v, None
     if isinstance(v, str):
         if v.lower() in ("enabled", "enable", "disabled", "disable"):
-            return v.lower().startswith("enable")
+            return v.lower().startswith("enable"), None
         raise ConfigError(f"{where}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
-    for _ in _entries(_block(where, v), where, ()):
-        pass
-    return True
+    limits = JetStreamAccountLimits()
+    for key, at, value in _entries(_block(where, v), where, _ACCOUNT_JS_FIELDS):
+        field_name = _ACCOUNT_JS_FIELDS[key]
+        if field_name == "max_bytes_required":
+            if not isinstance(value, bool):
+                raise ConfigError(f'{at}: Expected a parseable bool for "{key}", got {value}')
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f'{at}: Expected a parseable size for "{key}", got {value}')
+        change: dict[str, Any] = {field_name: value if isinstance(value, bool) else int(value)}
+        limits = dataclasses.replace(limits, **change)
+    return True, limits
 
 
 def _operator(s: Settings, where: str, v: object) -> None:

@@ -76,6 +76,8 @@ class AccountSettings:
 
     name: str
     jetstream: bool = False  # `jetstream: enabled` (the server's JetStream must be on)
+    # The limits of its `jetstream { max_mem: ... }` block; None: enabled without limits.
+    jetstream_limits: JetStreamAccountLimits | None = None
 
 
 @dataclass(slots=True)
@@ -331,6 +333,28 @@ def default_store_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "brook", "jetstream")
 
 
+@dataclass(frozen=True, slots=True)
+class JetStreamAccountLimits:
+    """An account's JetStream limits (nats-server's `JetStreamAccountLimits`), named as
+    `$JS.API.INFO` reports them; -1: no limit. Enforced by jetstream/quota.py."""
+
+    max_memory: int = -1
+    max_storage: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_ack_pending: int = -1
+    memory_max_stream_bytes: int = -1
+    storage_max_stream_bytes: int = -1
+    max_bytes_required: bool = False
+
+    def to_json(self) -> dict[str, int | bool]:
+        return dataclasses.asdict(self)
+
+    def max_bytes(self, storage: str) -> int:
+        """The account's limit on the bytes of streams of `storage` ("memory", "file")."""
+        return self.max_memory if storage == "memory" else self.max_storage
+
+
 @dataclass(slots=True)
 class JetStreamSettings:
     enabled: bool = False
@@ -439,6 +463,28 @@ class Settings:
                     f"accounts.{account.name}.jetstream: "
                     "Not allowed to enable JetStream on the system account"
                 )
+        self._validate_account_reservations()
+
+    def _validate_account_reservations(self) -> None:
+        """nats-server's `sufficientResources` as it enables the configured accounts: their
+        memory and storage limits, added up in order, must fit the server's, or it does
+        not start (nor does Brook)."""
+        js = self.jetstream
+        memory = storage = 0
+        for account in self.accounts:
+            limits = account.jetstream_limits
+            if not (account.jetstream and js.enabled and limits is not None):
+                continue
+            memory += max(limits.max_memory, 0)
+            storage += max(limits.max_storage, 0)
+            for total, maximum, kind in (
+                (memory, js.max_memory_store_bytes, "memory resources available (10028)"),
+                (storage, js.max_file_store_bytes, "storage resources available (10047)"),
+            ):
+                if 0 <= maximum < total:
+                    raise ConfigError(
+                        "Error enabling jetstream on configured accounts: insufficient " + kind
+                    )
 
     @property
     def anonymous_global(self) -> bool:

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from brook import limits
+from brook.config.settings import JetStreamAccountLimits
 from brook.jetstream import models
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
@@ -46,6 +47,13 @@ from brook.jetstream.expiry_timer import ExpiryTimer
 from brook.jetstream.link import OriginLink, Stored
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.quota import (
+    Ledger,
+    Quota,
+    ServerLimits,
+    check_reservation,
+    reservation,
+)
 from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
@@ -84,8 +92,8 @@ class JetStream:
         store_dir: str,
         *,
         now_ns: Callable[[], int] = time.time_ns,
-        max_memory_bytes: int = -1,
-        max_file_bytes: int = -1,
+        server_limits: ServerLimits | None = None,
+        account_limits: JetStreamAccountLimits | None = None,
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
@@ -101,8 +109,10 @@ class JetStream:
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
         router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
         self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
-        self.max_memory_bytes = max_memory_bytes
-        self.max_file_bytes = max_file_bytes
+        # The server's store limits (shared with other accounts' engines) and this
+        # account's (quota.py); each storage type's `Quota`, None where neither limits it.
+        self.server_limits = server_limits or ServerLimits()
+        self.server_limits.join(self)
         self._entries: dict[str, _Entry] = {}
         self._streams: dict[str, Stream] = {}  # the same streams by name (`streams`)
         # Every stream's subjects -> its name: the overlap check of a create or update
@@ -133,6 +143,9 @@ class JetStream:
         # Atomic batches staged across streams, and their bounds (batch.py).
         self.batch_limits = batch_limits or BatchLimits()
         self._damage = DamageReports()
+        self.account_limits = JetStreamAccountLimits()
+        self._quotas: dict[str, Quota | None] = {}
+        self.set_account_limits(account_limits or JetStreamAccountLimits())
 
     @property
     def now_ns(self) -> Callable[[], int]:
@@ -143,6 +156,21 @@ class JetStream:
     @now_ns.setter
     def now_ns(self, clock: Callable[[], int]) -> None:
         self.consumers.now_ns = clock
+
+    def set_account_limits(self, account_limits: JetStreamAccountLimits) -> None:
+        """Take the account's limits (at start, or changed later): every stream admits
+        its messages by the new ones; streams and consumers already there stay."""
+        self.account_limits = account_limits
+        for storage in ("memory", "file"):
+            server = self.server_limits.ledgers[storage]
+            maximum = account_limits.max_bytes(storage)
+            account = None
+            if maximum >= 0:
+                account = Ledger(maximum, functools.partial(self.used_bytes, storage))
+            has_limit = server is not None or account is not None
+            self._quotas[storage] = Quota(server, account) if has_limit else None
+        for stream in self._streams.values():
+            stream.quota = self._quotas[stream.config.storage]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -216,6 +244,7 @@ class JetStream:
             self._unregister(name, notify=False).stream.close()
         self.internal.close()
         self._executor.shutdown(wait=True)
+        self.server_limits.leave(self)
 
     # ------------------------------------------------------------------ registry
 
@@ -232,11 +261,17 @@ class JetStream:
 
     def create(self, config: StreamConfig) -> tuple[Stream, bool]:
         """Create a stream; an identical existing one is returned as is (idempotent)."""
+        # nats-server checks the limits on the request as sent (no `max_bytes`: no bytes
+        # reserved), then the config (10113, 10122), then, for a new stream, the limits
+        # again with its defaults applied (no `max_bytes`: 1 byte).
+        self._check_limits(config, max(config.max_bytes, 0), count=True)
+        self._check_stream_bytes(config)
         existing = self._entries.get(config.name)
         if existing is not None:
             if models.same_config(existing.stream.config, config):
                 return existing.stream, False
             raise api_error("STREAM_NAME_EXIST")
+        self._check_limits(config, reservation(config.max_bytes), count=False)
         self._check_overlap(config.name, config.subjects)
         if config.storage == "file" and self.space is not None and not self.space.admit(0):
             raise api_error("INSUFFICIENT_RESOURCES")
@@ -258,7 +293,13 @@ class JetStream:
         entry = self._entries.get(config.name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
+        self._check_stream_bytes(config)
         models.check_update(entry.stream.config, config)
+        # nats-server reserves what a larger `max_bytes` adds; the account already
+        # counts the rest of this stream's (the server counts all of its old one).
+        added = max(max(config.max_bytes, 0) - max(entry.stream.config.max_bytes, 0), 0)
+        held = max(config.max_bytes, 0) - added
+        self._check_limits(config, added, count=False, held=held)
         self._check_overlap(config.name, config.subjects)
         old_retention = entry.stream.config.retention
         if config.mirror is None:
@@ -289,9 +330,50 @@ class JetStream:
     def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
         the name is taken, 10065 if its subjects overlap another stream's."""
+        self._check_stream_bytes(config)
+        self._check_limits(config, reservation(config.max_bytes), count=True)
         if config.name in self._entries:
             raise api_error(exists)
         self._check_overlap(config.name, config.subjects)
+
+    def _check_stream_bytes(self, config: StreamConfig) -> None:
+        """The account's rules for a stream's `max_bytes` (nats-server's `maxBytesLimits`,
+        part of its config check): required (10113), at most the account's per-stream
+        maximum of its storage (10122)."""
+        limits = self.account_limits
+        if limits.max_bytes_required and config.max_bytes <= 0:
+            raise api_error("STREAM_MAX_BYTES_REQUIRED")
+        if config.storage == "memory":
+            most = limits.memory_max_stream_bytes
+        else:
+            most = limits.storage_max_stream_bytes
+        if 0 < most < config.max_bytes:
+            raise api_error("STREAM_MAX_STREAM_BYTES_EXCEEDED")
+
+    def _check_limits(self, config: StreamConfig, add: int, *, count: bool, held: int = 0) -> None:
+        """nats-server's limit checks of a stream create, update or restore
+        (`jsNonClusteredStreamLimitsCheck`, `checkAllLimits`): with `count`, the account's
+        number of other streams (10027); the stream's `max_consumers` against the
+        account's (10026); then `add` bytes more reserved in the account (where `held`
+        bytes of this stream count already) and in the server (quota.py)."""
+        limits = self.account_limits
+        others = len(self._entries) - (config.name in self._entries)
+        if count and 0 < limits.max_streams <= others:
+            raise api_error("MAXIMUM_STREAMS_LIMIT")
+        if 0 < limits.max_consumers < config.max_consumers:
+            raise api_error("MAXIMUM_CONSUMERS_LIMIT")
+        storage = config.storage
+        account_max = limits.max_bytes(storage)
+        server_max = self.server_limits.maximum(storage)
+        account_reserved = server_reserved = 0
+        if account_max >= 0:
+            account_reserved = self.reserved_bytes(storage, excluding=config.name) + held
+        if server_max >= 0:
+            server_reserved = self.server_limits.reserved_bytes(storage)
+        check_reservation(
+            storage, add, account=(account_max, account_reserved),
+            server=(server_max, server_reserved),
+        )  # fmt: skip
 
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for subject in subjects:
@@ -344,6 +426,7 @@ class JetStream:
             space=self.space if config.storage == "file" else None,
             send_message=self._send_message,
             batch_limits=self.batch_limits,
+            quota=self._quotas[config.storage],
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
         entry = _Entry(
@@ -556,6 +639,8 @@ class JetStream:
         holds the (config, created_ns, state) of the consumers that live in memory only."""
         stream = self._build(config, created_ns, store=store)
         self.consumers.open(stream, volatile)
+        if stream.quota is not None:
+            stream.quota.forget()  # its messages arrived unadmitted: measured next time
         return stream
 
     # ------------------------------------------------------------------ accounting
@@ -569,14 +654,40 @@ class JetStream:
 
     def usage(self) -> tuple[int, int]:
         """(memory bytes, file bytes) stored across all streams."""
-        memory = file = 0
-        for entry in self._entries.values():
-            size = entry.stream.store.state().bytes
-            if entry.stream.config.storage == "memory":
-                memory += size
-            else:
-                file += size
-        return memory, file
+        return self.used_bytes("memory"), self.used_bytes("file")
+
+    def account_usage(self) -> dict[str, Any]:
+        """The account's usage, reservations and limits, named as nats-server's
+        `JetStreamAccountStats` names them (`$JS.API.INFO`, `/varz`)."""
+        memory, storage = self.usage()
+        return {
+            "memory": memory,
+            "storage": storage,
+            "reserved_memory": self.reserved_bytes("memory"),
+            "reserved_storage": self.reserved_bytes("file"),
+            "streams": len(self._streams),
+            "consumers": sum(s.consumer_count for s in self._streams.values()),
+            "limits": self.account_limits.to_json(),
+        }
+
+    def used_bytes(self, storage: str) -> int:
+        """The bytes the streams of `storage` hold, as their stores count them."""
+        return sum(
+            s.store.state().bytes for s in self._streams.values() if s.config.storage == storage
+        )
+
+    def reserved_bytes(self, storage: str, *, excluding: str = "") -> int:
+        """The `max_bytes` the streams of `storage` reserve (but the one `excluding`)."""
+        return sum(
+            s.config.max_bytes
+            for s in self._streams.values()
+            if s.config.storage == storage and s.config.max_bytes > 0 and s.name != excluding
+        )
+
+    def room(self, storage: str) -> int:
+        """The bytes a stream of `storage` may still take under the limits (-1: none)."""
+        quota = self._quotas[storage]
+        return -1 if quota is None else quota.room()
 
 
 def _request_sync(committer: GroupCommitter) -> Callable[[], None]:

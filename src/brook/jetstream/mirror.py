@@ -215,7 +215,8 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
     the sequences before each that the origin no longer has become gaps (`skip_msgs`),
     each stretch of consecutive sequences is one `store_run`, then the stream's own
     retention, limits and expiry apply as after publishes. Of a publish's checks only the
-    mirror's own limits apply (sealed, `max_msg_size`, `discard: new`; each message
+    mirror's own limits and the store limits apply (sealed, `max_msg_size`, `discard:
+    new`, quota.py; each message
     checked against the store as it is then): a message they refuse raises their
     ApiError, and the mirror asks for it again later, as nats-server's (it stores what
     its origin stored, or stops). `stored` hears of the messages kept, in one call
@@ -234,7 +235,12 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
     ):
         raise StoreFullError("no room for mirrored messages")
     config = stream.config
-    checked = config.sealed or config.max_msg_size >= 0 or config.discard == "new"
+    checked = (
+        config.sealed
+        or config.max_msg_size >= 0
+        or config.discard == "new"
+        or stream.quota is not None
+    )
     failure: StoreError | ApiError | None = None
     try:
         piece: list[NewMessage] = []

@@ -76,6 +76,7 @@ from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
+    from brook.jetstream.quota import Quota
     from brook.jetstream.retention import StreamRetention
     from brook.jetstream.space import StoreSpace
 
@@ -154,6 +155,7 @@ class Stream:
         space: StoreSpace | None = None,
         send_message: MessageSender | None = None,
         batch_limits: BatchLimits | None = None,
+        quota: Quota | None = None,
     ) -> None:
         self.store = store
         self._send_message = send_message  # republish's way out (none: nothing republished)
@@ -177,17 +179,17 @@ class Stream:
         self.created_ns = created_ns
         self._send_ack = send_ack
         self._committer = committer
-        # persist_mode "async" (persist.py): PubAcks leave at once, the fsync follows.
-        self._background_sync = None
-        if committer is not None and config.persist_mode == "async":
-            self._background_sync = BackgroundSync(committer)
-            self._committer = None
         # What the stream stores with no PubAck waiting (a source's message, a schedule's)
-        # is synced soon after, one commit request at a time (`sync_soon`).
-        self._soon_sync = self._background_sync
-        if committer is not None and self._soon_sync is None:
-            self._soon_sync = BackgroundSync(committer)
+        # is synced soon after, one commit request at a time (`sync_soon`); with
+        # persist_mode "async" (persist.py) so is everything: PubAcks leave at once, the
+        # fsync follows, and there is no committer to wait for. (One attribute for both:
+        # past 29 instance attributes CPython 3.11 stops sharing a class's dict keys, and
+        # every attribute read of the publish path gets slower.)
+        self._soon_sync = BackgroundSync(committer) if committer is not None else None
+        if committer is not None and config.persist_mode == "async":
+            self._committer = None
         self.space = space  # file streams: room on the disk (module docstring)
+        self.quota = quota  # the server's and account's store limits (quota.py), if any
         self._drop_uncommitted_batch()
         self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
@@ -345,8 +347,8 @@ class Stream:
         if self._committer is not None:
             self._committer.request(callback)
             return
-        if self._background_sync is not None:
-            self._background_sync.written()
+        if self._soon_sync is not None:  # "async" (no committer): its background sync
+            self._soon_sync.written()
         callback(None)
 
     def _ingest(
@@ -438,6 +440,9 @@ class Stream:
         if config.allow_msg_counter:
             header, data = counters.count(self.store, subject, header, data, config.max_msg_size)
             size = len(data) + (len(header) if header else 0)
+        quota = self.quota
+        if quota is not None:
+            quota.admit(self._accounted_size(subject, header, data))
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
         space = self.space
@@ -676,12 +681,15 @@ class Stream:
 
     def check_mirrored(self, subject: str, header: bytes | None, data: bytes) -> None:
         """The checks of a publish that a mirror's message meets too (mirror.py): the
-        mirror's own sealed, `max_msg_size` and `discard: new` limits; raises their ApiError."""
+        mirror's own sealed, `max_msg_size` and `discard: new` limits, and the server's and
+        account's store limits (quota.py); raises their ApiError."""
         config = self.config
         if config.sealed:
             raise api_error("STREAM_SEALED")
         if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if self.quota is not None:
+            self.quota.admit(self._accounted_size(subject, header, data))
         if config.discard == "new":
             self._check_discard_new(subject, header, data, None)
 
@@ -848,8 +856,8 @@ class Stream:
         committer = self._committer
         if committer is None:
             self._send_ack(reply, ack)
-            if self._background_sync is not None:
-                self._background_sync.written()
+            if self._soon_sync is not None:  # "async": the fsync follows
+                self._soon_sync.written()
             return
 
         def on_durable(error: BaseException | None) -> None:

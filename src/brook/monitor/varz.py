@@ -115,6 +115,8 @@ def build_varz(
         }
         if srv["jetstream_stats"] is not None:
             v["jetstream"]["stats"] = srv["jetstream_stats"]
+        if srv["jetstream_accounts"] is not None:  # Brook's own: each account's limits, usage
+            v["jetstream"]["brook_accounts"] = srv["jetstream_accounts"]
         if srv["transfers"] is not None:  # Brook's own: snapshot and restore limits
             v["jetstream"]["brook_transfers"] = srv["transfers"]
         if srv["store"] is not None:  # Brook's own (docs/compatibility.md)

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import jwt, limits
-from brook.config.settings import GLOBAL_ACCOUNT, Settings
+from brook.config.settings import GLOBAL_ACCOUNT, JetStreamAccountLimits, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
+from brook.jetstream.quota import ServerLimits
 from brook.jetstream.space import StoreSpace
 from brook.routing.internal import InternalClient
 from brook.routing.router import Router
@@ -61,10 +62,20 @@ _REFUSED_LISTS: dict[str, dict[str, Any]] = {
 class Account:
     """One account: its subjects (`router`) and, with JetStream, its engine and API."""
 
-    def __init__(self, name: str, *, jetstream: bool = False, system: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        jetstream: bool = False,
+        system: bool = False,
+        jetstream_limits: JetStreamAccountLimits | None = None,
+    ) -> None:
         self.name = name
         self.router = Router()
         self.jetstream_enabled = jetstream  # gets an engine when the server has JetStream
+        # Its JetStream limits (`jetstream { max_mem: ... }`; none: no limit), which its
+        # engine enforces (jetstream/quota.py).
+        self.jetstream_limits = jetstream_limits or JetStreamAccountLimits()
         self.is_system = system
         self.jetstream: JetStream | None = None
         self.api: ApiDispatcher | None = None  # its `$JS.API.>`: an engine's, or refusals
@@ -88,6 +99,7 @@ class Account:
         commit_backlog: CommitBacklog,
         batch_limits: BatchLimits,
         space: StoreSpace,
+        server_limits: ServerLimits,
     ) -> None:
         from brook.jetstream.api import cluster, snapshots
         from brook.jetstream.api.consumers import ConsumerApi
@@ -99,8 +111,8 @@ class Account:
         self.jetstream = js = JetStream(
             self.router,
             str(self.store_dir(js_settings.store_path)),
-            max_memory_bytes=js_settings.max_memory_store_bytes,
-            max_file_bytes=js_settings.max_file_store_bytes,
+            server_limits=server_limits,
+            account_limits=self.jetstream_limits,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
@@ -162,7 +174,10 @@ class Accounts:
         self._by_name: dict[str, Account] = {GLOBAL_ACCOUNT: self.global_account}
         for entry in configured:
             self._by_name[entry.name] = Account(
-                entry.name, jetstream=entry.jetstream, system=entry.name == system
+                entry.name,
+                jetstream=entry.jetstream,
+                system=entry.name == system,
+                jetstream_limits=entry.jetstream_limits,
             )
         for key, token in operator.preload.items() if operator.jwts else ():
             enabled = jwt.decode_account(token).limits.jetstream_enabled and key != system
@@ -173,6 +188,9 @@ class Accounts:
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
+        # `max_memory_store` and `max_file_store`, over every account's engine.
+        js = settings.jetstream
+        self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
 
     def __iter__(self) -> Iterator[Account]:
         return iter(self._by_name.values())
@@ -216,6 +234,7 @@ class Accounts:
                     commit_backlog=self.commit_backlog,
                     batch_limits=self.batch_limits,
                     space=self.space,
+                    server_limits=self.server_limits,
                 )
         engines = self.with_jetstream
         if not engines:
@@ -242,14 +261,9 @@ class Accounts:
 
     # ------------------------------------------------------------------ monitoring
 
-    def jetstream_usage(self) -> tuple[int, int]:
-        """(memory, file) bytes stored over every account."""
-        memory = storage = 0
-        for account in self.with_jetstream:
-            assert account.jetstream is not None
-            m, f = account.jetstream.usage()
-            memory, storage = memory + m, storage + f
-        return memory, storage
+    def jetstream_accounts(self) -> dict[str, dict[str, Any]]:
+        """`/varz` jetstream.brook_accounts: each account's usage, reservations and limits."""
+        return {a.name: a.jetstream.account_usage() for a in self if a.jetstream is not None}
 
     def api_counters(self) -> tuple[int, int]:
         """(requests, errors) of the JetStream API over every account."""

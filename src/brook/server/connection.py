@@ -551,13 +551,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self._auth_handle = self.loop.call_later(seconds, self._auth_expired, text)
 
     def _bind(self, account: Account) -> None:
-        """Use `account`'s subjects from now on; subscriptions made before (a CONNECT
-        logging in again, to another account) move with the client."""
+        """Use `account`'s subjects from now on. A CONNECT logging in again, to another
+        account, leaves the subscriptions made before receiving nothing from either, as
+        on nats-server: they leave the old account's router and stay unsubscribable."""
         for sub in self.subs.values():
             self.router.unsubscribe(sub)
         self.account, self.router = account, account.router
-        for sub in self.subs.values():
-            self.router.subscribe(sub)
 
     def on_ping(self) -> None:
         if not self._require_connect():

@@ -431,19 +431,20 @@ class Server:
                 else None
             ),
             "jetstream_stats": self._jetstream_stats() if jetstream else None,
+            "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:
         """JetStream's usage and API counters over every account, as nats-server's `/varz`
         `jetstream.stats`."""
         accounts = self.accounts
-        memory, storage = accounts.jetstream_usage()
+        server = accounts.server_limits
         total, errors = accounts.api_counters()
         return {
-            "memory": memory,
-            "storage": storage,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
+            "memory": server.used_bytes("memory"),
+            "storage": server.used_bytes("file"),
+            "reserved_memory": server.reserved_bytes("memory"),
+            "reserved_storage": server.reserved_bytes("file"),
             "accounts": len(accounts.with_jetstream),
             "ha_assets": 0,
             "api": {"level": limits.JETSTREAM_API_LEVEL, "total": total, "errors": errors},

@@ -55,6 +55,9 @@ class ServerStatistics(TypedDict):
     batches: dict[str, int] | None  # atomic batches staged, their limits; None without JetStream
     # JetStream's usage and API counters (`/varz` `jetstream.stats`); None without JetStream.
     jetstream_stats: dict[str, Any] | None
+    # Each account's JetStream usage, reservations and limits (`$JS.API.INFO` without
+    # `api`), by account name; None without JetStream.
+    jetstream_accounts: dict[str, dict[str, Any]] | None
 
 
 @dataclass(frozen=True, slots=True)

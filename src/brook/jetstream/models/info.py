@@ -65,36 +65,3 @@ def stream_state_to_json(state: StreamState, consumer_count: int) -> dict[str, A
         out["lost"] = {"msgs": list(state.lost.msgs), "bytes": state.lost.bytes}
     out["consumer_count"] = consumer_count
     return out
-
-
-def account_info_to_json(
-    *,
-    memory: int,
-    storage: int,
-    streams: int,
-    consumers: int,
-    max_memory: int,
-    max_storage: int,
-    api_level: int,
-    api_total: int,
-    api_errors: int,
-) -> dict[str, Any]:
-    return {
-        "memory": memory,
-        "storage": storage,
-        "reserved_memory": 0,
-        "reserved_storage": 0,
-        "streams": streams,
-        "consumers": consumers,
-        "limits": {
-            "max_memory": max_memory,
-            "max_storage": max_storage,
-            "max_streams": -1,
-            "max_consumers": -1,
-            "max_ack_pending": -1,
-            "memory_max_stream_bytes": -1,
-            "storage_max_stream_bytes": -1,
-            "max_bytes_required": False,
-        },
-        "api": {"level": api_level, "total": api_total, "errors": api_errors},
-    }

@@ -186,12 +186,9 @@ class RestoreSession:
     # ------------------------------------------------------------------ worker thread
 
     def _budget(self) -> int:
-        """The bytes the account's store limit leaves for this stream (-1: no limit)."""
-        js = self._t.js
-        memory, file = js.usage()
-        if self._config.storage == "memory":
-            return -1 if js.max_memory_bytes < 0 else max(js.max_memory_bytes - memory, 0)
-        return -1 if js.max_file_bytes < 0 else max(js.max_file_bytes - file, 0)
+        """The bytes the server's and account's store limits leave for this stream (-1:
+        no limit; quota.py)."""
+        return self._t.js.room(self._config.storage)
 
     def _prepare(self, budget: int) -> _Prepared:
         config = self._config
