@@ -410,6 +410,11 @@ def _brook_error(config: str) -> str:
             "Can not have a token and ",
         ),
         (
+            "authorization { user: u, password: p }\n"
+            "accounts { A: { users: [{user: a, password: a}] } }\n",
+            "Can not have a single user/pass and ",
+        ),
+        (
             "accounts { A: { jetstream: maybe } }\n",
             "Expected 'enabled' or 'disabled' for string value, got 'maybe'",
         ),
@@ -426,6 +431,7 @@ def _brook_error(config: str) -> str:
         "not-a-block",
         "duplicate-entry",
         "token-and-accounts",
+        "single-user-and-accounts",
         "jetstream-string",
         "unknown-system-account",
         "jetstream-in-system-account",

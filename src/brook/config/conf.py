@@ -298,6 +298,7 @@ def _authorization(s: Settings, where: str, v: object) -> None:
         users=[*users, *(u for u in s.auth.users if u.account != GLOBAL_ACCOUNT)],
         nkeys=[*nkeys, *(n for n in s.auth.nkeys if n.account != GLOBAL_ACCOUNT)],
         no_auth_user=s.auth.no_auth_user,
+        single_user=name is not None,
     )
 
 

@@ -110,6 +110,7 @@ class AuthSettings:
     users: list[User] = field(default_factory=list)
     nkeys: list[NkeyUser] = field(default_factory=list)
     no_auth_user: str | None = None
+    single_user: bool = False  # `users` is the authorization block's one user/password
 
     @property
     def required(self) -> bool:
@@ -124,6 +125,8 @@ class AuthSettings:
         """nats-server's rules, in its words where it has them (opts.go, auth.go)."""
         from brook.nkey import InvalidNkey, Prefix, decode_public_key
 
+        if self.single_user and self.accounts - {GLOBAL_ACCOUNT}:
+            raise ConfigError("accounts: Can not have a single user/pass and accounts")
         if self.token is not None and self.accounts - {GLOBAL_ACCOUNT}:
             raise ConfigError("accounts: Can not have a token and accounts")
         if self.token is not None and (self.users or self.nkeys):
