@@ -8,12 +8,13 @@ connection is closed, which HTTP/1.1 clients handle by reconnecting. Requests la
 is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flight, so
 neither can hold up server shutdown.
 
-It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz` and
-`/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the way Go
-writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
-`/healthz`. The `/varz`, `/connz` and `/healthz` documents, which follow nats-server field
-for field, are built by `brook.monitor.varz`, `.connz` and `.healthz`; this module routes
-requests to them, turns their `HttpError`s into `{"code", "error"}` responses and counts
+It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
+`/subsz` and `/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the
+way Go writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
+`/healthz`. The documents, which follow nats-server field for field, are built by
+`brook.monitor.varz`, `.connz`, `.subsz` and `.healthz`; this module routes requests to
+them, turns their `HttpError`s into `{"code", "error"}` responses, and a `BadParameter`
+(`brook.monitor.params`) into nats-server's plain-text 400, and counts
 requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
 (nats-server's `{"status", "error"}`), so it returns a `Reply`. Everything it reports comes
 from the snapshots of a `StatisticsFeed` (`brook.server.statistics`): monitoring never
@@ -35,7 +36,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from brook import limits
 from brook.monitor.connz import HttpError, build_connz
-from brook.monitor.healthz import BadBoolean, build_healthz
+from brook.monitor.healthz import build_healthz
+from brook.monitor.params import BadParameter
+from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import reachable_urls
@@ -51,6 +54,7 @@ log = logging.getLogger("brook.monitor")
 REQUEST_TIMEOUT_S = 5.0
 
 _JSON = "application/json"
+_TEXT = "text/plain; charset=utf-8"
 
 
 class Reply(NamedTuple):
@@ -65,6 +69,7 @@ _ENDPOINTS = {
     "/varz": "General server information and counters",
     "/connz": "Client connections (limit, offset, sort, subs, cid)",
     "/healthz": "Health probe",
+    "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
 }
 
 
@@ -91,6 +96,7 @@ class MonitorServer:
             "/varz": self.varz,
             "/connz": self.connz,
             "/healthz": self.healthz,
+            "/subsz": self.subsz,
         }
 
     @property
@@ -185,6 +191,8 @@ class MonitorServer:
             body = handler(parse_qs(url.query, keep_blank_values=True))
         except HttpError as exc:
             return self._response(exc.args[0], {"error": exc.args[1]}, head_only)
+        except BadParameter as exc:  # nats-server answers these in plain text
+            return self._http(Reply(400, str(exc).encode(), _TEXT), head_only)
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
             return self._response(500, {"error": "internal error"}, head_only)
@@ -243,10 +251,7 @@ class MonitorServer:
         }
 
     def healthz(self, query: dict[str, list[str]]) -> Reply:
-        try:
-            status, body = build_healthz(self.feed.jetstream_assets(), query)
-        except BadBoolean as exc:  # nats-server answers this one in plain text
-            return Reply(400, str(exc).encode(), "text/plain; charset=utf-8")
+        status, body = build_healthz(self.feed.jetstream_assets(), query)
         return Reply(status, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 
     def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
@@ -262,3 +267,6 @@ class MonitorServer:
 
     def connz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_connz(self.feed, query)
+
+    def subsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_subsz(self.feed, SubszOptions.from_query(query))

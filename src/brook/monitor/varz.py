@@ -19,16 +19,11 @@ from typing import Any
 
 from brook import limits
 from brook.config.settings import Settings
-from brook.monitor.durations import rfc3339_nano, seconds_to_ns, uptime_string
+from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
 from brook.server.statistics import ServerStatistics
 from brook.version import __version__
 
 __all__ = ["CpuSampler", "build_varz"]
-
-
-def _go_number(value: float) -> float | int:
-    """Go encodes float64 2.0 as `2`; emit the same so byte-level diffs stay quiet."""
-    return int(value) if float(value).is_integer() else value
 
 
 def _rss_bytes() -> int:
@@ -58,7 +53,7 @@ class CpuSampler:
         self._wall, self._cpu = wall, cpu
         if elapsed <= 0:
             return 0
-        return _go_number(round(100.0 * used / elapsed, 1))
+        return go_number(round(100.0 * used / elapsed, 1))
 
 
 def build_varz(
@@ -98,7 +93,7 @@ def build_varz(
         "http_host": http_host,
         "http_port": http_port,
         "https_port": https_port,
-        "auth_timeout": _go_number(st.auth_timeout_s),
+        "auth_timeout": go_number(st.auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
@@ -123,7 +118,7 @@ def build_varz(
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
     v |= {
-        "tls_timeout": _go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
+        "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),

@@ -31,6 +31,7 @@ from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.store.base import is_no_space
 from brook.routing.router import Router
+from brook.routing.sublist import Subscription
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
@@ -41,6 +42,7 @@ from brook.server.statistics import (
     Monitor,
     MonitorFactory,
     ServerStatistics,
+    SublistSnapshot,
     SubscriptionSnapshot,
 )
 from brook.server.tls import server_context
@@ -51,11 +53,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.server")
 
+GLOBAL_ACCOUNT = "$G"  # nats-server's account of clients when no accounts are configured
+
 
 def _new_server_id() -> str:
     # nats-server ids are 56-character base32 nkeys starting with "N"; clients treat them
     # as opaque, but tools display them, so keep the same shape.
     return "N" + base64.b32encode(secrets.token_bytes(35)).decode()[:55]
+
+
+def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> SubscriptionSnapshot:
+    return SubscriptionSnapshot(
+        subject=sub.subject.decode("utf-8", "replace"),
+        queue=sub.queue.decode("utf-8", "replace") if sub.queue else "",
+        sid=sub.sid.decode("utf-8", "replace"),
+        msgs=sub.delivered,
+        max=sub.max_msgs,
+        cid=cid,
+        account=account,
+    )
 
 
 class Server:
@@ -504,16 +520,19 @@ class Server:
         client = self.clients.get(cid)
         if client is None:
             return []
-        return [
-            SubscriptionSnapshot(
-                subject=s.subject.decode("utf-8", "replace"),
-                queue=s.queue.decode("utf-8", "replace") if s.queue else "",
-                sid=s.sid.decode("utf-8", "replace"),
-                msgs=s.delivered,
-                max=s.max_msgs,
-            )
-            for s in client.subs.values()
-        ]
+        return [_subscription_snapshot(s, cid) for s in client.subs.values()]
+
+    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
+        if account and account != GLOBAL_ACCOUNT:
+            return []
+        sublist = self.router.sublist
+        subs = []
+        if details:
+            subs = [
+                _subscription_snapshot(s, getattr(s.client, "cid", 0), GLOBAL_ACCOUNT)
+                for s in sublist.subscriptions()
+            ]
+        return [SublistSnapshot(GLOBAL_ACCOUNT, sublist.statistics(), subs)]
 
     def jetstream_assets(self) -> JetStreamAssets | None:
         js = self.jetstream

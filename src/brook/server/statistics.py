@@ -1,7 +1,7 @@
 """What the server tells monitoring: plain-data snapshots, and the monitor's place in it.
 
 Monitoring sits above the server (docs/architecture.md) yet must not reach into its
-objects: `brook.monitor` builds `/varz`, `/connz` and `/healthz` from the snapshots a
+objects: `brook.monitor` builds its documents (`/varz`, `/connz` ...) from the snapshots a
 `StatisticsFeed` returns and never imports `Server` or `ClientConnection`, and the server
 never imports `brook.monitor`. Whoever composes them (`brook.serve()`, `brook serve`) hands
 the server a `MonitorFactory`; the server calls it with itself, as a `StatisticsFeed`, when
@@ -25,6 +25,7 @@ __all__ = [
     "MonitorFactory",
     "ServerStatistics",
     "StatisticsFeed",
+    "SublistSnapshot",
     "SubscriptionSnapshot",
 ]
 
@@ -87,6 +88,18 @@ class SubscriptionSnapshot:
     sid: str
     msgs: int  # delivered so far
     max: int  # auto-unsubscribe after this many; 0 for none
+    cid: int = 0  # the client's; 0 for the server's own subscribers (JetStream, $SYS)
+    account: str = ""  # the account whose subject space holds it
+
+
+@dataclass(frozen=True, slots=True)
+class SublistSnapshot:
+    """One account's subscription index (`/subsz`, `/accountz`): nats-server's
+    `SublistStats` as counts (`Sublist.statistics()`), and its subscriptions when asked."""
+
+    account: str
+    stats: Mapping[str, int]
+    subscriptions: list[SubscriptionSnapshot]  # empty unless asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +130,11 @@ class StatisticsFeed(Protocol):
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
 
     def jetstream_assets(self) -> JetStreamAssets | None: ...
+
+    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
+        """Each account's subscription index (only `account`'s when given), with every
+        subscription in it when `details`."""
+        ...
 
 
 class Monitor(Protocol):
