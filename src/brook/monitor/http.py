@@ -9,10 +9,10 @@ is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flig
 neither can hold up server shutdown.
 
 It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
-`/subsz` and `/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the
+`/subsz`, `/jsz` and `/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the
 way Go writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
 `/healthz`. The documents, which follow nats-server field for field, are built by
-`brook.monitor.varz`, `.connz`, `.subsz` and `.healthz`; this module routes requests to
+`brook.monitor.varz`, `.connz`, `.subsz`, `.jsz` and `.healthz`; this module routes requests to
 them, turns their `HttpError`s into `{"code", "error"}` responses, and a `BadParameter`
 (`brook.monitor.params`) into nats-server's plain-text 400, and counts
 requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 from brook import limits
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
+from brook.monitor.jsz import JszOptions, build_jsz
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
@@ -70,6 +71,7 @@ _ENDPOINTS = {
     "/connz": "Client connections (limit, offset, sort, subs, cid)",
     "/healthz": "Health probe",
     "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
+    "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
 }
 
 
@@ -97,6 +99,7 @@ class MonitorServer:
             "/connz": self.connz,
             "/healthz": self.healthz,
             "/subsz": self.subsz,
+            "/jsz": self.jsz,
         }
 
     @property
@@ -270,3 +273,6 @@ class MonitorServer:
 
     def subsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_subsz(self.feed, SubszOptions.from_query(query))
+
+    def jsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_jsz(self.feed, JszOptions.from_query(query))

@@ -12,7 +12,7 @@ import json
 
 from brook import strconv
 
-__all__ = ["BadParameter", "go_bool", "go_int", "text"]
+__all__ = ["BadParameter", "NotHere", "go_bool", "go_int", "text"]
 
 _BOOLS = {w: True for w in ("1", "t", "T", "TRUE", "true", "True")} | {
     w: False for w in ("0", "f", "F", "FALSE", "false", "False")
@@ -22,6 +22,11 @@ _INT64_MAX = 2**63 - 1
 
 class BadParameter(ValueError):
     """A parameter nats-server refuses with 400 and this plain-text message."""
+
+
+class NotHere(BadParameter):
+    """A request that does not concern this server (nats-server's `errSkipZreq`, such as
+    `leader-only` without JetStream): over HTTP a 400, over `$SYS` no answer at all."""
 
 
 def text(query: dict[str, list[str]], name: str) -> str:

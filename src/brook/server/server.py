@@ -38,10 +38,12 @@ from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
     ConnectionSnapshot,
+    JetStreamAccountReport,
     JetStreamAssets,
     Monitor,
     MonitorFactory,
     ServerStatistics,
+    StreamReport,
     SublistSnapshot,
     SubscriptionSnapshot,
 )
@@ -111,6 +113,7 @@ class Server:
         self.commit_backlog: CommitBacklog | None = None
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.api: Any = None  # the JetStream API's dispatcher and its counters (with JetStream)
+        self._stream_api: Any = None  # its stream endpoints, which shape /jsz's stream details
         self.started_at = time.time()
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
@@ -272,6 +275,7 @@ class Server:
             api_level=limits.JETSTREAM_API_LEVEL,
         )
         streams.register(api)
+        self._stream_api = streams
         ConsumerApi(
             self.jetstream,
             version=limits.NATS_COMPAT_VERSION,
@@ -521,6 +525,53 @@ class Server:
         if client is None:
             return []
         return [_subscription_snapshot(s, cid) for s in client.subs.values()]
+
+    def jetstream_accounts(
+        self, *, streams: bool = False, consumers: bool = False, config: bool = False
+    ) -> list[JetStreamAccountReport] | None:
+        js = self.jetstream
+        if js is None or self._stream_api is None:
+            return None
+        memory, storage = js.usage()
+        totals = [0, 0, 0, 0]  # streams, consumers, messages, bytes
+        details = []
+        for stream in js.streams.values():
+            state = stream.store.state()
+            totals[0] += 1
+            totals[1] += stream.consumer_count
+            totals[2] += state.messages
+            totals[3] += state.bytes
+            if not streams:
+                continue
+            public: list[dict[str, Any]] = []
+            direct: list[dict[str, Any]] = []
+            if consumers:
+                for runner in js.consumers.get(stream.name, {}).values():
+                    info = runner.info(server_version=None, api_level=limits.JETSTREAM_API_LEVEL)
+                    if not config:
+                        info.pop("config", None)
+                    (direct if runner.config.direct else public).append(info)
+            details.append(
+                StreamReport(self._stream_api.detail(stream, config=config), public, direct)
+            )
+        api = self.api
+        return [
+            JetStreamAccountReport(
+                name=GLOBAL_ACCOUNT,
+                memory=memory,
+                storage=storage,
+                # $G has no JetStream limits of its own, as on nats-server
+                reserved_memory=-1,
+                reserved_storage=-1,
+                api_total=api.total if api is not None else 0,
+                api_errors=api.errors if api is not None else 0,
+                streams=totals[0],
+                consumers=totals[1],
+                messages=totals[2],
+                bytes=totals[3],
+                details=details,
+            )
+        ]
 
     def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
         if account and account != GLOBAL_ACCOUNT:

@@ -20,11 +20,13 @@ from brook.config.settings import Settings
 
 __all__ = [
     "ConnectionSnapshot",
+    "JetStreamAccountReport",
     "JetStreamAssets",
     "Monitor",
     "MonitorFactory",
     "ServerStatistics",
     "StatisticsFeed",
+    "StreamReport",
     "SublistSnapshot",
     "SubscriptionSnapshot",
 ]
@@ -114,6 +116,36 @@ class JetStreamAssets:
     consumers: Mapping[str, Collection[str]]  # consumer names by stream
 
 
+@dataclass(frozen=True, slots=True)
+class StreamReport:
+    """One stream for `/jsz`: nats-server's `StreamDetail` as JSON but its consumers (name,
+    created, cluster, config when asked, state, mirror, sources), and its consumers'
+    infos (the public ones, and the direct ones of mirrors and sources apart) when asked."""
+
+    detail: dict[str, Any]
+    consumers: list[dict[str, Any]]
+    direct_consumers: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamAccountReport:
+    """One account's JetStream for `/jsz`: usage, API counters, the totals of its streams,
+    and the streams themselves when asked."""
+
+    name: str
+    memory: int
+    storage: int
+    reserved_memory: int  # the account's limits; -1 for none
+    reserved_storage: int
+    api_total: int
+    api_errors: int
+    streams: int
+    consumers: int
+    messages: int
+    bytes: int
+    details: list[StreamReport]
+
+
 class StatisticsFeed(Protocol):
     """What monitoring may ask of a server: settings and snapshots, nothing live."""
 
@@ -130,6 +162,13 @@ class StatisticsFeed(Protocol):
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
 
     def jetstream_assets(self) -> JetStreamAssets | None: ...
+
+    def jetstream_accounts(
+        self, *, streams: bool = False, consumers: bool = False, config: bool = False
+    ) -> list[JetStreamAccountReport] | None:
+        """Each account's JetStream (None when JetStream is off), with its streams when
+        `streams`, their consumers when `consumers`, configurations when `config`."""
+        ...
 
     def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
         """Each account's subscription index (only `account`'s when given), with every
