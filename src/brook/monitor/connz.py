@@ -90,7 +90,7 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
     subs_raw = _first(query, "subs")
     detail = subs_raw == "detail"
     with_subs = detail or _bool_param(query, "subs")
-    _bool_param(query, "auth")  # accepted for nats-server compatibility; validated only
+    auth = _bool_param(query, "auth")  # nats-server shows authorized users only if asked
     sort = _first(query, "sort") or "cid"
     if sort not in _SORTS:
         raise HttpError(400, f"invalid sorting option: {sort}")
@@ -111,7 +111,7 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         if sort != "cid":
             ordered.sort(key=lambda c: _sort_value(c, what, now), reverse=descending)
         selected = ordered[offset : offset + limit]
-    conns = [_conn_info(server, c, now, with_subs, detail) for c in selected]
+    conns = [_conn_info(server, c, now, with_subs, detail, auth) for c in selected]
     return {
         "server_id": server.server_id,
         "now": rfc3339_nano(now),
@@ -124,7 +124,12 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
 
 
 def _conn_info(
-    server: StatisticsFeed, c: ConnectionSnapshot, now: float, with_subs: bool, detail: bool
+    server: StatisticsFeed,
+    c: ConnectionSnapshot,
+    now: float,
+    with_subs: bool,
+    detail: bool,
+    auth: bool,
 ) -> dict[str, Any]:
     last = c.last_activity
     info: dict[str, Any] = {
@@ -155,7 +160,7 @@ def _conn_info(
         info["tls_cipher_suite"] = c.tls_cipher_suite
         if c.tls_first:
             info["tls_first"] = True
-    if c.authorized_user:
+    if auth and c.authorized_user:
         info["authorized_user"] = c.authorized_user
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []
     if subs and not detail:

@@ -26,7 +26,13 @@ from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.params import BadParameter, NotHere, go_bool, go_int, text
 from brook.server.statistics import JetStreamAccountReport, StatisticsFeed
 
-__all__ = ["JSZ_LIMIT_DEFAULT", "JszOptions", "build_jsz", "build_jsz_account"]
+__all__ = [
+    "JSZ_LIMIT_DEFAULT",
+    "JszOptions",
+    "build_jsz",
+    "build_jsz_account",
+    "jetstream_config",
+]
 
 JSZ_LIMIT_DEFAULT = 1024  # nats-server's, for the account details
 _UINT64 = 2**64  # Go shows an account's -1 ("no limit") reservation as a uint64
@@ -91,7 +97,7 @@ def build_jsz(feed: StatisticsFeed, options: JszOptions) -> dict[str, Any]:
         **_usage(stats),
         "server_id": feed.server_id,
         "now": now,
-        "config": _config(feed.settings),
+        "config": jetstream_config(feed.settings),
         "limits": _limits(feed.settings),
     }
     totals = {
@@ -147,7 +153,7 @@ def _usage(stats: dict[str, Any] | None) -> dict[str, Any]:
     return dict(stats)
 
 
-def _config(settings: Settings) -> dict[str, Any]:
+def jetstream_config(settings: Settings) -> dict[str, Any]:
     """`JetStreamConfig`: the limits, the store, how it syncs; Brook's API decoding is
     strict as nats-server's."""
     js = settings.jetstream

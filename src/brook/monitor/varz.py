@@ -23,10 +23,10 @@ from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, upti
 from brook.server.statistics import ServerStatistics
 from brook.version import __version__
 
-__all__ = ["CpuSampler", "build_varz"]
+__all__ = ["CpuSampler", "build_varz", "rss_bytes"]
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     """Resident set size from /proc (Linux); 0 where that file does not exist."""
     try:
         with open("/proc/self/statm", "rb") as f:
@@ -123,7 +123,7 @@ def build_varz(
         "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),
         "uptime": uptime_string(now - srv["started_at"]),
-        "mem": _rss_bytes(),
+        "mem": rss_bytes(),
         "cores": os.cpu_count() or 1,
         "cpu": cpu.percent(),
         "connections": srv["connections"],

@@ -30,11 +30,13 @@ from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.store.base import is_no_space
+from brook.routing.internal import InternalClient
 from brook.routing.router import Router
 from brook.routing.sublist import Subscription
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
     ConnectionSnapshot,
@@ -46,6 +48,10 @@ from brook.server.statistics import (
     StreamReport,
     SublistSnapshot,
     SubscriptionSnapshot,
+    SystemBus,
+    SystemFactory,
+    SystemServices,
+    UserSnapshot,
 )
 from brook.server.tls import server_context
 from brook.version import __version__
@@ -56,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("brook.server")
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's account of clients when no accounts are configured
+SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
 
 
 def _new_server_id() -> str:
@@ -78,10 +85,15 @@ def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> Su
 
 class Server:
     def __init__(
-        self, settings: Settings | None = None, *, monitor: MonitorFactory | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        monitor: MonitorFactory | None = None,
+        system: SystemFactory | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
-        (`brook.monitor.MonitorServer`; the server does not import it)."""
+        (`brook.monitor.MonitorServer`), `system` the system account's services
+        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither."""
         self.settings = (settings or Settings()).validate()
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
@@ -107,6 +119,11 @@ class Server:
         self._shutdown_task: asyncio.Future[None] | None = None
         self._monitor_factory = monitor
         self.monitor: Monitor | None = None
+        # The system account (nats-server's $SYS): its own subject space, which no client
+        # logs in to yet, and the services answering there and in $G (ADR 0029).
+        self._system_factory = system
+        self.system: SystemServices | None = None
+        self.system_router = Router()
         self._ports_file: Path | None = None
         self.jetstream: Any = None
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -173,6 +190,14 @@ class Server:
             self.tls_context = server_context(self.settings.tls)
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
+        if self._system_factory is not None:
+            bus = SystemBus(
+                system_account=SYSTEM_ACCOUNT,
+                system=InternalClient(self.system_router, SYSTEM_ACCOUNT),
+                imports={GLOBAL_ACCOUNT: InternalClient(self.router, f"{SYSTEM_ACCOUNT} imports")},
+            )
+            self.system = self._system_factory(self, bus)
+            self.system.start()
         sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
         if self.tls_first:
@@ -332,6 +357,8 @@ class Server:
             await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.system is not None:
+            self.system.stop()
         if self._ports_file is not None:
             self._ports_file.unlink(missing_ok=True)
         log.info("Brook stopped")
@@ -367,6 +394,13 @@ class Server:
             totals[1] += client.in_bytes
             totals[2] += client.out_msgs
             totals[3] += client.out_bytes
+            if client.connected and self.system is not None:
+                self.system.client_closed(self._connection_snapshot(client))
+
+    def client_connected(self, client: ClientConnection) -> None:
+        """A client logged in (its first CONNECT): the system account's event."""
+        if self.system is not None:
+            self.system.client_connected(self._connection_snapshot(client))
 
     def _traffic(self, index: int, attr: str) -> int:
         live: int = sum(getattr(c, attr) for c in self.clients.values())
@@ -493,31 +527,51 @@ class Server:
 
     def connections(self) -> list[ConnectionSnapshot]:
         """Every registered client connection, in no particular order."""
-        return [
-            ConnectionSnapshot(
-                cid=c.cid,
-                host=c.host,
-                port=c.port,
-                started_at=c.started_at,
-                last_activity=c.last_activity,
-                rtt_s=c.rtt_s,
-                pending_bytes=c.pending_bytes,
-                in_msgs=c.in_msgs,
-                in_bytes=c.in_bytes,
-                out_msgs=c.out_msgs,
-                out_bytes=c.out_bytes,
-                subs=len(c.subs),
-                name=c.name,
-                lang=c.lang,
-                version=c.version,
-                # Only a name the authenticator accepted; without auth `user` is a claim.
-                authorized_user=c.user if c.authenticator.required and c.connected else "",
-                tls_version=c.tls_version,
-                tls_cipher_suite=c.tls_cipher_suite,
-                tls_first=c.tls and self.tls_first,
-            )
-            for c in self.clients.values()
-        ]
+        return [self._connection_snapshot(c) for c in self.clients.values()]
+
+    def _connection_snapshot(self, c: ClientConnection) -> ConnectionSnapshot:
+        return ConnectionSnapshot(
+            cid=c.cid,
+            host=c.host,
+            port=c.port,
+            started_at=c.started_at,
+            last_activity=c.last_activity,
+            rtt_s=c.rtt_s,
+            pending_bytes=c.pending_bytes,
+            in_msgs=c.in_msgs,
+            in_bytes=c.in_bytes,
+            out_msgs=c.out_msgs,
+            out_bytes=c.out_bytes,
+            subs=len(c.subs),
+            name=c.name,
+            lang=c.lang,
+            version=c.version,
+            # Only a name the authenticator accepted; without auth `user` is a claim.
+            authorized_user=c.user if c.authenticator.required and c.connected else "",
+            tls_version=c.tls_version,
+            tls_cipher_suite=c.tls_cipher_suite,
+            tls_first=c.tls and self.tls_first,
+            account=GLOBAL_ACCOUNT,
+            close_reason=c.close_reason,
+        )
+
+    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
+        if account != GLOBAL_ACCOUNT:
+            return None
+        result = self.router.sublist.match(reply)
+        subscribers = {s.client for s in result.plain}
+        subscribers.update(m.client for members in result.queues for m in members)
+        clients = [c for c in subscribers if isinstance(c, ClientConnection)]
+        if len(clients) != 1:
+            return None
+        client = clients[0]
+        entry = client.login.entry if client.login is not None else None
+        perms = entry.permissions if entry is not None else None
+        return UserSnapshot(
+            user=client.user,
+            account=GLOBAL_ACCOUNT,
+            permissions=public_permissions(perms) if perms is not None else None,
+        )
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         """The subscriptions of client `cid`, in the order it made them."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from brook.config.settings import Settings
+from brook.routing.internal import InternalClient
 
 __all__ = [
     "ConnectionSnapshot",
@@ -29,6 +30,10 @@ __all__ = [
     "StreamReport",
     "SublistSnapshot",
     "SubscriptionSnapshot",
+    "SystemBus",
+    "SystemFactory",
+    "SystemServices",
+    "UserSnapshot",
 ]
 
 
@@ -81,6 +86,8 @@ class ConnectionSnapshot:
     tls_version: str = ""  # "1.2" or "1.3" once a TLS handshake is done; "" in plain text
     tls_cipher_suite: str = ""  # OpenSSL's name (nats-server's are Go's; alike for 1.3)
     tls_first: bool = False  # the handshake came before INFO (handshake_first)
+    account: str = "$G"  # the account it logged in to
+    close_reason: str = ""  # why it closed, once it has (Brook's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +153,16 @@ class JetStreamAccountReport:
     details: list[StreamReport]
 
 
+@dataclass(frozen=True, slots=True)
+class UserSnapshot:
+    """Who a connection logged in as (`$SYS.REQ.USER.INFO`): nats-server's `UserInfo`
+    fields; `permissions` is its public form of the user's permissions, None for none."""
+
+    user: str
+    account: str
+    permissions: dict[str, Any] | None
+
+
 class StatisticsFeed(Protocol):
     """What monitoring may ask of a server: settings and snapshots, nothing live."""
 
@@ -170,6 +187,11 @@ class StatisticsFeed(Protocol):
         `streams`, their consumers when `consumers`, configurations when `config`."""
         ...
 
+    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
+        """The client of `account` that awaits replies on `reply` (the one that sent a
+        request there), if exactly one client does."""
+        ...
+
     def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
         """Each account's subscription index (only `account`'s when given), with every
         subscription in it when `details`."""
@@ -187,3 +209,29 @@ class Monitor(Protocol):
 
 
 MonitorFactory = Callable[[StatisticsFeed], Monitor]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemBus:
+    """Where the system account's services speak (ADR 0029): an in-process client in the
+    system account's subject space, and one in each other account's, through which that
+    account reaches the services nats-server imports into every account."""
+
+    system_account: str
+    system: InternalClient
+    imports: Mapping[str, InternalClient]  # by account name
+
+
+class SystemServices(Protocol):
+    """nats-server's `$SYS` requests and events, as the server starts, stops and tells them."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def client_connected(self, client: ConnectionSnapshot) -> None: ...
+
+    def client_closed(self, client: ConnectionSnapshot) -> None: ...
+
+
+SystemFactory = Callable[[StatisticsFeed, SystemBus], SystemServices]
