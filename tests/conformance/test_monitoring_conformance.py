@@ -230,3 +230,61 @@ async def test_jsz_without_jetstream(nats_server_no_js: str) -> None:
             }
         path = "/jsz?leader-only=true"
         assert await ask(server.monitor.url, path) == await ask(nats_server_no_js, path)
+
+
+# nats-server's JetStream reaches accounts through a `$JS.API.>` service import from the
+# system account, and its system account exports a debug service; Brook has neither
+# (docs/compatibility.md). Everything else of /accountz is compared.
+NOT_IN_BROOK = {"$JS.API.>", "$SYS.DEBUG.SUBSCRIBERS"}
+
+
+def services(detail: dict[str, Any], key: str) -> list[tuple[Any, ...]]:
+    return sorted(
+        tuple(sorted(s.items())) for s in detail.get(key, []) if s["subject"] not in NOT_IN_BROOK
+    )
+
+
+async def test_accountz_as_nats_server(nats_server_http: tuple[str, str], tmp_path: Path) -> None:
+    nats_url, theirs = nats_server_http
+    async with brook.serve(port=0, http_port=-1, store_dir=str(tmp_path)) as server:
+        ours = server.monitor.url
+        clients = [await subscribe_and_publish(nats_url), await subscribe_and_publish(server.url)]
+        try:
+            expected, got = await document(theirs, "/accountz"), await document(ours, "/accountz")
+            assert json_shape(got) == json_shape(expected)
+            assert sorted(got["accounts"]) == sorted(expected["accounts"]) == ["$G", "$SYS"]
+            assert got["system_account"] == expected["system_account"] == "$SYS"
+            path = "/accountz?acc=NOPE"
+            assert (
+                await ask(ours, path)
+                == await ask(theirs, path)
+                == (
+                    400,
+                    "text/plain; charset=utf-8",
+                    b"Account NOPE does not exist",
+                )
+            )
+            for account in ("$G", "$SYS"):
+                path = f"/accountz?acc={account}"
+                expected, got = await document(theirs, path), await document(ours, path)
+                assert json_shape(got).keys() == json_shape(expected).keys()
+                theirs_detail, ours_detail = expected["account_detail"], got["account_detail"]
+                assert ours_detail.keys() == theirs_detail.keys(), account
+                for key in ("imports", "exports"):
+                    assert services(ours_detail, key) == services(theirs_detail, key), key
+                same = (
+                    "account_name",
+                    "is_system",
+                    "expired",
+                    "complete",
+                    "jetstream_enabled",
+                    "client_connections",
+                )
+                for key in same:
+                    assert ours_detail.get(key) == theirs_detail.get(key), (account, key)
+                assert json_shape(ours_detail["sublist_stats"]) == json_shape(
+                    theirs_detail["sublist_stats"]
+                )
+        finally:
+            for nc in clients:
+                await nc.close()

@@ -198,6 +198,10 @@ SERVER_REQUESTS = [
     ("$SYS.REQ.ACCOUNT.A.STATZ", b""),
     ("$SYS.REQ.ACCOUNT.PING.STATZ", b""),
     ("$SYS.REQ.ACCOUNT.A.CONNS", b""),
+    ("$SYS.REQ.SERVER.PING.ACCOUNTZ", b""),
+    ("$SYS.REQ.SERVER.{id}.ACCOUNTZ", b'{"account": "A"}'),
+    ("$SYS.REQ.ACCOUNT.A.INFO", b""),
+    ("$SYS.REQ.ACCOUNT.NOPE.INFO", b""),
 ]
 SILENT = [  # filtered out: no answer from either server
     ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name": "not-this-one"}'),
@@ -205,6 +209,12 @@ SILENT = [  # filtered out: no answer from either server
     ("$SYS.REQ.SERVER.PING.JSZ", b'{"tags": ["nope"]}'),
     ("$SYS.REQ.ACCOUNT.NOPE.STATZ", b""),  # an account without connections
 ]
+
+
+def services(detail: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """An account's imports but nats-server's `$JS.API.>` one (docs/compatibility.md)."""
+    imports = detail.get("imports", [])
+    return sorted(tuple(sorted(i.items())) for i in imports if i["subject"] != "$JS.API.>")
 
 
 def statsz_shape(doc: dict[str, Any]) -> Any:
@@ -342,6 +352,18 @@ async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
     assert [sorted(a["acc"] for a in d["data"]["account_statz"]) for d in every] == [
         ["A", "SYS"]
     ] * 2
+    accountz = both["$SYS.REQ.SERVER.PING.ACCOUNTZ"]
+    assert [sorted(d["data"]["accounts"]) for d in accountz] == [["$G", "A", "SYS"]] * 2
+    for subject in ("$SYS.REQ.SERVER.{id}.ACCOUNTZ", "$SYS.REQ.ACCOUNT.A.INFO"):
+        pair = both[subject]
+        details = [d["data"].get("account_detail", d["data"]) for d in pair]
+        assert details[1].keys() == details[0].keys(), subject
+        assert services(details[1]) == services(details[0]), subject
+        assert [d["client_connections"] for d in details] == [1, 1]
+    assert both["$SYS.REQ.ACCOUNT.NOPE.INFO"][1]["error"] == {
+        "code": 500,
+        "description": "Account NOPE does not exist",
+    }
     conns = both["$SYS.REQ.ACCOUNT.A.CONNS"]
     assert [(d["acc"], d["conns"], d["num_subscriptions"]) for d in conns] == [("A", 1, 6)] * 2
 

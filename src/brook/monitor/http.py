@@ -9,16 +9,16 @@ is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flig
 neither can hold up server shutdown.
 
 It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
-`/subsz`, `/jsz` and `/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the
-way Go writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
-`/healthz`. The documents, which follow nats-server field for field, are built by
-`brook.monitor.varz`, `.connz`, `.subsz`, `.jsz` and `.healthz`; this module routes requests to
-them, turns their `HttpError`s into `{"code", "error"}` responses, and a `BadParameter`
-(`brook.monitor.params`) into nats-server's plain-text 400, and counts
-requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
-(nats-server's `{"status", "error"}`), so it returns a `Reply`. Everything it reports comes
-from the snapshots of a `StatisticsFeed` (`brook.server.statistics`): monitoring never
-holds the server's objects.
+`/subsz`, `/jsz`, `/accountz` and `/healthz` (a trailing slash is ignored), to GET and
+HEAD, as JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"),
+indented except for the compact `/healthz`. The documents, which follow nats-server field
+for field, are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz` and
+`.healthz`; this module routes requests to them, turns their `HttpError`s into
+`{"code", "error"}` responses and a `BadParameter` (`brook.monitor.params`) into
+nats-server's plain-text 400, and counts requests per path for `/varz`'s
+`http_req_stats`. `/healthz` sets its own status and body (nats-server's `{"status",
+"error"}`), so it returns a `Reply`. Everything it reports comes from the snapshots of a
+`StatisticsFeed` (`brook.server.statistics`): monitoring never holds the server's objects.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from brook import limits
+from brook.monitor.accountz import build_accountz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
-from brook.monitor.params import BadParameter
+from brook.monitor.params import BadParameter, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
@@ -72,6 +73,7 @@ _ENDPOINTS = {
     "/healthz": "Health probe",
     "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
     "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
+    "/accountz": "Accounts (acc)",
 }
 
 
@@ -100,6 +102,7 @@ class MonitorServer:
             "/healthz": self.healthz,
             "/subsz": self.subsz,
             "/jsz": self.jsz,
+            "/accountz": self.accountz,
         }
 
     @property
@@ -276,3 +279,6 @@ class MonitorServer:
 
     def jsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_jsz(self.feed, JszOptions.from_query(query))
+
+    def accountz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_accountz(self.feed, text(query, "acc"))

@@ -15,6 +15,7 @@ nats-server's `SubszOptions`); both build a `SubszOptions`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from brook.monitor.durations import go_number, rfc3339_nano
 from brook.monitor.params import BadParameter, go_bool, go_int, text
 from brook.server.statistics import StatisticsFeed
 
-__all__ = ["SUBSZ_LIMIT_DEFAULT", "SubszOptions", "build_subsz"]
+__all__ = ["SUBSZ_LIMIT_DEFAULT", "SubszOptions", "build_subsz", "sublist_statistics"]
 
 SUBSZ_LIMIT_DEFAULT = 1024  # nats-server's DefaultSubListSize
 
@@ -53,24 +54,10 @@ def build_subsz(feed: StatisticsFeed, options: SubszOptions) -> dict[str, Any]:
     if options.test and not subjects.is_valid_literal_subject(test):
         raise BadParameter(f"invalid test subject, must be valid publish subject: {options.test}")
     sublists = feed.sublists(options.account, details=options.subscriptions)
-    totals = dict.fromkeys(
-        ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches"), 0
-    )
-    hits = fanout = max_fanout = 0
-    for sublist in sublists:
-        for key in totals:
-            totals[key] += sublist.stats[key]
-        hits += sublist.stats["cache_hits"]
-        fanout += sublist.stats["total_fanout"]
-        max_fanout = max(max_fanout, sublist.stats["max_fanout"])
-    matches, cached = totals["num_matches"], totals["num_cache"]
     doc: dict[str, Any] = {
         "server_id": feed.server_id,
         "now": rfc3339_nano(time.time()),
-        **totals,
-        "cache_hit_rate": go_number(hits / matches if matches else 0),
-        "max_fanout": max_fanout,
-        "avg_fanout": go_number(fanout / cached if fanout else 0),
+        **sublist_statistics([s.stats for s in sublists]),
     }
     details = []
     if options.subscriptions:
@@ -95,3 +82,25 @@ def build_subsz(feed: StatisticsFeed, options: SubszOptions) -> dict[str, Any]:
     if page:
         doc["subscriptions_list"] = page
     return doc
+
+
+def sublist_statistics(indexes: list[Mapping[str, int]]) -> dict[str, Any]:
+    """nats-server's `SublistStats` of subscription indexes added up (`SublistStats.add`):
+    counts summed, the largest fan-out, the rates from the summed counts."""
+    totals = dict.fromkeys(
+        ("num_subscriptions", "num_cache", "num_inserts", "num_removes", "num_matches"), 0
+    )
+    hits = fanout = max_fanout = 0
+    for stats in indexes:
+        for key in totals:
+            totals[key] += stats[key]
+        hits += stats["cache_hits"]
+        fanout += stats["total_fanout"]
+        max_fanout = max(max_fanout, stats["max_fanout"])
+    matches, cached = totals["num_matches"], totals["num_cache"]
+    return {
+        **totals,
+        "cache_hit_rate": go_number(hits / matches if matches else 0),
+        "max_fanout": max_fanout,
+        "avg_fanout": go_number(fanout / cached if fanout else 0),
+    }

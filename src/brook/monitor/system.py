@@ -10,8 +10,8 @@ answered from the same documents as the monitoring port (`/varz`, `/connz`, `/su
   IDZ ACCOUNTZ; a request's body is nats-server's options of that document (`{"limit":
   2}`) and its filter (`server_name`, `host`, `cluster`, `tags`, `domain`, `exact_match`):
   a server the filter excludes does not answer.
-* `$SYS.REQ.ACCOUNT.<account>.<Z>` for `<Z>` in SUBSZ CONNZ JSZ STATZ CONNS (and INFO with
-  `/accountz`), one account's share; `$SYS.REQ.ACCOUNT.PING.STATZ` every account's.
+* `$SYS.REQ.ACCOUNT.<account>.<Z>` for `<Z>` in SUBSZ CONNZ JSZ STATZ CONNS INFO, one
+  account's share; `$SYS.REQ.ACCOUNT.PING.STATZ` every account's.
 * Imported into every other account, as nats-server's `registerSystemImports` does:
   `$SYS.REQ.USER.INFO` (who the requester is), `$SYS.REQ.ACCOUNT.PING.CONNZ` and
   `$SYS.REQ.SERVER.PING.CONNZ` (that account's connections), `$SYS.REQ.ACCOUNT.PING.STATZ`
@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
 
 from brook import limits
+from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
@@ -47,6 +48,7 @@ from brook.monitor.varz import CpuSampler, build_varz, rss_bytes
 from brook.nuid import random_id
 from brook.routing.internal import InternalClient, MessageHandler
 from brook.server.statistics import (
+    AccountSnapshot,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -65,7 +67,7 @@ log = logging.getLogger("brook.system")
 STATSZ_FIRST_S = 0.25  # nats-server's first STATSZ after start, doubling from there
 STATSZ_INTERVAL_S = 10.0  # nats-server's statsHBInterval: the longest between two
 
-SERVER_REQUESTS = ("STATSZ", "VARZ", "CONNZ", "SUBSZ", "JSZ", "HEALTHZ", "IDZ")
+SERVER_REQUESTS = ("STATSZ", "VARZ", "CONNZ", "SUBSZ", "JSZ", "HEALTHZ", "IDZ", "ACCOUNTZ")
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
@@ -152,6 +154,13 @@ _JSZ_NAMES = {
 }
 
 
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key, "")
+    if not isinstance(value, str):
+        raise Failed(400, f"json: cannot unmarshal into Go struct field .{key} of type string")
+    return value
+
+
 def _connz_query(body: dict[str, Any]) -> dict[str, list[str]]:
     """nats-server's `ConnzOptions` JSON as the `/connz` query `build_connz` reads."""
     query: dict[str, list[str]] = {}
@@ -204,6 +213,9 @@ class _AccountFeed:
 
     def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
         return self._feed.requester(account, reply)
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        return self._feed.account_snapshots()
 
     def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
         return self._feed.sublists(self.account, details=details)
@@ -264,7 +276,7 @@ class SystemServices:
             handler = self._on_statsz if name == "STATSZ" else self._server_handler(name)
             system.subscribe(f"$SYS.REQ.SERVER.PING.{name}", handler)
             system.subscribe(f"$SYS.REQ.SERVER.{server_id}.{name}", handler)
-        for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS"):
+        for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS", "INFO"):
             system.subscribe(f"$SYS.REQ.ACCOUNT.*.{name}", self._account_handler(name))
         system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
         system.subscribe("$SYS.REQ.USER.INFO", self._user_handler(system, self.bus.system_account))
@@ -445,6 +457,7 @@ class SystemServices:
             ),
             "JSZ": lambda feed, body: build_jsz(feed, _options(JszOptions, body, _JSZ_NAMES)),
             "HEALTHZ": lambda feed, body: self._healthz(body),
+            "ACCOUNTZ": lambda feed, body: build_accountz(feed, _text(body, "account")),
         }
 
     def _account_handler(self, name: str, account: str | None = None) -> MessageHandler:
@@ -469,6 +482,7 @@ class SystemServices:
                     self.feed, _options(JszOptions, {**body, "account": target}, _JSZ_NAMES)
                 ),
                 "STATZ": lambda body: self._accounts_statz([target], body, skip_empty=True),
+                "INFO": lambda body: build_account_info(self.feed, target),
             }
             if target == "PING" and name == "STATZ":
                 return None  # nats-server filters PING out of the account wildcard

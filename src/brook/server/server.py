@@ -38,6 +38,7 @@ from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
+    AccountSnapshot,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -510,6 +511,23 @@ class Server:
             account=c.account.name,
             close_reason=c.close_reason,
         )
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        clients: dict[str, int] = {}
+        for c in self.clients.values():
+            if c.connected:
+                clients[c.account.name] = clients.get(c.account.name, 0) + 1
+        return [
+            AccountSnapshot(
+                name=a.name,
+                system=a.is_system,
+                jetstream=a.jetstream is not None,
+                clients=clients.get(a.name, 0),
+                updated_at=self.started_at,
+                system_services=self.system is not None,
+            )
+            for a in self.accounts
+        ]
 
     def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
         where = self.accounts.get(account)

@@ -20,6 +20,7 @@ from brook.config.settings import Settings
 from brook.routing.internal import InternalClient
 
 __all__ = [
+    "AccountSnapshot",
     "ConnectionSnapshot",
     "JetStreamAccountReport",
     "JetStreamAssets",
@@ -163,6 +164,18 @@ class UserSnapshot:
     permissions: dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class AccountSnapshot:
+    """One account (`/accountz`, `$SYS.REQ.ACCOUNT.<a>.INFO`)."""
+
+    name: str
+    system: bool  # the system account
+    jetstream: bool
+    clients: int
+    updated_at: float  # Unix time of its configuration
+    system_services: bool  # the system account's services run (their imports and exports)
+
+
 class StatisticsFeed(Protocol):
     """What monitoring may ask of a server: settings and snapshots, nothing live."""
 
@@ -185,6 +198,10 @@ class StatisticsFeed(Protocol):
     ) -> list[JetStreamAccountReport] | None:
         """Each account's JetStream (None when JetStream is off), with its streams when
         `streams`, their consumers when `consumers`, configurations when `config`."""
+        ...
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        """Every account, the system account included."""
         ...
 
     def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
