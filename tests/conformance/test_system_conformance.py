@@ -426,3 +426,31 @@ async def test_connect_and_disconnect_events_as_nats_server(tmp_path: Path) -> N
         assert event["reason"] == "Client Closed"
     # what the client sent: its one message of 5 bytes
     assert [(e["sent"]["msgs"], e["sent"]["bytes"]) for e in disconnects] == [(1, 5)] * 2
+
+
+async def statsz_heartbeats(url: str) -> list[dict[str, Any]]:
+    """The first two `$SYS.SERVER.<id>.STATSZ` a system user sees once it listens (the
+    heartbeat doubles from 0.25 s after start to nats-server's 10 s)."""
+    nc = await nats.connect(url, user="sys", password="sys")
+    seen: list[dict[str, Any]] = []
+
+    async def on_statsz(msg: Any) -> None:
+        seen.append(json.loads(msg.data))
+
+    try:
+        await nc.subscribe(f"$SYS.SERVER.{nc._server_info['server_id']}.STATSZ", cb=on_statsz)
+        async with asyncio.timeout(25):
+            while len(seen) < 2:
+                await asyncio.sleep(0.05)
+        return seen
+    finally:
+        await nc.close()
+
+
+@pytest.mark.timeout(90)
+async def test_periodic_statsz_as_nats_server(tmp_path: Path) -> None:
+    async with servers(tmp_path, SYSTEM_CONFIG) as (reference, ours):
+        expected, got = await asyncio.gather(statsz_heartbeats(reference), statsz_heartbeats(ours))
+    assert statsz_shape(got[0]) == statsz_shape(expected[0])
+    assert [s["statsz"]["connections"] for s in got[:1] + expected[:1]] == [1, 1]
+    assert got[1]["server"]["seq"] > got[0]["server"]["seq"]
