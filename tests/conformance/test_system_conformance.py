@@ -189,6 +189,7 @@ SERVER_REQUESTS = [
     ("$SYS.REQ.SERVER.PING.HEALTHZ", b'{"stream": "X"}'),
     ("$SYS.REQ.SERVER.{id}.SUBSZ", b'{"test": "foo.*"}'),
     ("$SYS.REQ.SERVER.PING.VARZ", b"bad"),
+    ("$SYS.REQ.SERVER.PING.SUBSZ", b'{"limit": "x"}'),  # Go's own text: codes compared
     ("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name": "{name}", "exact_match": true}'),
     ("$SYS.REQ.USER.INFO", b""),
     ("$SYS.REQ.ACCOUNT.A.SUBSZ", b""),
@@ -294,7 +295,9 @@ async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
             info["server_id"],
         )
         if "error" in theirs:
-            assert mine["error"] == theirs["error"], what
+            assert mine["error"]["code"] == theirs["error"]["code"], what
+            if "unmarshal" not in theirs["error"]["description"]:
+                assert mine["error"] == theirs["error"], what
     # What the documents say of the load, the same on both: A's one subscription, two
     # connections (one of the system account), two accounts with clients.
     subsz = [d["data"] for d in (expected[7], got[7])]
@@ -316,11 +319,10 @@ async def test_system_account_requests_as_nats_server(tmp_path: Path) -> None:
             "description": "invalid character 'b' looking for beginning of value",
         }
     )
+    # by subject (of those asked once)
     both = {
         subject: (theirs, mine)
-        for (subject, _), theirs, mine in list(zip(SERVER_REQUESTS, expected, got, strict=True))[
-            14:
-        ]
+        for (subject, _), theirs, mine in zip(SERVER_REQUESTS, expected, got, strict=True)
     }
     user = both["$SYS.REQ.USER.INFO"]
     assert (

@@ -109,7 +109,9 @@ class Failed(Exception):
 def _reason(reason: str) -> str:
     if reason.startswith("protocol violation"):
         return "Protocol Violation"
-    if reason.startswith(("slow consumer", "socket buffer over")):
+    if reason == "slow consumer: write deadline exceeded":
+        return "Slow Consumer (Write Deadline)"
+    if reason.startswith("slow consumer"):
         return "Slow Consumer (Pending Bytes)"
     return _REASONS.get(reason, reason or "Client Closed")
 
@@ -141,17 +143,14 @@ def _options(cls: type[T], body: dict[str, Any], names: dict[str, str]) -> T:
         if key in body:
             value = body[key]
             expected = type(field.default)
-            if type(value) is not expected and not (expected is int and type(value) is float):
+            whole = expected is int and type(value) is float and value.is_integer()
+            if type(value) is not expected and not whole:
                 raise Failed(400, f"json: cannot unmarshal into Go struct field .{key}")
-            values[field.name] = expected(value)
+            values[field.name] = int(value) if whole else value
     return cls(**values)
 
 
-_JSZ_NAMES = {
-    "consumers": "consumer",
-    "direct_consumers": "direct_consumer",
-    "stream_leader_only": "stream_leader_only",
-}
+_JSZ_NAMES = {"consumers": "consumer", "direct_consumers": "direct_consumer"}
 
 
 def _text(body: dict[str, Any], key: str) -> str:
