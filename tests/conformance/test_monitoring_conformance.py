@@ -288,3 +288,33 @@ async def test_accountz_as_nats_server(nats_server_http: tuple[str, str], tmp_pa
         finally:
             for nc in clients:
                 await nc.close()
+
+
+async def test_accstatz_as_nats_server(nats_server_http: tuple[str, str], tmp_path: Path) -> None:
+    nats_url, theirs = nats_server_http
+    async with brook.serve(port=0, http_port=-1, store_dir=str(tmp_path)) as server:
+        ours = server.monitor.url
+        clients = [await subscribe_and_publish(nats_url), await subscribe_and_publish(server.url)]
+        try:
+            path = "/accstatz?unused=x"
+            expected_error = await ask(theirs, path)
+            assert expected_error[0] == 400
+            assert await ask(ours, path) == expected_error
+            for path in ("/accstatz", "/accstatz?unused=true"):
+                expected, got = await document(theirs, path), await document(ours, path)
+                assert json_shape(got) == json_shape(expected), path
+                listed = [
+                    sorted((a["acc"], a["conns"]) for a in d["account_statz"])
+                    for d in (expected, got)
+                ]
+                assert listed[1] == listed[0], path
+            # the client's two messages in, three deliveries out (foo.bar to two of its
+            # subscriptions, baz to one)
+            traffic = [
+                [(a["acc"], a["received"]["msgs"], a["sent"]["msgs"]) for a in d["account_statz"]]
+                for d in [await document(b, "/accstatz") for b in (theirs, ours)]
+            ]
+            assert traffic == [[("$G", 2, 3)]] * 2
+        finally:
+            for nc in clients:
+                await nc.close()

@@ -9,11 +9,11 @@ is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flig
 neither can hold up server shutdown.
 
 It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
-`/subsz`, `/jsz`, `/accountz` and `/healthz` (a trailing slash is ignored), to GET and
-HEAD, as JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"),
+`/subsz`, `/jsz`, `/accountz`, `/accstatz` and `/healthz` (a trailing slash is ignored),
+to GET and HEAD, as JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"),
 indented except for the compact `/healthz`. The documents, which follow nats-server field
-for field, are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz` and
-`.healthz`; this module routes requests to them, turns their `HttpError`s into
+for field, are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz`,
+`.accstatz` and `.healthz`; this module routes requests to them, turns their `HttpError`s into
 `{"code", "error"}` responses and a `BadParameter` (`brook.monitor.params`) into
 nats-server's plain-text 400, and counts requests per path for `/varz`'s
 `http_req_stats`. `/healthz` sets its own status and body (nats-server's `{"status",
@@ -36,10 +36,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from brook import limits
 from brook.monitor.accountz import build_accountz
+from brook.monitor.accstatz import build_accstatz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
-from brook.monitor.params import BadParameter, text
+from brook.monitor.params import BadParameter, go_bool, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
@@ -74,6 +75,7 @@ _ENDPOINTS = {
     "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
     "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
     "/accountz": "Accounts (acc)",
+    "/accstatz": "Accounts' statistics (unused)",
 }
 
 
@@ -103,6 +105,7 @@ class MonitorServer:
             "/subsz": self.subsz,
             "/jsz": self.jsz,
             "/accountz": self.accountz,
+            "/accstatz": self.accstatz,
         }
 
     @property
@@ -282,3 +285,6 @@ class MonitorServer:
 
     def accountz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_accountz(self.feed, text(query, "acc"))
+
+    def accstatz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_accstatz(self.feed, [], include_unused=go_bool(query, "unused"))

@@ -38,6 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 from brook import limits
 from brook.monitor.accountz import build_account_info, build_accountz
+from brook.monitor.accstatz import account_stat, build_accstatz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
@@ -480,7 +481,7 @@ class SystemServices:
                 "JSZ": lambda body: build_jsz_account(
                     self.feed, _options(JszOptions, {**body, "account": target}, _JSZ_NAMES)
                 ),
-                "STATZ": lambda body: self._accounts_statz([target], body, skip_empty=True),
+                "STATZ": lambda body: self._accounts_statz([target], body),
                 "INFO": lambda body: build_account_info(self.feed, target),
             }
             if target == "PING" and name == "STATZ":
@@ -575,28 +576,13 @@ class SystemServices:
         status = {"status": doc.pop("status"), "status_code": code}
         return status | doc
 
-    def _accounts_statz(
-        self, accounts: list[str], body: dict[str, Any], *, skip_empty: bool = True
-    ) -> dict[str, Any]:
-        """nats-server's `AccountStatz`: accounts with connections (all when
-        `include_unused`), or those named."""
-        connections = self.feed.connections()
-        names = accounts or sorted({c.account for c in connections})
-        include_unused = bool(body.get("include_unused"))
-        stats = []
-        for name in names:
-            mine = [c for c in connections if c.account == name]
-            if not mine and not include_unused:
-                continue
-            subs = sum(s.stats["num_subscriptions"] for s in self.feed.sublists(name))
-            stats.append(_account_stat(name, mine, subs))
-        if not stats and skip_empty and not include_unused:
+    def _accounts_statz(self, accounts: list[str], body: dict[str, Any]) -> dict[str, Any]:
+        """nats-server's `AccountStatz` over `$SYS`: no answer when no account qualifies."""
+        include_unused = body.get("include_unused") is True
+        doc = build_accstatz(self.feed, accounts, include_unused=include_unused)
+        if not doc["account_statz"] and not include_unused:
             raise NotHere("no account with connections")
-        return {
-            "server_id": self.feed.server_id,
-            "now": rfc3339_nano(time.time()),
-            "account_statz": stats,
-        }
+        return doc
 
     def _conns(self, account: str, reply: bytes | None) -> None:
         """`$SYS.REQ.ACCOUNT.<account>.CONNS`: nats-server's `AccountNumConns`, sent only
@@ -604,39 +590,14 @@ class SystemServices:
         connections = [c for c in self.feed.connections() if c.account == account]
         if not reply or not connections:
             return
-        subs = sum(s.stats["num_subscriptions"] for s in self.feed.sublists(account))
         event = {
             "type": "io.nats.server.advisory.v1.account_connections",
             "id": random_id(),
             "timestamp": rfc3339_nano(time.time()),
             "server": self._server_info(),
-            **_account_stat(account, connections, subs),
+            **account_stat(self.feed, account, connections),
         }
         self._send(reply.decode(), event)
-
-
-def _account_stat(name: str, connections: list[ConnectionSnapshot], subs: int) -> dict[str, Any]:
-    """nats-server's `AccountStat` (no leaf nodes, routes nor gateways in Brook)."""
-    none = {"msgs": 0, "bytes": 0}
-    received = {
-        "msgs": sum(c.in_msgs for c in connections),
-        "bytes": sum(c.in_bytes for c in connections),
-    }
-    sent = {
-        "msgs": sum(c.out_msgs for c in connections),
-        "bytes": sum(c.out_bytes for c in connections),
-    }
-    return {
-        "acc": name,
-        "name": name,
-        "conns": len(connections),
-        "leafnodes": 0,
-        "total_conns": len(connections),
-        "num_subscriptions": subs,
-        "sent": {**sent, "gateways": none, "routes": none, "leafs": none},
-        "received": {**received, "gateways": none, "routes": none, "leafs": none},
-        "slow_consumers": 0,
-    }
 
 
 def _json(body: dict[str, Any]) -> bytes:
