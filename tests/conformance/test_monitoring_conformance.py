@@ -315,6 +315,17 @@ async def test_accstatz_as_nats_server(nats_server_http: tuple[str, str], tmp_pa
                 for d in [await document(b, "/accstatz") for b in (theirs, ours)]
             ]
             assert traffic == [[("$G", 2, 3)]] * 2
+            # a client that published once and left still counts (nats-server's totals)
+            for url in (nats_url, server.url):
+                leaver = await nats.connect(url, allow_reconnect=False)
+                await leaver.publish("nobody", b"x")
+                await leaver.flush()
+                await leaver.close()
+            traffic = [
+                [(a["acc"], a["received"]["msgs"], a["conns"]) for a in d["account_statz"]]
+                for d in [await document(b, "/accstatz") for b in (theirs, ours)]
+            ]
+            assert traffic == [[("$G", 3, 1)]] * 2
         finally:
             for nc in clients:
                 await nc.close()

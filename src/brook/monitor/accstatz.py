@@ -2,9 +2,9 @@
 
 Mirrors nats-server's `AccountStatz` (server/monitor.go): the accounts with client
 connections here, or every account with `unused`, or those named (`$SYS` requests); each
-an `AccountStat` (no leaf nodes, routes nor gateways in Brook, so those counts are 0). An
-account's `sent` and `received` are its open connections' traffic (nats-server keeps them
-since start: docs/compatibility.md). Also the body of `$SYS.REQ.ACCOUNT.<a>.CONNS`.
+an `AccountStat` (no leaf nodes, routes nor gateways in Brook, so those counts are 0), its
+`sent` and `received` counted since the server started, closed connections included.
+Also the body of `$SYS.REQ.ACCOUNT.<a>.CONNS`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from brook.monitor.durations import rfc3339_nano
-from brook.server.statistics import ConnectionSnapshot, StatisticsFeed
+from brook.server.statistics import AccountSnapshot, ConnectionSnapshot, StatisticsFeed
 
 __all__ = ["account_stat", "build_accstatz"]
 
@@ -24,13 +24,12 @@ def build_accstatz(
     """The statistics of `accounts` (all when empty) that have connections, or of all of
     them with `include_unused`."""
     connections = feed.connections()
-    names = accounts or [a.name for a in feed.account_snapshots()]
-    known = {a.name for a in feed.account_snapshots()}
+    known = {a.name: a for a in feed.account_snapshots()}
     stats = []
-    for name in names:
+    for name in accounts or list(known):
         mine = [c for c in connections if c.account == name]
         if name in known and (mine or include_unused):
-            stats.append(account_stat(feed, name, mine))
+            stats.append(account_stat(feed, known[name], mine))
     return {
         "server_id": feed.server_id,
         "now": rfc3339_nano(time.time()),
@@ -39,18 +38,20 @@ def build_accstatz(
 
 
 def account_stat(
-    feed: StatisticsFeed, name: str, connections: list[ConnectionSnapshot]
+    feed: StatisticsFeed, account: AccountSnapshot, connections: list[ConnectionSnapshot]
 ) -> dict[str, Any]:
-    """nats-server's `AccountStat` of account `name`, whose connections are these."""
+    """nats-server's `AccountStat` of `account`, whose open connections are these."""
+    name = account.name
     subs = sum(s.stats["num_subscriptions"] for s in feed.sublists(name))
     none = {"msgs": 0, "bytes": 0}
+    closed = account.closed_traffic
     received = {
-        "msgs": sum(c.in_msgs for c in connections),
-        "bytes": sum(c.in_bytes for c in connections),
+        "msgs": closed[0] + sum(c.in_msgs for c in connections),
+        "bytes": closed[1] + sum(c.in_bytes for c in connections),
     }
     sent = {
-        "msgs": sum(c.out_msgs for c in connections),
-        "bytes": sum(c.out_bytes for c in connections),
+        "msgs": closed[2] + sum(c.out_msgs for c in connections),
+        "bytes": closed[3] + sum(c.out_bytes for c in connections),
     }
     return {
         "acc": name,

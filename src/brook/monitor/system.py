@@ -588,14 +588,15 @@ class SystemServices:
         """`$SYS.REQ.ACCOUNT.<account>.CONNS`: nats-server's `AccountNumConns`, sent only
         while the account has connections here."""
         connections = [c for c in self.feed.connections() if c.account == account]
-        if not reply or not connections:
+        snapshot = next((a for a in self.feed.account_snapshots() if a.name == account), None)
+        if not reply or not connections or snapshot is None:
             return
         event = {
             "type": "io.nats.server.advisory.v1.account_connections",
             "id": random_id(),
             "timestamp": rfc3339_nano(time.time()),
             "server": self._server_info(),
-            **account_stat(self.feed, account, connections),
+            **account_stat(self.feed, snapshot, connections),
         }
         self._send(reply.decode(), event)
 

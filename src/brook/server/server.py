@@ -135,6 +135,7 @@ class Server:
         # Traffic counters live on each connection (one increment per message on the hot
         # path); the server's totals add closed connections' final counts to live ones.
         self._closed_traffic = [0, 0, 0, 0]  # in_msgs, in_bytes, out_msgs, out_bytes
+        self._closed_by_account: dict[str, list[int]] = {}  # the same, per account
         self.slow_consumers = 0
         self.total_connections = 0
 
@@ -346,6 +347,11 @@ class Server:
             totals[1] += client.in_bytes
             totals[2] += client.out_msgs
             totals[3] += client.out_bytes
+            mine = self._closed_by_account.setdefault(client.account.name, [0, 0, 0, 0])
+            mine[0] += client.in_msgs
+            mine[1] += client.in_bytes
+            mine[2] += client.out_msgs
+            mine[3] += client.out_bytes
             if client.connected and self.system is not None:
                 self.system.client_closed(self._connection_snapshot(client))
 
@@ -525,6 +531,7 @@ class Server:
                 clients=clients.get(a.name, 0),
                 updated_at=self.started_at,
                 system_services=self.system is not None,
+                closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
             )
             for a in self.accounts
         ]

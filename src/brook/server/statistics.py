@@ -174,6 +174,8 @@ class AccountSnapshot:
     clients: int
     updated_at: float  # Unix time of its configuration
     system_services: bool  # the system account's services run (their imports and exports)
+    # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
+    closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
 
 
 class StatisticsFeed(Protocol):
