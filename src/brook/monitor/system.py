@@ -316,6 +316,9 @@ class SystemServices:
     # ------------------------------------------------------------------ events
 
     def client_connected(self, client: ConnectionSnapshot) -> None:
+        subject = f"$SYS.ACCOUNT.{client.account}.CONNECT".encode()
+        if not self.bus.system.router.has_interest(subject):
+            return  # built only for a listener: a connection storm costs nothing more
         event = {
             "type": CONNECT_TYPE,
             "id": random_id(),
@@ -323,9 +326,12 @@ class SystemServices:
             "server": self._server_info(),
             "client": self._client_info(client, None),
         }
-        self.bus.system.publish(f"$SYS.ACCOUNT.{client.account}.CONNECT".encode(), _json(event))
+        self.bus.system.publish(subject, _json(event))
 
     def client_closed(self, client: ConnectionSnapshot) -> None:
+        subject = f"$SYS.ACCOUNT.{client.account}.DISCONNECT".encode()
+        if not self.bus.system.router.has_interest(subject):
+            return
         now = time.time()
         event = {
             "type": DISCONNECT_TYPE,
@@ -338,7 +344,7 @@ class SystemServices:
             "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},
             "reason": _reason(client.close_reason),
         }
-        self.bus.system.publish(f"$SYS.ACCOUNT.{client.account}.DISCONNECT".encode(), _json(event))
+        self.bus.system.publish(subject, _json(event))
 
     def _client_info(self, client: ConnectionSnapshot, stop: float | None) -> dict[str, Any]:
         """nats-server's `ClientInfo` of an event, its empty fields left out."""
