@@ -27,6 +27,7 @@ import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
 from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.raw import PONG
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -161,6 +162,81 @@ async def test_connect_info_names_the_account() -> None:
 
     reference, ours = await both(accounts_config(), steps)
     assert reference == ["A", "B", "$G"]
+    assert ours == reference
+
+
+async def test_only_the_system_account_has_users() -> None:
+    """`accounts { $SYS: {users} }` alone: a client without credentials gets in to `$G`
+    (nats-server's generated no_auth_user; INFO still says auth_required), the system
+    user to `$SYS` (`acc_is_sys`), a wrong password nowhere; `$G` and `$SYS` share no
+    subject."""
+    from tests.support.raw import Err, Info, RawClient
+
+    config = "accounts { $SYS: { users: [{user: s, password: s}] } }\n"
+
+    async def steps(url: str) -> list[Any]:
+        out: list[Any] = []
+        logins: list[dict[str, Any]] = [{}, {"user": "s", "pass": "s"}, {"user": "x", "pass": "s"}]
+        for credentials in logins:
+            async with RawClient.connect_url(url) as c:
+                ops = await c.handshake(protocol=1, **credentials)
+                infos = [op for op in ops if isinstance(op, Info)]
+                out.append(
+                    (
+                        c.info.get("auth_required"),
+                        [e for e in ops if isinstance(e, Err)],
+                        {k: infos[-1].fields.get(k) for k in ("remote_account", "acc_is_sys")}
+                        if infos
+                        else None,
+                    )
+                )
+        anonymous = await nats.connect(url, allow_reconnect=False)
+        system = await nats.connect(url, user="s", password="s", allow_reconnect=False)
+        subs = [await nc.subscribe("shared") for nc in (anonymous, system)]
+        for nc in (anonymous, system):
+            await nc.flush()
+        await anonymous.publish("shared", b"from $G")
+        await anonymous.flush()
+        out.append([await received(sub) for sub in subs])
+        await anonymous.close()
+        await system.close()
+        return out
+
+    reference, ours = await both(config, steps)
+    assert reference[0][2] == {"remote_account": "$G", "acc_is_sys": None}
+    assert reference[1][2] == {"remote_account": "$SYS", "acc_is_sys": True}
+    assert reference[2][1] == [Err("Authorization Violation")]
+    assert reference[3] == [[b"from $G"], []]
+    assert ours == reference
+
+
+async def test_a_second_connect_to_another_account() -> None:
+    """A client of A subscribed to `foo` logs in again as B's user: its subscription
+    gets nothing from A nor from B afterwards (nats-server's behaviour), and a new one
+    gets B's messages."""
+    from tests.support.raw import Msg, RawClient
+
+    async def steps(url: str) -> list[Any]:
+        async with RawClient.connect_url(url) as c:
+            first: dict[str, Any] = {"user": "a", "pass": "a"}
+            second: dict[str, Any] = {"user": "b", "pass": "b"}
+            await c.handshake(**first)
+            await c.send(b"SUB foo 1\r\n")
+            await c.handshake(**second)
+            await c.send(b"SUB bar 2\r\nPING\r\n")
+            await c.read_ops(until=lambda op: op == PONG)
+            pa, pb = await connect(url, "a"), await connect(url, "b")
+            for nc, payload in ((pa, b"A"), (pb, b"B")):
+                await nc.publish("foo", payload)
+                await nc.publish("bar", payload)
+                await nc.flush()
+            ops = await c.read_ops(timeout=0.5)
+            await pa.close()
+            await pb.close()
+            return [(op.subject, op.sid, op.payload) for op in ops if isinstance(op, Msg)]
+
+    reference, ours = await both(accounts_config(), steps)
+    assert reference == [(b"bar", b"2", b"B")]
     assert ours == reference
 
 

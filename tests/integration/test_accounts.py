@@ -134,3 +134,32 @@ async def test_acks_and_consumers_stay_in_their_account(tmp_path: Path) -> None:
         assert info_b["num_pending"] == 1
         await a.close()
         await b.close()
+
+
+async def test_monitoring_adds_up_the_accounts_jetstream(tmp_path: Path) -> None:
+    """`/varz` jetstream.stats: usage and API requests over every account, the accounts
+    with JetStream counted, as nats-server's; subscriptions of every account counted."""
+    from tests.support.monitor import get_json
+
+    config = settings(tmp_path, ACCOUNTS)
+    config.http_port = -1
+    async with brook.serve(port=0, settings=config) as srv:
+        a, b = await connect(srv.url, "a"), await connect(srv.url, "b")
+        usage = 0
+        for nc, payload in ((a, b"a" * 100), (b, b"b" * 300)):
+            await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["x"]})
+            await nc.request("x", payload, timeout=2)
+            info = await api(nc, "$JS.API.INFO")
+            usage += info["storage"]
+        await a.subscribe("plain.a")
+        await b.subscribe("plain.b")
+        await a.flush()
+        await b.flush()
+        v = await get_json(srv, "/varz")
+        stats = v["jetstream"]["stats"]
+        assert stats["accounts"] == 2
+        assert stats["storage"] == usage > 400
+        assert stats["api"]["total"] == 4  # two creates, two INFOs
+        assert v["subscriptions"] >= 2 + 2  # the two above, and each API's own
+        await a.close()
+        await b.close()

@@ -329,11 +329,33 @@ class Settings:
                 f"system_account: {system!r}: error resolving system account: account missing"
             )
         for account in self.accounts:
+            if account.jetstream and (
+                account.name in (".", "..") or "/" in account.name or "\0" in account.name
+            ):
+                # Its streams are stored under a directory of its name (ADR 0027).
+                raise ConfigError(
+                    f"accounts.{account.name}.jetstream: an account with JetStream needs a"
+                    " name that is a directory name (no '/', not '.' or '..')"
+                )
             if account.jetstream and account.name == self.system_account_name:
                 raise ConfigError(
                     f"accounts.{account.name}.jetstream: "
                     "Not allowed to enable JetStream on the system account"
                 )
+
+    @property
+    def anonymous_global(self) -> bool:
+        """Only the system account has users (no authorization block, no no_auth_user):
+        nats-server then lets clients without credentials in to `$G` (server.go
+        `sysAccOnlyNoAuthUser`), while INFO still says auth_required."""
+        auth = self.auth
+        return (
+            bool(self.accounts)
+            and all(a.name == self.system_account_name for a in self.accounts)
+            and auth.token is None
+            and GLOBAL_ACCOUNT not in auth.accounts
+            and auth.no_auth_user is None
+        )
 
     @property
     def system_account_name(self) -> str:

@@ -103,7 +103,10 @@ def verify_bcrypt(secret: str, hashed: str) -> bool:
 
 
 class Authenticator:
-    def __init__(self, settings: AuthSettings) -> None:
+    def __init__(self, settings: AuthSettings, *, anonymous_global: bool = False) -> None:
+        """`anonymous_global`: a client without credentials logs in to `$G` (nats-server's
+        generated no_auth_user when only the system account has users)."""
+        self._anonymous_global = anonymous_global
         self._token = settings.token
         self._users = {u.user: u for u in settings.users}
         self._nkeys = {n.nkey: n for n in settings.nkeys}
@@ -157,6 +160,8 @@ class Authenticator:
         user, password = _option(options, "user"), _option(options, "pass")
         token, nkey = _option(options, "auth_token"), _option(options, "nkey")
         anonymous = not user and not password and not token
+        if anonymous and not nkey and self._anonymous_global:
+            return ANONYMOUS
         if self._nkeys:
             if anonymous and not nkey and self._no_auth_user in self._nkeys:
                 nkey = self._no_auth_user
@@ -189,6 +194,8 @@ class Authenticator:
         in as the no_auth_user if that is a password user (parser.go), authenticated as
         after an empty CONNECT. A bcrypt hash never matches itself, so that is refused
         here without spending a bcrypt check on it."""
+        if self._anonymous_global:
+            return ANONYMOUS
         if self._no_auth_user not in self._users:
             return None
         login = self.login({}, nonce)

@@ -1,12 +1,13 @@
 """One client connection: an `asyncio.Protocol` around the sans-I/O parser.
 
 Responsibilities: the handshake (INFO, CONNECT, authentication, the PONG before anything
-else, the async INFO with `connect_info`), applying each operation to the router, keep-
-alive, and output. Output is appended to a per-connection buffer and written once per
-event-loop iteration; a connection whose unsent output exceeds `max_pending_bytes`, or
-whose socket stays unwritable past `write_deadline_s`, is a slow consumer and is dropped
-without affecting anyone else (wire reference §1.15). Protocol violations end in the
-exact `-ERR` text nats-server sends, or a silent close where nats-server closes silently.
+else, the async INFO with `connect_info`), applying each operation to the router of the
+account it logged in to (server/accounts.py), keep-alive, and output. Output is appended
+to a per-connection buffer and written once per event-loop iteration; a connection whose
+unsent output exceeds `max_pending_bytes`, or whose socket stays unwritable past
+`write_deadline_s`, is a slow consumer and is dropped without affecting anyone else (wire
+reference §1.15). Protocol violations end in the exact `-ERR` text nats-server sends, or a
+silent close where nats-server closes silently.
 A bug in Brook while handling one connection closes that connection only.
 """
 
@@ -480,13 +481,12 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self._send(encoder.OK)
 
     def _bind(self, account: Account) -> None:
-        """Use `account`'s subjects from now on; subscriptions made before (a CONNECT
-        logging in again, to another account) move with the client."""
+        """Use `account`'s subjects from now on. A CONNECT logging in again, to another
+        account, leaves the subscriptions made before receiving nothing from either, as
+        on nats-server: they leave the old account's router and stay unsubscribable."""
         for sub in self.subs.values():
             self.router.unsubscribe(sub)
         self.account, self.router = account, account.router
-        for sub in self.subs.values():
-            self.router.subscribe(sub)
 
     def on_ping(self) -> None:
         if not self._require_connect():

@@ -98,7 +98,9 @@ class Server:
         # JetStream attributes below are the global account's, `$G`.
         self.accounts = Accounts(self.settings)
         self.router = self.accounts.global_account.router
-        self.authenticator = Authenticator(self.settings.auth)
+        self.authenticator = Authenticator(
+            self.settings.auth, anonymous_global=self.settings.anonymous_global
+        )
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
         # each client choose (its first byte tells).
@@ -433,6 +435,8 @@ class Server:
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
+            if client.account.is_system:
+                info["acc_is_sys"] = True
         info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
         return info
 
