@@ -31,6 +31,7 @@ async def serve(
     **fields: Any,
 ) -> AsyncIterator[Any]:
     from brook.monitor import MonitorServer
+    from brook.monitor.system import SystemServices
     from brook.server.server import Server
 
     base = settings or Settings()
@@ -48,6 +49,7 @@ async def serve(
     server = Server(
         base.replace(host=host, port=port, auth=auth, jetstream=js, **fields),
         monitor=MonitorServer,
+        system=SystemServices,
     )
     await server.start()
     try:

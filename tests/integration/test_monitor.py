@@ -139,7 +139,10 @@ async def test_varz_reports_settings_and_counters(srv: Any, clients: list[Any]) 
     assert (v["connections"], v["total_connections"]) == (2, 2)
     assert (v["routes"], v["remotes"], v["leafnodes"]) == (0, 0, 0)
     assert (v["in_msgs"], v["in_bytes"], v["out_msgs"], v["out_bytes"]) == (3, 30, 3, 30)
-    assert v["subscriptions"] == 1
+    # the client's one, and the server's own (the system account's services: ADR 0029)
+    own = [x for x in (await get_json(srv, "/subsz?subs=1"))["subscriptions_list"] if not x["cid"]]
+    assert len(own) > 4
+    assert v["subscriptions"] == 1 + len(own)
     assert v["slow_consumers"] == 0
     assert "jetstream" not in v
 
@@ -272,13 +275,14 @@ async def test_connz_subscription_lists(srv: Any, clients: list[Any]) -> None:
 
 
 async def test_connz_authorized_user_only_with_auth() -> None:
+    """As nats-server: the user a client logged in as is shown when `auth` asks for it."""
     async with brook.serve(port=0, http_port=-1, user="alice", password="s3cret") as server:
         nc = await nats.connect(server.url, user="alice", password="s3cret")
         try:
-            (conn,) = (await get_json(server, "/connz"))["connections"]
-            assert "authorized_user" not in conn  # as nats-server: only with auth=true
             (conn,) = (await get_json(server, "/connz?auth=true"))["connections"]
             assert conn["authorized_user"] == "alice"
+            (conn,) = (await get_json(server, "/connz"))["connections"]
+            assert "authorized_user" not in conn
         finally:
             await nc.close()
 

@@ -52,3 +52,19 @@ async def get_json(server: Any, path: str) -> Any:
 async def varz(server: Any) -> dict[str, Any]:
     doc: dict[str, Any] = await get_json(server, "/varz")
     return doc
+
+
+def json_shape(value: Any) -> Any:
+    """The keys and JSON types of a document, its values left out: what monitoring tools
+    written for nats-server rely on. Numbers are one type, as Go writes a float64 that
+    happens to be whole (`0`) as an integer. A list's shape is the sorted set of its
+    elements' shapes."""
+    if isinstance(value, dict):
+        return {k: json_shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted({json.dumps(json_shape(v), sort_keys=True) for v in value})
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__

@@ -213,16 +213,26 @@ def test_remove_of_an_unknown_subscription_returns_false() -> None:
 
 
 def test_statistics() -> None:
-    sl, _ = with_subs(b"a", b"b")
+    """nats-server's SublistStats as counts: inserts and removes ever, and the fan-out of
+    each cached result as its plain subscribers plus its queue groups (not members)."""
+    sl, subs = with_subs(b"a", b"b", b"gone")
+    for queue in (b"q1", b"q1", b"q2"):
+        sl.insert(sub(b"a", queue))
+    sl.remove(subs[b"gone"])
     sl.match(b"a")
     sl.match(b"a")
     sl.match(b"c")
     assert sl.statistics() == {
-        "num_subscriptions": 2,
+        "num_subscriptions": 5,
         "num_cache": 2,
+        "num_inserts": 6,
+        "num_removes": 1,
         "num_matches": 3,
         "cache_hits": 1,
+        "max_fanout": 3,
+        "total_fanout": 3,
     }
+    assert sorted(s.subject for s in sl.subscriptions()) == [b"a"] * 4 + [b"b"]
 
 
 # ---------------------------------------------------------------------------- the cache

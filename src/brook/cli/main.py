@@ -90,6 +90,7 @@ def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 async def _serve(settings: Settings) -> None:
     from brook.monitor import MonitorServer
+    from brook.monitor.system import SystemServices
     from brook.server.server import Server
 
     # Every handler is in place before the server starts: a launcher may signal as soon
@@ -100,7 +101,7 @@ async def _serve(settings: Settings) -> None:
         loop.add_signal_handler(sig, _ignore_signal, sig)
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_signal, stop, sig)
-    server = Server(settings, monitor=MonitorServer)
+    server = Server(settings, monitor=MonitorServer, system=SystemServices)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()

@@ -1,4 +1,4 @@
-"""HTTP monitoring compatible with nats-server's `/varz`, `/connz` and `/healthz`.
+"""HTTP monitoring compatible with nats-server's `/varz`, `/connz`, `/subsz` and `/healthz`.
 
 Above the core server and apart from it: the server hands monitoring plain-data snapshots
 (`brook.server.statistics.StatisticsFeed`) and never imports this package; whoever composes

@@ -93,7 +93,7 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
     subs_raw = _first(query, "subs")
     detail = subs_raw == "detail"
     with_subs = detail or _bool_param(query, "subs")
-    auth = _bool_param(query, "auth")
+    auth = _bool_param(query, "auth")  # nats-server shows authorized users only if asked
     sort = _first(query, "sort") or "cid"
     if sort not in _SORTS:
         raise HttpError(400, f"invalid sorting option: {sort}")

@@ -10,6 +10,8 @@ strings, so Brook reproduces Go's formats rather than inventing friendlier ones:
 * `rfc3339_nano` is Go's `time.RFC3339Nano` in UTC (trailing fractional zeros trimmed),
   used for `start`, `now` and `last_activity`.
 
+`go_number` is how Go writes any float64 (`cpu`, `cache_hit_rate`): `2`, not `2.0`.
+
 Pure functions of numbers; nothing here touches a clock.
 """
 
@@ -18,6 +20,12 @@ from __future__ import annotations
 import time
 
 from brook.durations import NS_PER_MS, NS_PER_S, NS_PER_US, go_string
+
+
+def go_number(value: float) -> float | int:
+    """A float64 as Go encodes it in JSON: 2.0 as `2` (which JSON readers take for an
+    integer), anything else as is."""
+    return int(value) if float(value).is_integer() else value
 
 
 def seconds_to_ns(seconds: float) -> int:

@@ -21,36 +21,15 @@ import logging
 import os
 from typing import Any
 
+from brook.monitor.params import go_bool
 from brook.server.statistics import JetStreamAssets
 
-__all__ = ["BadBoolean", "build_healthz"]
+__all__ = ["build_healthz"]
 
 log = logging.getLogger("brook.monitor")
 
 ACCOUNT = "$G"
-# Go's strconv.ParseBool
-_BOOLS = {w: True for w in ("1", "t", "T", "TRUE", "true", "True")} | {
-    w: False for w in ("0", "f", "F", "FALSE", "false", "False")
-}
-
-
 _MUST_NOT_BE_EMPTY = '"%s" must not be empty when checking %s health'
-
-
-class BadBoolean(ValueError):
-    """A flag parameter is not a Go boolean; nats-server answers 400 in plain text."""
-
-
-def _flag(query: dict[str, list[str]], name: str) -> bool:
-    text = query.get(name, [""])[0]
-    if text == "":
-        return False
-    if text not in _BOOLS:
-        raise BadBoolean(
-            f"Error decoding boolean for '{name}': "
-            f"strconv.ParseBool: parsing {json.dumps(text)}: invalid syntax"
-        )
-    return _BOOLS[text]
 
 
 class _Probe:
@@ -88,14 +67,14 @@ def build_healthz(
     js: JetStreamAssets | None, query: dict[str, list[str]]
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for `/healthz?query` on a server whose JetStream holds `js`
-    (None: JetStream off); raises `BadBoolean` for a bad flag."""
-    js_enabled = _flag(query, "js-enabled")
+    (None: JetStream off); raises `BadParameter` for a bad flag."""
+    js_enabled = go_bool(query, "js-enabled")
     if js_enabled:
         log.warning("Healthcheck: js-enabled deprecated, use js-enabled-only instead")
-    js_enabled_only = _flag(query, "js-enabled-only")
-    js_server_only = _flag(query, "js-server-only")
-    _flag(query, "js-meta-only")  # checked for its form; there is no meta layer
-    probe = _Probe(_flag(query, "details"))
+    js_enabled_only = go_bool(query, "js-enabled-only")
+    js_server_only = go_bool(query, "js-server-only")
+    go_bool(query, "js-meta-only")  # checked for its form; there is no meta layer
+    probe = _Probe(go_bool(query, "details"))
     account, stream, consumer = (query.get(k, [""])[0] for k in ("account", "stream", "consumer"))
     if not account and stream:
         probe.fail(400, "error", "BAD_REQUEST", _MUST_NOT_BE_EMPTY % ("account", "stream"))

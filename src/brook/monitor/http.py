@@ -8,16 +8,17 @@ connection is closed, which HTTP/1.1 clients handle by reconnecting. Requests la
 is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flight, so
 neither can hold up server shutdown.
 
-It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz` and
-`/healthz` (a trailing slash is ignored), to GET and HEAD, as JSON written the way Go
-writes it: UTF-8 rather than ASCII escapes ("664µs"), indented except for the compact
-`/healthz`. The `/varz`, `/connz` and `/healthz` documents, which follow nats-server field
-for field, are built by `brook.monitor.varz`, `.connz` and `.healthz`; this module routes
-requests to them, turns their `HttpError`s into `{"code", "error"}` responses and counts
-requests per path for `/varz`'s `http_req_stats`. `/healthz` sets its own status and body
-(nats-server's `{"status", "error"}`), so it returns a `Reply`. Everything it reports comes
-from the snapshots of a `StatisticsFeed` (`brook.server.statistics`): monitoring never
-holds the server's objects.
+It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
+`/subsz`, `/jsz`, `/accountz`, `/accstatz` and `/healthz` (a trailing slash is ignored),
+to GET and HEAD, as JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"),
+indented except for the compact `/healthz`. The documents, which follow nats-server field
+for field, are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz`,
+`.accstatz` and `.healthz`; this module routes requests to them, turns their `HttpError`s into
+`{"code", "error"}` responses and a `BadParameter` (`brook.monitor.params`) into
+nats-server's plain-text 400, and counts requests per path for `/varz`'s
+`http_req_stats`. `/healthz` sets its own status and body (nats-server's `{"status",
+"error"}`), so it returns a `Reply`. Everything it reports comes from the snapshots of a
+`StatisticsFeed` (`brook.server.statistics`): monitoring never holds the server's objects.
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 from brook import limits
+from brook.monitor.accountz import build_accountz
+from brook.monitor.accstatz import build_accstatz
 from brook.monitor.connz import HttpError, build_connz
-from brook.monitor.healthz import BadBoolean, build_healthz
+from brook.monitor.healthz import build_healthz
+from brook.monitor.jsz import JszOptions, build_jsz
+from brook.monitor.params import BadParameter, go_bool, text
+from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.portsfile import reachable_urls
@@ -51,6 +57,7 @@ log = logging.getLogger("brook.monitor")
 REQUEST_TIMEOUT_S = 5.0
 
 _JSON = "application/json"
+_TEXT = "text/plain; charset=utf-8"
 
 
 class Reply(NamedTuple):
@@ -65,6 +72,10 @@ _ENDPOINTS = {
     "/varz": "General server information and counters",
     "/connz": "Client connections (limit, offset, sort, subs, cid)",
     "/healthz": "Health probe",
+    "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
+    "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
+    "/accountz": "Accounts (acc)",
+    "/accstatz": "Accounts' statistics (unused)",
 }
 
 
@@ -91,6 +102,10 @@ class MonitorServer:
             "/varz": self.varz,
             "/connz": self.connz,
             "/healthz": self.healthz,
+            "/subsz": self.subsz,
+            "/jsz": self.jsz,
+            "/accountz": self.accountz,
+            "/accstatz": self.accstatz,
         }
 
     @property
@@ -185,6 +200,8 @@ class MonitorServer:
             body = handler(parse_qs(url.query, keep_blank_values=True))
         except HttpError as exc:
             return self._response(exc.args[0], {"error": exc.args[1]}, head_only)
+        except BadParameter as exc:  # nats-server answers these in plain text
+            return self._http(Reply(400, str(exc).encode(), _TEXT), head_only)
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
             return self._response(500, {"error": "internal error"}, head_only)
@@ -243,10 +260,7 @@ class MonitorServer:
         }
 
     def healthz(self, query: dict[str, list[str]]) -> Reply:
-        try:
-            status, body = build_healthz(self.feed.jetstream_assets(), query)
-        except BadBoolean as exc:  # nats-server answers this one in plain text
-            return Reply(400, str(exc).encode(), "text/plain; charset=utf-8")
+        status, body = build_healthz(self.feed.jetstream_assets(), query)
         return Reply(status, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 
     def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
@@ -262,3 +276,15 @@ class MonitorServer:
 
     def connz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_connz(self.feed, query)
+
+    def subsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_subsz(self.feed, SubszOptions.from_query(query))
+
+    def jsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_jsz(self.feed, JszOptions.from_query(query))
+
+    def accountz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_accountz(self.feed, text(query, "acc"))
+
+    def accstatz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_accstatz(self.feed, [], include_unused=go_bool(query, "unused"))

@@ -19,20 +19,15 @@ from typing import Any
 
 from brook import limits
 from brook.config.settings import Settings, TLSSettings, WebSocketSettings
-from brook.monitor.durations import rfc3339_nano, seconds_to_ns, uptime_string
+from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
 from brook.server.statistics import ServerStatistics
 from brook.server.tls import certificate_not_after
 from brook.version import __version__
 
-__all__ = ["CpuSampler", "build_varz"]
+__all__ = ["CpuSampler", "build_varz", "rss_bytes"]
 
 
-def _go_number(value: float) -> float | int:
-    """Go encodes float64 2.0 as `2`; emit the same so byte-level diffs stay quiet."""
-    return int(value) if float(value).is_integer() else value
-
-
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     """Resident set size from /proc (Linux); 0 where that file does not exist."""
     try:
         with open("/proc/self/statm", "rb") as f:
@@ -59,7 +54,7 @@ class CpuSampler:
         self._wall, self._cpu = wall, cpu
         if elapsed <= 0:
             return 0
-        return _go_number(round(100.0 * used / elapsed, 1))
+        return go_number(round(100.0 * used / elapsed, 1))
 
 
 def build_varz(
@@ -99,7 +94,7 @@ def build_varz(
         "http_host": http_host,
         "http_port": http_port,
         "https_port": https_port,
-        "auth_timeout": _go_number(st.client_auth_timeout_s),
+        "auth_timeout": go_number(st.client_auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
@@ -127,12 +122,12 @@ def build_varz(
             v["jetstream"]["brook_batches"] = srv["batches"]
     v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
     v |= {
-        "tls_timeout": _go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
+        "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
         "start": rfc3339_nano(srv["started_at"]),
         "now": rfc3339_nano(now),
         "uptime": uptime_string(now - srv["started_at"]),
-        "mem": _rss_bytes(),
+        "mem": rss_bytes(),
         "cores": os.cpu_count() or 1,
         "cpu": cpu.percent(),
         "connections": srv["connections"],
@@ -171,7 +166,7 @@ def _websocket(ws: WebSocketSettings, port: int) -> dict[str, Any]:
         "advertise": ws.advertise,
         "no_auth_user": ws.no_auth_user,
         "handshake_timeout": seconds_to_ns(ws.handshake_timeout_s),
-        "auth_timeout": _go_number(ws.auth_timeout_s or 0),
+        "auth_timeout": go_number(ws.auth_timeout_s or 0),
         "no_tls": ws.no_tls,
         "tls_map": tls is not None and tls.verify_and_map,
         "tls_pinned_certs": sorted(tls.pinned_certs) if tls is not None else [],

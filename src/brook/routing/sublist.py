@@ -245,6 +245,8 @@ class Sublist:
         self._cached_wild: set[bytes] = set()
         self._cache_entries_max = cache_entries_max
         self.count = 0
+        self.inserts = 0  # ever, for /subsz; subscribing is off the message path
+        self.removes = 0
         self.matches = 0
         self.cache_misses = 0  # hits are derived: one counter on the hot path, not two
         # See "Exclusive prefix routes" in the module docstring: every registered prefix,
@@ -330,6 +332,7 @@ class Sublist:
         else:
             node.queues.setdefault(sub.queue, []).append(sub)
         self.count += 1
+        self.inserts += 1
         if self._exclusive:
             for exclusive in self._exclusive:
                 exclusive.track(sub, True)
@@ -363,6 +366,7 @@ class Sublist:
                 break
             del parent.children[tok]
         self.count -= 1
+        self.removes += 1
         if self._exclusive:
             for exclusive in self._exclusive:
                 exclusive.track(sub, False)
@@ -436,12 +440,28 @@ class Sublist:
         return result
 
     def statistics(self) -> dict[str, int]:
+        """nats-server's `SublistStats` as counts (`/subsz` derives its rates from them):
+        the fan-out of each cached result is its plain subscribers plus its queue groups,
+        walked here when asked, as nats-server walks its cache."""
+        total_fanout = max_fanout = 0
+        for result in self._cache.values():
+            fanout = len(result.plain) + len(result.queues)
+            total_fanout += fanout
+            max_fanout = max(max_fanout, fanout)
         return {
             "num_subscriptions": self.count,
             "num_cache": len(self._cache),
+            "num_inserts": self.inserts,
+            "num_removes": self.removes,
             "num_matches": self.matches,
             "cache_hits": self.cache_hits,
+            "max_fanout": max_fanout,
+            "total_fanout": total_fanout,
         }
+
+    def subscriptions(self) -> list[Subscription]:
+        """Every subscription in the index (a walk of the trie, for monitoring)."""
+        return list(self._subscriptions())
 
 
 def _add(node: _Node, plain: list[Subscription], queues: dict[bytes, list[Subscription]]) -> None:

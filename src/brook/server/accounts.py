@@ -43,6 +43,7 @@ from brook.routing.router import Router
 
 if TYPE_CHECKING:
     from brook.jetstream.api.dispatch import ApiDispatcher
+    from brook.jetstream.api.streams import StreamApi
     from brook.jetstream.engine import JetStream
     from brook.jetstream.snapshot.transfers import Transfers
 
@@ -80,6 +81,7 @@ class Account:
         self.jetstream: JetStream | None = None
         self.api: ApiDispatcher | None = None  # its `$JS.API.>`: an engine's, or refusals
         self.transfers: Transfers | None = None  # snapshots and restores (with an engine)
+        self.stream_api: StreamApi | None = None  # its stream endpoints (shapes for /jsz)
         self._refusals: InternalClient | None = None
 
     def __repr__(self) -> str:
@@ -130,6 +132,7 @@ class Account:
             api_level=limits.JETSTREAM_API_LEVEL,
         )
         streams.register(api)
+        self.stream_api = streams
         ConsumerApi(
             js, version=limits.NATS_COMPAT_VERSION, api_level=limits.JETSTREAM_API_LEVEL
         ).register(api)

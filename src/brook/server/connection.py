@@ -519,7 +519,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.login = login
         compiled = self.authenticator.permissions(login)
         self.perms = ConnectionPermissions(compiled) if compiled is not None else None
-        self.connected = True
+        if not self.connected:  # a CONNECT again changes options, it is no new client
+            self.connected = True
+            self.server.client_connected(self)
         if self.verbose and acknowledge:
             self._send(encoder.OK)
         if login.jwt is not None:

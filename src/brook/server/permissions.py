@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from brook import limits
 from brook.config.settings import Permissions, ResponsePermission
@@ -237,3 +238,24 @@ class ConnectionPermissions:
                 del replies[reply]
         self._granted_since_prune = 0
         self._last_prune = now
+
+
+def public_permissions(perms: Permissions) -> dict[str, Any]:
+    """A user's permissions as nats-server shows them to the user (`$SYS.REQ.USER.INFO`,
+    its `publicPermissions`): both directions, each with its non-empty lists (in the
+    config's order; nats-server's is its index's), and `responses` with `max` and `ttl`
+    (nanoseconds) under `allow_responses`."""
+    out: dict[str, Any] = {}
+    for name, direction in (("publish", perms.publish), ("subscribe", perms.subscribe)):
+        lists: dict[str, list[str]] = {}
+        if direction is not None and direction.allow:
+            lists["allow"] = list(direction.allow)
+        if direction is not None and direction.deny:
+            lists["deny"] = list(direction.deny)
+        out[name] = lists
+    if perms.responses is not None:
+        out["responses"] = {
+            "max": perms.responses.max_msgs,
+            "ttl": round(perms.responses.expires_s * 1e9),
+        }
+    return out

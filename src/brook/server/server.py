@@ -29,18 +29,29 @@ from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
-from brook.server.accounts import Accounts
+from brook.routing.internal import InternalClient
+from brook.routing.sublist import Subscription
+from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
+    AccountSnapshot,
     ConnectionSnapshot,
+    JetStreamAccountReport,
     JetStreamAssets,
     Monitor,
     MonitorFactory,
     ServerStatistics,
+    StreamReport,
+    SublistSnapshot,
     SubscriptionSnapshot,
+    SystemBus,
+    SystemFactory,
+    SystemServices,
+    UserSnapshot,
 )
 from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
@@ -57,12 +68,29 @@ def _new_server_id() -> str:
     return "N" + base64.b32encode(secrets.token_bytes(35)).decode()[:55]
 
 
+def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> SubscriptionSnapshot:
+    return SubscriptionSnapshot(
+        subject=sub.subject.decode("utf-8", "replace"),
+        queue=sub.queue.decode("utf-8", "replace") if sub.queue else "",
+        sid=sub.sid.decode("utf-8", "replace"),
+        msgs=sub.delivered,
+        max=sub.max_msgs,
+        cid=cid,
+        account=account,
+    )
+
+
 class Server:
     def __init__(
-        self, settings: Settings | None = None, *, monitor: MonitorFactory | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        monitor: MonitorFactory | None = None,
+        system: SystemFactory | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
-        (`brook.monitor.MonitorServer`; the server does not import it)."""
+        (`brook.monitor.MonitorServer`), `system` the system account's services
+        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither."""
         self.settings = (settings or Settings()).validate()
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
@@ -100,6 +128,10 @@ class Server:
         self._shutdown_task: asyncio.Future[None] | None = None
         self._monitor_factory = monitor
         self.monitor: Monitor | None = None
+        # The system account's services, answering in its subjects and, for what
+        # nats-server imports into every account, in the others' (ADR 0029).
+        self._system_factory = system
+        self.system: SystemServices | None = None
         self._ports_file: Path | None = None
         self.jetstream: Any = None  # `$G`'s engine, when it has JetStream
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -112,6 +144,7 @@ class Server:
         # Traffic counters live on each connection (one increment per message on the hot
         # path); the server's totals add closed connections' final counts to live ones.
         self._closed_traffic = [0, 0, 0, 0]  # in_msgs, in_bytes, out_msgs, out_bytes
+        self._closed_by_account: dict[str, list[int]] = {}  # the same, per account
         self.slow_consumers = 0
         self.total_connections = 0
 
@@ -165,6 +198,19 @@ class Server:
             self.tls_context = server_context(self.settings.tls)
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
+        if self._system_factory is not None:
+            system = self.accounts.system_account
+            bus = SystemBus(
+                system_account=system.name,
+                system=InternalClient(system.router, system.name),
+                imports={
+                    a.name: InternalClient(a.router, f"{system.name} imports")
+                    for a in self.accounts
+                    if not a.is_system
+                },
+            )
+            self.system = self._system_factory(self, bus)
+            self.system.start()
         sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
         if self.tls_first:
@@ -282,6 +328,8 @@ class Server:
             await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.system is not None:
+            self.system.stop()
         if self._ports_file is not None:
             self._ports_file.unlink(missing_ok=True)
         log.info("Brook stopped")
@@ -317,6 +365,18 @@ class Server:
             totals[1] += client.in_bytes
             totals[2] += client.out_msgs
             totals[3] += client.out_bytes
+            mine = self._closed_by_account.setdefault(client.account.name, [0, 0, 0, 0])
+            mine[0] += client.in_msgs
+            mine[1] += client.in_bytes
+            mine[2] += client.out_msgs
+            mine[3] += client.out_bytes
+            if client.connected and self.system is not None:
+                self.system.client_closed(self._connection_snapshot(client))
+
+    def client_connected(self, client: ClientConnection) -> None:
+        """A client logged in (its first CONNECT): the system account's event."""
+        if self.system is not None:
+            self.system.client_connected(self._connection_snapshot(client))
 
     def _traffic(self, index: int, attr: str) -> int:
         live: int = sum(getattr(c, attr) for c in self.clients.values())
@@ -452,48 +512,152 @@ class Server:
 
     def connections(self) -> list[ConnectionSnapshot]:
         """Every registered client connection, in no particular order."""
+        return [self._connection_snapshot(c) for c in self.clients.values()]
+
+    def _connection_snapshot(self, c: ClientConnection) -> ConnectionSnapshot:
+        return ConnectionSnapshot(
+            cid=c.cid,
+            host=c.host,
+            port=c.port,
+            started_at=c.started_at,
+            last_activity=c.last_activity,
+            rtt_s=c.rtt_s,
+            pending_bytes=c.pending_bytes,
+            in_msgs=c.in_msgs,
+            in_bytes=c.in_bytes,
+            out_msgs=c.out_msgs,
+            out_bytes=c.out_bytes,
+            subs=len(c.subs),
+            name=c.name,
+            lang=c.lang,
+            version=c.version,
+            authorized_user=c.auth_user,
+            tls_version=c.tls_version,
+            tls_cipher_suite=c.tls_cipher_suite,
+            tls_first=c.tls_first,
+            tls_peer_certs=c.peer_certificates,
+            account=c.account.name,
+            close_reason=c.close_reason,
+        )
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        clients: dict[str, int] = {}
+        for c in self.clients.values():
+            if c.connected:
+                clients[c.account.name] = clients.get(c.account.name, 0) + 1
         return [
-            ConnectionSnapshot(
-                cid=c.cid,
-                host=c.host,
-                port=c.port,
-                started_at=c.started_at,
-                last_activity=c.last_activity,
-                rtt_s=c.rtt_s,
-                pending_bytes=c.pending_bytes,
-                in_msgs=c.in_msgs,
-                in_bytes=c.in_bytes,
-                out_msgs=c.out_msgs,
-                out_bytes=c.out_bytes,
-                subs=len(c.subs),
-                name=c.name,
-                lang=c.lang,
-                version=c.version,
-                authorized_user=c.auth_user,
-                tls_version=c.tls_version,
-                tls_cipher_suite=c.tls_cipher_suite,
-                tls_first=c.tls_first,
-                tls_peer_certs=c.peer_certificates,
-                account=c.account.name,
+            AccountSnapshot(
+                name=a.name,
+                system=a.is_system,
+                jetstream=a.jetstream is not None,
+                clients=clients.get(a.name, 0),
+                updated_at=self.started_at,
+                system_services=self.system is not None,
+                closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
             )
-            for c in self.clients.values()
+            for a in self.accounts
         ]
+
+    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
+        where = self.accounts.get(account)
+        if where is None:
+            return None
+        result = where.router.sublist.match(reply)
+        subscribers = {s.client for s in result.plain}
+        subscribers.update(m.client for members in result.queues for m in members)
+        clients = [c for c in subscribers if isinstance(c, ClientConnection)]
+        if len(clients) != 1:
+            return None
+        client = clients[0]
+        entry = client.login.entry if client.login is not None else None
+        perms = entry.permissions if entry is not None else None
+        return UserSnapshot(
+            user=client.user,
+            account=client.account.name,
+            permissions=public_permissions(perms) if perms is not None else None,
+        )
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         """The subscriptions of client `cid`, in the order it made them."""
         client = self.clients.get(cid)
         if client is None:
             return []
+        return [_subscription_snapshot(s, cid) for s in client.subs.values()]
+
+    def jetstream_accounts(
+        self, *, streams: bool = False, consumers: bool = False, config: bool = False
+    ) -> list[JetStreamAccountReport] | None:
+        engines = self.accounts.with_jetstream
+        if not engines:
+            return None
         return [
-            SubscriptionSnapshot(
-                subject=s.subject.decode("utf-8", "replace"),
-                queue=s.queue.decode("utf-8", "replace") if s.queue else "",
-                sid=s.sid.decode("utf-8", "replace"),
-                msgs=s.delivered,
-                max=s.max_msgs,
-            )
-            for s in client.subs.values()
+            self._jetstream_account(a, streams=streams, consumers=consumers, config=config)
+            for a in engines
         ]
+
+    @staticmethod
+    def _jetstream_account(
+        account: Account, *, streams: bool, consumers: bool, config: bool
+    ) -> JetStreamAccountReport:
+        js, stream_api = account.jetstream, account.stream_api
+        assert js is not None
+        assert stream_api is not None
+        memory, storage = js.usage()
+        totals = [0, 0, 0, 0]  # streams, consumers, messages, bytes
+        details = []
+        for stream in js.streams.values():
+            state = stream.store.state()
+            totals[0] += 1
+            totals[1] += stream.consumer_count
+            totals[2] += state.messages
+            totals[3] += state.bytes
+            if not streams:
+                continue
+            public: list[dict[str, Any]] = []
+            direct: list[dict[str, Any]] = []
+            if consumers:
+                for runner in js.consumers.get(stream.name, {}).values():
+                    info = runner.info(server_version=None, api_level=limits.JETSTREAM_API_LEVEL)
+                    if not config:
+                        info.pop("config", None)
+                    (direct if runner.config.direct else public).append(info)
+            details.append(StreamReport(stream_api.detail(stream, config=config), public, direct))
+        api = account.api
+        return JetStreamAccountReport(
+            name=account.name,
+            memory=memory,
+            storage=storage,
+            # no account has JetStream limits of its own yet: nats-server's -1
+            reserved_memory=-1,
+            reserved_storage=-1,
+            api_total=api.total if api is not None else 0,
+            api_errors=api.errors if api is not None else 0,
+            streams=totals[0],
+            consumers=totals[1],
+            messages=totals[2],
+            bytes=totals[3],
+            details=details,
+        )
+
+    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
+        out = []
+        for each in self.accounts:
+            if account and each.name != account:
+                continue
+            sublist = each.router.sublist
+            subs = []
+            if details:
+                subs = [
+                    _subscription_snapshot(s, getattr(s.client, "cid", 0), each.name)
+                    for s in sublist.subscriptions()
+                ]
+            out.append(SublistSnapshot(each.name, sublist.statistics(), subs))
+        return out
+
+    @property
+    def system_router(self) -> Any:
+        """The system account's subjects (its `Router`), for in-process clients there."""
+        return self.accounts.system_account.router
 
     def jetstream_assets(self) -> JetStreamAssets | None:
         js = self.jetstream

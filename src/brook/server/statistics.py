@@ -1,7 +1,7 @@
 """What the server tells monitoring: plain-data snapshots, and the monitor's place in it.
 
 Monitoring sits above the server (docs/architecture.md) yet must not reach into its
-objects: `brook.monitor` builds `/varz`, `/connz` and `/healthz` from the snapshots a
+objects: `brook.monitor` builds its documents (`/varz`, `/connz` ...) from the snapshots a
 `StatisticsFeed` returns and never imports `Server` or `ClientConnection`, and the server
 never imports `brook.monitor`. Whoever composes them (`brook.serve()`, `brook serve`) hands
 the server a `MonitorFactory`; the server calls it with itself, as a `StatisticsFeed`, when
@@ -17,16 +17,25 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from brook.config.settings import Settings
+from brook.routing.internal import InternalClient
 from brook.server.tls import PeerCertificate
 
 __all__ = [
+    "AccountSnapshot",
     "ConnectionSnapshot",
+    "JetStreamAccountReport",
     "JetStreamAssets",
     "Monitor",
     "MonitorFactory",
     "ServerStatistics",
     "StatisticsFeed",
+    "StreamReport",
+    "SublistSnapshot",
     "SubscriptionSnapshot",
+    "SystemBus",
+    "SystemFactory",
+    "SystemServices",
+    "UserSnapshot",
 ]
 
 
@@ -84,7 +93,8 @@ class ConnectionSnapshot:
     tls_cipher_suite: str = ""  # Go's name of it, as nats-server shows it
     tls_first: bool = False  # the handshake came before INFO (handshake_first)
     tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
-    account: str = "$G"  # the name of the account the client is in
+    account: str = "$G"  # the account it logged in to
+    close_reason: str = ""  # why it closed, once it has (Brook's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,18 @@ class SubscriptionSnapshot:
     sid: str
     msgs: int  # delivered so far
     max: int  # auto-unsubscribe after this many; 0 for none
+    cid: int = 0  # the client's; 0 for the server's own subscribers (JetStream, $SYS)
+    account: str = ""  # the account whose subject space holds it
+
+
+@dataclass(frozen=True, slots=True)
+class SublistSnapshot:
+    """One account's subscription index (`/subsz`, `/accountz`): nats-server's
+    `SublistStats` as counts (`Sublist.statistics()`), and its subscriptions when asked."""
+
+    account: str
+    stats: Mapping[str, int]
+    subscriptions: list[SubscriptionSnapshot]  # empty unless asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +128,60 @@ class JetStreamAssets:
     root: Path  # the directory of file streams
     streams: Collection[str]  # streams open and served
     consumers: Mapping[str, Collection[str]]  # consumer names by stream
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReport:
+    """One stream for `/jsz`: nats-server's `StreamDetail` as JSON but its consumers (name,
+    created, cluster, config when asked, state, mirror, sources), and its consumers'
+    infos (the public ones, and the direct ones of mirrors and sources apart) when asked."""
+
+    detail: dict[str, Any]
+    consumers: list[dict[str, Any]]
+    direct_consumers: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamAccountReport:
+    """One account's JetStream for `/jsz`: usage, API counters, the totals of its streams,
+    and the streams themselves when asked."""
+
+    name: str
+    memory: int
+    storage: int
+    reserved_memory: int  # the account's limits; -1 for none
+    reserved_storage: int
+    api_total: int
+    api_errors: int
+    streams: int
+    consumers: int
+    messages: int
+    bytes: int
+    details: list[StreamReport]
+
+
+@dataclass(frozen=True, slots=True)
+class UserSnapshot:
+    """Who a connection logged in as (`$SYS.REQ.USER.INFO`): nats-server's `UserInfo`
+    fields; `permissions` is its public form of the user's permissions, None for none."""
+
+    user: str
+    account: str
+    permissions: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSnapshot:
+    """One account (`/accountz`, `$SYS.REQ.ACCOUNT.<a>.INFO`)."""
+
+    name: str
+    system: bool  # the system account
+    jetstream: bool
+    clients: int
+    updated_at: float  # Unix time of its configuration
+    system_services: bool  # the system account's services run (their imports and exports)
+    # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
+    closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
 
 
 class StatisticsFeed(Protocol):
@@ -125,6 +201,27 @@ class StatisticsFeed(Protocol):
 
     def jetstream_assets(self) -> JetStreamAssets | None: ...
 
+    def jetstream_accounts(
+        self, *, streams: bool = False, consumers: bool = False, config: bool = False
+    ) -> list[JetStreamAccountReport] | None:
+        """Each account's JetStream (None when JetStream is off), with its streams when
+        `streams`, their consumers when `consumers`, configurations when `config`."""
+        ...
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        """Every account, the system account included."""
+        ...
+
+    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
+        """The client of `account` that awaits replies on `reply` (the one that sent a
+        request there), if exactly one client does."""
+        ...
+
+    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
+        """Each account's subscription index (only `account`'s when given), with every
+        subscription in it when `details`."""
+        ...
+
 
 class Monitor(Protocol):
     """The monitoring listener as the server starts, stops and reports it."""
@@ -137,3 +234,29 @@ class Monitor(Protocol):
 
 
 MonitorFactory = Callable[[StatisticsFeed], Monitor]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemBus:
+    """Where the system account's services speak (ADR 0029): an in-process client in the
+    system account's subject space, and one in each other account's, through which that
+    account reaches the services nats-server imports into every account."""
+
+    system_account: str
+    system: InternalClient
+    imports: Mapping[str, InternalClient]  # by account name
+
+
+class SystemServices(Protocol):
+    """nats-server's `$SYS` requests and events, as the server starts, stops and tells them."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def client_connected(self, client: ConnectionSnapshot) -> None: ...
+
+    def client_closed(self, client: ConnectionSnapshot) -> None: ...
+
+
+SystemFactory = Callable[[StatisticsFeed, SystemBus], SystemServices]

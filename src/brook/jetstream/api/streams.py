@@ -83,6 +83,19 @@ class StreamApi:
         """The info of a stream just added (create, restore), as nats-server sends it."""
         return self._info(stream, server_metadata=True)
 
+    def detail(self, stream: Stream, *, config: bool) -> dict[str, Any]:
+        """The stream as monitoring's `/jsz` shows it (nats-server's `StreamDetail` but its
+        consumers): its configuration as stored (no server metadata), only when asked."""
+        info = self._info(stream, server_metadata=False, cluster=True)
+        out = {"name": stream.name, "created": info["created"], "cluster": info["cluster"]}
+        if config:
+            out["config"] = info["config"]
+        out["state"] = info["state"]
+        for key in ("mirror", "sources"):
+            if key in info:
+                out[key] = info[key]
+        return out
+
     def _stream(self, request: Request, index: int = 2) -> Stream:
         return self.js.get(request.tokens[index])
 

@@ -1,0 +1,105 @@
+"""The `/accountz` document: the accounts, or one account's `AccountInfo`.
+
+Mirrors nats-server's `Accountz` (server/monitor.go): without `acc`, the server's account
+names and its system account; with `acc`, that account's detail (`accountInfo`): whether
+it is the system account, has JetStream, its client connections, its subscription index's
+statistics, and the service exports and imports of the system account's services
+(`brook.monitor.system`): the system account exports `$SYS.REQ.ACCOUNT.*.CONNZ` and
+`.STATZ` (streamed responses) and `$SYS.REQ.USER.*.INFO`, and every account imports what
+nats-server's `registerSystemImports` imports. An unknown account is refused as
+nats-server refuses it ("Account X does not exist"). Brook has no JWTs, tags, mappings
+nor other exports yet, so those fields stay out, as nats-server leaves them out when empty.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from brook.monitor.durations import rfc3339_nano
+from brook.monitor.params import BadParameter
+from brook.monitor.subsz import sublist_statistics
+from brook.server.statistics import AccountSnapshot, StatisticsFeed
+
+__all__ = ["build_account_info", "build_accountz"]
+
+
+def build_accountz(feed: StatisticsFeed, account: str) -> dict[str, Any]:
+    """`/accountz?acc=account` ("" for the list); raises `BadParameter` for an account
+    the server does not have."""
+    accounts = feed.account_snapshots()
+    doc: dict[str, Any] = {"server_id": feed.server_id, "now": rfc3339_nano(time.time())}
+    system = next((a.name for a in accounts if a.system), "")
+    if system:
+        doc["system_account"] = system
+    if not account:
+        doc["accounts"] = [a.name for a in accounts]
+    else:
+        doc["account_detail"] = build_account_info(feed, account, accounts)
+    return doc
+
+
+def build_account_info(
+    feed: StatisticsFeed, name: str, accounts: list[AccountSnapshot] | None = None
+) -> dict[str, Any]:
+    """nats-server's `AccountInfo` of account `name`."""
+    accounts = feed.account_snapshots() if accounts is None else accounts
+    account = next((a for a in accounts if a.name == name), None)
+    if account is None:
+        raise BadParameter(f"Account {name} does not exist")
+    system = next((a.name for a in accounts if a.system), "")
+    sublists = feed.sublists(name)
+    info: dict[str, Any] = {
+        "account_name": name,
+        "update_time": rfc3339_nano(account.updated_at),
+    }
+    if account.system:
+        info["is_system"] = True
+    info |= {
+        "expired": False,
+        "complete": True,
+        "jetstream_enabled": account.jetstream,
+        "leafnode_connections": 0,
+        "client_connections": account.clients,
+        "subscriptions": sum(s.stats["num_subscriptions"] for s in sublists),
+    }
+    if account.system_services and account.system:
+        info["exports"] = _system_exports()
+    if account.system_services:
+        info["imports"] = _system_imports(name, system, account.system)
+    info["name_tag"] = name
+    info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
+    return info
+
+
+def _system_exports() -> list[dict[str, Any]]:
+    streamed = [f"$SYS.REQ.ACCOUNT.*.{name}" for name in ("CONNZ", "STATZ")]
+    exports = [{"subject": s, "type": "service", "response_type": "Streamed"} for s in streamed]
+    exports.append(
+        {"subject": "$SYS.REQ.USER.*.INFO", "type": "service", "response_type": "Singleton"}
+    )
+    return exports
+
+
+def _system_imports(name: str, system: str, is_system: bool) -> list[dict[str, Any]]:
+    """The services an account imports from the system account (nats-server's
+    `registerSystemImports`; the system account imports only its user info)."""
+    imports = [] if is_system else [
+        (f"$SYS.REQ.ACCOUNT.{name}.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ", False),
+        (f"$SYS.REQ.ACCOUNT.{name}.CONNZ", "$SYS.REQ.SERVER.PING.CONNZ", False),
+        (f"$SYS.REQ.ACCOUNT.{name}.STATZ", "$SYS.REQ.ACCOUNT.PING.STATZ", False),
+    ]  # fmt: skip
+    imports.append((f"$SYS.REQ.USER.{name}.INFO", "$SYS.REQ.USER.INFO", True))
+    return [
+        {
+            "subject": subject,
+            "account": system,
+            "to": local,
+            "local_subject": local,
+            "type": "service",
+            "invalid": False,
+            "share": share,
+            "tracking": False,
+        }
+        for subject, local, share in imports
+    ]

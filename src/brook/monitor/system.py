@@ -1,0 +1,611 @@
+"""The system account's services: nats-server's `$SYS` requests, events and STATSZ (ADR 0029).
+
+What nats-server's `initEventTracking` (server/events.go) subscribes in its system account,
+answered from the same documents as the monitoring port (`/varz`, `/connz`, `/subsz`,
+`/jsz`, `/healthz`, `/accountz`) and in nats-server's envelope, `ServerAPIResponse`:
+`{"server": {name, host, id, ver, jetstream, flags, seq, time}, "data": ..., "error": ...}`.
+
+* `$SYS.REQ.SERVER.PING` (STATSZ) and `$SYS.REQ.SERVER.PING.<Z>` ask every server,
+  `$SYS.REQ.SERVER.<id>.<Z>` this one, for `<Z>` in STATSZ VARZ CONNZ SUBSZ JSZ HEALTHZ
+  IDZ ACCOUNTZ; a request's body is nats-server's options of that document (`{"limit":
+  2}`) and its filter (`server_name`, `host`, `cluster`, `tags`, `domain`, `exact_match`):
+  a server the filter excludes does not answer.
+* `$SYS.REQ.ACCOUNT.<account>.<Z>` for `<Z>` in SUBSZ CONNZ JSZ STATZ CONNS INFO, one
+  account's share; `$SYS.REQ.ACCOUNT.PING.STATZ` every account's.
+* Imported into every other account, as nats-server's `registerSystemImports` does:
+  `$SYS.REQ.USER.INFO` (who the requester is), `$SYS.REQ.ACCOUNT.PING.CONNZ` and
+  `$SYS.REQ.SERVER.PING.CONNZ` (that account's connections), `$SYS.REQ.ACCOUNT.PING.STATZ`
+  (that account's statistics). A client of an ordinary account reaches nothing else.
+* Events in the system account: `$SYS.ACCOUNT.<account>.CONNECT` and `.DISCONNECT` for
+  every client, `$SYS.SERVER.<id>.STATSZ` every `statsz_interval_s` (first after a
+  quarter second, doubling, as nats-server's `startStatszTimer`) while someone listens.
+
+A request nats-server would answer with an error gets its `{"code", "description"}`; one
+its filter or `errSkipZreq` drops gets no answer. Timers go through `schedule` (the event
+loop's `call_later` unless a test passes its own), so a test can fire STATSZ itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, TypeVar
+
+from brook import limits
+from brook.monitor.accountz import build_account_info, build_accountz
+from brook.monitor.accstatz import account_stat, build_accstatz
+from brook.monitor.connz import HttpError, build_connz
+from brook.monitor.durations import rfc3339_nano, seconds_to_ns
+from brook.monitor.healthz import build_healthz
+from brook.monitor.jsz import JszOptions, build_jsz, build_jsz_account, jetstream_config
+from brook.monitor.params import BadParameter, NotHere
+from brook.monitor.subsz import SubszOptions, build_subsz
+from brook.monitor.varz import CpuSampler, build_varz, rss_bytes
+from brook.nuid import random_id
+from brook.routing.internal import InternalClient, MessageHandler
+from brook.server.statistics import (
+    AccountSnapshot,
+    ConnectionSnapshot,
+    JetStreamAccountReport,
+    JetStreamAssets,
+    ServerStatistics,
+    StatisticsFeed,
+    SublistSnapshot,
+    SubscriptionSnapshot,
+    SystemBus,
+    UserSnapshot,
+)
+
+__all__ = ["STATSZ_FIRST_S", "STATSZ_INTERVAL_S", "Schedule", "SystemServices", "Timer"]
+
+log = logging.getLogger("brook.system")
+
+STATSZ_FIRST_S = 0.25  # nats-server's first STATSZ after start, doubling from there
+STATSZ_INTERVAL_S = 10.0  # nats-server's statsHBInterval: the longest between two
+
+SERVER_REQUESTS = ("STATSZ", "VARZ", "CONNZ", "SUBSZ", "JSZ", "HEALTHZ", "IDZ", "ACCOUNTZ")
+CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
+DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
+FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
+
+# Brook's close reasons in nats-server's words (its ClosedState strings).
+_REASONS = {
+    "client closed": "Client Closed",
+    "server shutdown": "Server Shutdown",
+    "stale connection": "Stale Connection",
+    "authentication timeout": "Authentication Timeout",
+    "authentication failure": "Authentication Failure",
+    "maximum connections exceeded": "Maximum Connections Exceeded",
+    "invalid client protocol": "Bad Client Protocol Version",
+}
+
+
+T = TypeVar("T")
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Schedule(Protocol):
+    """`loop.call_later`'s shape: run `callback` after `delay_s`."""
+
+    def __call__(self, delay_s: float, callback: Callable[[], None]) -> Timer: ...
+
+
+class Failed(Exception):
+    """A request nats-server answers with `{"code", "description"}` in its envelope."""
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+def _reason(reason: str) -> str:
+    if reason.startswith("protocol violation"):
+        return "Protocol Violation"
+    if reason == "slow consumer: write deadline exceeded":
+        return "Slow Consumer (Write Deadline)"
+    if reason.startswith("slow consumer"):
+        return "Slow Consumer (Pending Bytes)"
+    return _REASONS.get(reason, reason or "Client Closed")
+
+
+def _decode(payload: bytes) -> dict[str, Any]:
+    """A request's options: none for an empty body, else a JSON object (Go's error text
+    for the commonest mistake, a body that is not JSON at all)."""
+    text = payload.decode("utf-8", "replace").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        if text[0] not in '{["-0123456789tfn':
+            error = f"invalid character {text[0]!r} looking for beginning of value"
+            raise Failed(400, error) from None
+        raise Failed(400, "unexpected end of JSON input") from None
+    if not isinstance(value, dict):
+        kind = {list: "array", str: "string", bool: "bool"}.get(type(value), "number")
+        raise Failed(400, f"json: cannot unmarshal {kind} into Go value of type struct")
+    return value
+
+
+def _options(cls: type[T], body: dict[str, Any], names: dict[str, str]) -> T:
+    """A dataclass of options from nats-server's JSON names (`names`: field -> JSON key)."""
+    values: dict[str, Any] = {}
+    for field in fields(cls):  # type: ignore[arg-type]
+        key = names.get(field.name, field.name)
+        if key in body:
+            value = body[key]
+            expected = type(field.default)
+            whole = expected is int and type(value) is float and value.is_integer()
+            if type(value) is not expected and not whole:
+                raise Failed(400, f"json: cannot unmarshal into Go struct field .{key}")
+            values[field.name] = int(value) if whole else value
+    return cls(**values)
+
+
+_JSZ_NAMES = {"consumers": "consumer", "direct_consumers": "direct_consumer"}
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key, "")
+    if not isinstance(value, str):
+        raise Failed(400, f"json: cannot unmarshal into Go struct field .{key} of type string")
+    return value
+
+
+def _connz_query(body: dict[str, Any]) -> dict[str, list[str]]:
+    """nats-server's `ConnzOptions` JSON as the `/connz` query `build_connz` reads."""
+    query: dict[str, list[str]] = {}
+    for key in ("sort", "offset", "limit", "cid", "auth"):
+        if key in body and body[key] not in ("", None):
+            query[key] = [str(body[key])]
+    if body.get("subscriptions_detail"):
+        query["subs"] = ["detail"]
+    elif body.get("subscriptions"):
+        query["subs"] = ["true"]
+    return query
+
+
+def _healthz_query(body: dict[str, Any]) -> dict[str, list[str]]:
+    """nats-server's `HealthzOptions` JSON as the `/healthz` query."""
+    query: dict[str, list[str]] = {}
+    for key, value in body.items():
+        if isinstance(value, bool):
+            query[key] = ["true" if value else "false"]
+        elif isinstance(value, str) and value:
+            query[key] = [value]
+    return query
+
+
+class _AccountFeed:
+    """A feed that shows one account's connections and subscriptions only."""
+
+    def __init__(self, feed: StatisticsFeed, account: str) -> None:
+        self._feed = feed
+        self.account = account
+        self.settings = feed.settings
+        self.server_id = feed.server_id
+
+    def statistics(self) -> ServerStatistics:
+        return self._feed.statistics()
+
+    def connections(self) -> list[ConnectionSnapshot]:
+        return [c for c in self._feed.connections() if c.account == self.account]
+
+    def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
+        return self._feed.subscriptions(cid)
+
+    def jetstream_assets(self) -> JetStreamAssets | None:
+        return self._feed.jetstream_assets()
+
+    def jetstream_accounts(
+        self, *, streams: bool = False, consumers: bool = False, config: bool = False
+    ) -> list[JetStreamAccountReport] | None:
+        return self._feed.jetstream_accounts(streams=streams, consumers=consumers, config=config)
+
+    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
+        return self._feed.requester(account, reply)
+
+    def account_snapshots(self) -> list[AccountSnapshot]:
+        return self._feed.account_snapshots()
+
+    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
+        return self._feed.sublists(self.account, details=details)
+
+
+@dataclass(slots=True)
+class _Filter:
+    """nats-server's `EventFilterOptions`: which servers a request is for."""
+
+    server_name: str = ""
+    cluster: str = ""
+    host: str = ""
+    exact_match: bool = False
+    domain: str = ""
+
+    def excludes(self, name: str, host: str, tags: object) -> bool:
+        mine = {"server_name": name, "host": host, "cluster": ""}
+        for key, value in mine.items():
+            wanted = getattr(self, key)
+            if wanted and (wanted != value if self.exact_match else wanted not in value):
+                return True
+        return bool(tags) or bool(self.domain)  # Brook has no tags, no JetStream domain
+
+
+class SystemServices:
+    """The `$SYS` services of one server (a `SystemFactory`); started and stopped by it."""
+
+    def __init__(
+        self,
+        feed: StatisticsFeed,
+        bus: SystemBus,
+        *,
+        schedule: Schedule | None = None,
+        statsz_interval_s: float = STATSZ_INTERVAL_S,
+    ) -> None:
+        self.feed = feed
+        self.bus = bus
+        self._schedule = schedule
+        self.statsz_interval_s = statsz_interval_s
+        self._statsz_delay_s = min(STATSZ_FIRST_S, statsz_interval_s)
+        self._timer: Timer | None = None
+        self._running = False
+        self._seq = 0
+        self._cpu = CpuSampler()
+        settings = feed.settings
+        self.host = settings.host or limits.DEFAULT_HOST
+        self.name = settings.server_name or feed.server_id
+        self.jetstream = settings.jetstream.enabled
+        self.statsz_subject = f"$SYS.SERVER.{feed.server_id}.STATSZ"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        system = self.bus.system
+        server_id = self.feed.server_id
+        system.subscribe("$SYS.REQ.SERVER.PING", self._on_statsz)
+        for name in SERVER_REQUESTS:
+            handler = self._on_statsz if name == "STATSZ" else self._server_handler(name)
+            system.subscribe(f"$SYS.REQ.SERVER.PING.{name}", handler)
+            system.subscribe(f"$SYS.REQ.SERVER.{server_id}.{name}", handler)
+        for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS", "INFO"):
+            system.subscribe(f"$SYS.REQ.ACCOUNT.*.{name}", self._account_handler(name))
+        system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
+        system.subscribe("$SYS.REQ.USER.INFO", self._user_handler(system, self.bus.system_account))
+        for account, client in self.bus.imports.items():
+            connz = self._account_handler("CONNZ", account)
+            client.subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz)
+            client.subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz)
+            client.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._account_handler("STATZ", account))
+            client.subscribe("$SYS.REQ.USER.INFO", self._user_handler(client, account))
+        self._running = True
+        self._arm(self._statsz_delay_s)
+
+    def stop(self) -> None:
+        self._running = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.bus.system.close()
+        for client in self.bus.imports.values():
+            client.close()
+
+    def _arm(self, delay_s: float) -> None:
+        schedule = self._schedule or asyncio.get_running_loop().call_later
+        self._timer = schedule(delay_s, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """nats-server's `heartbeatStatsz`: the delay doubles up to the interval."""
+        if not self._running:
+            return
+        self._statsz_delay_s = min(self._statsz_delay_s * 2, self.statsz_interval_s)
+        self._arm(self._statsz_delay_s)
+        system = self.bus.system
+        # As nats-server standalone: only when someone but this server listens.
+        if system.router.has_interest(self.statsz_subject.encode()):
+            self._send(self.statsz_subject, self._statsz())
+
+    # ------------------------------------------------------------------ events
+
+    def client_connected(self, client: ConnectionSnapshot) -> None:
+        subject = f"$SYS.ACCOUNT.{client.account}.CONNECT".encode()
+        if not self.bus.system.router.has_interest(subject):
+            return  # built only for a listener: a connection storm costs nothing more
+        event = {
+            "type": CONNECT_TYPE,
+            "id": random_id(),
+            "timestamp": rfc3339_nano(time.time()),
+            "server": self._server_info(),
+            "client": self._client_info(client, None),
+        }
+        self.bus.system.publish(subject, _json(event))
+
+    def client_closed(self, client: ConnectionSnapshot) -> None:
+        subject = f"$SYS.ACCOUNT.{client.account}.DISCONNECT".encode()
+        if not self.bus.system.router.has_interest(subject):
+            return
+        now = time.time()
+        event = {
+            "type": DISCONNECT_TYPE,
+            "id": random_id(),
+            "timestamp": rfc3339_nano(now),
+            "server": self._server_info(),
+            "client": self._client_info(client, now),
+            # nats-server's names, seen from the client: what it sent, what it received
+            "sent": {"msgs": client.in_msgs, "bytes": client.in_bytes},
+            "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},
+            "reason": _reason(client.close_reason),
+        }
+        self.bus.system.publish(subject, _json(event))
+
+    def _client_info(self, client: ConnectionSnapshot, stop: float | None) -> dict[str, Any]:
+        """nats-server's `ClientInfo` of an event, its empty fields left out."""
+        info: dict[str, Any] = {
+            "start": rfc3339_nano(client.started_at),
+            "host": client.host,
+            "id": client.cid,
+            "acc": client.account,
+        }
+        for key, value in (
+            ("user", client.authorized_user),
+            ("name", client.name),
+            ("lang", client.lang),
+            ("ver", client.version),
+        ):
+            if value:
+                info[key] = value
+        if stop is not None:
+            if client.rtt_s:
+                info["rtt"] = seconds_to_ns(client.rtt_s)
+            info["stop"] = rfc3339_nano(stop)
+        info["name_tag"] = client.account
+        info |= {"kind": "Client", "client_type": "nats"}
+        return info
+
+    # ------------------------------------------------------------------ requests
+
+    def _server_info(self) -> dict[str, Any]:
+        """nats-server's `ServerInfo`, stamped with the next sequence number and the time."""
+        self._seq += 1
+        return {
+            "name": self.name,
+            "host": self.host,
+            "id": self.feed.server_id,
+            "ver": limits.NATS_COMPAT_VERSION,
+            "jetstream": self.jetstream,
+            "flags": FLAG_JETSTREAM if self.jetstream else 0,
+            "seq": self._seq,
+            "time": rfc3339_nano(time.time()),
+        }
+
+    def _send(
+        self, subject: str, body: dict[str, Any], client: InternalClient | None = None
+    ) -> None:
+        (client or self.bus.system).publish(subject.encode(), _json(body))
+
+    def _respond(
+        self,
+        reply: bytes | None,
+        payload: bytes,
+        build: Callable[[dict[str, Any]], Any],
+        client: InternalClient | None = None,
+    ) -> None:
+        """nats-server's `zReq`: options, filter, the document in its envelope."""
+        if not reply:
+            return
+        response: dict[str, Any] = {}
+        try:
+            body = _decode(payload)
+            if _options(_Filter, body, {}).excludes(self.name, self.host, body.get("tags")):
+                return
+            data = build(body)
+        except NotHere:
+            return
+        except Failed as exc:
+            response = {"error": {"code": exc.code, "description": exc.description}}
+        except (BadParameter, HttpError) as exc:
+            description = exc.args[1] if isinstance(exc, HttpError) else str(exc)
+            response = {"data": None, "error": {"code": 500, "description": description}}
+        else:
+            response = {"data": data}
+        self._send(reply.decode(), {"server": self._server_info(), **response}, client)
+
+    def _on_statsz(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        """nats-server's `statszReq`: no envelope but `{"server", "statsz"}`; without a
+        reply, on the broadcast subject."""
+        try:
+            body = _decode(payload)
+        except Failed as exc:
+            if reply:
+                error = {"code": exc.code, "description": exc.description}
+                self._send(reply.decode(), {"server": self._server_info(), "error": error})
+            return
+        if _options(_Filter, body, {}).excludes(self.name, self.host, body.get("tags")):
+            return
+        self._send(reply.decode() if reply else self.statsz_subject, self._statsz())
+
+    def _server_handler(self, name: str) -> MessageHandler:
+        if name == "IDZ":
+
+            def idz(
+                subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+            ) -> None:
+                if reply:
+                    identity = {"name": self.name, "host": self.host, "id": self.feed.server_id}
+                    self._send(reply.decode(), identity)
+
+            return idz
+        build = self._documents()[name]
+
+        def handler(
+            subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+        ) -> None:
+            self._respond(reply, payload, lambda body: build(self.feed, body))
+
+        return handler
+
+    def _documents(self) -> dict[str, Callable[[Any, dict[str, Any]], Any]]:
+        return {
+            "VARZ": lambda feed, body: self._varz(),
+            "CONNZ": lambda feed, body: build_connz(feed, _connz_query(body)),
+            "SUBSZ": lambda feed, body: build_subsz(
+                feed, _options(SubszOptions, body, {"subscriptions": "subscriptions"})
+            ),
+            "JSZ": lambda feed, body: build_jsz(feed, _options(JszOptions, body, _JSZ_NAMES)),
+            "HEALTHZ": lambda feed, body: self._healthz(body),
+            "ACCOUNTZ": lambda feed, body: build_accountz(feed, _text(body, "account")),
+        }
+
+    def _account_handler(self, name: str, account: str | None = None) -> MessageHandler:
+        """`$SYS.REQ.ACCOUNT.<account>.<name>`; with `account`, the import of it into that
+        account (whose requests name no account)."""
+        client = self.bus.system if account is None else self.bus.imports[account]
+
+        def handler(
+            subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+        ) -> None:
+            target = account or subject.decode().split(".")[3]
+            feed = _AccountFeed(self.feed, target)
+            if name == "CONNS":
+                return self._conns(target, reply)
+            builders: dict[str, Callable[[dict[str, Any]], Any]] = {
+                "SUBSZ": lambda body: build_subsz(
+                    feed,
+                    _options(SubszOptions, {**body, "subscriptions": True}, {}),
+                ),
+                "CONNZ": lambda body: build_connz(feed, _connz_query(body)),
+                "JSZ": lambda body: build_jsz_account(
+                    self.feed, _options(JszOptions, {**body, "account": target}, _JSZ_NAMES)
+                ),
+                "STATZ": lambda body: self._accounts_statz([target], body),
+                "INFO": lambda body: build_account_info(self.feed, target),
+            }
+            if target == "PING" and name == "STATZ":
+                return None  # nats-server filters PING out of the account wildcard
+            self._respond(reply, payload, builders[name], client)
+            return None
+
+        return handler
+
+    def _on_accounts_statz(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        self._respond(
+            reply, payload, lambda body: self._accounts_statz(body.get("accounts") or [], body)
+        )
+
+    def _user_handler(self, client: InternalClient, account: str) -> MessageHandler:
+        """`$SYS.REQ.USER.INFO`: the requester's own user, account and permissions, sent
+        to it alone (the client awaiting the reply; nobody's when several are)."""
+
+        def handler(
+            subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+        ) -> None:
+            if not reply:
+                return
+            user = self.feed.requester(account, reply)
+            if user is None:
+                response: dict[str, Any] = {"error": {"code": 400, "description": ""}}
+            else:
+                data: dict[str, Any] = {
+                    "user": user.user,
+                    "account": user.account,
+                    "account_name": user.account,
+                }
+                if user.permissions is not None:
+                    data["permissions"] = user.permissions
+                response = {"data": data}
+            self._send(reply.decode(), {"server": self._server_info(), **response}, client)
+
+        return handler
+
+    # ------------------------------------------------------------------ documents
+
+    def _statsz(self) -> dict[str, Any]:
+        """nats-server's `ServerStatsMsg`."""
+        stats = self.feed.statistics()
+        connections = self.feed.connections()
+        statsz: dict[str, Any] = {
+            "start": rfc3339_nano(stats["started_at"]),
+            "mem": rss_bytes(),
+            "cores": os.cpu_count() or 1,
+            "cpu": self._cpu.percent(),
+            "connections": stats["connections"],
+            "total_connections": stats["total_connections"],
+            "active_accounts": len({c.account for c in connections}),
+            "subscriptions": stats["subscriptions"],
+            "sent": {"msgs": stats["out_msgs"], "bytes": stats["out_bytes"]},
+            "sent_to_clients": {"msgs": stats["out_msgs"], "bytes": stats["out_bytes"]},
+            "received": {"msgs": stats["in_msgs"], "bytes": stats["in_bytes"]},
+            "received_from_clients": {"msgs": stats["in_msgs"], "bytes": stats["in_bytes"]},
+            "slow_consumers": stats["slow_consumers"],
+        }
+        if stats["slow_consumers"]:
+            statsz["slow_consumer_stats"] = {
+                "clients": stats["slow_consumers"], "routes": 0, "gateways": 0, "leafs": 0,
+            }  # fmt: skip
+        statsz["active_servers"] = 1
+        if stats["jetstream_stats"] is not None:
+            config = jetstream_config(self.feed.settings)
+            config.pop("store_dir", None)  # as nats-server's STATSZ
+            statsz["jetstream"] = {
+                "config": config,
+                "stats": stats["jetstream_stats"],
+                "limits": {},
+            }
+        return {"server": self._server_info(), "statsz": statsz}
+
+    def _varz(self) -> dict[str, Any]:
+        settings = self.feed.settings
+        return build_varz(
+            self.feed.statistics(),
+            settings,
+            http_host=settings.http_host or settings.host,
+            http_port=max(settings.http_port, 0),
+            https_port=max(settings.https_port, 0),
+            request_counts={},
+            cpu=self._cpu,
+        )
+
+    def _healthz(self, body: dict[str, Any]) -> dict[str, Any]:
+        code, doc = build_healthz(self.feed.jetstream_assets(), _healthz_query(body))
+        status = {"status": doc.pop("status"), "status_code": code}
+        return status | doc
+
+    def _accounts_statz(self, accounts: list[str], body: dict[str, Any]) -> dict[str, Any]:
+        """nats-server's `AccountStatz` over `$SYS`: no answer when no account qualifies."""
+        include_unused = body.get("include_unused") is True
+        doc = build_accstatz(self.feed, accounts, include_unused=include_unused)
+        if not doc["account_statz"] and not include_unused:
+            raise NotHere("no account with connections")
+        return doc
+
+    def _conns(self, account: str, reply: bytes | None) -> None:
+        """`$SYS.REQ.ACCOUNT.<account>.CONNS`: nats-server's `AccountNumConns`, sent only
+        while the account has connections here."""
+        connections = [c for c in self.feed.connections() if c.account == account]
+        snapshot = next((a for a in self.feed.account_snapshots() if a.name == account), None)
+        if not reply or not connections or snapshot is None:
+            return
+        event = {
+            "type": "io.nats.server.advisory.v1.account_connections",
+            "id": random_id(),
+            "timestamp": rfc3339_nano(time.time()),
+            "server": self._server_info(),
+            **account_stat(self.feed, snapshot, connections),
+        }
+        self._send(reply.decode(), event)
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
