@@ -20,7 +20,6 @@ import base64
 import json
 import os
 import random
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.brookproc import sigkill_rounds, start_brook
+from tests.support.brookproc import publish_until_killed, sigkill_rounds, start_brook
 from tests.support.jsapi import create_streams
 from tests.support.jsapi import request as _request
 from tests.support.natsserver import free_port
@@ -36,7 +35,6 @@ from tests.support.natsserver import free_port
 pytestmark = pytest.mark.timeout(240)
 
 ROUNDS = 5
-IN_FLIGHT = 32
 STREAMS = (
     {"name": "W", "subjects": ["w.>"], "retention": "workqueue"},
     {"name": "S", "sources": [{"name": "W"}]},
@@ -47,24 +45,13 @@ Acked = dict[int, tuple[str, bytes]]  # W's sequence -> (subject, payload)
 async def _publish_until_killed(url: str, pid: int, acked: Acked, rng: random.Random) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
     await create_streams(nc, STREAMS)
-    asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.2), os.kill, pid, signal.SIGKILL)
-    k = 0
 
     async def one(n: int) -> None:
         subject, data = f"w.{n % 5}", b"m-%d-%d" % (pid, n)
         reply = await nc.request(subject, data, timeout=2)
         acked[json.loads(reply.data)["seq"]] = (subject, data)
 
-    try:
-        while True:
-            batch = range(k, k + IN_FLIGHT)
-            k += IN_FLIGHT
-            results = await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
-            if any(isinstance(r, BaseException) for r in results):
-                return
-    finally:
-        if not nc.is_closed:
-            await nc.close()
+    await publish_until_killed(nc, pid, rng.uniform(0.3, 1.2), one)
 
 
 async def _messages(nc: Any, stream: str) -> list[dict[str, Any]]:
