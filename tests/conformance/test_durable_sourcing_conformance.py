@@ -277,3 +277,32 @@ async def after_restart(s: Session) -> None:
 
 async def test_a_workqueue_source_resumes_after_a_restart_as_nats_server(tmp_path: Path) -> None:
     await across_restarts(tmp_path, (before_restart, after_restart))
+
+
+async def mirror_consumer_before_restart(s: Session) -> None:
+    await s.create("IN", IN)
+    fc = {"durable_name": "C", "ack_policy": "flow_control", "deliver_subject": "dlv.c"}
+    await s.api("consumer C", "$JS.API.CONSUMER.CREATE.IN.C", {"stream_name": "IN", "config": fc})
+    for i in (1, 2, 3):
+        await s.publish(f"i.{i}", f"i.{i}", b"%d" % i)
+    mirror = {"name": "IN", "consumer": {"name": "C", "deliver_subject": "dlv.c"}}
+    await s.create("M", {"name": "M", "mirror": mirror})
+    await settled(s, "before", "M", 3)
+    await emptied(s, "origin before", "IN")
+
+
+async def mirror_consumer_after_restart(s: Session) -> None:
+    """Both sides restarted: the mirror resets the user's consumer C again and goes on
+    after its last sequence; nothing copied twice, what the origin takes now copied."""
+    await settled(s, "after restart", "M", 3)
+    await emptied(s, "origin after restart", "IN")
+    for i in (4, 5):
+        await s.publish(f"i.{i}", f"i.{i}", b"%d" % i)
+    await settled(s, "new after restart", "M", 5)
+    await emptied(s, "origin emptied again", "IN")
+
+
+async def test_a_mirror_through_a_consumer_resumes_after_a_restart_as_nats_server(
+    tmp_path: Path,
+) -> None:
+    await across_restarts(tmp_path, (mirror_consumer_before_restart, mirror_consumer_after_restart))
