@@ -264,15 +264,20 @@ async def before_restart(s: Session) -> None:
     await emptied(s, "origin before", "WQ")
 
 
-async def after_restart(s: Session) -> None:
-    """Both sides restarted: the durable consumer is still there, nothing is copied
-    twice, what the origin takes now is copied and acknowledged."""
-    await settled(s, "after restart", "S", 3)
-    await emptied(s, "origin after restart", "WQ")
+async def resumed(s: Session, copy: str, origin: str, prefix: str) -> None:
+    """Both sides restarted: `copy` (a source or mirror of `origin`, 3 messages copied)
+    goes on through the durable consumer, nothing copied twice, what the origin takes
+    now (on `prefix`.4 and .5) copied and acknowledged."""
+    await settled(s, "after restart", copy, 3)
+    await emptied(s, "origin after restart", origin)
     for i in (4, 5):
-        await s.publish(f"w.{i}", f"w.{i}", b"%d" % i)
-    await settled(s, "new after restart", "S", 5)
-    await emptied(s, "origin emptied again", "WQ")
+        await s.publish(f"{prefix}.{i}", f"{prefix}.{i}", b"%d" % i)
+    await settled(s, "new after restart", copy, 5)
+    await emptied(s, "origin emptied again", origin)
+
+
+async def after_restart(s: Session) -> None:
+    await resumed(s, "S", "WQ", "w")
 
 
 async def test_a_workqueue_source_resumes_after_a_restart_as_nats_server(tmp_path: Path) -> None:
@@ -292,14 +297,8 @@ async def mirror_consumer_before_restart(s: Session) -> None:
 
 
 async def mirror_consumer_after_restart(s: Session) -> None:
-    """Both sides restarted: the mirror resets the user's consumer C again and goes on
-    after its last sequence; nothing copied twice, what the origin takes now copied."""
-    await settled(s, "after restart", "M", 3)
-    await emptied(s, "origin after restart", "IN")
-    for i in (4, 5):
-        await s.publish(f"i.{i}", f"i.{i}", b"%d" % i)
-    await settled(s, "new after restart", "M", 5)
-    await emptied(s, "origin emptied again", "IN")
+    """The mirror resets the user's consumer C again and goes on after its last sequence."""
+    await resumed(s, "M", "IN", "i")
 
 
 async def test_a_mirror_through_a_consumer_resumes_after_a_restart_as_nats_server(
