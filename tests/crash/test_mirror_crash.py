@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import random
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import nats
 import pytest
 
+from tests.support.brookproc import publish_until_killed as until_killed
 from tests.support.brookproc import sigkill_rounds, start_brook
 from tests.support.jsapi import create_streams, request
 from tests.support.natsserver import free_port
@@ -31,7 +31,6 @@ from tests.support.natsserver import free_port
 pytestmark = pytest.mark.timeout(180)
 
 ROUNDS = 5
-IN_FLIGHT = 32
 
 
 STREAMS = ({"name": "O", "subjects": ["o.>"]}, {"name": "M", "mirror": {"name": "O"}})
@@ -42,8 +41,6 @@ async def publish_until_killed(
 ) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
     await create_streams(nc, STREAMS)
-    asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.0), os.kill, proc.pid, signal.SIGKILL)
-    k = 0
 
     async def one(n: int) -> None:
         data = b"m-%d-%d" % (proc.pid, n)
@@ -52,16 +49,7 @@ async def publish_until_killed(
         ack = json.loads(reply.data)
         acked[ack["seq"]] = data
 
-    try:
-        while True:
-            batch = range(k, k + IN_FLIGHT)
-            k += IN_FLIGHT
-            results = await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
-            if any(isinstance(r, BaseException) for r in results):
-                return
-    finally:
-        if not nc.is_closed:
-            await nc.close()
+    await until_killed(nc, proc.pid, rng.uniform(0.3, 1.0), one)
 
 
 async def _all(nc: Any, stream: str) -> tuple[dict[str, Any], list[Any]]:

@@ -4,6 +4,7 @@ launcher does."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.natsserver import wait_for_port
 
@@ -52,6 +54,30 @@ async def sigkill_rounds(
             if proc.poll() is None:
                 proc.kill()
             proc.wait(10)
+
+
+async def publish_until_killed(
+    nc: Any,
+    pid: int,
+    kill_after_s: float,
+    publish: Callable[[int], Awaitable[None]],
+    in_flight: int = 32,
+) -> None:
+    """Have process `pid` killed with SIGKILL in `kill_after_s`, and meanwhile run
+    `publish(n)` for n = 0, 1, ... `in_flight` at a time, until one fails (the server is
+    gone); closes `nc`, the connection `publish` uses."""
+    asyncio.get_running_loop().call_later(kill_after_s, os.kill, pid, signal.SIGKILL)
+    k = 0
+    try:
+        while True:
+            batch = range(k, k + in_flight)
+            k += in_flight
+            results = await asyncio.gather(*(publish(n) for n in batch), return_exceptions=True)
+            if any(isinstance(r, BaseException) for r in results):
+                return
+    finally:
+        if not nc.is_closed:
+            await nc.close()
 
 
 BROOK_CMD = [sys.executable, "-m", "brook"]

@@ -5,12 +5,14 @@ delivery stored at its origin's sequence and timestamp, as `processInboundMirror
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook import limits
 from brook.jetstream.link import Delivery
 from brook.jetstream.mirror import Mirror, mirror_info, store_mirrored
 from brook.jetstream.sourcing import Tracking
+from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, make
 
@@ -37,6 +39,15 @@ def _deliver(
     return mirror.delivered(tracking, [(meta, subject, None, b"%d" % sseq)])
 
 
+def _store(
+    stream: Stream,
+    run: Sequence[tuple[str, bytes | None, bytes, int, int]],
+    stored: Callable[[list[tuple[str, int]]], None],
+) -> None:
+    """`store_mirrored` of (subject, header, data, origin sequence, timestamp) each."""
+    store_mirrored(stream, [(m[0], m[1], m[2], m[4]) for m in run], [m[3] for m in run], stored)
+
+
 def test_the_create_request_is_the_one_nats_server_sends() -> None:
     mirror, _ = _mirror()
     request = mirror.create_request()
@@ -57,7 +68,7 @@ def test_the_request_starts_after_what_is_stored_and_uses_start_options_only_whe
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 5)
     assert mirror.create_request().subject == ("$JS.API.CONSUMER.CREATE.O.JS_MIRROR_ih8eMwqr.o.a")
-    store_mirrored(mirror.stream, [("o.a", None, b"", 7, SECOND)], lambda run: None)
+    _store(mirror.stream, [("o.a", None, b"", 7, SECOND)], lambda run: None)
     config = mirror.create_request().body["config"]
     assert (config["deliver_policy"], config["opt_start_seq"]) == ("by_start_sequence", 8)
 
@@ -98,8 +109,8 @@ def test_mirrored_messages_obey_the_mirror_limits() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_msgs=2)
     kept: list[tuple[str, int]] = []
     for seq in (1, 2, 3):
-        store_mirrored(stream, [("o.a", None, b"", seq, clock.now)], kept.extend)
-    store_mirrored(stream, [("o.a", None, b"", 2, clock.now)], kept.extend)
+        _store(stream, [("o.a", None, b"", seq, clock.now)], kept.extend)
+    _store(stream, [("o.a", None, b"", 2, clock.now)], kept.extend)
     assert [seq for _, seq in kept] == [1, 2, 3]
     state = stream.store.state()
     assert (state.first_seq, state.last_seq) == (2, 3)
@@ -113,10 +124,10 @@ def test_a_run_is_stored_with_its_gaps_and_then_limited() -> None:
         name="M", subjects=[], mirror={"name": "O"}, max_msgs=4, max_msgs_per_subject=2
     )
     kept: list[tuple[str, int]] = []
-    store_mirrored(stream, [("o.a", None, b"1", 1, clock.now)], kept.extend)
+    _store(stream, [("o.a", None, b"1", 1, clock.now)], kept.extend)
     run = [("o.a", None, b"%d" % q, q, clock.now) for q in (1, 2, 3)]
     run += [("o.b", None, b"%d" % q, q, clock.now) for q in (6, 7, 8, 10)]
-    store_mirrored(stream, run, kept.extend)
+    _store(stream, run, kept.extend)
     assert kept == [("o.a", q) for q in (1, 2, 3)] + [("o.b", q) for q in (6, 7, 8, 10)]
     state = stream.store.state(deleted_details=True)
     assert (state.first_seq, state.last_seq, state.messages) == (2, 10, 4)
@@ -126,7 +137,7 @@ def test_a_run_is_stored_with_its_gaps_and_then_limited() -> None:
 def test_a_message_older_than_max_age_expires_at_once() -> None:
     stream, clock, _ = make(name="M", subjects=[], mirror={"name": "O"}, max_age=10 * SECOND)
     run = [("o.a", None, b"", q, clock.now - age * SECOND) for q, age in ((1, 20), (2, 5))]
-    store_mirrored(stream, run, lambda run: None)
+    _store(stream, run, lambda run: None)
     assert stream.expiry.next_wakeup_ns == clock.now - 10 * SECOND
     assert stream.expire() == 5 * SECOND
     assert stream.store.state().messages == 1

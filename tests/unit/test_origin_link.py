@@ -1,16 +1,22 @@
 """The origin link's pure parts (jetstream/link.py): a delivery's ack reply read as
-nats-server's `ackReplyInfo` reads it, the request nats-server sends again to an origin
+nats-server's `ackReplyInfo` reads it, a run of deliveries from a consumer in this
+process read as the same messages would be, the request nats-server sends again to an origin
 that knows no sourcing consumers, and its retry backoff."""
 
 from __future__ import annotations
 
+from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.link import (
     CreateRequest,
+    Delivered,
     Delivery,
+    origin_header,
     read_ack_reply,
     retry_backoff_ns,
+    take_run,
     without_sourcing,
 )
+from brook.jetstream.store.base import StoredMessage
 
 SECOND = 1_000_000_000
 
@@ -77,3 +83,65 @@ def test_retry_backoff_grows_to_two_minutes() -> None:
     assert [retry_backoff_ns(n) // SECOND for n in (0, 1, 2, 5, 12, 13)] == [
         0, 10, 20, 50, 120, 120
     ]  # fmt: skip
+
+
+def _run(prefix: bytes, first_seq: int, count: int, first_cseq: int, pending: int) -> DeliverRun:
+    """A push consumer's run of first deliveries, with the ack subjects its delivery
+    makes (`Delivery.deliver_new`); every third message with headers a link removes."""
+    msgs, acks = [], []
+    for i in range(count):
+        seq = first_seq + i
+        header = None
+        if i % 3 == 0:
+            header = b"NATS/1.0\r\nA: %d\r\nNats-Expected-Stream: O\r\nNats-Batch-Id: b\r\n\r\n" % i
+        msgs.append(StoredMessage(seq, f"o.{i % 4}", header, b"m%d" % seq, 1700000000000000000 + i))
+        acks.append(
+            b"%b1.%d.%d.%d.%d"
+            % (prefix, seq, first_cseq + i, msgs[-1].ts_ns, max(pending - i - 1, 0))
+        )
+    return DeliverRun("$JS.M.x", msgs, acks, first_cseq, pending)
+
+
+def _as_read(run: DeliverRun, consumer: str) -> list[Delivered]:
+    """What the link makes of the same deliveries as messages (`_drain`'s message path)."""
+    out: list[Delivered] = []
+    for d in run.delivers():
+        meta = read_ack_reply(d.ack_subject, b"", consumer)
+        assert meta is not None
+        header = origin_header(d.msg.header) if d.msg.header else None
+        out.append((meta, d.msg.subject, header, d.msg.data))
+    return out
+
+
+def test_a_run_from_a_consumer_in_this_process_reads_as_its_messages() -> None:
+    """`take_run` (an origin in this process handing its runs over) gives the kind what
+    reading each delivery's ack subject gives, also when the run is taken in slices."""
+    prefix = b"$JS.ACK.O.C-1."
+    item = _run(prefix, first_seq=40, count=700, first_cseq=12, pending=705)
+    expected = _as_read(item, "C-1")
+    assert expected[0][0] == ("C-1", 1, 40, 12, 1700000000000000000, 704)
+    assert expected[1][2] is None
+    assert expected[3][2] == b"NATS/1.0\r\nA: 3\r\n\r\n"
+    got: list[Delivered] = []
+    rest: DeliverRun | None = item
+    slices = []
+    while rest is not None:
+        taken, rest = take_run(rest, 256, prefix, "C-1", got)
+        slices.append(taken)
+    assert slices == [256, 256, 188]
+    assert got == expected
+    # The pending count reaches 0 and stays there.
+    last = _run(prefix, first_seq=1, count=5, first_cseq=1, pending=2)
+    assert got[-1][0][5] == 5
+    got = []
+    assert take_run(last, 256, prefix, "C-1", got) == (5, None)
+    assert [d[0][5] for d in got] == [1, 0, 0, 0, 0]
+    assert got == _as_read(last, "C-1")
+
+
+def test_a_run_of_another_consumer_is_dropped() -> None:
+    older = _run(b"$JS.ACK.O.C-0.", first_seq=1, count=10, first_cseq=1, pending=0)
+    got: list[Delivered] = []
+    assert take_run(older, 4, b"$JS.ACK.O.C-1.", "C-1", got)[0] == 4
+    assert take_run(older, 256, b"", "", got) == (10, None)  # no consumer yet
+    assert got == []

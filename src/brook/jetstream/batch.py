@@ -36,21 +36,29 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from brook import limits
-from brook.jetstream import versioning
+from brook.jetstream import counters, versioning
+from brook.jetstream import publish_headers as ph
+from brook.jetstream import ttl as ttls
+from brook.jetstream.dedup import MSG_ID
 from brook.jetstream.errors import api_error
 from brook.jetstream.models.info import format_ts_ns
-from brook.jetstream.schedules import NEXT, SCHEDULER
+from brook.jetstream.schedules import NEXT, SCHEDULER, check_schedule
+from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
 from brook.jetstream.store.base import MessageStore
 from brook.jetstream.timer import DeadlineTimer
 from brook.protocol import headers as hdrs
+
+if TYPE_CHECKING:
+    from brook.jetstream.stream import Stream
 
 BATCH_ID = b"Nats-Batch-Id"
 _BATCH_SEQ = b"Nats-Batch-Sequence"
 _BATCH_COMMIT = b"Nats-Batch-Commit"
 _BATCH_ID_BYTES_MAX = 64
+_EXPECTED_LAST_MSG_ID_RAW = ph.EXPECTED_LAST_MSG_ID.encode()
 ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
 _ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 # nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
@@ -247,6 +255,120 @@ class AtomicBatches(IdleBatches[_Batch]):
 
     def timed_out(self, key: str) -> None:
         self._drop(key, TIMEOUT)  # abandoned, with its advisory
+
+
+def check_commit(stream: Stream, commit: Commit) -> None:
+    """The checks nats-server makes of every message of a batch before it stores any
+    (`checkMsgHeadersPreClusteredProposal`, in its order), so that a batch that fails
+    them stores nothing: headers a batch cannot use, increments, expected stream, TTLs,
+    message ids (a repeat within the batch or the duplicate window fails the batch),
+    expected last sequence (counting the batch's messages before, and then refused on
+    any but the first), last subject sequence (not on a subject the batch wrote before),
+    rollups (`all` first only, `sub` on a subject's first message only) and the
+    discard-new limits with the batch so far."""
+    config = stream.config
+    ids: set[str] = set()
+    written: dict[str, int] = {}  # subject -> messages of the batch before this one
+    added_bytes = 0
+    for index, message in enumerate(commit.messages):
+        header = message.header
+        if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID_RAW):
+            raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=ph.EXPECTED_LAST_MSG_ID)
+        if len(header) > ph.MAX_HEADER_BYTES:
+            raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
+        if counters.INCR in header:
+            counters.check_increment(header, message.data, config.allow_msg_counter)
+        try:
+            block = hdrs.parse(header)
+        except hdrs.HeaderError:
+            block = None
+        if block is not None:
+            _check_batched_headers(stream, block, message, index, ids, written)
+        subject = message.subject
+        written[subject] = written.get(subject, 0) + 1
+        added_bytes += stream.accounted_size(subject, header, message.data)
+        if config.discard == "new":
+            rollup = block is not None and block.get(ph.ROLLUP) is not None
+            _check_batch_discard_new(stream, subject, index + 1, added_bytes, written, rollup)
+
+
+def _check_batch_discard_new(
+    stream: Stream,
+    subject: str,
+    count: int,
+    added_bytes: int,
+    written: dict[str, int],
+    rollup: bool,
+) -> None:
+    """nats-server's discard-new limits for a batch: the stream with the batch so far."""
+    config = stream.config
+    state = stream.store.state()
+    if 0 < config.max_msgs < state.messages + count:
+        raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
+    if 0 < config.max_bytes < state.bytes + added_bytes:
+        raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
+    per_subject = config.max_msgs_per_subject
+    if config.discard_new_per_subject and per_subject > 0 and not rollup:
+        on_subject = stream.store.subject_state(subject).messages + written[subject]
+        if on_subject > per_subject:
+            raise api_error("STREAM_STORE_FAILED", err="maximum messages per subject exceeded")
+
+
+def _check_batched_headers(
+    stream: Stream,
+    block: hdrs.HeaderBlock,
+    message: StagedMessage,
+    index: int,
+    ids: set[str],
+    written: dict[str, int],
+) -> None:
+    """One message's JetStream headers, checked as part of its batch."""
+    config = stream.config
+    header = message.header
+    expected = block.get(ph.EXPECTED_STREAM)
+    if expected is not None and expected != stream.name:
+        raise api_error("STREAM_NOT_MATCH")
+    ttl_value = ttls.header_value(header)
+    if ttl_value:
+        if not config.allow_msg_ttl:
+            raise api_error("MESSAGE_TTL_DISABLED")
+        try:
+            ttls.parse_ttl(ttl_value)
+        except ttls.InvalidTTL:
+            raise api_error("MESSAGE_TTL_INVALID") from None
+    msg_id = block.get(MSG_ID)
+    if msg_id:
+        if msg_id in ids or stream.dedup.lookup(msg_id) is not None:
+            raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
+        ids.add(msg_id)
+    value = block.get(ph.EXPECTED_LAST_SEQ)
+    if value is not None:
+        # As nats-server counts it: the messages of the batch before this one.
+        last = stream.store.state().last_seq + index
+        if ph.uint(value) != last:
+            raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+        if index:
+            raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+    value = block.get(ph.EXPECTED_LAST_SUBJ_SEQ)
+    if value is not None:
+        if message.subject in written:
+            raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
+        last = stream.store.subject_state(message.subject).last_seq
+        if ph.uint(value) != last:
+            raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
+    if SCHEDULE_PREFIX in header:
+        check_schedule(stream, header, message.subject)
+    rollup = block.get(ph.ROLLUP) or None
+    if rollup is not None:
+        rollup = rollup.lower()
+        if not config.allow_rollup_hdrs or config.deny_purge:
+            raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
+        if rollup == "sub" and message.subject in written:
+            raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup sub invalid")
+        if rollup == "all" and written:
+            raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup all invalid")
+        if rollup not in ("sub", "all"):
+            raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
 
 def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> tuple[bytes, bytes]:

@@ -13,7 +13,10 @@ tracking and ingest); the link handles the rest as nats-server does:
 
 * deliveries are queued and taken a slice per loop turn (`_BATCH`), in order with the
   control messages; the deliveries between two control messages go to the kind as one
-  run (its store writes them in one piece);
+  run (its store writes them in one piece); from an origin in this process that alone
+  listens on the deliver subject they come as the origin consumer's runs
+  (`DeliverRun`, `Router.deliver_object`), whose numbers are read from the run rather
+  than from each ack subject: what the kind gets is the same;
 * control messages: a flow-control request is answered with the last delivery and origin
   sequences once what was stored before it is durable (the stream's group commit), so
   the origin never runs further ahead than its flow-control window of what is on disk; an
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brook.jetstream.consumer.acks import parse_ack_subject
+from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.models.defaults import SOURCING_HEARTBEAT_NS
 from brook.jetstream.models.sources import StreamSource
@@ -243,7 +247,9 @@ class OriginLink:
         # already (a durable one) may deliver from within the subscribe call.
         self._receiving = False
         self._timer: asyncio.TimerHandle | None = None
-        self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes]] = deque()
+        # Messages as they came (`_on_message`), or runs of deliveries from a consumer in
+        # this process (`_on_run`).
+        self._inbox: deque[tuple[bytes, bytes | None, bytes | None, bytes] | DeliverRun] = deque()
         self._request: CreateRequest | None = None  # the create request last sent
         # `$JS.ACK.<origin>.<consumer>.`: how the current consumer's ack replies begin
         # (`read_ack_reply` reads only what follows); empty while there is none.
@@ -427,7 +433,9 @@ class OriginLink:
         self.fails = 0
         self.last_active_ns = self._now_ns()  # not stalled at the first check
         self._receiving = True
-        self._deliver_sub = self._client.subscribe(deliver, self._on_message)
+        self._deliver_sub = self._client.subscribe(
+            deliver, self._on_message, object_handler=self._on_run
+        )
         self._arm(HEALTH_CHECK_NS, self._health_check)
 
     # ------------------------------------------------------------------ deliveries
@@ -452,6 +460,20 @@ class OriginLink:
             self._draining = True
             self._loop.call_soon(self._drain)
 
+    def _on_run(self, run: object) -> int:
+        """A run of deliveries from the origin's consumer in this process, as its executor
+        holds them (`Router.deliver_object`): queued as one item, its numbers read from it
+        in `_drain` (the ack subjects say the same)."""
+        if not isinstance(run, DeliverRun):
+            return 0
+        if self._receiving:
+            self.last_active_ns = self._now_ns()
+            self._inbox.append(run)
+            if not self._draining:
+                self._draining = True
+                self._loop.call_soon(self._drain)
+        return len(run.msgs)
+
     def _drain(self) -> None:
         """Up to `_BATCH` of the inbox: each run of deliveries to the kind in one call, each
         control message once the deliveries before it are taken."""
@@ -462,7 +484,14 @@ class OriginLink:
         run: list[Delivered] = []
         taken = 0
         while inbox and taken < _BATCH:  # a retry empties the inbox
-            subject, reply, header, data = inbox.popleft()
+            item = inbox.popleft()
+            if isinstance(item, DeliverRun):
+                n, rest = take_run(item, _BATCH - taken, prefix, consumer, run)
+                if rest is not None:
+                    inbox.appendleft(rest)
+                taken += n
+                continue
+            subject, reply, header, data = item
             taken += 1
             if header is not None and header.startswith(b"NATS/1.0 100"):
                 if run:
@@ -475,9 +504,7 @@ class OriginLink:
             if meta is None or meta[0] != consumer:
                 continue  # an older consumer's (nats-server's isCurrentSub)
             if header:
-                header = hdrs.remove_prefixed(header, b"Nats-Expected-")
-                if header:
-                    header = hdrs.remove_prefixed(header, b"Nats-Batch-")
+                header = origin_header(header)
             run.append((meta, subject.decode("utf-8", "surrogateescape"), header, data))
         if run:
             self._deliver(run)
@@ -523,6 +550,43 @@ class OriginLink:
         stalled = hdrs.raw_value(header, _STALLED)
         if stalled:
             self._client.publish(stalled, b"")
+
+
+def origin_header(header: bytes) -> bytes | None:
+    """A delivered header as a mirror or source takes it: without the origin's
+    `Nats-Expected-*` and `Nats-Batch-*` headers (None when nothing is left)."""
+    kept = hdrs.remove_prefixed(header, b"Nats-Expected-")
+    if kept:
+        kept = hdrs.remove_prefixed(kept, b"Nats-Batch-")
+    return kept or None
+
+
+def take_run(
+    item: DeliverRun, room: int, prefix: bytes, consumer: str, run: list[Delivered]
+) -> tuple[int, DeliverRun | None]:
+    """Up to `room` deliveries of `item` appended to `run` as `_drain` makes them of
+    messages (their ack subjects read by `read_ack_reply`, `Nats-Expected-*` and
+    `Nats-Batch-*` removed); none when they are not the consumer's whose ack subjects
+    start with `prefix` (named `consumer`). Returns how many were taken, and the rest of
+    `item` past `room` (None when nothing is left)."""
+    msgs = item.msgs
+    dseq, np = item.first_consumer_seq, item.pending_before
+    rest = None
+    if len(msgs) > room:
+        rest = DeliverRun(item.reply, msgs[room:], item.acks[room:], dseq + room, max(np - room, 0))
+        msgs = msgs[:room]
+    if not prefix or not item.acks[0].startswith(prefix):
+        return len(msgs), rest  # an older consumer's
+    append = run.append
+    for m in msgs:
+        if np > 0:
+            np -= 1
+        header = m.header or None
+        if header:
+            header = origin_header(header)
+        append(((consumer, 1, m.seq, dseq, m.ts_ns, np), m.subject, header, m.data))
+        dseq += 1
+    return len(msgs), rest
 
 
 def read_ack_reply(reply: bytes, prefix: bytes = b"", consumer: str = "") -> Delivery | None:

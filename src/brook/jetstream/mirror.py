@@ -24,8 +24,9 @@ messages pending (the engine subscribes it, `caught_up`): a read replica.
 
 from __future__ import annotations
 
+import bisect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from brook import limits
@@ -87,9 +88,8 @@ class Mirror:
         self.source: StreamSource = source
         self._stored = stored
         self._caught_up = caught_up  # called once, at the first delivery nearly level
-        self._transforms = [
-            SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms
-        ]
+        compiled = (SubjectTransform.compile(t.src, t.dest) for t in source.subject_transforms)
+        self._transforms = [t for t in compiled if t is not None]
         self._refusal = ""  # what the mirror's limits last refused (logged once)
 
     def create_request(self) -> CreateRequest:
@@ -145,37 +145,41 @@ class Mirror:
         tracking.sseq = max(delivered, last)
 
     def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
-        """Each delivery checked in order (`Tracking`), those to store mapped by the
-        transforms and stored together (`store_mirrored`); False at the first that asks
-        for a new consumer, after storing those before it."""
-        batch: list[Mirrored] = []
+        """Each delivery checked in order (`Tracking.mirror_delivery`, its common case, the
+        next origin sequence from the current consumer, written out here), those to store
+        mapped by the transforms and stored together (`store_mirrored`); False at the
+        first that asks for a new consumer, after storing those before it."""
+        messages: list[NewMessage] = []
+        seqs: list[int] = []
         retry = False
+        current = tracking.consumer
         for (consumer, delivered, seq, dseq, ts_ns, pending), subject, header, data in run:
-            verdict = tracking.mirror_delivery(consumer, seq, dseq, delivered)
-            if verdict is Verdict.STORE:
-                pass
-            elif verdict is Verdict.SKIP_AND_STORE:
-                tracking.skipped(seq)
-            elif verdict is Verdict.RETRY:
-                retry = True
-                break
+            if seq == tracking.sseq + 1 and consumer == current and delivered <= 1 and current:
+                tracking.sseq, tracking.dseq = seq, dseq
             else:
-                continue
+                verdict = tracking.mirror_delivery(consumer, seq, dseq, delivered)
+                if verdict is Verdict.SKIP_AND_STORE:
+                    tracking.skipped(seq)
+                elif verdict is Verdict.RETRY:
+                    retry = True
+                    break
+                elif verdict is not Verdict.STORE:
+                    continue
             if self._caught_up is not None and pending < CAUGHT_UP_PENDING:
                 self._caught_up()
                 self._caught_up = None
             for transform in self._transforms:
-                if transform is not None:
-                    mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
-                    if mapped is not None:
-                        subject = mapped.decode("utf-8", "surrogateescape")
-                        break
-            batch.append((subject, header, data, seq, ts_ns))
-        if batch:
+                mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
+                if mapped is not None:
+                    subject = mapped.decode("utf-8", "surrogateescape")
+                    break
+            messages.append((subject, header, data, ts_ns))
+            seqs.append(seq)
+        if messages:
             try:
-                store_mirrored(self.stream, batch, self._stored)
+                store_mirrored(self.stream, messages, seqs, self._stored)
             except StoreError as exc:
-                self.stream.write_failed(f"store mirrored messages from {batch[0][3]}", exc)
+                self.stream.write_failed(f"store mirrored messages from {seqs[0]}", exc)
                 return False  # recreated after the last stored, once there is room
             except ApiError as err:  # the mirror's own limits: asked again later
                 self._refused(err)
@@ -205,33 +209,33 @@ class Mirror:
         )
 
 
-Mirrored = tuple[str, bytes | None, bytes, int, int]
-"""A message of the origin to store: subject, header, data, origin sequence, timestamp."""
-
-
-def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> None:
-    """Store messages of the origin of mirror `stream` at the origin's sequences (rising)
-    and timestamps (ADR 0020, nats-server's `processJetStreamMsg` with a last sequence):
-    the sequences before each that the origin no longer has become gaps (`skip_msgs`),
-    each stretch of consecutive sequences is one `store_run`, then the stream's own
-    retention, limits and expiry apply as after publishes. Of a publish's checks only the
-    mirror's own limits and the store limits apply (sealed, `max_msg_size`, `discard:
-    new`, quota.py; each message
+def store_mirrored(
+    stream: Stream, messages: list[NewMessage], seqs: list[int], stored: Stored
+) -> None:
+    """Store messages of the origin of mirror `stream` (`messages[i]` at origin sequence
+    `seqs[i]`, rising, and at its own timestamp: ADR 0020, nats-server's
+    `processJetStreamMsg` with a last sequence): the sequences before each that the
+    origin no longer has become gaps (`skip_msgs`), each stretch of consecutive
+    sequences is one `store_run`, then the stream's own retention, limits and expiry
+    apply as after publishes. Of a publish's checks only the mirror's own limits and the
+    store limits apply (sealed, `max_msg_size`, `discard: new`, quota.py; each message
     checked against the store as it is then): a message they refuse raises their
     ApiError, and the mirror asks for it again later, as nats-server's (it stores what
-    its origin stored, or stops). `stored` hears of the messages kept, in one call
-    (not one at a sequence stored already, nor on an interest stream one no consumer
-    wants: it takes its sequence and is removed, as a publish), then `on_removed` of what
-    the limits removed. A store failure (`StoreError`) or a refusal (`ApiError`) is raised
+    its origin stored, or stops). `stored` hears of the messages kept, in one call (not
+    one at a sequence stored already, nor on an interest stream one no consumer wants:
+    it takes its sequence and is removed, as a publish), then `on_removed` of what the
+    limits removed. A store failure (`StoreError`) or a refusal (`ApiError`) is raised
     once what was stored before it went through the same steps."""
     store = stream.store
     last = store.last_seq()
-    run = [m for m in run if m[3] > last]
-    if not run:
+    if seqs and seqs[0] <= last:  # stored already
+        k = bisect.bisect_right(seqs, last)
+        messages, seqs = messages[k:], seqs[k:]
+    if not seqs:
         return
     space = stream.space
     if space is not None and not space.admit(
-        sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in run)
+        sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in messages)
     ):
         raise StoreFullError("no room for mirrored messages")
     config = stream.config
@@ -243,32 +247,37 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
     )
     failure: StoreError | ApiError | None = None
     try:
-        piece: list[NewMessage] = []
-        for subject, header, data, seq, ts_ns in run:
-            if checked:  # against the store as it is with the messages before this one
-                if piece:
-                    store.store_run(piece)
-                    piece = []
-                stream.check_mirrored(subject, header, data)
-            if seq != last + 1:
-                if piece:
-                    store.store_run(piece)
-                    piece = []
-                store.skip_msgs(seq - 1)
-            piece.append((subject, header, data, ts_ns))
-            last = seq
-        store.store_run(piece)
+        if not checked and seqs[-1] - seqs[0] == len(seqs) - 1:  # one stretch, unchecked
+            if seqs[0] != last + 1:
+                store.skip_msgs(seqs[0] - 1)
+            store.store_run(messages)
+        else:
+            start = 0  # of the piece not stored yet
+            for i, seq in enumerate(seqs):
+                if checked:  # against the store as it is with the messages before this one
+                    if i > start:
+                        store.store_run(messages[start:i])
+                        start = i
+                    subject, header, data, _ = messages[i]
+                    stream.check_mirrored(subject, header, data)
+                if seq != last + 1:
+                    if i > start:
+                        store.store_run(messages[start:i])
+                        start = i
+                    store.skip_msgs(seq - 1)
+                last = seq
+            store.store_run(messages[start:])
     except (StoreError, ApiError) as exc:
         failure = exc
-        last = store.last_seq()
-        run = [m for m in run if m[3] <= last]
+        k = bisect.bisect_right(seqs, store.last_seq())
+        messages, seqs = messages[:k], seqs[:k]
     retention = stream.retention if config.retention == "interest" else None
     expiry = stream.expiry
     if retention is None and not config.allow_msg_ttl:
-        kept = [(m[0], m[3]) for m in run]
+        kept = [(m[0], seq) for m, seq in zip(messages, seqs, strict=True)]
     else:
         kept = []
-        for subject, header, _, seq, ts_ns in run:
+        for (subject, header, _, ts_ns), seq in zip(messages, seqs, strict=True):
             if retention is not None and not retention.wanted(subject):
                 store.remove(seq)
                 continue
@@ -283,10 +292,11 @@ def store_mirrored(stream: Stream, run: Sequence[Mirrored], stored: Stored) -> N
             kept.append((subject, seq))
     if kept:
         stored(kept)
-    if run and config.max_age > 0:
-        expiry.wake_by(run[0][4] + config.max_age)
-    if run:
-        stream.apply_limits({m[0] for m in run} if config.max_msgs_per_subject > 0 else ())
+    if seqs and config.max_age > 0:
+        expiry.wake_by(messages[0][3] + config.max_age)
+    if seqs:
+        per_subject = config.max_msgs_per_subject > 0
+        stream.apply_limits({m[0] for m in messages} if per_subject else ())
     if failure is not None:
         raise failure
 

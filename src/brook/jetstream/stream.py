@@ -55,8 +55,8 @@ from brook.jetstream.batch import (
     AtomicBatches,
     BatchLimits,
     Commit,
-    StagedMessage,
     abandoned_advisory,
+    check_commit,
     uncommitted_tail,
 )
 from brook.jetstream.commit import GroupCommitter
@@ -67,6 +67,15 @@ from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
 from brook.jetstream.fast_batch import FastBatches, parse_reply
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
+from brook.jetstream.publish_headers import (
+    EXPECTED_LAST_MSG_ID,
+    EXPECTED_LAST_SEQ,
+    EXPECTED_LAST_SUBJ_SEQ,
+    EXPECTED_STREAM,
+    MAX_HEADER_BYTES,
+    ROLLUP,
+    uint,
+)
 from brook.jetstream.republish import MessageSender, Republisher
 from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
 from brook.jetstream.schedules import ScheduleIndex, check_schedule, fire_due, schedule_stored
@@ -85,13 +94,6 @@ log = logging.getLogger("brook.stream")
 AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
 """(reply subject, PubAck JSON) -> None"""
 
-_EXPECTED_STREAM = "Nats-Expected-Stream"
-_EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
-_EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
-_EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
-_EXPECTED_LAST_MSG_ID_RAW = _EXPECTED_LAST_MSG_ID.encode()
-_ROLLUP = "Nats-Rollup"
-MAX_HEADER_BYTES = 65535
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000
 
@@ -135,11 +137,6 @@ class Counted(Ingested):
 
     total: bytes = b""
     header: bytes | None = None
-
-
-def _uint(value: str) -> int | None:
-    """ASCII digits only: `str.isdigit` also takes digits such as "²" that `int()` refuses."""
-    return int(value) if value.isascii() and value.isdigit() else None
 
 
 class Stream:
@@ -191,7 +188,7 @@ class Stream:
         self.space = space  # file streams: room on the disk (module docstring)
         self.quota = quota  # the server's and account's store limits (quota.py), if any
         self._drop_uncommitted_batch()
-        self._dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
+        self.dedup = DedupWindow(lambda: self.config.duplicate_window, now_ns)
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
@@ -220,7 +217,7 @@ class Stream:
             removed=lambda seqs: self._removed.extend(seqs),
             enforce_limits=self._enforce_stream_limits,
         )
-        self._dedup.rebuild(store)
+        self.dedup.rebuild(store)
         if config.allow_msg_ttl:
             self.expiry.rebuild()
 
@@ -385,7 +382,7 @@ class Stream:
         ttl = 0
         ttl_invalid = False
         if block is not None:
-            expected = block.get(_EXPECTED_STREAM)
+            expected = block.get(EXPECTED_STREAM)
             if expected is not None and expected != self.name:
                 raise api_error("STREAM_NOT_MATCH")
             ttl_value = ttls.header_value(header)
@@ -398,15 +395,15 @@ class Stream:
                     if not self._sourcing:
                         raise api_error("MESSAGE_TTL_DISABLED")
                     ttl = 0  # a sourced message is stored as it came, not expired by it
-            value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
+            value = block.get(EXPECTED_LAST_SUBJ_SEQ)
             if value is not None:
-                want = _uint(value)
+                want = uint(value)
                 last = self.store.subject_state(subject).last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            value = block.get(_EXPECTED_LAST_SEQ)
+            value = block.get(EXPECTED_LAST_SEQ)
             if value is not None:
-                want = _uint(value)
+                want = uint(value)
                 last = self.store.state().last_seq
                 if want is None or want != last:
                     raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
@@ -423,13 +420,13 @@ class Stream:
                 raise api_error("MESSAGE_SOURCE_HDR_NOT_ALLOWED")  # only sources write it
             msg_id = block.get(MSG_ID) or ""
             if msg_id:
-                seen = self._dedup.lookup(msg_id)
+                seen = self.dedup.lookup(msg_id)
                 if seen is not None:
                     return Ingested(seen, False, True)
-            value = block.get(_EXPECTED_LAST_MSG_ID)
+            value = block.get(EXPECTED_LAST_MSG_ID)
             if value is not None and value != self._last_msg_id:
                 raise api_error("STREAM_WRONG_LAST_MSG_ID", id=self._last_msg_id)
-            rollup = block.get(_ROLLUP) or None  # empty: none; any case (nats-server)
+            rollup = block.get(ROLLUP) or None  # empty: none; any case (nats-server)
             if rollup is not None:
                 rollup = rollup.lower()
                 # A sourced rollup is applied whatever this stream allows (nats-server).
@@ -442,7 +439,7 @@ class Stream:
             size = len(data) + (len(header) if header else 0)
         quota = self.quota
         if quota is not None:
-            quota.admit(self._accounted_size(subject, header, data))
+            quota.admit(self.accounted_size(subject, header, data))
         if ttl_invalid:
             raise api_error("MESSAGE_TTL_INVALID")
         space = self.space
@@ -474,7 +471,7 @@ class Stream:
         elif config.max_age > 0 and self.expiry.next_wakeup_ns is None:
             self.expiry.wake_by(now + config.max_age)
         if msg_id:
-            self._dedup.remember(msg_id, seq, now)
+            self.dedup.remember(msg_id, seq, now)
         self._last_msg_id = msg_id
         try:
             result = None
@@ -539,7 +536,7 @@ class Stream:
         self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self.now_ns()))
 
     def _commit(self, commit: Commit) -> Batched:
-        self._check_batch(commit)
+        check_commit(self, commit)
         stored: list[tuple[str, int]] = []
         seq = 0
         self._committing = True
@@ -554,112 +551,6 @@ class Stream:
         if stored and self.on_markers is not None:
             self.on_markers(stored)
         return Batched(seq, False, batch_id=commit.batch_id, count=len(commit.messages))
-
-    def _check_batch(self, commit: Commit) -> None:
-        """The checks nats-server makes of every message of a batch before it stores any
-        (`checkMsgHeadersPreClusteredProposal`, in its order), so that a batch that fails
-        them stores nothing: headers a batch cannot use, increments, expected stream, TTLs,
-        message ids (a repeat within the batch or the duplicate window fails the batch),
-        expected last sequence (counting the batch's messages before, and then refused on
-        any but the first), last subject sequence (not on a subject the batch wrote before),
-        rollups (`all` first only, `sub` on a subject's first message only) and the
-        discard-new limits with the batch so far."""
-        config = self.config
-        ids: set[str] = set()
-        written: dict[str, int] = {}  # subject -> messages of the batch before this one
-        added_bytes = 0
-        for index, message in enumerate(commit.messages):
-            header = message.header
-            if hdrs.raw_value(header, _EXPECTED_LAST_MSG_ID_RAW):
-                raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=_EXPECTED_LAST_MSG_ID)
-            if len(header) > MAX_HEADER_BYTES:
-                raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
-            if counters.INCR in header:
-                counters.check_increment(header, message.data, config.allow_msg_counter)
-            try:
-                block = hdrs.parse(header)
-            except hdrs.HeaderError:
-                block = None
-            if block is not None:
-                self._check_batched_headers(block, message, index, ids, written)
-            subject = message.subject
-            written[subject] = written.get(subject, 0) + 1
-            added_bytes += self._accounted_size(subject, header, message.data)
-            if config.discard == "new":
-                rollup = block is not None and block.get(_ROLLUP) is not None
-                self._check_batch_discard_new(subject, index + 1, added_bytes, written, rollup)
-
-    def _check_batch_discard_new(
-        self, subject: str, count: int, added_bytes: int, written: dict[str, int], rollup: bool
-    ) -> None:
-        """nats-server's discard-new limits for a batch: the stream with the batch so far."""
-        config = self.config
-        state = self.store.state()
-        if 0 < config.max_msgs < state.messages + count:
-            raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
-        if 0 < config.max_bytes < state.bytes + added_bytes:
-            raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
-        per_subject = config.max_msgs_per_subject
-        if config.discard_new_per_subject and per_subject > 0 and not rollup:
-            on_subject = self.store.subject_state(subject).messages + written[subject]
-            if on_subject > per_subject:
-                raise api_error("STREAM_STORE_FAILED", err="maximum messages per subject exceeded")
-
-    def _check_batched_headers(
-        self,
-        block: hdrs.HeaderBlock,
-        message: StagedMessage,
-        index: int,
-        ids: set[str],
-        written: dict[str, int],
-    ) -> None:
-        """One message's JetStream headers, checked as part of its batch."""
-        config = self.config
-        header = message.header
-        expected = block.get(_EXPECTED_STREAM)
-        if expected is not None and expected != self.name:
-            raise api_error("STREAM_NOT_MATCH")
-        ttl_value = ttls.header_value(header)
-        if ttl_value:
-            if not config.allow_msg_ttl:
-                raise api_error("MESSAGE_TTL_DISABLED")
-            try:
-                ttls.parse_ttl(ttl_value)
-            except ttls.InvalidTTL:
-                raise api_error("MESSAGE_TTL_INVALID") from None
-        msg_id = block.get(MSG_ID)
-        if msg_id:
-            if msg_id in ids or self._dedup.lookup(msg_id) is not None:
-                raise api_error("ATOMIC_PUBLISH_DUPLICATE_MESSAGE")
-            ids.add(msg_id)
-        value = block.get(_EXPECTED_LAST_SEQ)
-        if value is not None:
-            # As nats-server counts it: the messages of the batch before this one.
-            last = self.store.state().last_seq + index
-            if _uint(value) != last:
-                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-            if index:
-                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-        value = block.get(_EXPECTED_LAST_SUBJ_SEQ)
-        if value is not None:
-            if message.subject in written:
-                raise api_error("STREAM_WRONG_LAST_SEQUENCE_CONSTANT")
-            last = self.store.subject_state(message.subject).last_seq
-            if _uint(value) != last:
-                raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-        if SCHEDULE_PREFIX in header:
-            check_schedule(self, header, message.subject)
-        rollup = block.get(_ROLLUP) or None
-        if rollup is not None:
-            rollup = rollup.lower()
-            if not config.allow_rollup_hdrs or config.deny_purge:
-                raise api_error("STREAM_ROLLUP_FAILED", err="rollup not permitted")
-            if rollup == "sub" and message.subject in written:
-                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup sub invalid")
-            if rollup == "all" and written:
-                raise api_error("STREAM_ROLLUP_FAILED", err="batch rollup all invalid")
-            if rollup not in ("sub", "all"):
-                raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
@@ -689,7 +580,7 @@ class Stream:
         if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
         if self.quota is not None:
-            self.quota.admit(self._accounted_size(subject, header, data))
+            self.quota.admit(self.accounted_size(subject, header, data))
         if config.discard == "new":
             self._check_discard_new(subject, header, data, None)
 
@@ -711,7 +602,7 @@ class Stream:
         if 0 < config.max_msgs <= state.messages and not replaces_oldest:
             raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
         if config.max_bytes > 0:
-            incoming = self._accounted_size(subject, header, data)
+            incoming = self.accounted_size(subject, header, data)
             # A message that will push out its subject's oldest one (a KV key at its
             # history) fits if that one is at least as large, as with nats-server.
             if state.bytes + incoming > config.max_bytes and (
@@ -723,9 +614,11 @@ class Stream:
         oldest = self.store.load_next(subject, 0)
         if oldest is None:
             return 0
-        return self._accounted_size(oldest.subject, oldest.header, oldest.data)
+        return self.accounted_size(oldest.subject, oldest.header, oldest.data)
 
-    def _accounted_size(self, subject: str, header: bytes | None, data: bytes) -> int:
+    def accounted_size(self, subject: str, header: bytes | None, data: bytes) -> int:
+        """A message's size as the stream's `max_bytes` counts it (nats-server's store
+        record sizes), for the discard-new checks here and a batch's (batch.py)."""
         n = len(subject.encode()) + len(data)
         if self.config.storage == "memory":
             return n + (len(header) if header else 0) + 16

@@ -26,6 +26,9 @@ MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | Non
 EachHandler = Callable[[list[bytes], bytes], None]
 """(subjects, payload) of a run of `(subject, None, None, payload)` messages"""
 
+ObjectHandler = Callable[[object], int]
+"""(messages in their in-process publisher's form) -> how many it held (`Router.deliver_object`)"""
+
 
 class InternalClient(Subscriber):
     """A named in-process participant on the router."""
@@ -36,6 +39,7 @@ class InternalClient(Subscriber):
         self.echo = True
         self._handlers: dict[int, MessageHandler] = {}
         self._each_handlers: dict[int, EachHandler] = {}
+        self._object_handlers: dict[int, ObjectHandler] = {}
         self._next_sid = 0
         self.subs: dict[bytes, Subscription] = {}
 
@@ -47,11 +51,14 @@ class InternalClient(Subscriber):
         *,
         cache_results: bool = True,
         each_handler: EachHandler | None = None,
+        object_handler: ObjectHandler | None = None,
     ) -> Subscription:
         """`cache_results=False` for a wildcard whose matching subjects are each published
         about once (ack subjects): see `Subscription.cache_results`. `each_handler` takes
         a run of no-reply messages with one payload in one call instead of `handler` once
-        each (`Router.publish_each`)."""
+        each (`Router.publish_each`); `object_handler` takes messages in their in-process
+        publisher's form, when this is the only subscription on their subject
+        (`Router.deliver_object`)."""
         self._next_sid += 1
         sid = b"%d" % self._next_sid
         subj = subject.encode() if isinstance(subject, str) else subject
@@ -59,6 +66,8 @@ class InternalClient(Subscriber):
         self._handlers[id(sub)] = handler
         if each_handler is not None:
             self._each_handlers[id(sub)] = each_handler
+        if object_handler is not None:
+            self._object_handlers[id(sub)] = object_handler
         self.subs[sid] = sub
         self.router.subscribe(sub)
         return sub
@@ -69,6 +78,7 @@ class InternalClient(Subscriber):
     def remove_subscription(self, sub: Subscription) -> None:
         self._handlers.pop(id(sub), None)
         self._each_handlers.pop(id(sub), None)
+        self._object_handlers.pop(id(sub), None)
         self.subs.pop(sub.sid, None)
         self.router.unsubscribe(sub)
 
@@ -103,6 +113,16 @@ class InternalClient(Subscriber):
         except Exception:
             log.exception("%s: handler for a run on %r failed", self.name, sub.subject)
         return len(subjects)
+
+    def deliver_object(self, sub: Subscription, obj: object) -> int | None:
+        handler = self._object_handlers.get(id(sub))
+        if handler is None:
+            return None
+        try:
+            return handler(obj)
+        except Exception:
+            log.exception("%s: handler for an object on %r failed", self.name, sub.subject)
+            return 0
 
     def publish(
         self,

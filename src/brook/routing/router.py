@@ -138,6 +138,24 @@ class Router:
         for shown, reply, header, payload in messages:
             self.publish(publisher, subject, reply, header, payload, echo, shown)
 
+    def deliver_object(self, subject: bytes, obj: object) -> bool:
+        """Hand `obj` (messages in their publisher's in-process form) to the one
+        subscription on `subject` when that is a plain one without a quota whose subscriber
+        takes such objects (`Subscriber.deliver_object`: an in-process service); False,
+        with nothing delivered, otherwise (anyone else listening, a connection): the
+        publisher then sends the messages' bytes."""
+        result = self.sublist.match(subject)
+        if result.queues or len(result.plain) != 1:
+            return False
+        sub = result.plain[0]
+        if sub.max_msgs:
+            return False
+        taken = sub.client.deliver_object(sub, obj)
+        if taken is None:
+            return False
+        sub.delivered += taken
+        return True
+
     def publish_each(
         self, publisher: object, subjects: list[bytes], payload: bytes, echo: bool = True
     ) -> None:

@@ -74,6 +74,12 @@ class Subscriber(Protocol):
                 taken += 1
         return taken
 
+    def deliver_object(self, sub: Subscription, obj: object) -> int | None:
+        """Take `obj`, messages in the form their in-process publisher holds them (a
+        consumer's run of deliveries), instead of their bytes: how many messages it
+        held, or None when this subscriber takes only bytes (the default: a connection)."""
+        return None
+
     def remove_subscription(self, sub: Subscription) -> None:
         """Drop `sub` (its `UNSUB <sid> <max>` quota is reached): from the subscriber's
         own records and from the router."""

@@ -7,7 +7,10 @@ actions it gets back to an `ActionExecutor`, which carries them out (actions.py)
 
 * `Deliver`/`DeliverRun` go to routing as MSG/HMSG with the stored subject and the ack
   subject as reply; consecutive ones to the same reply go as one run
-  (`Router.publish_run`), which a subscriber on a TCP connection frames in one loop;
+  (`Router.publish_run`), which a subscriber on a TCP connection frames in one loop; a
+  mirror's or source's consumer hands each `DeliverRun` as it is to a link in this
+  process when that alone listens on its deliver subject (`Router.deliver_object`), which
+  reads the deliveries' numbers from it instead of parsing their ack subjects;
 * `Status` is an inline-status HMSG, `Advisory` a JSON publish with the `id` and
   `timestamp` nats-server puts first;
 * `RemoveMessage`/`Acked` go to the stream's retention, which decides by its current
@@ -75,12 +78,16 @@ class ActionExecutor:
         loop: asyncio.AbstractEventLoop | None,
         rearm: Callable[[], None],
         on_change: Callable[[bool, Waiter | None], None] | None,
+        sourcing: bool = False,
     ) -> None:
         self._state = state
         self._stream = stream
         self._internal = internal
         self._publish = internal.publish
         self._publish_run = internal.router.publish_run
+        # A mirror's or source's consumer (`direct` or `sourcing`): its runs go as they are
+        # to a link in this process that alone listens on the deliver subject.
+        self._deliver_object = internal.router.deliver_object if sourcing else None
         self._now_ns = now_ns
         self._loop = loop
         self._rearm = rearm
@@ -174,7 +181,14 @@ class ActionExecutor:
         run_to: str | None = None
         run: list[Message] = []
         memo = self.ack_memo if self.plain_acks else None
+        deliver_object = self._deliver_object
         for a in actions:
+            if type(a) is DeliverRun and deliver_object is not None:
+                if run:
+                    self._deliver_run(run_to, run)
+                    run, run_to = [], None
+                if deliver_object(a.reply.encode(), a):
+                    continue
             if type(a) is DeliverRun or type(a) is Deliver:
                 if a.reply is not run_to and a.reply != run_to:
                     if run:

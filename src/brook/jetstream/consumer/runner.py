@@ -155,6 +155,7 @@ class ConsumerRunner:
             loop=loop,
             rearm=self._rearm,
             on_change=None if on_change is None else functools.partial(on_change, self),
+            sourcing=config.direct or config.sourcing,
         )
         # Bound once: every input ends in one of these.
         self._run = self.executor.run

@@ -1,10 +1,11 @@
-"""SIGKILL the server while a workqueue origin is published to and sourced through its
-durable consumer (ADR-60); afterwards every acknowledged origin message is in the
-sourcing stream exactly once, and none left the origin before it was there.
+"""SIGKILL the server while a workqueue or interest origin is published to and sourced
+through its durable consumer (ADR-60); afterwards every acknowledged origin message is in
+the sourcing stream exactly once, and none left the origin before it was there.
 
-Each round starts `brook serve` on a file store holding the workqueue stream `W` and a
-stream `S` sourcing it: `S`'s link asks `W` for a consumer, which `W` (a workqueue
-stream) makes the durable `JS_SRC_…` acked by flow control. The round publishes
+Each round starts `brook serve` on a file store holding the workqueue (or interest)
+stream `W` and a stream `S` sourcing it: `S`'s link asks `W` for a consumer, which `W`
+makes the durable `JS_SRC_…` acked by flow control (the only consumer of the interest
+stream, whose messages go once it acknowledged them). The round publishes
 acknowledged messages to `W` (many in flight) and kills the server with SIGKILL at a
 random moment. A message leaves `W` only when the link's flow-control answer
 acknowledges it, and the link answers only once what it stored before is on disk: so
@@ -20,7 +21,6 @@ import base64
 import json
 import os
 import random
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.support.brookproc import sigkill_rounds, start_brook
+from tests.support.brookproc import publish_until_killed, sigkill_rounds, start_brook
 from tests.support.jsapi import create_streams
 from tests.support.jsapi import request as _request
 from tests.support.natsserver import free_port
@@ -36,35 +36,31 @@ from tests.support.natsserver import free_port
 pytestmark = pytest.mark.timeout(240)
 
 ROUNDS = 5
-IN_FLIGHT = 32
-STREAMS = (
-    {"name": "W", "subjects": ["w.>"], "retention": "workqueue"},
-    {"name": "S", "sources": [{"name": "W"}]},
-)
 Acked = dict[int, tuple[str, bytes]]  # W's sequence -> (subject, payload)
 
 
-async def _publish_until_killed(url: str, pid: int, acked: Acked, rng: random.Random) -> None:
+async def _publish_until_killed(
+    url: str, pid: int, acked: Acked, rng: random.Random, retention: str
+) -> None:
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
-    await create_streams(nc, STREAMS)
-    asyncio.get_running_loop().call_later(rng.uniform(0.3, 1.2), os.kill, pid, signal.SIGKILL)
-    k = 0
+    streams = (
+        {"name": "W", "subjects": ["w.>"], "retention": retention},
+        {"name": "S", "sources": [{"name": "W"}]},
+    )
+    await create_streams(nc, streams)
+    # An interest stream keeps nothing while no consumer is there (as nats-server's):
+    # published to once S's link made its durable consumer.
+    for _ in range(100):
+        if (await _request(nc, "$JS.API.CONSUMER.NAMES.W"))["consumers"]:
+            break
+        await asyncio.sleep(0.05)
 
     async def one(n: int) -> None:
         subject, data = f"w.{n % 5}", b"m-%d-%d" % (pid, n)
         reply = await nc.request(subject, data, timeout=2)
         acked[json.loads(reply.data)["seq"]] = (subject, data)
 
-    try:
-        while True:
-            batch = range(k, k + IN_FLIGHT)
-            k += IN_FLIGHT
-            results = await asyncio.gather(*(one(n) for n in batch), return_exceptions=True)
-            if any(isinstance(r, BaseException) for r in results):
-                return
-    finally:
-        if not nc.is_closed:
-            await nc.close()
+    await publish_until_killed(nc, pid, rng.uniform(0.3, 1.2), one)
 
 
 async def _messages(nc: Any, stream: str) -> list[dict[str, Any]]:
@@ -102,8 +98,9 @@ def _check(acked: Acked, held: dict[int, tuple[str, bytes]], copied: Any) -> Non
         assert held.get(seq) == message or in_s.get(seq) == message, f"W's {seq} lost"
 
 
-async def test_a_workqueue_source_keeps_each_message_once_across_sigkills(
-    tmp_path: Path,
+@pytest.mark.parametrize("retention", ["workqueue", "interest"])
+async def test_a_durably_sourced_origin_keeps_each_message_once_across_sigkills(
+    tmp_path: Path, retention: str
 ) -> None:
     rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "60")))
     store = tmp_path / "store"
@@ -119,7 +116,7 @@ async def test_a_workqueue_source_keeps_each_message_once_across_sigkills(
             _check(acked, *await _where(nc))
             checks += 1
             await nc.close()
-        await _publish_until_killed(url, proc.pid, acked, rng)
+        await _publish_until_killed(url, proc.pid, acked, rng, retention)
 
     await sigkill_rounds(store, port, ROUNDS, round_)
     proc = start_brook(store, port)
