@@ -11,6 +11,8 @@ WORKLOAD is one of
 * `core-users`: the same, both clients logged in as a user without permissions;
 * `core-perms`: the same, as a user whose publish and subscribe permissions each have an
   allow and a deny list (`bench.permissions`'s config), so every message is checked;
+* `core-mapped`: `core`, the publisher publishing to `mapped.core`, which a subject
+  mapping (`"mapped.*": "bench.{{wildcard(1)}}"`) sends to the subscriber's subject;
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
@@ -47,6 +49,7 @@ DEFAULT_MESSAGES = {
     "core": 100_000,
     "core-users": 100_000,
     "core-perms": 100_000,
+    "core-mapped": 100_000,
     "publish": 5_000,
     "pull": 10_000,
     "push": 10_000,
@@ -69,14 +72,20 @@ def _core_as(connect: bytes) -> Callable[[int, int, Callable[[], None]], None]:
     return lambda port, n, zero: _core(port, n, zero, connect)
 
 
-def _core(port: int, n: int, zero: Callable[[], None], connect: bytes = CONNECT) -> None:
+def _core(
+    port: int,
+    n: int,
+    zero: Callable[[], None],
+    connect: bytes = CONNECT,
+    published: bytes = b"bench.core",
+) -> None:
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
     subject = b"bench.core"  # allowed by `bench.permissions`'s config
     sub = mp.Process(target=subscriber, args=(port, subject, n, 16, ready, out, connect))
     sub.start()
     time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
-    pub = mp.Process(target=publisher, args=(port, subject, n, 16, ready, connect))
+    pub = mp.Process(target=publisher, args=(port, published, n, 16, ready, connect))
     pub.start()
     time.sleep(2.0)  # both connected and waiting at the barrier
     zero()
@@ -128,10 +137,19 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core": _core,
     "core-users": _core_as(connect_as("open")),
     "core-perms": _core_as(connect_as("limited")),
+    "core-mapped": lambda port, n, zero: _core(port, n, zero, published=b"mapped.core"),
     "publish": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
     "mirror": _mirror,
+}
+
+
+# The config file each workload's server runs with (none: flags only).
+CONFIGS = {
+    "core-users": permissions.CONFIG,
+    "core-perms": permissions.CONFIG,
+    "core-mapped": 'mappings { "mapped.*": "bench.{{wildcard(1)}}" }\n',
 }
 
 
@@ -149,9 +167,9 @@ def measure(workload: str, n: int) -> float:
     with tempfile.TemporaryDirectory() as store, tempfile.TemporaryDirectory() as out:
         serve = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1"]
         serve += ["--port", str(port), "--store-dir", store, "--jetstream"]
-        if workload.startswith("core-"):
-            config = Path(out) / "perms.conf"
-            config.write_text(permissions.CONFIG)
+        if workload in CONFIGS:
+            config = Path(out) / "brook.conf"
+            config.write_text(CONFIGS[workload])
             serve += ["-c", str(config)]
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out", *serve],

@@ -30,16 +30,19 @@ from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
     AuthSettings,
     ConfigError,
+    MapDestination,
     NkeyUser,
     Permissions,
     ResponsePermission,
     Settings,
+    SubjectMapping,
     SubjectPermission,
     TLSSettings,
     User,
     WebSocketSettings,
 )
 from brook.durations import parse_seconds
+from brook.strconv import INTEGER
 from brook.subjects import is_valid_subject
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
@@ -574,6 +577,78 @@ def _jetstream_limits(s: Settings, where: str, v: object) -> None:
                 setattr(js, f"batch_{key}", _int(at_key, value))
 
 
+def _mappings(s: Settings, where: str, v: object) -> None:
+    """nats-server's `mappings` (or `maps`) block of the global account, read as its
+    `parseAccountMappings` reads it, with its texts: a subject to one destination, to one
+    `{destination, weight, cluster}` entry, or to a list of them. What the destinations
+    mean (weights adding up, valid transforms) is checked when the server compiles them
+    (`routing/mappings.py`)."""
+    block = _block(where, v)
+    if s.mappings:  # nats-server reads both, in the random order of a Go map
+        raise ConfigError(f"{where}: the global account's mappings are given twice (maps)")
+    mappings = []
+    written: Mapping[str, str] = getattr(block, "written", {})
+    for key, value in block.items():
+        source = written.get(key, key)  # subjects are case-sensitive
+        at = f'{where}."{source}"{_on_line(block, key)}'
+        if not is_valid_subject(source.encode()):
+            raise ConfigError(f'{at}: Subject "{source}" is not a valid subject')
+        if isinstance(value, str):
+            if not value:  # as an entry without a destination, below
+                raise ConfigError(f"{at}: a mapping needs a destination subject")
+            mappings.append(SubjectMapping(source, [MapDestination(value)], at, False))
+            continue
+        if isinstance(value, list):
+            destinations = [_map_destination(f"{at}[{i}]", d) for i, d in enumerate(value)]
+        else:
+            destinations = [_map_destination(at, value)]
+        mappings.append(SubjectMapping(source, destinations, at))
+    s.mappings = mappings
+
+
+def _map_destination(where: str, v: object) -> MapDestination:
+    """One `{destination, weight, cluster}` entry (nats-server's `parseAccountMapDest`)."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: Expected an entry for the mapping destination")
+    subject: str | None = None
+    weight: int | None = None
+    cluster = ""
+    written: Mapping[str, str] = getattr(v, "written", {})
+    for name, value in v.items():
+        key = written.get(name, name)
+        at = f"{where}.{name}{_on_line(v, name)}"
+        if name in ("dest", "destination"):
+            subject = _str(at, value)
+        elif name == "weight":
+            weight = _map_weight(at, value)
+        elif name == "cluster":
+            cluster = _str(at, value)
+        else:
+            raise ConfigError(f'{at}: Unknown field "{key}" for mapping destination')
+    if weight is None:
+        raise ConfigError(f'{where}: Missing weight for mapping destination "{subject or ""}"')
+    if not subject:  # nats-server takes it, then fails on the first message mapped there
+        raise ConfigError(f"{where}: a mapping needs a destination subject")
+    return MapDestination(subject, weight, cluster)
+
+
+def _map_weight(where: str, v: object) -> int:
+    """A percentage, 0 to 100: an integer, or a string of one with an optional `%`."""
+    if isinstance(v, str):
+        text = v.removesuffix("%")
+        if not INTEGER.fullmatch(text) or not -(1 << 63) <= int(text) < 1 << 63:
+            raise ConfigError(f'{where}: Invalid weight "{text}" for mapping destination')
+        weight = int(text)
+    elif isinstance(v, int) and not isinstance(v, bool):
+        weight = int(v)
+    else:
+        shown = str(v).lower() if isinstance(v, bool) else v  # Go's %v of the value
+        raise ConfigError(f"{where}: Unknown entry type for weight of {shown}")
+    if not 0 <= weight <= 100:
+        raise ConfigError(f"{where}: Invalid weight {weight} for mapping destination")
+    return weight
+
+
 def _set(attr: str, convert: Callable[[str, object], object]) -> _Handler:
     def apply(s: Settings, where: str, v: object) -> None:
         setattr(s, attr, convert(where, v))
@@ -611,6 +686,8 @@ _TOP: dict[str, _Handler] = {
     "jetstream": _jetstream,
     "websocket": _websocket,
     "ws": _websocket,
+    "mappings": _mappings,
+    "maps": _mappings,
     "tls": _tls,
 }
 

@@ -71,6 +71,30 @@ class NkeyUser:
 
 
 @dataclass(slots=True)
+class MapDestination:
+    """One destination of a subject mapping (nats-server's `MapDest`): a transform
+    destination, the share of messages it gets (percent), and the cluster it is scoped to
+    ('' for none: a single server has no cluster, so scoped destinations never apply)."""
+
+    subject: str
+    weight: int = 100
+    cluster: str = ""
+
+
+@dataclass(slots=True)
+class SubjectMapping:
+    """A `mappings` entry: published subjects matching `source` go to one of the
+    destinations (ADR 0030). `where` names the entry in the file, for errors found when
+    the server compiles it; `weighted` False for the plain `"src": "dest"` form, whose
+    errors nats-server words differently."""
+
+    source: str
+    destinations: list[MapDestination]
+    where: str = ""
+    weighted: bool = True
+
+
+@dataclass(slots=True)
 class AuthSettings:
     """Client authentication: none, a token, or users (name/password and nkey users), and
     the user a client without credentials logs in as (`no_auth_user`)."""
@@ -276,6 +300,8 @@ class Settings:
     https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
     jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
+    # The global account's subject mappings, in the order written (ADR 0030)
+    mappings: list[SubjectMapping] = field(default_factory=list)
     debug: bool = False
     trace: bool = False
 

@@ -30,6 +30,7 @@ from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.store.base import is_no_space
+from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
@@ -68,6 +69,8 @@ class Server:
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
         self.router = Router()
+        # The global account's subject mappings (ADR 0030), refused here if invalid.
+        self.mappings = SubjectMappings.compile(self.settings.mappings)
         self.authenticator = Authenticator(self.settings.auth)
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
