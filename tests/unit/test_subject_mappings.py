@@ -8,10 +8,11 @@ chosen draws, so every bound is checked exactly.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
-from brook.config.conf import parse_conf, settings_from_conf
+from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
 from brook.config.settings import ConfigError, MapDestination, SubjectMapping
 from brook.routing.mappings import NOWHERE, SubjectMappings
 
@@ -125,3 +126,11 @@ def test_what_nats_server_would_take_and_fail_on_is_refused(text: str, words: st
     with pytest.raises(ConfigError) as refused:
         settings_from_conf(parse_conf(text))
     assert words in str(refused.value)
+
+
+def test_the_sample_config_mappings_compile() -> None:
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
+    mappings = SubjectMappings.compile(load_conf_file(str(sample)).mappings)
+    assert mappings is not None
+    assert mappings.select(b"orders.legacy.42") == b"orders.42"
+    assert {mappings.select(b"canary") for _ in range(200)} == {b"svc.v1", b"svc.v2"}

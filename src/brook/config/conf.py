@@ -587,9 +587,9 @@ def _mappings(s: Settings, where: str, v: object) -> None:
     if s.mappings:  # nats-server reads both, in the random order of a Go map
         raise ConfigError(f"{where}: the global account's mappings are given twice (maps)")
     mappings = []
-    written: Mapping[str, str] = getattr(block, "written", {})
+    spelled: Mapping[str, str] = getattr(block, "spelled", {})
     for key, value in block.items():
-        source = written.get(key, key)  # subjects are case-sensitive
+        source = spelled.get(key, key)  # subjects are case-sensitive
         at = f'{where}."{source}"{_on_line(block, key)}'
         if not is_valid_subject(source.encode()):
             raise ConfigError(f'{at}: Subject "{source}" is not a valid subject')
@@ -613,9 +613,9 @@ def _map_destination(where: str, v: object) -> MapDestination:
     subject: str | None = None
     weight: int | None = None
     cluster = ""
-    written: Mapping[str, str] = getattr(v, "written", {})
+    spelled: Mapping[str, str] = getattr(v, "spelled", {})
     for name, value in v.items():
-        key = written.get(name, name)
+        key = spelled.get(name, name)
         at = f"{where}.{name}{_on_line(v, name)}"
         if name in ("dest", "destination"):
             subject = _str(at, value)

@@ -80,9 +80,8 @@ class _ConfMap(dict[str, object]):
         super().__init__()
         self.used_vars: set[str] = set()
         self.lines: dict[str, int] = {}  # each key's line, for errors that name it
-        # Each key as written: where a key is a name rather than a setting (a mapping's
-        # subject), its case matters, as in nats-server.
-        self.written: dict[str, str] = {}
+        # Each key as written, where case matters (account names: `accounts { A: {} }`).
+        self.spelled: dict[str, str] = {}
 
 
 class _Scope:
@@ -97,7 +96,7 @@ class _Scope:
     def set(self, key: str, value: object, line: int) -> None:
         self.data[key.lower()] = value  # a repeated key overrides, as in nats-server
         self.data.lines[key.lower()] = line
-        self.data.written[key.lower()] = key
+        self.data.spelled[key.lower()] = key
         self.names[key] = value
 
 
