@@ -46,6 +46,11 @@ PUB_PERMS_CACHE_ENTRIES_MAX: Final = 128
 DENY_PERMS_CACHE_ENTRIES_MAX: Final = 256
 ALLOW_RESPONSES_MAX_MSGS: Final = 1
 ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
+# Service imports (routing/imports.py): how long a streamed or chunked export's reply
+# waits for its next response (nats-server's DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD),
+# and how many replies an account keeps awaiting responses (Brook's bound: the oldest goes).
+SERVICE_RESPONSE_THRESHOLD_S: Final = 120.0
+SERVICE_RESPONSES_MAX: Final = 100_000
 REPLY_PERMS_PRUNE_EVERY: Final = 4096
 REPLY_PERMS_PRUNE_S: Final = 1.0
 
