@@ -212,6 +212,55 @@ async def test_publish_permissions_are_checked_on_the_mapped_subject(tmp_path: P
     assert "secret" in repr(expected)
 
 
+ACCOUNTS_CONFIG = """
+mappings { "foo": "global.bar" }
+accounts {
+  A: { users: [ {user: a, password: a} ], mappings: { "foo": "bar", "w.*": "v.$1" } }
+  B: { users: [ {user: b, password: b} ] }
+}
+authorization { users: [ {user: g, password: g} ] }
+"""
+
+
+async def per_account(url: str) -> list[list[tuple[str, bytes]]]:
+    """Each of a (account A), b (B) and g (the global account) subscribes to every
+    subject, then publishes `foo` and `w.k`: who receives what, under which subject."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {}
+        for user in ("a", "b", "g"):
+            client = await stack.enter_async_context(RawClient.connect_url(url))
+            credentials: dict[str, Any] = {"user": user, "pass": user}
+            await client.handshake(**credentials)
+            await client.send(b"SUB > 1\r\n")
+            await until_pong(client)
+            clients[user] = client
+        out = []
+        for user, client in clients.items():
+            await client.send(b"PUB foo 1\r\n1\r\nPUB w.k 1\r\n2\r\n")
+            received = {user: await until_pong(client)}  # its own publishes processed
+            received |= {r: await until_pong(c) for r, c in clients.items() if c is not client}
+            out.append(
+                sorted(
+                    (receiver, op.subject)
+                    for receiver, ops in received.items()
+                    for op in ops
+                    if isinstance(op, Msg)
+                )
+            )
+        return out
+
+
+async def test_each_account_maps_with_its_own_mappings(tmp_path: Path) -> None:
+    async with servers(tmp_path, ACCOUNTS_CONFIG) as (reference, ours):
+        expected = await per_account(reference)
+        assert await per_account(ours) == expected
+    assert expected == [
+        [("a", b"bar"), ("a", b"v.k")],
+        [("b", b"foo"), ("b", b"w.k")],
+        [("g", b"global.bar"), ("g", b"w.k")],
+    ]
+
+
 JETSTREAM_CONFIG = """
 mappings { "orders.*": "ord.{{wildcard(1)}}", "rp.>": "moved.>" }
 """

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
+    GLOBAL_ACCOUNT,
+    AccountSettings,
     AuthSettings,
     ConfigError,
     MapDestination,
@@ -289,7 +291,84 @@ def _authorization(s: Settings, where: str, v: object) -> None:
     else:  # nats-server's defaults go to the users list only, not to a single user
         for entry in entries:
             entry.permissions = entry.permissions or defaults
-    s.auth = AuthSettings(token=token, users=users, nkeys=nkeys, no_auth_user=s.auth.no_auth_user)
+    # The users of configured accounts (an `accounts` block read earlier) are kept.
+    s.auth = AuthSettings(
+        token=token,
+        users=[*users, *(u for u in s.auth.users if u.account != GLOBAL_ACCOUNT)],
+        nkeys=[*nkeys, *(n for n in s.auth.nkeys if n.account != GLOBAL_ACCOUNT)],
+        no_auth_user=s.auth.no_auth_user,
+    )
+
+
+# The keys of an account's block Brook honours; nats-server's others (exports, imports,
+# limits, nkey, msg_trace...) are refused by name until they are built.
+_ACCOUNT_KEYS = ("users", "jetstream", "default_permissions", "mappings", "maps")
+
+
+def _accounts(s: Settings, where: str, v: object) -> None:
+    """nats-server's `accounts` (opts.go `parseAccounts`): a list of names, or a block of
+    accounts, each with its `users` (who log in to it) and `jetstream`."""
+    if isinstance(v, list):
+        names = [_str(f"{where}[{i}]", name) for i, name in enumerate(v)]
+        blocks: dict[str, object] = {name: None for name in names}
+        if len(blocks) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ConfigError(f"{where}: Duplicate Account Entry: {twice}")
+    else:
+        spelled: Mapping[str, str] = getattr(v, "spelled", {})  # names are case-sensitive
+        blocks = {spelled.get(key, key): block for key, block in _block(where, v).items()}
+    used: Collection[str] = getattr(v, "used_vars", ())
+    for name, block in blocks.items():
+        if name.lower() in used:
+            continue
+        at = f"{where}.{name}"
+        line = _on_line(v, name.lower()) if isinstance(v, dict) else ""
+        if name == GLOBAL_ACCOUNT:
+            raise ConfigError(f'{at}: "{name}" is a Reserved Account{line}')
+        if any(a.name == name for a in s.accounts):
+            raise ConfigError(f"{where}: Duplicate Account Entry: {name}{line}")
+        account = AccountSettings(name)
+        s.accounts.append(account)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ConfigError(f"{at}: Expected map entries for accounts{line}")
+        entries: list[User | NkeyUser] = []
+        defaults: Permissions | None = None
+        for key, key_at, value in _entries(block, at, _ACCOUNT_KEYS):
+            if key == "users":
+                if not isinstance(value, list):
+                    raise _bad(key_at, "an array of {user, password} or {nkey} blocks", value)
+                entries = [_user(f"{key_at}[{i}]", entry) for i, entry in enumerate(value)]
+            elif key == "jetstream":
+                account.jetstream = _account_jetstream(key_at, value)
+            elif key in ("mappings", "maps"):
+                if account.mappings:
+                    raise _mappings_twice(key_at)
+                account.mappings = _mapping_entries(key_at, value)
+            else:
+                defaults = _permissions(key_at, value)
+        for entry in entries:
+            entry.account = name
+            entry.permissions = entry.permissions or defaults
+            if isinstance(entry, User):
+                s.auth.users.append(entry)
+            else:
+                s.auth.nkeys.append(entry)
+
+
+def _account_jetstream(where: str, v: object) -> bool:
+    """An account's `jetstream`: `enabled`/`disabled`, a boolean, or a block of limits
+    (each of its keys refused until account limits are built: an empty block enables)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable", "disabled", "disable"):
+            return v.lower().startswith("enable")
+        raise ConfigError(f"{where}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+    for _ in _entries(_block(where, v), where, ()):
+        pass
+    return True
 
 
 def _no_auth_user(s: Settings, where: str, v: object) -> None:
@@ -578,14 +657,24 @@ def _jetstream_limits(s: Settings, where: str, v: object) -> None:
 
 
 def _mappings(s: Settings, where: str, v: object) -> None:
-    """nats-server's `mappings` (or `maps`) block of the global account, read as its
-    `parseAccountMappings` reads it, with its texts: a subject to one destination, to one
-    `{destination, weight, cluster}` entry, or to a list of them. What the destinations
-    mean (weights adding up, valid transforms) is checked when the server compiles them
-    (`routing/mappings.py`)."""
+    """The global account's `mappings` (or `maps`)."""
+    if s.mappings:
+        raise _mappings_twice(where)
+    s.mappings = _mapping_entries(where, v)
+
+
+def _mappings_twice(where: str) -> ConfigError:
+    # nats-server reads both `mappings` and `maps`, in the random order of a Go map.
+    return ConfigError(f"{where}: an account's mappings are given twice (mappings and maps)")
+
+
+def _mapping_entries(where: str, v: object) -> list[SubjectMapping]:
+    """nats-server's `mappings` block (of the global account or of one in `accounts`),
+    read as its `parseAccountMappings` reads it, with its texts: a subject to one
+    destination, to one `{destination, weight, cluster}` entry, or to a list of them.
+    What the destinations mean (weights adding up, valid transforms) is checked when the
+    server compiles them (`routing/mappings.py`)."""
     block = _block(where, v)
-    if s.mappings:  # nats-server reads both, in the random order of a Go map
-        raise ConfigError(f"{where}: the global account's mappings are given twice (maps)")
     mappings = []
     spelled: Mapping[str, str] = getattr(block, "spelled", {})
     for key, value in block.items():
@@ -603,7 +692,7 @@ def _mappings(s: Settings, where: str, v: object) -> None:
         else:
             destinations = [_map_destination(at, value)]
         mappings.append(SubjectMapping(source, destinations, at))
-    s.mappings = mappings
+    return mappings
 
 
 def _map_destination(where: str, v: object) -> MapDestination:
@@ -684,6 +773,9 @@ _TOP: dict[str, _Handler] = {
     "authorization": _authorization,
     "no_auth_user": _no_auth_user,
     "jetstream": _jetstream,
+    "accounts": _accounts,
+    "system_account": _set("system_account", _str),
+    "system": _set("system_account", _str),
     "websocket": _websocket,
     "ws": _websocket,
     "mappings": _mappings,

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from brook import limits
 
+GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
+SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
+
 
 class ConfigError(ValueError):
     """A setting is missing, unknown or out of range; the message names the key."""
@@ -51,23 +54,18 @@ class Permissions:
     responses: ResponsePermission | None = None
 
 
-@dataclass(slots=True)
-class User:
-    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$).
-    `permissions` None: the user may publish and subscribe anywhere."""
-
-    user: str
-    password: str
-    permissions: Permissions | None = None  # what the user may publish and subscribe to
+def _users_key(account: str) -> str:
+    """Where a user of `account` is configured, for error messages."""
+    return "authorization.users" if account == GLOBAL_ACCOUNT else f"accounts.{account}.users"
 
 
-@dataclass(slots=True)
-class NkeyUser:
-    """One nkey user: a public user nkey (`U...`); the client proves it holds the key by
-    signing the nonce of the server's INFO."""
-
-    nkey: str
-    permissions: Permissions | None = None
+def _duplicate(kind: str, name: str, account: str, earlier: str) -> ConfigError:
+    """A user or nkey defined twice; across accounts in nats-server's words (opts.go
+    `parseAccounts`: a user belongs to one account)."""
+    if account == earlier == GLOBAL_ACCOUNT:
+        return ConfigError(f"authorization.users: {kind} {name!r} is defined twice")
+    where = _users_key(account if account != GLOBAL_ACCOUNT else earlier)
+    return ConfigError(f'{where}: Duplicate {kind} "{name}" detected')
 
 
 @dataclass(slots=True)
@@ -95,6 +93,38 @@ class SubjectMapping:
 
 
 @dataclass(slots=True)
+class AccountSettings:
+    """One configured account (`accounts { NAME: {...} }`): its subjects, and its
+    JetStream when enabled, are its own. Its users are in `AuthSettings` with `account`
+    set to its name (a user belongs to one account)."""
+
+    name: str
+    jetstream: bool = False  # `jetstream: enabled` (the server's JetStream must be on)
+    mappings: list[SubjectMapping] = field(default_factory=list)  # ADR 0030
+
+
+@dataclass(slots=True)
+class User:
+    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$).
+    `permissions` None: the user may publish and subscribe anywhere."""
+
+    user: str
+    password: str
+    permissions: Permissions | None = None  # what the user may publish and subscribe to
+    account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
+
+
+@dataclass(slots=True)
+class NkeyUser:
+    """One nkey user: a public user nkey (`U...`); the client proves it holds the key by
+    signing the nonce of the server's INFO."""
+
+    nkey: str
+    permissions: Permissions | None = None
+    account: str = GLOBAL_ACCOUNT
+
+
+@dataclass(slots=True)
 class AuthSettings:
     """Client authentication: none, a token, or users (name/password and nkey users), and
     the user a client without credentials logs in as (`no_auth_user`)."""
@@ -108,29 +138,36 @@ class AuthSettings:
     def required(self) -> bool:
         return self.token is not None or bool(self.users) or bool(self.nkeys)
 
+    @property
+    def accounts(self) -> set[str]:
+        """The accounts the users log in to."""
+        return {u.account for u in self.users} | {n.account for n in self.nkeys}
+
     def validate(self) -> None:
         """nats-server's rules, in its words where it has them (opts.go, auth.go)."""
         from brook.nkey import InvalidNkey, Prefix, decode_public_key
 
+        if self.token is not None and self.accounts - {GLOBAL_ACCOUNT}:
+            raise ConfigError("accounts: Can not have a token and accounts")
         if self.token is not None and (self.users or self.nkeys):
             raise ConfigError("authorization: token and users cannot both be set")
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # user name or nkey -> its account
         for u in self.users:
             if not u.user:
-                raise ConfigError("authorization.users: a user has an empty name")
+                raise ConfigError(f"{_users_key(u.account)}: a user has an empty name")
             if u.user in seen:
-                raise ConfigError(f"authorization.users: user {u.user!r} is defined twice")
-            seen.add(u.user)
+                raise _duplicate("user", u.user, u.account, seen[u.user])
+            seen[u.user] = u.account
         for n in self.nkeys:
             try:
                 decode_public_key(n.nkey, Prefix.USER)
             except InvalidNkey:
                 raise ConfigError(
-                    f"authorization.users: Not a valid public nkey for a user: {n.nkey!r}"
+                    f"{_users_key(n.account)}: Not a valid public nkey for a user: {n.nkey!r}"
                 ) from None
             if n.nkey in seen:
-                raise ConfigError(f"authorization.users: nkey {n.nkey!r} is defined twice")
-            seen.add(n.nkey)
+                raise _duplicate("nkey", n.nkey, n.account, seen[n.nkey])
+            seen[n.nkey] = n.account
         if self.no_auth_user is not None:
             self.check_no_auth_user(self.no_auth_user)
 
@@ -299,11 +336,35 @@ class Settings:
     allow_non_tls: bool = False  # with tls: clients may also connect without it
     https_port: int = 0  # monitoring over TLS (the `tls` block's certificate); 0 = off
     jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
+    accounts: list[AccountSettings] = field(default_factory=list)  # besides $G
+    system_account: str | None = None  # None: `$SYS`, created if not configured
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
     # The global account's subject mappings, in the order written (ADR 0030)
     mappings: list[SubjectMapping] = field(default_factory=list)
     debug: bool = False
     trace: bool = False
+
+    def _validate_accounts(self) -> None:
+        """nats-server's rules for `accounts` and `system_account` (opts.go)."""
+        names = {a.name for a in self.accounts}
+        for account_name in self.auth.accounts:
+            if account_name != GLOBAL_ACCOUNT and account_name not in names:
+                raise ConfigError(f"accounts: user of unknown account {account_name!r}")
+        system = self.system_account
+        if system is not None and system not in names and system != SYSTEM_ACCOUNT:
+            raise ConfigError(
+                f"system_account: {system!r}: error resolving system account: account missing"
+            )
+        for account in self.accounts:
+            if account.jetstream and account.name == self.system_account_name:
+                raise ConfigError(
+                    f"accounts.{account.name}.jetstream: "
+                    "Not allowed to enable JetStream on the system account"
+                )
+
+    @property
+    def system_account_name(self) -> str:
+        return self.system_account or SYSTEM_ACCOUNT
 
     def replace(self, **changes: object) -> Settings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -373,6 +434,7 @@ class Settings:
         if ws_tls is not None:
             ws_tls.validate("websocket.tls")
         self.auth.validate()
+        self._validate_accounts()
         tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
         for u in self.auth.users:
             if not u.password and not tls_map:

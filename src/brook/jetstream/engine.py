@@ -91,7 +91,11 @@ class JetStream:
         free_space_reserve_bytes: int = -1,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
         batch_limits: BatchLimits | None = None,
+        commit_backlog: CommitBacklog | None = None,
+        space: StoreSpace | None = None,
     ) -> None:
+        """`batch_limits`, `commit_backlog` and `space` are server-wide, shared by the
+        engines of several accounts (each its own `store_dir`); by default its own."""
         self.router = router
         self.internal = InternalClient(router, "jetstream")
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
@@ -120,8 +124,11 @@ class JetStream:
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
         # The PubAcks every group commit owes, bounded by pausing their publishers.
-        self.commit_backlog = CommitBacklog(max_acks_awaiting_sync)
+        self.commit_backlog = (
+            CommitBacklog(max_acks_awaiting_sync) if commit_backlog is None else commit_backlog
+        )
         self._free_space_reserve_bytes = free_space_reserve_bytes
+        self._shared_space = space
         self.space: StoreSpace | None = None  # set at start when there is a store
         # Atomic batches staged across streams, and their bounds (batch.py).
         self.batch_limits = batch_limits or BatchLimits()
@@ -151,7 +158,9 @@ class JetStream:
             if not is_no_space(exc):
                 raise
             log.error("cannot create %s: %s; no stream can be created here", self.root, exc)
-        self.space = StoreSpace(self.root.parent, self._free_space_reserve_bytes)
+        self.space = self._shared_space
+        if self.space is None:
+            self.space = StoreSpace(self.root.parent, self._free_space_reserve_bytes)
         if not self.root.is_dir():
             return
         for directory in sorted(p for p in self.root.iterdir() if p.is_dir()):

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,28 +22,28 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
-from brook.server.auth import Login, verify_bcrypt
+from brook.server.auth import Login, connect_refusal, merge_connect_options, verify_bcrypt
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
-from brook.server.permissions import ConnectionPermissions
-from brook.server.tls import TLS_HANDSHAKE_RECORD, CertificateNames, public_key_pin
+from brook.server.permissions import (
+    RESERVED_REPLY_PREFIXES,
+    ConnectionPermissions,
+    is_reserved_reply,
+    may_subscribe,
+)
+from brook.server.tls import CertificateNames, PeerRefused, peer_session, sniff_tls
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.routing.mappings import SubjectMappings
+    from brook.server.accounts import Account
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.connection")
 
 _TRACE_BYTES_MAX = 512
-_BOOL_OPTIONS = ("verbose", "pedantic", "echo", "headers", "no_responders", "tls_required")
-_STR_OPTIONS = ("name", "lang", "version", "user", "pass", "auth_token", "nkey", "sig")
-_SYSTEM_QUEUE = b"_sys_"  # nats-server's queue group of its system services: refused to all
-_RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
-"""nats-server's reserved replies (client.go `isReservedReply`), which a client may not
-set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
 
 
 class ClientConnection(asyncio.Protocol, Subscriber):
@@ -60,11 +58,15 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self,
             max_payload=settings.max_payload_bytes,
             max_control_line=settings.max_control_line_bytes,
-            run_prefixes=server.router.sublist.exclusive_prefixes,
+            run_prefixes=server.accounts.run_prefixes(),
         )
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.subs: dict[bytes, Subscription] = {}
+        # The account whose subjects this client uses (server/accounts.py): its login's,
+        # bound by CONNECT; `$G` until then (nothing before CONNECT is routed elsewhere).
+        self.account = server.accounts.global_account
+        self.router = self.account.router
         # Options before CONNECT are nats-server's client defaults: verbose, pedantic, echo.
         self.verbose = True
         self.pedantic = True
@@ -82,7 +84,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # test only this).
         self.perms: ConnectionPermissions | None = None
         # The account's subject mappings, applied to every publish (ADR 0030); None: none.
-        self.mappings: SubjectMappings | None = server.mappings
+        self.mappings: SubjectMappings | None = self.account.mappings
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         self.closed = False
@@ -185,15 +187,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._tls_task = self.loop.create_task(self._handshake(transport))
 
     async def _handshake(self, transport: asyncio.Transport) -> None:
-        server = self.server
-        tls = server.settings.tls
-        assert server.tls_context is not None
+        tls = self.server.settings.tls
+        assert self.server.tls_context is not None
         assert tls is not None
         try:
             upgraded = await self.loop.start_tls(
                 transport,
                 self,
-                server.tls_context,
+                self.server.tls_context,
                 server_side=True,
                 ssl_handshake_timeout=tls.timeout_s,
             )
@@ -211,24 +212,18 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._tls_established(upgraded)
 
     def _tls_established(self, transport: asyncio.Transport) -> None:
-        """After a handshake: the pinned public keys checked, the certificate's names kept
-        for verify_and_map, the protocol started. A WebSocket client's are its listener's."""
-        server = self.server
+        """After a handshake: the peer checked (server/tls.py `peer_session`), the
+        protocol started. A WebSocket client's TLS settings are its listener's."""
         ws = self.websocket
-        tls = server.settings.tls if ws is None else ws.tls
-        tls_map = server.tls_map if ws is None else ws.tls_map
+        tls = self.server.settings.tls if ws is None else ws.tls
         assert tls is not None
-        ssl_object = transport.get_extra_info("ssl_object")
-        if tls.pinned_certs:
-            der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
-            if der is None or public_key_pin(der) not in tls.pinned_certs:
-                self._tls_failed("TLS handshake error: peer certificate not pinned")
-                return
-        if ssl_object is not None:
-            self.tls_version = (ssl_object.version() or "").removeprefix("TLSv")
-            self.tls_cipher_suite = (ssl_object.cipher() or ("",))[0]
-        if tls_map and ssl_object is not None:
-            self.certificate = CertificateNames.of(ssl_object.getpeercert() or {})
+        try:
+            peer = peer_session(transport, tls, self.server.tls_map if ws is None else ws.tls_map)
+        except PeerRefused as refused:
+            self._tls_failed(f"TLS handshake error: {refused}")
+            return
+        self.tls_version, self.tls_cipher_suite = peer.version, peer.cipher_suite
+        self.certificate = peer.certificate
         self._start_session()
 
     def _tls_failed(self, reason: str) -> None:
@@ -247,24 +242,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._release()
 
     def _sniff_tls(self) -> None:
-        """`allow_non_tls`: peek at the client's first byte (a TLS ClientHello starts with
-        0x16) without taking it from the socket, then go on with TLS or plain text; a
-        client silent for the TLS timeout goes on in plain text, as with nats-server."""
+        """`allow_non_tls`: the client's first byte decides between TLS and plain text
+        (server/tls.py `sniff_tls`)."""
         transport = self.transport
         if self.closed or transport is None or not self._tls_pending:
             return
         transport.pause_reading()
         self._flush()
-        sock = transport.get_extra_info("socket")
-        peek = socket.socket(fileno=os.dup(sock.fileno()))
-        peek.setblocking(False)
         tls = self.server.settings.tls
         assert tls is not None
 
         def decide(secure: bool) -> None:
-            self.loop.remove_reader(peek.fileno())
-            peek.close()
-            timer.cancel()
             if self.closed or self.transport is None:
                 return
             if secure:
@@ -274,17 +262,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
                 self.transport.resume_reading()
                 self._start_session()
 
-        def readable() -> None:
-            try:
-                first = peek.recv(1, socket.MSG_PEEK)
-            except BlockingIOError:
-                return
-            except OSError:
-                first = b""
-            decide(first[:1] == bytes([TLS_HANDSHAKE_RECORD]))
-
-        self.loop.add_reader(peek.fileno(), readable)
-        timer = self.loop.call_later(tls.timeout_s, decide, False)
+        sniff_tls(self.loop, transport.get_extra_info("socket"), tls.timeout_s, decide)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -309,7 +287,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self._commit_wait is not None:
             self._commit_wait.forget(self._commits_drained)
             self._commit_wait = None
-        router = self.server.router
+        router = self.router
         for sub in self.subs.values():
             router.unsubscribe(sub)
         self.subs.clear()
@@ -428,30 +406,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         return True
 
     def on_connect(self, options: dict[str, Any]) -> None:
-        # nats-server unmarshals each CONNECT into the options it already has: keys left
-        # out (or null) keep their earlier value, so a second CONNECT only changes what
-        # it names (credentials included).
-        options = {**self._connect_options, **{k: v for k, v in options.items() if v is not None}}
+        options = merge_connect_options(self._connect_options, options)
         self._connect_options = options
-        for key in _BOOL_OPTIONS:
-            if key in options and not isinstance(options[key], bool):
-                raise ProtocolError(f"CONNECT option {key} is not a boolean", None)
-        for key in _STR_OPTIONS:
-            if key in options and not isinstance(options[key], str):
-                raise ProtocolError(f"CONNECT option {key} is not a string", None)
-        proto = options.get("protocol", 0)
-        if not isinstance(proto, int) or isinstance(proto, bool):
-            raise ProtocolError("CONNECT option protocol is not an integer", None)
-        authenticator = self.authenticator
         ws = self.websocket
-        if (self.server.tls_map if ws is None else ws.tls_map) and authenticator.has_users:
-            # verify_and_map: the certificate names the user; CONNECT's credentials do not
-            # count (nats-server only warns about a user name there).
-            certificate = self.certificate
-            mapped = None if certificate is None else authenticator.certificate_user(certificate)
-            self._finish_connect(mapped, options)
-            return
-        login = authenticator.login(options, self.nonce)
+        tls_map = self.server.tls_map if ws is None else ws.tls_map
+        login = self.authenticator.connect_login(options, self.nonce, tls_map, self.certificate)
         if login is not None and login.bcrypt is not None:
             # bcrypt takes tens of milliseconds: verify in a thread and hold this
             # connection's later operations (and reads) until the answer is in.
@@ -490,13 +449,17 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             log.info("cid=%d authentication failed (user=%r)", self.cid, who)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
-        # As nats-server: credentials first, then the protocol version, then no_responders.
-        if options.get("protocol", 0) not in (0, 1):
-            self.close_with_error(perr.INVALID_PROTOCOL, "invalid client protocol")
+        account = self.server.accounts.get(login.account)
+        if account is None:  # a login to an account this server does not have
+            log.info("cid=%d authentication failed (no account %r)", self.cid, login.account)
+            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
-        if options.get("no_responders", False) and not options.get("headers", False):
-            self.close_with_error(perr.NO_RESPONDERS_NEEDS_HEADERS, "no_responders without headers")
+        refusal = connect_refusal(options)
+        if refusal is not None:
+            self.close_with_error(*refusal)
             return
+        if account is not self.account:
+            self._bind(account)
         if self._auth_handle is not None:
             self._auth_handle.cancel()
             self._auth_handle = None
@@ -516,6 +479,16 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.connected = True
         if self.verbose and acknowledge:
             self._send(encoder.OK)
+
+    def _bind(self, account: Account) -> None:
+        """Use `account`'s subjects from now on; subscriptions made before (a CONNECT
+        logging in again, to another account) move with the client."""
+        for sub in self.subs.values():
+            self.router.unsubscribe(sub)
+        self.account, self.router = account, account.router
+        self.mappings = account.mappings
+        for sub in self.subs.values():
+            self.router.subscribe(sub)
 
     def on_ping(self) -> None:
         if not self._require_connect():
@@ -540,9 +513,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         # nats-server's order: permissions, the subscription limit (even for a re-used
         # sid), then the subject, then the duplicate sid.
-        if queue == _SYSTEM_QUEUE or (
-            self.perms is not None and not self.perms.may_subscribe(subject, queue)
-        ):
+        if not may_subscribe(self.perms, subject, queue):
             self._send(encoder.err(perr.subscribe_violation(subject, queue)))
             log.info("cid=%d subscription violation: %r queue %r", self.cid, subject, queue)
             return
@@ -559,7 +530,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         sub = Subscription(self, subject, sid, queue)
         self.subs[sid] = sub
-        self.server.router.subscribe(sub)
+        self.router.subscribe(sub)
         if self.verbose:
             self._send(encoder.OK)
 
@@ -578,7 +549,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
     def remove_subscription(self, sub: Subscription) -> None:
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
-        self.server.router.unsubscribe(sub)
+        self.router.unsubscribe(sub)
 
     def on_pub(
         self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
@@ -608,14 +579,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         if (
             reply is not None
-            and reply.startswith(_RESERVED_REPLY_PREFIXES)
-            and _is_reserved_reply(reply)
+            and reply.startswith(RESERVED_REPLY_PREFIXES)
+            and is_reserved_reply(reply)
         ):
             self._send(encoder.err(perr.reply_violation(reply)))
             return
         if self.verbose:
             self._send(encoder.OK)
-        router = self.server.router
+        router = self.router
         delivered = router.publish(self, subject, reply, header, payload, self.echo)
         if not delivered and reply is not None and self.no_responders:
             router.no_responders(self, subject, reply)
@@ -637,7 +608,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         n = len(subjects)
         self.in_msgs += n
         self.in_bytes += len(payload) * n
-        self.server.router.publish_each(self, subjects, payload, self.echo)
+        self.router.publish_each(self, subjects, payload, self.echo)
 
     # ------------------------------------------------------------------ output
 
@@ -656,7 +627,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if (
             self.perms is not None
             and (self.perms.filter_deliveries or reply is not None)
-            and not self._permitted(self.perms, sub, subject, reply)
+            and not self.perms.permit_delivery(subject, sub.queue, reply)
         ):
             return False  # a subscribe deny covers it: not delivered (nor counted)
         if header is not None and self.headers:
@@ -678,18 +649,6 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
         return None
-
-    @staticmethod
-    def _permitted(
-        perms: ConnectionPermissions, sub: Subscription, subject: bytes, reply: bytes | None
-    ) -> bool:
-        """`deliver`'s part for a connection with permissions: False when a subscribe deny
-        covers the subject; a request's reply subject granted (`allow_responses`)."""
-        if perms.filter_deliveries and perms.delivery_denied(subject, sub.queue):
-            return False
-        if reply is not None and perms.tracks_replies:
-            perms.grant_reply(reply)
-        return True
 
     def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
         """`deliver(sub, subject, reply, header, payload)` for each message of a run
@@ -830,11 +789,3 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.ping_sent_at = now
             self._send(encoder.PING)
         self._ping_handle = self.loop.call_later(settings.ping_interval_s, self._ping_tick)
-
-
-def _is_reserved_reply(reply: bytes) -> bool:
-    """`reply` starts with one of `_RESERVED_REPLY_PREFIXES`: nats-server reserves `_R_.`
-    on its own too, but `$JS.ACK.` and `_GR_.` only with something after them."""
-    if reply.startswith(b"_R_."):
-        return True
-    return len(reply) > (8 if reply.startswith(b"$JS.ACK.") else 5)

@@ -32,6 +32,25 @@ from brook.subjects import subset_match
 
 Clock = Callable[[], float]
 
+SYSTEM_QUEUE = b"_sys_"  # nats-server's queue group of its system services: refused to all
+RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
+"""nats-server's reserved replies (client.go `isReservedReply`), which a client may not
+set on a publish: those of service imports, JetStream acks and gateway-routed replies."""
+
+
+def is_reserved_reply(reply: bytes) -> bool:
+    """`reply` starts with one of `RESERVED_REPLY_PREFIXES`: nats-server reserves `_R_.`
+    on its own too, but `$JS.ACK.` and `_GR_.` only with something after them."""
+    if reply.startswith(b"_R_."):
+        return True
+    return len(reply) > (8 if reply.startswith(b"$JS.ACK.") else 5)
+
+
+def may_subscribe(perms: ConnectionPermissions | None, subject: bytes, queue: bytes | None) -> bool:
+    """May a connection with `perms` (None: unrestricted) subscribe? Nobody may join the
+    system services' queue group."""
+    return queue != SYSTEM_QUEUE and (perms is None or perms.may_subscribe(subject, queue))
+
 
 def _index(entries: list[str] | None) -> SubjectIndex[bytes | None] | None:
     """`"subject"` or `"subject queue"` entries; None without entries."""
@@ -156,6 +175,15 @@ class ConnectionPermissions:
             and compiled.sub_deny.intersecting(subject)
         ):
             self.filter_deliveries = True
+        return True
+
+    def permit_delivery(self, subject: bytes, queue: bytes | None, reply: bytes | None) -> bool:
+        """A delivery's check: False when a subscribe deny covers the subject; a request's
+        reply subject granted (`allow_responses`)."""
+        if self.filter_deliveries and self.delivery_denied(subject, queue):
+            return False
+        if reply is not None and self.tracks_replies:
+            self.grant_reply(reply)
         return True
 
     def delivery_denied(self, subject: bytes, queue: bytes | None) -> bool:

@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
-from brook.jetstream.batch import BatchLimits
 from brook.jetstream.store.base import is_no_space
-from brook.routing.mappings import SubjectMappings
-from brook.routing.router import Router
+from brook.server.accounts import Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
@@ -68,9 +66,10 @@ class Server:
         self.settings = (settings or Settings()).validate()
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
-        self.router = Router()
-        # The global account's subject mappings (ADR 0030), refused here if invalid.
-        self.mappings = SubjectMappings.compile(self.settings.mappings)
+        # Each account's subjects and JetStream (server/accounts.py); `router` and the
+        # JetStream attributes below are the global account's, `$G`.
+        self.accounts = Accounts(self.settings)
+        self.router = self.accounts.global_account.router
         self.authenticator = Authenticator(self.settings.auth)
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` overrides `allow_non_tls`, which otherwise lets
@@ -93,7 +92,7 @@ class Server:
         self._monitor_factory = monitor
         self.monitor: Monitor | None = None
         self._ports_file: Path | None = None
-        self.jetstream: Any = None
+        self.jetstream: Any = None  # `$G`'s engine, when it has JetStream
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
         self.commit_backlog: CommitBacklog | None = None
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
@@ -214,65 +213,19 @@ class Server:
         self._ports_file = path
 
     async def _start_jetstream(self) -> None:
-        from brook.jetstream.api import cluster, snapshots
-        from brook.jetstream.api.consumers import ConsumerApi
-        from brook.jetstream.api.dispatch import ApiDispatcher
-        from brook.jetstream.api.streams import StreamApi
-        from brook.jetstream.engine import JetStream
-
         js_settings = self.settings.jetstream
         log.info("Starting JetStream")
         if js_settings.store_dir is None:
             log.warning("Temporary storage directory used, data could be lost on system reboot")
         log.info('  Store Directory: "%s"', js_settings.store_path)
         log.info("  API Level:       %d", limits.JETSTREAM_API_LEVEL)
-        self.jetstream = JetStream(
-            self.router,
-            js_settings.store_path,
-            max_memory_bytes=js_settings.max_memory_store_bytes,
-            max_file_bytes=js_settings.max_file_store_bytes,
-            sync_interval_s=js_settings.sync_interval_s,
-            consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
-            free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
-            max_acks_awaiting_sync=js_settings.max_acks_awaiting_sync,
-            batch_limits=BatchLimits(
-                size_max=js_settings.batch_max_msgs,
-                inflight_per_stream=js_settings.batch_max_inflight_per_stream
-                or limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM,
-                inflight_total=js_settings.batch_max_inflight_total
-                or limits.ATOMIC_BATCH_INFLIGHT_TOTAL,
-                fast_inflight_per_stream=js_settings.batch_max_inflight_per_stream
-                or limits.FAST_BATCH_INFLIGHT_PER_STREAM,
-                fast_inflight_total=js_settings.batch_max_inflight_total
-                or limits.FAST_BATCH_INFLIGHT_TOTAL,
-                timeout_ns=round(js_settings.batch_timeout_s * 1e9),
-            ),
-        )
-        await self.jetstream.start()
-        self.commit_backlog = self.jetstream.commit_backlog
-        api = ApiDispatcher(self.jetstream.internal, api_level=limits.JETSTREAM_API_LEVEL)
-        self.api = api
-        streams = StreamApi(
-            self.jetstream,
-            server_name=self.server_name,
-            version=limits.NATS_COMPAT_VERSION,
-            api_level=limits.JETSTREAM_API_LEVEL,
-        )
-        streams.register(api)
-        ConsumerApi(
-            self.jetstream,
-            version=limits.NATS_COMPAT_VERSION,
-            api_level=limits.JETSTREAM_API_LEVEL,
-        ).register(api)
-        cluster.register(api)
-        self.transfers = snapshots.register(
-            api,
-            self.jetstream,
-            js_settings,
-            streams.created_info,
-            api_level=limits.JETSTREAM_API_LEVEL,
-        )
-        api.start()
+        accounts = self.accounts
+        await accounts.start_jetstream(self.settings, server_name=self.server_name)
+        self.commit_backlog = accounts.commit_backlog
+        global_account = accounts.global_account
+        self.jetstream = global_account.jetstream
+        self.api = global_account.api if global_account.jetstream is not None else None
+        self.transfers = global_account.transfers
 
     def request_shutdown(self) -> None:
         """Begin a graceful shutdown from synchronous code (signal handlers)."""
@@ -298,19 +251,15 @@ class Server:
             self._listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
-        if self.jetstream is not None:
-            self.jetstream.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
-            await self.jetstream.drain()  # acknowledgements owed reach clients' buffers
+        self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
+        await self.accounts.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):
             client.close("server shutdown")
         try:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
-        if self.transfers is not None:
-            await self.transfers.stop()
-        if self.jetstream is not None:
-            await self.jetstream.stop()
+        await self.accounts.stop()
         if self.websocket is not None:
             await self.websocket.stop()
         if self.monitor is not None:
@@ -423,14 +372,15 @@ class Server:
             info["nonce"] = client.nonce
         if connect_info:
             info["connect_info"] = True
-            info["remote_account"] = "$G"
+            info["remote_account"] = client.account.name
         info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
         return info
 
     # ------------------------------------------------------------------ snapshots
 
     def statistics(self) -> ServerStatistics:
-        js = self.jetstream
+        accounts = self.accounts
+        jetstream = bool(accounts.with_jetstream)
         return {
             "server_id": self.server_id,
             "server_name": self.server_name,
@@ -443,35 +393,39 @@ class Server:
             "out_msgs": self.out_msgs,
             "out_bytes": self.out_bytes,
             "slow_consumers": self.slow_consumers,
-            "subscriptions": self.router.sublist.count,
+            "subscriptions": sum(a.router.sublist.count for a in accounts),
             "pid": os.getpid(),
             "transfers": self.transfers.statistics() if self.transfers is not None else None,
             "store": (
-                js.store_statistics()
-                if js is not None and self.settings.jetstream.store_dir
+                accounts.store_statistics()
+                if jetstream and self.settings.jetstream.store_dir
                 else None
             ),
             "commits": (
                 self.commit_backlog.statistics() if self.commit_backlog is not None else None
             ),
-            "batches": js.batch_limits.statistics() if js is not None else None,
-            "jetstream_stats": self._jetstream_stats() if js is not None else None,
+            "batches": (
+                accounts.batch_limits.statistics()
+                if jetstream and accounts.batch_limits is not None
+                else None
+            ),
+            "jetstream_stats": self._jetstream_stats() if jetstream else None,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:
-        """JetStream's usage and API counters, as nats-server's `/varz` `jetstream.stats`."""
-        memory, storage = self.jetstream.usage()
-        api = {"level": limits.JETSTREAM_API_LEVEL, "total": 0, "errors": 0}
-        if self.api is not None:  # None until the API is up
-            api |= {"total": self.api.total, "errors": self.api.errors}
+        """JetStream's usage and API counters over every account, as nats-server's `/varz`
+        `jetstream.stats`."""
+        accounts = self.accounts
+        memory, storage = accounts.jetstream_usage()
+        total, errors = accounts.api_counters()
         return {
             "memory": memory,
             "storage": storage,
             "reserved_memory": 0,
             "reserved_storage": 0,
-            "accounts": 1,
+            "accounts": len(accounts.with_jetstream),
             "ha_assets": 0,
-            "api": api,
+            "api": {"level": limits.JETSTREAM_API_LEVEL, "total": total, "errors": errors},
         }
 
     def connections(self) -> list[ConnectionSnapshot]:

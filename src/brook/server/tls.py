@@ -13,8 +13,12 @@ subject's distinguished name).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
+import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +50,69 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
     if tls.verify:
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+class PeerRefused(Exception):
+    """The handshake succeeded but the peer is refused (its public key is not pinned)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSession:
+    """What a connection keeps of a TLS session: for /connz and for `verify_and_map`."""
+
+    version: str  # "1.3", as nats-server's /connz writes it
+    cipher_suite: str
+    certificate: CertificateNames | None  # only with verify_and_map
+
+
+def peer_session(transport: asyncio.BaseTransport, tls: TLSSettings, tls_map: bool) -> PeerSession:
+    """The session a handshake set up on `transport`, the peer's public key checked against
+    `pinned_certs` first (`PeerRefused`)."""
+    ssl_object = transport.get_extra_info("ssl_object")
+    if tls.pinned_certs:
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+        if der is None or public_key_pin(der) not in tls.pinned_certs:
+            raise PeerRefused("peer certificate not pinned")
+    if ssl_object is None:
+        return PeerSession("", "", None)
+    certificate = CertificateNames.of(ssl_object.getpeercert() or {}) if tls_map else None
+    return PeerSession(
+        (ssl_object.version() or "").removeprefix("TLSv"),
+        (ssl_object.cipher() or ("",))[0],
+        certificate,
+    )
+
+
+def sniff_tls(
+    loop: asyncio.AbstractEventLoop,
+    sock: socket.socket,
+    timeout_s: float,
+    decide: Callable[[bool], None],
+) -> None:
+    """`allow_non_tls`: peek at the client's first byte (a TLS ClientHello starts with
+    `TLS_HANDSHAKE_RECORD`) without taking it from the socket, then `decide(secure)` once;
+    a client silent for the TLS timeout goes on in plain text, as with nats-server. The
+    caller has paused its transport's reading."""
+    peek = socket.socket(fileno=os.dup(sock.fileno()))
+    peek.setblocking(False)
+
+    def done(secure: bool) -> None:
+        loop.remove_reader(peek.fileno())
+        peek.close()
+        timer.cancel()
+        decide(secure)
+
+    def readable() -> None:
+        try:
+            first = peek.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            first = b""
+        done(first[:1] == bytes([TLS_HANDSHAKE_RECORD]))
+
+    loop.add_reader(peek.fileno(), readable)
+    timer = loop.call_later(timeout_s, done, False)
 
 
 def public_key_pin(der: bytes) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from brook.jetstream import versioning
@@ -127,6 +127,32 @@ class ApiDispatcher:
             tuple(pattern.split(".")), response_type, handler, fields, checks_level, counts
         )
         self._routes.append(route)
+
+    def refusing(
+        self,
+        internal: InternalClient,
+        error: ApiError,
+        extra_fields: dict[str, dict[str, Any]] | None = None,
+    ) -> ApiDispatcher:
+        """A dispatcher on `internal` with this one's endpoints, each answering `error`
+        with its own response type and error fields (and `extra_fields`, by pattern): how
+        nats-server answers the API in an account without JetStream (10039)."""
+
+        def refuse(request: Request) -> dict[str, Any]:
+            raise error
+
+        extra = extra_fields or {}
+        other = ApiDispatcher(internal, api_level=self.api_level)
+        other._routes = [
+            replace(
+                route,
+                handler=refuse,
+                checks_level=False,
+                error_fields=route.error_fields | extra.get(".".join(route.pattern), {}),
+            )
+            for route in self._routes
+        ]
+        return other
 
     def start(self) -> None:
         self._internal.subscribe(b"$JS.API.>", self._on_request)

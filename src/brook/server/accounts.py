@@ -1,0 +1,283 @@
+"""Accounts as nats-server has them (accounts.go): each account's subjects are its own.
+
+An `Account` owns a `Router`: a client logged in to it (`auth.Login.account`) publishes
+and subscribes there only, so the same subject in two accounts reaches nobody across the
+boundary, and its JetStream engine (if the account has JetStream) subscribes to that
+account's `$JS.API.>` and stores under the account's own directory (ADR 0027). `Accounts`
+is the server's registry: the global account `$G` (the users of no configured account,
+everyone on a server without accounts), the configured accounts and the system account
+(`system_account`, by default `$SYS`, created when not configured).
+
+Which accounts get JetStream, as nats-server's `enableJetStreamAccounts`: with no account
+configured besides the system account, `$G`; otherwise each account whose config says
+`jetstream: enabled`. Every other account (the system account aside) answers the JetStream
+API with 10039 "JetStream not enabled for account", each endpoint in its response type.
+
+JetStream-wide state is shared by the engines: the bound on PubAcks awaiting a group
+commit (`CommitBacklog`), the atomic batches' totals (`BatchLimits`) and the store
+filesystem's free-space guard (`StoreSpace`); the usage and API counters monitoring shows
+are added up over the accounts, as nats-server's `/varz` does.
+
+Extension points for what accounts do not have yet: service and stream imports publish
+into another account's `router` (an import is a subscription in the exporting account's
+router that publishes into the importing one's); subject mappings apply before
+`Router.publish` in the connection; account limits are checked by the account's engine
+(`Account.jetstream`) and at login (`Accounts.get`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from brook import limits
+from brook.config.settings import GLOBAL_ACCOUNT, Settings, SubjectMapping
+from brook.jetstream.backlog import CommitBacklog
+from brook.jetstream.batch import BatchLimits
+from brook.jetstream.space import StoreSpace
+from brook.routing.internal import InternalClient
+from brook.routing.mappings import SubjectMappings
+from brook.routing.router import Router
+
+if TYPE_CHECKING:
+    from brook.jetstream.api.dispatch import ApiDispatcher
+    from brook.jetstream.engine import JetStream
+    from brook.jetstream.snapshot.transfers import Transfers
+
+log = logging.getLogger("brook.server")
+
+ACCOUNTS_STORE_DIR = "jetstream"
+"""Under the store directory, `jetstream/<account>/streams/<name>` holds the streams of an
+account other than `$G`, whose streams stay in `streams/<name>` (storage-format.md)."""
+
+_REFUSED_LISTS: dict[str, dict[str, Any]] = {
+    "STREAM.NAMES": {"streams": None},
+    "STREAM.LIST": {"streams": []},
+}
+"""What nats-server's 10039 answers to the stream lists carry besides the paging fields."""
+
+
+class Account:
+    """One account: its subjects (`router`) and, with JetStream, its engine and API."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        jetstream: bool = False,
+        system: bool = False,
+        mappings: Sequence[SubjectMapping] = (),
+    ) -> None:
+        self.name = name
+        self.router = Router()
+        # What its clients' publishes are mapped by (ADR 0030); a bad one is refused here.
+        self.mappings = SubjectMappings.compile(mappings)
+        self.jetstream_enabled = jetstream  # gets an engine when the server has JetStream
+        self.is_system = system
+        self.jetstream: JetStream | None = None
+        self.api: ApiDispatcher | None = None  # its `$JS.API.>`: an engine's, or refusals
+        self.transfers: Transfers | None = None  # snapshots and restores (with an engine)
+        self._refusals: InternalClient | None = None
+
+    def __repr__(self) -> str:
+        return f"Account({self.name!r})"
+
+    def store_dir(self, root: str) -> Path:
+        """Where this account's JetStream keeps its streams (`<dir>/streams`)."""
+        if self.name == GLOBAL_ACCOUNT:
+            return Path(root)  # the layout of a server without accounts, unchanged
+        return Path(root) / ACCOUNTS_STORE_DIR / self.name
+
+    async def start_jetstream(
+        self,
+        settings: Settings,
+        *,
+        server_name: str,
+        commit_backlog: CommitBacklog,
+        batch_limits: BatchLimits,
+        space: StoreSpace,
+    ) -> None:
+        from brook.jetstream.api import cluster, snapshots
+        from brook.jetstream.api.consumers import ConsumerApi
+        from brook.jetstream.api.dispatch import ApiDispatcher
+        from brook.jetstream.api.streams import StreamApi
+        from brook.jetstream.engine import JetStream
+
+        js_settings = settings.jetstream
+        self.jetstream = js = JetStream(
+            self.router,
+            str(self.store_dir(js_settings.store_path)),
+            max_memory_bytes=js_settings.max_memory_store_bytes,
+            max_file_bytes=js_settings.max_file_store_bytes,
+            sync_interval_s=js_settings.sync_interval_s,
+            consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
+            free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
+            batch_limits=batch_limits,
+            commit_backlog=commit_backlog,
+            space=space,
+        )
+        await js.start()
+        api = ApiDispatcher(js.internal, api_level=limits.JETSTREAM_API_LEVEL)
+        self.api = api
+        streams = StreamApi(
+            js,
+            server_name=server_name,
+            version=limits.NATS_COMPAT_VERSION,
+            api_level=limits.JETSTREAM_API_LEVEL,
+        )
+        streams.register(api)
+        ConsumerApi(
+            js, version=limits.NATS_COMPAT_VERSION, api_level=limits.JETSTREAM_API_LEVEL
+        ).register(api)
+        cluster.register(api)
+        self.transfers = snapshots.register(
+            api, js, js_settings, streams.created_info, api_level=limits.JETSTREAM_API_LEVEL
+        )
+        api.start()
+
+    def refuse_jetstream(self, template: ApiDispatcher) -> None:
+        """No JetStream here: `template`'s endpoints answer 10039 (nats-server's reply in
+        an account without JetStream on a server with it)."""
+        from brook.jetstream.errors import api_error
+
+        self._refusals = InternalClient(self.router, "jetstream")
+        self.api = template.refusing(
+            self._refusals, api_error("NOT_ENABLED_FOR_ACCOUNT"), _REFUSED_LISTS
+        )
+        self.api.start()
+
+    async def stop(self) -> None:
+        if self.transfers is not None:
+            await self.transfers.stop()
+        if self.jetstream is not None:
+            await self.jetstream.stop()
+        if self._refusals is not None:
+            self._refusals.close()
+
+
+class Accounts:
+    """The server's accounts by name: `$G`, the configured ones and the system account."""
+
+    def __init__(self, settings: Settings) -> None:
+        system = settings.system_account_name
+        configured = settings.accounts
+        # nats-server: with no account besides the system account, `$G` has JetStream.
+        global_only = all(a.name == system for a in configured)
+        self.global_account = Account(
+            GLOBAL_ACCOUNT, jetstream=global_only, mappings=settings.mappings
+        )
+        self._by_name: dict[str, Account] = {GLOBAL_ACCOUNT: self.global_account}
+        for entry in configured:
+            self._by_name[entry.name] = Account(
+                entry.name,
+                jetstream=entry.jetstream,
+                system=entry.name == system,
+                mappings=entry.mappings,
+            )
+        if system not in self._by_name:
+            self._by_name[system] = Account(system, system=True)
+        self.system_account = self._by_name[system]
+        self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
+        self.batch_limits: BatchLimits | None = None
+        self.space: StoreSpace | None = None
+
+    def __iter__(self) -> Iterator[Account]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str) -> Account | None:
+        return self._by_name.get(name)
+
+    @property
+    def with_jetstream(self) -> list[Account]:
+        return [a for a in self if a.jetstream is not None]
+
+    def run_prefixes(self) -> tuple[bytes, ...]:
+        """Every account's exclusive routing prefixes (`$JS.ACK.`), for the parser."""
+        prefixes: dict[bytes, None] = {}
+        for account in self:
+            prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
+        return tuple(prefixes)
+
+    async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
+        js = settings.jetstream
+        self.commit_backlog = CommitBacklog(js.max_acks_awaiting_sync)
+        self.batch_limits = BatchLimits(
+            size_max=js.batch_max_msgs,
+            inflight_per_stream=js.batch_max_inflight_per_stream
+            or limits.ATOMIC_BATCH_INFLIGHT_PER_STREAM,
+            inflight_total=js.batch_max_inflight_total or limits.ATOMIC_BATCH_INFLIGHT_TOTAL,
+            fast_inflight_per_stream=js.batch_max_inflight_per_stream
+            or limits.FAST_BATCH_INFLIGHT_PER_STREAM,
+            fast_inflight_total=js.batch_max_inflight_total or limits.FAST_BATCH_INFLIGHT_TOTAL,
+            timeout_ns=round(js.batch_timeout_s * 1e9),
+        )
+        self.space = StoreSpace(Path(js.store_path), js.free_space_reserve_bytes)
+        for account in self:
+            if account.jetstream_enabled:
+                await account.start_jetstream(
+                    settings,
+                    server_name=server_name,
+                    commit_backlog=self.commit_backlog,
+                    batch_limits=self.batch_limits,
+                    space=self.space,
+                )
+        engines = self.with_jetstream
+        if not engines:
+            return
+        template = engines[0].api
+        assert template is not None
+        for account in self:
+            if account.jetstream is None and not account.is_system:
+                account.refuse_jetstream(template)
+
+    def signal_shutdown(self) -> None:
+        for account in self.with_jetstream:
+            assert account.jetstream is not None
+            account.jetstream.signal_shutdown()
+
+    async def drain(self) -> None:
+        for account in self.with_jetstream:
+            assert account.jetstream is not None
+            await account.jetstream.drain()
+
+    async def stop(self) -> None:
+        for account in self:
+            await account.stop()
+
+    # ------------------------------------------------------------------ monitoring
+
+    def jetstream_usage(self) -> tuple[int, int]:
+        """(memory, file) bytes stored over every account."""
+        memory = storage = 0
+        for account in self.with_jetstream:
+            assert account.jetstream is not None
+            m, f = account.jetstream.usage()
+            memory, storage = memory + m, storage + f
+        return memory, storage
+
+    def api_counters(self) -> tuple[int, int]:
+        """(requests, errors) of the JetStream API over every account."""
+        total = errors = 0
+        for account in self:
+            if account.api is not None:
+                total, errors = total + account.api.total, errors + account.api.errors
+        return total, errors
+
+    def store_statistics(self) -> dict[str, Any]:
+        """`/varz` jetstream.brook_store: the shared free-space guard, and the damaged
+        streams of every account (those of another account than `$G` as
+        `<account>/<stream>`)."""
+        out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
+        damaged: dict[str, Any] = {}
+        for account in self.with_jetstream:
+            assert account.jetstream is not None
+            found = account.jetstream.store_statistics()["damaged_streams"]
+            prefix = "" if account.name == GLOBAL_ACCOUNT else f"{account.name}/"
+            damaged.update({prefix + name: report for name, report in found.items()})
+        out["damaged_streams"] = damaged
+        return out
