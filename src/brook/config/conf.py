@@ -32,6 +32,8 @@ from brook.config.settings import (
     AccountSettings,
     AuthSettings,
     ConfigError,
+    ExportSettings,
+    ImportSettings,
     MapDestination,
     NkeyUser,
     Permissions,
@@ -302,7 +304,9 @@ def _authorization(s: Settings, where: str, v: object) -> None:
 
 # The keys of an account's block Brook honours; nats-server's others (exports, imports,
 # limits, nkey, msg_trace...) are refused by name until they are built.
-_ACCOUNT_KEYS = ("users", "jetstream", "default_permissions", "mappings", "maps")
+_ACCOUNT_KEYS = (
+    *("users", "jetstream", "default_permissions", "mappings", "maps", "exports", "imports"),
+)
 
 
 def _accounts(s: Settings, where: str, v: object) -> None:
@@ -346,6 +350,13 @@ def _accounts(s: Settings, where: str, v: object) -> None:
                 if account.mappings:
                     raise _mappings_twice(key_at)
                 account.mappings = _mapping_entries(key_at, value)
+            elif key == "exports":
+                account.exports = [
+                    _export(f"{key_at}[{i}]", e)
+                    for i, e in enumerate(_array(key_at, "Exports", value))
+                ]
+            elif key == "imports":
+                account.imports = _imports(key_at, _array(key_at, "Imports", value))
             else:
                 defaults = _permissions(key_at, value)
         for entry in entries:
@@ -355,6 +366,153 @@ def _accounts(s: Settings, where: str, v: object) -> None:
                 s.auth.users.append(entry)
             else:
                 s.auth.nkeys.append(entry)
+
+
+def _go_type(v: object) -> str:
+    """Go's name for the type of a parsed value (nats-server's `%T`)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int64"
+    if isinstance(v, float):
+        return "float64"
+    if isinstance(v, str):
+        return "string"
+    return "[]interface {}" if isinstance(v, list) else "map[string]interface {}"
+
+
+def _array(where: str, kind: str, v: object) -> list[object]:
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: {kind} should be an array, got {_go_type(v)}")
+    return v
+
+
+# nats-server's keys of exports and imports Brook does not serve: refused by name.
+_EXPORT_UNSUPPORTED = ("latency", "account_token_position", "allow_trace")
+_IMPORT_UNSUPPORTED = ("share", "allow_trace")
+_RESPONSE_TYPES = {"single": "singleton", "singleton": "singleton", "stream": "stream"}
+_RESPONSE_TYPES |= {"chunk": "chunked", "chunked": "chunked"}
+_THRESHOLD = ("threshold", "response_threshold", "response_max_time", "response_time")
+
+
+def _unsupported(block: Mapping[str, object], where: str, keys: Collection[str]) -> None:
+    for key in block:
+        if str(key).lower() in keys:
+            key = str(key).lower()
+            raise ConfigError(f"{where}.{key}{_on_line(block, key)}: not supported by Brook")
+
+
+def _export(where: str, v: object) -> ExportSettings:
+    """An `exports` entry, as nats-server's `parseExportStreamOrService` reads it."""
+    if not isinstance(v, dict):
+        raise ConfigError(
+            f"{where}: Export Items should be a map with type entry, got {_go_type(v)}"
+        )
+    _unsupported(v, where, _EXPORT_UNSUPPORTED)
+    export: ExportSettings | None = None
+    response: str | None = None
+    threshold: float | None = None
+    accounts: list[str] | None = None
+    known = ("stream", "service", "response", "response_type", "accounts", *_THRESHOLD)
+    for key, at, value in _entries(v, where, known):
+        at += _on_line(v, key)
+        if key in ("stream", "service"):
+            if export is not None:
+                seen = "service" if export.service else "stream"
+                raise ConfigError(f'{at}: Detected {key} "{value}" but already saw a {seen}')
+            if not isinstance(value, str):
+                raise ConfigError(f"{at}: Expected {key} name to be string, got {_go_type(value)}")
+            export = ExportSettings(value, service=key == "service", where=where)
+        elif key in ("response", "response_type"):
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"{at}: Expected response type to be string, got {_go_type(value)}"
+                )
+            response = _RESPONSE_TYPES.get(value.lower())
+            if response is None:
+                raise ConfigError(f'{at}: Unknown response type: "{value}"')
+        elif key in _THRESHOLD:
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"{at}: Expected response threshold to be a parseable time duration, "
+                    f"got {_go_type(value)}"
+                )
+            try:
+                threshold = parse_seconds(value)
+            except ValueError:
+                raise ConfigError(
+                    f"{at}: Expected response threshold to be a parseable time duration, "
+                    f'got "{value}"'
+                ) from None
+        else:
+            accounts = [_str(f"{at}[{i}]", a) for i, a in enumerate(_array(at, "accounts", value))]
+    if export is None:
+        raise ConfigError(f"{where}: an export needs a stream or a service subject")
+    if (response is not None or threshold is not None) and not export.service:
+        raise ConfigError(f"{where}: Detected response directive on non-service")
+    export.accounts = accounts
+    export.response_type = response or export.response_type
+    export.threshold_s = export.threshold_s if threshold is None else threshold
+    return export
+
+
+def _imports(where: str, entries: list[object]) -> list[ImportSettings]:
+    """An account's `imports`, each as nats-server's `parseImportStreamOrService` reads
+    it; a service imported twice under one subject from one account is refused."""
+    imports = [_import(f"{where}[{i}]", entry) for i, entry in enumerate(entries)]
+    for i, entry in enumerate(imports):
+        for earlier in imports[:i]:
+            if (
+                entry.service
+                and earlier.service
+                and (entry.to, entry.account) == (earlier.to, earlier.account)
+            ):
+                raise ConfigError(
+                    f'{entry.where}: Duplicate service import subject "{entry.to}", previously '
+                    f'used in import for account "{earlier.account}", subject "{earlier.subject}"'
+                )
+    return imports
+
+
+def _import(where: str, v: object) -> ImportSettings:
+    if not isinstance(v, dict):
+        raise ConfigError(
+            f"{where}: Import Items should be a map with type entry, got {_go_type(v)}"
+        )
+    _unsupported(v, where, _IMPORT_UNSUPPORTED)
+    found: ImportSettings | None = None
+    to = prefix = ""
+    for key, at, value in _entries(v, where, ("stream", "service", "prefix", "to")):
+        at += _on_line(v, key)
+        if key in ("stream", "service"):
+            if found is not None:
+                seen = "service" if found.service else "stream"
+                raise ConfigError(f"{at}: Detected {key} but already saw a {seen}")
+            if not isinstance(value, dict):
+                kind = key.capitalize()
+                raise ConfigError(
+                    f"{at}: {kind} entry should be an account map, got {_go_type(value)}"
+                )
+            account = subject = ""
+            for name, name_at, text in _entries(value, at, ("account", "subject")):
+                if name == "account":
+                    account = _str(name_at, text)
+                else:
+                    subject = _str(name_at, text)
+            if not account or not subject:
+                raise ConfigError(f"{at}: Expect an account name and a subject")
+            found = ImportSettings(account, subject, service=key == "service", where=where)
+        elif key == "prefix":
+            prefix = _str(at, value)
+        else:
+            to = _str(at, value)
+    if found is None:
+        raise ConfigError(f"{where}: an import needs a stream or a service")
+    if not found.service and prefix and to:
+        raise ConfigError(f"{where}: Stream import can not have a 'prefix' and a 'to' property")
+    found.to = to or (found.subject if found.service else "")
+    found.prefix = "" if found.service else prefix
+    return found
 
 
 def _account_jetstream(where: str, v: object) -> bool:

@@ -93,6 +93,34 @@ class SubjectMapping:
 
 
 @dataclass(slots=True)
+class ExportSettings:
+    """An account's stream or service export (nats-server's `exports` entry): who may
+    import `subject` (None: any account; a list: those named), and a service's response
+    type (`singleton`, `stream`, `chunked`) and threshold."""
+
+    subject: str
+    service: bool
+    accounts: list[str] | None = None
+    response_type: str = "singleton"
+    threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S
+    where: str = ""
+
+
+@dataclass(slots=True)
+class ImportSettings:
+    """An account's stream or service import: `subject` of `account` (its export), seen
+    here under `to` (a stream's may be `prefix.subject` instead; a service's `to`
+    defaults to `subject`)."""
+
+    account: str
+    subject: str
+    service: bool
+    to: str = ""
+    prefix: str = ""
+    where: str = ""
+
+
+@dataclass(slots=True)
 class AccountSettings:
     """One configured account (`accounts { NAME: {...} }`): its subjects, and its
     JetStream when enabled, are its own. Its users are in `AuthSettings` with `account`
@@ -101,6 +129,8 @@ class AccountSettings:
     name: str
     jetstream: bool = False  # `jetstream: enabled` (the server's JetStream must be on)
     mappings: list[SubjectMapping] = field(default_factory=list)  # ADR 0030
+    exports: list[ExportSettings] = field(default_factory=list)
+    imports: list[ImportSettings] = field(default_factory=list)
 
 
 @dataclass(slots=True)

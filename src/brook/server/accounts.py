@@ -40,6 +40,7 @@ from brook.jetstream.space import StoreSpace
 from brook.routing.internal import InternalClient
 from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
+from brook.server.imports import Links
 
 if TYPE_CHECKING:
     from brook.jetstream.api.dispatch import ApiDispatcher
@@ -179,6 +180,8 @@ class Accounts:
         if system not in self._by_name:
             self._by_name[system] = Account(system, system=True)
         self.system_account = self._by_name[system]
+        # Where messages cross between accounts (server/imports.py, ADR 0030).
+        self.links = Links(settings, self._by_name)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
@@ -246,6 +249,7 @@ class Accounts:
             await account.jetstream.drain()
 
     async def stop(self) -> None:
+        self.links.close()
         for account in self:
             await account.stop()
 
