@@ -51,6 +51,9 @@ ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
 # and how many replies an account keeps awaiting responses (Brook's bound: the oldest goes).
 SERVICE_RESPONSE_THRESHOLD_S: Final = 120.0
 SERVICE_RESPONSES_MAX: Final = 100_000
+# How many imports one message may cross in a row (Brook's bound: nats-server refuses
+# cycles of imports at start, and a chain longer than this is no design).
+IMPORT_HOPS_MAX: Final = 16
 REPLY_PERMS_PRUNE_EVERY: Final = 4096
 REPLY_PERMS_PRUNE_S: Final = 1.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from brook import limits
 from brook.routing.imports import SINGLETON, STREAMED, Responses, ServiceImport, StreamImport
 from brook.routing.internal import InternalClient
 from brook.routing.router import Router
@@ -113,7 +114,8 @@ async def test_streamed_responses_flow_until_an_empty_one_or_the_threshold() -> 
 async def test_replies_awaiting_responses_are_bounded() -> None:
     a, b = Router(), Router()
     responses = Responses(a, max_pending=2)
-    tokens = [responses.register(b, b"_INBOX.%d" % i, SINGLETON, 60) for i in range(3)]
+    requester = InternalClient(b, "requester")
+    tokens = [responses.register(requester, b"_INBOX.%d" % i, SINGLETON, 60) for i in range(3)]
     answers = listener(b, b"_INBOX.>")
     responder = InternalClient(a, "responder")
     for token in tokens:
@@ -128,3 +130,14 @@ def test_service_import_subjects_with_wildcards_are_renamed_token_by_token() -> 
     requests = listener(a, b"svc.>")
     InternalClient(b, "requester").publish(b"local.one.two.three", b"q")
     assert [s for s, _, _, _ in requests] == [b"svc.one.two.three"]
+
+
+def test_a_loop_of_imports_stops_after_a_bounded_number_of_crossings() -> None:
+    """Linked by hand past the config's cycle check: each crossing of the loop delivers
+    once, and the message stops at `IMPORT_HOPS_MAX` rather than recursing."""
+    a, b = Router(), Router()
+    StreamImport(a, b, b"loop", b"loop")
+    StreamImport(b, a, b"loop", b"loop")
+    seen_a, seen_b = listener(a, b"loop"), listener(b, b"loop")
+    InternalClient(a, "publisher").publish(b"loop", b"m")
+    assert len(seen_a) + len(seen_b) == limits.IMPORT_HOPS_MAX + 1

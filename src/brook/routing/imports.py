@@ -78,6 +78,29 @@ def _with_request_info(header: bytes | None, account: str) -> bytes:
     return header[:-2] + line + b"\r\n"
 
 
+class _Hops:
+    """How many crossings the message being routed has made: routing is synchronous on
+    the event loop, one message at a time, so a count around each crossing is the
+    message's. A chain of imports nats-server's cycle checks let through (none is known)
+    stops at `IMPORT_HOPS_MAX` rather than recursing."""
+
+    depth = 0
+
+
+def _cross(
+    client: InternalClient, to: bytes, payload: bytes, header: bytes | None, reply: bytes | None
+) -> bool:
+    """Publish into the other account (`client`'s router); True when some subscriber
+    took the message."""
+    if _Hops.depth >= limits.IMPORT_HOPS_MAX:
+        return False
+    _Hops.depth += 1
+    try:
+        return client.router.publish(client, to, reply, header, payload) > 0
+    finally:
+        _Hops.depth -= 1
+
+
 def _import_transform(src: bytes, dest: bytes) -> SubjectTransform | None:
     """How an import renames a subject with wildcards (nats-server's strict transform of
     `src` to `dest`'s `$N` form); None when the name is kept or the subject is literal."""
@@ -110,7 +133,7 @@ class StreamImport:
             to = subject
         if to is None:
             return False
-        return self._out.publish(to, payload, header, reply) > 0
+        return _cross(self._out, to, payload, header, reply)
 
     def close(self) -> None:
         self._in.close()
@@ -121,7 +144,7 @@ class StreamImport:
 class _Pending:
     """A reply of the exporting account's awaiting responses."""
 
-    target: Router  # the requester's account
+    target: InternalClient  # publishes in the requester's account
     reply: bytes  # the request's reply subject there
     response_type: str
     threshold_s: float
@@ -153,9 +176,9 @@ class Responses:
         return len(self._pending)
 
     def register(
-        self, target: Router, reply: bytes, response_type: str, threshold_s: float
+        self, target: InternalClient, reply: bytes, response_type: str, threshold_s: float
     ) -> bytes:
-        """A reply of this account's for `reply` in `target`'s account. Past
+        """A reply of this account's for `reply` in the account `target` publishes in. Past
         `max_pending` the oldest is forgotten."""
         if not self._subscribed:  # as nats-server, at the first request
             self._client.subscribe(self.prefix + b">", self._respond)
@@ -180,7 +203,7 @@ class Responses:
         pending = self._pending.get(subject)
         if pending is None:
             return False
-        delivered = pending.target.publish(self._client, pending.reply, None, header, payload) > 0
+        delivered = _cross(pending.target, pending.reply, payload, header, None)
         if not delivered or pending.response_type == SINGLETON or (not payload and header is None):
             del self._pending[subject]
         else:
@@ -223,7 +246,6 @@ class ServiceImport:
         "_threshold_s",
         "_transform",
         "_use_published",
-        "importer",
     )
 
     def __init__(
@@ -239,7 +261,6 @@ class ServiceImport:
         response_type: str = SINGLETON,
         threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S,
     ) -> None:
-        self.importer = importer
         self._account = account
         self._remote = remote
         self._use_published = _has_wildcard(remote) and remote == local
@@ -268,10 +289,10 @@ class ServiceImport:
         token = None
         if reply is not None and not reply.startswith(_JS_ACK_PREFIX):
             token = self._responses.register(
-                self.importer, reply, self._response_type, self._threshold_s
+                self._in, reply, self._response_type, self._threshold_s
             )
         header = _with_request_info(header, self._account)
-        delivered = self._out.publish(to, payload, header, token or reply) > 0
+        delivered = _cross(self._out, to, payload, header, token or reply)
         if not delivered and token is not None:
             self._responses.forget(token)
         return delivered
