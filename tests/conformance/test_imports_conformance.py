@@ -15,6 +15,7 @@ refuses, both in nats-server's words.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -30,7 +31,7 @@ import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
 from tests.support.natsserver import nats_server_binary, run_nats_server
-from tests.support.raw import PONG, Msg, RawClient, ServerOp
+from tests.support.raw import PING, PONG, Msg, RawClient, ServerOp
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -115,7 +116,7 @@ class Transcript:
                 if isinstance(op, Msg):
                     shown = (op.subject, self._shown(op.reply), self._header(op.header), op.payload)
                     self.lines.append((name, who, shown))
-                else:
+                elif op != PING:  # a server's keep-alive, whenever it comes
                     self.lines.append((name, who, op))
 
 
@@ -331,3 +332,41 @@ async def test_brook_refuses_a_stream_import_with_both_prefix_and_to(tmp_path: P
     )
     refused = await brook_error(config, tmp_path)
     assert "Stream import can not have a 'prefix' and a 'to' property" in refused
+
+
+THRESHOLD_CONFIG = """
+accounts {
+  A: {
+    users: [ {user: a, password: a} ]
+    exports: [ {service: "slow", response: stream, threshold: "1s"} ]
+  }
+  B: { users: [ {user: b, password: b} ], imports: [ {service: {account: A, subject: "slow"}} ] }
+}
+"""
+
+
+async def late_responses(url: str) -> list[tuple[str, str, object]]:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {}
+        for user in ("a", "b"):
+            client = await stack.enter_async_context(RawClient.connect_url(url))
+            credentials: dict[str, Any] = {"user": user, "pass": user}
+            await client.handshake(**credentials)
+            clients[user] = client
+        t = Transcript(clients)
+        await t.step("subscribe", "a", b"SUB slow 1\r\n")
+        await t.step("subscribe", "b", b"SUB _INBOX.> 1\r\n")
+        await t.step("request", "b", b"PUB slow _INBOX.1 1\r\nq\r\n")
+        reply = t.reply(1)
+        await t.step("in time", "a", b"PUB %b 1\r\n1\r\n" % reply)
+        await asyncio.sleep(2.5)  # past the threshold (1s) and the check that follows it
+        await t.step("too late", "a", b"PUB %b 1\r\n2\r\n" % reply)
+        return t.lines
+
+
+async def test_streamed_responses_stop_crossing_after_the_threshold(tmp_path: Path) -> None:
+    async with servers(tmp_path, THRESHOLD_CONFIG) as (reference, ours):
+        expected = await late_responses(reference)
+        assert await late_responses(ours) == expected
+    crossed = [shown for step, who, shown in expected if who == "b" and step != "subscribe"]
+    assert crossed == [(b"_INBOX.1", None, None, b"1")]
