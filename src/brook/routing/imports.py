@@ -35,7 +35,8 @@ from brook import limits
 from brook.routing.internal import InternalClient
 from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
-from brook.routing.transform import SubjectTransform
+from brook.routing.transform import SubjectTransform, tokenized
+from brook.subjects import has_wildcard
 
 # nats-server's response types of a service export.
 SINGLETON = "singleton"
@@ -50,23 +51,6 @@ REQUEST_INFO = "Nats-Request-Info"
 
 def _random_token(rng: random.Random, length: int) -> bytes:
     return bytes(_DIGITS[rng.randrange(62)] for _ in range(length))
-
-
-def _has_wildcard(subject: bytes) -> bool:
-    return any(token in (b"*", b">") for token in subject.split(b"."))
-
-
-def tokenized(subject: bytes) -> bytes:
-    """nats-server's transformTokenize: each `*` as its `$N`, so that a subject with
-    wildcards can be a transform's destination."""
-    out = []
-    n = 0
-    for token in subject.split(b"."):
-        if token == b"*":
-            n += 1
-            token = b"$%d" % n
-        out.append(token)
-    return b".".join(out)
 
 
 def _with_request_info(header: bytes | None, account: str) -> bytes:
@@ -104,7 +88,7 @@ def _cross(
 def _import_transform(src: bytes, dest: bytes) -> SubjectTransform | None:
     """How an import renames a subject with wildcards (nats-server's strict transform of
     `src` to `dest`'s `$N` form); None when the name is kept or the subject is literal."""
-    if src == dest or not _has_wildcard(src):
+    if src == dest or not has_wildcard(src):
         return None
     return SubjectTransform.compile(src, tokenized(dest), strict=True)
 
@@ -117,7 +101,7 @@ class StreamImport:
 
     def __init__(self, exporter: Router, importer: Router, subject: bytes, to: bytes) -> None:
         self._transform = _import_transform(subject, to)
-        self._literal = to if not _has_wildcard(subject) else None
+        self._literal = to if not has_wildcard(subject) else None
         self._out = InternalClient(importer, "stream import")
         self._in = InternalClient(exporter, "stream import")
         self._in.subscribe(subject, self._forward)
@@ -263,7 +247,7 @@ class ServiceImport:
     ) -> None:
         self._account = account
         self._remote = remote
-        self._use_published = _has_wildcard(remote) and remote == local
+        self._use_published = has_wildcard(remote) and remote == local
         # nats-server builds the local-to-remote transform in reverse; same result.
         self._transform = _import_transform(local, remote) if not self._use_published else None
         self._responses = responses

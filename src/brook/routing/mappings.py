@@ -26,7 +26,12 @@ from collections.abc import Sequence
 
 from brook.config.settings import ConfigError, MapDestination, SubjectMapping
 from brook.routing.subject_index import SubjectIndex, is_literal
-from brook.routing.transform import SubjectTransform, TransformError, validate_mapping
+from brook.routing.transform import (
+    SubjectTransform,
+    TransformError,
+    tokenized,
+    validate_mapping,
+)
 
 # What `select` returns for a message the weights send nowhere.
 NOWHERE = b""
@@ -154,7 +159,7 @@ def _cumulative(
     by weight and added up, so that a draw below a bound picks its destination."""
     total = sum(weight for weight, _ in destinations)
     if total != 100 and not source_listed:
-        identity = SubjectTransform.compile(src, _tokenized(src))
+        identity = SubjectTransform.compile(src, tokenized(src))
         assert identity is not None
         destinations = [*destinations, (100 - total if destinations else 100, identity)]
     destinations = sorted(destinations, key=_weight)
@@ -168,16 +173,3 @@ def _cumulative(
 
 def _weight(destination: tuple[int, SubjectTransform]) -> int:
     return destination[0]
-
-
-def _tokenized(subject: bytes) -> bytes:
-    """nats-server's transformTokenize: each `*` of a source as its `$N`, so that the
-    source can be its own destination."""
-    out = []
-    n = 0
-    for token in subject.split(b"."):
-        if token == b"*":
-            n += 1
-            token = b"$%d" % n
-        out.append(token)
-    return b".".join(out)

@@ -440,6 +440,20 @@ class SubjectTransform:
         return b".".join(out)
 
 
+def tokenized(subject: bytes) -> bytes:
+    """nats-server's transformTokenize: each `*` of a subject as its `$N`, so that a
+    subject with wildcards can be a transform's destination (a mapping's source as its
+    own destination, an import's subjects)."""
+    out = []
+    n = 0
+    for token in subject.split(b"."):
+        if token == b"*":
+            n += 1
+            token = b"$%d" % n
+        out.append(token)
+    return b".".join(out)
+
+
 def validate_mapping(src: str, dest: str) -> None:
     """nats-server's ValidateMapping (a stream's `subject_transform`): the destination's
     tokens checked, then the pair compiled; raises TransformError."""

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from brook.config.settings import ConfigError, ExportSettings, ImportSettings, Settings
-from brook.routing.imports import Responses, ServiceImport, StreamImport, tokenized
+from brook.routing.imports import Responses, ServiceImport, StreamImport
 from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
-from brook.routing.transform import SubjectTransform, TransformError
+from brook.routing.transform import SubjectTransform, TransformError, tokenized
 from brook.subjects import has_wildcard, is_valid_subject, subset_match
 
 STREAM_NOT_AUTHORIZED = "stream import not authorized"
