@@ -370,3 +370,22 @@ async def test_streamed_responses_stop_crossing_after_the_threshold(tmp_path: Pa
         assert await late_responses(ours) == expected
     crossed = [shown for step, who, shown in expected if who == "b" and step != "subscribe"]
     assert crossed == [(b"_INBOX.1", None, None, b"1")]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [
+        ('exports: [ {service: "s", latency: "lat.s"} ]', "exports[0].latency"),
+        (
+            'exports: [ {stream: "s.*", account_token_position: 2} ]',
+            "exports[0].account_token_position",
+        ),
+        ('exports: [ {service: "s", allow_trace: true} ]', "exports[0].allow_trace"),
+        ('imports: [ {service: {account: B, subject: "s"}, share: true} ]', "imports[0].share"),
+    ],
+)
+async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
+    entry: str, key: str, tmp_path: Path
+) -> None:
+    refused = await brook_error(accounts(entry, 'exports: [ {service: "s"} ]'), tmp_path)
+    assert f"accounts.A.{key} (line 2): not supported by Brook" in refused
