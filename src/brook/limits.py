@@ -51,6 +51,9 @@ ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
 # and how many replies an account keeps awaiting responses (Brook's bound: the oldest goes).
 SERVICE_RESPONSE_THRESHOLD_S: Final = 120.0
 SERVICE_RESPONSES_MAX: Final = 100_000
+# Subjects whose subject mapping is remembered per account (routing/mappings.py; Brook's
+# bound: the cache is emptied when full).
+MAPPING_CACHE_ENTRIES_MAX: Final = 4096
 # How many imports one message may cross in a row (Brook's bound: nats-server refuses
 # cycles of imports at start, and a chain longer than this is no design).
 IMPORT_HOPS_MAX: Final = 16

@@ -134,3 +134,11 @@ def test_the_sample_config_mappings_compile() -> None:
     assert mappings is not None
     assert mappings.select(b"orders.legacy.42") == b"orders.42"
     assert {mappings.select(b"canary") for _ in range(200)} == {b"svc.v1", b"svc.v2"}
+
+
+def test_a_random_destination_is_drawn_again_for_each_message() -> None:
+    """Deterministic results are remembered per subject; `{{random(n)}}` ones are not."""
+    m = compiled('mappings { r: "r.{{random(1000)}}", s: "t" }')
+    assert len({m.select(b"r") for _ in range(50)}) > 1
+    assert m.select(b"s") == m.select(b"s") == b"t"
+    assert m.select(b"u") is None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from brook import limits
 from brook.config.settings import ConfigError, MapDestination, SubjectMapping
 from brook.routing.subject_index import SubjectIndex, is_literal
 from brook.routing.transform import (
@@ -53,12 +54,15 @@ class _Mapping:
 class SubjectMappings:
     """An account's compiled mappings; `compile` makes them from the settings."""
 
-    __slots__ = ("_literal", "_patterns", "_randrange")
+    __slots__ = ("_cache", "_literal", "_patterns", "_randrange")
 
     def __init__(self, mappings: list[tuple[bytes, _Mapping]], rng: random.Random) -> None:
         self._literal: dict[bytes, _Mapping] = {}
         self._patterns: SubjectIndex[_Mapping] | None = None
         self._randrange = rng.randrange
+        # Subjects whose mapping is always the same (none, or one destination without
+        # `random`) -> the subject they are routed under; emptied when full.
+        self._cache: dict[bytes, bytes | None] = {}
         for source, mapping in mappings:
             if is_literal(source):
                 self._literal[source] = mapping
@@ -94,15 +98,32 @@ class SubjectMappings:
     def select(self, subject: bytes) -> bytes | None:
         """The subject a message published to `subject` is routed under: None when no
         mapping applies, `NOWHERE` when the weights drop it."""
-        tokens: list[bytes] = []
-        mapping = self._literal.get(subject)
+        cache = self._cache
+        if subject in cache:
+            return cache[subject]
+        mapping = self._find(subject)
         if mapping is None:
-            if self._patterns is None:
-                return None
+            mapped = None
+        else:
+            mapped = self._destination(mapping, subject)
+            if mapping.single is None or mapping.single.random:
+                return mapped  # chosen at random: not cached
+        if len(cache) >= limits.MAPPING_CACHE_ENTRIES_MAX:
+            cache.clear()
+        cache[subject] = mapped
+        return mapped
+
+    def _find(self, subject: bytes) -> _Mapping | None:
+        mapping = self._literal.get(subject)
+        if mapping is None and self._patterns is not None:
             found = self._patterns.match(subject)
-            if not found:
-                return None
-            mapping = min(found, key=_order) if len(found) > 1 else found[0]
+            if found:
+                mapping = min(found, key=_order) if len(found) > 1 else found[0]
+        return mapping
+
+    def _destination(self, mapping: _Mapping, subject: bytes) -> bytes:
+        tokens: list[bytes] = []
+        if subject not in self._literal:
             tokens = subject.split(b".")
         transform = mapping.single
         if transform is None:
