@@ -11,6 +11,8 @@ WORKLOAD is one of
 * `core-users`: the same, both clients logged in as a user without permissions;
 * `core-perms`: the same, as a user whose publish and subscribe permissions each have an
   allow and a deny list (`bench.permissions`'s config), so every message is checked;
+* `core-mapped`: `core`, the publisher publishing to `mapped.core`, which a subject
+  mapping (`"mapped.*": "bench.{{wildcard(1)}}"`) sends to the subscriber's subject;
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
@@ -49,6 +51,7 @@ DEFAULT_MESSAGES = {
     "core": 100_000,
     "core-users": 100_000,
     "core-perms": 100_000,
+    "core-mapped": 100_000,
     "publish": 5_000,
     "publish-limits": 5_000,
     "pull": 10_000,
@@ -72,14 +75,20 @@ def _core_as(connect: bytes) -> Callable[[int, int, Callable[[], None]], None]:
     return lambda port, n, zero: _core(port, n, zero, connect)
 
 
-def _core(port: int, n: int, zero: Callable[[], None], connect: bytes = CONNECT) -> None:
+def _core(
+    port: int,
+    n: int,
+    zero: Callable[[], None],
+    connect: bytes = CONNECT,
+    published: bytes = b"bench.core",
+) -> None:
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
     subject = b"bench.core"  # allowed by `bench.permissions`'s config
     sub = mp.Process(target=subscriber, args=(port, subject, n, 16, ready, out, connect))
     sub.start()
     time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
-    pub = mp.Process(target=publisher, args=(port, subject, n, 16, ready, connect))
+    pub = mp.Process(target=publisher, args=(port, published, n, 16, ready, connect))
     pub.start()
     time.sleep(2.0)  # both connected and waiting at the barrier
     zero()
@@ -131,11 +140,20 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core": _core,
     "core-users": _core_as(connect_as("open")),
     "core-perms": _core_as(connect_as("limited")),
+    "core-mapped": lambda port, n, zero: _core(port, n, zero, published=b"mapped.core"),
     "publish": _publish,
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
     "mirror": _mirror,
+}
+
+
+# The config file each workload's server runs with (none: flags only).
+CONFIGS = {
+    "core-users": permissions.CONFIG,
+    "core-perms": permissions.CONFIG,
+    "core-mapped": 'mappings { "mapped.*": "bench.{{wildcard(1)}}" }\n',
 }
 
 
@@ -153,9 +171,9 @@ def measure(workload: str, n: int) -> float:
     with tempfile.TemporaryDirectory() as store, tempfile.TemporaryDirectory() as out:
         serve = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1"]
         serve += ["--port", str(port), "--store-dir", store, "--jetstream"]
-        if workload.startswith("core-"):
-            config = Path(out) / "perms.conf"
-            config.write_text(permissions.CONFIG)
+        if workload in CONFIGS:
+            config = Path(out) / "brook.conf"
+            config.write_text(CONFIGS[workload])
             serve += ["-c", str(config)]
         if workload == "publish-limits":
             config = Path(out) / "limits.conf"

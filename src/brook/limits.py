@@ -49,6 +49,17 @@ PUB_PERMS_CACHE_ENTRIES_MAX: Final = 128
 DENY_PERMS_CACHE_ENTRIES_MAX: Final = 256
 ALLOW_RESPONSES_MAX_MSGS: Final = 1
 ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
+# Service imports (routing/imports.py): how long a streamed or chunked export's reply
+# waits for its next response (nats-server's DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD),
+# and how many replies an account keeps awaiting responses (Brook's bound: the oldest goes).
+SERVICE_RESPONSE_THRESHOLD_S: Final = 120.0
+SERVICE_RESPONSES_MAX: Final = 100_000
+# Subjects whose subject mapping is remembered per account (routing/mappings.py; Brook's
+# bound: the cache is emptied when full).
+MAPPING_CACHE_ENTRIES_MAX: Final = 4096
+# How many imports one message may cross in a row (Brook's bound: nats-server refuses
+# cycles of imports at start, and a chain longer than this is no design).
+IMPORT_HOPS_MAX: Final = 16
 REPLY_PERMS_PRUNE_EVERY: Final = 4096
 REPLY_PERMS_PRUNE_S: Final = 1.0
 

@@ -448,6 +448,6 @@ def test_unknown_account_keys_are_refused_with_their_line() -> None:
     config = "accounts {\n  A: {\n    users: []\n    frobnicate: 1\n  }\n}\n"
     assert 'unknown field "frobnicate"' in _nats_server_error(config)
     assert "'accounts.A.frobnicate' (line 4)" in _brook_error(config)
-    for key in ("exports: []", "imports: []", "mappings: {}", "limits: {}"):
+    for key in ("limits: {}", "nkey: x"):
         refused = _brook_error(f"accounts {{\n  A: {{\n    {key}\n  }}\n}}\n")
         assert f"'accounts.A.{key.split(':')[0]}' (line 3)" in refused

@@ -35,17 +35,22 @@ from brook.config.settings import (
     AccountSettings,
     AuthSettings,
     ConfigError,
+    ExportSettings,
+    ImportSettings,
     JetStreamAccountLimits,
+    MapDestination,
     NkeyUser,
     Permissions,
     ResponsePermission,
     Settings,
+    SubjectMapping,
     SubjectPermission,
     TLSSettings,
     User,
     WebSocketSettings,
 )
 from brook.durations import parse_ns, parse_seconds
+from brook.strconv import INTEGER
 from brook.subjects import is_valid_subject
 
 __all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf"]
@@ -303,8 +308,10 @@ def _authorization(s: Settings, where: str, v: object) -> None:
 
 
 # The keys of an account's block Brook honours; nats-server's others (exports, imports,
-# mappings, limits, nkey, msg_trace...) are refused by name until they are built.
-_ACCOUNT_KEYS = ("users", "jetstream", "default_permissions")
+# limits, nkey, msg_trace...) are refused by name until they are built.
+_ACCOUNT_KEYS = (
+    *("users", "jetstream", "default_permissions", "mappings", "maps", "exports", "imports"),
+)
 
 
 def _accounts(s: Settings, where: str, v: object) -> None:
@@ -344,6 +351,17 @@ def _accounts(s: Settings, where: str, v: object) -> None:
                 entries = [_user(f"{key_at}[{i}]", entry) for i, entry in enumerate(value)]
             elif key == "jetstream":
                 account.jetstream, account.jetstream_limits = _account_jetstream(key_at, value)
+            elif key in ("mappings", "maps"):
+                if account.mappings:
+                    raise _mappings_twice(key_at)
+                account.mappings = _mapping_entries(key_at, value)
+            elif key == "exports":
+                account.exports = [
+                    _export(f"{key_at}[{i}]", e)
+                    for i, e in enumerate(_array(key_at, "Exports", value))
+                ]
+            elif key == "imports":
+                account.imports = _imports(key_at, _array(key_at, "Imports", value))
             else:
                 defaults = _permissions(key_at, value)
         for entry in entries:
@@ -368,6 +386,153 @@ _ACCOUNT_JS_KEYS = {
     "max_ack_pending": ("max_ack_pending",),
 }
 _ACCOUNT_JS_FIELDS = {key: name for name, keys in _ACCOUNT_JS_KEYS.items() for key in keys}
+
+
+def _go_type(v: object) -> str:
+    """Go's name for the type of a parsed value (nats-server's `%T`)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int64"
+    if isinstance(v, float):
+        return "float64"
+    if isinstance(v, str):
+        return "string"
+    return "[]interface {}" if isinstance(v, list) else "map[string]interface {}"
+
+
+def _array(where: str, kind: str, v: object) -> list[object]:
+    if not isinstance(v, list):
+        raise ConfigError(f"{where}: {kind} should be an array, got {_go_type(v)}")
+    return v
+
+
+# nats-server's keys of exports and imports Brook does not serve: refused by name.
+_EXPORT_UNSUPPORTED = ("latency", "account_token_position", "allow_trace")
+_IMPORT_UNSUPPORTED = ("share", "allow_trace")
+_RESPONSE_TYPES = {"single": "singleton", "singleton": "singleton", "stream": "stream"}
+_RESPONSE_TYPES |= {"chunk": "chunked", "chunked": "chunked"}
+_THRESHOLD = ("threshold", "response_threshold", "response_max_time", "response_time")
+
+
+def _unsupported(block: Mapping[str, object], where: str, keys: Collection[str]) -> None:
+    for key in block:
+        if str(key).lower() in keys:
+            key = str(key).lower()
+            raise ConfigError(f"{where}.{key}{_on_line(block, key)}: not supported by Brook")
+
+
+def _export(where: str, v: object) -> ExportSettings:
+    """An `exports` entry, as nats-server's `parseExportStreamOrService` reads it."""
+    if not isinstance(v, dict):
+        raise ConfigError(
+            f"{where}: Export Items should be a map with type entry, got {_go_type(v)}"
+        )
+    _unsupported(v, where, _EXPORT_UNSUPPORTED)
+    export: ExportSettings | None = None
+    response: str | None = None
+    threshold: float | None = None
+    accounts: list[str] | None = None
+    known = ("stream", "service", "response", "response_type", "accounts", *_THRESHOLD)
+    for key, at, value in _entries(v, where, known):
+        at += _on_line(v, key)
+        if key in ("stream", "service"):
+            if export is not None:
+                seen = "service" if export.service else "stream"
+                raise ConfigError(f'{at}: Detected {key} "{value}" but already saw a {seen}')
+            if not isinstance(value, str):
+                raise ConfigError(f"{at}: Expected {key} name to be string, got {_go_type(value)}")
+            export = ExportSettings(value, service=key == "service", where=where)
+        elif key in ("response", "response_type"):
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"{at}: Expected response type to be string, got {_go_type(value)}"
+                )
+            response = _RESPONSE_TYPES.get(value.lower())
+            if response is None:
+                raise ConfigError(f'{at}: Unknown response type: "{value}"')
+        elif key in _THRESHOLD:
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"{at}: Expected response threshold to be a parseable time duration, "
+                    f"got {_go_type(value)}"
+                )
+            try:
+                threshold = parse_seconds(value)
+            except ValueError:
+                raise ConfigError(
+                    f"{at}: Expected response threshold to be a parseable time duration, "
+                    f'got "{value}"'
+                ) from None
+        else:
+            accounts = [_str(f"{at}[{i}]", a) for i, a in enumerate(_array(at, "accounts", value))]
+    if export is None:
+        raise ConfigError(f"{where}: an export needs a stream or a service subject")
+    if (response is not None or threshold is not None) and not export.service:
+        raise ConfigError(f"{where}: Detected response directive on non-service")
+    export.accounts = accounts
+    export.response_type = response or export.response_type
+    export.threshold_s = export.threshold_s if threshold is None else threshold
+    return export
+
+
+def _imports(where: str, entries: list[object]) -> list[ImportSettings]:
+    """An account's `imports`, each as nats-server's `parseImportStreamOrService` reads
+    it; a service imported twice under one subject from one account is refused."""
+    imports = [_import(f"{where}[{i}]", entry) for i, entry in enumerate(entries)]
+    for i, entry in enumerate(imports):
+        for earlier in imports[:i]:
+            if (
+                entry.service
+                and earlier.service
+                and (entry.to, entry.account) == (earlier.to, earlier.account)
+            ):
+                raise ConfigError(
+                    f'{entry.where}: Duplicate service import subject "{entry.to}", previously '
+                    f'used in import for account "{earlier.account}", subject "{earlier.subject}"'
+                )
+    return imports
+
+
+def _import(where: str, v: object) -> ImportSettings:
+    if not isinstance(v, dict):
+        raise ConfigError(
+            f"{where}: Import Items should be a map with type entry, got {_go_type(v)}"
+        )
+    _unsupported(v, where, _IMPORT_UNSUPPORTED)
+    found: ImportSettings | None = None
+    to = prefix = ""
+    for key, at, value in _entries(v, where, ("stream", "service", "prefix", "to")):
+        at += _on_line(v, key)
+        if key in ("stream", "service"):
+            if found is not None:
+                seen = "service" if found.service else "stream"
+                raise ConfigError(f"{at}: Detected {key} but already saw a {seen}")
+            if not isinstance(value, dict):
+                kind = key.capitalize()
+                raise ConfigError(
+                    f"{at}: {kind} entry should be an account map, got {_go_type(value)}"
+                )
+            account = subject = ""
+            for name, name_at, text in _entries(value, at, ("account", "subject")):
+                if name == "account":
+                    account = _str(name_at, text)
+                else:
+                    subject = _str(name_at, text)
+            if not account or not subject:
+                raise ConfigError(f"{at}: Expect an account name and a subject")
+            found = ImportSettings(account, subject, service=key == "service", where=where)
+        elif key == "prefix":
+            prefix = _str(at, value)
+        else:
+            to = _str(at, value)
+    if found is None:
+        raise ConfigError(f"{where}: an import needs a stream or a service")
+    if not found.service and prefix and to:
+        raise ConfigError(f"{where}: Stream import can not have a 'prefix' and a 'to' property")
+    found.to = to or (found.subject if found.service else "")
+    found.prefix = "" if found.service else prefix
+    return found
 
 
 def _account_jetstream(where: str, v: object) -> tuple[bool, JetStreamAccountLimits | None]:
@@ -757,6 +922,88 @@ def _jetstream_limits(s: Settings, where: str, v: object) -> None:
                 setattr(js, f"batch_{key}", _int(at_key, value))
 
 
+def _mappings(s: Settings, where: str, v: object) -> None:
+    """The global account's `mappings` (or `maps`)."""
+    if s.mappings:
+        raise _mappings_twice(where)
+    s.mappings = _mapping_entries(where, v)
+
+
+def _mappings_twice(where: str) -> ConfigError:
+    # nats-server reads both `mappings` and `maps`, in the random order of a Go map.
+    return ConfigError(f"{where}: an account's mappings are given twice (mappings and maps)")
+
+
+def _mapping_entries(where: str, v: object) -> list[SubjectMapping]:
+    """nats-server's `mappings` block (of the global account or of one in `accounts`),
+    read as its `parseAccountMappings` reads it, with its texts: a subject to one
+    destination, to one `{destination, weight, cluster}` entry, or to a list of them.
+    What the destinations mean (weights adding up, valid transforms) is checked when the
+    server compiles them (`routing/mappings.py`)."""
+    block = _block(where, v)
+    mappings = []
+    spelled: Mapping[str, str] = getattr(block, "spelled", {})
+    for key, value in block.items():
+        source = spelled.get(key, key)  # subjects are case-sensitive
+        at = f'{where}."{source}"{_on_line(block, key)}'
+        if not is_valid_subject(source.encode()):
+            raise ConfigError(f'{at}: Subject "{source}" is not a valid subject')
+        if isinstance(value, str):
+            if not value:  # as an entry without a destination, below
+                raise ConfigError(f"{at}: a mapping needs a destination subject")
+            mappings.append(SubjectMapping(source, [MapDestination(value)], at, False))
+            continue
+        if isinstance(value, list):
+            destinations = [_map_destination(f"{at}[{i}]", d) for i, d in enumerate(value)]
+        else:
+            destinations = [_map_destination(at, value)]
+        mappings.append(SubjectMapping(source, destinations, at))
+    return mappings
+
+
+def _map_destination(where: str, v: object) -> MapDestination:
+    """One `{destination, weight, cluster}` entry (nats-server's `parseAccountMapDest`)."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: Expected an entry for the mapping destination")
+    subject: str | None = None
+    weight: int | None = None
+    cluster = ""
+    spelled: Mapping[str, str] = getattr(v, "spelled", {})
+    for name, value in v.items():
+        key = spelled.get(name, name)
+        at = f"{where}.{name}{_on_line(v, name)}"
+        if name in ("dest", "destination"):
+            subject = _str(at, value)
+        elif name == "weight":
+            weight = _map_weight(at, value)
+        elif name == "cluster":
+            cluster = _str(at, value)
+        else:
+            raise ConfigError(f'{at}: Unknown field "{key}" for mapping destination')
+    if weight is None:
+        raise ConfigError(f'{where}: Missing weight for mapping destination "{subject or ""}"')
+    if not subject:  # nats-server takes it, then fails on the first message mapped there
+        raise ConfigError(f"{where}: a mapping needs a destination subject")
+    return MapDestination(subject, weight, cluster)
+
+
+def _map_weight(where: str, v: object) -> int:
+    """A percentage, 0 to 100: an integer, or a string of one with an optional `%`."""
+    if isinstance(v, str):
+        text = v.removesuffix("%")
+        if not INTEGER.fullmatch(text) or not -(1 << 63) <= int(text) < 1 << 63:
+            raise ConfigError(f'{where}: Invalid weight "{text}" for mapping destination')
+        weight = int(text)
+    elif isinstance(v, int) and not isinstance(v, bool):
+        weight = int(v)
+    else:
+        shown = str(v).lower() if isinstance(v, bool) else v  # Go's %v of the value
+        raise ConfigError(f"{where}: Unknown entry type for weight of {shown}")
+    if not 0 <= weight <= 100:
+        raise ConfigError(f"{where}: Invalid weight {weight} for mapping destination")
+    return weight
+
+
 def _set(attr: str, convert: Callable[[str, object], object]) -> _Handler:
     def apply(s: Settings, where: str, v: object) -> None:
         setattr(s, attr, convert(where, v))
@@ -802,6 +1049,8 @@ _TOP: dict[str, _Handler] = {
     "system": _set("system_account", _str),
     "websocket": _websocket,
     "ws": _websocket,
+    "mappings": _mappings,
+    "maps": _mappings,
     "tls": _tls,
 }
 

@@ -340,9 +340,20 @@ def _split(token: bytes, delimiter: bytes) -> bytes:
 class SubjectTransform:
     """A compiled transform (nats-server's subjectTransform); `compile` makes one."""
 
-    __slots__ = ("_emitters", "_full", "_identity", "_rest_from", "_stokens", "dest", "src")
+    __slots__ = (
+        "_emitters",
+        "_full",
+        "_identity",
+        "_rest_from",
+        "_stokens",
+        "dest",
+        "random",
+        "src",
+    )
 
-    def __init__(self, src: bytes, dest: bytes, emitters: list[_Emit], rest_from: int) -> None:
+    def __init__(
+        self, src: bytes, dest: bytes, emitters: list[_Emit], rest_from: int, *, random: bool
+    ) -> None:
         self.src = src
         self.dest = dest
         self._stokens = src.split(b".")
@@ -352,6 +363,7 @@ class SubjectTransform:
         self._full = rest_from >= 0
         self._rest_from = rest_from
         self._identity = src == b">" and dest == b">"
+        self.random = random  # a `{{random(n)}}` token: the same subject may map elsewhere
 
     @classmethod
     def compile(
@@ -380,8 +392,10 @@ class SubjectTransform:
                 star_at[len(star_at) + 1] = i
         emitters: list[_Emit] = []
         used = 0
+        random_used = False
         for token in dtokens:
             kind, numbers, number, text = parse_token(token)
+            random_used = random_used or kind == RANDOM
             if wildcards or src_full:
                 if strict and kind not in (LITERAL, WILDCARD):
                     raise TransformError(NOT_SUPPORTED_FOR_IMPORT, token)
@@ -402,7 +416,8 @@ class SubjectTransform:
             raise TransformError(NOT_USING_ALL_WILDCARDS, dest_b)
         if dest_full:
             emitters.pop()  # the `>`: the rest of the subject instead
-        return cls(src_b, dest_b, emitters, len(stokens) - 1 if dest_full else -1)
+        rest_from = len(stokens) - 1 if dest_full else -1
+        return cls(src_b, dest_b, emitters, rest_from, random=random_used)
 
     def match(self, subject: bytes) -> bytes | None:
         """The transformed subject, or None when `subject` is not a literal subject (an
@@ -438,6 +453,20 @@ class SubjectTransform:
         if self._full:
             out.extend(tokens[self._rest_from :])
         return b".".join(out)
+
+
+def tokenized(subject: bytes) -> bytes:
+    """nats-server's transformTokenize: each `*` of a subject as its `$N`, so that a
+    subject with wildcards can be a transform's destination (a mapping's source as its
+    own destination, an import's subjects)."""
+    out = []
+    n = 0
+    for token in subject.split(b"."):
+        if token == b"*":
+            n += 1
+            token = b"$%d" % n
+        out.append(token)
+    return b".".join(out)
 
 
 def validate_mapping(src: str, dest: str) -> None:

@@ -28,18 +28,20 @@ router that publishes into the importing one's); subject mappings apply before
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import jwt, limits
-from brook.config.settings import GLOBAL_ACCOUNT, JetStreamAccountLimits, Settings
+from brook.config.settings import GLOBAL_ACCOUNT, JetStreamAccountLimits, Settings, SubjectMapping
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.quota import ServerLimits
 from brook.jetstream.space import StoreSpace
 from brook.routing.internal import InternalClient
+from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
+from brook.server.imports import Links
 
 if TYPE_CHECKING:
     from brook.jetstream.api.dispatch import ApiDispatcher
@@ -70,9 +72,12 @@ class Account:
         jetstream: bool = False,
         system: bool = False,
         jetstream_limits: JetStreamAccountLimits | None = None,
+        mappings: Sequence[SubjectMapping] = (),
     ) -> None:
         self.name = name
         self.router = Router()
+        # What its clients' publishes are mapped by (ADR 0030); a bad one is refused here.
+        self.mappings = SubjectMappings.compile(mappings)
         self.jetstream_enabled = jetstream  # gets an engine when the server has JetStream
         # Its JetStream limits (`jetstream { max_mem: ... }`; none: no limit), which its
         # engine enforces (jetstream/quota.py).
@@ -173,7 +178,9 @@ class Accounts:
         # named by their public keys and have JetStream when their JWT's limits allow it.
         operator = settings.operator
         global_only = not operator.jwts and all(a.name == system for a in configured)
-        self.global_account = Account(GLOBAL_ACCOUNT, jetstream=global_only)
+        self.global_account = Account(
+            GLOBAL_ACCOUNT, jetstream=global_only, mappings=settings.mappings
+        )
         self._by_name: dict[str, Account] = {GLOBAL_ACCOUNT: self.global_account}
         for entry in configured:
             self._by_name[entry.name] = Account(
@@ -181,6 +188,7 @@ class Accounts:
                 jetstream=entry.jetstream,
                 system=entry.name == system,
                 jetstream_limits=entry.jetstream_limits,
+                mappings=entry.mappings,
             )
         for key, token in operator.preload.items() if operator.jwts else ():
             enabled = jwt.decode_account(token).limits.jetstream_enabled and key != system
@@ -188,6 +196,8 @@ class Accounts:
         if system not in self._by_name:
             self._by_name[system] = Account(system, system=True)
         self.system_account = self._by_name[system]
+        # Where messages cross between accounts (server/imports.py, ADR 0030).
+        self.links = Links(settings, self._by_name)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
@@ -259,6 +269,7 @@ class Accounts:
             await account.jetstream.drain()
 
     async def stop(self) -> None:
+        self.links.close()
         for account in self:
             await account.stop()
 

@@ -46,6 +46,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
+    from brook.routing.mappings import SubjectMappings
     from brook.server.accounts import Account
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
@@ -100,6 +101,8 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # The user's publish/subscribe permissions; None: no restriction (the hot paths
         # test only this).
         self.perms: ConnectionPermissions | None = None
+        # The account's subject mappings, applied to every publish (ADR 0030); None: none.
+        self.mappings: SubjectMappings | None = self.account.mappings
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         # A WebSocket client's credentials from its upgrade request's cookies, by CONNECT
@@ -559,6 +562,7 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         for sub in self.subs.values():
             self.router.unsubscribe(sub)
         self.account, self.router = account, account.router
+        self.mappings = account.mappings
 
     def on_ping(self) -> None:
         if not self._require_connect():
@@ -644,6 +648,11 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if self.pedantic and not is_valid_literal_subject(subject):
             # nats-server only warns: the message is still published (and +OK'd).
             self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
+        if self.mappings is not None:
+            # Before the permission checks, which see the mapped subject, as nats-server.
+            mapped = self.mappings.select(subject)
+            if mapped is not None:
+                subject = mapped
         if (
             self.perms is not None
             and not self.perms.published.get(subject)  # allowed: one lookup once decided
@@ -671,8 +680,14 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         """PUBs alike but for their subjects read in a run (a consumer's acks): routed
         together, so that a read chunk of acks costs one call into the router rather than
         one publish each."""
-        if not self.connected or self.verbose or self.pedantic or self.perms is not None:
-            for subject in subjects:  # +OK, warnings or permissions are owed one by one
+        if (
+            not self.connected
+            or self.verbose
+            or self.pedantic
+            or self.perms is not None
+            or self.mappings is not None
+        ):
+            for subject in subjects:  # +OK, warnings, permissions or mappings: one by one
                 self.on_pub(subject, None, None, payload)
             return
         n = len(subjects)
