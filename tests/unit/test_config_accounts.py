@@ -63,11 +63,11 @@ def test_only_system_account_users_let_anonymous_clients_in_to_the_global_accoun
             "accounts { A: { jetstream: { cluster_traffic: owner } } }\n",
             "'accounts.A.jetstream.cluster_traffic'",
         ),
-        ("accounts { A: { exports: [] } }\n", "'accounts.A.exports' (line 1)"),
+        ("accounts { A: { limits: {} } }\n", "'accounts.A.limits' (line 1)"),
         ('accounts { "a/b": { jetstream: enabled } }\n', "needs a name that is a directory"),
         ("accounts { A: { users: {user: a} } }\n", "accounts.A.users: expected an array"),
     ],
-    ids=["jetstream-cluster-traffic", "exports", "path-name", "users-not-a-list"],
+    ids=["jetstream-cluster-traffic", "limits", "path-name", "users-not-a-list"],
 )
 def test_refused(text: str, words: str) -> None:
     with pytest.raises(ConfigError) as refused:
