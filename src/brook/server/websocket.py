@@ -212,6 +212,7 @@ class WebSocketListener:
                 ("user", settings.user_cookie),
                 ("pass", settings.pass_cookie),
                 ("auth_token", settings.token_cookie),
+                ("jwt", settings.jwt_cookie),  # operator mode only (settings.validate)
             )
             if name
         }
