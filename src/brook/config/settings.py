@@ -144,6 +144,9 @@ class User:
     password: str
     permissions: Permissions | None = None  # what the user may publish and subscribe to
     account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
+    # nats-server's `allowed_connection_types` (STANDARD, WEBSOCKET, ...): the kinds of
+    # connection the user may log in through; empty: any.
+    connection_types: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -154,6 +157,7 @@ class NkeyUser:
     nkey: str
     permissions: Permissions | None = None
     account: str = GLOBAL_ACCOUNT
+    connection_types: frozenset[str] = frozenset()  # as a `User`'s
 
 
 @dataclass(slots=True)
