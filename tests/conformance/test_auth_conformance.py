@@ -32,6 +32,7 @@ from brook.config.settings import ConfigError
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 from tests.support.nkeyusers import NkeyUser, new_user
 from tests.support.raw import PONG, Err, Info, Msg, RawClient, ServerOp, Simple
+from tests.support.websocket import WsClient, frame
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -369,6 +370,83 @@ async def _both_refuse_config(config: str, words: str) -> None:
 )
 async def test_config_errors(config: str, words: str) -> None:
     await _both_refuse_config(config, words)
+
+
+async def _ws_login(port: int, **options: Any) -> tuple[list[bytes], bytes | None]:
+    """Over WebSocket: CONNECT with `options` (a callable value is given the nonce), then
+    PING; the NATS lines up to PONG but INFOs, and the CLOSE frame's payload if closed."""
+    async with WsClient.connect(port) as ws:
+        info = json.loads((await ws.read_nats(b"\r\n"))[5:])
+        nonce = info.get("nonce", "")
+        resolved = {k: v(nonce) if callable(v) else v for k, v in options.items()}
+        connect = {"verbose": False, "protocol": 1, **resolved}
+        await ws.send(frame(b"CONNECT %s\r\nPING\r\n" % json.dumps(connect).encode()))
+        data, closed = b"", None
+        while b"PONG\r\n" not in data and closed is None:
+            opcode, payload = await ws.read_frame()
+            closed = payload if opcode == 8 else None
+            data += payload if opcode == 2 else b""
+        return [line for line in data.splitlines() if not line.startswith(b"INFO ")], closed
+
+
+async def test_allowed_connection_types_of_users(tmp_path: Path) -> None:
+    """`allowed_connection_types` (and its aliases, any case): a password or nkey user
+    logs in only through a listed kind of connection, over TCP (STANDARD) or WebSocket;
+    a user without the key anywhere; the no_auth_user is held to its own list."""
+    nkey_user = new_user()
+    users = (
+        "{user: tcp, password: pw, allowed_connection_types: [STANDARD]}, "
+        "{user: web, password: pw, connection_types: websocket}, "
+        "{user: both, password: pw, clients: [STANDARD, WEBSOCKET]}, "
+        "{user: mqtt, password: pw, allowed_connection_types: [MQTT]}, "
+        "{user: any, password: pw}, "
+        f"{{nkey: {nkey_user.public}, allowed_connection_types: [WEBSOCKET]}}"
+    )
+    logins: dict[str, dict[str, Any]] = {
+        name: {"user": name, "pass": "pw"} for name in ("tcp", "web", "both", "mqtt", "any")
+    }
+    logins["nkey"] = {"nkey": nkey_user.public, "sig": nkey_user.sign}
+    logins["no_auth_user"] = {}
+    results: dict[str, dict[str, Any]] = {}
+    ports = {"nats-server": free_port(), "brook": free_port()}
+    paths = {}
+    for name, port in ports.items():
+        paths[name] = tmp_path / f"{name}.conf"
+        paths[name].write_text(
+            f"authorization {{ users: [{users}] }}\nno_auth_user: web\n"
+            f"websocket {{ port: {port}, no_tls: true }}\n"
+        )
+    with run_nats_server("-c", str(paths["nats-server"]), jetstream=False) as reference:
+        wait_for_port(ports["nats-server"])
+        async with brook.serve(port=0, settings=load_conf_file(str(paths["brook"]))) as srv:
+            for name, url in (("nats-server", reference), ("brook", srv.url)):
+                results[name] = {}
+                for who, options in logins.items():
+                    results[name][f"{who} tcp"] = await login(url, **options)
+                    results[name][f"{who} ws"] = await _ws_login(ports[name], **options)
+    assert results["brook"] == results["nats-server"]
+    admitted = sorted(
+        case for case, (ops, _) in results["brook"].items() if ops in ((PONG,), [b"PONG"])
+    )
+    assert admitted == sorted(
+        [
+            "tcp tcp",
+            "web ws",
+            "both tcp",
+            "both ws",
+            "any tcp",
+            "any ws",
+            "nkey ws",
+            "no_auth_user ws",
+        ]
+    )
+
+
+async def test_an_unknown_connection_type_is_refused_as_by_nats_server() -> None:
+    users = "[{user: a, password: b, allowed_connection_types: [foo, STANDARD, Bar]}]"
+    await _both_refuse_config(
+        f"authorization {{ users: {users} }}\n", 'invalid connection types ["FOO" "BAR"]'
+    )
 
 
 async def _publish_outcome(url: str, subject: str, **options: Any) -> tuple[ServerOp, ...]:

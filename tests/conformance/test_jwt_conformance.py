@@ -42,6 +42,7 @@ from tests.support.jwts import (
 )
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 from tests.support.raw import PONG, Err, RawClient, ServerOp
+from tests.support.websocket import WsClient, frame
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -604,6 +605,64 @@ async def test_connection_types_over_websocket(tmp_path: Path) -> None:
     assert results["nats-server"][:2] == ["in", results["nats-server"][1]]
     assert results["nats-server"][1] != "in"
     assert results["brook"] == results["nats-server"]
+
+
+async def _cookie_login(port: int, cookie: str, token: str | None, signer: Key | None) -> Any:
+    """Over WebSocket with `cookie` in the upgrade request: CONNECT with `token` as `jwt`
+    (if given) and `signer`'s signature of the nonce (if given), then PING; the NATS lines
+    the server sent up to PONG but INFOs, and the CLOSE frame's payload if it closed."""
+    async with WsClient.connect(port, {"Cookie": cookie}) as ws:
+        info = json.loads((await ws.read_nats(b"\r\n"))[5:])
+        options: dict[str, Any] = {"verbose": False, "protocol": 1}
+        if token is not None:
+            options["jwt"] = token
+        if signer is not None:
+            options["sig"] = b64(signer.sign(info["nonce"].encode()))
+        await ws.send(frame(b"CONNECT %s\r\nPING\r\n" % json.dumps(options).encode()))
+        data, closed = b"", None
+        while b"PONG\r\n" not in data and closed is None:
+            opcode, payload = await ws.read_frame()
+            closed = payload if opcode == 8 else None
+            data += payload if opcode == 2 else b""
+        return [line for line in data.splitlines() if not line.startswith(b"INFO ")], closed
+
+
+async def test_jwt_cookie_stands_in_for_connects_jwt(tmp_path: Path) -> None:
+    """`jwt_cookie` in operator mode: the named cookie of the upgrade request is the user
+    JWT when CONNECT has none (a bearer token alone, else with CONNECT's signature of the
+    nonce); CONNECT's own `jwt` wins over it; other cookies are not looked at."""
+    trust = Trust()
+    account = trust.account()
+    user, stranger = user_key(), user_key()
+    token = user_jwt(user, account)
+    bearer = user_jwt(user, account, bearer_token=True)
+    cases = {
+        "bearer cookie": (f"jwt={bearer}", None, None),
+        "cookie and signature": (f"other=x; jwt={token}", None, user),
+        "cookie without signature": (f"jwt={token}", None, None),
+        "signature of another key": (f"jwt={token}", None, stranger),
+        "connect's jwt wins": (f"jwt={_tampered(token)}", token, user),
+        "connect's jwt wins, refused": (f"jwt={bearer}", user_jwt(stranger, account), None),
+        "another cookie's name": (f"jwt2={bearer}", None, None),
+        "tampered cookie": (f"jwt={_tampered(bearer)}", None, None),
+    }
+    ports = {"nats-server": free_port(), "brook": free_port()}
+    paths = {}
+    for name, port in ports.items():
+        (tmp_path / name).mkdir()
+        block = f"websocket {{\n  port: {port}\n  no_tls: true\n  jwt_cookie: jwt\n}}\n"
+        paths[name] = trust.config(tmp_path / name, block)
+    results: dict[str, dict[str, Any]] = {}
+    with run_nats_server("-c", str(paths["nats-server"]), jetstream=False):
+        wait_for_port(ports["nats-server"])
+        async with brook.serve(port=0, settings=load_conf_file(str(paths["brook"]))):
+            for name, port in ports.items():
+                results[name] = {
+                    case: await _cookie_login(port, *args) for case, args in cases.items()
+                }
+    assert results["brook"] == results["nats-server"]
+    admitted = [case for case, (lines, _) in results["brook"].items() if lines == [b"PONG"]]
+    assert admitted == ["bearer cookie", "cookie and signature", "connect's jwt wins"]
 
 
 async def test_account_connection_limit() -> None:

@@ -45,6 +45,12 @@ def test_tls_block_keys() -> None:
     assert conf("tls { cert_file: c, key_file: k, timeout: 3 }").tls.timeout_s == 3.0  # type: ignore[union-attr]
 
 
+def test_https_address_as_nats_server() -> None:
+    """`https: "host:port"`, as `http:` for plain monitoring (opts.go's "https" case)."""
+    s = conf('tls { cert_file: c, key_file: k }\nhttps: "127.0.0.2:8443"')
+    assert (s.http_host, s.https_port, s.http_port) == ("127.0.0.2", 8443, 0)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

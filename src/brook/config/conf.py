@@ -92,6 +92,7 @@ _TOP: dict[str, _Handler] = {
 } | {
     "listen": _address("host", "port"),
     "http": _address("http_host", "http_port"),
+    "https": _address("http_host", "https_port"),
     "authorization": apply_authorization,
     "no_auth_user": apply_no_auth_user,
     **dict.fromkeys(

@@ -144,6 +144,9 @@ class User:
     password: str
     permissions: Permissions | None = None  # what the user may publish and subscribe to
     account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
+    # nats-server's `allowed_connection_types` (STANDARD, WEBSOCKET, ...): the kinds of
+    # connection the user may log in through; empty: any.
+    connection_types: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -154,6 +157,7 @@ class NkeyUser:
     nkey: str
     permissions: Permissions | None = None
     account: str = GLOBAL_ACCOUNT
+    connection_types: frozenset[str] = frozenset()  # as a `User`'s
 
 
 @dataclass(slots=True)
@@ -285,16 +289,17 @@ class WebSocketSettings:
     advertise: str = ""
     handshake_timeout_s: float = 0.0  # the TLS handshake and the upgrade request; 0: none
     ping_interval_s: float | None = None  # NATS PINGs to WebSocket clients; None: the server's
-    # Cookies of the upgrade request that stand in for CONNECT's user, pass and auth_token
-    # when CONNECT has none (browsers cannot set credentials any other way).
+    # Cookies of the upgrade request that stand in for CONNECT's user, pass, auth_token
+    # and (operator mode only) jwt when CONNECT has none (browsers cannot set credentials
+    # any other way).
     user_cookie: str = ""
     pass_cookie: str = ""
     token_cookie: str = ""
-    # Only with trusted operators (JWTs), which Brook does not have: refused by validate.
     jwt_cookie: str = ""
 
-    def validate(self, server_auth: AuthSettings) -> None:
-        """nats-server's `validateWebsocketOptions`, in its words."""
+    def validate(self, server_auth: AuthSettings, *, operator_mode: bool = False) -> None:
+        """nats-server's `validateWebsocketOptions`, in its words; `operator_mode`: the
+        server trusts operators (JWT logins)."""
         if not -1 <= self.port <= 65535:
             raise ConfigError(f"websocket.port: {self.port} is not a TCP port")
         if self.port == 0:
@@ -320,7 +325,7 @@ class WebSocketSettings:
                 )
         if self.no_auth_user is not None:
             server_auth.check_no_auth_user(self.no_auth_user)
-        if self.jwt_cookie:
+        if self.jwt_cookie and not operator_mode:
             raise ConfigError(
                 "trusted operators or trusted keys configuration is required for JWT "
                 f'authentication via cookie "{self.jwt_cookie}"'
@@ -580,7 +585,7 @@ class Settings:
         self.operator.validate(self.auth, self.websocket.no_auth_user)
         if self.operator.jwts:
             self.system_account = self.operator.system_account(self.system_account)
-        self.websocket.validate(self.auth)
+        self.websocket.validate(self.auth, operator_mode=bool(self.operator.jwts))
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
                 f"max_payload: {self.max_payload_bytes} must be between 1 and "

@@ -43,7 +43,7 @@ from brook.monitor.jsz import JszOptions, build_jsz
 from brook.monitor.params import BadParameter, go_bool, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
-from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.listen import WILDCARD_HOSTS, host_port
 from brook.server.portsfile import reachable_urls
 from brook.server.statistics import StatisticsFeed
 from brook.server.tls import server_context
@@ -122,9 +122,9 @@ class MonitorServer:
         assert self._sock is not None
         return reachable_urls(self.scheme, self.host, self._sock)
 
-    async def start(self) -> None:
-        what = "Can't start monitoring: can't listen to the monitor port"
-        self._sock = open_listener(self.host, self.port, what, backlog=100)
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock`, the monitoring port bound beforehand (`listen.bind_ports`)."""
+        self._sock = sock
         tls = self.feed.settings.tls
         if self.secure and tls is not None:
             self._listener = await asyncio.start_server(

@@ -102,7 +102,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         # A WebSocket client's credentials from its upgrade request's cookies, by CONNECT
-        # key (the listener's user_cookie, pass_cookie, token_cookie).
+        # key (the listener's user_cookie, pass_cookie, token_cookie, jwt_cookie).
         self.credential_cookies: dict[str, str] = {}
         self.closed = False
         self.close_reason = ""

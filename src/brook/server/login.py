@@ -90,7 +90,9 @@ class ClientLogin:
         """nats-server lets a client that starts with another operation than CONNECT (a
         telnet demo) in as the no_auth_user when that is a password user: as after an
         empty CONNECT, but with no +OK for it."""
-        login = self.authenticator.login_without_connect(self.nonce)
+        login = self.authenticator.login_without_connect(
+            self.nonce, websocket=self.websocket is not None
+        )
         if login is None:
             return False
         self._finish_connect(login, {}, acknowledge=False)

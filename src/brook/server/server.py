@@ -34,7 +34,7 @@ from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port
 from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
@@ -87,11 +87,15 @@ class Server:
         *,
         monitor: MonitorFactory | None = None,
         system: SystemFactory | None = None,
+        ports: BoundPorts | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
         (`brook.monitor.MonitorServer`), `system` the system account's services
-        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither."""
+        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither.
+        `ports` are the ports `bind_ports` bound for these settings beforehand (`brook
+        serve` binds them before its heavy imports); else `start` binds them first."""
         self.settings = (settings or Settings()).validate()
+        self._ports = ports
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
         # Each account's subjects and JetStream (server/accounts.py); `router` and the
@@ -193,6 +197,11 @@ class Server:
         )
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
+        # Bound before JetStream recovers: a client connecting meanwhile waits in the
+        # backlog rather than being refused (server/listen.py).
+        if self._ports is None:
+            self._ports = bind_ports(self.settings)
+        ports = self._ports
         self._prepare_store_dir()
         if self.settings.tls is not None:
             self.tls_context = server_context(self.settings.tls)
@@ -211,7 +220,9 @@ class Server:
             )
             self.system = self._system_factory(self, bus)
             self.system.start()
-        sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
+        sock = ports.client
+        assert sock is not None
+        ports.client = None  # the listener's from here on
         loop = asyncio.get_running_loop()
         if self.tls_first:
             # handshake_first: every client starts with TLS, so the listener does the
@@ -249,13 +260,17 @@ class Server:
             # aiohttp is imported only by servers that have WebSocket clients.
             from brook.server.websocket import WebSocketListener
 
+            assert ports.websocket is not None
             self.websocket = WebSocketListener(self, self.settings.websocket)
-            await self.websocket.start()
+            await self.websocket.start(ports.websocket)
+            ports.websocket = None
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
+            assert ports.monitoring is not None
             self.monitor = self._monitor_factory(self)
-            await self.monitor.start()
+            await self.monitor.start(ports.monitoring)
+            ports.monitoring = None
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
@@ -309,6 +324,8 @@ class Server:
         return self._shutdown_task is not None
 
     async def _shutdown(self) -> None:
+        if self._ports is not None:
+            self._ports.close()  # after a failed start: those no listener took
         if self._listener is not None:
             self._listener.close()
         if self._fallback_listener is not None:

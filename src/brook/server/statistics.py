@@ -11,6 +11,7 @@ consistent with itself.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,7 +227,7 @@ class StatisticsFeed(Protocol):
 class Monitor(Protocol):
     """The monitoring listener as the server starts, stops and reports it."""
 
-    async def start(self) -> None: ...
+    async def start(self, sock: socket.socket) -> None: ...
 
     async def stop(self) -> None: ...
 

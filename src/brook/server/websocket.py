@@ -33,7 +33,6 @@ from brook import limits
 from brook.config.settings import WebSocketSettings
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import open_listener
 from brook.server.portsfile import reachable_urls
 from brook.server.tls import server_context
 
@@ -213,6 +212,7 @@ class WebSocketListener:
                 ("user", settings.user_cookie),
                 ("pass", settings.pass_cookie),
                 ("auth_token", settings.token_cookie),
+                ("jwt", settings.jwt_cookie),  # operator mode only (settings.validate)
             )
             if name
         }
@@ -233,10 +233,9 @@ class WebSocketListener:
         assert self._sock is not None
         return reachable_urls("ws" if self.tls is None else "wss", self.host, self._sock)
 
-    async def start(self) -> None:
-        self._sock = sock = open_listener(
-            self._settings.host, self._settings.port, "Unable to listen for websocket connections"
-        )
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock`, the block's port bound beforehand (`listen.bind_ports`)."""
+        self._sock = sock
         loop = asyncio.get_running_loop()
         tls = self.tls
         factory = self._http if not self._settings.handshake_timeout_s else self._timed_http
