@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from brook import jwt, limits
+from brook.config.conf_leafnodes import apply_leafnodes
 from brook.config.conf_syntax import SuffixedInt, parse_conf, parse_size
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
@@ -1052,6 +1053,8 @@ _TOP: dict[str, _Handler] = {
     "mappings": _mappings,
     "maps": _mappings,
     "tls": _tls,
+    "leafnodes": apply_leafnodes,
+    "leaf": apply_leafnodes,
 }
 
 

@@ -451,6 +451,24 @@ class JetStreamSettings:
 
 
 @dataclass(slots=True)
+class LeafRemoteSettings:
+    """One entry of `leafnodes { remotes [...] }`: a hub this server dials as a spoke
+    (ADR 0031; config/leafnodes.py reads it)."""
+
+    urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
+    account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
+
+
+@dataclass(slots=True)
+class LeafNodeSettings:
+    """nats-server's `leafnodes {}` block (ADR 0031); Brook honours the keys below and
+    refuses the others by name at load."""
+
+    remotes: list[LeafRemoteSettings] = field(default_factory=list)
+    reconnect_delay_s: float = limits.LEAF_RECONNECT_DELAY_S
+
+
+@dataclass(slots=True)
 class Settings:
     host: str = limits.DEFAULT_HOST  # 0.0.0.0 (or ::) listens on IPv4 and IPv6 alike
     port: int = limits.DEFAULT_PORT  # -1 (nats-server's RANDOM_PORT) or 0 = pick a free port
@@ -479,6 +497,7 @@ class Settings:
     accounts: list[AccountSettings] = field(default_factory=list)  # besides $G
     system_account: str | None = None  # None: `$SYS`, created if not configured
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
+    leafnodes: LeafNodeSettings = field(default_factory=LeafNodeSettings)
     # The global account's subject mappings, in the order written (ADR 0030)
     mappings: list[SubjectMapping] = field(default_factory=list)
     debug: bool = False
@@ -524,6 +543,12 @@ class Settings:
                     "Not allowed to enable JetStream on the system account"
                 )
         self._validate_account_reservations()
+        for remote in self.leafnodes.remotes:
+            if remote.account != GLOBAL_ACCOUNT and remote.account not in names:
+                raise ConfigError(
+                    f"leafnodes.remotes: local account {remote.account!r} for remote"
+                    f" {remote.urls[0]} does not exist"
+                )
 
     def _validate_account_reservations(self) -> None:
         """nats-server's `sufficientResources` as it enables the configured accounts: their

@@ -29,6 +29,8 @@ from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
+from brook.leafnode.connection import LeafLimits
+from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
@@ -121,6 +123,8 @@ class Server:
         self._listener: asyncio.Server | None = None
         self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
+        # Leafnode remotes and connections (ADR 0031), when `leafnodes {}` has any.
+        self.leafnodes: LeafNodes | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
         self._all_closed.set()
@@ -251,6 +255,9 @@ class Server:
 
             self.websocket = WebSocketListener(self, self.settings.websocket)
             await self.websocket.start()
+        if self.settings.leafnodes.remotes:
+            self.leafnodes = LeafNodes(self.settings.leafnodes, self._router_of, self._leaf_limits)
+            self.leafnodes.start()
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
@@ -259,6 +266,24 @@ class Server:
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def _router_of(self, account: str) -> Any:
+        found = self.accounts.get(account)
+        return found.router if found is not None else None
+
+    def _leaf_limits(self, account: str) -> LeafLimits:
+        s = self.settings
+        found = self.accounts.get(account)
+        return LeafLimits(
+            server_id=self.server_id,
+            server_name=self.server_name,
+            max_payload=s.max_payload_bytes,
+            max_control_line=s.max_control_line_bytes,
+            ping_interval_s=s.ping_interval_s,
+            max_pings_out=s.max_pings_out,
+            max_pending=s.max_pending_bytes,
+            jetstream=found is not None and found.jetstream is not None,
+        )
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
         ports = {"nats": reachable_urls("nats", self.host, sock)}
@@ -315,6 +340,8 @@ class Server:
             self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
         await self.accounts.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):

@@ -1,0 +1,95 @@
+"""A remote of `leafnodes { remotes [...] }`: dialled, and dialled again whenever the
+connection ends, as nats-server's `connectToRemoteLeafNode` (ADR 0031).
+
+The URLs are tried in turn. After a connection ends the spoke waits `reconnect_delay`
+(30 s when a loop was detected) before it dials again; after a failed dial, that delay
+plus a random jitter of up to as much again, so spokes cut off together do not all come
+back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from urllib.parse import unquote, urlsplit
+
+from brook import limits
+from brook.config.settings import LeafRemoteSettings
+from brook.leafnode.connection import LeafConnection, LeafLimits
+from brook.leafnode.peers import AccountLeafs
+
+log = logging.getLogger("brook.leafnode")
+
+_CONNECT_ERROR = "Error trying to connect as leafnode to remote server %r (attempt %d): %s"
+
+
+def _same(conn: LeafConnection) -> LeafConnection:
+    return conn
+
+
+class Remote:
+    """One configured hub and the task that keeps a connection to it."""
+
+    def __init__(
+        self,
+        settings: LeafRemoteSettings,
+        leafs: AccountLeafs,
+        config: LeafLimits,
+        *,
+        reconnect_delay_s: float,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.leafs = leafs
+        self.config = config
+        self.reconnect_delay_s = reconnect_delay_s
+        self._random = (rng or random.Random()).random
+        self._next_url = 0
+        self.connection: LeafConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        conn = self.connection
+        if conn is not None:
+            conn.close("server shutdown")
+            await conn.closed
+
+    async def _run(self) -> None:
+        attempts = 0
+        while True:
+            url = self.settings.urls[self._next_url % len(self.settings.urls)]
+            self._next_url += 1
+            parts = urlsplit(url)
+            user = None
+            if parts.username is not None:
+                password = None if parts.password is None else unquote(parts.password)
+                user = (unquote(parts.username), password)
+            loop = asyncio.get_running_loop()
+            conn = LeafConnection(self.leafs, self.config, url_user=user, solicited=True)
+            try:
+                await loop.create_connection(
+                    functools.partial(_same, conn), parts.hostname or "", parts.port or 0
+                )
+            except OSError as exc:
+                attempts += 1
+                log.error(_CONNECT_ERROR, parts.netloc, attempts, exc)
+                delay = self.reconnect_delay_s
+                await asyncio.sleep(delay + self._random() * delay)
+                continue
+            attempts = 0
+            self.connection = conn
+            await asyncio.shield(conn.closed)  # stop() cancels this task, not the future
+            self.connection = None
+            delay = limits.LEAF_LOOP_DELAY_S if conn.loop_detected else self.reconnect_delay_s
+            await asyncio.sleep(delay)

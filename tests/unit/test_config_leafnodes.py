@@ -1,0 +1,65 @@
+"""`leafnodes {}` read as nats-server reads it (config/conf_leafnodes.py): the remotes
+Brook dials, and every key Brook does not carry out yet refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from brook.config.conf import parse_conf, settings_from_conf
+from brook.config.settings import ConfigError, LeafRemoteSettings
+
+
+def test_remotes() -> None:
+    s = settings_from_conf(
+        parse_conf(
+            """
+            accounts { A: {} }
+            leafnodes {
+              reconnect: "250ms"
+              remotes: [
+                { url: "nats-leaf://u:p@hub:7000" }
+                { urls: ["hub1", "nats://hub2:7001"], account: A, compression: off }
+              ]
+            }
+            """
+        )
+    )
+    assert s.leafnodes.reconnect_delay_s == 0.25
+    assert s.leafnodes.remotes == [
+        LeafRemoteSettings(urls=["nats-leaf://u:p@hub:7000"]),
+        LeafRemoteSettings(urls=["nats-leaf://hub1:7422", "nats://hub2:7001"], account="A"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ('leafnodes { listen: "127.0.0.1:7422" }', "leafnodes.listen \\(line 1\\): not supported"),
+        ("leafnodes { port: 7422 }", "leafnodes.port \\(line 1\\): not supported"),
+        ("leafnodes { tls: {} }", "leafnodes.tls \\(line 1\\): not supported"),
+        ("leafnodes { authorization: {} }", "leafnodes.authorization \\(line 1\\): not supported"),
+        ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
+        (
+            'leafnodes { remotes: [ { url: "h", credentials: "/x.creds" } ] }',
+            r"leafnodes.remotes\[0\].credentials \(line 1\): not supported",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", deny_imports: ["a"] } ] }',
+            r"leafnodes.remotes\[0\].deny_imports \(line 1\): not supported",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", tls: {} } ] }',
+            r"leafnodes.remotes\[0\].tls \(line 1\): not supported",
+        ),
+        ('leafnodes { remotes: [ { url: "tls://h:1" } ] }', "nats-leaf:// or nats://"),
+        ('leafnodes { remotes: [ { url: "ws://h:1" } ] }', "nats-leaf:// or nats://"),
+        ('leafnodes { remotes: [ { url: "h", compression: s2_fast } ] }', "not compressed"),
+        ("leafnodes { remotes: [ { account: A } ] }", "needs a url"),
+        ('leafnodes { remotes: [ { url: "h", account: B } ] }', "account 'B'"),
+        ("leafnodes { remotes: [ 1 ] }", "Expected remote leafnode entry to be a map"),
+        ("leafnodes { reconnect: 0 }", "positive duration"),
+    ],
+)
+def test_refused(conf: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from_conf(parse_conf(conf))
