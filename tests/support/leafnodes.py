@@ -32,7 +32,7 @@ def nats_hub(leaf_port: int, extra: str = "") -> Iterator[str]:
 def spoke_conf(leaf_port: int, remote_extra: str = "", extra: str = "") -> str:
     return (
         f'leafnodes {{ reconnect_delay: "100ms", remotes: [ '
-        f'{{ url: "nats-leaf://127.0.0.1:{leaf_port}" {remote_extra} }} ] }}\n{extra}'
+        f'{{ url: "nats-leaf://127.0.0.1:{leaf_port}", {remote_extra} }} ] }}\n{extra}'
     )
 
 

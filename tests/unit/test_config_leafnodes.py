@@ -19,6 +19,7 @@ def test_remotes() -> None:
               remotes: [
                 { url: "nats-leaf://u:p@hub:7000" }
                 { urls: ["hub1", "nats://hub2:7001"], account: A, compression: off }
+                { url: "hub3", creds: "/etc/x.creds" }
               ]
             }
             """
@@ -28,6 +29,7 @@ def test_remotes() -> None:
     assert s.leafnodes.remotes == [
         LeafRemoteSettings(urls=["nats-leaf://u:p@hub:7000"]),
         LeafRemoteSettings(urls=["nats-leaf://hub1:7422", "nats://hub2:7001"], account="A"),
+        LeafRemoteSettings(urls=["nats-leaf://hub3:7422"], credentials="/etc/x.creds"),
     ]
 
 
@@ -40,8 +42,8 @@ def test_remotes() -> None:
         ("leafnodes { authorization: {} }", "leafnodes.authorization \\(line 1\\): not supported"),
         ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
         (
-            'leafnodes { remotes: [ { url: "h", credentials: "/x.creds" } ] }',
-            r"leafnodes.remotes\[0\].credentials \(line 1\): not supported",
+            'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',
+            r"leafnodes.remotes\[0\].nkey \(line 1\): not supported",
         ),
         (
             'leafnodes { remotes: [ { url: "h", deny_imports: ["a"] } ] }',

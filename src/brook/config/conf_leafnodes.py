@@ -1,13 +1,15 @@
 """The `leafnodes {}` block (nats-server's `parseLeafNodes` and `parseRemoteLeafNodes`)
 onto `LeafNodeSettings` (ADR 0031).
 
-Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `compression: off`) and
+Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
+`compression: off`) and
 `reconnect_delay`; every other key nats-server knows there is refused by name at load,
 so no configuration is accepted that Brook would not carry out.
 """
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
 from brook.config.conf_values import (
@@ -27,9 +29,9 @@ _LEAF_UNSUPPORTED = (
     "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
-_REMOTE_KEYS = ("url", "urls", "account", "local", "compression")
+_REMOTE_KEYS = ("url", "urls", "account", "local", "compression", "credentials", "creds")
 _REMOTE_UNSUPPORTED = (
-    "no_randomize", "dont_randomize", "creds", "credentials", "nkey", "seed", "tls", "hub",
+    "no_randomize", "dont_randomize", "nkey", "seed", "tls", "hub",
     "deny_imports", "deny_import", "deny_exports", "deny_export", "ws_compress",
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
     "websocket_no_masking", "jetstream_cluster_migrate", "js_cluster_migrate",
@@ -68,17 +70,20 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
     _refuse(v, where, _REMOTE_UNSUPPORTED)
     urls: list[str] = []
     account = GLOBAL_ACCOUNT
+    credentials = None
     for key, at, value in block_entries(v, where, _REMOTE_KEYS):
         if key in ("url", "urls"):
             given = value if isinstance(value, list) else [value]
             urls += [_url(at, u) for u in given]
         elif key in ("account", "local"):
             account = read_str(at, value)
+        elif key in ("credentials", "creds"):
+            credentials = os.path.expanduser(read_str(at, value))
         elif value not in (False, "off", "disabled"):
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
         raise ConfigError(f"{where}: a remote leafnode needs a url")
-    return LeafRemoteSettings(urls=urls, account=account)
+    return LeafRemoteSettings(urls=urls, account=account, credentials=credentials)
 
 
 def _url(where: str, v: object) -> str:

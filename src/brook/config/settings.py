@@ -457,6 +457,7 @@ class LeafRemoteSettings:
 
     urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
     account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
+    credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
 
 
 @dataclass(slots=True)

@@ -14,11 +14,14 @@ subscription and tells its peer (`LS+`/`LS-`, queue weights), as nats-server's
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
-from brook import limits
+from brook import limits, nkey
 from brook.leafnode import codec
 from brook.leafnode.peers import AccountLeafs, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
@@ -62,6 +65,18 @@ class _Remote:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+# nats-server's `credsRe`: the decorated blocks of a creds file, the JWT first, the seed second.
+_CREDS = re.compile(r"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(?:\r?\n|\Z)))")
+
+
+def read_creds(text: str) -> tuple[str, str]:
+    """(user JWT, seed) of a creds file's text; ValueError when it has not both."""
+    items = _CREDS.findall(text)
+    if len(items) < 2:
+        raise ValueError("Credentials file malformed")
+    return items[0], items[1]
+
+
 def interest_key(sub: Subscription) -> bytes:
     """nats-server's `keyFromSub`: `subject`, or `subject queue`."""
     return sub.subject if sub.queue is None else sub.subject + b" " + sub.queue
@@ -80,6 +95,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         config: LeafLimits,
         *,
         url_user: tuple[str, str | None] | None = None,
+        credentials: str | None = None,
         solicited: bool = True,
     ) -> None:
         self.leafs = leafs
@@ -88,6 +104,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.solicited = solicited
         self.echo = False  # nats-server: leaf connections never echo
         self._url_user = url_user
+        self._credentials = credentials
         self.loop = asyncio.get_event_loop()
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = self.loop.create_future()
@@ -239,13 +256,21 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             )
             if self._timer is not None:
                 self._timer.cancel()
-            self._send(codec.connect(self._connect_fields()))
+            try:
+                connect = self._connect_fields(str(fields.get("nonce", "")))
+            except (OSError, ValueError) as exc:
+                log.error("Leafnode credentials %s: %s", self._credentials, exc)
+                self.close("credentials")
+                return
+            self._send(codec.connect(connect))
             if not fields.get("info_on_connect"):
                 self._finish()
         elif fields.get("connect_info") and not self.ready:
             self._finish()
 
-    def _connect_fields(self) -> dict[str, Any]:
+    def _connect_fields(self, nonce: str) -> dict[str, Any]:
+        """nats-server's `sendLeafConnect`: a creds file's JWT and its seed's signature of
+        the hub's nonce, and a user and password (or a token) from the URL."""
         cfg = self.config
         fields: dict[str, Any] = {
             "version": limits.NATS_COMPAT_VERSION,
@@ -258,6 +283,11 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             "remote_account": self.leafs.account,
             "protocol": limits.PROTOCOL_VERSION,
         }
+        if self._credentials is not None:
+            token, seed = read_creds(Path(self._credentials).read_text())
+            fields["jwt"] = token
+            signature = nkey.sign(seed, nonce.encode())
+            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
         if self._url_user is not None:
             user, password = self._url_user
             fields["user"] = user

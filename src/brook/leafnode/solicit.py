@@ -76,7 +76,13 @@ class Remote:
                 password = None if parts.password is None else unquote(parts.password)
                 user = (unquote(parts.username), password)
             loop = asyncio.get_running_loop()
-            conn = LeafConnection(self.leafs, self.config, url_user=user, solicited=True)
+            conn = LeafConnection(
+                self.leafs,
+                self.config,
+                url_user=user,
+                credentials=self.settings.credentials,
+                solicited=True,
+            )
             try:
                 await loop.create_connection(
                     functools.partial(_same, conn), parts.hostname or "", parts.port or 0
