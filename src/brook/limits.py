@@ -139,7 +139,7 @@ ATOMIC_BATCH_TIMEOUT_NS: Final = 10_000_000_000
 FAST_BATCH_INFLIGHT_PER_STREAM: Final = 1000
 FAST_BATCH_INFLIGHT_TOTAL: Final = 50_000
 
-# Leafnodes (ADR 0031), nats-server's values: the pause before a spoke dials its hub again
+# Leafnodes (ADR 0032), nats-server's values: the pause before a spoke dials its hub again
 # (`reconnect_delay`, DEFAULT_LEAF_NODE_RECONNECT; after a failed dial, plus a random
 # jitter of up to as much again), the wait after a loop was detected, and how long a
 # dialled hub has to send its INFO (DEFAULT_LEAFNODE_INFO_WAIT).

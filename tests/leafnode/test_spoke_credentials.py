@@ -1,7 +1,7 @@
 """A Brook spoke logging in to a nats-server hub in operator mode with a creds file
 (the user JWT, and the seed's signature of the hub's nonce), and refused with wrong
 credentials: the hub answers `Authorization Violation`, Brook keeps dialling and serves
-its own clients meanwhile (ADR 0031)."""
+its own clients meanwhile (ADR 0032)."""
 
 from __future__ import annotations
 

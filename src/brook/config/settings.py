@@ -453,7 +453,7 @@ class JetStreamSettings:
 @dataclass(slots=True)
 class LeafRemoteSettings:
     """One entry of `leafnodes { remotes [...] }`: a hub this server dials as a spoke
-    (ADR 0031; config/leafnodes.py reads it)."""
+    (ADR 0032; config/conf_leafnodes.py reads it)."""
 
     urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
     account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
@@ -462,7 +462,7 @@ class LeafRemoteSettings:
 
 @dataclass(slots=True)
 class LeafNodeSettings:
-    """nats-server's `leafnodes {}` block (ADR 0031); Brook honours the keys below and
+    """nats-server's `leafnodes {}` block (ADR 0032); Brook honours the keys below and
     refuses the others by name at load."""
 
     remotes: list[LeafRemoteSettings] = field(default_factory=list)

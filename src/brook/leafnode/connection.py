@@ -1,4 +1,4 @@
-"""One leafnode connection (ADR 0031): the handshake, interest both ways, messages both
+"""One leafnode connection (ADR 0032): the handshake, interest both ways, messages both
 ways, keep-alive, loop detection. This first version is the soliciting side (a spoke
 dialling a hub: `solicit.py` makes it); the accepting side shares everything after the
 handshake.

@@ -1,4 +1,4 @@
-"""The server's leafnode side (ADR 0031): each account's `AccountLeafs`, the remotes it
+"""The server's leafnode side (ADR 0032): each account's `AccountLeafs`, the remotes it
 dials, and what monitoring reads of them. The server composes one `LeafNodes` and calls
 `start` and `stop`; nothing here runs when `leafnodes {}` is not configured."""
 

@@ -1,4 +1,4 @@
-"""An account's leafnode connections: what they share (ADR 0031).
+"""An account's leafnode connections: what they share (ADR 0032).
 
 * the account's loop-detection subject, `$LDS.<nuid>`, which every one of its leaf
   connections shows the other side as interest: seeing it come back means the

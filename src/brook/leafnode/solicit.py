@@ -1,5 +1,5 @@
 """A remote of `leafnodes { remotes [...] }`: dialled, and dialled again whenever the
-connection ends, as nats-server's `connectToRemoteLeafNode` (ADR 0031).
+connection ends, as nats-server's `connectToRemoteLeafNode` (ADR 0032).
 
 The URLs are tried in turn. After a connection ends the spoke waits `reconnect_delay`
 (30 s when a loop was detected) before it dials again; after a failed dial, that delay

@@ -31,7 +31,7 @@ InterestCallback = Callable[[], None]
 class InterestPeer(Protocol):
     """Told of every subscription added to or removed from a router: a leafnode
     connection, which passes its account's interest on to the server at its other end
-    (ADR 0031)."""
+    (ADR 0032)."""
 
     def interest_changed(self, sub: Subscription, delta: int) -> None: ...
 
@@ -50,7 +50,7 @@ class Router:
         self._randrange = (rng or random.Random()).randrange
         # watched literal subject -> callbacks (see the module docstring)
         self._watches = SubjectIndex[InterestCallback]()
-        # Leafnode connections of this account, told of interest changes (ADR 0031).
+        # Leafnode connections of this account, told of interest changes (ADR 0032).
         self.peers: list[InterestPeer] = []
 
     def subscribe(self, sub: Subscription) -> None:

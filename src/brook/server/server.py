@@ -109,7 +109,7 @@ class Server:
         # nats-server: `handshake_first` (without a fallback delay) overrides
         # `allow_non_tls`, which otherwise lets each client choose (its first byte tells).
         # With a fallback delay, a client that does not speak first gets INFO in plain
-        # text after it, then the port's usual TLS (server/connection.py).
+        # text after it, then the port's usual TLS (server/tls_upgrade.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
         fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
@@ -123,7 +123,7 @@ class Server:
         self._listener: asyncio.Server | None = None
         self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
-        # Leafnode remotes and connections (ADR 0031), when `leafnodes {}` has any.
+        # Leafnode remotes and connections (ADR 0032), when `leafnodes {}` has any.
         self.leafnodes: LeafNodes | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
