@@ -20,26 +20,45 @@ from tests.support.natsserver import run_nats_server
 
 
 @contextlib.contextmanager
-def nats_hub(leaf_port: int, extra: str = "") -> Iterator[str]:
-    """nats-server with a leafnode listener on `leaf_port`; yields its client URL."""
+def nats_hub(leaf_port: int, extra: str = "", inner: str = "") -> Iterator[str]:
+    """nats-server with a leafnode listener on `leaf_port` (`inner`: more of its
+    `leafnodes {}` block); yields its client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-hub-") as tmp:
         conf = Path(tmp) / "hub.conf"
-        conf.write_text(f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n{extra}')
+        conf.write_text(hub_conf(leaf_port, inner) + extra)
         with run_nats_server("-c", str(conf), jetstream=False) as url:
             yield url
 
 
-def spoke_conf(leaf_port: int, remote_extra: str = "", extra: str = "") -> str:
+@contextlib.contextmanager
+def nats_spoke(leaf_port: int, login: str = "") -> Iterator[str]:
+    """nats-server dialling a hub's leafnode port; yields its client URL."""
+    with tempfile.TemporaryDirectory(prefix="nats-spoke-") as tmp:
+        conf = Path(tmp) / "spoke.conf"
+        conf.write_text(spoke_conf(leaf_port, login=login))
+        with run_nats_server("-c", str(conf), jetstream=False) as url:
+            yield url
+
+
+def hub_conf(leaf_port: int, extra: str = "") -> str:
+    return f'leafnodes {{\n  listen: "127.0.0.1:{leaf_port}"\n  {extra}\n}}\n'
+
+
+def spoke_conf(leaf_port: int, remote_extra: str = "", extra: str = "", login: str = "") -> str:
+    """A spoke's config dialling 127.0.0.1:`leaf_port` (`login`: `user:password@`)."""
     return (
         f'leafnodes {{ reconnect_delay: "100ms", remotes: [ '
-        f'{{ url: "nats-leaf://127.0.0.1:{leaf_port}", {remote_extra} }} ] }}\n{extra}'
+        f'{{ url: "nats-leaf://{login}127.0.0.1:{leaf_port}", {remote_extra} }} ] }}\n{extra}'
     )
 
 
 @contextlib.asynccontextmanager
-async def brook_spoke(conf: str) -> AsyncIterator[Any]:
+async def brook_server(conf: str) -> AsyncIterator[Any]:
     async with brook.serve(settings=settings_from_conf(parse_conf(conf))) as srv:
         yield srv
+
+
+brook_spoke = brook_hub = brook_server
 
 
 async def wait_leaf(server: Any, timeout: float = 10.0) -> Any:

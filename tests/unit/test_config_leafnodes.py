@@ -6,7 +6,27 @@ from __future__ import annotations
 import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
-from brook.config.settings import ConfigError, LeafRemoteSettings
+from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser
+
+
+def test_hub() -> None:
+    s = settings_from_conf(
+        parse_conf(
+            """
+            accounts { A: {} }
+            leafnodes {
+              listen: "127.0.0.1:7000"
+              authorization {
+                user: leaf, password: s3cret, account: A, timeout: 3
+                users: [ { user: other, password: x } ]
+              }
+            }
+            """
+        )
+    )
+    leaf = s.leafnodes
+    assert (leaf.host, leaf.port, leaf.auth_timeout_s) == ("127.0.0.1", 7000, 3.0)
+    assert leaf.users == [LeafUser("leaf", "s3cret", "A"), LeafUser("other", "x")]
 
 
 def test_remotes() -> None:
@@ -36,10 +56,21 @@ def test_remotes() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ('leafnodes { listen: "127.0.0.1:7422" }', "leafnodes.listen \\(line 1\\): not supported"),
-        ("leafnodes { port: 7422 }", "leafnodes.port \\(line 1\\): not supported"),
+        ("leafnodes { advertise: x }", "leafnodes.advertise \\(line 1\\): not supported"),
         ("leafnodes { tls: {} }", "leafnodes.tls \\(line 1\\): not supported"),
-        ("leafnodes { authorization: {} }", "leafnodes.authorization \\(line 1\\): not supported"),
+        (
+            "leafnodes { authorization: { nkey: UABC } }",
+            "leafnodes.authorization.nkey \\(line 1\\): not supported",
+        ),
+        (
+            "leafnodes { authorization: { users: [ { user: x, account: Z } ] } }",
+            "account 'Z' of user 'x' does not exist",
+        ),
+        (
+            "authorization { user: a, password: b }\nleafnodes { port: 7422 }",
+            "without its own authorization",
+        ),
+        ("leafnodes { port: 70000 }", "not a TCP port"),
         ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
         (
             'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',

@@ -2,7 +2,8 @@
 onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
-`compression: off`) and
+`compression: off`), a hub's `listen` (`host`, `port`) and `authorization` (a user or
+`users`, with the account each binds, and `timeout`) and
 `reconnect_delay`; every other key nats-server knows there is refused by name at load,
 so no configuration is accepted that Brook would not carry out.
 """
@@ -14,18 +15,30 @@ from urllib.parse import urlsplit
 
 from brook.config.conf_values import (
     block_entries,
+    host_port,
     on_line,
     read_array,
     read_block,
     read_duration,
+    read_int,
     read_str,
 )
-from brook.config.settings import GLOBAL_ACCOUNT, ConfigError, LeafRemoteSettings, Settings
+from brook.config.settings import (
+    GLOBAL_ACCOUNT,
+    ConfigError,
+    LeafNodeSettings,
+    LeafRemoteSettings,
+    LeafUser,
+    Settings,
+)
 
-_LEAF_KEYS = ("remotes", "reconnect", "reconnect_delay", "reconnect_interval")
+_LEAF_KEYS = (
+    "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
+    "net", "authorization",
+)  # fmt: skip
 # nats-server's keys of the block that Brook does not carry out yet.
 _LEAF_UNSUPPORTED = (
-    "listen", "port", "host", "net", "authorization", "tls", "advertise",
+    "tls", "advertise",
     "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
@@ -53,15 +66,60 @@ def _refuse(block: object, where: str, keys: tuple[str, ...]) -> None:
 def apply_leafnodes(s: Settings, where: str, v: object) -> None:
     block = read_block(where, v)
     _refuse(block, where, _LEAF_UNSUPPORTED)
+    leaf = s.leafnodes
     for key, at, value in block_entries(block, where, _LEAF_KEYS):
         if key == "remotes":
             entries = read_array(at, "remotes", value)
-            s.leafnodes.remotes = [_remote(f"{at}[{i}]", e) for i, e in enumerate(entries)]
+            leaf.remotes = [_remote(f"{at}[{i}]", e) for i, e in enumerate(entries)]
+        elif key == "listen":
+            host, leaf.port = host_port(at, value)
+            leaf.host = host or leaf.host
+        elif key == "port":
+            leaf.port = read_int(at, value)
+        elif key in ("host", "net"):
+            leaf.host = read_str(at, value)
+        elif key == "authorization":
+            _authorization(leaf, at, value)
         else:
             delay = read_duration(at, value)
             if delay <= 0:
                 raise ConfigError(f"{at}: must be a positive duration")
             s.leafnodes.reconnect_delay_s = delay
+
+
+_AUTH_KEYS = ("user", "username", "pass", "password", "account", "timeout", "users")
+_AUTH_UNSUPPORTED = ("nkey", "proxy_required")
+_USER_KEYS = ("user", "username", "pass", "password", "account")
+
+
+def _authorization(leaf: LeafNodeSettings, where: str, v: object) -> None:
+    """nats-server's `parseLeafAuthorization`: one user (with the account it binds) or a
+    `users` list, and the auth timeout."""
+    block = read_block(where, v)
+    _refuse(block, where, _AUTH_UNSUPPORTED)
+    single: dict[str, str] = {}
+    for key, at, value in block_entries(block, where, _AUTH_KEYS):
+        if key == "timeout":
+            leaf.auth_timeout_s = read_duration(at, value)
+        elif key == "users":
+            entries = read_array(at, "users", value)
+            leaf.users += [_user(f"{at}[{i}]", e) for i, e in enumerate(entries)]
+        else:
+            single[key] = read_str(at, value)
+    if single:
+        leaf.users.insert(0, _user(where, single))
+
+
+def _user(where: str, v: object) -> LeafUser:
+    block = read_block(where, v)
+    _refuse(block, where, _AUTH_UNSUPPORTED)
+    entries = block_entries(block, where, _USER_KEYS)
+    fields = {key: read_str(at, value) for key, at, value in entries}
+    user = fields.get("user", fields.get("username", ""))
+    if not user:
+        raise ConfigError(f"{where}: a leafnode user needs a name")
+    password = fields.get("password", fields.get("pass", ""))
+    return LeafUser(user, password, fields.get("account", GLOBAL_ACCOUNT))
 
 
 def _remote(where: str, v: object) -> LeafRemoteSettings:

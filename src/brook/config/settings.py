@@ -461,12 +461,52 @@ class LeafRemoteSettings:
 
 
 @dataclass(slots=True)
+class LeafUser:
+    """A spoke's login at this hub (`leafnodes { authorization }`) and the account it
+    binds (`$G` when none is named)."""
+
+    user: str
+    password: str
+    account: str = GLOBAL_ACCOUNT
+
+
+@dataclass(slots=True)
 class LeafNodeSettings:
     """nats-server's `leafnodes {}` block (ADR 0032); Brook honours the keys below and
     refuses the others by name at load."""
 
     remotes: list[LeafRemoteSettings] = field(default_factory=list)
     reconnect_delay_s: float = limits.LEAF_RECONNECT_DELAY_S
+    # The hub's side: spokes accepted on host:port (port 0: none; -1: any free port),
+    # logging in as one of `users` (none: any spoke, bound to `$G`).
+    host: str = limits.DEFAULT_HOST
+    port: int = 0
+    users: list[LeafUser] = field(default_factory=list)
+    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+
+    def validate(self, account_names: set[str], server_auth: bool) -> None:
+        """Accounts exist; a hub without its own authorization on a server whose clients
+        log in would let nats-server check spokes against the clients' users, which
+        Brook does not do yet."""
+        for remote in self.remotes:
+            if remote.account != GLOBAL_ACCOUNT and remote.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.remotes: local account {remote.account!r} for remote"
+                    f" {remote.urls[0]} does not exist"
+                )
+        for u in self.users:
+            if u.account != GLOBAL_ACCOUNT and u.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.authorization: account {u.account!r} of user {u.user!r}"
+                    " does not exist"
+                )
+        if not -1 <= self.port <= 65535:
+            raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
+        if self.port and not self.users and server_auth:
+            raise ConfigError(
+                "leafnodes.authorization: a leafnode listener without its own authorization"
+                " on a server with users (spokes logging in as clients): not supported by Brook"
+            )
 
 
 @dataclass(slots=True)
@@ -544,12 +584,7 @@ class Settings:
                     "Not allowed to enable JetStream on the system account"
                 )
         self._validate_account_reservations()
-        for remote in self.leafnodes.remotes:
-            if remote.account != GLOBAL_ACCOUNT and remote.account not in names:
-                raise ConfigError(
-                    f"leafnodes.remotes: local account {remote.account!r} for remote"
-                    f" {remote.urls[0]} does not exist"
-                )
+        self.leafnodes.validate(names, self.auth.required or bool(self.operator.jwts))
 
     def _validate_account_reservations(self) -> None:
         """nats-server's `sufficientResources` as it enables the configured accounts: their

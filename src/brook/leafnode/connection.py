@@ -156,10 +156,38 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 self._send(codec.err(exc.err_text))
             self.close("protocol violation")
             return
+        self.handle_ops(ops)
+
+    def handle_ops(self, ops: list[codec.LeafOp]) -> None:
         for op in ops:
             if self.transport is None:
                 return
             self._handle(op)
+
+    def adopt(
+        self,
+        transport: asyncio.Transport,
+        parser: codec.LeafParser,
+        connect: dict[str, Any],
+        info: dict[str, Any],
+    ) -> None:
+        """The accepting side, once the spoke's CONNECT is checked (`accept.py`): take
+        the socket over, replace an older connection from the same server (nats-server:
+        "Duplicate Remote LeafNode Connection"), tell the spoke its account (INFO with
+        `connect_info`) and show it the account's interest."""
+        self.transport = transport
+        self._parser = parser
+        self._got_info = True
+        self.started_at = self.loop.time()
+        name = str(connect.get("name") or connect.get("server_id") or "")
+        self.remote = _Remote(server_id=str(connect.get("server_id", "")), name=name, info=connect)
+        for other in list(self.leafs.connections):
+            if not other.solicited and name and other.remote.name == name:
+                other._send(codec.err("Duplicate Remote LeafNode Connection"))
+                other.close("Duplicate Remote LeafNode Connection")
+                log.warning("Replacing connection from same server %s", name)
+        self._send(codec.info(info | {"connect_info": True, "remote_account": self.leafs.account}))
+        self._finish()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None

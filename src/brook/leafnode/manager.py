@@ -4,13 +4,23 @@ dials, and what monitoring reads of them. The server composes one `LeafNodes` an
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import logging
+import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from brook.config.settings import LeafNodeSettings
+from brook import limits, nuid
+from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
+from brook.leafnode import codec
+from brook.leafnode.accept import LeafAcceptor
 from brook.leafnode.connection import LeafConnection, LeafLimits
 from brook.leafnode.peers import AccountLeafs
 from brook.leafnode.solicit import Remote
 from brook.routing.router import Router
+
+log = logging.getLogger("brook.leafnode")
 
 
 class LeafNodes:
@@ -27,6 +37,9 @@ class LeafNodes:
         self._limits_of = limits_of
         self.accounts: dict[str, AccountLeafs] = {}
         self.remotes: list[Remote] = []
+        self._listener: asyncio.Server | None = None
+        self.port = 0  # the leafnode listener's, once it listens
+        self._next_cid = 0
 
     def account(self, name: str) -> AccountLeafs:
         leafs = self.accounts.get(name)
@@ -48,9 +61,59 @@ class LeafNodes:
             self.remotes.append(r)
             r.start()
 
+    async def listen(self, sock: socket.socket, host: str) -> None:
+        """Accept spokes on `sock` (`leafnodes { listen }`)."""
+        self.port = sock.getsockname()[1]
+        self._host = host
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
+
+    def _acceptor(self) -> LeafAcceptor:
+        self._next_cid += 1
+        config = self._limits_of(GLOBAL_ACCOUNT)
+        info: dict[str, Any] = {
+            "server_id": config.server_id,
+            "server_name": config.server_name,
+            "version": limits.NATS_COMPAT_VERSION,
+            "proto": limits.PROTOCOL_VERSION,
+            "host": self._host,
+            "port": self.port,
+            "headers": True,
+            "auth_required": True,
+            "max_payload": config.max_payload,
+            "client_id": self._next_cid,
+            "nonce": nuid.random_id(),
+            "compression": "off",
+            "info_on_connect": True,
+            "leafnode_urls": [f"{self._host}:{self.port}"],
+        }
+        parser = codec.LeafParser(
+            max_control_line=config.max_control_line, max_payload=config.max_payload
+        )
+        return LeafAcceptor(info, self._login, parser, self.settings.auth_timeout_s)
+
+    def _login(self, connect: dict[str, Any]) -> LeafConnection | None:
+        """nats-server's `isLeafNodeAuthorized` for user/password logins: the user of
+        `leafnodes { authorization }` named in CONNECT with its password binds its
+        account; without users any spoke binds `$G`."""
+        account = GLOBAL_ACCOUNT
+        users = self.settings.users
+        if users:
+            name, password = str(connect.get("user", "")), str(connect.get("pass", ""))
+            found = next((u for u in users if u.user == name), None)
+            if found is None or not hmac.compare_digest(found.password.encode(), password.encode()):
+                return None
+            account = found.account
+        return LeafConnection(self.account(account), self._limits_of(account), solicited=False)
+
     async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         for r in self.remotes:
             await r.stop()
+        for conn in list(self.connections()):
+            conn.close("server shutdown")
+            await conn.closed
 
     def connections(self) -> Iterator[LeafConnection]:
         for leafs in self.accounts.values():

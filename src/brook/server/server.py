@@ -255,8 +255,16 @@ class Server:
 
             self.websocket = WebSocketListener(self, self.settings.websocket)
             await self.websocket.start()
-        if self.settings.leafnodes.remotes:
-            self.leafnodes = LeafNodes(self.settings.leafnodes, self._router_of, self._leaf_limits)
+        leaf = self.settings.leafnodes
+        if leaf.remotes or leaf.port:
+            self.leafnodes = LeafNodes(leaf, self._router_of, self._leaf_limits)
+            if leaf.port:
+                leaf_sock = open_listener(leaf.host, leaf.port, "Error listening on leafnode port")
+                await self.leafnodes.listen(leaf_sock, leaf.host)
+                log.info(
+                    "Listening for leafnode connections on %s",
+                    host_port(leaf.host, self.leafnodes.port),
+                )
             self.leafnodes.start()
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
