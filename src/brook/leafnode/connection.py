@@ -77,6 +77,11 @@ def read_creds(text: str) -> tuple[str, str]:
     return items[0], items[1]
 
 
+def _peer_of(transport: asyncio.BaseTransport) -> tuple[str, int]:
+    peer = transport.get_extra_info("peername")
+    return (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
+
+
 def interest_key(sub: Subscription) -> bytes:
     """nats-server's `keyFromSub`: `subject`, or `subject queue`."""
     return sub.subject if sub.queue is None else sub.subject + b" " + sub.queue
@@ -96,12 +101,15 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         *,
         url_user: tuple[str, str | None] | None = None,
         credentials: str | None = None,
+        cid: int = 0,
         solicited: bool = True,
     ) -> None:
         self.leafs = leafs
         self.router = leafs.router
         self.config = config
         self.solicited = solicited
+        self.cid = cid
+        self.peer: tuple[str, int] = ("", 0)
         self.echo = False  # nats-server: leaf connections never echo
         self._url_user = url_user
         self._credentials = credentials
@@ -111,7 +119,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.remote = _Remote()
         self.counters = LeafCounters()
         self.started_at = 0.0
-        self.rtt_s = 0.0
+        self.rtt_s: float | None = None
+        self._ping_sent_at = 0.0
         self.ready = False  # the handshake is done: interest and messages flow
         self.loop_detected = False
         self.close_reason = ""
@@ -140,6 +149,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
         self.started_at = self.loop.time()
+        self.peer = _peer_of(self.transport)
         self._timer = self.loop.call_later(limits.LEAF_FIRST_INFO_TIMEOUT_S, self._no_info)
 
     def _no_info(self) -> None:
@@ -179,6 +189,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._parser = parser
         self._got_info = True
         self.started_at = self.loop.time()
+        self.peer = _peer_of(transport)
         name = str(connect.get("name") or connect.get("server_id") or "")
         self.remote = _Remote(server_id=str(connect.get("server_id", "")), name=name, info=connect)
         for other in list(self.leafs.connections):
@@ -260,6 +271,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 self._send(codec.PONG)
             elif op.op == b"PONG":
                 self._pings_out = 0
+                if self._ping_sent_at:
+                    self.rtt_s = self.loop.time() - self._ping_sent_at
+                    self._ping_sent_at = 0.0
         elif isinstance(op, codec.Info):
             self._on_info(op.fields)
         elif isinstance(op, codec.Err):
@@ -345,6 +359,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                     smap[key] = smap.get(key, 0) + weight
         smap[self.leafs.lds] = smap.get(self.leafs.lds, 0) + 1
         self._send(b"".join(codec.sub(key, n) for key, n in smap.items()))
+        self._send_ping()  # the first measures the round trip (`/leafz` rtt)
         self._arm_ping()
 
     def _on_err(self, text: str) -> None:
@@ -431,9 +446,14 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self._send(codec.err(STALE_CONNECTION))
             self.close(STALE_CONNECTION)
             return
-        self._pings_out += 1
-        self._send(codec.PING)
+        self._send_ping()
         self._arm_ping()
+
+    def _send_ping(self) -> None:
+        self._pings_out += 1
+        if not self._ping_sent_at:
+            self._ping_sent_at = self.loop.time()
+        self._send(codec.PING)
 
     # ------------------------------------------------------------------ interest out
 
@@ -517,5 +537,6 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ monitoring
 
-    def subscription_count(self) -> int:
-        return len(self._keys)
+    def interest_subjects(self) -> tuple[str, ...]:
+        """The subjects of the interest the peer showed (nats-server's `ln.subs`)."""
+        return tuple(sub.subject.decode() for sub, _ in self._keys.values())

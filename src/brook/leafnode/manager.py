@@ -5,6 +5,7 @@ dials, and what monitoring reads of them. The server composes one `LeafNodes` an
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import socket
@@ -29,17 +30,20 @@ class LeafNodes:
         settings: LeafNodeSettings,
         router_of: Callable[[str], Router | None],
         limits_of: Callable[[str], LeafLimits],
+        next_cid: Callable[[], int],
     ) -> None:
         """`router_of(account)` is the account's router (None: no such account),
-        `limits_of(account)` the connection settings of a leaf bound to it."""
+        `limits_of(account)` the connection settings of a leaf bound to it, `next_cid()`
+        a connection id from the clients' sequence (nats-server numbers both alike)."""
         self.settings = settings
         self._router_of = router_of
         self._limits_of = limits_of
+        self.next_cid = next_cid
         self.accounts: dict[str, AccountLeafs] = {}
         self.remotes: list[Remote] = []
         self._listener: asyncio.Server | None = None
         self.port = 0  # the leafnode listener's, once it listens
-        self._next_cid = 0
+        self._host = ""
 
     def account(self, name: str) -> AccountLeafs:
         leafs = self.accounts.get(name)
@@ -57,6 +61,7 @@ class LeafNodes:
                 self.account(remote.account),
                 self._limits_of(remote.account),
                 reconnect_delay_s=self.settings.reconnect_delay_s,
+                next_cid=self.next_cid,
             )
             self.remotes.append(r)
             r.start()
@@ -69,7 +74,7 @@ class LeafNodes:
         self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
 
     def _acceptor(self) -> LeafAcceptor:
-        self._next_cid += 1
+        cid = self.next_cid()
         config = self._limits_of(GLOBAL_ACCOUNT)
         info: dict[str, Any] = {
             "server_id": config.server_id,
@@ -81,7 +86,7 @@ class LeafNodes:
             "headers": True,
             "auth_required": True,
             "max_payload": config.max_payload,
-            "client_id": self._next_cid,
+            "client_id": cid,
             "nonce": nuid.random_id(),
             "compression": "off",
             "info_on_connect": True,
@@ -90,9 +95,11 @@ class LeafNodes:
         parser = codec.LeafParser(
             max_control_line=config.max_control_line, max_payload=config.max_payload
         )
-        return LeafAcceptor(info, self._login, parser, self.settings.auth_timeout_s)
+        return LeafAcceptor(
+            info, functools.partial(self._login, cid), parser, self.settings.auth_timeout_s
+        )
 
-    def _login(self, connect: dict[str, Any]) -> LeafConnection | None:
+    def _login(self, cid: int, connect: dict[str, Any]) -> LeafConnection | None:
         """nats-server's `isLeafNodeAuthorized` for user/password logins: the user of
         `leafnodes { authorization }` named in CONNECT with its password binds its
         account; without users any spoke binds `$G`."""
@@ -104,7 +111,9 @@ class LeafNodes:
             if found is None or not hmac.compare_digest(found.password.encode(), password.encode()):
                 return None
             account = found.account
-        return LeafConnection(self.account(account), self._limits_of(account), solicited=False)
+        return LeafConnection(
+            self.account(account), self._limits_of(account), cid=cid, solicited=False
+        )
 
     async def stop(self) -> None:
         if self._listener is not None:

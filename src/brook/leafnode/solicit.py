@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import random
+from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
 from brook import limits
@@ -40,12 +41,14 @@ class Remote:
         config: LeafLimits,
         *,
         reconnect_delay_s: float,
+        next_cid: Callable[[], int],
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
         self.leafs = leafs
         self.config = config
         self.reconnect_delay_s = reconnect_delay_s
+        self._next_cid = next_cid
         self._random = (rng or random.Random()).random
         self._next_url = 0
         self.connection: LeafConnection | None = None
@@ -81,6 +84,7 @@ class Remote:
                 self.config,
                 url_user=user,
                 credentials=self.settings.credentials,
+                cid=self._next_cid(),
                 solicited=True,
             )
             try:

@@ -44,6 +44,7 @@ from brook.server.statistics import (
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
+    LeafSnapshot,
     Monitor,
     MonitorFactory,
     ServerStatistics,
@@ -257,7 +258,9 @@ class Server:
             await self.websocket.start()
         leaf = self.settings.leafnodes
         if leaf.remotes or leaf.port:
-            self.leafnodes = LeafNodes(leaf, self._router_of, self._leaf_limits)
+            self.leafnodes = LeafNodes(
+                leaf, self._router_of, self._leaf_limits, self.next_client_id
+            )
             if leaf.port:
                 leaf_sock = open_listener(leaf.host, leaf.port, "Error listening on leafnode port")
                 await self.leafnodes.listen(leaf_sock, leaf.host)
@@ -274,6 +277,27 @@ class Server:
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def leaf_connections(self) -> list[LeafSnapshot]:
+        if self.leafnodes is None:
+            return []
+        return [
+            LeafSnapshot(
+                cid=c.cid,
+                name=c.remote.name,
+                is_spoke=c.solicited,
+                account=c.leafs.account,
+                ip=c.peer[0],
+                port=c.peer[1],
+                rtt_s=c.rtt_s,
+                in_msgs=c.counters.in_msgs,
+                out_msgs=c.counters.out_msgs,
+                in_bytes=c.counters.in_bytes,
+                out_bytes=c.counters.out_bytes,
+                subscriptions=c.interest_subjects(),
+            )
+            for c in self.leafnodes.connections()
+        ]
 
     def _router_of(self, account: str) -> Any:
         found = self.accounts.get(account)
@@ -527,6 +551,8 @@ class Server:
             ),
             "jetstream_stats": self._jetstream_stats() if jetstream else None,
             "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
+            "leafnodes": len(self.leaf_connections()),
+            "leafnode_port": self.leafnodes.port if self.leafnodes is not None else 0,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:
