@@ -489,6 +489,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ messages out
 
+    def peer_has_interest(self, subject: bytes) -> bool:
+        return bool(self._interest.match(subject))
+
     def peer_has_queue(self, subject: bytes, queue: bytes) -> bool:
         return any(members[0].queue == queue for members in self._interest.match(subject).queues)
 
