@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
-from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser
+from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser, TLSSettings
 
 
 def test_hub() -> None:
@@ -40,6 +40,7 @@ def test_remotes() -> None:
                 { url: "nats-leaf://u:p@hub:7000" }
                 { urls: ["hub1", "nats://hub2:7001"], account: A, compression: off }
                 { url: "hub3", creds: "/etc/x.creds" }
+                { url: "tls://hub4:7000", tls: { ca_file: "/etc/ca.pem", timeout: 3 } }
               ]
             }
             """
@@ -50,6 +51,9 @@ def test_remotes() -> None:
         LeafRemoteSettings(urls=["nats-leaf://u:p@hub:7000"]),
         LeafRemoteSettings(urls=["nats-leaf://hub1:7422", "nats://hub2:7001"], account="A"),
         LeafRemoteSettings(urls=["nats-leaf://hub3:7422"], credentials="/etc/x.creds"),
+        LeafRemoteSettings(
+            urls=["tls://hub4:7000"], tls=TLSSettings(ca_file="/etc/ca.pem", timeout_s=3.0)
+        ),
     ]
 
 
@@ -81,11 +85,11 @@ def test_remotes() -> None:
             r"leafnodes.remotes\[0\].deny_imports \(line 1\): not supported",
         ),
         (
-            'leafnodes { remotes: [ { url: "h", tls: {} } ] }',
-            r"leafnodes.remotes\[0\].tls \(line 1\): not supported",
+            'leafnodes { remotes: [ { url: "h", tls: { verify_and_map: true } } ] }',
+            r"leafnodes.remotes\[0\].tls.verify_and_map \(line 1\): not supported by Brook"
+            " for a leafnode remote",
         ),
-        ('leafnodes { remotes: [ { url: "tls://h:1" } ] }', "nats-leaf:// or nats://"),
-        ('leafnodes { remotes: [ { url: "ws://h:1" } ] }', "nats-leaf:// or nats://"),
+        ('leafnodes { remotes: [ { url: "ws://h:1" } ] }', "nats-leaf://, nats:// or tls://"),
         ('leafnodes { remotes: [ { url: "h", compression: s2_fast } ] }', "not compressed"),
         ("leafnodes { remotes: [ { account: A } ] }", "needs a url"),
         ('leafnodes { remotes: [ { url: "h", account: B } ] }', "account 'B'"),

@@ -2,7 +2,8 @@
 onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
-`compression: off`), a hub's `listen` (`host`, `port`) and `authorization` (a user or
+`tls` with `ca_file`, `cert_file`, `key_file`, `timeout`, `compression: off`), a hub's
+`listen` (`host`, `port`) and `authorization` (a user or
 `users`, with the account each binds, and `timeout`) and
 `reconnect_delay`; every other key nats-server knows there is refused by name at load,
 so no configuration is accepted that Brook would not carry out.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
+from brook.config.conf_tls import read_tls
 from brook.config.conf_values import (
     block_entries,
     host_port,
@@ -42,16 +44,20 @@ _LEAF_UNSUPPORTED = (
     "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
-_REMOTE_KEYS = ("url", "urls", "account", "local", "compression", "credentials", "creds")
+_REMOTE_KEYS = (
+    "url", "urls", "account", "local", "compression", "credentials", "creds", "tls",
+)  # fmt: skip
+# The keys of a remote's `tls {}` that a dialling side uses; nats-server's others refused.
+_REMOTE_TLS_KEYS = ("cert_file", "key_file", "ca_file", "timeout")
 _REMOTE_UNSUPPORTED = (
-    "no_randomize", "dont_randomize", "nkey", "seed", "tls", "hub",
+    "no_randomize", "dont_randomize", "nkey", "seed", "hub",
     "deny_imports", "deny_import", "deny_exports", "deny_export", "ws_compress",
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
     "websocket_no_masking", "jetstream_cluster_migrate", "js_cluster_migrate",
     "isolate_leafnode_interest", "isolate", "request_isolation", "first_info_timeout",
     "dial_timeout", "disabled", "proxy", "ignore_discovered_servers",
 )  # fmt: skip
-_SCHEMES = ("nats-leaf", "nats")
+_SCHEMES = ("nats-leaf", "nats", "tls")
 _DEFAULT_PORT = 7422  # nats-server's DEFAULT_LEAFNODE_PORT
 
 
@@ -129,6 +135,7 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
     urls: list[str] = []
     account = GLOBAL_ACCOUNT
     credentials = None
+    tls = None
     for key, at, value in block_entries(v, where, _REMOTE_KEYS):
         if key in ("url", "urls"):
             given = value if isinstance(value, list) else [value]
@@ -137,11 +144,20 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
             account = read_str(at, value)
         elif key in ("credentials", "creds"):
             credentials = os.path.expanduser(read_str(at, value))
+        elif key == "tls":
+            block = read_block(at, value)
+            for name in block:
+                if str(name).lower() not in _REMOTE_TLS_KEYS:
+                    raise ConfigError(
+                        f"{at}.{str(name).lower()}{on_line(block, str(name))}: not supported by"
+                        " Brook for a leafnode remote"
+                    )
+            tls = read_tls(at, block)
         elif value not in (False, "off", "disabled"):
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
         raise ConfigError(f"{where}: a remote leafnode needs a url")
-    return LeafRemoteSettings(urls=urls, account=account, credentials=credentials)
+    return LeafRemoteSettings(urls=urls, account=account, credentials=credentials, tls=tls)
 
 
 def _url(where: str, v: object) -> str:
@@ -152,7 +168,5 @@ def _url(where: str, v: object) -> str:
     except ValueError as exc:
         raise ConfigError(f"{where}: {text!r}: {exc}") from None
     if parts.scheme not in _SCHEMES or not parts.hostname:
-        raise ConfigError(
-            f"{where}: {text!r}: Brook dials nats-leaf:// or nats:// URLs (no TLS yet)"
-        )
+        raise ConfigError(f"{where}: {text!r}: Brook dials nats-leaf://, nats:// or tls:// URLs")
     return f"{parts.scheme}://{parts.netloc}" + ("" if port else f":{_DEFAULT_PORT}")

@@ -458,6 +458,9 @@ class LeafRemoteSettings:
     urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
     account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
     credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
+    # `tls {}`: the hub's certificate checked against `ca_file` (else the system's CAs),
+    # `cert_file`/`key_file` presented; TLS is also used when the hub's INFO requires it.
+    tls: TLSSettings | None = None
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ import asyncio
 import base64
 import logging
 import re
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -101,6 +102,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         *,
         url_user: tuple[str, str | None] | None = None,
         credentials: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        hostname: str = "",
+        tls_timeout_s: float = limits.TLS_TIMEOUT_S,
         cid: int = 0,
         solicited: bool = True,
     ) -> None:
@@ -113,6 +117,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.echo = False  # nats-server: leaf connections never echo
         self._url_user = url_user
         self._credentials = credentials
+        self._tls = tls
+        self._hostname = hostname
+        self._tls_timeout_s = tls_timeout_s
+        self._upgrade: asyncio.Task[None] | None = None
         self.loop = asyncio.get_event_loop()
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = self.loop.create_future()
@@ -298,16 +306,47 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             )
             if self._timer is not None:
                 self._timer.cancel()
-            try:
-                connect = self._connect_fields(str(fields.get("nonce", "")))
-            except (OSError, ValueError) as exc:
-                log.error("Leafnode credentials %s: %s", self._credentials, exc)
-                self.close("credentials")
-                return
-            self._send(codec.connect(connect))
-            if not fields.get("info_on_connect"):
-                self._finish()
+            if fields.get("tls_required") or self._tls is not None:
+                # nats-server: TLS begins after the hub's first INFO, before CONNECT.
+                self._upgrade = asyncio.ensure_future(self._start_tls(fields))
+            else:
+                self._connect(fields)
         elif fields.get("connect_info") and not self.ready:
+            self._finish()
+
+    async def _start_tls(self, fields: dict[str, Any]) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        context = self._tls or ssl.create_default_context()
+        try:
+            upgraded = await self.loop.start_tls(
+                transport,
+                self,
+                context,
+                server_hostname=self._hostname,
+                ssl_handshake_timeout=self._tls_timeout_s,
+            )
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.error("TLS handshake error with leafnode %s: %s", self._hostname, exc)
+            self.close_reason = "TLS Handshake Failure"
+            transport.abort()
+            return
+        if upgraded is None or self.transport is None:
+            return
+        self.transport = upgraded
+        self._connect(fields)
+
+    def _connect(self, fields: dict[str, Any]) -> None:
+        """Send CONNECT; without `info_on_connect` the handshake is done with it."""
+        try:
+            connect = self._connect_fields(str(fields.get("nonce", "")))
+        except (OSError, ValueError) as exc:
+            log.error("Leafnode credentials %s: %s", self._credentials, exc)
+            self.close("credentials")
+            return
+        self._send(codec.connect(connect))
+        if not fields.get("info_on_connect"):
             self._finish()
 
     def _connect_fields(self, nonce: str) -> dict[str, Any]:

@@ -14,17 +14,27 @@ import contextlib
 import functools
 import logging
 import random
+import ssl
 from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
 from brook import limits
-from brook.config.settings import LeafRemoteSettings
+from brook.config.settings import LeafRemoteSettings, TLSSettings
 from brook.leafnode.connection import LeafConnection, LeafLimits
 from brook.leafnode.peers import AccountLeafs
 
 log = logging.getLogger("brook.leafnode")
 
 _CONNECT_ERROR = "Error trying to connect as leafnode to remote server %r (attempt %d): %s"
+
+
+def client_context(tls: TLSSettings) -> ssl.SSLContext:
+    """A dialling side's TLS: the hub's certificate checked against `ca_file` (the
+    system's CAs without one) and its name, `cert_file`/`key_file` presented."""
+    context = ssl.create_default_context(cafile=tls.ca_file or None)
+    if tls.cert_file:
+        context.load_cert_chain(tls.cert_file, tls.key_file or None)
+    return context
 
 
 def _same(conn: LeafConnection) -> LeafConnection:
@@ -51,6 +61,8 @@ class Remote:
         self._next_cid = next_cid
         self._random = (rng or random.Random()).random
         self._next_url = 0
+        self._tls = client_context(settings.tls) if settings.tls is not None else None
+        self._tls_timeout_s = settings.tls.timeout_s if settings.tls else limits.TLS_TIMEOUT_S
         self.connection: LeafConnection | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -84,6 +96,11 @@ class Remote:
                 self.config,
                 url_user=user,
                 credentials=self.settings.credentials,
+                tls=self._tls if self._tls is not None or parts.scheme != "tls" else None,
+                hostname=parts.hostname or "",
+                tls_timeout_s=self.settings.tls.timeout_s
+                if self.settings.tls
+                else limits.TLS_TIMEOUT_S,
                 cid=self._next_cid(),
                 solicited=True,
             )
