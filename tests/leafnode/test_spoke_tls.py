@@ -63,3 +63,19 @@ async def test_untrusted_hub_certificate(tmp_path: Path, caplog: pytest.LogCaptu
             await edge.publish("local", b"served")
             assert (await sub.next_msg(timeout=2)).data == b"served"
             await edge.close()
+
+
+async def test_tls_url_dials_with_tls(caplog: pytest.LogCaptureFixture) -> None:
+    """A `tls://` URL means TLS even when the hub does not ask for it (a hub without TLS
+    then fails the handshake, which is logged and retried)."""
+    port = free_port()
+    with nats_hub(port):
+        conf = spoke_conf(port).replace("nats-leaf://", "tls://")
+        async with brook_spoke(conf) as spoke:
+            for _ in range(200):
+                if "TLS handshake error" in caplog.text:
+                    break
+                await asyncio.sleep(0.05)
+            assert "TLS handshake error" in caplog.text
+            assert spoke.leafnodes is not None
+            assert not any(c.ready for c in spoke.leafnodes.connections())

@@ -31,11 +31,11 @@ def nats_hub(leaf_port: int, extra: str = "", inner: str = "") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def nats_spoke(leaf_port: int, login: str = "") -> Iterator[str]:
+def nats_spoke(leaf_port: int, login: str = "", remote_extra: str = "") -> Iterator[str]:
     """nats-server dialling a hub's leafnode port; yields its client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-spoke-") as tmp:
         conf = Path(tmp) / "spoke.conf"
-        conf.write_text(spoke_conf(leaf_port, login=login))
+        conf.write_text(spoke_conf(leaf_port, remote_extra, login=login))
         with run_nats_server("-c", str(conf), jetstream=False) as url:
             yield url
 

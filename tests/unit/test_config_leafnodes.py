@@ -39,7 +39,7 @@ def test_remotes() -> None:
               remotes: [
                 { url: "nats-leaf://u:p@hub:7000" }
                 { urls: ["hub1", "nats://hub2:7001"], account: A, compression: off }
-                { url: "hub3", creds: "/etc/x.creds" }
+                { url: "hub3", creds: "/etc/x.creds", deny_import: "a.>", deny_exports: [b, c.*] }
                 { url: "tls://hub4:7000", tls: { ca_file: "/etc/ca.pem", timeout: 3 } }
               ]
             }
@@ -50,7 +50,12 @@ def test_remotes() -> None:
     assert s.leafnodes.remotes == [
         LeafRemoteSettings(urls=["nats-leaf://u:p@hub:7000"]),
         LeafRemoteSettings(urls=["nats-leaf://hub1:7422", "nats://hub2:7001"], account="A"),
-        LeafRemoteSettings(urls=["nats-leaf://hub3:7422"], credentials="/etc/x.creds"),
+        LeafRemoteSettings(
+            urls=["nats-leaf://hub3:7422"],
+            credentials="/etc/x.creds",
+            deny_imports=["a.>"],
+            deny_exports=["b", "c.*"],
+        ),
         LeafRemoteSettings(
             urls=["tls://hub4:7000"], tls=TLSSettings(ca_file="/etc/ca.pem", timeout_s=3.0)
         ),
@@ -81,8 +86,12 @@ def test_remotes() -> None:
             r"leafnodes.remotes\[0\].nkey \(line 1\): not supported",
         ),
         (
-            'leafnodes { remotes: [ { url: "h", deny_imports: ["a"] } ] }',
-            r"leafnodes.remotes\[0\].deny_imports \(line 1\): not supported",
+            'leafnodes { remotes: [ { url: "h", deny_imports: ["a b"] } ] }',
+            "invalid subject 'a b'",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", hub: true } ] }',
+            r"leafnodes.remotes\[0\].hub \(line 1\): not supported",
         ),
         (
             'leafnodes { remotes: [ { url: "h", tls: { verify_and_map: true } } ] }',

@@ -2,11 +2,11 @@
 onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
-`tls` with `ca_file`, `cert_file`, `key_file`, `timeout`, `compression: off`), a hub's
-`listen` (`host`, `port`) and `authorization` (a user or
-`users`, with the account each binds, and `timeout`) and
-`reconnect_delay`; every other key nats-server knows there is refused by name at load,
-so no configuration is accepted that Brook would not carry out.
+`deny_imports`, `deny_exports`, `tls` with `ca_file`, `cert_file`, `key_file`, `timeout`,
+`compression: off`), a hub's `listen` (`host`, `port`) and `authorization` (a user or
+`users`, with the account each binds, and `timeout`) and `reconnect_delay`; every other
+key nats-server knows there is refused by name at load, so no configuration is accepted
+that Brook would not carry out.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from brook.config.settings import (
     LeafUser,
     Settings,
 )
+from brook.subjects import is_valid_subject
 
 _LEAF_KEYS = (
     "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
@@ -46,12 +47,12 @@ _LEAF_UNSUPPORTED = (
 )  # fmt: skip
 _REMOTE_KEYS = (
     "url", "urls", "account", "local", "compression", "credentials", "creds", "tls",
+    "deny_imports", "deny_import", "deny_exports", "deny_export",
 )  # fmt: skip
 # The keys of a remote's `tls {}` that a dialling side uses; nats-server's others refused.
 _REMOTE_TLS_KEYS = ("cert_file", "key_file", "ca_file", "timeout")
 _REMOTE_UNSUPPORTED = (
-    "no_randomize", "dont_randomize", "nkey", "seed", "hub",
-    "deny_imports", "deny_import", "deny_exports", "deny_export", "ws_compress",
+    "no_randomize", "dont_randomize", "nkey", "seed", "hub", "ws_compress",
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
     "websocket_no_masking", "jetstream_cluster_migrate", "js_cluster_migrate",
     "isolate_leafnode_interest", "isolate", "request_isolation", "first_info_timeout",
@@ -136,6 +137,7 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
     account = GLOBAL_ACCOUNT
     credentials = None
     tls = None
+    denies: dict[str, list[str]] = {"imports": [], "exports": []}
     for key, at, value in block_entries(v, where, _REMOTE_KEYS):
         if key in ("url", "urls"):
             given = value if isinstance(value, list) else [value]
@@ -144,6 +146,8 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
             account = read_str(at, value)
         elif key in ("credentials", "creds"):
             credentials = os.path.expanduser(read_str(at, value))
+        elif key.startswith("deny_"):
+            denies[key.removeprefix("deny_").removesuffix("s") + "s"] += _subjects(at, value)
         elif key == "tls":
             block = read_block(at, value)
             for name in block:
@@ -157,7 +161,24 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
         raise ConfigError(f"{where}: a remote leafnode needs a url")
-    return LeafRemoteSettings(urls=urls, account=account, credentials=credentials, tls=tls)
+    return LeafRemoteSettings(
+        urls=urls,
+        account=account,
+        credentials=credentials,
+        deny_imports=denies["imports"],
+        deny_exports=denies["exports"],
+        tls=tls,
+    )
+
+
+def _subjects(where: str, v: object) -> list[str]:
+    """A subject or a list of them, each valid (nats-server's `checkPermSubjectArray`)."""
+    given = v if isinstance(v, list) else [v]
+    subjects = [read_str(where, s) for s in given]
+    for subject in subjects:
+        if not is_valid_subject(subject.encode()):
+            raise ConfigError(f"{where}: invalid subject {subject!r}")
+    return subjects
 
 
 def _url(where: str, v: object) -> str:

@@ -458,6 +458,10 @@ class LeafRemoteSettings:
     urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
     account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
     credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
+    # Subjects whose messages and interest never come in from the hub (`deny_imports`) or
+    # go out to it (`deny_exports`), as nats-server's remote permissions.
+    deny_imports: list[str] = field(default_factory=list)
+    deny_exports: list[str] = field(default_factory=list)
     # `tls {}`: the hub's certificate checked against `ca_file` (else the system's CAs),
     # `cert_file`/`key_file` presented; TLS is also used when the hub's INFO requires it.
     tls: TLSSettings | None = None

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from brook import limits, nkey
 from brook.leafnode import codec
-from brook.leafnode.peers import AccountLeafs, denied
+from brook.leafnode.peers import AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.sublist import Sublist, Subscriber, Subscription
 
@@ -104,6 +104,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         credentials: str | None = None,
         tls: ssl.SSLContext | None = None,
         hostname: str = "",
+        deny_imports: tuple[bytes, ...] = (),
+        deny_exports: tuple[bytes, ...] = (),
         tls_timeout_s: float = limits.TLS_TIMEOUT_S,
         cid: int = 0,
         solicited: bool = True,
@@ -118,6 +120,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._url_user = url_user
         self._credentials = credentials
         self._tls = tls
+        # A remote's denies (nats-server's leaf permissions): what its hub must not
+        # send (interest not shown, messages dropped) and what is not sent to it.
+        self._deny_imports = deny_imports
+        self._deny_exports = deny_exports
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -364,6 +370,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             "remote_account": self.leafs.account,
             "protocol": limits.PROTOCOL_VERSION,
         }
+        if self._deny_imports:
+            fields["deny_pub"] = [p.decode() for p in self._deny_imports]
         if self._credentials is not None:
             token, seed = read_creds(Path(self._credentials).read_text())
             fields["jwt"] = token
@@ -389,13 +397,14 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         )
         smap = self._smap
         for sub in self.router.sublist.subscriptions():
-            if not _is_leaf(sub) and not denied(sub.subject):
+            if not _is_leaf(sub) and self._shows(sub.subject):
                 key = interest_key(sub)
                 smap[key] = smap.get(key, 0) + 1
         for other in self.leafs.connections:
             if other is not self and self._passes_on(other):
-                for key, (_, weight) in other._keys.items():
-                    smap[key] = smap.get(key, 0) + weight
+                for key, (sub, weight) in other._keys.items():
+                    if self._shows(sub.subject):
+                        smap[key] = smap.get(key, 0) + weight
         smap[self.leafs.lds] = smap.get(self.leafs.lds, 0) + 1
         self._send(b"".join(codec.sub(key, n) for key, n in smap.items()))
         self._send_ping()  # the first measures the round trip (`/leafz` rtt)
@@ -421,8 +430,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self.loop_detected = True
             self.close("loop detected")
             return
-        if denied(subject):
-            return
+        if denied(subject) or covered(self._deny_exports, subject):
+            return  # messages on it are never sent
         key = subject if queue is None else subject + b" " + queue
         weight = max(weight, 1) if queue is not None else 1
         known = self._keys.get(key)
@@ -462,7 +471,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         counters = self.counters
         counters.in_msgs += 1
         counters.in_bytes += len(msg.payload) + (len(msg.header) if msg.header else 0)
-        if not self.ready or denied(msg.subject):
+        if not self.ready or denied(msg.subject) or covered(self._deny_imports, msg.subject):
             return
         leafs = self.leafs
         leafs.inbound = (self, msg.queues)
@@ -502,15 +511,23 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         `updateSmap`); a hub all of it."""
         return not (self.solicited and origin.solicited)
 
+    def _shows(self, subject: bytes) -> bool:
+        """Is interest in `subject` told to the peer?"""
+        return not denied(subject) and not covered(self._deny_imports, subject)
+
     def interest_changed(self, sub: Subscription, delta: int) -> None:
         """The router's `InterestPeer`: a local subscription came or went."""
-        if self.ready and not _is_leaf(sub) and not denied(sub.subject):
+        if self.ready and not _is_leaf(sub) and self._shows(sub.subject):
             self._update(interest_key(sub), delta, sub.queue is not None)
 
     def forward_interest(self, origin: LeafConnection, key: bytes, delta: int) -> None:
         """Interest `origin`'s peer showed or withdrew (its `$LDS.` subject always
         passes, so loops through several servers are found)."""
-        if self.ready and (key.startswith(b"$LDS.") or self._passes_on(origin)):
+        if not self.ready:
+            return
+        if key.startswith(b"$LDS.") or (
+            self._passes_on(origin) and self._shows(key.partition(b" ")[0])
+        ):
             self._update(key, delta, b" " in key)
 
     def _update(self, key: bytes, delta: int, queue: bool) -> None:
@@ -551,6 +568,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self._memo_first = next((s for s in result.plain if s.client is self), None)
         first = self._memo_first
         if (first is not None and sub is not first) or denied(subject):
+            return False
+        if self._deny_exports and covered(self._deny_exports, subject):
             return False
         interest = self._interest.match(subject)
         queues: list[bytes] = []

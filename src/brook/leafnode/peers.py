@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from brook import nuid
 from brook.routing.router import Router
+from brook.subjects import subset_match
 
 if TYPE_CHECKING:
     from brook.leafnode.connection import LeafConnection
@@ -30,6 +31,12 @@ DENIED_PREFIXES = (b"$JS.API.", b"$KV.", b"$OBJ.")
 def denied(subject: bytes) -> bool:
     """Is `subject` (or every subject of a pattern) under `$JS.API.>`, `$KV.>`, `$OBJ.>`?"""
     return subject.startswith(DENIED_PREFIXES)
+
+
+def covered(patterns: tuple[bytes, ...], subject: bytes) -> bool:
+    """Is every subject of `subject` (a literal or a pattern) matched by one of
+    `patterns` (a remote's `deny_imports` or `deny_exports`)?"""
+    return any(subset_match(p, subject) for p in patterns)
 
 
 class AccountLeafs:

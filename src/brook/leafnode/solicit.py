@@ -91,16 +91,18 @@ class Remote:
                 password = None if parts.password is None else unquote(parts.password)
                 user = (unquote(parts.username), password)
             loop = asyncio.get_running_loop()
+            settings = self.settings
             conn = LeafConnection(
                 self.leafs,
                 self.config,
                 url_user=user,
-                credentials=self.settings.credentials,
-                tls=self._tls if self._tls is not None or parts.scheme != "tls" else None,
+                credentials=settings.credentials,
+                # a tls:// URL without a `tls {}` block: the system's CAs
+                tls=self._tls or (ssl.create_default_context() if parts.scheme == "tls" else None),
                 hostname=parts.hostname or "",
-                tls_timeout_s=self.settings.tls.timeout_s
-                if self.settings.tls
-                else limits.TLS_TIMEOUT_S,
+                tls_timeout_s=self._tls_timeout_s,
+                deny_imports=tuple(d.encode() for d in settings.deny_imports),
+                deny_exports=tuple(d.encode() for d in settings.deny_exports),
                 cid=self._next_cid(),
                 solicited=True,
             )
