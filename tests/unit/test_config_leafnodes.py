@@ -66,7 +66,10 @@ def test_remotes() -> None:
     ("conf", "message"),
     [
         ("leafnodes { advertise: x }", "leafnodes.advertise \\(line 1\\): not supported"),
-        ("leafnodes { tls: {} }", "leafnodes.tls \\(line 1\\): not supported"),
+        (
+            "leafnodes { tls: { pinned_certs: [] } }",
+            "leafnodes.tls.pinned_certs \\(line 1\\): not supported",
+        ),
         (
             "leafnodes { authorization: { nkey: UABC } }",
             "leafnodes.authorization.nkey \\(line 1\\): not supported",
@@ -96,7 +99,7 @@ def test_remotes() -> None:
         (
             'leafnodes { remotes: [ { url: "h", tls: { verify_and_map: true } } ] }',
             r"leafnodes.remotes\[0\].tls.verify_and_map \(line 1\): not supported by Brook"
-            " for a leafnode remote",
+            " for leafnodes",
         ),
         ('leafnodes { remotes: [ { url: "ws://h:1" } ] }', "nats-leaf://, nats:// or tls://"),
         ('leafnodes { remotes: [ { url: "h", compression: s2_fast } ] }', "not compressed"),

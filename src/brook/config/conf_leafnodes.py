@@ -3,7 +3,7 @@ onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
 `deny_imports`, `deny_exports`, `tls` with `ca_file`, `cert_file`, `key_file`, `timeout`,
-`compression: off`), a hub's `listen` (`host`, `port`) and `authorization` (a user or
+`compression: off`), a hub's `listen` (`host`, `port`), `tls` and `authorization` (a user or
 `users`, with the account each binds, and `timeout`) and `reconnect_delay`; every other
 key nats-server knows there is refused by name at load, so no configuration is accepted
 that Brook would not carry out.
@@ -32,16 +32,17 @@ from brook.config.settings import (
     LeafRemoteSettings,
     LeafUser,
     Settings,
+    TLSSettings,
 )
 from brook.subjects import is_valid_subject
 
 _LEAF_KEYS = (
     "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
-    "net", "authorization",
+    "net", "authorization", "tls",
 )  # fmt: skip
 # nats-server's keys of the block that Brook does not carry out yet.
 _LEAF_UNSUPPORTED = (
-    "tls", "advertise",
+    "advertise",
     "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
@@ -51,6 +52,7 @@ _REMOTE_KEYS = (
 )  # fmt: skip
 # The keys of a remote's `tls {}` that a dialling side uses; nats-server's others refused.
 _REMOTE_TLS_KEYS = ("cert_file", "key_file", "ca_file", "timeout")
+_HUB_TLS_KEYS = (*_REMOTE_TLS_KEYS, "verify", "min_version")
 _REMOTE_UNSUPPORTED = (
     "no_randomize", "dont_randomize", "nkey", "seed", "hub", "ws_compress",
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
@@ -87,6 +89,8 @@ def apply_leafnodes(s: Settings, where: str, v: object) -> None:
             leaf.host = read_str(at, value)
         elif key == "authorization":
             _authorization(leaf, at, value)
+        elif key == "tls":
+            leaf.tls = _tls(at, value, _HUB_TLS_KEYS)
         else:
             delay = read_duration(at, value)
             if delay <= 0:
@@ -149,14 +153,7 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
         elif key.startswith("deny_"):
             denies[key.removeprefix("deny_").removesuffix("s") + "s"] += _subjects(at, value)
         elif key == "tls":
-            block = read_block(at, value)
-            for name in block:
-                if str(name).lower() not in _REMOTE_TLS_KEYS:
-                    raise ConfigError(
-                        f"{at}.{str(name).lower()}{on_line(block, str(name))}: not supported by"
-                        " Brook for a leafnode remote"
-                    )
-            tls = read_tls(at, block)
+            tls = _tls(at, value, _REMOTE_TLS_KEYS)
         elif value not in (False, "off", "disabled"):
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
@@ -169,6 +166,18 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
         deny_exports=denies["exports"],
         tls=tls,
     )
+
+
+def _tls(where: str, v: object, keys: tuple[str, ...]) -> TLSSettings:
+    """A `tls {}` block of the leafnode side, with only the `keys` that side uses."""
+    block = read_block(where, v)
+    for name in block:
+        if str(name).lower() not in keys:
+            raise ConfigError(
+                f"{where}.{str(name).lower()}{on_line(block, str(name))}: not supported by"
+                " Brook for leafnodes"
+            )
+    return read_tls(where, block)
 
 
 def _subjects(where: str, v: object) -> list[str]:

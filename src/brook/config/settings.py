@@ -490,6 +490,7 @@ class LeafNodeSettings:
     port: int = 0
     users: list[LeafUser] = field(default_factory=list)
     auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
 
     def validate(self, account_names: set[str], server_auth: bool) -> None:
         """Accounts exist; a hub without its own authorization on a server whose clients
@@ -509,6 +510,8 @@ class LeafNodeSettings:
                 )
         if not -1 <= self.port <= 65535:
             raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
+        if self.tls is not None:
+            self.tls.validate("leafnodes.tls")
         if self.port and not self.users and server_auth:
             raise ConfigError(
                 "leafnodes.authorization: a leafnode listener without its own authorization"

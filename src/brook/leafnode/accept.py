@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -24,14 +25,24 @@ Login = Callable[[dict[str, Any]], LeafConnection | None]
 
 class LeafAcceptor(asyncio.Protocol):
     def __init__(
-        self, info: dict[str, Any], login: Login, parser: codec.LeafParser, auth_timeout_s: float
+        self,
+        info: dict[str, Any],
+        login: Login,
+        parser: codec.LeafParser,
+        auth_timeout_s: float,
+        *,
+        tls: ssl.SSLContext | None = None,
+        tls_timeout_s: float = 0.0,
     ) -> None:
+        self._tls = tls
+        self._tls_timeout_s = tls_timeout_s
         self._info = info
         self._login = login
         self._parser = parser
         self._auth_timeout_s = auth_timeout_s
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._upgrade: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
@@ -39,6 +50,29 @@ class LeafAcceptor(asyncio.Protocol):
         self.transport.write(codec.info(self._info))
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._auth_timeout_s, self._refuse, AUTH_TIMEOUT)
+        if self._tls is not None:  # nats-server: the spoke starts TLS after this INFO
+            self._upgrade = asyncio.ensure_future(self._start_tls(self._tls))
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            upgraded = await loop.start_tls(
+                transport,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self._tls_timeout_s,
+            )
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.error("TLS handshake error from leafnode %s: %s", self._peer(), exc)
+            transport.abort()
+            self.transport = None
+            return
+        if self.transport is not None and upgraded is not None:
+            self.transport = upgraded
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:

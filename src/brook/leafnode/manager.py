@@ -9,6 +9,7 @@ import functools
 import hmac
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,6 +45,7 @@ class LeafNodes:
         self._listener: asyncio.Server | None = None
         self.port = 0  # the leafnode listener's, once it listens
         self._host = ""
+        self._tls: ssl.SSLContext | None = None
 
     def account(self, name: str) -> AccountLeafs:
         leafs = self.accounts.get(name)
@@ -66,10 +68,14 @@ class LeafNodes:
             self.remotes.append(r)
             r.start()
 
-    async def listen(self, sock: socket.socket, host: str) -> None:
-        """Accept spokes on `sock` (`leafnodes { listen }`)."""
+    async def listen(
+        self, sock: socket.socket, host: str, tls: ssl.SSLContext | None = None
+    ) -> None:
+        """Accept spokes on `sock` (`leafnodes { listen }`), with TLS after the INFO when
+        `tls` (the `leafnodes { tls }` context the server built)."""
         self.port = sock.getsockname()[1]
         self._host = host
+        self._tls = tls
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
 
@@ -92,11 +98,19 @@ class LeafNodes:
             "info_on_connect": True,
             "leafnode_urls": [f"{self._host}:{self.port}"],
         }
+        if self._tls is not None:
+            info["tls_required"] = True
         parser = codec.LeafParser(
             max_control_line=config.max_control_line, max_payload=config.max_payload
         )
+        tls = self.settings.tls
         return LeafAcceptor(
-            info, functools.partial(self._login, cid), parser, self.settings.auth_timeout_s
+            info,
+            functools.partial(self._login, cid),
+            parser,
+            self.settings.auth_timeout_s,
+            tls=self._tls,
+            tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
         )
 
     def _login(self, cid: int, connect: dict[str, Any]) -> LeafConnection | None:

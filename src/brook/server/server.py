@@ -262,8 +262,9 @@ class Server:
                 leaf, self._router_of, self._leaf_limits, self.next_client_id
             )
             if leaf.port:
+                leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None
                 leaf_sock = open_listener(leaf.host, leaf.port, "Error listening on leafnode port")
-                await self.leafnodes.listen(leaf_sock, leaf.host)
+                await self.leafnodes.listen(leaf_sock, leaf.host, leaf_tls)
                 log.info(
                     "Listening for leafnode connections on %s",
                     host_port(leaf.host, self.leafnodes.port),
