@@ -83,6 +83,10 @@ def test_remotes() -> None:
             "without its own authorization",
         ),
         ("leafnodes { port: 70000 }", "not a TCP port"),
+        (
+            "leafnodes { authorization: { user: a, password: '$2a$11$abcdefghijkl' } }",
+            "a bcrypt password for a leafnode user: not supported",
+        ),
         ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
         (
             'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',

@@ -12,6 +12,7 @@ that Brook would not carry out.
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit
 
 from brook.config.conf_tls import read_tls
@@ -130,6 +131,8 @@ def _user(where: str, v: object) -> LeafUser:
     if not user:
         raise ConfigError(f"{where}: a leafnode user needs a name")
     password = fields.get("password", fields.get("pass", ""))
+    if re.match(r"\$2[abxy]\$\d{2}\$", password):
+        raise ConfigError(f"{where}: a bcrypt password for a leafnode user: not supported by Brook")
     return LeafUser(user, password, fields.get("account", GLOBAL_ACCOUNT))
 
 
