@@ -40,6 +40,7 @@ from brook.monitor.accstatz import build_accstatz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
+from brook.monitor.leafz import build_leafz
 from brook.monitor.params import BadParameter, go_bool, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
@@ -76,6 +77,7 @@ _ENDPOINTS = {
     "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
     "/accountz": "Accounts (acc)",
     "/accstatz": "Accounts' statistics (unused)",
+    "/leafz": "Leafnode connections (subs, acc)",
 }
 
 
@@ -106,6 +108,7 @@ class MonitorServer:
             "/jsz": self.jsz,
             "/accountz": self.accountz,
             "/accstatz": self.accstatz,
+            "/leafz": self.leafz,
         }
 
     @property
@@ -288,3 +291,6 @@ class MonitorServer:
 
     def accstatz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_accstatz(self.feed, [], include_unused=go_bool(query, "unused"))
+
+    def leafz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_leafz(self.feed, subs=go_bool(query, "subs"), account=text(query, "acc"))

@@ -53,6 +53,7 @@ from brook.server.statistics import (
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
+    LeafSnapshot,
     ServerStatistics,
     StatisticsFeed,
     SublistSnapshot,
@@ -202,6 +203,9 @@ class _AccountFeed:
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         return self._feed.subscriptions(cid)
+
+    def leaf_connections(self) -> list[LeafSnapshot]:
+        return [c for c in self._feed.leaf_connections() if c.account == self.account]
 
     def jetstream_assets(self) -> JetStreamAssets | None:
         return self._feed.jetstream_assets()

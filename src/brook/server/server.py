@@ -29,12 +29,14 @@ from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
+from brook.leafnode.connection import LeafLimits
+from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port
+from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
@@ -42,6 +44,7 @@ from brook.server.statistics import (
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
+    LeafSnapshot,
     Monitor,
     MonitorFactory,
     ServerStatistics,
@@ -125,6 +128,8 @@ class Server:
         self._listener: asyncio.Server | None = None
         self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
+        # Leafnode remotes and connections (ADR 0032), when `leafnodes {}` has any.
+        self.leafnodes: LeafNodes | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
         self._all_closed.set()
@@ -264,6 +269,20 @@ class Server:
             self.websocket = WebSocketListener(self, self.settings.websocket)
             await self.websocket.start(ports.websocket)
             ports.websocket = None
+        leaf = self.settings.leafnodes
+        if leaf.remotes or leaf.port:
+            self.leafnodes = LeafNodes(
+                leaf, self._router_of, self._leaf_limits, self.next_client_id
+            )
+            if leaf.port:
+                leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None
+                leaf_sock = open_listener(leaf.host, leaf.port, "Error listening on leafnode port")
+                await self.leafnodes.listen(leaf_sock, leaf.host, leaf_tls)
+                log.info(
+                    "Listening for leafnode connections on %s",
+                    host_port(leaf.host, self.leafnodes.port),
+                )
+            self.leafnodes.start()
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
@@ -274,6 +293,45 @@ class Server:
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def leaf_connections(self) -> list[LeafSnapshot]:
+        if self.leafnodes is None:
+            return []
+        return [
+            LeafSnapshot(
+                cid=c.cid,
+                name=c.remote.name,
+                is_spoke=c.solicited,
+                account=c.leafs.account,
+                ip=c.peer[0],
+                port=c.peer[1],
+                rtt_s=c.rtt_s,
+                in_msgs=c.counters.in_msgs,
+                out_msgs=c.counters.out_msgs,
+                in_bytes=c.counters.in_bytes,
+                out_bytes=c.counters.out_bytes,
+                subscriptions=c.interest_subjects(),
+            )
+            for c in self.leafnodes.connections()
+        ]
+
+    def _router_of(self, account: str) -> Any:
+        found = self.accounts.get(account)
+        return found.router if found is not None else None
+
+    def _leaf_limits(self, account: str) -> LeafLimits:
+        s = self.settings
+        found = self.accounts.get(account)
+        return LeafLimits(
+            server_id=self.server_id,
+            server_name=self.server_name,
+            max_payload=s.max_payload_bytes,
+            max_control_line=s.max_control_line_bytes,
+            ping_interval_s=s.ping_interval_s,
+            max_pings_out=s.max_pings_out,
+            max_pending=s.max_pending_bytes,
+            jetstream=found is not None and found.jetstream is not None,
+        )
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
         ports = {"nats": reachable_urls("nats", self.host, sock)}
@@ -332,6 +390,8 @@ class Server:
             self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
         await self.accounts.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):
@@ -509,6 +569,8 @@ class Server:
             ),
             "jetstream_stats": self._jetstream_stats() if jetstream else None,
             "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
+            "leafnodes": len(self.leaf_connections()),
+            "leafnode_port": self.leafnodes.port if self.leafnodes is not None else 0,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:

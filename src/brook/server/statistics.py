@@ -68,6 +68,8 @@ class ServerStatistics(TypedDict):
     # Each account's JetStream usage, reservations and limits (`$JS.API.INFO` without
     # `api`), by account name; None without JetStream.
     jetstream_accounts: dict[str, dict[str, Any]] | None
+    leafnodes: int  # leafnode connections, either role
+    leafnode_port: int  # the leafnode listener's; 0 without one
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,24 @@ class ConnectionSnapshot:
     tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
     account: str = "$G"  # the account it logged in to
     close_reason: str = ""  # why it closed, once it has (Brook's words)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafSnapshot:
+    """One leafnode connection (`/leafz`, ADR 0032)."""
+
+    cid: int
+    name: str  # the server at the other end
+    is_spoke: bool  # this side dialled (a remote of `leafnodes { remotes }`)
+    account: str
+    ip: str
+    port: int
+    rtt_s: float | None
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    subscriptions: tuple[str, ...]  # the subjects of the interest the other side showed
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +219,8 @@ class StatisticsFeed(Protocol):
     def connections(self) -> list[ConnectionSnapshot]: ...
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
+
+    def leaf_connections(self) -> list[LeafSnapshot]: ...
 
     def jetstream_assets(self) -> JetStreamAssets | None: ...
 
