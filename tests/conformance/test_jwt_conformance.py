@@ -35,6 +35,7 @@ from tests.support.jwts import (
     account_key,
     b64,
     creds,
+    encode_v1,
     operator_jwt,
     operator_key,
     user_jwt,
@@ -894,3 +895,71 @@ async def test_info_in_operator_mode_asks_for_auth_and_carries_a_nonce() -> None
                 infos.append((c.info.get("auth_required"), len(c.info.get("nonce", ""))))
     assert infos[0] == (True, 15)
     assert infos[1] == infos[0]
+
+
+async def test_version_1_jwts_log_in_as_on_nats_server(tmp_path: Path) -> None:
+    """Tokens nsc wrote before jwt v2 (nats.py's own test config has them): a version 1
+    operator, accounts and users, each login and publish compared, and a nats-py creds
+    login doing a request."""
+    operator, signer = operator_key(), account_key()
+    account, other = account_key(), account_key()
+    now = int(time.time())
+    revoked, plain, small, signed = user_key(), user_key(), user_key(), user_key()
+    preload = {
+        account.public: encode_v1(
+            "account",
+            account,
+            operator,
+            limits={"payload": 100, "subs": -1, "conn": -1},
+            signing_keys=[signer.public],
+            revocations={revoked.public: now + 60},
+        ),
+        other.public: encode_v1("account", other, operator),
+    }
+    (tmp_path / "op.jwt").write_text(encode_v1("operator", operator, operator))
+    entries = "".join(f'  {key}: "{token}"\n' for key, token in preload.items())
+    path = tmp_path / "server.conf"
+    path.write_text(
+        f"operator: {tmp_path / 'op.jwt'}\nresolver: MEMORY\nresolver_preload: {{\n{entries}}}\n"
+    )
+    header, claims, _ = encode_v1("user", plain, account).split(".")
+    cases: list[tuple[str, Key]] = [
+        (encode_v1("user", plain, account), plain),
+        (encode_v1("user", small, account, payload=10), small),
+        (encode_v1("user", signed, signer, top={"issuer_account": account.public}), signed),
+        (encode_v1("user", signed, signer), signed),  # no issuer_account: unknown account
+        (encode_v1("user", revoked, account), revoked),
+        (f"{header}.{claims}.{b64(account.sign(f'{header}.{claims}'.encode()))}", plain),
+        (encode_v1("user", plain, other), plain),  # no `limits`: `conn` 0, nobody in
+    ]
+    pub = b"PUB big 50\r\n" + b"x" * 50 + b"\r\nPUB big 101\r\n" + b"x" * 101 + b"\r\n"
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_text(creds(cases[0][0], plain))
+    results = []
+    with run_nats_server("-c", str(path), jetstream=False) as reference:
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            for url in (reference, srv.url):
+                logins = [await login(url, token, key) for token, key in cases]
+                sessions = [await _session(url, token, key, pub) for token, key in cases[:3]]
+                results.append((logins, sessions, await _request_reply(url, creds_file)))
+    theirs, mine = results
+    assert [closed for _, closed in theirs[0]] == [False, False, False, True, True, True, True]
+    assert theirs[1][0] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[1][1] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[0][6] == ((Err("maximum account active connections exceeded"),), True)
+    assert theirs[2] == b"OK!"
+    assert mine == theirs
+
+
+async def _request_reply(url: str, creds_file: Path) -> bytes:
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+
+        async def reply(msg: Any) -> None:
+            await nc.publish(msg.reply, b"OK!")
+
+        await nc.subscribe("help", cb=reply)
+        await nc.flush()
+        return (await nc.request("help", b"I need help", timeout=2)).data
+    finally:
+        await nc.close()
