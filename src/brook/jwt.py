@@ -38,6 +38,7 @@ __all__ = [
     "AccountLimits",
     "Claims",
     "InvalidJwt",
+    "JetStreamLimits",
     "OperatorClaims",
     "Permission",
     "ResponsePermission",
@@ -123,9 +124,23 @@ class UserScope:
 
 
 @dataclass(frozen=True, slots=True)
+class JetStreamLimits:
+    """An account's JetStream limits (jwt's JetStreamLimits): absent is 0, which for
+    the storage means none allowed and for the others no limit; -1 is no limit."""
+
+    mem_storage: int = 0
+    disk_storage: int = 0
+    streams: int = 0
+    consumer: int = 0
+    max_ack_pending: int = 0
+    mem_max_stream_bytes: int = 0
+    disk_max_stream_bytes: int = 0
+    max_bytes_required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class AccountLimits:
-    """An account claim's `limits` (jwt's OperatorLimits). `jetstream` and
-    `tiered_limits` are kept as read, for the JetStream account limits."""
+    """An account claim's `limits` (jwt's OperatorLimits)."""
 
     subs: int = NO_LIMIT
     data: int = NO_LIMIT
@@ -136,24 +151,17 @@ class AccountLimits:
     disallow_bearer: bool = False
     conn: int = NO_LIMIT
     leaf: int = NO_LIMIT
-    jetstream: dict[str, Any] = field(default_factory=dict)
-    tiered_limits: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def jetstream_bounded(self) -> bool:
-        """Some JetStream limit is set (a positive bound, `max_bytes_required`, or tiers)."""
-        values = self.jetstream.values()
-        return bool(self.tiered_limits) or any(
-            v is True or (type(v) is int and v > 0) for v in values
-        )
+    # Zero when there are tiers, as jwt's loadAccount leaves it.
+    jetstream: JetStreamLimits = JetStreamLimits()
+    tiered_limits: dict[str, JetStreamLimits] = field(default_factory=dict)
 
     @property
     def jetstream_enabled(self) -> bool:
         """jwt's IsJSEnabled: some memory or disk storage allowed (in any tier)."""
-        tiers = [t for t in self.tiered_limits.values() if isinstance(t, dict)]
         if self.tiered_limits:
-            return any(t.get("mem_storage") or t.get("disk_storage") for t in tiers)
-        return bool(self.jetstream.get("mem_storage") or self.jetstream.get("disk_storage"))
+            tiers = self.tiered_limits.values()
+            return any(t.mem_storage or t.disk_storage for t in tiers)
+        return bool(self.jetstream.mem_storage or self.jetstream.disk_storage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,10 +343,10 @@ def _signing_keys(f: _Fields) -> dict[str, UserScope | None]:
 
 
 def _account_limits(f: _Fields) -> AccountLimits:
-    jetstream_keys = (
-        *("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending"),
-        *("mem_max_stream_bytes", "disk_max_stream_bytes", "max_bytes_required"),
-    )
+    tiers = {
+        str(name): _jetstream_limits(_Fields(tier, f"{f.where}.tiered_limits.{name}"))
+        for name, tier in f.mapping("tiered_limits").items()
+    }
     return AccountLimits(
         subs=f.integer("subs"),
         data=f.integer("data"),
@@ -349,9 +357,15 @@ def _account_limits(f: _Fields) -> AccountLimits:
         disallow_bearer=f.flag("disallow_bearer"),
         conn=f.integer("conn"),
         leaf=f.integer("leaf"),
-        jetstream={k: f.data[k] for k in jetstream_keys if f.data.get(k) is not None},
-        tiered_limits=f.mapping("tiered_limits"),
+        jetstream=JetStreamLimits() if tiers else _jetstream_limits(f),
+        tiered_limits=tiers,
     )
+
+
+def _jetstream_limits(f: _Fields) -> JetStreamLimits:
+    names = [n for n in JetStreamLimits.__dataclass_fields__ if n != "max_bytes_required"]
+    values = {name: f.integer(name) for name in names}
+    return JetStreamLimits(**values, max_bytes_required=f.flag("max_bytes_required"))
 
 
 def _common(token: str, body: _Fields, nats: _Fields, v1: bool) -> dict[str, Any]:
@@ -401,7 +415,9 @@ def _claims(token: str, body: _Fields, version: int) -> Claims:
         if v1:
             return AccountClaims(
                 **common,
-                limits=dataclasses.replace(account_limits, jetstream={}, tiered_limits={}),
+                limits=dataclasses.replace(
+                    account_limits, jetstream=JetStreamLimits(), tiered_limits={}
+                ),
                 signing_keys=dict.fromkeys(nats.texts("signing_keys")),
                 revocations={str(k): revoked.integer(k) for k in revoked.data},
                 imports=tuple(nats._get("imports", list, [])),
@@ -546,8 +562,6 @@ def issues(claims: Claims, now: float | None = None) -> list[str]:
                 what = "a valid account signing key" if scope is None else "an account public key"
                 found.append(f"{key} is not {what}")
         tiered = claims.limits.tiered_limits
-        if tiered and any(v for v in claims.limits.jetstream.values()):
-            found.append("JetStream Limits and tiered JetStream Limits are mutually exclusive")
         if "" in tiered:
             found.append('Tiered JetStream Limits can not contain a blank "" tier name')
     elif isinstance(claims, OperatorClaims):

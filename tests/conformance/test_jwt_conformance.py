@@ -29,6 +29,8 @@ from nats.aio.client import Client as NatsClient
 import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
+from tests.conformance.test_account_limits_conformance import SCENARIOS as LIMIT_SCENARIOS
+from tests.conformance.test_account_limits_conformance import run as run_limit_steps
 from tests.support.jwts import (
     Key,
     account_jwt,
@@ -759,10 +761,10 @@ async def test_users_of_different_accounts_are_isolated(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def js_servers(trust: Trust) -> AsyncIterator[tuple[str, str]]:
+async def js_servers(trust: Trust, extra: str = "") -> AsyncIterator[tuple[str, str]]:
     """Both servers from `trust`'s config, with JetStream in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="brook-jwt-js-") as tmp:
-        path = trust.config(Path(tmp))
+        path = trust.config(Path(tmp), extra)
         with run_nats_server("-c", str(path), jetstream=True) as reference:
             settings = load_conf_file(str(path))
             settings.jetstream.enabled = True
@@ -834,10 +836,10 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
         load_conf_file(str(path))
 
 
-def test_jetstream_limits_in_account_jwts_are_refused_until_enforced(tmp_path: Path) -> None:
+def test_tiered_jetstream_limits_in_account_jwts_are_refused(tmp_path: Path) -> None:
     trust = Trust()
-    trust.account(limits={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 3})
-    with pytest.raises(ConfigError, match="JetStream limits of account JWTs are not enforced"):
+    trust.account(limits={"tiered_limits": {"R1": {"disk_storage": 1024, "streams": 3}}})
+    with pytest.raises(ConfigError, match="tiered JetStream limits of account JWTs are not"):
         load_conf_file(str(trust.config(tmp_path)))
 
 
@@ -963,3 +965,40 @@ async def _request_reply(url: str, creds_file: Path) -> bytes:
         return (await nc.request("help", b"I need help", timeout=2)).data
     finally:
         await nc.close()
+
+
+@pytest.mark.parametrize("name", sorted(LIMIT_SCENARIOS))
+async def test_jetstream_limits_of_account_jwts(name: str, tmp_path: Path) -> None:
+    """The accounts of test_account_limits_conformance.py, their limits in their JWTs
+    (`mem_storage`, `disk_storage`, `streams`, `consumer`, `max_ack_pending`,
+    `max_bytes_required`, `mem_max_stream_bytes`), the same steps, replies compared."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    base = {"subs": -1, "payload": -1, "conn": -1}
+    accounts = {
+        "a": trust.account(
+            limits={**base, "mem_storage": 1000, "disk_storage": 2000, "streams": 2}
+        ),
+        "b": trust.account(
+            limits={
+                **base,
+                **{"mem_storage": 600, "disk_storage": 1024, "consumer": 1},
+                **{"max_ack_pending": 5, "max_bytes_required": True},
+                **{"mem_max_stream_bytes": 300, "disk_max_stream_bytes": -1},
+            }
+        ),
+    }
+    logins = {}
+    for who, account in accounts.items():
+        user = user_key()
+        path = tmp_path / f"{who}.creds"
+        path.write_text(creds(user_jwt(user, account), user))
+        logins[who] = {"user_credentials": str(path)}
+    steps = LIMIT_SCENARIOS[name]
+    extra = "jetstream { max_memory_store: 2000, max_file_store: 5000 }\n"
+    async with js_servers(trust, extra) as (reference, ours):
+        expected = await run_limit_steps(reference, steps, logins)
+        actual = await run_limit_steps(ours, steps, logins)
+    for i, ((who, step), want, got) in enumerate(zip(steps, expected, actual, strict=True)):
+        assert got == want, f"step {i} {who} {step[:3]}"

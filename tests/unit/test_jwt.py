@@ -103,7 +103,8 @@ def test_account_claims_decode_signing_keys_revocations_and_limits() -> None:
     assert claims.limits.conn == 2
     assert claims.limits.subs == 5
     assert claims.limits.payload == 64
-    assert claims.limits.jetstream == {"mem_storage": 1024, "streams": 3}
+    assert claims.limits.jetstream == jwt.JetStreamLimits(mem_storage=1024, streams=3)
+    assert claims.limits.jetstream_enabled
     # a user issued at or before its revocation is revoked, later ones are not;
     # the `*` entry revokes every user issued until then
     assert claims.revoked(USER.public, 100)
@@ -204,6 +205,22 @@ def test_a_newer_version_is_refused() -> None:
         jwt.decode(encode(claims, ACCOUNT))
 
 
+def test_tiered_jetstream_limits_replace_the_plain_ones() -> None:
+    """As jwt's loadAccount: with tiers, the untiered limits read as zero."""
+    tier = {"disk_storage": 100, "streams": 2, "max_bytes_required": True}
+    claims = jwt.decode_account(
+        account_jwt(ACCOUNT, OPERATOR, limits={"mem_storage": 5, "tiered_limits": {"R1": tier}})
+    )
+    assert claims.limits.jetstream == jwt.JetStreamLimits()
+    assert claims.limits.tiered_limits == {
+        "R1": jwt.JetStreamLimits(disk_storage=100, streams=2, max_bytes_required=True)
+    }
+    assert claims.limits.jetstream_enabled
+    assert jwt.issues(claims) == []
+    with pytest.raises(jwt.InvalidJwt, match="wrong type"):
+        jwt.decode_account(account_jwt(ACCOUNT, OPERATOR, limits={"streams": "3"}))
+
+
 def test_a_version_2_token_without_its_version_is_refused() -> None:
     claims = {"sub": USER.public, "nats": {"type": "user"}}
     with pytest.raises(jwt.InvalidJwt, match="received 0"):
@@ -250,7 +267,7 @@ def test_version_1_account_and_operator_claims() -> None:
         )
     )
     assert account.limits.conn == 3
-    assert account.limits.jetstream == {}
+    assert account.limits.jetstream == jwt.JetStreamLimits()
     assert not account.limits.jetstream_enabled
     assert account.signing_keys == {USER.public: None}
     assert account.revoked(USER.public, 5)

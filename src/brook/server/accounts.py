@@ -191,8 +191,13 @@ class Accounts:
                 mappings=entry.mappings,
             )
         for key, token in operator.preload.items() if operator.jwts else ():
-            enabled = jwt.decode_account(token).limits.jetstream_enabled and key != system
-            self._by_name[key] = Account(key, jetstream=enabled, system=key == system)
+            claims = jwt.decode_account(token)
+            self._by_name[key] = Account(
+                key,
+                jetstream=claims.limits.jetstream_enabled and key != system,
+                system=key == system,
+                jetstream_limits=_jetstream_limits(claims.limits.jetstream),
+            )
         if system not in self._by_name:
             self._by_name[system] = Account(system, system=True)
         self.system_account = self._by_name[system]
@@ -300,3 +305,24 @@ class Accounts:
             damaged.update({prefix + name: report for name, report in found.items()})
         out["damaged_streams"] = damaged
         return out
+
+
+def _jetstream_limits(claimed: jwt.JetStreamLimits) -> JetStreamAccountLimits:
+    """An account JWT's JetStream limits as nats-server takes them
+    (`UpdateAccountClaimsWithRefresh`): the storage, stream and consumer counts as
+    written (below 0 no limit; a storage of 0 none allowed, a count of 0 no limit), the
+    per-stream bytes and `max_ack_pending` no limit unless positive."""
+
+    def positive(value: int) -> int:
+        return value if value > 0 else -1
+
+    return JetStreamAccountLimits(
+        max_memory=claimed.mem_storage,
+        max_storage=claimed.disk_storage,
+        max_streams=claimed.streams,
+        max_consumers=claimed.consumer,
+        max_ack_pending=positive(claimed.max_ack_pending),
+        memory_max_stream_bytes=positive(claimed.mem_max_stream_bytes),
+        storage_max_stream_bytes=positive(claimed.disk_max_stream_bytes),
+        max_bytes_required=claimed.max_bytes_required,
+    )
