@@ -843,6 +843,7 @@ _JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
 _JS_RESERVE = ("free_space_reserve",)  # Brook's own
 _JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
 _JS_LIMITS = ("limits",)
+_JS_DOMAIN = ("domain",)
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -876,6 +877,7 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
             *_JS_RESERVE,
             *_JS_ACKS_AWAITING_SYNC,
             *_JS_LIMITS,
+            *_JS_DOMAIN,
         )
         for key, at, value in _entries(v, where, known):
             if key in _JS_ENABLED:
@@ -898,6 +900,8 @@ def _jetstream(s: Settings, where: str, v: object) -> None:
                 js.max_acks_awaiting_sync = _int(at, value)
             elif key in _JS_LIMITS:
                 _jetstream_limits(s, at, value)
+            elif key in _JS_DOMAIN:
+                js.domain = _str(at, value)
             else:
                 js.max_file_store_bytes = _size(at, value)
         js.enabled = enabled

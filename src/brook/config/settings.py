@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from brook import limits
+from brook.subjects import is_valid_subject
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
 SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
@@ -443,6 +444,9 @@ class JetStreamSettings:
     batch_max_inflight_per_stream: int | None = None
     batch_max_inflight_total: int | None = None
     batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
+    # The JetStream domain (`domain`): its API answered under `$JS.<domain>.API.>` too, and
+    # named in account info, stream info and PubAcks. "": none.
+    domain: str = ""
 
     @property
     def store_path(self) -> str:
@@ -607,6 +611,12 @@ class Settings:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.free_space_reserve_bytes < -1:
             raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
+        if domain := self.jetstream.domain:  # nats-server's validateJetStreamOptions
+            api = f"$JS.{domain}.API.>"
+            if not is_valid_subject(api.encode()):
+                raise ConfigError(f'invalid domain name: derived "{api}" is not a valid subject')
+            if any(c in domain for c in " \t\r\n\f.*>"):
+                raise ConfigError("invalid domain name: may not contain ., * or >")
         if self.jetstream.max_acks_awaiting_sync < 0:
             raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
         for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):

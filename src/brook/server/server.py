@@ -448,6 +448,8 @@ class Server:
         info["client_ip"] = client.host
         if client.nonce and not connect_info:
             info["nonce"] = client.nonce
+        if settings.jetstream.domain:
+            info["domain"] = settings.jetstream.domain
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
