@@ -652,11 +652,12 @@ class Settings:
         if self.operator.jwts and self.websocket.auth is not None:
             raise ConfigError("websocket.authorization: not supported by Brook in operator mode")
         self._validate_accounts()
-        tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
-        for u in self.auth.users:
-            if not u.password and not tls_map:
-                raise ConfigError(
-                    f"authorization.users: user {u.user!r} has no password"
-                    " (only tls verify_and_map maps certificates to users)"
-                )
         return self
+
+    @property
+    def maps_certificates(self) -> bool:
+        """Some listener maps client certificates to users (`verify_and_map`): a user
+        without a password is then a certificate's identity only (nats-server's
+        `canTLSMap`)."""
+        ws_tls = self.websocket.tls if self.websocket.port else None
+        return any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))

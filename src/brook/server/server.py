@@ -102,6 +102,7 @@ class Server:
             self.settings.auth,
             self.settings.operator,
             anonymous_global=self.settings.anonymous_global,
+            maps_certificates=self.settings.maps_certificates,
         )
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` (without a fallback delay) overrides
