@@ -191,7 +191,7 @@ class Accounts:
         self.global_account = Account(
             GLOBAL_ACCOUNT,
             jetstream=global_only,
-            mappings=_with_domain(settings.mappings, domain),
+            mappings=_with_domain(settings.mappings, domain, system=False),
         )
         self._by_name: dict[str, Account] = {GLOBAL_ACCOUNT: self.global_account}
         for entry in configured:
@@ -200,7 +200,7 @@ class Accounts:
                 jetstream=entry.jetstream,
                 system=entry.name == system,
                 jetstream_limits=entry.jetstream_limits,
-                mappings=_with_domain(entry.mappings, domain),
+                mappings=_with_domain(entry.mappings, domain, system=entry.name == system),
             )
         for key, token in operator.preload.items() if operator.jwts else ():
             claims = jwt.decode_account(token)
@@ -209,10 +209,11 @@ class Accounts:
                 jetstream=claims.limits.jetstream_enabled and key != system,
                 system=key == system,
                 jetstream_limits=_jetstream_limits(claims.limits.jetstream),
-                mappings=_with_domain((), domain),
+                mappings=_with_domain((), domain, system=key == system),
             )
         if system not in self._by_name:
-            self._by_name[system] = Account(system, system=True, mappings=_with_domain((), domain))
+            mappings = _with_domain((), domain, system=True)
+            self._by_name[system] = Account(system, system=True, mappings=mappings)
         self.system_account = self._by_name[system]
         # Where messages cross between accounts (server/imports.py, ADR 0030).
         self.links = Links(settings, self._by_name)
@@ -352,18 +353,21 @@ _DOMAIN_API = {
 }
 
 
-def _with_domain(mappings: Sequence[SubjectMapping], domain: str) -> Sequence[SubjectMapping]:
+def _with_domain(
+    mappings: Sequence[SubjectMapping], domain: str, *, system: bool
+) -> Sequence[SubjectMapping]:
     """An account's mappings and, with a JetStream domain, nats-server's mappings of
-    `$JS.<domain>.API.>` onto `$JS.API.>` (`enableAllJetStreamServiceImportsAndMappings`
-    in each account, `setupJetStreamExports` in the system account), so that a local
-    client reaches its JetStream by the domain too; a mapping of the account's own with
-    the same source wins."""
+    `$JS.<domain>.API.` onto `$JS.API.` so that a local client reaches its JetStream by
+    the domain too: in the system account the one `setupJetStreamExports` adds, in every
+    other account the table of `enableAllJetStreamServiceImportsAndMappings`; a mapping
+    of the account's own with the same source wins."""
     if not domain:
         return mappings
+    table = {">": "$JS.API.>"} if system else _DOMAIN_API
     own = {m.source for m in mappings}
     added = [
         SubjectMapping(source, [MapDestination(destination)], f"jetstream.domain {source}", False)
-        for suffix, destination in _DOMAIN_API.items()
+        for suffix, destination in table.items()
         if (source := f"$JS.{domain}.API.{suffix}") not in own
     ]
     return [*mappings, *added]

@@ -557,6 +557,7 @@ class Server:
                 updated_at=self.started_at,
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
+                mappings=a.mappings.describe() if a.mappings is not None else {},
             )
             for a in self.accounts
         ]

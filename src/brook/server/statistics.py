@@ -12,7 +12,7 @@ consistent with itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
@@ -182,6 +182,8 @@ class AccountSnapshot:
     system_services: bool  # the system account's services run (their imports and exports)
     # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
     closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
+    # Its subject mappings: source -> (destination, cumulative weight), in their order.
+    mappings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 class StatisticsFeed(Protocol):
