@@ -203,7 +203,7 @@ class _AccountFeed:
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         return self._feed.subscriptions(cid)
 
-    def jetstream_assets(self) -> JetStreamAssets | None:
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
         return self._feed.jetstream_assets()
 
     def jetstream_accounts(

@@ -663,8 +663,11 @@ class Server:
         """The system account's subjects (its `Router`), for in-process clients there."""
         return self.accounts.system_account.router
 
-    def jetstream_assets(self) -> JetStreamAssets | None:
-        js = self.jetstream
-        if js is None:
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        if not self.settings.jetstream.enabled:
             return None
-        return JetStreamAssets(root=js.root, streams=js.streams.keys(), consumers=js.consumers)
+        return [
+            JetStreamAssets(a.name, js.root, js.streams.keys(), js.consumers)
+            for a in self.accounts.with_jetstream
+            if (js := a.jetstream) is not None
+        ]

@@ -125,7 +125,8 @@ class JetStreamAssets:
     The collections are read-only views of the engine's own, valid while the probe runs.
     """
 
-    root: Path  # the directory of file streams
+    account: str
+    root: Path  # the directory of its file streams
     streams: Collection[str]  # streams open and served
     consumers: Mapping[str, Collection[str]]  # consumer names by stream
 
@@ -201,7 +202,9 @@ class StatisticsFeed(Protocol):
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
 
-    def jetstream_assets(self) -> JetStreamAssets | None: ...
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        """Each account's JetStream assets (None when JetStream is off)."""
+        ...
 
     def jetstream_accounts(
         self, *, streams: bool = False, consumers: bool = False, config: bool = False
