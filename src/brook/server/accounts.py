@@ -175,6 +175,25 @@ class Account:
             self._refusals.close()
 
 
+def _endpoints(router: Router) -> ApiDispatcher:
+    """The JetStream API's endpoints with no engine behind them, for the 10039 refusals
+    of a server on which no account has JetStream (nats-server's answer there too). The
+    API objects' `register` only names their handlers, which the refusals replace, so
+    objects never initialised (and never called) serve to list them."""
+    from brook.jetstream.api import cluster
+    from brook.jetstream.api.consumers import ConsumerApi
+    from brook.jetstream.api.dispatch import ApiDispatcher
+    from brook.jetstream.api.snapshots import SnapshotApi
+    from brook.jetstream.api.streams import StreamApi
+
+    api = ApiDispatcher(InternalClient(router, "unused"), api_level=limits.JETSTREAM_API_LEVEL)
+    StreamApi.__new__(StreamApi).register(api)
+    ConsumerApi.__new__(ConsumerApi).register(api)
+    cluster.register(api)
+    SnapshotApi.__new__(SnapshotApi).register(api)
+    return api
+
+
 class Accounts:
     """The server's accounts by name: `$G`, the configured ones and the system account."""
 
@@ -268,9 +287,7 @@ class Accounts:
                     server_limits=self.server_limits,
                 )
         engines = self.with_jetstream
-        if not engines:
-            return
-        template = engines[0].api
+        template = engines[0].api if engines else _endpoints(self.global_account.router)
         assert template is not None
         for account in self:
             if account.jetstream is None:  # the system account too, as nats-server
