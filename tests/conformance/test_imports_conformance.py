@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
 import brook
@@ -322,6 +323,80 @@ async def test_bad_exports_and_imports_are_refused_in_nats_server_words(
     assert words in await brook_error(config, tmp_path)
 
 
+TOKEN_POSITION = 'exports: [ {stream: "acc.*.>", account_token_position: 2}, ' + (
+    '{service: "svc.*", account_token_position: 2} ]'
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (
+            accounts(TOKEN_POSITION, "", 'imports: [ {stream: {account: A, subject: "acc.B.>"}} ]'),
+            'Error adding stream import "acc.B.>": stream import not authorized',
+        ),
+        (
+            accounts(TOKEN_POSITION, 'imports: [ {stream: {account: A, subject: "acc.*.>"}} ]'),
+            'Error adding stream import "acc.*.>": stream import not authorized',
+        ),
+        (
+            accounts(TOKEN_POSITION, "", 'imports: [ {service: {account: A, subject: "svc.B"}} ]'),
+            'Error adding service import "svc.B": service import not authorized',
+        ),
+        (
+            accounts('exports: [ {stream: "acc.x.>", account_token_position: 2} ]', ""),
+            'Error adding stream export "acc.x.>": sublist: invalid subject',
+        ),
+        (
+            accounts('exports: [ {service: "svc", account_token_position: 3} ]', ""),
+            'Error adding service export "svc": sublist: invalid subject',
+        ),
+    ],
+    ids=["other-account", "wildcard-at-position", "service-other", "not-a-wildcard", "too-short"],
+)
+async def test_account_token_position_refusals(config: str, words: str, tmp_path: Path) -> None:
+    assert words in nats_server_error(config)
+    assert words in await brook_error(config, tmp_path)
+
+
+async def test_account_token_position_lets_the_named_account_import(tmp_path: Path) -> None:
+    """B imports what A exports under B's own name, the stream and the service."""
+    config = accounts(
+        "users: [ {user: a, password: a} ], " + TOKEN_POSITION,
+        "users: [ {user: b, password: b} ], imports: [ "
+        '{stream: {account: A, subject: "acc.B.>"}}, {service: {account: A, subject: "svc.B"}} ]',
+    )
+
+    async def steps(url: str) -> list[bytes]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b")
+        try:
+            got = await b.subscribe("acc.>")
+
+            async def answer(msg: Any) -> None:
+                await msg.respond(b"served " + msg.subject.encode())
+
+            await a.subscribe("svc.*", cb=answer)
+            await a.flush()
+            await b.flush()
+            await a.publish("acc.B.x", b"mine")
+            await a.publish("acc.C.x", b"not mine")
+            reply = await b.request("svc.B", b"", timeout=2)
+            first = await got.next_msg(timeout=2)
+            with contextlib.suppress(nats.errors.TimeoutError):
+                await got.next_msg(timeout=0.3)
+                return [b"unexpected"]
+            return [first.subject.encode(), first.data, reply.data]
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected = await steps(reference)
+        assert expected == [b"acc.B.x", b"mine", b"served svc.B"]
+        assert await steps(ours) == expected
+
+
 async def test_brook_refuses_a_stream_import_with_both_prefix_and_to(tmp_path: Path) -> None:
     """nats-server refuses it only when it reads `to` after `stream` and `prefix` (Go map
     order, at random) and otherwise takes one of them; Brook refuses it always, in
@@ -376,10 +451,6 @@ async def test_streamed_responses_stop_crossing_after_the_threshold(tmp_path: Pa
     ("entry", "key"),
     [
         ('exports: [ {service: "s", latency: "lat.s"} ]', "exports[0].latency"),
-        (
-            'exports: [ {stream: "s.*", account_token_position: 2} ]',
-            "exports[0].account_token_position",
-        ),
         ('exports: [ {service: "s", allow_trace: true} ]', "exports[0].allow_trace"),
         ('imports: [ {service: {account: B, subject: "s"}, share: true} ]', "imports[0].share"),
     ],

@@ -104,6 +104,9 @@ class ExportSettings:
     accounts: list[str] | None = None
     response_type: str = "singleton"
     threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S
+    # `account_token_position`: when > 0, only an account whose name is that token of the
+    # subject it imports may import (the export's token there must be `*`).
+    token_position: int = 0
     where: str = ""
 
 
