@@ -460,3 +460,41 @@ async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
 ) -> None:
     refused = await brook_error(accounts(entry, 'exports: [ {service: "s"} ]'), tmp_path)
     assert f"accounts.A.{key} (line 2): not supported by Brook" in refused
+
+
+async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
+    """Once the server has measured a requester's round-trip time (its PING answered),
+    the service's `Nats-Request-Info` carries it (`rtt`, Go nanoseconds) beside `acc`."""
+    config = 'ping_interval: "100ms"\n' + accounts(
+        'users: [ {user: a, password: a} ], exports: [ {service: "svc"} ]',
+        'users: [ {user: b, password: b} ], imports: [ {service: {account: A, subject: "svc"}} ]',
+    )
+
+    async def steps(url: str) -> dict[str, Any]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b")
+        try:
+
+            async def answer(msg: Any) -> None:
+                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+            await a.subscribe("svc", cb=answer)
+            await a.flush()
+            await b.request("svc", b"", timeout=2)  # the inbox's subscription is made
+            await asyncio.sleep(0.5)  # a few PINGs: both clients' rtt measured
+            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+            return info
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected, got = await steps(reference), await steps(ours)
+    assert sorted(expected) == ["acc", "rtt"]
+    assert expected["acc"] == "B"
+    assert isinstance(expected["rtt"], int)
+    assert expected["rtt"] > 0
+    assert sorted(got) == sorted(expected)
+    assert got["acc"] == "B"
+    assert isinstance(got["rtt"], int)
+    assert 0 < got["rtt"] < 1_000_000_000

@@ -53,13 +53,30 @@ def _random_token(rng: random.Random, length: int) -> bytes:
     return bytes(_DIGITS[rng.randrange(62)] for _ in range(length))
 
 
-def _with_request_info(header: bytes | None, account: str) -> bytes:
-    """The header block with nats-server's `Nats-Request-Info` (the requester's account;
-    its round-trip time is not known here, and nats-server leaves it out when zero)."""
-    line = b'%s: {"acc":"%s"}\r\n' % (REQUEST_INFO.encode(), account.encode())
+def _with_request_info(header: bytes | None, account: str, rtt_ns: int | None) -> bytes:
+    """The header block with nats-server's `Nats-Request-Info`: the requester's account
+    and, once measured, its round-trip time (nats-server leaves out a zero one)."""
+    rtt = b',"rtt":%d' % rtt_ns if rtt_ns else b""
+    line = b'%s: {"acc":"%s"%s}\r\n' % (REQUEST_INFO.encode(), account.encode(), rtt)
     if header is None:
         return b"NATS/1.0\r\n" + line + b"\r\n"
     return header[:-2] + line + b"\r\n"
+
+
+def _requester_rtt(router: Router, reply: bytes | None) -> int | None:
+    """The round-trip time (ns) of the client awaiting replies on `reply`, the one that
+    sent the request, when exactly one client does and its time is measured (a
+    connection's `rtt_s`). nats-server knows the publishing client; Brook's router does
+    not tell a subscriber who published (ADR 0029), so the reply's listener stands in."""
+    if reply is None:
+        return None
+    result = router.sublist.match(reply)
+    clients = {s.client for s in result.plain}
+    clients.update(m.client for members in result.queues for m in members)
+    if len(clients) != 1:
+        return None
+    rtt_s = getattr(next(iter(clients)), "rtt_s", None)
+    return round(rtt_s * 1e9) if isinstance(rtt_s, float) else None
 
 
 class _Hops:
@@ -275,7 +292,7 @@ class ServiceImport:
             token = self._responses.register(
                 self._in, reply, self._response_type, self._threshold_s
             )
-        header = _with_request_info(header, self._account)
+        header = _with_request_info(header, self._account, _requester_rtt(self._in.router, reply))
         delivered = _cross(self._out, to, payload, header, token or reply)
         if not delivered and token is not None:
             self._responses.forget(token)
