@@ -452,7 +452,10 @@ async def test_streamed_responses_stop_crossing_after_the_threshold(tmp_path: Pa
     [
         ('exports: [ {service: "s", latency: "lat.s"} ]', "exports[0].latency"),
         ('exports: [ {service: "s", allow_trace: true} ]', "exports[0].allow_trace"),
-        ('imports: [ {service: {account: B, subject: "s"}, share: true} ]', "imports[0].share"),
+        (
+            'imports: [ {service: {account: B, subject: "s"}, allow_trace: true} ]',
+            "imports[0].allow_trace",
+        ),
     ],
 )
 async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
@@ -497,3 +500,43 @@ async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
     assert got["acc"] == "B"
     assert isinstance(got["rtt"], int)
     assert 0 < got["rtt"] < 1_000_000_000
+
+
+async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path) -> None:
+    """`share: true` on a service import: the `Nats-Request-Info` also says when the
+    requester connected, from where, its id, user, name, library and version, the server
+    and the kind of client (nats-server's detailed `ClientInfo`)."""
+    config = "server_name: srv1\n" + accounts(
+        'users: [ {user: a, password: a} ], exports: [ {service: "svc"} ]',
+        "users: [ {user: b, password: b} ], "
+        'imports: [ {service: {account: A, subject: "svc"}, share: true} ]',
+    )
+
+    async def steps(url: str) -> dict[str, Any]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b", name="bee")
+        try:
+
+            async def answer(msg: Any) -> None:
+                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+            await a.subscribe("svc", cb=answer)
+            await a.flush()
+            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+            return info
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected, got = await steps(reference), await steps(ours)
+    assert list(got) == list(expected)  # Go's field order
+    varying = ("start", "id", "rtt")
+    assert {k: v for k, v in got.items() if k not in varying} == {
+        k: v for k, v in expected.items() if k not in varying
+    }
+    assert expected["acc"] == "B"
+    assert expected["name"] == "bee"
+    assert expected["server"] == "srv1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", got["start"])
+    assert isinstance(got["id"], int)

@@ -12,6 +12,7 @@ from brook.config.conf_values import (
     go_type,
     on_line,
     read_array,
+    read_bool,
     read_int,
     read_str,
 )
@@ -20,7 +21,7 @@ from brook.durations import parse_seconds
 
 # nats-server's keys of exports and imports Brook does not serve: refused by name.
 _EXPORT_UNSUPPORTED = ("latency", "allow_trace")
-_IMPORT_UNSUPPORTED = ("share", "allow_trace")
+_IMPORT_UNSUPPORTED = ("allow_trace",)
 _RESPONSE_TYPES = {"single": "singleton", "singleton": "singleton", "stream": "stream"}
 _RESPONSE_TYPES |= {"chunk": "chunked", "chunked": "chunked"}
 _THRESHOLD = ("threshold", "response_threshold", "response_max_time", "response_time")
@@ -124,7 +125,9 @@ def _import(where: str, v: object) -> ImportSettings:
     _unsupported(v, where, _IMPORT_UNSUPPORTED)
     found: ImportSettings | None = None
     to = prefix = ""
-    for key, at, value in block_entries(v, where, ("stream", "service", "prefix", "to")):
+    share = False
+    keys = ("stream", "service", "prefix", "to", "share")
+    for key, at, value in block_entries(v, where, keys):
         at += on_line(v, key)
         if key in ("stream", "service"):
             if found is not None:
@@ -146,6 +149,8 @@ def _import(where: str, v: object) -> ImportSettings:
             found = ImportSettings(account, subject, service=key == "service", where=where)
         elif key == "prefix":
             prefix = read_str(at, value)
+        elif key == "share":
+            share = read_bool(at, value)
         else:
             to = read_str(at, value)
     if found is None:
@@ -154,4 +159,5 @@ def _import(where: str, v: object) -> ImportSettings:
         raise ConfigError(f"{where}: Stream import can not have a 'prefix' and a 'to' property")
     found.to = to or (found.subject if found.service else "")
     found.prefix = "" if found.service else prefix
+    found.share = found.service and share  # nats-server ignores it on a stream
     return found

@@ -121,6 +121,7 @@ class ImportSettings:
     service: bool
     to: str = ""
     prefix: str = ""
+    share: bool = False  # a service's: the requester's details in its Nats-Request-Info
     where: str = ""
 
 

@@ -123,7 +123,9 @@ def _import(imported: ImportSettings) -> dict[str, Any]:
     with its local (prefixed or renamed) subject, a service's exported subject with
     the local one (`to`, and `local_subject` again)."""
     if imported.service:
-        return _service_import(imported.subject, imported.account, imported.to, share=False)
+        return _service_import(
+            imported.subject, imported.account, imported.to, share=imported.share
+        )
     local = imported.to or imported.subject
     if imported.prefix:
         local = f"{imported.prefix}.{imported.subject}"

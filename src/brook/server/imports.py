@@ -228,6 +228,7 @@ class Links:
                 mappings=source.mappings,
                 response_type=export.response_type,
                 threshold_s=export.threshold_s,
+                share=imported.share,
             )
         )
 
