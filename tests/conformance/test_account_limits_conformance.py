@@ -108,10 +108,14 @@ async def brook_url(conf_path: Path, tmp_path: Path) -> AsyncIterator[str]:
         yield server.url
 
 
-async def run(url: str, steps: list[tuple[str, Step]]) -> list[Any]:
-    """Each step as its user (one connection each); every account's streams deleted
-    before and after, so the module's nats-server starts each scenario empty."""
-    conns = {u: await nats.connect(url, user=u, password=u) for u in ("a", "b")}
+async def run(
+    url: str, steps: list[tuple[str, Step]], logins: dict[str, dict[str, Any]] | None = None
+) -> list[Any]:
+    """Each step as its user (one connection each, `nats.connect`'s options from `logins`,
+    by default the config's passwords); every account's streams deleted before and after,
+    so the module's nats-server starts each scenario empty."""
+    logins = logins or {u: {"user": u, "password": u} for u in ("a", "b")}
+    conns = {u: await nats.connect(url, **options) for u, options in logins.items()}
     results: list[Any] = []
 
     async def clear() -> None:

@@ -326,6 +326,23 @@ async def test_jetstream_api_in_an_account_without_jetstream() -> None:
     assert ours == reference
 
 
+async def test_jetstream_api_where_no_account_has_jetstream() -> None:
+    """JetStream is on but no account has it: every account's endpoints answer 10039,
+    as where some other account has it."""
+
+    async def steps(url: str) -> list[Any]:
+        out = []
+        for user in ("a", "b", "g"):
+            nc = await connect(url, user)
+            out += [await api(nc, f"$JS.API.{subject}", {}) for subject in REFUSED_SUBJECTS]
+            await nc.close()
+        return out
+
+    reference, ours = await both(accounts_config(a_js="disabled", b_js="disabled"), steps)
+    assert {answer["error"]["err_code"] for answer in reference} == {10039}
+    assert ours == reference
+
+
 async def test_global_account_has_no_jetstream_once_accounts_are_configured() -> None:
     """As nats-server: with accounts configured, `$G` gets JetStream only if no other
     account is there; here its API answers 10039."""

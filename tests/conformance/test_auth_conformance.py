@@ -214,6 +214,31 @@ async def test_no_auth_user_logs_in_clients_without_credentials() -> None:
             assert got[1] == got[0], name
 
 
+async def test_users_without_a_password_log_in_by_name() -> None:
+    """A user without a password (nats.py's AccountLimitsTest config has one) logs in with
+    its name and no (or an empty) password, as the no_auth_user, and with nothing else."""
+    config = (
+        "authorization { users: [{user: nopass}, {user: bob, password: pw}] }\n"
+        "no_auth_user: nopass\n"
+    )
+    cases: dict[str, tuple[dict[str, Any], Any]] = {
+        "name": ({"user": "nopass"}, IN),
+        "name-empty-password": ({"user": "nopass", "pass": ""}, IN),
+        "name-wrong-password": ({"user": "nopass", "pass": "x"}, REFUSED),
+        "nothing": ({}, IN),
+        "bob": ({"user": "bob", "pass": "pw"}, IN),
+    }
+    async with servers(config) as (reference, ours):
+        for name, (options, expected) in cases.items():
+            got = await asyncio.gather(login(reference, **options), login(ours, **options))
+            assert got[0] == expected, (name, got[0])
+            assert got[1] == got[0], name
+    async with servers(config.replace("no_auth_user: nopass", "")) as (reference, ours):
+        got = await asyncio.gather(login(reference, user="nopass"), login(ours, user="nopass"))
+        assert got[0] == IN
+        assert got[1] == got[0]
+
+
 async def test_no_auth_user_info_and_operations_before_connect() -> None:
     """INFO says auth is not required; an operation before CONNECT logs the client in as
     the no_auth_user when that is a password user that needs no bcrypt check (as after an

@@ -29,12 +29,15 @@ from nats.aio.client import Client as NatsClient
 import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
+from tests.conformance.test_account_limits_conformance import SCENARIOS as LIMIT_SCENARIOS
+from tests.conformance.test_account_limits_conformance import run as run_limit_steps
 from tests.support.jwts import (
     Key,
     account_jwt,
     account_key,
     b64,
     creds,
+    encode_v1,
     operator_jwt,
     operator_key,
     user_jwt,
@@ -817,10 +820,10 @@ async def test_users_of_different_accounts_are_isolated(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def js_servers(trust: Trust) -> AsyncIterator[tuple[str, str]]:
+async def js_servers(trust: Trust, extra: str = "") -> AsyncIterator[tuple[str, str]]:
     """Both servers from `trust`'s config, with JetStream in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="brook-jwt-js-") as tmp:
-        path = trust.config(Path(tmp))
+        path = trust.config(Path(tmp), extra)
         with run_nats_server("-c", str(path), jetstream=True) as reference:
             settings = load_conf_file(str(path))
             settings.jetstream.enabled = True
@@ -892,10 +895,10 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
         load_conf_file(str(path))
 
 
-def test_jetstream_limits_in_account_jwts_are_refused_until_enforced(tmp_path: Path) -> None:
+def test_tiered_jetstream_limits_in_account_jwts_are_refused(tmp_path: Path) -> None:
     trust = Trust()
-    trust.account(limits={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 3})
-    with pytest.raises(ConfigError, match="JetStream limits of account JWTs are not enforced"):
+    trust.account(limits={"tiered_limits": {"R1": {"disk_storage": 1024, "streams": 3}}})
+    with pytest.raises(ConfigError, match="tiered JetStream limits of account JWTs are not"):
         load_conf_file(str(trust.config(tmp_path)))
 
 
@@ -953,3 +956,108 @@ async def test_info_in_operator_mode_asks_for_auth_and_carries_a_nonce() -> None
                 infos.append((c.info.get("auth_required"), len(c.info.get("nonce", ""))))
     assert infos[0] == (True, 15)
     assert infos[1] == infos[0]
+
+
+async def test_version_1_jwts_log_in_as_on_nats_server(tmp_path: Path) -> None:
+    """Tokens nsc wrote before jwt v2 (nats.py's own test config has them): a version 1
+    operator, accounts and users, each login and publish compared, and a nats-py creds
+    login doing a request."""
+    operator, signer = operator_key(), account_key()
+    account, other = account_key(), account_key()
+    now = int(time.time())
+    revoked, plain, small, signed = user_key(), user_key(), user_key(), user_key()
+    preload = {
+        account.public: encode_v1(
+            "account",
+            account,
+            operator,
+            limits={"payload": 100, "subs": -1, "conn": -1},
+            signing_keys=[signer.public],
+            revocations={revoked.public: now + 60},
+        ),
+        other.public: encode_v1("account", other, operator),
+    }
+    (tmp_path / "op.jwt").write_text(encode_v1("operator", operator, operator))
+    entries = "".join(f'  {key}: "{token}"\n' for key, token in preload.items())
+    path = tmp_path / "server.conf"
+    path.write_text(
+        f"operator: {tmp_path / 'op.jwt'}\nresolver: MEMORY\nresolver_preload: {{\n{entries}}}\n"
+    )
+    header, claims, _ = encode_v1("user", plain, account).split(".")
+    cases: list[tuple[str, Key]] = [
+        (encode_v1("user", plain, account), plain),
+        (encode_v1("user", small, account, payload=10), small),
+        (encode_v1("user", signed, signer, top={"issuer_account": account.public}), signed),
+        (encode_v1("user", signed, signer), signed),  # no issuer_account: unknown account
+        (encode_v1("user", revoked, account), revoked),
+        (f"{header}.{claims}.{b64(account.sign(f'{header}.{claims}'.encode()))}", plain),
+        (encode_v1("user", plain, other), plain),  # no `limits`: `conn` 0, nobody in
+    ]
+    pub = b"PUB big 50\r\n" + b"x" * 50 + b"\r\nPUB big 101\r\n" + b"x" * 101 + b"\r\n"
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_text(creds(cases[0][0], plain))
+    results = []
+    with run_nats_server("-c", str(path), jetstream=False) as reference:
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            for url in (reference, srv.url):
+                logins = [await login(url, token, key) for token, key in cases]
+                sessions = [await _session(url, token, key, pub) for token, key in cases[:3]]
+                results.append((logins, sessions, await _request_reply(url, creds_file)))
+    theirs, mine = results
+    assert [closed for _, closed in theirs[0]] == [False, False, False, True, True, True, True]
+    assert theirs[1][0] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[1][1] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[0][6] == ((Err("maximum account active connections exceeded"),), True)
+    assert theirs[2] == b"OK!"
+    assert mine == theirs
+
+
+async def _request_reply(url: str, creds_file: Path) -> bytes:
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+
+        async def reply(msg: Any) -> None:
+            await nc.publish(msg.reply, b"OK!")
+
+        await nc.subscribe("help", cb=reply)
+        await nc.flush()
+        return (await nc.request("help", b"I need help", timeout=2)).data
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("name", sorted(LIMIT_SCENARIOS))
+async def test_jetstream_limits_of_account_jwts(name: str, tmp_path: Path) -> None:
+    """The accounts of test_account_limits_conformance.py, their limits in their JWTs
+    (`mem_storage`, `disk_storage`, `streams`, `consumer`, `max_ack_pending`,
+    `max_bytes_required`, `mem_max_stream_bytes`), the same steps, replies compared."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    base = {"subs": -1, "payload": -1, "conn": -1}
+    accounts = {
+        "a": trust.account(
+            limits={**base, "mem_storage": 1000, "disk_storage": 2000, "streams": 2}
+        ),
+        "b": trust.account(
+            limits={
+                **base,
+                **{"mem_storage": 600, "disk_storage": 1024, "consumer": 1},
+                **{"max_ack_pending": 5, "max_bytes_required": True},
+                **{"mem_max_stream_bytes": 300, "disk_max_stream_bytes": -1},
+            }
+        ),
+    }
+    logins = {}
+    for who, account in accounts.items():
+        user = user_key()
+        path = tmp_path / f"{who}.creds"
+        path.write_text(creds(user_jwt(user, account), user))
+        logins[who] = {"user_credentials": str(path)}
+    steps = LIMIT_SCENARIOS[name]
+    extra = "jetstream { max_memory_store: 2000, max_file_store: 5000 }\n"
+    async with js_servers(trust, extra) as (reference, ours):
+        expected = await run_limit_steps(reference, steps, logins)
+        actual = await run_limit_steps(ours, steps, logins)
+    for i, ((who, step), want, got) in enumerate(zip(steps, expected, actual, strict=True)):
+        assert got == want, f"step {i} {who} {step[:3]}"

@@ -111,7 +111,6 @@ def test_https_address_as_nats_server() -> None:
             "http_port: 8222\nhttps_port: 8443\ntls { cert_file: c, key_file: k }",
             "can't specify both HTTP (8222) and HTTPs (8443) ports",
         ),
-        ("authorization { users: [{user: a}] }", "authorization.users: user 'a' has no password"),
     ],
 )
 def test_tls_errors(text: str, message: str) -> None:

@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from brook import limits
+from brook.subjects import is_valid_subject
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
 SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
@@ -103,6 +104,9 @@ class ExportSettings:
     accounts: list[str] | None = None
     response_type: str = "singleton"
     threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S
+    # `account_token_position`: when > 0, only an account whose name is that token of the
+    # subject it imports may import (the export's token there must be `*`).
+    token_position: int = 0
     where: str = ""
 
 
@@ -117,6 +121,7 @@ class ImportSettings:
     service: bool
     to: str = ""
     prefix: str = ""
+    share: bool = False  # a service's: the requester's details in its Nats-Request-Info
     where: str = ""
 
 
@@ -448,6 +453,9 @@ class JetStreamSettings:
     batch_max_inflight_per_stream: int | None = None
     batch_max_inflight_total: int | None = None
     batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
+    # The JetStream domain (`domain`): its API answered under `$JS.<domain>.API.>` too, and
+    # named in account info, stream info and PubAcks. "": none.
+    domain: str = ""
 
     @property
     def store_path(self) -> str:
@@ -683,6 +691,12 @@ class Settings:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.free_space_reserve_bytes < -1:
             raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
+        if domain := self.jetstream.domain:  # nats-server's validateJetStreamOptions
+            api = f"$JS.{domain}.API.>"
+            if not is_valid_subject(api.encode()):
+                raise ConfigError(f'invalid domain name: derived "{api}" is not a valid subject')
+            if any(c in domain for c in " \t\r\n\f.*>"):
+                raise ConfigError("invalid domain name: may not contain ., * or >")
         if self.jetstream.max_acks_awaiting_sync < 0:
             raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
         for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):
@@ -718,11 +732,12 @@ class Settings:
         if self.operator.jwts and self.websocket.auth is not None:
             raise ConfigError("websocket.authorization: not supported by Brook in operator mode")
         self._validate_accounts()
-        tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
-        for u in self.auth.users:
-            if not u.password and not tls_map:
-                raise ConfigError(
-                    f"authorization.users: user {u.user!r} has no password"
-                    " (only tls verify_and_map maps certificates to users)"
-                )
         return self
+
+    @property
+    def maps_certificates(self) -> bool:
+        """Some listener maps client certificates to users (`verify_and_map`): a user
+        without a password is then a certificate's identity only (nats-server's
+        `canTLSMap`)."""
+        ws_tls = self.websocket.tls if self.websocket.port else None
+        return any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))

@@ -153,13 +153,19 @@ class Stream:
         send_message: MessageSender | None = None,
         batch_limits: BatchLimits | None = None,
         quota: Quota | None = None,
+        domain: str = "",
     ) -> None:
         self.store = store
+        # What every PubAck says after `"stream":`: the name, and the JetStream domain
+        # when there is one (nats-server's `pubAck` template: stream, domain, seq).
+        ack_stream = json.dumps(config.name).encode()
+        if domain:
+            ack_stream += b',"domain":' + json.dumps(domain).encode()
         self._send_message = send_message  # republish's way out (none: nothing republished)
         batch_limits = batch_limits or BatchLimits()
         self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
         self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
-            batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
+            batch_limits, now_ns, self._after_durable, ack_stream
         )
         # A batch's messages are being stored (`_commit`, `_fast_batch`): their
         # `Nats-Batch-*` headers are data then.
@@ -192,7 +198,7 @@ class Stream:
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
-        self._name_json = json.dumps(self.name).encode()
+        self._name_json = ack_stream
         self.consumer_count = 0
         # Set by the consumer registry (consumer/registry.py): interest and workqueue
         # retention (retention.py), and what a purge (STREAM.PURGE, a rollup) does to the

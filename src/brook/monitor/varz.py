@@ -106,6 +106,7 @@ def build_varz(
                 "max_memory": js.max_memory_store_bytes,
                 "max_storage": js.max_file_store_bytes,
                 "store_dir": js.store_path,
+                **({"domain": js.domain} if js.domain else {}),
             }
         }
         if srv["jetstream_stats"] is not None:

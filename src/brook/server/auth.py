@@ -112,9 +112,14 @@ class Authenticator:
         operator: OperatorSettings | None = None,
         *,
         anonymous_global: bool = False,
+        maps_certificates: bool = False,
     ) -> None:
         """`anonymous_global`: a client without credentials logs in to `$G` (nats-server's
-        generated no_auth_user when only the system account has users)."""
+        generated no_auth_user when only the system account has users).
+        `maps_certificates`: a listener maps client certificates to users, so a user
+        without a password logs in by certificate only; else by its name and an empty
+        password, as on nats-server."""
+        self._maps_certificates = maps_certificates
         # Operator mode (ADR 0028): user JWTs are the only way in.
         self._operator = OperatorMode(operator) if operator is not None and operator.jwts else None
         self._anonymous_global = anonymous_global
@@ -213,9 +218,11 @@ class Authenticator:
                 user, password = self._no_auth_user, self._users[self._no_auth_user].password
             if user:
                 entry = self._users.get(user)
-                # A user without a password is a certificate's (verify_and_map) unless
-                # it is the no_auth_user, as nats-server.
-                if entry is None or (not entry.password and user != self._no_auth_user):
+                # A user without a password is a certificate's when a listener maps
+                # them (verify_and_map) unless it is the no_auth_user, as nats-server.
+                if entry is None or (
+                    not entry.password and user != self._no_auth_user and self._maps_certificates
+                ):
                     return None
                 if not _type_allowed(entry, websocket):
                     return None

@@ -98,6 +98,13 @@ class Links:
         for name in export.accounts or ():
             if name not in self._accounts:
                 raise ConfigError(f'accounts: "{name}" account not defined for {kind} export')
+        position = export.token_position
+        tokens = export.subject.split(".")
+        if position > 0 and (len(tokens) < position or tokens[position - 1] != "*"):
+            raise ConfigError(
+                f'{export.where}: Error adding {kind} export "{export.subject}": '
+                "sublist: invalid subject"
+            )
         self._exports.setdefault(account, []).append(export)
 
     def _approved(
@@ -110,10 +117,17 @@ class Links:
         if not is_valid_subject(subject.encode()):
             return None
         match = next((e for e in exports if e.subject == subject), None)
+        exact = match is not None
         if match is None:
             match = next((e for e in exports if _within(subject, e.subject)), None)
         if match is None:
             return None
+        if position := match.token_position:
+            # The importer's name at that token of the subject it imports (nats-server's
+            # checkAuth, which the same subject as the export's never passes).
+            tokens = subject.split(".")
+            named = not exact and position <= len(tokens) and tokens[position - 1] == importer
+            return match if named else None
         if match.accounts is None or importer in match.accounts:
             return match
         return None
@@ -214,6 +228,7 @@ class Links:
                 mappings=source.mappings,
                 response_type=export.response_type,
                 threshold_s=export.threshold_s,
+                share=imported.share,
             )
         )
 

@@ -109,6 +109,7 @@ class Server:
             self.settings.auth,
             self.settings.operator,
             anonymous_global=self.settings.anonymous_global,
+            maps_certificates=self.settings.maps_certificates,
         )
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` (without a fallback delay) overrides
@@ -525,6 +526,8 @@ class Server:
         info["client_ip"] = client.host
         if client.nonce and not connect_info:
             info["nonce"] = client.nonce
+        if settings.jetstream.domain:
+            info["domain"] = settings.jetstream.domain
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
@@ -633,6 +636,7 @@ class Server:
                 updated_at=self.started_at,
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
+                mappings=a.mappings.describe() if a.mappings is not None else {},
             )
             for a in self.accounts
         ]
@@ -738,8 +742,11 @@ class Server:
         """The system account's subjects (its `Router`), for in-process clients there."""
         return self.accounts.system_account.router
 
-    def jetstream_assets(self) -> JetStreamAssets | None:
-        js = self.jetstream
-        if js is None:
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        if not self.settings.jetstream.enabled:
             return None
-        return JetStreamAssets(root=js.root, streams=js.streams.keys(), consumers=js.consumers)
+        return [
+            JetStreamAssets(a.name, js.root, js.streams.keys(), js.consumers)
+            for a in self.accounts.with_jetstream
+            if (js := a.jetstream) is not None
+        ]

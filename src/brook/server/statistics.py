@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
@@ -146,7 +146,8 @@ class JetStreamAssets:
     The collections are read-only views of the engine's own, valid while the probe runs.
     """
 
-    root: Path  # the directory of file streams
+    account: str
+    root: Path  # the directory of its file streams
     streams: Collection[str]  # streams open and served
     consumers: Mapping[str, Collection[str]]  # consumer names by stream
 
@@ -203,6 +204,8 @@ class AccountSnapshot:
     system_services: bool  # the system account's services run (their imports and exports)
     # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
     closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
+    # Its subject mappings: source -> (destination, cumulative weight), in their order.
+    mappings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 class StatisticsFeed(Protocol):
@@ -222,7 +225,9 @@ class StatisticsFeed(Protocol):
 
     def leaf_connections(self) -> list[LeafSnapshot]: ...
 
-    def jetstream_assets(self) -> JetStreamAssets | None: ...
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        """Each account's JetStream assets (None when JetStream is off)."""
+        ...
 
     def jetstream_accounts(
         self, *, streams: bool = False, consumers: bool = False, config: bool = False

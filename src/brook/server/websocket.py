@@ -191,11 +191,12 @@ class WebSocketListener:
         self.port = settings.port
         # nats-server's override: the block's own credentials, or its no_auth_user (one
         # of the server's users) instead of the server's; else the server's.
+        maps = server.settings.maps_certificates
         if settings.auth is not None:
-            self.authenticator = Authenticator(settings.auth)
+            self.authenticator = Authenticator(settings.auth, maps_certificates=maps)
         elif settings.no_auth_user is not None:
             auth = dataclasses.replace(server.settings.auth, no_auth_user=settings.no_auth_user)
-            self.authenticator = Authenticator(auth)
+            self.authenticator = Authenticator(auth, maps_certificates=maps)
         else:
             self.authenticator = server.authenticator
         # wss:// (the block's `tls {}`): the handshake is the listener's, before any HTTP.
