@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -28,8 +27,8 @@ from nats.aio.msg import Msg as NatsMsg
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
-from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.config_errors import brook_conf_error, nats_server_error
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 from tests.support.nkeyusers import NkeyUser, new_user
 from tests.support.raw import PONG, Err, Info, Msg, RawClient, ServerOp, Simple
 from tests.support.websocket import WsClient, frame
@@ -340,37 +339,10 @@ async def test_auth_timeout_counts_from_the_connection_not_from_each_byte() -> N
 # ---------------------------------------------------------------------------- config errors
 
 
-def _nats_server_error(config: str) -> str:
-    """What nats-server prints when it will not start with `config` (it must not start)."""
-    binary = nats_server_binary()
-    assert binary is not None
-    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        # `-t` does not check auth rules: start it for real; it must stop at once.
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-def _brook_error(config: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        with pytest.raises(ConfigError) as refused:
-            load_conf_file(str(path))
-    return str(refused.value)
-
-
 async def _both_refuse_config(config: str, words: str) -> None:
     """nats-server will not start with `config`, and Brook refuses it; both say `words`."""
-    assert words in _nats_server_error(config)
-    assert words in _brook_error(config)
+    assert words in nats_server_error(config)
+    assert words in brook_conf_error(config)
 
 
 @pytest.mark.parametrize(
@@ -583,7 +555,7 @@ async def test_no_auth_user_naming_the_single_user_is_a_known_difference() -> No
     """nats-server refuses it (its single user is not a `users` entry); Brook accepts it
     and admits whom nats-server admits with that user in `users` (docs/compatibility.md)."""
     config = "authorization { user: alice, password: secret }\nno_auth_user: alice\n"
-    assert "users/nkeys are not defined" in _nats_server_error(config)
+    assert "users/nkeys are not defined" in nats_server_error(config)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "single.conf"
         path.write_text(config)

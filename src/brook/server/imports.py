@@ -9,7 +9,7 @@ becomes the crossings of `routing/imports.py` between the accounts' routers (ADR
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +51,29 @@ def collide(a: str, b: str) -> bool:
 def _within(subject: str, export: str) -> bool:
     """nats-server's subjectIsSubsetMatch(subject, export)."""
     return subset_match(export.encode(), subject.encode())
+
+
+def _check_transform(
+    kind: str,
+    subject: str,
+    to: str,
+    refused: Callable[[str], ConfigError],
+    *,
+    shown: tuple[str, str],
+) -> None:
+    """A wildcard import of `subject` under another subject `to` must compile as a strict
+    transform, as nats-server's `addMappedStreamImportWithClaim` and `addServiceImport`
+    check it; its text names the two subjects in `shown`'s order (a service import's `to`
+    first, as nats-server's)."""
+    if not has_wildcard(subject.encode()) or to == subject:
+        return
+    try:
+        SubjectTransform.compile(subject, tokenized(to.encode()), strict=True)
+    except TransformError as exc:
+        raise refused(
+            f"failed to create mapping transform for {kind} import subject from "
+            f'"{shown[0]}" to "{shown[1]}": {exc.text}'
+        ) from None
 
 
 @dataclass
@@ -154,14 +177,7 @@ class Links:
         for checked in (to, subject):
             if self._stream_cycle(exporter, checked, {account}):
                 raise refused(CYCLE)
-        if has_wildcard(subject.encode()) and to != subject:
-            try:
-                SubjectTransform.compile(subject, tokenized(to.encode()), strict=True)
-            except TransformError as exc:
-                raise refused(
-                    "failed to create mapping transform for stream import subject from "
-                    f'"{subject}" to "{to}": {exc.text}'
-                ) from None
+        _check_transform("stream", subject, to, refused, shown=(subject, to))
         imports = self._imports[account]
         if any(e == exporter and s == subject for e, s, _ in imports.streams):
             raise refused(DUPLICATE_STREAM)
@@ -204,14 +220,7 @@ class Links:
             raise refused(SERVICE_NOT_AUTHORIZED)
         if self._service_cycle(exporter, local, {account}):
             raise refused(CYCLE)
-        if has_wildcard(remote.encode()) and remote != local:
-            try:
-                SubjectTransform.compile(remote, tokenized(local.encode()), strict=True)
-            except TransformError as exc:
-                raise refused(
-                    "failed to create mapping transform for service import subject from "
-                    f'"{local}" to "{remote}": {exc.text}'
-                ) from None
+        _check_transform("service", remote, local, refused, shown=(local, remote))
         self._imports[account].services.append((exporter, remote, local))
         source, target = self._accounts[exporter], self._accounts[account]
         responses = self._responses.get(exporter)
