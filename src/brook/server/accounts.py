@@ -27,6 +27,7 @@ router that publishes into the importing one's); subject mappings apply before
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -190,6 +191,7 @@ class Accounts:
                 jetstream_limits=entry.jetstream_limits,
                 mappings=entry.mappings,
             )
+        # A directory resolver's other accounts are added at their first login (`add`).
         for key, token in operator.preload.items() if operator.jwts else ():
             enabled = jwt.decode_account(token).limits.jetstream_enabled and key != system
             self._by_name[key] = Account(key, jetstream=enabled, system=key == system)
@@ -201,6 +203,10 @@ class Accounts:
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
+        self._settings = settings
+        self._server_name = ""
+        self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
+        self._adding: dict[str, asyncio.Future[Account]] = {}
         # `max_memory_store` and `max_file_store`, over every account's engine.
         js = settings.jetstream
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
@@ -225,7 +231,56 @@ class Accounts:
             prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
         return tuple(prefixes)
 
+    async def add(self, name: str, *, jetstream: bool) -> Account:
+        """The account `name`, added while the server runs if it has none yet (a JWT
+        account at its first login, ADR 0031): its router, and its JetStream engine when
+        the server has JetStream and `jetstream` (else its 10039 refusals), as the
+        accounts created at start. Each added account costs what one created at start
+        does; nothing walks the others (but to give the refusals when the first engine
+        of all comes with it). Concurrent adds of one name share the first."""
+        existing = self._by_name.get(name)
+        if existing is not None:
+            return existing
+        pending = self._adding.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Account] = asyncio.get_running_loop().create_future()
+        self._adding[name] = future
+        try:
+            account = Account(name, jetstream=jetstream)
+            await self._start_account_jetstream(account)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the adder raises it
+            raise
+        finally:
+            del self._adding[name]
+        self._by_name[name] = account
+        if self._refusal_template is None and account.api is not None:
+            self._refusal_template = account.api
+            for other in self:
+                if other.api is None and not other.is_system:
+                    other.refuse_jetstream(account.api)
+        future.set_result(account)
+        return account
+
+    async def _start_account_jetstream(self, account: Account) -> None:
+        if self.commit_backlog is None or self.batch_limits is None or self.space is None:
+            return  # the server has no JetStream
+        if account.jetstream_enabled:
+            await account.start_jetstream(
+                self._settings,
+                server_name=self._server_name,
+                commit_backlog=self.commit_backlog,
+                batch_limits=self.batch_limits,
+                space=self.space,
+                server_limits=self.server_limits,
+            )
+        elif self._refusal_template is not None and not account.is_system:
+            account.refuse_jetstream(self._refusal_template)
+
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
+        self._server_name = server_name
         js = settings.jetstream
         self.commit_backlog = CommitBacklog(js.max_acks_awaiting_sync)
         self.batch_limits = BatchLimits(
@@ -254,6 +309,7 @@ class Accounts:
             return
         template = engines[0].api
         assert template is not None
+        self._refusal_template = template
         for account in self:
             if account.jetstream is None and not account.is_system:
                 account.refuse_jetstream(template)

@@ -14,6 +14,7 @@ A bug in Brook while handling one connection closes that connection only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.permissions import (
     RESERVED_REPLY_PREFIXES,
+    CompiledPermissions,
     ConnectionPermissions,
     is_reserved_reply,
     may_subscribe,
@@ -462,6 +464,37 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             return
         ok = not future.cancelled() and future.exception() is None and future.result()
         self._finish_connect(login if ok else None, options)
+        self._resume_after_connect()
+
+    def _add_account(self, login: Login, options: dict[str, Any], acknowledge: bool) -> None:
+        """A JWT login to an account the server has not loaded yet: hold this connection
+        (as for bcrypt) until the account is added (its JetStream started), then log in."""
+        assert login.jwt is not None
+        self.parser.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        future = asyncio.ensure_future(
+            self.server.add_account(login.account, jetstream=login.jwt.account_jetstream)
+        )
+
+        def added(done: asyncio.Future[Account]) -> None:
+            if self.closed:
+                return
+            if done.cancelled() or done.exception() is not None:
+                log.error(
+                    "cid=%d account %s could not be added: %r",
+                    self.cid,
+                    login.account,
+                    None if done.cancelled() else done.exception(),
+                )
+                self._finish_connect(None, options)
+                return
+            self._finish_connect(login, options, acknowledge=acknowledge)
+            self._resume_after_connect()
+
+        future.add_done_callback(added)
+
+    def _resume_after_connect(self) -> None:
         if not self.connected:  # authentication failed and the connection is closed
             return
         if self.transport is not None:
@@ -483,6 +516,9 @@ class ClientConnection(asyncio.Protocol, Subscriber):
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
         account = self.server.accounts.get(login.account)
+        if account is None and login.jwt is not None:
+            self._add_account(login, options, acknowledge)
+            return
         if account is None:  # a login to an account this server does not have
             log.info("cid=%d authentication failed (no account %r)", self.cid, login.account)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
@@ -554,6 +590,38 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         if ends:
             seconds, text = min(ends)
             self._auth_handle = self.loop.call_later(seconds, self._auth_expired, text)
+
+    @property
+    def jwt_user(self) -> JwtUser | None:
+        """The user JWT's login, in operator mode."""
+        return self.login.jwt if self.login is not None else None
+
+    def account_updated(self, update: JwtUser | str) -> None:
+        """This JWT login's account JWT was updated (ADR 0031): `update` is the login
+        under the new claims (`OperatorMode.recheck`), or the `-ERR` text it ends with.
+        As nats-server's `applyAccountLimits`: the payload and subscription bounds are
+        computed anew (a client at or over the new `subs` is told and closed), the
+        expiry timer follows the new `exp`, and users without permissions of their own
+        get the account's new `default_permissions`."""
+        if self.closed or self.login is None or self.login.jwt is None:
+            return
+        if isinstance(update, str):
+            self.close_with_error(update, "account JWT update: " + update)
+            return
+        settings = self.server.settings
+        self.parser.max_payload = settings.max_payload_bytes
+        self.max_subs = settings.max_subscriptions or -1
+        if not update.own_permissions:
+            compiled = CompiledPermissions(update.permissions) if update.permissions else None
+            self.perms = ConnectionPermissions(compiled) if compiled is not None else None
+            self.login = dataclasses.replace(self.login, compiled=compiled)
+        self.login = dataclasses.replace(self.login, jwt=update)
+        if self._auth_handle is not None:
+            self._auth_handle.cancel()
+            self._auth_handle = None
+        self._apply_jwt_limits(update)
+        if not self.closed and 0 <= self.max_subs <= len(self.subs):
+            self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
 
     def _bind(self, account: Account) -> None:
         """Use `account`'s subjects from now on. A CONNECT logging in again, to another

@@ -33,6 +33,7 @@ from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
+from brook.server.claims import ClaimsService
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
 from brook.server.permissions import public_permissions
@@ -132,6 +133,7 @@ class Server:
         # nats-server imports into every account, in the others' (ADR 0029).
         self._system_factory = system
         self.system: SystemServices | None = None
+        self.claims: ClaimsService | None = None  # account JWT updates (operator mode)
         self._ports_file: Path | None = None
         self.jetstream: Any = None  # `$G`'s engine, when it has JetStream
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -211,6 +213,17 @@ class Server:
             )
             self.system = self._system_factory(self, bus)
             self.system.start()
+        operator = self.authenticator.operator
+        if operator is not None:
+            # The resolver's `$SYS` requests (ADR 0031), in the system account.
+            system_account = self.accounts.system_account
+            self.claims = ClaimsService(
+                self,
+                operator,
+                InternalClient(system_account.router, f"{system_account.name} resolver"),
+                system_account=system_account.name,
+            )
+            self.claims.start()
         sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
         loop = asyncio.get_running_loop()
         if self.tls_first:
@@ -328,6 +341,8 @@ class Server:
             await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.claims is not None:
+            self.claims.stop()
         if self.system is not None:
             self.system.stop()
         if self._ports_file is not None:
@@ -372,6 +387,26 @@ class Server:
             mine[3] += client.out_bytes
             if client.connected and self.system is not None:
                 self.system.client_closed(self._connection_snapshot(client))
+
+    async def add_account(self, name: str, *, jetstream: bool = False) -> Account:
+        """A JWT account the resolver holds, added at its first login or claim update
+        (ADR 0031): its router, its JetStream (when its JWT enables it, not the system
+        account's) and the system services imported into it, as for accounts at start."""
+        system = self.accounts.system_account
+        account = await self.accounts.add(name, jetstream=jetstream and name != system.name)
+        if self.system is not None and not account.is_system:
+            self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
+        return account
+
+    def account_clients(self, account: str) -> list[ClientConnection]:
+        """The account's logged-in clients, oldest first (a claim update walks them)."""
+        return [c for c in self.clients.values() if c.connected and c.account.name == account]
+
+    def server_info(self) -> dict[str, Any]:
+        """The `server` of a `$SYS` reply: the system services' (their sequence)."""
+        if self.system is not None:
+            return self.system.server_info()
+        return {"name": self.server_name, "host": self.host, "id": self.server_id}
 
     def client_connected(self, client: ClientConnection) -> None:
         """A client logged in (its first CONNECT): the system account's event."""

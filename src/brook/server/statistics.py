@@ -244,7 +244,7 @@ class SystemBus:
 
     system_account: str
     system: InternalClient
-    imports: Mapping[str, InternalClient]  # by account name
+    imports: dict[str, InternalClient]  # by account name; accounts added later too
 
 
 class SystemServices(Protocol):
@@ -257,6 +257,14 @@ class SystemServices(Protocol):
     def client_connected(self, client: ConnectionSnapshot) -> None: ...
 
     def client_closed(self, client: ConnectionSnapshot) -> None: ...
+
+    def server_info(self) -> dict[str, Any]:
+        """nats-server's `ServerInfo` of a `$SYS` reply (its sequence number the next)."""
+        ...
+
+    def add_account(self, name: str, client: InternalClient) -> None:
+        """An account added while the server runs: the services imported into it,
+        through `client` (its own); once per account."""
 
 
 SystemFactory = Callable[[StatisticsFeed, SystemBus], SystemServices]

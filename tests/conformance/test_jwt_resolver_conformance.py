@@ -1,0 +1,430 @@
+"""The directory account resolvers (`resolver { type: full|cache, dir }`, ADR 0031) on
+Brook and nats-server: each server gets its own copy of one resolver directory, laid out
+as nats-server lays it out (`<account>.jwt`), and the same logins, `$SYS` claim requests
+and JetStream requests are compared."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+import brook
+from brook.config.conf import load_conf_file
+from brook.config.settings import ConfigError
+from brook.server.resolver import DirectoryResolver, open_resolver
+from tests.conformance.test_jwt_conformance import (
+    IN,
+    REFUSED,
+    Trust,
+    _nats_server_error,
+    login,
+    servers,
+)
+from tests.support.jwts import account_jwt, account_key, b64, creds, encode, user_jwt, user_key
+from tests.support.natsserver import run_nats_server
+from tests.support.raw import PONG, Err, RawClient
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
+
+JS_LIMITS = {"subs": -1, "payload": -1, "conn": -1, "mem_storage": -1, "disk_storage": -1}
+
+
+class DirTrust(Trust):
+    """A `Trust` whose accounts are files of a resolver directory, not preloads; a
+    system account (nats-server's directory resolvers answer in it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.system = self.account()
+        self.operator_claims = {"system_account": self.system.public}
+
+    def write_dir(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for key, token in self.preload.items():
+            (directory / f"{key}.jwt").write_text(token)
+
+    def dir_config(self, root: Path, resolver: str, extra: str = "") -> Path:
+        (root / "op.jwt").write_text(self.operator_token())
+        self.write_dir(root / "jwt")
+        path = root / "server.conf"
+        path.write_text(
+            f"operator: {root / 'op.jwt'}\nresolver: {{ {resolver}, dir: {root / 'jwt'} }}\n{extra}"
+        )
+        return path
+
+
+@contextlib.asynccontextmanager
+async def dir_servers(
+    trust: DirTrust, resolver: str = "type: full", extra: str = "", *, jetstream: bool = False
+) -> AsyncIterator[tuple[str, str, Path, Path]]:
+    """(nats-server URL, Brook URL, nats-server's dir, Brook's dir), each server from its
+    own copy of the same config and directory."""
+    with tempfile.TemporaryDirectory(prefix="brook-jwtdir-") as tmp:
+        theirs, ours = Path(tmp) / "theirs", Path(tmp) / "ours"
+        theirs.mkdir()
+        ours.mkdir()
+        their_config = trust.dir_config(theirs, resolver, extra)
+        our_config = trust.dir_config(ours, resolver, extra)
+        with run_nats_server("-c", str(their_config), jetstream=jetstream) as reference:
+            settings = load_conf_file(str(our_config))
+            if jetstream:
+                settings.jetstream.enabled = True
+                settings.jetstream.store_dir = str(ours / "js")
+            async with brook.serve(port=0, settings=settings) as srv:
+                yield reference, srv.url, theirs / "jwt", ours / "jwt"
+
+
+async def _signed_login(url: str, account: Any) -> tuple[Any, bool]:
+    user = user_key()
+    return await login(url, user_jwt(user, account), user)
+
+
+async def test_logins_to_accounts_of_the_directory(tmp_path: Path) -> None:
+    """An account whose JWT is a file of the directory logs its users in; one that is
+    not there refuses them, on both servers."""
+    trust = DirTrust()
+    known = trust.account()
+    unknown = account_key()
+    async with dir_servers(trust) as (reference, ours, _, _):
+        for account, expected in ((known, IN), (unknown, REFUSED)):
+            theirs = await _signed_login(reference, account)
+            mine = await _signed_login(ours, account)
+            assert theirs == expected
+            assert mine == theirs
+
+
+async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
+    """JetStream and the system services imported into an account the server loads at
+    its first login."""
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        ack = await js.publish("s.1", b"x")
+        info = json.loads((await nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)).data)
+        # (Brook's USER.INFO leaves out a JWT user's `user_name`: not compared here.)
+        return [ack.stream, ack.seq, info["data"]["user"], info["data"]["account"]]
+    finally:
+        await nc.close()
+
+
+async def test_an_account_loaded_at_its_first_login_has_jetstream_and_system_imports(
+    tmp_path: Path,
+) -> None:
+    trust = DirTrust()
+    account = trust.account(limits=JS_LIMITS)
+    user = user_key()
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    async with dir_servers(trust, jetstream=True) as (reference, ours, _, _):
+        theirs = await _runtime_account(reference, creds_file)
+        mine = await _runtime_account(ours, creds_file)
+    assert theirs[:2] == ["S", 1]
+    assert theirs[3] == account.public
+    assert mine == theirs
+
+
+async def test_pinned_accounts(tmp_path: Path) -> None:
+    """`resolver_pinned_accounts`: only users of the listed accounts (and the system
+    account) log in."""
+    trust = DirTrust()
+    pinned, other = trust.account(), trust.account()
+    extra = f"resolver_pinned_accounts: [{pinned.public}]\n"
+    async with dir_servers(trust, extra=extra) as (reference, ours, _, _):
+        for account, expected in ((pinned, IN), (other, REFUSED), (trust.system, IN)):
+            theirs = await _signed_login(reference, account)
+            mine = await _signed_login(ours, account)
+            assert theirs == expected, account
+            assert mine == theirs
+
+
+def test_pinned_accounts_must_be_account_keys(tmp_path: Path) -> None:
+    trust = DirTrust()
+    path = trust.dir_config(tmp_path, "type: full", "resolver_pinned_accounts: [NOTAKEY]\n")
+    with pytest.raises(ConfigError, match="pinned account key 'NOTAKEY' is not a valid"):
+        load_conf_file(str(path)).validate()
+
+
+@pytest.mark.parametrize(
+    ("resolver", "words"),
+    [
+        ('type: full, ttl: "1m"', "FULL does not accept ttl"),
+        ("type: full, hard_delete: true", "hard_delete has no effect without delete"),
+        ("type: cache, allow_delete: true", "CACHE does not accept allow_delete"),
+        ('type: cache, interval: "1m"', "CACHE does not accept sync"),
+        ("type: full, interval: soon", 'time: invalid duration "soon"'),
+    ],
+)
+def test_directory_resolver_config_errors(tmp_path: Path, resolver: str, words: str) -> None:
+    trust = DirTrust()
+    path = trust.dir_config(tmp_path, resolver)
+    assert words in _nats_server_error(path)
+    with pytest.raises(ConfigError, match=words):
+        load_conf_file(str(path))
+
+
+def test_an_existing_nats_server_directory_opens_in_brook(tmp_path: Path) -> None:
+    """The files nats-server wrote (preloads stored into its directory) are the files
+    Brook reads and writes: same names, same contents."""
+    trust = DirTrust()
+    account = trust.account()
+    token = trust.preload.pop(account.public)
+    extra = f'resolver_preload: {{ {account.public}: "{token}" }}\n'
+    with tempfile.TemporaryDirectory() as tmp:
+        theirs, ours = Path(tmp) / "theirs", Path(tmp) / "ours"
+        theirs.mkdir()
+        ours.mkdir()
+        with run_nats_server("-c", str(trust.dir_config(theirs, "type: full", extra))):
+            pass
+        settings = load_conf_file(str(trust.dir_config(ours, "type: full", extra))).validate()
+        open_resolver(settings.operator)
+        their_files = {p.name: p.read_text() for p in (theirs / "jwt").iterdir()}
+        our_files = {p.name: p.read_text() for p in (ours / "jwt").iterdir()}
+        assert their_files[f"{account.public}.jwt"] == token
+        assert our_files == their_files
+        shutil.rmtree(ours / "jwt")
+        shutil.copytree(theirs / "jwt", ours / "jwt")
+        reopened = open_resolver(settings.operator)
+        assert reopened.load(account.public) == token
+        assert isinstance(reopened, DirectoryResolver)
+        assert len(reopened) == len(their_files)
+
+
+# ------------------------------------------------------------------ claim requests over $SYS
+
+
+async def _sys_requests(
+    url: str, system_creds: Path, requests: list[tuple[str, bytes]]
+) -> list[Any]:
+    """Each request's reply from a system account user: JSON without its `server` (whose
+    keys are kept), or the raw payload when it is no JSON."""
+    nc = await nats.connect(url, user_credentials=str(system_creds), allow_reconnect=False)
+    out: list[Any] = []
+    try:
+        for subject, payload in requests:
+            msg = await nc.request(subject, payload, timeout=2)
+            try:
+                body = json.loads(msg.data)
+            except ValueError:
+                out.append(msg.data)
+                continue
+            if isinstance(body, dict) and "server" in body:
+                # nats-server's `feature_flags` Brook has not (ADR 0029)
+                body["server"] = sorted(set(body["server"]) - {"feature_flags"})
+            out.append(body)
+    finally:
+        await nc.close()
+    return out
+
+
+def _system_creds(trust: DirTrust, directory: Path) -> Path:
+    user = user_key()
+    path = directory / "sys.creds"
+    path.write_text(creds(user_jwt(user, trust.system), user))
+    return path
+
+
+async def _log_in(c: RawClient, account: Any, user: Any) -> None:
+    nonce = c.info["nonce"].encode()
+    ops = await c.handshake(protocol=0, jwt=user_jwt(user, account), sig=b64(user.sign(nonce)))
+    assert PONG in ops, ops
+
+
+async def _ended_with(c: RawClient) -> tuple[Any, bool]:
+    """What a connected client got (its -ERRs) until it was closed, or after 2 s."""
+    closed = await c.expect_closed(2.0)
+    ops = await c.read_ops(timeout=0.5, allow_eof=True)
+    return tuple(op for op in ops if isinstance(op, Err)), closed
+
+
+async def _update_steps(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
+    """Push a new account, log a user in to it, revoke that user by an update, and the
+    update errors nats-server words."""
+    account, user, _ = keys
+    token = account_jwt(account, trust.operator)
+    replies = await _sys_requests(url, system_creds, [("$SYS.REQ.CLAIMS.UPDATE", token.encode())])
+    async with RawClient.connect_url(url) as c:
+        await _log_in(c, account, user)
+        replies += await _revoke(url, system_creds, trust, keys)
+        ended = await _ended_with(c)
+    # the looked-up JWT is the one pushed last
+    assert replies[5] == replies[-1], replies[5]
+    relogin = await login(url, user_jwt(user, account), user)
+    return [*replies[:5], replies[6:-1], ended, relogin]
+
+
+async def _revoke(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
+    account, user, other = keys
+    revoked = account_jwt(account, trust.operator, revocations={user.public: int(time.time()) + 5})
+    return [
+        *await _sys_requests(
+            url,
+            system_creds,
+            [
+                (f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE", revoked.encode()),
+                (f"$SYS.REQ.ACCOUNT.{other.public}.CLAIMS.UPDATE", revoked.encode()),
+                ("$SYS.REQ.CLAIMS.UPDATE", b"not a jwt"),
+                (
+                    "$SYS.REQ.CLAIMS.UPDATE",
+                    account_jwt(other, trust.operator, top={"exp": int(time.time()) - 10}).encode(),
+                ),
+                (f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.LOOKUP", b""),
+                (f"$SYS.REQ.ACCOUNT.{other.public}.CLAIMS.LOOKUP", b""),
+                (f"$SYS.REQ.ACCOUNT.{account_key().public}.CLAIMS.LOOKUP", b""),
+            ],
+        ),
+        revoked.encode(),
+    ]
+
+
+async def test_claim_updates_apply_live(tmp_path: Path) -> None:
+    """`$SYS.REQ.CLAIMS.UPDATE` adds an account; `$SYS.REQ.ACCOUNT.<id>.CLAIMS.UPDATE`
+    revoking a connected user closes it with `User Authentication Revoked`; a JWT for
+    another account and garbage get nats-server's error replies (an expired JWT is
+    stored); LOOKUP answers the JWT or nothing."""
+    trust = DirTrust()
+    system_creds = _system_creds(trust, tmp_path)
+    keys = (account_key(), user_key(), account_key())
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _update_steps(reference, system_creds, trust, keys)
+        mine = await _update_steps(ours, system_creds, trust, keys)
+    key = keys[0].public
+    assert theirs[0]["data"] == {"account": key, "code": 200, "message": "jwt updated"}
+    # the expired JWT is stored (nats-server checks no times then); nothing for the unknown
+    assert theirs[5][0].startswith(b"eyJ")
+    assert theirs[5][1] == b""
+    assert theirs[6] == ((Err("User Authentication Revoked"),), True)
+    assert theirs[7] == REFUSED
+    for i, (t, m) in enumerate(zip(theirs, mine, strict=True)):
+        assert m == t, (i, t, m)
+
+
+def _delete_request(trust: DirTrust, accounts: list[str], signer: Any = None) -> bytes:
+    """nsc's delete request: a generic JWT self-signed by an operator key naming them."""
+    signer = signer or trust.operator
+    claims = {"sub": signer.public, "nats": {"accounts": accounts}}
+    return encode(claims, signer).encode()
+
+
+async def _delete_steps(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
+    gone, kept = keys
+    async with RawClient.connect_url(url) as c:
+        await _log_in(c, gone, user_key())
+        replies = await _sys_requests(
+            url,
+            system_creds,
+            [
+                ("$SYS.REQ.CLAIMS.LIST", b""),
+                ("$SYS.REQ.CLAIMS.DELETE", _delete_request(trust, [gone.public], gone)),
+                ("$SYS.REQ.CLAIMS.DELETE", _delete_request(trust, ["nonsense"])),
+                ("$SYS.REQ.CLAIMS.DELETE", _delete_request(trust, [trust.system.public])),
+                ("$SYS.REQ.CLAIMS.DELETE", _delete_request(trust, [gone.public])),
+                ("$SYS.REQ.CLAIMS.LIST", b""),
+            ],
+        )
+        ended = await _ended_with(c)
+    for reply in replies[::5]:
+        reply["data"].sort()
+    return [*replies, ended, await _signed_login(url, gone), await _signed_login(url, kept)]
+
+
+async def test_claims_list_and_delete(tmp_path: Path) -> None:
+    """`$SYS.REQ.CLAIMS.LIST` lists the stored accounts; `$SYS.REQ.CLAIMS.DELETE` (with
+    `allow_delete`) signed by the operator removes one: its connected users are closed
+    with `Account Authentication Expired`, its file renamed `.jwt.deleted`, and its
+    users refused after; requests not self-signed by the operator, malformed or naming
+    the system account are refused in nats-server's words."""
+    trust = DirTrust()
+    keys = (trust.account(), trust.account())
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust, "type: full, allow_delete: true") as (
+        reference,
+        ours,
+        their_dir,
+        our_dir,
+    ):
+        theirs = await _delete_steps(reference, system_creds, trust, keys)
+        mine = await _delete_steps(ours, system_creds, trust, keys)
+        their_files = sorted(p.name for p in their_dir.iterdir())
+        our_files = sorted(p.name for p in our_dir.iterdir())
+    assert sorted(theirs[0]["data"]) == sorted(trust.preload)
+    assert theirs[4]["data"]["message"] == "deleted 1 accounts"
+    assert theirs[6] == ((Err("Account Authentication Expired"),), True)
+    assert theirs[7:] == [REFUSED, IN]
+    for i, (t, m) in enumerate(zip(theirs, mine, strict=True)):
+        assert m == t, (i, t, m)
+    assert f"{keys[0].public}.jwt.deleted" in their_files
+    assert our_files == their_files
+
+
+async def _limit_steps(url: str, system_creds: Path, trust: DirTrust, account: Any) -> list[Any]:
+    """Two clients of an account, then its `conn` lowered to 1 and `payload` to 8."""
+    async with RawClient.connect_url(url) as old, RawClient.connect_url(url) as new:
+        await _log_in(old, account, user_key())
+        await _log_in(new, account, user_key())
+        limits = {"subs": -1, "payload": 8, "conn": 1}
+        token = account_jwt(account, trust.operator, limits=limits)
+        replies = await _sys_requests(
+            url,
+            system_creds,
+            [(f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE", token.encode())],
+        )
+        ended = await _ended_with(new)
+        await old.send(b"PUB small 8\r\n12345678\r\nPUB big 9\r\n123456789\r\nPING\r\n")
+        ops = await old.read_ops(timeout=2.0, allow_eof=True)
+        closed = await old.expect_closed(1.0)
+    errors = tuple(op for op in ops if isinstance(op, Err) or op == PONG)
+    return [replies[0]["data"]["message"], ended, (errors, closed)]
+
+
+async def test_lowered_account_limits_reach_connected_clients(tmp_path: Path) -> None:
+    """An update lowering `conn` closes the newest clients beyond it; a lowered `payload`
+    bounds the publishes of those that stay (nats-server's `applyAccountLimits`)."""
+    trust = DirTrust()
+    account = trust.account()
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _limit_steps(reference, system_creds, trust, account)
+        mine = await _limit_steps(ours, system_creds, trust, account)
+    assert theirs[1] == ((Err("maximum account active connections exceeded"),), True)
+    assert theirs[2] == ((Err("Maximum Payload Violation"),), True)
+    assert mine == theirs
+
+
+async def _memory_steps(url: str, system_creds: Path, trust: Trust, account: Any) -> list[Any]:
+    subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+    revoked = account_jwt(account, trust.operator, revocations={"*": int(time.time()) + 5})
+    before = await _sys_requests(url, system_creds, [(subject, revoked.encode())])
+    async with RawClient.connect_url(url) as c:
+        await _log_in(c, account, user_key())
+        after = await _sys_requests(url, system_creds, [(subject, revoked.encode())])
+        ended = await _ended_with(c)
+    return [*before, *after, ended]
+
+
+async def test_memory_resolver_claim_updates(tmp_path: Path) -> None:
+    """With `resolver: MEMORY`, an update of an account no login has loaded yet is
+    skipped; once loaded, it applies (revoking all users closes the connected one)."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    account = trust.account()
+    user = user_key()
+    system_creds = tmp_path / "sys.creds"
+    system_creds.write_text(creds(user_jwt(user, system), user))
+    async with servers(trust) as (reference, ours):
+        theirs = await _memory_steps(reference, system_creds, trust, account)
+        mine = await _memory_steps(ours, system_creds, trust, account)
+    assert theirs[0]["data"]["message"] == "jwt update skipped"
+    assert theirs[1]["data"]["message"] == "jwt updated"
+    assert theirs[2] == ((Err("User Authentication Revoked"),), True)
+    assert mine == theirs
