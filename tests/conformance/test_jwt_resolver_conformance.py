@@ -5,6 +5,7 @@ and JetStream requests are compared."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
@@ -138,6 +139,7 @@ async def test_pinned_accounts(tmp_path: Path) -> None:
     account) log in."""
     trust = DirTrust()
     pinned, other = trust.account(), trust.account()
+    system_creds = _system_creds(trust, tmp_path)
     extra = f"resolver_pinned_accounts: [{pinned.public}]\n"
     async with dir_servers(trust, extra=extra) as (reference, ours, _, _):
         for account, expected in ((pinned, IN), (other, REFUSED), (trust.system, IN)):
@@ -145,6 +147,13 @@ async def test_pinned_accounts(tmp_path: Path) -> None:
             mine = await _signed_login(ours, account)
             assert theirs == expected, account
             assert mine == theirs
+        fails = [
+            (await _sys_requests(url, system_creds, [("$SYS.REQ.SERVER.PING.VARZ", b"")]))[0][
+                "data"
+            ].get("pinned_account_fails")
+            for url in (reference, ours)
+        ]
+    assert fails == [1, 1]
 
 
 def test_pinned_accounts_must_be_account_keys(tmp_path: Path) -> None:
@@ -211,7 +220,7 @@ async def _sys_requests(
     out: list[Any] = []
     try:
         for subject, payload in requests:
-            msg = await nc.request(subject, payload, timeout=2)
+            msg = await nc.request(subject, payload, timeout=5)
             try:
                 body = json.loads(msg.data)
             except ValueError:
@@ -241,7 +250,7 @@ async def _log_in(c: RawClient, account: Any, user: Any) -> None:
 
 async def _ended_with(c: RawClient) -> tuple[Any, bool]:
     """What a connected client got (its -ERRs) until it was closed, or after 2 s."""
-    closed = await c.expect_closed(2.0)
+    closed = await c.expect_closed(5.0)
     ops = await c.read_ops(timeout=0.5, allow_eof=True)
     return tuple(op for op in ops if isinstance(op, Err)), closed
 
@@ -427,4 +436,119 @@ async def test_memory_resolver_claim_updates(tmp_path: Path) -> None:
     assert theirs[0]["data"]["message"] == "jwt update skipped"
     assert theirs[1]["data"]["message"] == "jwt updated"
     assert theirs[2] == ((Err("User Authentication Revoked"),), True)
+    assert mine == theirs
+
+
+async def _cache_steps(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
+    loaded, stored, unknown = keys
+    logins = [await _signed_login(url, account) for account in (loaded, unknown)]
+    replies = await _sys_requests(
+        url,
+        system_creds,
+        [
+            ("$SYS.REQ.CLAIMS.UPDATE", account_jwt(loaded, trust.operator).encode()),
+            ("$SYS.REQ.CLAIMS.UPDATE", account_jwt(stored, trust.operator).encode()),
+            (
+                f"$SYS.REQ.ACCOUNT.{unknown.public}.CLAIMS.UPDATE",
+                account_jwt(unknown, trust.operator).encode(),
+            ),
+            ("$SYS.REQ.CLAIMS.LIST", b""),
+        ],
+    )
+    replies[-1]["data"].sort()
+    return [logins, replies]
+
+
+async def test_the_cache_resolver(tmp_path: Path) -> None:
+    """`type: cache`: the directory's accounts log in, an unknown one does not (nats-server
+    asks other servers first, for `timeout`); updates apply to loaded accounts only
+    (`jwt update cache skipped` for one stored but not logged in to, and one unknown)."""
+    trust = DirTrust()
+    keys = (trust.account(), trust.account(), account_key())
+    system_creds = _system_creds(trust, tmp_path)
+    resolver = 'type: cache, timeout: "200ms"'
+    async with dir_servers(trust, resolver) as (reference, ours, _, _):
+        theirs = await _cache_steps(reference, system_creds, trust, keys)
+        mine = await _cache_steps(ours, system_creds, trust, keys)
+    assert theirs[0] == [IN, REFUSED]
+    messages = [r.get("data", r.get("error"))["message"] for r in theirs[1][:3]]
+    assert messages == ["jwt updated cache", "jwt update cache skipped", "jwt update cache skipped"]
+    for i, (t, m) in enumerate(zip(theirs[1], mine[1], strict=True)):
+        assert m == t, (i, t, m)
+    assert mine[0] == theirs[0]
+
+
+async def _pack(url: str, system_creds: Path, their_hash: bytes) -> set[bytes]:
+    """`$SYS.REQ.CLAIMS.PACK`'s messages up to the empty one that ends them."""
+    nc = await nats.connect(url, user_credentials=str(system_creds), allow_reconnect=False)
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish("$SYS.REQ.CLAIMS.PACK", their_hash, reply=inbox)
+        got: set[bytes] = set()
+        while (msg := await sub.next_msg(timeout=2)).data:
+            got.add(msg.data)
+        return got
+    finally:
+        await nc.close()
+
+
+async def test_claims_pack(tmp_path: Path) -> None:
+    """A pack request with another store's hash gets `<key>|<jwt>` for each account."""
+    trust = DirTrust()
+    trust.account()
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _pack(reference, system_creds, b"")
+        mine = await _pack(ours, system_creds, b"")
+    expected = {f"{key}|{token}".encode() for key, token in trust.preload.items()}
+    assert theirs == expected
+    assert mine == theirs
+
+
+async def _js_info(nc: Any) -> Any:
+    info = json.loads((await nc.request("$JS.API.INFO", b"", timeout=2)).data)
+    return info["error"]["err_code"] if "error" in info else "enabled"
+
+
+async def _jetstream_switch(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
+    """An account without JetStream, then its JWT updated to enable it, then to disable
+    it again, asked `$JS.API.INFO` by a client connected all along."""
+    account, user, with_js = keys
+    # (an account with JetStream logs in first: Brook's 10039 replies copy a running
+    # engine's endpoints, and answer nothing while no account has one)
+    assert await _signed_login(url, with_js) == IN
+    creds_file = system_creds.parent / "u.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    out: list[Any] = []
+    try:
+        out.append(await _js_info(nc))
+        for limits in (JS_LIMITS, {"subs": -1, "payload": -1, "conn": -1}):
+            token = account_jwt(account, trust.operator, limits=limits)
+            subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+            reply = await _sys_requests(url, system_creds, [(subject, token.encode())])
+            out.append(reply[0]["data"]["message"])
+            for _ in range(50):  # the engine starts (or stops) after the reply
+                state = await _js_info(nc)
+                if (state == "enabled") == (limits is JS_LIMITS):
+                    break
+                await asyncio.sleep(0.05)
+            out.append(state)
+            if state == "enabled":
+                await nc.jetstream().add_stream(name="S", subjects=["s.>"])
+                out.append((await nc.jetstream().publish("s.1", b"x")).seq)
+    finally:
+        await nc.close()
+    return out
+
+
+async def test_an_update_switches_the_accounts_jetstream(tmp_path: Path) -> None:
+    trust = DirTrust()
+    keys = (trust.account(), user_key(), trust.account(limits=JS_LIMITS))
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust, jetstream=True) as (reference, ours, _, _):
+        theirs = await _jetstream_switch(reference, system_creds, trust, keys)
+        mine = await _jetstream_switch(ours, system_creds, trust, keys)
+    assert theirs == [10039, "jwt updated", "enabled", 1, "jwt updated", 10039]
     assert mine == theirs

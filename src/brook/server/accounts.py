@@ -162,10 +162,14 @@ class Account:
     async def stop(self) -> None:
         if self.transfers is not None:
             await self.transfers.stop()
+            self.transfers = None
         if self.jetstream is not None:
-            await self.jetstream.stop()
+            await self.jetstream.stop()  # closes its client: its API unsubscribed
+            self.jetstream = None
         if self._refusals is not None:
             self._refusals.close()
+            self._refusals = None
+        self.api = self.stream_api = None
 
 
 class Accounts:
@@ -256,13 +260,34 @@ class Accounts:
         finally:
             del self._adding[name]
         self._by_name[name] = account
-        if self._refusal_template is None and account.api is not None:
-            self._refusal_template = account.api
-            for other in self:
-                if other.api is None and not other.is_system:
-                    other.refuse_jetstream(account.api)
+        self._first_engine(account)
         future.set_result(account)
         return account
+
+    async def set_jetstream(self, account: Account, enabled: bool) -> None:
+        """An account JWT update enabled or disabled JetStream for `account` (nats-server's
+        `configJetStream` on a claims update): its engine is started, or stopped (its
+        streams stay on disk, as nats-server's `disableJetStream` keeps them) and the
+        10039 refusals answer in its place."""
+        account.jetstream_enabled = enabled
+        if account.is_system or self.space is None:
+            return
+        if enabled == (account.jetstream is not None):
+            return
+        await account.stop()
+        await self._start_account_jetstream(account)
+        self._first_engine(account)
+
+    def _first_engine(self, account: Account) -> None:
+        """The first engine of all (an account added or enabled at runtime) gives every
+        account without JetStream its 10039 refusals; later ones cost nothing here."""
+        template = account.api
+        if self._refusal_template is not None or account.jetstream is None or template is None:
+            return
+        self._refusal_template = template
+        for other in self:
+            if other.api is None and not other.is_system:
+                other.refuse_jetstream(template)
 
     async def _start_account_jetstream(self, account: Account) -> None:
         if self.commit_backlog is None or self.batch_limits is None or self.space is None:

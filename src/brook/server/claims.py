@@ -15,12 +15,13 @@ MEMORY), answered as they answer:
   `$SYS.REQ.CLAIMS.PACK` (`<key>|<jwt>` messages unless the requester's store hash, the
   body, is this store's; an empty message ends them).
 
-An update applied to a loaded account reaches its clients as nats-server's
-`updateAccountClaimsWithRefresh` does: the oldest keep their places under a lowered
-`conn` (the newest are closed with `maximum account active connections exceeded`), each
-other client's limits, expiry and default permissions are computed anew, and revoked
-users (or bearer tokens the account now disallows) are closed. A deleted account's
-clients are closed with `Account Authentication Expired`.
+An update applied to a loaded account starts or stops its JetStream as its JWT now
+says, and reaches its clients as nats-server's `updateAccountClaimsWithRefresh` does:
+the oldest keep their places under a lowered `conn` (the newest are closed with
+`maximum account active connections exceeded`), each other client's limits, expiry and
+default permissions are computed anew, and revoked users (or bearer tokens the account
+now disallows) are closed. A deleted account's clients are closed with
+`Account Authentication Expired`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class ClaimsServer(Protocol):
 
     def server_info(self) -> dict[str, Any]:
         """nats-server's `ServerInfo` of a reply."""
+        ...
+
+    def account_jetstream(self, account: str, enabled: bool) -> None:
+        """The account's JWT now enables (or no longer enables) JetStream."""
         ...
 
 
@@ -251,6 +256,7 @@ class ClaimsService:
         if current is not None and current.token == claims.token:
             return None
         self.operator.replace(claims)
+        self.server.account_jetstream(claims.subject, claims.limits.jetstream_enabled)
         conn = claims.limits.conn
         count = 0
         for client in list(self.server.account_clients(claims.subject)):

@@ -134,6 +134,7 @@ class Server:
         self._system_factory = system
         self.system: SystemServices | None = None
         self.claims: ClaimsService | None = None  # account JWT updates (operator mode)
+        self._background: set[asyncio.Future[None]] = set()  # JetStream switched by updates
         self._ports_file: Path | None = None
         self.jetstream: Any = None  # `$G`'s engine, when it has JetStream
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -336,6 +337,9 @@ class Server:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        for task in list(self._background):  # a JetStream switch under way ends first
+            with contextlib.suppress(Exception):
+                await task
         await self.accounts.stop()
         if self.websocket is not None:
             await self.websocket.stop()
@@ -401,6 +405,24 @@ class Server:
     def account_clients(self, account: str) -> list[ClientConnection]:
         """The account's logged-in clients, oldest first (a claim update walks them)."""
         return [c for c in self.clients.values() if c.connected and c.account.name == account]
+
+    def account_jetstream(self, name: str, enabled: bool) -> None:
+        """An account JWT update enabled or disabled JetStream (ADR 0031): the account's
+        engine is started or stopped in the background, as nats-server's
+        `configJetStream` after the update's reply."""
+        account = self.accounts.get(name)
+        if account is None or account.is_system:
+            return
+        if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
+            return
+        task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Future[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("account JetStream change failed: %r", task.exception())
 
     def server_info(self) -> dict[str, Any]:
         """The `server` of a `$SYS` reply: the system services' (their sequence)."""
@@ -495,6 +517,7 @@ class Server:
 
     def statistics(self) -> ServerStatistics:
         accounts = self.accounts
+        operator = self.authenticator.operator
         jetstream = bool(accounts.with_jetstream)
         return {
             "server_id": self.server_id,
@@ -509,6 +532,7 @@ class Server:
             "out_msgs": self.out_msgs,
             "out_bytes": self.out_bytes,
             "slow_consumers": self.slow_consumers,
+            "pinned_account_fails": operator.pinned_fails if operator is not None else 0,
             "subscriptions": sum(a.router.sublist.count for a in accounts),
             "pid": os.getpid(),
             "transfers": self.transfers.statistics() if self.transfers is not None else None,
