@@ -552,3 +552,68 @@ async def test_an_update_switches_the_accounts_jetstream(tmp_path: Path) -> None
         mine = await _jetstream_switch(ours, system_creds, trust, keys)
     assert theirs == [10039, "jwt updated", "enabled", 1, "jwt updated", 10039]
     assert mine == theirs
+
+
+async def _subs_and_permissions(
+    url: str, system_creds: Path, trust: DirTrust, account: Any
+) -> list[Any]:
+    """A client with two subscriptions, then the account's `subs` lowered to 2 and its
+    default permissions narrowed; a second client (no subscriptions) publishes after."""
+    async with RawClient.connect_url(url) as subscriber, RawClient.connect_url(url) as publisher:
+        await _log_in(subscriber, account, user_key())
+        await _log_in(publisher, account, user_key())
+        await subscriber.send(b"SUB a 1\r\nSUB b 2\r\nPING\r\n")
+        await subscriber.read_ops(until=lambda op: op == PONG)
+        token = account_jwt(
+            account,
+            trust.operator,
+            limits={"subs": 2, "payload": -1, "conn": -1},
+            default_permissions={"pub": {"allow": ["allowed.>"]}},
+        )
+        subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+        await _sys_requests(url, system_creds, [(subject, token.encode())])
+        ended = await _ended_with(subscriber)
+        await publisher.send(b"PUB denied 1\r\nx\r\nPUB allowed.x 1\r\nx\r\nPING\r\n")
+        ops = await publisher.read_ops(until=lambda op: op == PONG, allow_eof=True)
+    return [ended, tuple(op for op in ops if isinstance(op, Err) or op == PONG)]
+
+
+async def test_an_update_lowering_subs_and_narrowing_default_permissions(tmp_path: Path) -> None:
+    """nats-server closes a client already at a lowered `subs` (`subsAtLimit`), and new
+    default permissions bind the users without their own at once."""
+    trust = DirTrust()
+    account = trust.account()
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _subs_and_permissions(reference, system_creds, trust, account)
+        mine = await _subs_and_permissions(ours, system_creds, trust, account)
+    assert theirs[0] == ((Err("maximum subscriptions exceeded"),), True)
+    assert theirs[1] == (Err('Permissions Violation for Publish to "denied"'), PONG)
+    assert mine == theirs
+
+
+async def _expiry_lifted(url: str, system_creds: Path, trust: DirTrust, account: Any) -> Any:
+    async with RawClient.connect_url(url) as c:
+        await _log_in(c, account, user_key())
+        token = account_jwt(account, trust.operator)  # no `exp` any more
+        subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+        await _sys_requests(url, system_creds, [(subject, token.encode())])
+        await asyncio.sleep(3)
+        await c.send(b"PING\r\n")
+        ops = await c.read_ops(until=lambda op: op == PONG, allow_eof=True)
+        return tuple(op for op in ops if isinstance(op, Err) or op == PONG), c.closed
+
+
+async def test_an_update_without_exp_keeps_the_accounts_clients(tmp_path: Path) -> None:
+    """The account JWT would expire in 2 s; an update without `exp` re-arms the clients'
+    expiry (nats-server's `checkExpiration`): they stay."""
+    trust = DirTrust()
+    account = trust.account(top={"exp": int(time.time()) + 2})
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs, mine = await asyncio.gather(
+            _expiry_lifted(reference, system_creds, trust, account),
+            _expiry_lifted(ours, system_creds, trust, account),
+        )
+    assert theirs == ((PONG,), False)
+    assert mine == theirs
