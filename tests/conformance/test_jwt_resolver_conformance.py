@@ -1,4 +1,4 @@
-"""The directory account resolvers (`resolver { type: full|cache, dir }`, ADR 0031) on
+"""The directory account resolvers (`resolver { type: full|cache, dir }`, ADR 0032) on
 Brook and nats-server: each server gets its own copy of one resolver directory, laid out
 as nats-server lays it out (`<account>.jwt`), and the same logins, `$SYS` claim requests
 and JetStream requests are compared."""

@@ -221,7 +221,7 @@ class AuthSettings:
 @dataclass(frozen=True, slots=True)
 class DirectoryResolver:
     """nats-server's directory account resolvers (`resolver { type: full|cache, dir }`,
-    ADR 0031): account JWTs as `<dir>/<account public key>.jwt` files. `full` holds every
+    ADR 0032): account JWTs as `<dir>/<account public key>.jwt` files. `full` holds every
     account and takes claim updates for any; `cache` holds up to `limit` (1000 unless set),
     evicting the least recently used, and takes updates only for the accounts it has."""
 
@@ -248,7 +248,7 @@ class OperatorSettings:
     jwts: list[str] = field(default_factory=list)  # operator JWTs, read from files or inline
     resolver: str | None = None  # "MEMORY", "FULL" or "CACHE"; None: none set
     preload: dict[str, str] = field(default_factory=dict)  # account public key: account JWT
-    # The `full` and `cache` resolvers' directory and options (ADR 0031); None: MEMORY.
+    # The `full` and `cache` resolvers' directory and options (ADR 0032); None: MEMORY.
     directory: DirectoryResolver | None = None
     # `resolver_pinned_accounts`: only users of these accounts (and of the system
     # account) log in; empty: any account the resolver holds.

@@ -237,7 +237,7 @@ class Accounts:
 
     async def add(self, name: str, *, jetstream: bool) -> Account:
         """The account `name`, added while the server runs if it has none yet (a JWT
-        account at its first login, ADR 0031): its router, and its JetStream engine when
+        account at its first login, ADR 0032): its router, and its JetStream engine when
         the server has JetStream and `jetstream` (else its 10039 refusals), as the
         accounts created at start. Each added account costs what one created at start
         does; nothing walks the others (but to give the refusals when the first engine

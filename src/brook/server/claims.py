@@ -1,4 +1,4 @@
-"""Account JWT updates over `$SYS` (ADR 0031): nats-server's resolver requests.
+"""Account JWT updates over `$SYS` (ADR 0032): nats-server's resolver requests.
 
 What nats-server's resolvers subscribe in the system account (accounts.go
 `DirAccResolver.Start`, `CacheDirAccResolver.Start`, events.go `accountClaimUpdate` for

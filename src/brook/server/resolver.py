@@ -1,4 +1,4 @@
-"""Account resolvers: where operator mode finds account JWTs (ADR 0028, ADR 0031).
+"""Account resolvers: where operator mode finds account JWTs (ADR 0028, ADR 0032).
 
 `MemoryResolver` is `resolver: MEMORY`: the `resolver_preload` JWTs, in memory.
 `DirectoryResolver` is nats-server's `full` and `cache` resolvers over its `DirJWTStore`

@@ -108,7 +108,7 @@ class Server:
         # nats-server: `handshake_first` (without a fallback delay) overrides
         # `allow_non_tls`, which otherwise lets each client choose (its first byte tells).
         # With a fallback delay, a client that does not speak first gets INFO in plain
-        # text after it, then the port's usual TLS (server/connection.py).
+        # text after it, then the port's usual TLS (server/tls_upgrade.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
         fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
@@ -216,7 +216,7 @@ class Server:
             self.system.start()
         operator = self.authenticator.operator
         if operator is not None:
-            # The resolver's `$SYS` requests (ADR 0031), in the system account.
+            # The resolver's `$SYS` requests (ADR 0032), in the system account.
             system_account = self.accounts.system_account
             self.claims = ClaimsService(
                 self,
@@ -394,7 +394,7 @@ class Server:
 
     async def add_account(self, name: str, *, jetstream: bool = False) -> Account:
         """A JWT account the resolver holds, added at its first login or claim update
-        (ADR 0031): its router, its JetStream (when its JWT enables it, not the system
+        (ADR 0032): its router, its JetStream (when its JWT enables it, not the system
         account's) and the system services imported into it, as for accounts at start."""
         system = self.accounts.system_account
         account = await self.accounts.add(name, jetstream=jetstream and name != system.name)
@@ -407,7 +407,7 @@ class Server:
         return [c for c in self.clients.values() if c.connected and c.account.name == account]
 
     def account_jetstream(self, name: str, enabled: bool) -> None:
-        """An account JWT update enabled or disabled JetStream (ADR 0031): the account's
+        """An account JWT update enabled or disabled JetStream (ADR 0032): the account's
         engine is started or stopped in the background, as nats-server's
         `configJetStream` after the update's reply."""
         account = self.accounts.get(name)

@@ -54,7 +54,7 @@ class ServerStatistics(TypedDict):
     out_msgs: int
     out_bytes: int
     slow_consumers: int
-    pinned_account_fails: int  # JWT logins refused: their account not pinned (ADR 0031)
+    pinned_account_fails: int  # JWT logins refused: their account not pinned (ADR 0032)
     subscriptions: int
     pid: int
     transfers: dict[str, Any] | None  # snapshots and restores in progress; None without JetStream
