@@ -211,6 +211,7 @@ class Accounts:
         self._server_name = ""
         self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
         self._adding: dict[str, asyncio.Future[Account]] = {}
+        self._run_prefixes: tuple[bytes, ...] | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
         js = settings.jetstream
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
@@ -229,11 +230,15 @@ class Accounts:
         return [a for a in self if a.jetstream is not None]
 
     def run_prefixes(self) -> tuple[bytes, ...]:
-        """Every account's exclusive routing prefixes (`$JS.ACK.`), for the parser."""
-        prefixes: dict[bytes, None] = {}
-        for account in self:
-            prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
-        return tuple(prefixes)
+        """Every account's exclusive routing prefixes (`$JS.ACK.`), for the parser of
+        each new connection: kept until an engine starts (which adds them), so that a
+        connection costs the same with thousands of accounts."""
+        if self._run_prefixes is None:
+            prefixes: dict[bytes, None] = {}
+            for account in self:
+                prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
+            self._run_prefixes = tuple(prefixes)
+        return self._run_prefixes
 
     async def add(self, name: str, *, jetstream: bool) -> Account:
         """The account `name`, added while the server runs if it has none yet (a JWT
@@ -261,6 +266,8 @@ class Accounts:
             del self._adding[name]
         self._by_name[name] = account
         self._first_engine(account)
+        if account.jetstream is not None:
+            self._run_prefixes = None  # its engine's, for the connections to come
         future.set_result(account)
         return account
 
@@ -277,6 +284,7 @@ class Accounts:
         await account.stop()
         await self._start_account_jetstream(account)
         self._first_engine(account)
+        self._run_prefixes = None
 
     def _first_engine(self, account: Account) -> None:
         """The first engine of all (an account added or enabled at runtime) gives every
@@ -329,6 +337,7 @@ class Accounts:
                     space=self.space,
                     server_limits=self.server_limits,
                 )
+        self._run_prefixes = None  # the engines added theirs
         engines = self.with_jetstream
         if not engines:
             return
