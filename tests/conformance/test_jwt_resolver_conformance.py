@@ -417,7 +417,11 @@ async def _memory_steps(url: str, system_creds: Path, trust: Trust, account: Any
         await _log_in(c, account, user_key())
         after = await _sys_requests(url, system_creds, [(subject, revoked.encode())])
         ended = await _ended_with(c)
-    return [*before, *after, ended]
+    # the old form of the subject (nats-server still serves it)
+    old_form = f"$SYS.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+    lifted = account_jwt(account, trust.operator)
+    again = await _sys_requests(url, system_creds, [(old_form, lifted.encode())])
+    return [*before, *after, ended, *again, await _signed_login(url, account)]
 
 
 async def test_memory_resolver_claim_updates(tmp_path: Path) -> None:
@@ -436,6 +440,8 @@ async def test_memory_resolver_claim_updates(tmp_path: Path) -> None:
     assert theirs[0]["data"]["message"] == "jwt update skipped"
     assert theirs[1]["data"]["message"] == "jwt updated"
     assert theirs[2] == ((Err("User Authentication Revoked"),), True)
+    assert theirs[3]["data"]["message"] == "jwt updated"
+    assert theirs[4] == IN  # the revocation lifted
     assert mine == theirs
 
 
