@@ -273,7 +273,8 @@ async def _update_steps(url: str, system_creds: Path, trust: DirTrust, keys: Any
 
 async def _revoke(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> list[Any]:
     account, user, other = keys
-    revoked = account_jwt(account, trust.operator, revocations={user.public: int(time.time()) + 5})
+    until = int(time.time()) + 3600
+    revoked = account_jwt(account, trust.operator, revocations={user.public: until})
     return [
         *await _sys_requests(
             url,
@@ -411,7 +412,7 @@ async def test_lowered_account_limits_reach_connected_clients(tmp_path: Path) ->
 
 async def _memory_steps(url: str, system_creds: Path, trust: Trust, account: Any) -> list[Any]:
     subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
-    revoked = account_jwt(account, trust.operator, revocations={"*": int(time.time()) + 5})
+    revoked = account_jwt(account, trust.operator, revocations={"*": int(time.time()) + 3600})
     before = await _sys_requests(url, system_creds, [(subject, revoked.encode())])
     async with RawClient.connect_url(url) as c:
         await _log_in(c, account, user_key())
