@@ -624,3 +624,40 @@ async def test_an_update_without_exp_keeps_the_accounts_clients(tmp_path: Path) 
         )
     assert theirs == ((PONG,), False)
     assert mine == theirs
+
+
+async def _signer_removed(url: str, system_creds: Path, trust: DirTrust, keys: Any) -> Any:
+    """A user issued by the account's signing key and one by the account itself; then
+    the account JWT is updated without that signing key."""
+    account, signer = keys
+    by_signer, by_account = user_key(), user_key()
+    async with RawClient.connect_url(url) as a, RawClient.connect_url(url) as b:
+        for c, user, issuer, extra in (
+            (a, by_signer, signer, {"issuer_account": account.public}),
+            (b, by_account, account, {}),
+        ):
+            nonce = c.info["nonce"].encode()
+            token = user_jwt(user, issuer, **extra)
+            ops = await c.handshake(protocol=0, jwt=token, sig=b64(user.sign(nonce)))
+            assert PONG in ops, ops
+        token = account_jwt(account, trust.operator)  # no signing keys any more
+        subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+        await _sys_requests(url, system_creds, [(subject, token.encode())])
+        ended = await _ended_with(a)
+        await b.send(b"PING\r\n")
+        ops = await b.read_ops(until=lambda op: op == PONG, allow_eof=True)
+        return ended, tuple(op for op in ops if op == PONG)
+
+
+async def test_an_update_removing_a_signing_key_closes_its_users(tmp_path: Path) -> None:
+    """nats-server closes (without an -ERR) the clients whose user was issued by a
+    signing key the updated account JWT no longer has; the others stay."""
+    trust = DirTrust()
+    signer = account_key()
+    account = trust.account(signing_keys=[signer.public])
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _signer_removed(reference, system_creds, trust, (account, signer))
+        mine = await _signer_removed(ours, system_creds, trust, (account, signer))
+    assert theirs == (((), True), (PONG,))
+    assert mine == theirs

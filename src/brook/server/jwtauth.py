@@ -67,6 +67,10 @@ class JwtUser:
     user_subs: int = jwt.NO_LIMIT
     user_ends_at: float | None = None
     own_permissions: bool = False
+    # The account signing key that issued the user ("" the account itself) and its scope
+    # then (None: unscoped): an update removing or re-scoping the key ends the login.
+    signing_key: str = ""
+    scope: jwt.UserScope | None = None
 
 
 class _Refused(Exception):
@@ -201,19 +205,26 @@ class OperatorMode:
             user_subs=granted.subs,
             user_ends_at=None if expires_in_s is None else now + expires_in_s,
             own_permissions=own is not None,
+            signing_key=user.issuer if user.issuer != account.subject else "",
+            scope=account.signing_keys.get(user.issuer),
         )
 
     def recheck(self, user: JwtUser, account: jwt.AccountClaims) -> JwtUser | str:
         """A logged-in user after its account JWT was updated (nats-server's
         `updateAccountClaimsWithRefresh` for each client): the login with the account's
         new limits, expiry and default permissions, or why it ends now (the `-ERR` text:
-        a bearer token the account disallows now, or a revoked user)."""
+        a bearer token the account disallows now, or a revoked user; "" for a user whose
+        signing key the account removed or re-scoped, closed without one as there)."""
         if user.bearer and account.limits.disallow_bearer:
             log.debug("Bearer User JWT not allowed")
             return "Authorization Violation"
         if account.revoked(user.public_key, user.issued_at):
             log.debug("User Authentication Revoked")
             return "User Authentication Revoked"
+        key = user.signing_key
+        if key and (key not in account.signing_keys or account.signing_keys[key] != user.scope):
+            log.debug("User JWT issuer signing key %s removed or re-scoped", key)
+            return ""
         now = self._clock()
         return dataclasses.replace(
             user,

@@ -268,7 +268,10 @@ class ClientLogin:
         if self.closed or self.login is None or self.login.jwt is None:
             return
         if isinstance(update, str):
-            self.close_with_error(update, "account JWT update: " + update)
+            if update:
+                self.close_with_error(update, "account JWT update: " + update)
+            else:  # nats-server's AuthenticationViolation close: no -ERR
+                self.close("authentication failure")
             return
         settings = self.server.settings
         self.parser.max_payload = settings.max_payload_bytes
