@@ -14,7 +14,11 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ProtocolError
 from brook.server.auth import Login, connect_refusal, merge_connect_options, verify_bcrypt
-from brook.server.permissions import CompiledPermissions, ConnectionPermissions
+from brook.server.permissions import (
+    CompiledPermissions,
+    ConnectionPermissions,
+    may_subscribe,
+)
 
 if TYPE_CHECKING:
     from brook.protocol.parser import ClientParser
@@ -75,6 +79,7 @@ class ClientLogin:
         def _send(self, data: bytes) -> None: ...
         def close(self, reason: str) -> None: ...
         def close_with_error(self, err_text: str, reason: str) -> None: ...
+        def remove_subscription(self, sub: Subscription) -> None: ...
         def _ping_tick(self) -> None: ...
 
     def _require_connect(self) -> bool:
@@ -276,17 +281,38 @@ class ClientLogin:
         settings = self.server.settings
         self.parser.max_payload = settings.max_payload_bytes
         self.max_subs = settings.max_subscriptions or -1
-        if not update.own_permissions:
-            compiled = CompiledPermissions(update.permissions) if update.permissions else None
-            self.perms = ConnectionPermissions(compiled) if compiled is not None else None
-            self.login = dataclasses.replace(self.login, compiled=compiled)
+        previous = self.login.jwt
         self.login = dataclasses.replace(self.login, jwt=update)
         if self._auth_handle is not None:
             self._auth_handle.cancel()
             self._auth_handle = None
         self._apply_jwt_limits(update)
-        if not self.closed and 0 <= self.max_subs <= len(self.subs):
+        closed: bool = self.closed  # (it may have closed the connection)
+        if closed:
+            return
+        # As nats-server: at the new `subs` already (counted before the new permissions
+        # drop any), told after those drops and closed.
+        at_limit = 0 <= self.max_subs <= len(self.subs)
+        if not update.own_permissions and update.permissions != previous.permissions:
+            compiled = CompiledPermissions(update.permissions) if update.permissions else None
+            self.perms = ConnectionPermissions(compiled) if compiled is not None else None
+            self.login = dataclasses.replace(self.login, compiled=compiled)
+            if compiled is not None:
+                self._drop_forbidden_subscriptions()
+        if at_limit:
             self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
+
+    def _drop_forbidden_subscriptions(self) -> None:
+        """nats-server's `processSubsOnConfigReload`: the subscriptions the new
+        permissions do not allow are removed, each told with an `-ERR` and logged."""
+        for sub in list(self.subs.values()):
+            if may_subscribe(self.perms, sub.subject, sub.queue):
+                continue
+            self.remove_subscription(sub)
+            sid = perr.go_quote(sub.sid)
+            text = perr.subscribe_violation(sub.subject, sub.queue)
+            self._send(encoder.err(f"{text} (sid {sid})"))
+            log.info("cid=%d removed sub %r (sid %s): not authorized", self.cid, sub.subject, sid)
 
     def _bind(self, account: Account) -> None:
         """Use `account`'s subjects from now on. A CONNECT logging in again, to another
