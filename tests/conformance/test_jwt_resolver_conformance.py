@@ -682,3 +682,14 @@ async def test_an_update_removing_a_signing_key_closes_its_users(tmp_path: Path)
         mine = await _signer_removed(ours, system_creds, trust, (account, signer))
     assert theirs == (((), True), (PONG,))
     assert mine == theirs
+
+
+async def test_an_account_jwt_with_jetstream_limits_is_refused_by_brook(tmp_path: Path) -> None:
+    """Brook does not enforce an account JWT's JetStream limits yet: a directory account
+    with them logs nobody in (a preload with them is refused at start), where
+    nats-server serves it."""
+    trust = DirTrust()
+    bounded = trust.account(limits={**JS_LIMITS, "mem_storage": 1 << 20})
+    async with dir_servers(trust) as (reference, ours, _, _):
+        assert await _signed_login(reference, bounded) == IN
+        assert await _signed_login(ours, bounded) == REFUSED
