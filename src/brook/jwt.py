@@ -527,6 +527,38 @@ def decode_operator(token: str) -> OperatorClaims:
     return claims
 
 
+@dataclass(frozen=True, slots=True)
+class GenericClaims:
+    """Any claim as jwt's `DecodeGeneric` reads it: who, by whom, and its `nats` map."""
+
+    subject: str
+    issuer: str
+    data: dict[str, Any]
+
+
+def decode_generic(token: str) -> GenericClaims:
+    """jwt's `DecodeGeneric` (a `$SYS.REQ.CLAIMS.DELETE` request): the header's algorithm
+    says what is signed, the claims part alone (`ed25519`, version 1) or both parts."""
+    chunks = token.split(".")
+    if len(chunks) != 3:
+        raise InvalidJwt("expected 3 chunks")
+    header = _Fields(_json_object(_b64(chunks[0])), "header")
+    if header.text("typ").upper() != "JWT":
+        raise InvalidJwt(f"not supported type {header.text('typ')!r}")
+    algorithm = header.text("alg").lower()
+    if algorithm not in ("ed25519", "ed25519-nkey"):
+        raise InvalidJwt(f"unexpected {header.text('alg')!r} algorithm")
+    body = _Fields(_json_object(_b64(chunks[1])), "claims")
+    signature = _b64(chunks[2])
+    v1 = algorithm == "ed25519"
+    signed = (chunks[1] if v1 else token[: len(chunks[0]) + len(chunks[1]) + 1]).encode()
+    issuer = body.text("iss")
+    keys = (k for p in Prefix if (k := _key(issuer, p)) is not None)
+    if not any(verify(key, signed, signature) for key in keys):
+        raise InvalidJwt(f"claim failed V{1 if v1 else 2} signature verification")
+    return GenericClaims(body.text("sub"), issuer, body.obj("nats").data)
+
+
 # A decorated block (`-----BEGIN NATS USER JWT-----` ... `------END NATS USER JWT------`)
 # of a creds or operator file, as jwt's userConfigRE finds it.
 _DECORATED = re.compile(r"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(\r?\n|\Z)))")

@@ -49,7 +49,9 @@ def test_memory_resolver_spellings(resolver: str) -> None:
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("resolver: { type: cache, dir: /tmp }", "the cache account resolver is not supported"),
+        ("resolver: { type: nonsense, dir: /tmp }", "error parsing account resolver, should be"),
+        ("resolver: { type: full }", "dir has no value and needs to point to a directory"),
+        ("resolver: { type: full, dir: /tmp, colour: red }", "unknown configuration key"),
         ('resolver: URL("http://localhost:9090/jwt/v1/accounts/")', "not supported by Brook"),
         ("resolver: 42", "error parsing operator resolver, wrong type"),
         ("resolver: something", "error parsing account resolver, should be MEM"),

@@ -31,7 +31,12 @@ from brook.config.conf_auth import apply_authorization, apply_no_auth_user
 from brook.config.conf_jetstream import apply_jetstream, sync_interval
 from brook.config.conf_leafnodes import apply_leafnodes
 from brook.config.conf_mappings import apply_mappings
-from brook.config.conf_operator import apply_operator, apply_resolver, apply_resolver_preload
+from brook.config.conf_operator import (
+    apply_operator,
+    apply_resolver,
+    apply_resolver_pinned_accounts,
+    apply_resolver_preload,
+)
 from brook.config.conf_syntax import parse_conf, parse_size
 from brook.config.conf_tls import apply_tls
 from brook.config.conf_values import (
@@ -102,6 +107,7 @@ _TOP: dict[str, _Handler] = {
     ),
     **dict.fromkeys(("resolver", "account_resolver", "accounts_resolver"), apply_resolver),
     "resolver_preload": apply_resolver_preload,
+    "resolver_pinned_accounts": apply_resolver_pinned_accounts,
     "jetstream": apply_jetstream,
     "accounts": apply_accounts,
     "system_account": _set("system_account", read_str),

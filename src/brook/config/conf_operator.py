@@ -1,15 +1,26 @@
-"""Operator mode's keys (ADR 0028): `operator` (the trusted operators' JWTs, files or
-inline), `resolver` (MEMORY only; nats-server's others refused by name) and
-`resolver_preload` (the accounts' JWTs)."""
+"""Operator mode's keys (ADR 0028, ADR 0033): `operator` (the trusted operators' JWTs,
+files or inline), `resolver` (MEMORY, or the `full`/`cache` directory resolvers; the URL
+resolver refused by name), `resolver_preload` (the accounts' JWTs) and
+`resolver_pinned_accounts`."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from brook import jwt
-from brook.config.conf_values import describe, read_block
-from brook.config.settings import ConfigError, Settings
+from brook.config.conf_values import (
+    block_entries,
+    describe,
+    read_block,
+    read_bool,
+    read_int,
+    read_str,
+)
+from brook.config.settings import ConfigError, DirectoryResolver, Settings
+from brook.durations import parse_ns
 
 
 def apply_operator(s: Settings, where: str, v: object) -> None:
@@ -51,22 +62,108 @@ _RESOLVER_ERROR = (
 
 
 def apply_resolver(s: Settings, where: str, v: object) -> None:
-    """`resolver`: MEMORY (`MEM`), the only account resolver Brook serves; nats-server's
-    URL and directory resolvers are refused by name."""
-    kind = v
+    """`resolver`: MEMORY (`MEM`), or a block `{ type: full|cache, dir: ... }` for the
+    directory resolvers (ADR 0033), read as opts.go reads them; the URL resolver (an
+    account server over HTTP) is refused by name."""
     if isinstance(v, dict):
-        block = read_block(where, v)
-        kind = next((value for key, value in block.items() if str(key).lower() == "type"), "")
-    if not isinstance(kind, str):
+        s.operator.directory = _directory_resolver(where, read_block(where, v))
+        s.operator.resolver = s.operator.directory.kind if s.operator.directory else "MEMORY"
+        return
+    if not isinstance(v, str):
         raise ConfigError(f"{where}: error parsing operator resolver, wrong type {describe(v)}")
-    if isinstance(v, str) and re.search(r"(?i)(MEM|MEMORY)\s*", v):
-        kind = "MEMORY"
-    if kind.upper() in ("MEM", "MEMORY"):
+    if re.search(r"(?i)(MEM|MEMORY)\s*", v):
         s.operator.resolver = "MEMORY"
-    elif kind.upper() in ("FULL", "CACHE") or re.match(r"(?i)URL", kind):
-        raise ConfigError(f"{where}: the {kind} account resolver is not supported by Brook")
+    elif re.match(r"(?i)URL", v):
+        raise ConfigError(f"{where}: the {v} account resolver is not supported by Brook")
     else:
         raise ConfigError(f"{where}: {_RESOLVER_ERROR}")
+
+
+_DIR_RESOLVER_KEYS = (
+    *("type", "dir", "allow_delete", "hard_delete", "limit", "ttl", "interval", "timeout"),
+)
+
+
+def _directory_resolver(where: str, block: Mapping[str, object]) -> DirectoryResolver | None:
+    """opts.go's resolver map, its errors in its words; None for `type: MEM`."""
+    found: dict[str, tuple[str, object]] = {
+        key: (at, value) for key, at, value in block_entries(block, where, _DIR_RESOLVER_KEYS)
+    }
+
+    def text(key: str) -> str:
+        return read_str(found[key][0], found[key][1]) if key in found else ""
+
+    def duration(key: str) -> float:
+        if key not in found:
+            return 0.0
+        value = text(key)
+        ns = parse_ns(value)
+        if ns is None:
+            raise ConfigError(f'{where}: time: invalid duration "{value}"')
+        return ns / 1e9
+
+    kind = text("type").upper()
+    if kind in ("MEM", "MEMORY"):
+        return None
+    if kind not in ("FULL", "CACHE"):
+        raise ConfigError(f"{where}: {_RESOLVER_ERROR}")
+    delete = read_bool(*found["allow_delete"]) if "allow_delete" in found else False
+    hard = read_bool(*found["hard_delete"]) if "hard_delete" in found else False
+    limit = read_int(*found["limit"]) if "limit" in found else 0
+    ttl_s, interval_s, timeout_s = duration("ttl"), duration("interval"), duration("timeout")
+    directory = text("dir")
+    if not directory:
+        raise ConfigError(f"{where}: dir has no value and needs to point to a directory")
+    if os.path.exists(directory) and not (
+        os.path.isdir(directory) and os.access(directory, os.X_OK)
+    ):
+        raise ConfigError(f"{where}: dir needs to point to an accessible directory")
+    if kind == "CACHE":
+        for key, words in (
+            ("interval", "CACHE does not accept sync"),
+            ("allow_delete", "CACHE does not accept allow_delete"),
+            ("hard_delete", "CACHE does not accept hard_delete"),
+        ):
+            if (
+                key in found
+                and (key != "allow_delete" or delete)
+                and (key != "interval" or interval_s)
+            ):
+                raise ConfigError(f"{where}: {words}")
+    else:
+        if ttl_s:
+            raise ConfigError(f"{where}: FULL does not accept ttl")
+        if "hard_delete" in found and not delete:
+            raise ConfigError(f"{where}: hard_delete has no effect without delete")
+    if "timeout" in found and timeout_s <= 0:
+        raise ConfigError(f"{where}: Fetch timeout {found['timeout'][1]} is too smal")
+    return DirectoryResolver(
+        kind=kind,
+        dir=directory,
+        delete=("hard" if hard else "rename") if delete else "none",
+        limit=max(limit, 0),
+        ttl_s=ttl_s,
+        interval_s=interval_s if interval_s > 0 else 60.0,
+        timeout_s=timeout_s or 1.9,
+    )
+
+
+def apply_resolver_pinned_accounts(s: Settings, where: str, v: object) -> None:
+    """`resolver_pinned_accounts`: one account public key or a list of them (opts.go)."""
+    items = v if isinstance(v, list) else [v]
+    if not isinstance(v, list | str):
+        raise ConfigError(
+            f"{where}: error parsing resolver_pinned_accounts: unsupported type {describe(v)}"
+        )
+    keys: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(
+                f"{where}: error parsing resolver_pinned_accounts: unsupported type in array "
+                f"{describe(item)}"
+            )
+        keys.append(item)
+    s.operator.pinned_accounts = frozenset(keys)
 
 
 def apply_resolver_preload(s: Settings, where: str, v: object) -> None:

@@ -287,13 +287,24 @@ class SystemServices:
         system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
         system.subscribe("$SYS.REQ.USER.INFO", self._user_handler(system, self.bus.system_account))
         for account, client in self.bus.imports.items():
-            connz = self._account_handler("CONNZ", account)
-            client.subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz)
-            client.subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz)
-            client.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._account_handler("STATZ", account))
-            client.subscribe("$SYS.REQ.USER.INFO", self._user_handler(client, account))
+            self._import(account, client)
         self._running = True
         self._arm(self._statsz_delay_s)
+
+    def add_account(self, name: str, client: InternalClient) -> None:
+        if name in self.bus.imports:
+            client.close()
+            return
+        self.bus.imports[name] = client
+        self._import(name, client)
+
+    def _import(self, account: str, client: InternalClient) -> None:
+        """nats-server's `registerSystemImports` for one account."""
+        connz = self._account_handler("CONNZ", account)
+        client.subscribe("$SYS.REQ.SERVER.PING.CONNZ", connz)
+        client.subscribe("$SYS.REQ.ACCOUNT.PING.CONNZ", connz)
+        client.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._account_handler("STATZ", account))
+        client.subscribe("$SYS.REQ.USER.INFO", self._user_handler(client, account))
 
     def stop(self) -> None:
         self._running = False
@@ -377,6 +388,9 @@ class SystemServices:
         return info
 
     # ------------------------------------------------------------------ requests
+
+    def server_info(self) -> dict[str, Any]:
+        return self._server_info()
 
     def _server_info(self) -> dict[str, Any]:
         """nats-server's `ServerInfo`, stamped with the next sequence number and the time."""

@@ -152,6 +152,8 @@ def build_varz(
         "http_req_stats": dict(request_counts),
         "slow_consumer_stats": dict(clients=srv["slow_consumers"], routes=0, gateways=0, leafs=0),
     }
+    if srv["pinned_account_fails"]:  # omitempty
+        v["pinned_account_fails"] = srv["pinned_account_fails"]
     _put_not_after(v, st.tls)
     return v
 

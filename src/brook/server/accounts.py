@@ -28,6 +28,7 @@ router that publishes into the importing one's); subject mappings apply before
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -169,10 +170,14 @@ class Account:
     async def stop(self) -> None:
         if self.transfers is not None:
             await self.transfers.stop()
+            self.transfers = None
         if self.jetstream is not None:
-            await self.jetstream.stop()
+            await self.jetstream.stop()  # closes its client: its API unsubscribed
+            self.jetstream = None
         if self._refusals is not None:
             self._refusals.close()
+            self._refusals = None
+        self.api = self.stream_api = None
 
 
 def _endpoints(router: Router) -> ApiDispatcher:
@@ -207,6 +212,8 @@ class Accounts:
         global_only = not operator.jwts and all(a.name == system for a in configured)
         js = settings.jetstream
         domain = js.domain if js.enabled else ""
+        self._settings = settings
+        self._domain = domain
         self.global_account = Account(
             GLOBAL_ACCOUNT,
             jetstream=global_only,
@@ -221,15 +228,9 @@ class Accounts:
                 jetstream_limits=entry.jetstream_limits,
                 mappings=_with_domain(entry.mappings, domain, system=entry.name == system),
             )
+        # A directory resolver's other accounts are added at their first login (`add`).
         for key, token in operator.preload.items() if operator.jwts else ():
-            claims = jwt.decode_account(token)
-            self._by_name[key] = Account(
-                key,
-                jetstream=claims.limits.jetstream_enabled and key != system,
-                system=key == system,
-                jetstream_limits=_jetstream_limits(claims.limits.jetstream),
-                mappings=_with_domain((), domain, system=key == system),
-            )
+            self._by_name[key] = self._jwt_account(key, jwt.decode_account(token).limits)
         if system not in self._by_name:
             mappings = _with_domain((), domain, system=True)
             self._by_name[system] = Account(system, system=True, mappings=mappings)
@@ -239,6 +240,10 @@ class Accounts:
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
+        self._server_name = ""
+        self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
+        self._adding: dict[str, asyncio.Future[Account]] = {}
+        self._run_prefixes: tuple[bytes, ...] | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
 
@@ -256,13 +261,97 @@ class Accounts:
         return [a for a in self if a.jetstream is not None]
 
     def run_prefixes(self) -> tuple[bytes, ...]:
-        """Every account's exclusive routing prefixes (`$JS.ACK.`), for the parser."""
-        prefixes: dict[bytes, None] = {}
-        for account in self:
-            prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
-        return tuple(prefixes)
+        """Every account's exclusive routing prefixes (`$JS.ACK.`), for the parser of
+        each new connection: kept until an engine starts (which adds them), so that a
+        connection costs the same with thousands of accounts."""
+        if self._run_prefixes is None:
+            prefixes: dict[bytes, None] = {}
+            for account in self:
+                prefixes.update(dict.fromkeys(account.router.sublist.exclusive_prefixes))
+            self._run_prefixes = tuple(prefixes)
+        return self._run_prefixes
+
+    def _jwt_account(self, key: str, limits: jwt.AccountLimits) -> Account:
+        """A JWT account (ADR 0028), named by its public key: JetStream with its JWT's
+        limits when they allow storage (never the system account's), the domain's
+        mappings."""
+        system = key == self._settings.system_account_name
+        return Account(
+            key,
+            jetstream=limits.jetstream_enabled and not system,
+            system=system,
+            jetstream_limits=_jetstream_limits(limits.jetstream),
+            mappings=_with_domain((), self._domain, system=system),
+        )
+
+    async def add(self, name: str, limits: jwt.AccountLimits) -> Account:
+        """The account `name`, added while the server runs if it has none yet (a JWT
+        account at its first login, ADR 0033): its router, and its JetStream engine with
+        its JWT's limits when the server has JetStream and the JWT enables it (else its
+        10039 refusals), as the accounts created at start. Each added account costs what
+        one created at start does; nothing walks the others. Concurrent adds of one name
+        share the first."""
+        existing = self._by_name.get(name)
+        if existing is not None:
+            return existing
+        pending = self._adding.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Account] = asyncio.get_running_loop().create_future()
+        self._adding[name] = future
+        try:
+            account = self._jwt_account(name, limits)
+            await self._start_account_jetstream(account)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the adder raises it
+            raise
+        finally:
+            del self._adding[name]
+        self._by_name[name] = account
+        if account.jetstream is not None:
+            self._run_prefixes = None  # its engine's, for the connections to come
+        future.set_result(account)
+        return account
+
+    def set_jetstream_limits(self, account: Account, limits: jwt.AccountLimits) -> None:
+        """An account JWT update's JetStream limits: its engine admits by them from now
+        on (streams and consumers already there stay, as on nats-server)."""
+        account.jetstream_limits = _jetstream_limits(limits.jetstream)
+        if account.jetstream is not None:
+            account.jetstream.set_account_limits(account.jetstream_limits)
+
+    async def set_jetstream(self, account: Account, enabled: bool) -> None:
+        """An account JWT update enabled or disabled JetStream for `account` (nats-server's
+        `configJetStream` on a claims update): its engine is started, or stopped (its
+        streams stay on disk, as nats-server's `disableJetStream` keeps them) and the
+        10039 refusals answer in its place."""
+        account.jetstream_enabled = enabled
+        if account.is_system or self.space is None:
+            return
+        if enabled == (account.jetstream is not None):
+            return
+        await account.stop()
+        await self._start_account_jetstream(account)
+        self._run_prefixes = None
+
+    async def _start_account_jetstream(self, account: Account) -> None:
+        if self.commit_backlog is None or self.batch_limits is None or self.space is None:
+            return  # the server has no JetStream
+        if account.jetstream_enabled:
+            await account.start_jetstream(
+                self._settings,
+                server_name=self._server_name,
+                commit_backlog=self.commit_backlog,
+                batch_limits=self.batch_limits,
+                space=self.space,
+                server_limits=self.server_limits,
+            )
+        elif self._refusal_template is not None and not account.is_system:
+            account.refuse_jetstream(self._refusal_template)
 
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
+        self._server_name = server_name
         js = settings.jetstream
         self.commit_backlog = CommitBacklog(js.max_acks_awaiting_sync)
         self.batch_limits = BatchLimits(
@@ -286,9 +375,11 @@ class Accounts:
                     space=self.space,
                     server_limits=self.server_limits,
                 )
+        self._run_prefixes = None  # the engines added theirs
         engines = self.with_jetstream
         template = engines[0].api if engines else _endpoints(self.global_account.router)
         assert template is not None
+        self._refusal_template = template
         for account in self:
             if account.jetstream is None:  # the system account too, as nats-server
                 account.refuse_jetstream(template)

@@ -146,6 +146,11 @@ class Authenticator:
         self.nonce_required = bool(self._nkeys) or self._operator is not None
         self.has_users = bool(self._users)
 
+    @property
+    def operator(self) -> OperatorMode | None:
+        """Operator mode's trust and resolver (ADR 0028, 0031); None without operators."""
+        return self._operator
+
     def admit(self, user: JwtUser) -> bool:
         """A user JWT's client counted against its account's connection limit, if it may."""
         return self._operator is None or self._operator.admit(user)

@@ -34,9 +34,11 @@ from brook import jwt, limits
 from brook.config.settings import OperatorSettings, Permissions, ResponsePermission
 from brook.config.settings import SubjectPermission as SubjectLists
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
+from brook.server.resolver import Resolver, open_resolver
 from brook.subjects import is_valid_subject
 
 log = logging.getLogger("brook.auth")
+_NO_ACCOUNT_LIMITS = jwt.AccountLimits()
 
 Clock = Callable[[], float]
 
@@ -54,6 +56,22 @@ class JwtUser:
     max_connections: int  # the account's `conn`: its clients at once; -1 none
     # The account JWT's `exp`: its clients are closed then; None: never.
     account_expires_in_s: float | None = None
+    # The account JWT's limits (an account added at this login gets JetStream by them).
+    account_limits: jwt.AccountLimits = _NO_ACCOUNT_LIMITS
+    # What an account JWT update is checked against (`OperatorMode.recheck`): the user
+    # JWT's `iat`, whether it is a bearer token, its (or its scoped template's) own
+    # `payload` and `subs`, when it ends (unix seconds; None never) and whether its
+    # permissions are its own (else the account's `default_permissions`).
+    issued_at: int = 0
+    bearer: bool = False
+    user_payload: int = jwt.NO_LIMIT
+    user_subs: int = jwt.NO_LIMIT
+    user_ends_at: float | None = None
+    own_permissions: bool = False
+    # The account signing key that issued the user ("" the account itself) and its scope
+    # then (None: unscoped): an update removing or re-scoping the key ends the login.
+    signing_key: str = ""
+    scope: jwt.UserScope | None = None
 
 
 class _Refused(Exception):
@@ -82,10 +100,36 @@ class OperatorMode:
                 trusted.add(operator.subject)
             trusted.update(operator.signing_keys)
         self._trusted = frozenset(trusted)
-        self._resolver = dict(settings.preload)
+        # The first operator's key and whether it may sign accounts itself, as
+        # nats-server's `getOperatorKeys` (claim updates and deletes check them).
+        first = jwt.decode_operator(settings.jwts[0])
+        self.operator_key = first.subject
+        self.strict = first.strict_signing_key_usage
+        self.operator_keys = frozenset(
+            ({first.subject} if not first.strict_signing_key_usage else set())
+            | set(first.signing_keys)
+        )
+        self.resolver: Resolver = open_resolver(settings)
+        self._pinned = settings.pinned_accounts
+        self.pinned_fails = 0  # logins refused as their account is not pinned
         self._accounts: dict[str, jwt.AccountClaims] = {}  # decoded once per account
         self._connections: dict[str, int] = {}  # admitted clients by account
         self._clock = clock
+
+    def claims(self, name: str) -> jwt.AccountClaims | None:
+        """The account JWT logins to `name` were last checked against (None: none yet)."""
+        return self._accounts.get(name)
+
+    def replace(self, claims: jwt.AccountClaims) -> None:
+        """An account's JWT was updated (over `$SYS`): logins are checked against it."""
+        self._accounts[claims.subject] = claims
+
+    def forget(self, name: str) -> None:
+        """An account's JWT was deleted: its next login looks it up again."""
+        self._accounts.pop(name, None)
+
+    def trusted(self, issuer: str) -> bool:
+        return issuer in self._trusted
 
     def login(
         self, options: dict[str, Any], nonce: str, *, host: str, connection_type: str
@@ -111,7 +155,11 @@ class OperatorMode:
         now = self._clock()
         if found := jwt.issues(user, now):
             raise _Refused(f"User JWT no longer valid: {found}")
-        account = self._account(user.issuer_account or user.issuer, now)
+        name = user.issuer_account or user.issuer
+        if self._pinned and name not in self._pinned:
+            self.pinned_fails += 1
+            raise _Refused(f"Account {name} not listed as operator pinned account")
+        account = self._account(name, now)
         granted = user.limits
         if user.issuer != account.subject:
             if user.issuer not in account.signing_keys:
@@ -133,7 +181,8 @@ class OperatorMode:
         if not _source_allowed(granted.src, host):
             raise _Refused(f"Bad src Ip {host}", level=logging.ERROR)
         window_s = _connect_window(granted, now)
-        permissions = _permissions(granted) or _permissions(account.default_permissions)
+        own = _permissions(granted)
+        permissions = own or _permissions(account.default_permissions)
         expires_in_s = None
         if user.expires:
             expires_in_s = float(max(user.expires - int(now), 0))
@@ -150,6 +199,49 @@ class OperatorMode:
             account_expires_in_s=(
                 float(max(account.expires - int(now), 0)) if account.expires else None
             ),
+            account_limits=account.limits,
+            issued_at=user.issued_at,
+            bearer=granted.bearer_token,
+            user_payload=granted.payload,
+            user_subs=granted.subs,
+            user_ends_at=None if expires_in_s is None else now + expires_in_s,
+            own_permissions=own is not None,
+            signing_key=user.issuer if user.issuer != account.subject else "",
+            scope=account.signing_keys.get(user.issuer),
+        )
+
+    def recheck(self, user: JwtUser, account: jwt.AccountClaims) -> JwtUser | str:
+        """A logged-in user after its account JWT was updated (nats-server's
+        `updateAccountClaimsWithRefresh` for each client): the login with the account's
+        new limits, expiry and default permissions, or why it ends now (the `-ERR` text:
+        a bearer token the account disallows now, or a revoked user; "" for a user whose
+        signing key the account removed or re-scoped, closed without one as there)."""
+        if user.bearer and account.limits.disallow_bearer:
+            log.debug("Bearer User JWT not allowed")
+            return "Authorization Violation"
+        if account.revoked(user.public_key, user.issued_at):
+            log.debug("User Authentication Revoked")
+            return "User Authentication Revoked"
+        key = user.signing_key
+        if key and (key not in account.signing_keys or account.signing_keys[key] != user.scope):
+            log.debug("User JWT issuer signing key %s removed or re-scoped", key)
+            return ""
+        now = self._clock()
+        return dataclasses.replace(
+            user,
+            permissions=(
+                user.permissions
+                if user.own_permissions
+                else _permissions(account.default_permissions)
+            ),
+            max_subs=_min_limit(user.user_subs, account.limits.subs),
+            max_payload=_min_limit(user.user_payload, account.limits.payload),
+            expires_in_s=(None if user.user_ends_at is None else max(user.user_ends_at - now, 0.0)),
+            max_connections=account.limits.conn,
+            account_expires_in_s=(
+                float(max(account.expires - int(now), 0)) if account.expires else None
+            ),
+            account_limits=account.limits,
         )
 
     def admit(self, user: JwtUser) -> bool:
@@ -157,7 +249,9 @@ class OperatorMode:
         counted) when the account has as many as it may (nats-server's
         `MaxTotalConnectionsReached`, checked as the client registers with it)."""
         count = self._connections.get(user.account, 0)
-        if 0 <= user.max_connections <= count:
+        account = self._accounts.get(user.account)  # its latest JWT (claim updates)
+        limit = account.limits.conn if account is not None else user.max_connections
+        if 0 <= limit <= count:
             return False
         self._connections[user.account] = count + 1
         return True
@@ -171,10 +265,11 @@ class OperatorMode:
     def _account(self, name: str, now: float) -> jwt.AccountClaims:
         """The resolver's account `name`, checked as nats-server's `verifyAccountClaims`."""
         account = self._accounts.get(name)
-        if account is None:
+        if account is None or (self.resolver.full and jwt.issues(account, now)):
+            # nats-server looks an expired account up again: a newer JWT may be stored.
             if _key(name, Prefix.ACCOUNT) is None:
                 raise _Refused("Account JWT lookup error: will only fetch valid account keys")
-            token = self._resolver.get(name)
+            token = self.resolver.load(name)
             if token is None:
                 raise _Refused("Account JWT lookup error: account missing")
             try:
@@ -183,6 +278,12 @@ class OperatorMode:
                 raise _Refused(f"Account JWT lookup error: {exc}") from None
             if account.subject != name or account.issuer not in self._trusted:
                 raise _Refused("Account JWT lookup error: account validation failed")
+            if account.limits.tiered_limits:  # as `resolver_preload` refuses them
+                raise _Refused(
+                    f"Account {name}: tiered JetStream limits of account JWTs are not "
+                    "served by Brook",
+                    level=logging.ERROR,
+                )
             self._accounts[name] = account
         if jwt.issues(account, now):
             raise _Refused("Account JWT lookup error: account validation failed")

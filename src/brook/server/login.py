@@ -6,6 +6,7 @@ and whom monitoring names as its user."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -14,7 +15,11 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ProtocolError
 from brook.server.auth import Login, connect_refusal, merge_connect_options, verify_bcrypt
-from brook.server.permissions import ConnectionPermissions
+from brook.server.permissions import (
+    CompiledPermissions,
+    ConnectionPermissions,
+    may_subscribe,
+)
 
 if TYPE_CHECKING:
     from brook.protocol.parser import ClientParser
@@ -78,6 +83,7 @@ class ClientLogin:
         def _send(self, data: bytes) -> None: ...
         def close(self, reason: str) -> None: ...
         def close_with_error(self, err_text: str, reason: str) -> None: ...
+        def remove_subscription(self, sub: Subscription) -> None: ...
         def _ping_tick(self) -> None: ...
 
     def _require_connect(self) -> bool:
@@ -135,6 +141,37 @@ class ClientLogin:
             return
         ok = not future.cancelled() and future.exception() is None and future.result()
         self._finish_connect(login if ok else None, options)
+        self._resume_after_connect()
+
+    def _add_account(self, login: Login, options: dict[str, Any], acknowledge: bool) -> None:
+        """A JWT login to an account the server has not loaded yet: hold this connection
+        (as for bcrypt) until the account is added (its JetStream started), then log in."""
+        assert login.jwt is not None
+        self.parser.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        future = asyncio.ensure_future(
+            self.server.add_account(login.account, login.jwt.account_limits)
+        )
+
+        def added(done: asyncio.Future[Account]) -> None:
+            if self.closed:
+                return
+            if done.cancelled() or done.exception() is not None:
+                log.error(
+                    "cid=%d account %s could not be added: %r",
+                    self.cid,
+                    login.account,
+                    None if done.cancelled() else done.exception(),
+                )
+                self._finish_connect(None, options)
+                return
+            self._finish_connect(login, options, acknowledge=acknowledge)
+            self._resume_after_connect()
+
+        future.add_done_callback(added)
+
+    def _resume_after_connect(self) -> None:
         if not self.connected:  # authentication failed and the connection is closed
             return
         if self.transport is not None:
@@ -156,6 +193,9 @@ class ClientLogin:
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
         account = self.server.accounts.get(login.account)
+        if account is None and login.jwt is not None:
+            self._add_account(login, options, acknowledge)
+            return
         if account is None:  # a login to an account this server does not have
             log.info("cid=%d authentication failed (no account %r)", self.cid, login.account)
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
@@ -227,6 +267,62 @@ class ClientLogin:
         if ends:
             seconds, text = min(ends)
             self._auth_handle = self.loop.call_later(seconds, self._auth_expired, text)
+
+    @property
+    def jwt_user(self) -> JwtUser | None:
+        """The user JWT's login, in operator mode."""
+        return self.login.jwt if self.login is not None else None
+
+    def account_updated(self, update: JwtUser | str) -> None:
+        """This JWT login's account JWT was updated (ADR 0031): `update` is the login
+        under the new claims (`OperatorMode.recheck`), or the `-ERR` text it ends with.
+        As nats-server's `applyAccountLimits`: the payload and subscription bounds are
+        computed anew (a client at or over the new `subs` is told and closed), the
+        expiry timer follows the new `exp`, and users without permissions of their own
+        get the account's new `default_permissions`."""
+        if self.closed or self.login is None or self.login.jwt is None:
+            return
+        if isinstance(update, str):
+            if update:
+                self.close_with_error(update, "account JWT update: " + update)
+            else:  # nats-server's AuthenticationViolation close: no -ERR
+                self.close("authentication failure")
+            return
+        settings = self.server.settings
+        self.parser.max_payload = settings.max_payload_bytes
+        self.max_subs = settings.max_subscriptions or -1
+        previous = self.login.jwt
+        self.login = dataclasses.replace(self.login, jwt=update)
+        if self._auth_handle is not None:
+            self._auth_handle.cancel()
+            self._auth_handle = None
+        self._apply_jwt_limits(update)
+        closed: bool = self.closed  # (it may have closed the connection)
+        if closed:
+            return
+        # As nats-server: at the new `subs` already (counted before the new permissions
+        # drop any), told after those drops and closed.
+        at_limit = 0 <= self.max_subs <= len(self.subs)
+        if not update.own_permissions and update.permissions != previous.permissions:
+            compiled = CompiledPermissions(update.permissions) if update.permissions else None
+            self.perms = ConnectionPermissions(compiled) if compiled is not None else None
+            self.login = dataclasses.replace(self.login, compiled=compiled)
+            if compiled is not None:
+                self._drop_forbidden_subscriptions()
+        if at_limit:
+            self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
+
+    def _drop_forbidden_subscriptions(self) -> None:
+        """nats-server's `processSubsOnConfigReload`: the subscriptions the new
+        permissions do not allow are removed, each told with an `-ERR` and logged."""
+        for sub in list(self.subs.values()):
+            if may_subscribe(self.perms, sub.subject, sub.queue):
+                continue
+            self.remove_subscription(sub)
+            sid = perr.go_quote(sub.sid)
+            text = perr.subscribe_violation(sub.subject, sub.queue)
+            self._send(encoder.err(f"{text} (sid {sid})"))
+            log.info("cid=%d removed sub %r (sid %s): not authorized", self.cid, sub.subject, sid)
 
     def _bind(self, account: Account) -> None:
         """Use `account`'s subjects from now on. A CONNECT logging in again, to another

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook import limits
+from brook import jwt, limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
@@ -35,6 +35,7 @@ from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
+from brook.server.claims import ClaimsService
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.permissions import public_permissions
@@ -142,6 +143,8 @@ class Server:
         # nats-server imports into every account, in the others' (ADR 0029).
         self._system_factory = system
         self.system: SystemServices | None = None
+        self.claims: ClaimsService | None = None  # account JWT updates (operator mode)
+        self._background: set[asyncio.Future[None]] = set()  # JetStream switched by updates
         self._ports_file: Path | None = None
         self.jetstream: Any = None  # `$G`'s engine, when it has JetStream
         # The bound on PubAcks awaiting an fsync, read by connections (JetStream's).
@@ -226,6 +229,17 @@ class Server:
             )
             self.system = self._system_factory(self, bus)
             self.system.start()
+        operator = self.authenticator.operator
+        if operator is not None:
+            # The resolver's `$SYS` requests (ADR 0033), in the system account.
+            system_account = self.accounts.system_account
+            self.claims = ClaimsService(
+                self,
+                operator,
+                InternalClient(system_account.router, f"{system_account.name} resolver"),
+                system_account=system_account.name,
+            )
+            self.claims.start()
         sock = ports.client
         assert sock is not None
         ports.client = None  # the listener's from here on
@@ -401,11 +415,16 @@ class Server:
             await asyncio.wait_for(self._all_closed.wait(), limits.SHUTDOWN_FLUSH_S)
         except TimeoutError:
             log.warning("shutdown: %d connections did not close in time", self._live_transports)
+        for task in list(self._background):  # a JetStream switch under way ends first
+            with contextlib.suppress(Exception):
+                await task
         await self.accounts.stop()
         if self.websocket is not None:
             await self.websocket.stop()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.claims is not None:
+            self.claims.stop()
         if self.system is not None:
             self.system.stop()
         if self._ports_file is not None:
@@ -450,6 +469,47 @@ class Server:
             mine[3] += client.out_bytes
             if client.connected and self.system is not None:
                 self.system.client_closed(self._connection_snapshot(client))
+
+    async def add_account(self, name: str, limits: jwt.AccountLimits) -> Account:
+        """A JWT account the resolver holds, added at its first login or claim update
+        (ADR 0033): its router, its JetStream with its JWT's limits (when its JWT enables
+        it, not the system account's) and the system services imported into it, as for
+        accounts at start."""
+        system = self.accounts.system_account
+        account = await self.accounts.add(name, limits)
+        if self.system is not None and not account.is_system:
+            self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
+        return account
+
+    def account_clients(self, account: str) -> list[ClientConnection]:
+        """The account's logged-in clients, oldest first (a claim update walks them)."""
+        return [c for c in self.clients.values() if c.connected and c.account.name == account]
+
+    def account_jetstream(self, name: str, limits: jwt.AccountLimits) -> None:
+        """An account JWT update (ADR 0033): its JetStream limits apply at once; an
+        enabled or disabled JetStream starts or stops the account's engine in the
+        background, as nats-server's `configJetStream` after the update's reply."""
+        account = self.accounts.get(name)
+        if account is None or account.is_system:
+            return
+        self.accounts.set_jetstream_limits(account, limits)
+        enabled = limits.jetstream_enabled
+        if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
+            return
+        task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Future[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("account JetStream change failed: %r", task.exception())
+
+    def server_info(self) -> dict[str, Any]:
+        """The `server` of a `$SYS` reply: the system services' (their sequence)."""
+        if self.system is not None:
+            return self.system.server_info()
+        return {"name": self.server_name, "host": self.host, "id": self.server_id}
 
     def client_connected(self, client: ClientConnection) -> None:
         """A client logged in (its first CONNECT): the system account's event."""
@@ -540,6 +600,7 @@ class Server:
 
     def statistics(self) -> ServerStatistics:
         accounts = self.accounts
+        operator = self.authenticator.operator
         jetstream = bool(accounts.with_jetstream)
         return {
             "server_id": self.server_id,
@@ -554,6 +615,7 @@ class Server:
             "out_msgs": self.out_msgs,
             "out_bytes": self.out_bytes,
             "slow_consumers": self.slow_consumers,
+            "pinned_account_fails": operator.pinned_fails if operator is not None else 0,
             "subscriptions": sum(a.router.sublist.count for a in accounts),
             "pid": os.getpid(),
             "transfers": self.transfers.statistics() if self.transfers is not None else None,

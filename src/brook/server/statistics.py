@@ -55,6 +55,7 @@ class ServerStatistics(TypedDict):
     out_msgs: int
     out_bytes: int
     slow_consumers: int
+    pinned_account_fails: int  # JWT logins refused: their account not pinned (ADR 0033)
     subscriptions: int
     pid: int
     transfers: dict[str, Any] | None  # snapshots and restores in progress; None without JetStream
@@ -272,7 +273,7 @@ class SystemBus:
 
     system_account: str
     system: InternalClient
-    imports: Mapping[str, InternalClient]  # by account name
+    imports: dict[str, InternalClient]  # by account name; accounts added later too
 
 
 class SystemServices(Protocol):
@@ -285,6 +286,14 @@ class SystemServices(Protocol):
     def client_connected(self, client: ConnectionSnapshot) -> None: ...
 
     def client_closed(self, client: ConnectionSnapshot) -> None: ...
+
+    def server_info(self) -> dict[str, Any]:
+        """nats-server's `ServerInfo` of a `$SYS` reply (its sequence number the next)."""
+        ...
+
+    def add_account(self, name: str, client: InternalClient) -> None:
+        """An account added while the server runs: the services imported into it,
+        through `client` (its own); once per account."""
 
 
 SystemFactory = Callable[[StatisticsFeed, SystemBus], SystemServices]
