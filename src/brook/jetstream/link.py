@@ -207,6 +207,13 @@ class LinkKind(Protocol):
         (the run's deliveries after the one that asked for it are dropped)."""
         ...
 
+    def delivered_run(self, tracking: Tracking, run: DeliverRun) -> bool | None:
+        """The same for the current consumer's first deliveries as its executor in this
+        process made them (`Router.deliver_object`), at least one, the run's headers as
+        the origin stored them: True or False as `delivered`, or None, having changed
+        nothing, when the kind takes them only in `delivered`'s form (`take_run`)."""
+        ...
+
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """`callback` once what was stored so far is durable."""
         ...
@@ -486,10 +493,13 @@ class OriginLink:
         while inbox and taken < _BATCH:  # a retry empties the inbox
             item = inbox.popleft()
             if isinstance(item, DeliverRun):
-                n, rest = take_run(item, _BATCH - taken, prefix, consumer, run)
+                item, rest = split_run(item, _BATCH - taken)
                 if rest is not None:
                     inbox.appendleft(rest)
-                taken += n
+                taken += len(item.msgs)
+                if not run and prefix and item.prefix == prefix and self._deliver_run(item):
+                    continue
+                take_run(item, _BATCH, prefix, consumer, run)
                 continue
             subject, reply, header, data = item
             taken += 1
@@ -517,6 +527,18 @@ class OriginLink:
         self.lag = pending - 1 if pending else 0
         if not self.kind.delivered(self.tracking, run):
             self.retry()
+
+    def _deliver_run(self, run: DeliverRun) -> bool:
+        """`_deliver` of the current consumer's run as it came, if its kind takes it so
+        (`LinkKind.delivered_run`); False, with nothing done, if not."""
+        taken = self.kind.delivered_run(self.tracking, run)
+        if taken is None:
+            return False
+        pending = max(run.pending_before - len(run.msgs), 0)  # after its last
+        self.lag = pending - 1 if pending else 0
+        if not taken:
+            self.retry()
+        return True
 
     def _setup_failed(self, reason: str) -> ApiError:
         return api_error(self.kind.setup_error, err=reason)
@@ -561,6 +583,27 @@ def origin_header(header: bytes) -> bytes | None:
     return kept or None
 
 
+def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | None]:
+    """The first `room` deliveries of `item` (at least one), and the rest (None: none)."""
+    msgs = item.msgs
+    if len(msgs) <= room:
+        return item, None
+    dseq, np = item.first_consumer_seq, item.pending_before
+    acks = item.acks
+    head = DeliverRun(
+        item.reply, msgs[:room], acks[:room] if acks is not None else None, dseq, np, item.prefix
+    )
+    rest = DeliverRun(
+        item.reply,
+        msgs[room:],
+        acks[room:] if acks is not None else None,
+        dseq + room,
+        max(np - room, 0),
+        item.prefix,
+    )
+    return head, rest
+
+
 def take_run(
     item: DeliverRun, room: int, prefix: bytes, consumer: str, run: list[Delivered]
 ) -> tuple[int, DeliverRun | None]:
@@ -569,13 +612,10 @@ def take_run(
     `Nats-Batch-*` removed); none when they are not the consumer's whose ack subjects
     start with `prefix` (named `consumer`). Returns how many were taken, and the rest of
     `item` past `room` (None when nothing is left)."""
+    item, rest = split_run(item, room)
     msgs = item.msgs
     dseq, np = item.first_consumer_seq, item.pending_before
-    rest = None
-    if len(msgs) > room:
-        rest = DeliverRun(item.reply, msgs[room:], item.acks[room:], dseq + room, max(np - room, 0))
-        msgs = msgs[:room]
-    if not prefix or not item.acks[0].startswith(prefix):
+    if not prefix or item.prefix != prefix:
         return len(msgs), rest  # an older consumer's
     append = run.append
     for m in msgs:
