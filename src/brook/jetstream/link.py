@@ -28,6 +28,9 @@ tracking and ingest); the link handles the rest as nats-server does:
 * a create that failed or got no reply within `CREATE_WAIT_NS` is retried after
   `retry_backoff_ns` (nats-server's `calculateRetryBackoff`) plus jitter, and never sooner
   than `RETRY_THRESHOLD_NS` after the previous request;
+* a reset of a consumer created beforehand (`consumer`) that nobody answers (it does not
+  exist yet) is retried after the backoff too, or at once when the consumer is heard of
+  on its deliver subject meanwhile (`_probe`, nats-server's probe subscription);
 * each (re)creation asks its kind for the request anew, so that it starts after what the
   stream has stored (a mirror: its last sequence + 1);
 * an origin that refuses a sourcing consumer as too new is asked again without it
@@ -253,6 +256,8 @@ class OriginLink:
         # Deliveries are taken: set before subscribing, as a consumer that exists
         # already (a durable one) may deliver from within the subscribe call.
         self._receiving = False
+        # The deliver subscription is a probe (`_probe`): a message there ends the backoff.
+        self._probing = False
         self._timer: asyncio.TimerHandle | None = None
         # Messages as they came (`_on_message`), or runs of deliveries from a consumer in
         # this process (`_on_run`).
@@ -314,7 +319,7 @@ class OriginLink:
             if sub is not None:
                 self._client.unsubscribe(sub)
         self._reply_sub = self._deliver_sub = None
-        self._receiving = False
+        self._receiving = self._probing = False
         self._inbox.clear()
         self.tracking.consumer = ""
         self._ack_prefix = b""
@@ -381,13 +386,35 @@ class OriginLink:
         if self._request is not None and self._request.deliver:
             # A reset nobody answered (the consumer does not exist: nats-server leaves
             # that unanswered): asked again after the backoff, no error shown, as
-            # nats-server's timeout sets none.
+            # nats-server's timeout sets none; or sooner, once the consumer is heard of.
             log.warning("%s: no reply to its consumer reset request", self._label)
             self.fails += 1
             self.retry()
+            self._probe(self._request.deliver)
             return
         log.warning("%s: no reply to its consumer create request", self._label)
         self._failed(self._setup_failed("timeout"))
+
+    def _probe(self, deliver: str) -> None:
+        """nats-server's `startProbeSubscription`: while the link backs off after a reset
+        nobody answered, it listens on the consumer's deliver subject; the first message
+        there (the consumer, created by its user since, delivering or sending its
+        heartbeat to this interest) ends the backoff: the reset is asked for again at
+        once (after the request threshold). The next request drops the probe."""
+        self._probing = True
+
+        def heard(*_: Any) -> None:
+            if self._probing and self.fails:
+                self._probing = False
+                self.fails = 0
+                self._cancel()  # the probe goes
+                self._schedule(0)
+
+        sub = self._client.subscribe(deliver, heard)  # may hear it before it returns
+        if self._probing:
+            self._deliver_sub = sub
+        else:
+            self._client.unsubscribe(sub)
 
     def _on_reply(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
