@@ -8,6 +8,8 @@ expiry timer (`expiry_timer.py`), and owns the worker threads that run group com
 ingest callback, run for every message stored (ADR 0012), tells the consumers a kept
 message concerns from what `Stream.ingest` says it did (ADR 0017). The JSON API lives in
 `jetstream/api/` and calls the methods here (`consumers` for consumer operations).
+Two parts of the engine have modules of their own (ADR 0031): the limits and accounting
+(`engine_limits.py`) and the mirrors' and sources' links (`engine_links.py`).
 
 The store's filesystem (`space.py`): one `StoreSpace` admits publishes to every file
 stream, and a file store that deletes segments asks for a sync at once (its group commit),
@@ -27,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from brook import limits
 from brook.config.settings import JetStreamAccountLimits
@@ -42,19 +43,14 @@ from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.damage import DamageReports
 from brook.jetstream.definitions import DATA_DIR, read_definition, write_definition
 from brook.jetstream.direct import DirectGet
+from brook.jetstream.engine_limits import EngineLimits
+from brook.jetstream.engine_links import OriginLinks
 from brook.jetstream.errors import api_error
 from brook.jetstream.expiry_timer import ExpiryTimer
-from brook.jetstream.link import OriginLink, Stored
-from brook.jetstream.mirror import Mirror, mirror_info
+from brook.jetstream.link import OriginLink
 from brook.jetstream.models.stream_config import StreamConfig
-from brook.jetstream.quota import (
-    Ledger,
-    Quota,
-    ServerLimits,
-    check_reservation,
-    reservation,
-)
-from brook.jetstream.sources import RECORD_FILE, Source, SourcedStream, SourcePositions
+from brook.jetstream.quota import Quota, ServerLimits, reservation
+from brook.jetstream.sources import RECORD_FILE, SourcedStream, SourcePositions
 from brook.jetstream.space import StoreSpace
 from brook.jetstream.store.base import MessageStore, is_no_space
 from brook.jetstream.store.file import FileStore
@@ -69,7 +65,9 @@ log = logging.getLogger("brook.jetstream")
 
 
 @dataclass
-class _Entry:
+class StreamEntry:
+    """One stream as the engine holds it, with what the engine runs for it."""
+
     stream: Stream
     timer: ExpiryTimer  # runs the stream's expiry when due
     # The stream's consumers by filter subject: which of them a stored message concerns.
@@ -85,7 +83,7 @@ class _Entry:
     mirror_subs: list[Subscription] = field(default_factory=list)
 
 
-class JetStream:
+class JetStream(EngineLimits, OriginLinks):
     def __init__(
         self,
         router: Router,
@@ -113,7 +111,7 @@ class JetStream:
         # account's (quota.py); each storage type's `Quota`, None where neither limits it.
         self.server_limits = server_limits or ServerLimits()
         self.server_limits.join(self)
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, StreamEntry] = {}
         self._streams: dict[str, Stream] = {}  # the same streams by name (`streams`)
         # Every stream's subjects -> its name: the overlap check of a create or update
         # walks what the new subjects could share, not every stream.
@@ -156,21 +154,6 @@ class JetStream:
     @now_ns.setter
     def now_ns(self, clock: Callable[[], int]) -> None:
         self.consumers.now_ns = clock
-
-    def set_account_limits(self, account_limits: JetStreamAccountLimits) -> None:
-        """Take the account's limits (at start, or changed later): every stream admits
-        its messages by the new ones; streams and consumers already there stay."""
-        self.account_limits = account_limits
-        for storage in ("memory", "file"):
-            server = self.server_limits.ledgers[storage]
-            maximum = account_limits.max_bytes(storage)
-            account = None
-            if maximum >= 0:
-                account = Ledger(maximum, functools.partial(self.used_bytes, storage))
-            has_limit = server is not None or account is not None
-            self._quotas[storage] = Quota(server, account) if has_limit else None
-        for stream in self._streams.values():
-            stream.quota = self._quotas[stream.config.storage]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -336,45 +319,6 @@ class JetStream:
             raise api_error(exists)
         self._check_overlap(config.name, config.subjects)
 
-    def _check_stream_bytes(self, config: StreamConfig) -> None:
-        """The account's rules for a stream's `max_bytes` (nats-server's `maxBytesLimits`,
-        part of its config check): required (10113), at most the account's per-stream
-        maximum of its storage (10122)."""
-        limits = self.account_limits
-        if limits.max_bytes_required and config.max_bytes <= 0:
-            raise api_error("STREAM_MAX_BYTES_REQUIRED")
-        if config.storage == "memory":
-            most = limits.memory_max_stream_bytes
-        else:
-            most = limits.storage_max_stream_bytes
-        if 0 < most < config.max_bytes:
-            raise api_error("STREAM_MAX_STREAM_BYTES_EXCEEDED")
-
-    def _check_limits(self, config: StreamConfig, add: int, *, count: bool, held: int = 0) -> None:
-        """nats-server's limit checks of a stream create, update or restore
-        (`jsNonClusteredStreamLimitsCheck`, `checkAllLimits`): with `count`, the account's
-        number of other streams (10027); the stream's `max_consumers` against the
-        account's (10026); then `add` bytes more reserved in the account (where `held`
-        bytes of this stream count already) and in the server (quota.py)."""
-        limits = self.account_limits
-        others = len(self._entries) - (config.name in self._entries)
-        if count and 0 < limits.max_streams <= others:
-            raise api_error("MAXIMUM_STREAMS_LIMIT")
-        if 0 < limits.max_consumers < config.max_consumers:
-            raise api_error("MAXIMUM_CONSUMERS_LIMIT")
-        storage = config.storage
-        account_max = limits.max_bytes(storage)
-        server_max = self.server_limits.maximum(storage)
-        account_reserved = server_reserved = 0
-        if account_max >= 0:
-            account_reserved = self.reserved_bytes(storage, excluding=config.name) + held
-        if server_max >= 0:
-            server_reserved = self.server_limits.reserved_bytes(storage)
-        check_reservation(
-            storage, add, account=(account_max, account_reserved),
-            server=(server_max, server_reserved),
-        )  # fmt: skip
-
     def _check_overlap(self, name: str, subjects: list[str]) -> None:
         for subject in subjects:
             if any(other != name for other in self._subjects.intersecting(subject.encode())):
@@ -429,7 +373,7 @@ class JetStream:
             quota=self._quotas[config.storage],
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
-        entry = _Entry(
+        entry = StreamEntry(
             stream, timer, self.consumers.add_stream(stream), positions, committer=committer
         )
         self._entries[config.name] = entry
@@ -441,82 +385,7 @@ class JetStream:
         entry.timer.run()
         return stream
 
-    def _link(self, entry: _Entry) -> None:
-        """Start a mirror's link to its origin (ADR 0020); what it stores reaches the
-        mirror's consumers as a publish's would."""
-        stream = entry.stream
-        if stream.config.mirror is None or self._loop is None or entry.link is not None:
-            return
-
-        def caught_up() -> None:
-            """nats-server's `subscribeToMirrorDirect`, once the mirror is nearly level
-            with its origin."""
-            source = stream.config.mirror
-            if stream.config.mirror_direct and source is not None and not entry.mirror_subs:
-                entry.mirror_subs = self._serve_direct(stream, source.name)
-
-        label = f"mirror {stream.name} of {stream.config.mirror.name}"
-        mirror = Mirror(stream, self._stored(entry), caught_up)
-        entry.link = OriginLink(mirror, self.internal, self._loop, self.now_ns, label)
-        entry.link.start()
-
-    def _stored(self, entry: _Entry) -> Stored:
-        """What a mirror's or source's link calls with each run it stored and kept: the
-        consumers and the expiry timer hear of it as of publishes (`_attach`)."""
-        index = entry.consumers
-        timer = entry.timer
-        expiry = entry.stream.expiry
-
-        def stored(run: list[tuple[str, int]]) -> None:
-            if len(index):
-                matching = index.matching
-                for subject, seq in run:
-                    for runner in matching(subject.encode("utf-8", "surrogateescape")):
-                        runner.message_stored(seq)
-            wake = expiry.next_wakeup_ns
-            if wake is not None and (timer.at is None or wake < timer.at):
-                timer.arm(wake)
-
-        return stored
-
-    def _link_sources(self, entry: _Entry) -> None:
-        """Give each source of the stream its link to its origin (ADR 0020), and close
-        those of sources it no longer has."""
-        sourced = entry.sourced
-        if sourced is None or self._loop is None:
-            return
-        for iname in list(sourced.links):
-            if iname not in sourced.sources:
-                sourced.links.pop(iname).remove()
-        for iname, source in sourced.sources.items():
-            if iname not in sourced.links:
-                label = f"source {source.name} of stream {entry.stream.name}"
-                link = OriginLink(Source(sourced, source), self.internal, self._loop,
-                                  self.now_ns, label)  # fmt: skip
-                sourced.links[iname] = link
-                link.start()
-
-    def _unlink(self, entry: _Entry, *, remove: bool = False) -> None:
-        """Close a mirror's link; `remove`: for good, its origin consumer deleted."""
-        if entry.link is not None:
-            if remove:
-                entry.link.remove()
-            else:
-                entry.link.close()
-            entry.link = None
-        for sub in entry.mirror_subs:
-            self.internal.unsubscribe(sub)
-        entry.mirror_subs = []
-
-    def mirror_info(self, stream: Stream) -> dict[str, Any] | None:
-        """The `mirror` of the stream's info, None for a stream that is no mirror."""
-        source = stream.config.mirror
-        if source is None:
-            return None
-        entry = self._entries.get(stream.name)
-        return mirror_info(source, entry.link if entry else None, self.now_ns())
-
-    def _attach(self, entry: _Entry) -> None:
+    def _attach(self, entry: StreamEntry) -> None:
         """Subscribe the stream to its subjects (and direct get)."""
         stream = entry.stream
         index = entry.consumers
@@ -567,24 +436,7 @@ class JetStream:
             for pattern in (prefix, prefix + ".>")
         ]
 
-    def sourced(self, name: str) -> SourcedStream | None:
-        """The sources' side of stream `name`, if it has sources (stream info)."""
-        entry = self._entries.get(name)
-        return None if entry is None else entry.sourced
-
-    def _configure_sources(self, entry: _Entry) -> None:
-        """Give a stream with sources its `SourcedStream` (a new one, or the one it has
-        told of its new sources) and their links; close them for a stream left without."""
-        sources = entry.stream.config.sources
-        if entry.sourced is None and sources:
-            entry.sourced = SourcedStream(entry.stream, entry.positions, self._stored(entry))
-        elif entry.sourced is not None:
-            entry.sourced.configure(sources)
-        self._link_sources(entry)
-        if entry.sourced is not None and not sources:
-            entry.sourced = None
-
-    def _unregister(self, name: str, *, notify: bool) -> _Entry:
+    def _unregister(self, name: str, *, notify: bool) -> StreamEntry:
         """Undo `_build`'s registration: consumers (stopped; `notify` when the stream is
         deleted), subscriptions, timer, indexes; the store stays open."""
         self.consumers.remove_stream(name, notify=notify)
@@ -642,52 +494,6 @@ class JetStream:
         if stream.quota is not None:
             stream.quota.forget()  # its messages arrived unadmitted: measured next time
         return stream
-
-    # ------------------------------------------------------------------ accounting
-
-    def store_statistics(self) -> dict[str, Any]:
-        """Monitoring (`/varz` jetstream.brook_store): the store filesystem's free space
-        and reserve, and what opening each stream's file store found damaged."""
-        out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
-        out["damaged_streams"] = self._damage.statistics()
-        return out
-
-    def usage(self) -> tuple[int, int]:
-        """(memory bytes, file bytes) stored across all streams."""
-        return self.used_bytes("memory"), self.used_bytes("file")
-
-    def account_usage(self) -> dict[str, Any]:
-        """The account's usage, reservations and limits, named as nats-server's
-        `JetStreamAccountStats` names them (`$JS.API.INFO`, `/varz`)."""
-        memory, storage = self.usage()
-        return {
-            "memory": memory,
-            "storage": storage,
-            "reserved_memory": self.reserved_bytes("memory"),
-            "reserved_storage": self.reserved_bytes("file"),
-            "streams": len(self._streams),
-            "consumers": sum(s.consumer_count for s in self._streams.values()),
-            "limits": self.account_limits.to_json(),
-        }
-
-    def used_bytes(self, storage: str) -> int:
-        """The bytes the streams of `storage` hold, as their stores count them."""
-        return sum(
-            s.store.state().bytes for s in self._streams.values() if s.config.storage == storage
-        )
-
-    def reserved_bytes(self, storage: str, *, excluding: str = "") -> int:
-        """The `max_bytes` the streams of `storage` reserve (but the one `excluding`)."""
-        return sum(
-            s.config.max_bytes
-            for s in self._streams.values()
-            if s.config.storage == storage and s.config.max_bytes > 0 and s.name != excluding
-        )
-
-    def room(self, storage: str) -> int:
-        """The bytes a stream of `storage` may still take under the limits (-1: none)."""
-        quota = self._quotas[storage]
-        return -1 if quota is None else quota.room()
 
 
 def _request_sync(committer: GroupCommitter) -> Callable[[], None]:

@@ -7,7 +7,9 @@ to a per-connection buffer and written once per event-loop iteration; a connecti
 unsent output exceeds `max_pending_bytes`, or whose socket stays unwritable past
 `write_deadline_s`, is a slow consumer and is dropped without affecting anyone else (wire
 reference §1.15). Protocol violations end in the exact `-ERR` text nats-server sends, or a
-silent close where nats-server closes silently.
+silent close where nats-server closes silently. Two parts of the class have modules of
+their own (ADR 0031): the login (CONNECT and what it binds, `server/login.py`) and the TLS
+upgrade (`server/tls_upgrade.py`).
 A bug in Brook while handling one connection closes that connection only.
 """
 
@@ -24,30 +26,24 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
-from brook.server.auth import Login, connect_refusal, merge_connect_options, verify_bcrypt
+from brook.server.auth import Login
 from brook.server.jwtauth import JwtUser
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
+from brook.server.login import ClientLogin
 from brook.server.permissions import (
     RESERVED_REPLY_PREFIXES,
     ConnectionPermissions,
     is_reserved_reply,
     may_subscribe,
 )
-from brook.server.tls import (
-    TLS_HANDSHAKE_RECORD,
-    CertificateNames,
-    PeerCertificate,
-    PeerRefused,
-    peer_session,
-    sniff_tls,
-)
+from brook.server.tls import CertificateNames, PeerCertificate
+from brook.server.tls_upgrade import ClientTLS
 from brook.subjects import is_valid_literal_subject, is_valid_subject
 
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.routing.mappings import SubjectMappings
-    from brook.server.accounts import Account
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
 
@@ -56,7 +52,7 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 
 
-class ClientConnection(asyncio.Protocol, Subscriber):
+class ClientConnection(ClientLogin, ClientTLS, Subscriber):
     def __init__(self, server: Server, websocket: WebSocketListener | None = None) -> None:
         self.server = server
         self.websocket = websocket  # the listener of a WebSocket client (server/websocket.py)
@@ -197,98 +193,6 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         # `setFirstPingTimer`: none is sent while a client is still to log in.
         self._ping_handle = self.loop.call_later(self.ping_interval_s, self._ping_tick)
 
-    # ------------------------------------------------------------------ TLS
-
-    def _begin_tls(self) -> None:
-        """Upgrade to TLS after the INFO (nats-server's order without handshake_first):
-        the protocol gets no bytes until the handshake is done."""
-        transport = self.transport
-        if self.closed or transport is None or not self._tls_pending:
-            return
-        self._tls_pending = False
-        transport.pause_reading()
-        self._flush()
-        self._tls_task = self.loop.create_task(self._handshake(transport))
-
-    async def _handshake(self, transport: asyncio.Transport) -> None:
-        tls = self.server.settings.tls
-        assert self.server.tls_context is not None
-        assert tls is not None
-        try:
-            upgraded = await self.loop.start_tls(
-                transport,
-                self,
-                self.server.tls_context,
-                server_side=True,
-                ssl_handshake_timeout=tls.timeout_s,
-            )
-        except Exception as exc:  # SSLError, OSError, a timeout: each closes this client only
-            self._tls_failed(f"TLS handshake error: {exc}")
-            return
-        self._tls_task = None
-        if upgraded is None or self.closed:
-            if upgraded is not None:
-                upgraded.abort()
-            self._release()
-            return
-        self.transport = upgraded
-        self.tls = True
-        self._tls_established(upgraded)
-
-    def _tls_established(self, transport: asyncio.Transport) -> None:
-        """After a handshake: the peer checked (server/tls.py `peer_session`), the
-        protocol started. A WebSocket client's TLS settings are its listener's."""
-        ws = self.websocket
-        tls = self.server.settings.tls if ws is None else ws.tls
-        assert tls is not None
-        try:
-            peer = peer_session(transport, tls, self.server.tls_map if ws is None else ws.tls_map)
-        except PeerRefused as refused:
-            self._tls_failed(f"TLS handshake error: {refused}")
-            return
-        self.tls_version, self.tls_cipher_suite = peer.version, peer.cipher_suite
-        self.certificate = peer.certificate
-        self.peer_certificates = peer.peer_certificates
-        self._start_session()
-
-    def _tls_failed(self, reason: str) -> None:
-        # nats-server logs a client's handshake failures at error level, a probe's (plain
-        # text, or a connection closed at once) at debug; Brook keeps them all at debug,
-        # so that scanners cannot fill the log, and keeps the reason as the close reason.
-        log.debug("cid=%d %s", self.cid, reason)
-        transport = self.transport
-        if not self.closed:
-            self.close_reason = reason
-            self.parser.paused = True
-            self.closed = True
-            self._teardown()
-        if transport is not None:
-            transport.abort()
-        self._release()
-
-    def _sniff_tls(self) -> None:
-        """`allow_non_tls`: the client's first byte decides between TLS and plain text
-        (server/tls.py `sniff_tls`)."""
-        transport = self.transport
-        if self.closed or transport is None or not self._tls_pending:
-            return
-        transport.pause_reading()
-        self._flush()
-        tls = self.server.settings.tls
-        assert tls is not None
-
-        def decide(first: bytes) -> None:
-            if self.closed or self.transport is None:
-                return
-            if first == bytes([TLS_HANDSHAKE_RECORD]):
-                self._begin_tls()
-            else:
-                self._tls_pending = False
-                self.transport.resume_reading()
-                self._start_session()
-
-        sniff_tls(self.loop, transport.get_extra_info("socket"), tls.timeout_s, decide)
-
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.close_reason = self.close_reason or ("client closed" if exc is None else str(exc))
@@ -412,157 +316,6 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self._commit_wait = None
         if self.transport is not None and not self.closed:
             self.transport.resume_reading()
-
-    def _require_connect(self) -> bool:
-        """Before CONNECT on a server with auth, every operation is an authorization violation
-        (unless it logs the client in as the no_auth_user)."""
-        if self.connected or not self.authenticator.required:
-            return True
-        if self._login_without_connect():
-            return True
-        self.close_with_error(perr.AUTH_VIOLATION, "operation before CONNECT")
-        return False
-
-    def _login_without_connect(self) -> bool:
-        """nats-server lets a client that starts with another operation than CONNECT (a
-        telnet demo) in as the no_auth_user when that is a password user: as after an
-        empty CONNECT, but with no +OK for it."""
-        login = self.authenticator.login_without_connect(self.nonce)
-        if login is None:
-            return False
-        self._finish_connect(login, {}, acknowledge=False)
-        return True
-
-    def on_connect(self, options: dict[str, Any]) -> None:
-        options = merge_connect_options(self._connect_options, options)
-        for key, value in self.credential_cookies.items():
-            if not options.get(key):  # a WebSocket cookie stands in for what CONNECT lacks
-                options[key] = value
-        self._connect_options = options
-        ws = self.websocket
-        tls_map = self.server.tls_map if ws is None else ws.tls_map
-        login = self.authenticator.connect_login(
-            options, self.nonce, tls_map, self.certificate, host=self.host, websocket=ws is not None
-        )
-        if login is not None and login.bcrypt is not None:
-            # bcrypt takes tens of milliseconds: verify in a thread and hold this
-            # connection's later operations (and reads) until the answer is in.
-            self.parser.paused = True
-            if self.transport is not None:
-                self.transport.pause_reading()
-            future = self.loop.run_in_executor(None, verify_bcrypt, *login.bcrypt)
-            future.add_done_callback(lambda f: self._auth_done(f, login, options))
-            return
-        self._finish_connect(login, options)
-
-    def _auth_done(
-        self, future: asyncio.Future[bool], login: Login, options: dict[str, Any]
-    ) -> None:
-        if self.closed:
-            return
-        ok = not future.cancelled() and future.exception() is None and future.result()
-        self._finish_connect(login if ok else None, options)
-        if not self.connected:  # authentication failed and the connection is closed
-            return
-        if self.transport is not None:
-            self.transport.resume_reading()
-        try:
-            self.parser.resume()
-        except ProtocolError as exc:
-            if exc.err_text is None:
-                self.close(f"protocol violation: {exc.reason}")
-            else:
-                self.close_with_error(exc.err_text, f"protocol violation: {exc.reason}")
-
-    def _finish_connect(
-        self, login: Login | None, options: dict[str, Any], *, acknowledge: bool = True
-    ) -> None:
-        if login is None:
-            who = options.get("user") or options.get("nkey") or ""
-            log.info("cid=%d authentication failed (user=%r)", self.cid, who)
-            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
-            return
-        account = self.server.accounts.get(login.account)
-        if account is None:  # a login to an account this server does not have
-            log.info("cid=%d authentication failed (no account %r)", self.cid, login.account)
-            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
-            return
-        if login.jwt is not None:
-            if self._admitted is not None:  # a CONNECT again: counted anew
-                self.authenticator.release(self._admitted)
-                self._admitted = None
-            if not self.authenticator.admit(login.jwt):
-                log.info("cid=%d account %s: maximum connections", self.cid, login.jwt.account)
-                self.close_with_error(perr.MAX_ACCOUNT_CONNECTIONS, "maximum account connections")
-                return
-            self._admitted = login.jwt
-        refusal = connect_refusal(options)
-        if refusal is not None:
-            self.close_with_error(*refusal)
-            return
-        if account is not self.account:
-            self._bind(account)
-        if self._auth_handle is not None:
-            self._auth_handle.cancel()
-            self._auth_handle = None
-        if self._ping_handle is not None and not self.connected:
-            self._ping_handle.cancel()
-            first = min(self.ping_interval_s, self.server.first_ping_interval_s)
-            self._ping_handle = self.loop.call_later(first, self._ping_tick)
-        self.verbose = options.get("verbose", True)
-        self.pedantic = options.get("pedantic", True)
-        self.echo = options.get("echo", True)
-        self.headers = options.get("headers", False)
-        self.no_responders = options.get("no_responders", False)
-        self.protocol = options.get("protocol", 0)
-        self.name = options.get("name", "")
-        self.lang = options.get("lang", "")
-        self.version = options.get("version", "")
-        self.user = login.name
-        self.login = login
-        compiled = self.authenticator.permissions(login)
-        self.perms = ConnectionPermissions(compiled) if compiled is not None else None
-        if not self.connected:  # a CONNECT again changes options, it is no new client
-            self.connected = True
-            self.server.client_connected(self)
-        if self.verbose and acknowledge:
-            self._send(encoder.OK)
-        if login.jwt is not None:
-            self._apply_jwt_limits(login.jwt)
-
-    def _apply_jwt_limits(self, user: JwtUser) -> None:
-        """A user JWT's limits (nats-server's `applyAccountLimits`, `setExpiration`): the
-        payload and subscription bounds lowered to the user's and its account's, and the
-        login ended when the JWT (or its account's) expires or its connect-time window closes."""
-        if user.max_payload >= 0:
-            self.parser.max_payload = min(self.parser.max_payload, user.max_payload)
-        if user.max_subs >= 0:
-            self.max_subs = (
-                user.max_subs if self.max_subs < 0 else min(self.max_subs, user.max_subs)
-            )
-        if self.max_subs == 0:  # as nats-server: at the limit already, so told and closed
-            self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
-            return
-        ends = [
-            (seconds, text)
-            for seconds, text in (
-                (user.expires_in_s, perr.AUTH_EXPIRED),
-                (user.account_expires_in_s, perr.ACCOUNT_AUTH_EXPIRED),
-            )
-            if seconds is not None
-        ]
-        if ends:
-            seconds, text = min(ends)
-            self._auth_handle = self.loop.call_later(seconds, self._auth_expired, text)
-
-    def _bind(self, account: Account) -> None:
-        """Use `account`'s subjects from now on. A CONNECT logging in again, to another
-        account, leaves the subscriptions made before receiving nothing from either, as
-        on nats-server: they leave the old account's router and stay unsubscribable."""
-        for sub in self.subs.values():
-            self.router.unsubscribe(sub)
-        self.account, self.router = account, account.router
-        self.mappings = account.mappings
 
     def on_ping(self) -> None:
         if not self._require_connect():
@@ -807,22 +560,6 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         return self.started_at + (self.last_in - self.started_mono)
 
     @property
-    def auth_user(self) -> str:
-        """Whom `/connz?auth=true` names, as nats-server's `getRawAuthUser`: the nkey or
-        user name CONNECT gave (or the one no_auth_user or verify_and_map stood in for),
-        "[REDACTED]" for a token, whether or not the server asks for credentials."""
-        if not self.connected:
-            return ""
-        options = self._connect_options
-        for key in ("nkey", "user"):
-            value = options.get(key)
-            if value:
-                return self.user or str(value)
-        if self.user:
-            return self.user
-        return "[REDACTED]" if options.get("auth_token") else ""
-
-    @property
     def pending_bytes(self) -> int:
         buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
         return self._out_bytes + buffered
@@ -862,18 +599,6 @@ class ClientConnection(asyncio.Protocol, Subscriber):
         self.abort(f"slow consumer: {reason}")
 
     # ------------------------------------------------------------------ timers
-
-    def _auth_timeout(self) -> None:
-        self._auth_handle = None
-        if not self.connected and not self.closed:
-            self.close_with_error(perr.AUTH_TIMEOUT, "authentication timeout")
-
-    def _auth_expired(self, text: str) -> None:
-        """The user JWT or its account JWT expired (nats-server's `authExpired`,
-        `accountAuthExpired`)."""
-        self._auth_handle = None
-        if not self.closed:
-            self.close_with_error(text, "authentication expired")
 
     def _ping_tick(self) -> None:
         self._ping_handle = None

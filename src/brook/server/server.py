@@ -107,7 +107,7 @@ class Server:
         # nats-server: `handshake_first` (without a fallback delay) overrides
         # `allow_non_tls`, which otherwise lets each client choose (its first byte tells).
         # With a fallback delay, a client that does not speak first gets INFO in plain
-        # text after it, then the port's usual TLS (server/connection.py).
+        # text after it, then the port's usual TLS (server/tls_upgrade.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
         fallback = tls.handshake_first_fallback_s if tls is not None else 0.0

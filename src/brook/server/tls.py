@@ -3,7 +3,7 @@
 `server_context` turns the `tls {}` settings into an `ssl.SSLContext` the way nats-server's
 `GenTLSConfig` builds its `tls.Config` (TLS 1.2 at least, a client certificate required
 and verified against `ca_file` with `verify`), failing with nats-server's words. The
-handshake itself runs in the event loop (`loop.start_tls`, `server/connection.py`); what
+handshake itself runs in the event loop (`loop.start_tls`, `server/tls_upgrade.py`); what
 is decided about the peer afterwards lives here: whether its public key is pinned
 (`pinned_certs`: SHA-256 of the DER SubjectPublicKeyInfo, as nats-server's
 `matchesPinnedCert`) and which names a certificate offers `verify_and_map`

@@ -1,0 +1,147 @@
+"""The `jetstream` block (enabled, store directory and limits, the sync interval, Brook's
+own bounds, the atomic batch limits of its `limits`) and an account's `jetstream` limits,
+in nats-server's spellings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from brook.config.conf_values import (
+    bad,
+    block_entries,
+    read_block,
+    read_bool,
+    read_duration,
+    read_int,
+    read_size,
+    read_str,
+)
+from brook.config.settings import ConfigError, JetStreamAccountLimits, Settings
+
+# nats-server's spellings of the jetstream block's keys
+_JS_ENABLED = ("enabled", "enable")
+_JS_STORE_DIR = ("store_dir", "store", "storedir")
+_JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
+_JS_MAX_FILE = ("max_file_store", "max_file")
+_JS_SYNC = ("sync_interval", "sync")
+_JS_CONSUMER_FLUSH = ("consumer_flush_interval",)  # Brook's own (see JetStreamSettings)
+_JS_RESTORE_MAX = ("restore_max_bytes",)  # Brook's own
+_JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
+_JS_RESERVE = ("free_space_reserve",)  # Brook's own
+_JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
+_JS_LIMITS = ("limits",)
+
+
+def sync_interval(where: str, v: object) -> float:
+    """nats-server's `sync_interval`: `always` (fsync before every ack) or a duration."""
+    if isinstance(v, str) and v.strip().lower() == "always":
+        return 0.0
+    seconds = read_duration(where, v)
+    if seconds <= 0:
+        raise bad(where, "'always' or a positive duration", v)
+    return seconds
+
+
+def apply_jetstream(s: Settings, where: str, v: object) -> None:
+    """`true`, `"enabled"` or a block; a block enables JetStream unless `enabled: false`."""
+    js = s.jetstream
+    if isinstance(v, bool):
+        js.enabled = v
+    elif isinstance(v, str) and v.lower() in ("enabled", "enable", "disabled", "disable"):
+        js.enabled = v.lower().startswith("enable")
+    elif isinstance(v, dict):
+        enabled = True
+        known = (
+            *_JS_ENABLED,
+            *_JS_STORE_DIR,
+            *_JS_MAX_MEMORY,
+            *_JS_MAX_FILE,
+            *_JS_SYNC,
+            *_JS_CONSUMER_FLUSH,
+            *_JS_RESTORE_MAX,
+            *_JS_RESTORE_IDLE,
+            *_JS_RESERVE,
+            *_JS_ACKS_AWAITING_SYNC,
+            *_JS_LIMITS,
+        )
+        for key, at, value in block_entries(v, where, known):
+            if key in _JS_ENABLED:
+                enabled = read_bool(at, value)
+            elif key in _JS_STORE_DIR:
+                js.store_dir = read_str(at, value)
+            elif key in _JS_MAX_MEMORY:
+                js.max_memory_store_bytes = read_size(at, value)
+            elif key in _JS_SYNC:
+                js.sync_interval_s = sync_interval(at, value)
+            elif key in _JS_CONSUMER_FLUSH:
+                js.consumer_flush_interval_s = read_duration(at, value)
+            elif key in _JS_RESTORE_MAX:
+                js.restore_max_bytes = read_size(at, value)
+            elif key in _JS_RESTORE_IDLE:
+                js.restore_idle_timeout_s = read_duration(at, value)
+            elif key in _JS_RESERVE:
+                js.free_space_reserve_bytes = read_size(at, value)
+            elif key in _JS_ACKS_AWAITING_SYNC:
+                js.max_acks_awaiting_sync = read_int(at, value)
+            elif key in _JS_LIMITS:
+                _jetstream_limits(s, at, value)
+            else:
+                js.max_file_store_bytes = read_size(at, value)
+        js.enabled = enabled
+    else:
+        raise bad(where, "a boolean, 'enabled', 'disabled' or a block { ... }", v)
+
+
+def _jetstream_limits(s: Settings, where: str, v: object) -> None:
+    """nats-server's `jetstream { limits { batch { ... } } }`: the atomic batch limits
+    (the only JetStream limits Brook takes from that block yet)."""
+    if not isinstance(v, dict):
+        raise bad(where, "a block { ... }", v)
+    for _, at, batch in block_entries(v, where, ("batch",)):
+        if not isinstance(batch, dict):
+            raise bad(at, "a block { ... }", batch)
+        js = s.jetstream
+        keys = ("max_inflight_per_stream", "max_inflight_total", "max_msgs", "timeout")
+        for key, at_key, value in block_entries(batch, at, keys):
+            if key == "timeout":
+                js.batch_timeout_s = read_duration(at_key, value)
+            else:
+                setattr(js, f"batch_{key}", read_int(at_key, value))
+
+
+# An account's `jetstream { ... }` keys, nats-server's spellings (opts.go
+# `parseJetStreamForAccount`), by the `JetStreamAccountLimits` field each sets.
+_ACCOUNT_JS_KEYS = {
+    "max_memory": ("max_memory", "max_mem", "mem", "memory"),
+    "max_storage": ("max_store", "max_file", "max_disk", "store", "disk"),
+    "max_streams": ("max_streams", "streams"),
+    "max_consumers": ("max_consumers", "consumers"),
+    "max_bytes_required": ("max_bytes_required", "max_stream_bytes", "max_bytes"),
+    "memory_max_stream_bytes": ("mem_max_stream_bytes", "memory_max_stream_bytes"),
+    "storage_max_stream_bytes": ("disk_max_stream_bytes", "store_max_stream_bytes"),
+    "max_ack_pending": ("max_ack_pending",),
+}
+_ACCOUNT_JS_FIELDS = {key: name for name, keys in _ACCOUNT_JS_KEYS.items() for key in keys}
+
+
+def read_account_jetstream(where: str, v: object) -> tuple[bool, JetStreamAccountLimits | None]:
+    """An account's `jetstream`: `enabled`/`disabled`, a boolean, or a block of limits
+    (which enables it; what it leaves out is unlimited), with nats-server's errors."""
+    if isinstance(v, bool):
+        return v, None
+    if isinstance(v, str):
+        if v.lower() in ("enabled", "enable", "disabled", "disable"):
+            return v.lower().startswith("enable"), None
+        raise ConfigError(f"{where}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+    limits = JetStreamAccountLimits()
+    for key, at, value in block_entries(read_block(where, v), where, _ACCOUNT_JS_FIELDS):
+        field_name = _ACCOUNT_JS_FIELDS[key]
+        if field_name == "max_bytes_required":
+            if not isinstance(value, bool):
+                raise ConfigError(f'{at}: Expected a parseable bool for "{key}", got {value}')
+        elif not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f'{at}: Expected a parseable size for "{key}", got {value}')
+        change: dict[str, Any] = {field_name: value if isinstance(value, bool) else int(value)}
+        limits = dataclasses.replace(limits, **change)
+    return True, limits

@@ -1,0 +1,131 @@
+"""The engine's side of the JetStream limits (ADR 0025): the account's limits taken
+(each storage type's `Quota` for the streams' publishes), a stream create's, update's or
+restore's checks against the account's and the server's (`quota.py`), and the usage,
+reservations and store state monitoring and `$JS.API.INFO` report."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from brook.config.settings import JetStreamAccountLimits
+from brook.jetstream.errors import api_error
+from brook.jetstream.quota import Ledger, Quota, ServerLimits, check_reservation
+
+if TYPE_CHECKING:
+    from brook.jetstream.damage import DamageReports
+    from brook.jetstream.engine import StreamEntry
+    from brook.jetstream.models.stream_config import StreamConfig
+    from brook.jetstream.space import StoreSpace
+    from brook.jetstream.stream import Stream
+
+
+class EngineLimits:
+    """`JetStream`'s limits and accounting part (a mixin, ADR 0031)."""
+
+    if TYPE_CHECKING:  # what it uses of `JetStream`, which sets all of it
+        _entries: dict[str, StreamEntry]
+        _streams: dict[str, Stream]
+        _quotas: dict[str, Quota | None]
+        _damage: DamageReports
+        account_limits: JetStreamAccountLimits
+        server_limits: ServerLimits
+        space: StoreSpace | None
+
+    def set_account_limits(self, account_limits: JetStreamAccountLimits) -> None:
+        """Take the account's limits (at start, or changed later): every stream admits
+        its messages by the new ones; streams and consumers already there stay."""
+        self.account_limits = account_limits
+        for storage in ("memory", "file"):
+            server = self.server_limits.ledgers[storage]
+            maximum = account_limits.max_bytes(storage)
+            account = None
+            if maximum >= 0:
+                account = Ledger(maximum, functools.partial(self.used_bytes, storage))
+            has_limit = server is not None or account is not None
+            self._quotas[storage] = Quota(server, account) if has_limit else None
+        for stream in self._streams.values():
+            stream.quota = self._quotas[stream.config.storage]
+
+    def _check_stream_bytes(self, config: StreamConfig) -> None:
+        """The account's rules for a stream's `max_bytes` (nats-server's `maxBytesLimits`,
+        part of its config check): required (10113), at most the account's per-stream
+        maximum of its storage (10122)."""
+        limits = self.account_limits
+        if limits.max_bytes_required and config.max_bytes <= 0:
+            raise api_error("STREAM_MAX_BYTES_REQUIRED")
+        if config.storage == "memory":
+            most = limits.memory_max_stream_bytes
+        else:
+            most = limits.storage_max_stream_bytes
+        if 0 < most < config.max_bytes:
+            raise api_error("STREAM_MAX_STREAM_BYTES_EXCEEDED")
+
+    def _check_limits(self, config: StreamConfig, add: int, *, count: bool, held: int = 0) -> None:
+        """nats-server's limit checks of a stream create, update or restore
+        (`jsNonClusteredStreamLimitsCheck`, `checkAllLimits`): with `count`, the account's
+        number of other streams (10027); the stream's `max_consumers` against the
+        account's (10026); then `add` bytes more reserved in the account (where `held`
+        bytes of this stream count already) and in the server (quota.py)."""
+        limits = self.account_limits
+        others = len(self._entries) - (config.name in self._entries)
+        if count and 0 < limits.max_streams <= others:
+            raise api_error("MAXIMUM_STREAMS_LIMIT")
+        if 0 < limits.max_consumers < config.max_consumers:
+            raise api_error("MAXIMUM_CONSUMERS_LIMIT")
+        storage = config.storage
+        account_max = limits.max_bytes(storage)
+        server_max = self.server_limits.maximum(storage)
+        account_reserved = server_reserved = 0
+        if account_max >= 0:
+            account_reserved = self.reserved_bytes(storage, excluding=config.name) + held
+        if server_max >= 0:
+            server_reserved = self.server_limits.reserved_bytes(storage)
+        check_reservation(
+            storage, add, account=(account_max, account_reserved),
+            server=(server_max, server_reserved),
+        )  # fmt: skip
+
+    def store_statistics(self) -> dict[str, Any]:
+        """Monitoring (`/varz` jetstream.brook_store): the store filesystem's free space
+        and reserve, and what opening each stream's file store found damaged."""
+        out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
+        out["damaged_streams"] = self._damage.statistics()
+        return out
+
+    def usage(self) -> tuple[int, int]:
+        """(memory bytes, file bytes) stored across all streams."""
+        return self.used_bytes("memory"), self.used_bytes("file")
+
+    def account_usage(self) -> dict[str, Any]:
+        """The account's usage, reservations and limits, named as nats-server's
+        `JetStreamAccountStats` names them (`$JS.API.INFO`, `/varz`)."""
+        memory, storage = self.usage()
+        return {
+            "memory": memory,
+            "storage": storage,
+            "reserved_memory": self.reserved_bytes("memory"),
+            "reserved_storage": self.reserved_bytes("file"),
+            "streams": len(self._streams),
+            "consumers": sum(s.consumer_count for s in self._streams.values()),
+            "limits": self.account_limits.to_json(),
+        }
+
+    def used_bytes(self, storage: str) -> int:
+        """The bytes the streams of `storage` hold, as their stores count them."""
+        return sum(
+            s.store.state().bytes for s in self._streams.values() if s.config.storage == storage
+        )
+
+    def reserved_bytes(self, storage: str, *, excluding: str = "") -> int:
+        """The `max_bytes` the streams of `storage` reserve (but the one `excluding`)."""
+        return sum(
+            s.config.max_bytes
+            for s in self._streams.values()
+            if s.config.storage == storage and s.config.max_bytes > 0 and s.name != excluding
+        )
+
+    def room(self, storage: str) -> int:
+        """The bytes a stream of `storage` may still take under the limits (-1: none)."""
+        quota = self._quotas[storage]
+        return -1 if quota is None else quota.room()
