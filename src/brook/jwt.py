@@ -5,8 +5,9 @@ A NATS JWT is three base64url (unpadded) parts joined by dots: the header
 `{"typ":"JWT","alg":"ed25519-nkey"}`, the claims JSON, and the ed25519 signature of the
 first two parts (with their dot) by the issuer's nkey, whose public key is the claims'
 `iss`. The kinds Brook reads are operator, account and user claims, in nats-server's
-jwt/v2 shapes (the `nats` object); what Brook does not act on (exports, imports,
-mappings, JetStream limits) is kept as read, for the modules that will.
+jwt/v2 shapes (the `nats` object), and the version 1 tokens older nsc wrote, migrated to
+them as jwt/v2 migrates them (signed over the claims part only); what Brook does not act
+on (exports, imports, mappings) is kept as read.
 
 `decode` does what nats-io/jwt's `Decode` does: size bound, header, claims, signature,
 the issuer's key role; `issues` does what its `Validate` reports as blocking (expiry, not
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -36,6 +38,7 @@ __all__ = [
     "AccountLimits",
     "Claims",
     "InvalidJwt",
+    "JetStreamLimits",
     "OperatorClaims",
     "Permission",
     "ResponsePermission",
@@ -121,9 +124,23 @@ class UserScope:
 
 
 @dataclass(frozen=True, slots=True)
+class JetStreamLimits:
+    """An account's JetStream limits (jwt's JetStreamLimits): absent is 0, which for
+    the storage means none allowed and for the others no limit; -1 is no limit."""
+
+    mem_storage: int = 0
+    disk_storage: int = 0
+    streams: int = 0
+    consumer: int = 0
+    max_ack_pending: int = 0
+    mem_max_stream_bytes: int = 0
+    disk_max_stream_bytes: int = 0
+    max_bytes_required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class AccountLimits:
-    """An account claim's `limits` (jwt's OperatorLimits). `jetstream` and
-    `tiered_limits` are kept as read, for the JetStream account limits."""
+    """An account claim's `limits` (jwt's OperatorLimits)."""
 
     subs: int = NO_LIMIT
     data: int = NO_LIMIT
@@ -134,24 +151,17 @@ class AccountLimits:
     disallow_bearer: bool = False
     conn: int = NO_LIMIT
     leaf: int = NO_LIMIT
-    jetstream: dict[str, Any] = field(default_factory=dict)
-    tiered_limits: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def jetstream_bounded(self) -> bool:
-        """Some JetStream limit is set (a positive bound, `max_bytes_required`, or tiers)."""
-        values = self.jetstream.values()
-        return bool(self.tiered_limits) or any(
-            v is True or (type(v) is int and v > 0) for v in values
-        )
+    # Zero when there are tiers, as jwt's loadAccount leaves it.
+    jetstream: JetStreamLimits = JetStreamLimits()
+    tiered_limits: dict[str, JetStreamLimits] = field(default_factory=dict)
 
     @property
     def jetstream_enabled(self) -> bool:
         """jwt's IsJSEnabled: some memory or disk storage allowed (in any tier)."""
-        tiers = [t for t in self.tiered_limits.values() if isinstance(t, dict)]
         if self.tiered_limits:
-            return any(t.get("mem_storage") or t.get("disk_storage") for t in tiers)
-        return bool(self.jetstream.get("mem_storage") or self.jetstream.get("disk_storage"))
+            tiers = self.tiered_limits.values()
+            return any(t.mem_storage or t.disk_storage for t in tiers)
+        return bool(self.jetstream.mem_storage or self.jetstream.disk_storage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,10 +343,10 @@ def _signing_keys(f: _Fields) -> dict[str, UserScope | None]:
 
 
 def _account_limits(f: _Fields) -> AccountLimits:
-    jetstream_keys = (
-        *("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending"),
-        *("mem_max_stream_bytes", "disk_max_stream_bytes", "max_bytes_required"),
-    )
+    tiers = {
+        str(name): _jetstream_limits(_Fields(tier, f"{f.where}.tiered_limits.{name}"))
+        for name, tier in f.mapping("tiered_limits").items()
+    }
     return AccountLimits(
         subs=f.integer("subs"),
         data=f.integer("data"),
@@ -347,15 +357,22 @@ def _account_limits(f: _Fields) -> AccountLimits:
         disallow_bearer=f.flag("disallow_bearer"),
         conn=f.integer("conn"),
         leaf=f.integer("leaf"),
-        jetstream={k: f.data[k] for k in jetstream_keys if f.data.get(k) is not None},
-        tiered_limits=f.mapping("tiered_limits"),
+        jetstream=JetStreamLimits() if tiers else _jetstream_limits(f),
+        tiered_limits=tiers,
     )
 
 
-def _common(token: str, body: _Fields, nats: _Fields) -> dict[str, Any]:
+def _jetstream_limits(f: _Fields) -> JetStreamLimits:
+    names = [n for n in JetStreamLimits.__dataclass_fields__ if n != "max_bytes_required"]
+    values = {name: f.integer(name) for name in names}
+    return JetStreamLimits(**values, max_bytes_required=f.flag("max_bytes_required"))
+
+
+def _common(token: str, body: _Fields, nats: _Fields, v1: bool) -> dict[str, Any]:
+    """What every claim has; version 1 kept `type` and `tags` outside `nats`."""
     return {
         "token": token,
-        "kind": nats.text("type") or body.text("type"),
+        "kind": body.text("type") or nats.text("type"),
         "subject": body.text("sub"),
         "issuer": body.text("iss"),
         "issued_at": body.integer("iat"),
@@ -363,23 +380,52 @@ def _common(token: str, body: _Fields, nats: _Fields) -> dict[str, Any]:
         "not_before": body.integer("nbf"),
         "name": body.text("name"),
         "id": body.text("jti"),
-        "tags": nats.texts("tags"),
+        "tags": (body if v1 else nats).texts("tags"),
     }
 
 
-def _claims(token: str, body: _Fields) -> Claims:
+def _claims(token: str, body: _Fields, version: int) -> Claims:
+    """The claims of a kind Brook reads, in their version's shape. Version 1 tokens
+    (nats-io/jwt's `v1...Claims` and their `Migrate`) keep `type`, `tags` and a user's
+    `issuer_account` outside `nats`; their users' absent `subs`, `data` and `payload`
+    are -1 (no limit); they have no JetStream limits, scoped signing keys, default
+    permissions, mappings, connection types or strict signing key usage."""
     nats = body.obj("nats")
-    common = _common(token, body, nats)
+    common = _common(token, body, nats, version == 1)
     kind = common["kind"]
+    if kind in _ISSUERS and version not in (1, 2):
+        raise InvalidJwt(f"library supports version 2 or less - received {version}")
+    v1 = version == 1
     if kind == "user":
-        return UserClaims(
-            **common, issuer_account=nats.text("issuer_account"), limits=_user_limits(nats)
-        )
+        limits = _user_limits(nats)
+        if v1:
+            limits = dataclasses.replace(
+                limits,
+                subs=nats.integer("subs", NO_LIMIT),
+                data=nats.integer("data", NO_LIMIT),
+                payload=nats.integer("payload", NO_LIMIT),
+                proxy_required=False,
+                allowed_connection_types=(),
+            )
+        issuer_account = (body if v1 else nats).text("issuer_account")
+        return UserClaims(**common, issuer_account=issuer_account, limits=limits)
     if kind == "account":
         revoked = nats.obj("revocations")
+        account_limits = _account_limits(nats.obj("limits"))
+        if v1:
+            return AccountClaims(
+                **common,
+                limits=dataclasses.replace(
+                    account_limits, jetstream=JetStreamLimits(), tiered_limits={}
+                ),
+                signing_keys=dict.fromkeys(nats.texts("signing_keys")),
+                revocations={str(k): revoked.integer(k) for k in revoked.data},
+                imports=tuple(nats._get("imports", list, [])),
+                exports=tuple(nats._get("exports", list, [])),
+            )
         return AccountClaims(
             **common,
-            limits=_account_limits(nats.obj("limits")),
+            limits=account_limits,
             signing_keys=_signing_keys(nats),
             revocations={str(k): revoked.integer(k) for k in revoked.data},
             default_permissions=_user_limits(nats.obj("default_permissions")),
@@ -392,9 +438,9 @@ def _claims(token: str, body: _Fields) -> Claims:
             **common,
             signing_keys=nats.texts("signing_keys"),
             system_account=nats.text("system_account"),
-            strict_signing_key_usage=nats.flag("strict_signing_key_usage"),
+            strict_signing_key_usage=not v1 and nats.flag("strict_signing_key_usage"),
             account_server_url=nats.text("account_server_url"),
-            assert_server_version=nats.text("assert_server_version"),
+            assert_server_version="" if v1 else nats.text("assert_server_version"),
         )
     return Claims(**common)
 
@@ -429,22 +475,24 @@ def decode(token: str) -> Claims:
     if header.text("alg").lower() not in ("ed25519", "ed25519-nkey"):
         raise InvalidJwt(f"unexpected {header.text('alg')!r} algorithm")
     body = _Fields(_json_object(_b64(chunks[1])), "claims")
-    nats = body.obj("nats")
-    version = nats.integer("version")
+    # jwt's identifier.Version: a `type` outside `nats` makes a version 1 token.
+    version = 1 if body.text("type") else body.obj("nats").integer("version")
     if version > 2:
         raise InvalidJwt("JWT was generated by a newer version")
-    if version < 2:  # v1 tokens: `type` outside `nats`, the signature over the claims only
-        raise InvalidJwt("version 1 JWTs are not supported by Brook")
-    claims = _claims(token, body)
+    claims = _claims(token, body, version)
+    if claims.kind not in _ISSUERS:
+        version = -1  # jwt's generic claims: checked as version 1 tokens are
     signature = _b64(chunks[2])
     prefixes = _ISSUERS.get(claims.kind, (Prefix.ACCOUNT, Prefix.OPERATOR, Prefix.USER))
     key = next(
         (k for p in prefixes if (k := _key(claims.issuer, p)) is not None),
         None,
     )
-    signed = token[: len(chunks[0]) + len(chunks[1]) + 1].encode()
+    # Version 1 signed the claims part alone, version 2 the header and the claims.
+    v1 = version <= 1
+    signed = (chunks[1] if v1 else token[: len(chunks[0]) + len(chunks[1]) + 1]).encode()
     if key is None or not verify(key, signed, signature):
-        raise InvalidJwt("claim failed V2 signature verification")
+        raise InvalidJwt(f"claim failed V{1 if v1 else 2} signature verification")
     return claims
 
 
@@ -514,8 +562,6 @@ def issues(claims: Claims, now: float | None = None) -> list[str]:
                 what = "a valid account signing key" if scope is None else "an account public key"
                 found.append(f"{key} is not {what}")
         tiered = claims.limits.tiered_limits
-        if tiered and any(v for v in claims.limits.jetstream.values()):
-            found.append("JetStream Limits and tiered JetStream Limits are mutually exclusive")
         if "" in tiered:
             found.append('Tiered JetStream Limits can not contain a blank "" tier name')
     elif isinstance(claims, OperatorClaims):

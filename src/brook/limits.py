@@ -138,3 +138,11 @@ ATOMIC_BATCH_TIMEOUT_NS: Final = 10_000_000_000
 # per stream and per server (the timeout is the atomic batches').
 FAST_BATCH_INFLIGHT_PER_STREAM: Final = 1000
 FAST_BATCH_INFLIGHT_TOTAL: Final = 50_000
+
+# Leafnodes (ADR 0032), nats-server's values: the pause before a spoke dials its hub again
+# (`reconnect_delay`, DEFAULT_LEAF_NODE_RECONNECT; after a failed dial, plus a random
+# jitter of up to as much again), the wait after a loop was detected, and how long a
+# dialled hub has to send its INFO (DEFAULT_LEAFNODE_INFO_WAIT).
+LEAF_RECONNECT_DELAY_S: Final = 1.0
+LEAF_LOOP_DELAY_S: Final = 30.0
+LEAF_FIRST_INFO_TIMEOUT_S: Final = 1.0

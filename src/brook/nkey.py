@@ -6,7 +6,9 @@ An nkey's text is the base32 (no padding) of one prefix byte naming the key's ro
 depends on a library only for the ed25519 verification itself (PyNaCl, libsodium). The
 rules are those of nats-io/nkeys, which nats-server uses: a key must decode, its CRC must
 match and its prefix byte must be the expected role; the key itself must be 32 bytes.
-Account and operator keys (JWTs, issue 18) decode with the same function.
+Account and operator keys (JWTs, issue 18) decode with the same function. A seed (`S...`:
+two prefix bytes, the 32-byte ed25519 seed, the CRC) signs for a leafnode connection that
+logs in to its hub with a creds file (`sign`, ADR 0032).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ import binascii
 import enum
 import re
 
-__all__ = ["InvalidNkey", "Prefix", "decode_public_key", "decode_signature", "verify"]
+__all__ = [
+    "InvalidNkey",
+    "Prefix",
+    "decode_public_key",
+    "decode_signature",
+    "sign",
+    "verify",
+]
 
 _KEY_BYTES = 32
 _SIGNATURE_BYTES = 64
@@ -50,8 +59,8 @@ def _crc16(data: bytes) -> int:
 _BASE32 = re.compile(r"[A-Z2-7]+", re.ASCII)
 
 
-def decode_public_key(text: str, prefix: Prefix) -> bytes:
-    """The 32-byte ed25519 key of `text`, a public nkey of role `prefix`; InvalidNkey if not."""
+def _decode(text: str) -> bytes:
+    """The prefix bytes and key of an nkey's text, its CRC checked."""
     if not _BASE32.fullmatch(text):
         raise InvalidNkey("not base32")
     try:
@@ -63,6 +72,26 @@ def decode_public_key(text: str, prefix: Prefix) -> bytes:
     body, crc = raw[:-2], int.from_bytes(raw[-2:], "little")
     if _crc16(body) != crc:
         raise InvalidNkey("checksum mismatch")
+    return body
+
+
+_SEED_PREFIX = 18 << 3  # S
+
+
+def sign(seed: str, message: bytes) -> bytes:
+    """The ed25519 signature of `message` by the key of `seed` (an `S...` nkey seed of
+    any role); InvalidNkey if `seed` is not one."""
+    from nacl.signing import SigningKey
+
+    body = _decode(seed)
+    if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
+        raise InvalidNkey("not a seed")
+    return bytes(SigningKey(body[2:]).sign(message).signature)
+
+
+def decode_public_key(text: str, prefix: Prefix) -> bytes:
+    """The 32-byte ed25519 key of `text`, a public nkey of role `prefix`; InvalidNkey if not."""
+    body = _decode(text)
     if body[0] != prefix:
         raise InvalidNkey(f"not a public {prefix.name.lower()} key")
     key = body[1:]

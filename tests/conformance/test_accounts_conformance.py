@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -24,8 +23,8 @@ from nats.aio.client import Client
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.config_errors import brook_conf_error, nats_server_error
+from tests.support.natsserver import run_nats_server
 from tests.support.raw import PONG
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
@@ -326,6 +325,23 @@ async def test_jetstream_api_in_an_account_without_jetstream() -> None:
     assert ours == reference
 
 
+async def test_jetstream_api_where_no_account_has_jetstream() -> None:
+    """JetStream is on but no account has it: every account's endpoints answer 10039,
+    as where some other account has it."""
+
+    async def steps(url: str) -> list[Any]:
+        out = []
+        for user in ("a", "b", "g"):
+            nc = await connect(url, user)
+            out += [await api(nc, f"$JS.API.{subject}", {}) for subject in REFUSED_SUBJECTS]
+            await nc.close()
+        return out
+
+    reference, ours = await both(accounts_config(a_js="disabled", b_js="disabled"), steps)
+    assert {answer["error"]["err_code"] for answer in reference} == {10039}
+    assert ours == reference
+
+
 async def test_global_account_has_no_jetstream_once_accounts_are_configured() -> None:
     """As nats-server: with accounts configured, `$G` gets JetStream only if no other
     account is there; here its API answers 10039."""
@@ -361,31 +377,6 @@ async def test_only_a_system_account_leaves_jetstream_to_the_global_account() ->
 
 
 # ---------------------------------------------------------------------------- config errors
-
-
-def _nats_server_error(config: str) -> str:
-    binary = nats_server_binary()
-    assert binary is not None
-    with tempfile.TemporaryDirectory(prefix="brook-accounts-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-def _brook_error(config: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="brook-accounts-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        with pytest.raises(ConfigError) as refused:
-            load_conf_file(str(path))
-    return str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -438,16 +429,16 @@ def _brook_error(config: str) -> str:
     ],
 )
 def test_config_errors(config: str, words: str) -> None:
-    assert words in _nats_server_error(config)
-    assert words in _brook_error(config)
+    assert words in nats_server_error(config)
+    assert words in brook_conf_error(config)
 
 
 def test_unknown_account_keys_are_refused_with_their_line() -> None:
     """nats-server refuses an unknown key in an account ("unknown field"); Brook too, and
     refuses the keys it does not honour yet in the same way, naming key and line."""
     config = "accounts {\n  A: {\n    users: []\n    frobnicate: 1\n  }\n}\n"
-    assert 'unknown field "frobnicate"' in _nats_server_error(config)
-    assert "'accounts.A.frobnicate' (line 4)" in _brook_error(config)
+    assert 'unknown field "frobnicate"' in nats_server_error(config)
+    assert "'accounts.A.frobnicate' (line 4)" in brook_conf_error(config)
     for key in ("limits: {}", "nkey: x"):
-        refused = _brook_error(f"accounts {{\n  A: {{\n    {key}\n  }}\n}}\n")
+        refused = brook_conf_error(f"accounts {{\n  A: {{\n    {key}\n  }}\n}}\n")
         assert f"'accounts.A.{key.split(':')[0]}' (line 3)" in refused

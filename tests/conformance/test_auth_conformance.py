@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -28,10 +27,11 @@ from nats.aio.msg import Msg as NatsMsg
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
-from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.config_errors import brook_conf_error, nats_server_error
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 from tests.support.nkeyusers import NkeyUser, new_user
 from tests.support.raw import PONG, Err, Info, Msg, RawClient, ServerOp, Simple
+from tests.support.websocket import WsClient, frame
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -213,6 +213,31 @@ async def test_no_auth_user_logs_in_clients_without_credentials() -> None:
             assert got[1] == got[0], name
 
 
+async def test_users_without_a_password_log_in_by_name() -> None:
+    """A user without a password (nats.py's AccountLimitsTest config has one) logs in with
+    its name and no (or an empty) password, as the no_auth_user, and with nothing else."""
+    config = (
+        "authorization { users: [{user: nopass}, {user: bob, password: pw}] }\n"
+        "no_auth_user: nopass\n"
+    )
+    cases: dict[str, tuple[dict[str, Any], Any]] = {
+        "name": ({"user": "nopass"}, IN),
+        "name-empty-password": ({"user": "nopass", "pass": ""}, IN),
+        "name-wrong-password": ({"user": "nopass", "pass": "x"}, REFUSED),
+        "nothing": ({}, IN),
+        "bob": ({"user": "bob", "pass": "pw"}, IN),
+    }
+    async with servers(config) as (reference, ours):
+        for name, (options, expected) in cases.items():
+            got = await asyncio.gather(login(reference, **options), login(ours, **options))
+            assert got[0] == expected, (name, got[0])
+            assert got[1] == got[0], name
+    async with servers(config.replace("no_auth_user: nopass", "")) as (reference, ours):
+        got = await asyncio.gather(login(reference, user="nopass"), login(ours, user="nopass"))
+        assert got[0] == IN
+        assert got[1] == got[0]
+
+
 async def test_no_auth_user_info_and_operations_before_connect() -> None:
     """INFO says auth is not required; an operation before CONNECT logs the client in as
     the no_auth_user when that is a password user that needs no bcrypt check (as after an
@@ -314,37 +339,10 @@ async def test_auth_timeout_counts_from_the_connection_not_from_each_byte() -> N
 # ---------------------------------------------------------------------------- config errors
 
 
-def _nats_server_error(config: str) -> str:
-    """What nats-server prints when it will not start with `config` (it must not start)."""
-    binary = nats_server_binary()
-    assert binary is not None
-    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        # `-t` does not check auth rules: start it for real; it must stop at once.
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-def _brook_error(config: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="brook-auth-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        with pytest.raises(ConfigError) as refused:
-            load_conf_file(str(path))
-    return str(refused.value)
-
-
 async def _both_refuse_config(config: str, words: str) -> None:
     """nats-server will not start with `config`, and Brook refuses it; both say `words`."""
-    assert words in _nats_server_error(config)
-    assert words in _brook_error(config)
+    assert words in nats_server_error(config)
+    assert words in brook_conf_error(config)
 
 
 @pytest.mark.parametrize(
@@ -369,6 +367,83 @@ async def _both_refuse_config(config: str, words: str) -> None:
 )
 async def test_config_errors(config: str, words: str) -> None:
     await _both_refuse_config(config, words)
+
+
+async def _ws_login(port: int, **options: Any) -> tuple[list[bytes], bytes | None]:
+    """Over WebSocket: CONNECT with `options` (a callable value is given the nonce), then
+    PING; the NATS lines up to PONG but INFOs, and the CLOSE frame's payload if closed."""
+    async with WsClient.connect(port) as ws:
+        info = json.loads((await ws.read_nats(b"\r\n"))[5:])
+        nonce = info.get("nonce", "")
+        resolved = {k: v(nonce) if callable(v) else v for k, v in options.items()}
+        connect = {"verbose": False, "protocol": 1, **resolved}
+        await ws.send(frame(b"CONNECT %s\r\nPING\r\n" % json.dumps(connect).encode()))
+        data, closed = b"", None
+        while b"PONG\r\n" not in data and closed is None:
+            opcode, payload = await ws.read_frame()
+            closed = payload if opcode == 8 else None
+            data += payload if opcode == 2 else b""
+        return [line for line in data.splitlines() if not line.startswith(b"INFO ")], closed
+
+
+async def test_allowed_connection_types_of_users(tmp_path: Path) -> None:
+    """`allowed_connection_types` (and its aliases, any case): a password or nkey user
+    logs in only through a listed kind of connection, over TCP (STANDARD) or WebSocket;
+    a user without the key anywhere; the no_auth_user is held to its own list."""
+    nkey_user = new_user()
+    users = (
+        "{user: tcp, password: pw, allowed_connection_types: [STANDARD]}, "
+        "{user: web, password: pw, connection_types: websocket}, "
+        "{user: both, password: pw, clients: [STANDARD, WEBSOCKET]}, "
+        "{user: mqtt, password: pw, allowed_connection_types: [MQTT]}, "
+        "{user: any, password: pw}, "
+        f"{{nkey: {nkey_user.public}, allowed_connection_types: [WEBSOCKET]}}"
+    )
+    logins: dict[str, dict[str, Any]] = {
+        name: {"user": name, "pass": "pw"} for name in ("tcp", "web", "both", "mqtt", "any")
+    }
+    logins["nkey"] = {"nkey": nkey_user.public, "sig": nkey_user.sign}
+    logins["no_auth_user"] = {}
+    results: dict[str, dict[str, Any]] = {}
+    ports = {"nats-server": free_port(), "brook": free_port()}
+    paths = {}
+    for name, port in ports.items():
+        paths[name] = tmp_path / f"{name}.conf"
+        paths[name].write_text(
+            f"authorization {{ users: [{users}] }}\nno_auth_user: web\n"
+            f"websocket {{ port: {port}, no_tls: true }}\n"
+        )
+    with run_nats_server("-c", str(paths["nats-server"]), jetstream=False) as reference:
+        wait_for_port(ports["nats-server"])
+        async with brook.serve(port=0, settings=load_conf_file(str(paths["brook"]))) as srv:
+            for name, url in (("nats-server", reference), ("brook", srv.url)):
+                results[name] = {}
+                for who, options in logins.items():
+                    results[name][f"{who} tcp"] = await login(url, **options)
+                    results[name][f"{who} ws"] = await _ws_login(ports[name], **options)
+    assert results["brook"] == results["nats-server"]
+    admitted = sorted(
+        case for case, (ops, _) in results["brook"].items() if ops in ((PONG,), [b"PONG"])
+    )
+    assert admitted == sorted(
+        [
+            "tcp tcp",
+            "web ws",
+            "both tcp",
+            "both ws",
+            "any tcp",
+            "any ws",
+            "nkey ws",
+            "no_auth_user ws",
+        ]
+    )
+
+
+async def test_an_unknown_connection_type_is_refused_as_by_nats_server() -> None:
+    users = "[{user: a, password: b, allowed_connection_types: [foo, STANDARD, Bar]}]"
+    await _both_refuse_config(
+        f"authorization {{ users: {users} }}\n", 'invalid connection types ["FOO" "BAR"]'
+    )
 
 
 async def _publish_outcome(url: str, subject: str, **options: Any) -> tuple[ServerOp, ...]:
@@ -480,7 +555,7 @@ async def test_no_auth_user_naming_the_single_user_is_a_known_difference() -> No
     """nats-server refuses it (its single user is not a `users` entry); Brook accepts it
     and admits whom nats-server admits with that user in `users` (docs/compatibility.md)."""
     config = "authorization { user: alice, password: secret }\nno_auth_user: alice\n"
-    assert "users/nkeys are not defined" in _nats_server_error(config)
+    assert "users/nkeys are not defined" in nats_server_error(config)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "single.conf"
         path.write_text(config)

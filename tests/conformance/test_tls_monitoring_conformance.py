@@ -107,7 +107,6 @@ async def test_connz_shows_tls_and_with_auth_the_peer_certificates_and_user(
             auth = entry(await get(f"{monitor}/connz?auth=true"))
         finally:
             await nc.close()
-        auth["tls_peer_certs"] = auth["tls_peer_certs"][:1]  # the client's own (see below)
         return plain, auth
 
     async with both(tmp_path, conf) as urls:
@@ -116,10 +115,38 @@ async def test_connz_shows_tls_and_with_auth_the_peer_certificates_and_user(
     assert plain["tls_cipher_suite"].startswith("TLS_ECDHE_")
     assert "tls_peer_certs" not in plain
     assert "authorized_user" not in plain
-    (peer,) = auth["tls_peer_certs"]
+    peer, ca = auth["tls_peer_certs"]  # trustme's chain file holds the CA too
     assert peer["subject"].startswith("CN=alice,OU=")
+    assert ca["subject"].startswith("OU=Testing CA #")
     assert auth["authorized_user"] == "alice"
     assert auth["name_tag"] == "$G"
+
+
+async def test_connz_shows_the_whole_chain_the_client_presented(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """A client whose certificate an intermediate CA issued presents both: `auth=true`
+    lists them in the order sent (nats-server's `PeerCertificates`), on every Python
+    Brook runs on (3.13's `get_unverified_chain`, the same call of `_ssl` before it)."""
+    intermediate = certs.ca.create_child_ca()
+    carol = certs.client("carol", ca=intermediate)
+    conf = tls_block(certs, "verify: true\ntimeout: 2")
+
+    async def scenario(url: str, monitor: str) -> Any:
+        nc = await nats.connect(
+            url.replace("nats://", "tls://"), tls=certs.context(carol), allow_reconnect=False
+        )
+        try:
+            return entry(await get(f"{monitor}/connz?auth=true"))["tls_peer_certs"]
+        finally:
+            await nc.close()
+
+    async with both(tmp_path, conf) as urls:
+        peers = await compare(urls, scenario)
+    subjects = [peer["subject"].split(",")[0] for peer in peers]
+    assert subjects[0] == "CN=carol"
+    assert len(subjects) == 2  # carol's, then the intermediate's that issued it
+    assert subjects[1].startswith("OU=Testing CA #")
 
 
 async def test_tls_13_connz_fields(tmp_path: Path, certs: Certs) -> None:

@@ -208,15 +208,17 @@ async def test_a_mirror_stops_at_the_limit_and_resumes_with_room(tmp_path: Path)
         await nc.close()
 
 
-# nats.py's `AccountLimitsTest` config (nats/tests/conf/js-limits.conf) without its
-# `domain`, which Brook does not serve yet, and with a password for `foo`, whom Brook
-# refuses without one (the `no_auth_user` logs in without it all the same).
+# nats.py's `AccountLimitsTest` config (nats/tests/conf/js-limits.conf).
 NATSPY_CONF = """
+jetstream: {
+  domain: "test-domain"
+}
+
 no_auth_user: "foo"
-jetstream: {}
+
 accounts: {
   A {
-    users: [{ user: "foo", password: "unused" }]
+    users: [{ user: "foo" }]
     jetstream: {
       max_mem: 64MB,
       max_file: 32MB,
@@ -269,6 +271,8 @@ async def test_natspy_account_limits_steps(tmp_path: Path) -> None:
             max_bytes_required=True,
         )
         assert (info.api.total, info.api.errors) == (4, 2)
+        assert info.domain == "test-domain"
         assert info.tiers is None
+        js = nc.jetstream(domain="test-domain")
         assert (await js.stream_info("limits")).state.messages == 3
         await nc.close()

@@ -26,8 +26,14 @@ import pytest
 import brook
 from brook import limits
 from brook.cli import main as cli_main
+from brook.config.settings import Settings, WebSocketSettings
+from brook.monitor import MonitorServer
+from brook.monitor.system import SystemServices
+from brook.server.listen import bind_ports
+from brook.server.server import Server
 from tests.support.brookproc import BROOK_CMD, LoggedProcess
 from tests.support.natsserver import free_port, nats_server_binary
+from tests.support.websocket import upgrade_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -244,6 +250,107 @@ def test_busy_monitor_port_is_named_not_the_client_port(server: str) -> None:
     assert "can't listen to the monitor port" in fatal[0]
     assert f"127.0.0.1:{port}" in fatal[0]
     assert str(client_port) not in fatal[0]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("busy", [("-m",), ("-m", "ws"), ("ws",)], ids=["monitor", "all", "ws"])
+def test_the_first_busy_port_in_nats_servers_order_is_named(
+    server: str, busy: tuple[str, ...], tmp_path: Path
+) -> None:
+    """nats-server opens the monitoring port, then the WebSocket port, then the client
+    port: with several busy, the first of them in that order is the one named."""
+    with busy_port() as client, busy_port() as monitor, busy_port() as ws:
+        ws_port = ws if "ws" in busy else free_port()
+        conf = tmp_path / "ws.conf"
+        conf.write_text(f"websocket {{ host: 127.0.0.1, port: {ws_port}, no_tls: true }}\n")
+        args = ["-a", "127.0.0.1", "-p", str(client), "-c", str(conf)]
+        if "-m" in busy:
+            args += ["-m", str(monitor)]
+        code, stderr = start_failure(server, args)
+    assert code == 1
+    fatal = [line for line in stderr.splitlines() if "[FTL]" in line]
+    assert len(fatal) == 1, stderr
+    named = monitor if "-m" in busy else ws
+    what = "can't listen to the monitor port" if "-m" in busy else "Unable to listen for websocket"
+    assert what in fatal[0]
+    assert f"127.0.0.1:{named}" in fatal[0]
+    assert str(client) not in fatal[0]
+
+
+# Runs `brook serve` with an audit hook printing, in order, each socket bound and each
+# import of the modules a server's start-up costs most of its time in.
+_AUDITED_SERVE = """
+import sys
+SLOW = {"asyncio", "uvloop", "aiohttp", "brook.server.server", "brook.jetstream.engine"}
+def hook(event, args):
+    if event == "socket.bind" or (event == "import" and args[0] in SLOW):
+        print(event, args[0] if event == "import" else args[1], flush=True)
+sys.addaudithook(hook)
+from brook.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_serve_binds_its_ports_before_importing_the_server(tmp_path: Path) -> None:
+    """`brook serve` binds the client, WebSocket and monitoring ports before it imports
+    asyncio, uvloop, aiohttp and the server and before JetStream starts, so a client
+    connecting during that second or more waits in the backlog instead of being refused
+    (nats.py's WebSocketTest.test_reconnect gives a restarted server 2 s)."""
+    conf = tmp_path / "ws.conf"
+    conf.write_text("websocket { host: 127.0.0.1, port: -1, no_tls: true }\n")
+    cmd = [sys.executable, "-c", _AUDITED_SERVE, "serve", "-a", "127.0.0.1", "-p", "-1"]
+    cmd += ["-m", "-1", "-c", str(conf), "-js", "-sd", str(tmp_path / "store")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        events: list[str] = []
+        while len(events) < 2 or "brook.jetstream.engine" not in events[-1]:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "no output"
+            events.append(line.strip())
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    binds = [i for i, event in enumerate(events) if event.startswith("socket.bind")]
+    imports = [i for i, event in enumerate(events) if event.startswith("import")]
+    assert len(binds) == 3, events
+    assert max(binds) < min(imports), events
+
+
+async def test_clients_that_connect_before_the_start_are_served_after_it() -> None:
+    """Ports bound beforehand (`bind_ports`, as `brook serve` does) keep the clients that
+    connect to them in the backlog, unanswered, until the server starts: then a NATS
+    client gets INFO, a WebSocket client its upgrade, a monitoring client /varz."""
+    settings = Settings(
+        host="127.0.0.1",
+        port=0,
+        http_port=-1,
+        websocket=WebSocketSettings(host="127.0.0.1", port=-1, no_tls=True),
+    ).validate()
+    ports = bind_ports(settings)
+    addresses = [
+        sock.getsockname()[1] for sock in (ports.client, ports.websocket, ports.monitoring) if sock
+    ]
+    nats_port, ws_port, _ = addresses
+    early = [await asyncio.open_connection("127.0.0.1", port) for port in addresses]
+    early[1][1].write(upgrade_request(ws_port))
+    early[2][1].write(b"GET /varz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    for reader, _ in early:
+        with pytest.raises(TimeoutError):  # connected, and nobody answers yet
+            await asyncio.wait_for(reader.read(1), 0.2)
+    server = Server(settings, monitor=MonitorServer, system=SystemServices, ports=ports)
+    await server.start()
+    try:
+        assert (server.port, server.websocket and server.websocket.port) == (nats_port, ws_port)
+        replies = [await asyncio.wait_for(reader.readline(), 5) for reader, _ in early]
+        assert replies[0].startswith(b"INFO {")
+        assert replies[1].startswith(b"HTTP/1.1 101 ")
+        assert replies[2].startswith(b"HTTP/1.1 200 ")
+    finally:
+        for _, writer in early:
+            writer.close()
+        await server.shutdown()
 
 
 @pytest.mark.parametrize("server", SERVERS)

@@ -99,8 +99,9 @@ async def https_get(port: int, context: ssl.SSLContext, path: str) -> bytes:
     return data
 
 
-async def test_monitoring_over_https(certs: Certs) -> None:
-    settings = conf(tls_block(certs, "verify: true") + "\nhttps_port: -1")
+@pytest.mark.parametrize("key", ["https_port: -1", 'https: "127.0.0.1:-1"'])
+async def test_monitoring_over_https(certs: Certs, key: str) -> None:
+    settings = conf(tls_block(certs, "verify: true") + f"\n{key}")
     async with brook.serve(settings=settings) as server:
         port = server.monitor.port
         assert server.monitor.url.startswith("https://")

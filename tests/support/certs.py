@@ -43,7 +43,9 @@ class Certs:
         expired: bool = False,
     ) -> ClientCert:
         """A client certificate with common name `name` (and SAN `identities`), issued by
-        this CA or `ca`, valid now or expired a day ago."""
+        this CA or `ca`, valid now or expired a day ago. When `ca` is an intermediate of
+        this CA (`ca.create_child_ca()`), the certificate file holds the chain up to it,
+        which the client presents whole."""
         now = datetime.datetime.now(datetime.UTC)
         issued = (ca or self.ca).issue_cert(
             *(identities or (f"{name}.example",)),
@@ -53,7 +55,7 @@ class Certs:
         )
         cert_file = self.directory / f"{name}-cert.pem"
         key_file = self.directory / f"{name}-key.pem"
-        issued.cert_chain_pems[0].write_to_path(str(cert_file))
+        cert_file.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
         issued.private_key_pem.write_to_path(str(key_file))
         return ClientCert(cert_file, key_file)
 

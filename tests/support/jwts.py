@@ -67,6 +67,23 @@ def encode(claims: dict[str, Any], signer: Key, *, header: dict[str, Any] | None
     return f"{signed}.{b64(signer.sign(signed.encode()))}"
 
 
+HEADER_V1 = {"typ": "jwt", "alg": "ed25519"}
+
+
+def encode_v1(
+    kind: str, subject: Key, signer: Key, *, top: dict[str, Any] | None = None, **nats: Any
+) -> str:
+    """A version 1 claim as nsc wrote it before jwt v2: `type` (and `tags`, a user's
+    `issuer_account`) beside `nats` rather than in it, no `nats.version`, and the
+    signature over the claims part alone."""
+    body = {"iat": int(time.time()), "sub": subject.public, "name": kind, **(top or {})}
+    body |= {"iss": signer.public, "type": kind, "nats": nats}
+    body["jti"] = base64.b32encode(hashlib.sha256(json.dumps(body).encode()).digest())
+    body["jti"] = body["jti"].decode().rstrip("=")
+    claims = _json_b64(body)
+    return f"{_json_b64(HEADER_V1)}.{claims}.{b64(signer.sign(claims.encode()))}"
+
+
 def operator_jwt(operator: Key, signer: Key | None = None, **nats: Any) -> str:
     """An operator claim (self-signed unless `signer`), its `nats` fields from `nats`."""
     claims = {

@@ -493,10 +493,6 @@ def test_authorization_block_replaces_base_auth() -> None:
             "authorization: token and users cannot both be set",
         ),
         (
-            "authorization { users: [{user: a}] }",
-            "authorization.users: user 'a' has no password",
-        ),
-        (
             "authorization { users: [{user: a, password: b}, {user: c, password: d, x: 1}] }",
             "unknown configuration key 'authorization.users[1].x'",
         ),

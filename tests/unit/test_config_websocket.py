@@ -9,6 +9,7 @@ import pytest
 
 from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
 from brook.config.settings import AuthSettings, ConfigError, Settings, TLSSettings, User
+from tests.support.jwts import operator_jwt, operator_key
 
 
 def _settings(text: str) -> Settings:
@@ -121,6 +122,15 @@ def test_jwt_cookie_needs_trusted_operators_as_in_nats_server() -> None:
         r'authentication via cookie "jwt"$',
     ):
         _settings("websocket { port: 8080, no_tls: true, jwt_cookie: jwt }")
+
+
+def test_jwt_cookie_is_taken_in_operator_mode() -> None:
+    operator = operator_key()
+    ws = _settings(
+        f"operator: {operator_jwt(operator)}\nresolver: MEMORY\n"
+        "websocket { port: 8080, no_tls: true, jwt_cookie: my_jwt }"
+    ).websocket
+    assert ws.jwt_cookie == "my_jwt"
 
 
 def test_advertise_port_must_be_a_number() -> None:

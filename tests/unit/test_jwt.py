@@ -20,6 +20,7 @@ from tests.support.jwts import (
     account_key,
     b64,
     encode,
+    encode_v1,
     operator_jwt,
     operator_key,
     user_jwt,
@@ -102,7 +103,8 @@ def test_account_claims_decode_signing_keys_revocations_and_limits() -> None:
     assert claims.limits.conn == 2
     assert claims.limits.subs == 5
     assert claims.limits.payload == 64
-    assert claims.limits.jetstream == {"mem_storage": 1024, "streams": 3}
+    assert claims.limits.jetstream == jwt.JetStreamLimits(mem_storage=1024, streams=3)
+    assert claims.limits.jetstream_enabled
     # a user issued at or before its revocation is revoked, later ones are not;
     # the `*` entry revokes every user issued until then
     assert claims.revoked(USER.public, 100)
@@ -201,6 +203,100 @@ def test_a_newer_version_is_refused() -> None:
     claims = {"sub": USER.public, "nats": {"type": "user", "version": 3}}
     with pytest.raises(jwt.InvalidJwt, match="newer version"):
         jwt.decode(encode(claims, ACCOUNT))
+
+
+def test_tiered_jetstream_limits_replace_the_plain_ones() -> None:
+    """As jwt's loadAccount: with tiers, the untiered limits read as zero."""
+    tier = {"disk_storage": 100, "streams": 2, "max_bytes_required": True}
+    claims = jwt.decode_account(
+        account_jwt(ACCOUNT, OPERATOR, limits={"mem_storage": 5, "tiered_limits": {"R1": tier}})
+    )
+    assert claims.limits.jetstream == jwt.JetStreamLimits()
+    assert claims.limits.tiered_limits == {
+        "R1": jwt.JetStreamLimits(disk_storage=100, streams=2, max_bytes_required=True)
+    }
+    assert claims.limits.jetstream_enabled
+    assert jwt.issues(claims) == []
+    with pytest.raises(jwt.InvalidJwt, match="wrong type"):
+        jwt.decode_account(account_jwt(ACCOUNT, OPERATOR, limits={"streams": "3"}))
+
+
+def test_a_version_2_token_without_its_version_is_refused() -> None:
+    claims = {"sub": USER.public, "nats": {"type": "user"}}
+    with pytest.raises(jwt.InvalidJwt, match="received 0"):
+        jwt.decode(encode(claims, ACCOUNT))
+
+
+def test_version_1_user_claims_migrate_as_jwt_v2_migrates_them() -> None:
+    """`type`, `tags` and `issuer_account` beside `nats`; absent `subs`, `data` and
+    `payload` mean no limit; v2-only fields inside `nats` are not read."""
+    token = encode_v1(
+        "user",
+        USER,
+        ACCOUNT,
+        top={"tags": ["a:1"], "issuer_account": ACCOUNT.public},
+        pub={"allow": ["p.>"]},
+        payload=64,
+        src="10.0.0.0/8",
+        allowed_connection_types=["WEBSOCKET"],
+        issuer_account="ignored",
+    )
+    claims = jwt.decode_user(token)
+    assert (claims.kind, claims.subject, claims.issuer) == ("user", USER.public, ACCOUNT.public)
+    assert claims.tags == ("a:1",)
+    assert claims.issuer_account == ACCOUNT.public
+    limits = claims.limits
+    assert (limits.subs, limits.data, limits.payload) == (-1, -1, 64)
+    assert limits.pub.allow == ("p.>",)
+    assert limits.src == ("10.0.0.0/8",)
+    assert limits.allowed_connection_types == ()
+    assert jwt.issues(claims) == []
+
+
+def test_version_1_account_and_operator_claims() -> None:
+    account = jwt.decode_account(
+        encode_v1(
+            "account",
+            ACCOUNT,
+            OPERATOR,
+            limits={"conn": 3, "payload": -1, "mem_storage": 1024, "disk_storage": 1024},
+            signing_keys=[USER.public],
+            revocations={USER.public: 5},
+            default_permissions={"pub": {"deny": [">"]}},
+            mappings={"a": [{"subject": "b"}]},
+        )
+    )
+    assert account.limits.conn == 3
+    assert account.limits.jetstream == jwt.JetStreamLimits()
+    assert not account.limits.jetstream_enabled
+    assert account.signing_keys == {USER.public: None}
+    assert account.revoked(USER.public, 5)
+    assert account.default_permissions == jwt.UserLimits()
+    assert account.mappings == {}
+    operator = jwt.decode_operator(
+        encode_v1(
+            "operator",
+            OPERATOR,
+            OPERATOR,
+            system_account=ACCOUNT.public,
+            strict_signing_key_usage=True,
+            signing_keys=[OPERATOR.public],
+        )
+    )
+    assert operator.system_account == ACCOUNT.public
+    assert operator.signing_keys == (OPERATOR.public,)
+    assert not operator.strict_signing_key_usage
+
+
+def test_version_1_tokens_are_signed_over_their_claims_only() -> None:
+    header, claims, signature = _parts(encode_v1("user", USER, ACCOUNT))
+    v2_signature = b64(ACCOUNT.sign(f"{header}.{claims}".encode()))
+    with pytest.raises(jwt.InvalidJwt, match="claim failed V1 signature verification"):
+        jwt.decode(f"{header}.{claims}.{v2_signature}")
+    other = user_key()
+    with pytest.raises(jwt.InvalidJwt, match="V1 signature"):
+        jwt.decode(f"{header}.{claims}.{b64(other.sign(claims.encode()))}")
+    assert jwt.decode(f"{header}.{claims}.{signature}").kind == "user"
 
 
 def test_expiry_and_not_before() -> None:

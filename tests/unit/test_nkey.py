@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from brook import nkey
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
 
 ROLES = [
@@ -112,3 +113,13 @@ def test_verify_refuses_wrong_lengths() -> None:
     signature = kp.sign(b"m")
     assert not verify(key, b"m", signature[:63])
     assert not verify(key[:31], b"m", signature)
+
+
+def test_seed_signs_as_nkeys_does() -> None:
+    """`sign` (a leaf spoke's creds login) makes the signature nats-io/nkeys makes."""
+    seed = nkeys.encode_seed(bytes(range(32)), nkeys.PREFIX_BYTE_USER)
+    expected = bytes(nkeys.from_seed(bytearray(seed)).sign(b"nonce"))
+    assert nkey.sign(seed.decode(), b"nonce") == expected
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    with pytest.raises(nkey.InvalidNkey):
+        nkey.sign(public, b"nonce")  # a public key is no seed

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from brook.jetstream.consumer_index import ConsumerIndex
+from brook.jetstream.ingested import Ingested
 from brook.jetstream.retention import StreamRetention
-from brook.jetstream.stream import Ingested, Stream
+from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, Clock, make, publish, reopen
 

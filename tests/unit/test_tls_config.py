@@ -45,6 +45,12 @@ def test_tls_block_keys() -> None:
     assert conf("tls { cert_file: c, key_file: k, timeout: 3 }").tls.timeout_s == 3.0  # type: ignore[union-attr]
 
 
+def test_https_address_as_nats_server() -> None:
+    """`https: "host:port"`, as `http:` for plain monitoring (opts.go's "https" case)."""
+    s = conf('tls { cert_file: c, key_file: k }\nhttps: "127.0.0.2:8443"')
+    assert (s.http_host, s.https_port, s.http_port) == ("127.0.0.2", 8443, 0)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -105,7 +111,6 @@ def test_tls_block_keys() -> None:
             "http_port: 8222\nhttps_port: 8443\ntls { cert_file: c, key_file: k }",
             "can't specify both HTTP (8222) and HTTPs (8443) ports",
         ),
-        ("authorization { users: [{user: a}] }", "authorization.users: user 'a' has no password"),
     ],
 )
 def test_tls_errors(text: str, message: str) -> None:

@@ -14,16 +14,20 @@ never end the process without closing its stores.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from brook import limits
 from brook.config.settings import ConfigError, Settings
+from brook.server.listen import BoundPorts, bind_ports
 from brook.version import __version__
+
+if TYPE_CHECKING:
+    import asyncio
 
 USAGE = """usage: brook <command> [options]
 
@@ -88,7 +92,9 @@ def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
     stop.set()
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, ports: BoundPorts) -> None:
+    import asyncio
+
     from brook.monitor import MonitorServer
     from brook.monitor.system import SystemServices
     from brook.server.server import Server
@@ -101,7 +107,7 @@ async def _serve(settings: Settings) -> None:
         loop.add_signal_handler(sig, _ignore_signal, sig)
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_signal, stop, sig)
-    server = Server(settings, monitor=MonitorServer, system=SystemServices)
+    server = Server(settings, monitor=MonitorServer, system=SystemServices, ports=ports)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()
@@ -109,13 +115,17 @@ async def _serve(settings: Settings) -> None:
     await server.shutdown()
 
 
-def _run(settings: Settings) -> None:
+def _run(settings: Settings, ports: BoundPorts) -> None:
+    # asyncio, uvloop and the server's modules are imported only now, after the ports
+    # are bound (serve_command).
+    import asyncio
+
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
-        asyncio.run(_serve(settings))
+        asyncio.run(_serve(settings, ports))
     else:
-        uvloop.run(_serve(settings))
+        uvloop.run(_serve(settings, ports))
 
 
 def serve_command(argv: list[str]) -> int:
@@ -140,10 +150,20 @@ def serve_command(argv: list[str]) -> int:
     _configure_logging(settings)
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     try:
-        _run(settings)
+        # The ports first, before the server's modules (aiohttp, uvloop, JetStream) are
+        # imported and the streams recovered: a client connecting meanwhile waits in the
+        # backlog instead of being refused (server/listen.py).
+        ports = bind_ports(settings)
+    except OSError as exc:
+        log.critical("%s", exc)
+        return 1
+    try:
+        _run(settings, ports)
     except (ConfigError, OSError) as exc:  # the store directory, a port: named in the text
         log.critical("%s", exc)
         return 1
+    finally:
+        ports.close()  # those a failed start never handed to a listener
     return 0
 
 

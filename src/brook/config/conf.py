@@ -29,6 +29,7 @@ from pathlib import Path
 from brook.config.conf_accounts import apply_accounts
 from brook.config.conf_auth import apply_authorization, apply_no_auth_user
 from brook.config.conf_jetstream import apply_jetstream, sync_interval
+from brook.config.conf_leafnodes import apply_leafnodes
 from brook.config.conf_mappings import apply_mappings
 from brook.config.conf_operator import apply_operator, apply_resolver, apply_resolver_preload
 from brook.config.conf_syntax import parse_conf, parse_size
@@ -92,6 +93,7 @@ _TOP: dict[str, _Handler] = {
 } | {
     "listen": _address("host", "port"),
     "http": _address("http_host", "http_port"),
+    "https": _address("http_host", "https_port"),
     "authorization": apply_authorization,
     "no_auth_user": apply_no_auth_user,
     **dict.fromkeys(
@@ -109,6 +111,8 @@ _TOP: dict[str, _Handler] = {
     "mappings": apply_mappings,
     "maps": apply_mappings,
     "tls": apply_tls,
+    "leafnodes": apply_leafnodes,
+    "leaf": apply_leafnodes,
 }
 
 

@@ -5,6 +5,8 @@ shared with an account's `users` (`conf_accounts.py`)."""
 
 from __future__ import annotations
 
+import json
+
 from brook.config.conf_values import (
     bad,
     block_entries,
@@ -24,37 +26,58 @@ from brook.config.settings import (
     SubjectPermission,
     User,
 )
+from brook.jwt import CONNECTION_TYPES
 from brook.subjects import is_valid_subject
 
 
 def read_user(where: str, v: object) -> User | NkeyUser:
     """A `users` entry: `{user, password}` or `{nkey}` (nats-server's parseUsers), each
-    with its own `permissions` if it has any."""
+    with its own `permissions` and `allowed_connection_types` if it has any."""
     name = password = nkey = None
     permissions = None
-    for key, at, value in block_entries(
-        read_block(where, v), where, ("user", "username", "password", "pass", "nkey", *_PERMISSIONS)
-    ):
+    types: frozenset[str] = frozenset()
+    known = ("user", "username", "password", "pass", "nkey", *_PERMISSIONS, *_CONNECTION_TYPES)
+    for key, at, value in block_entries(read_block(where, v), where, known):
         if key in ("user", "username"):
             name = read_str(at, value)
         elif key == "nkey":
             nkey = read_str(at, value)
         elif key in _PERMISSIONS:
             permissions = read_permissions(at, value)
+        elif key in _CONNECTION_TYPES:
+            types = _connection_types(at, value)
         else:
             password = read_str(at, value)
     if nkey is not None:
         if name is not None or password is not None:
             raise ConfigError(f"{where}: Nkey users do not take usernames or passwords")
-        return NkeyUser(nkey, permissions)
+        return NkeyUser(nkey, permissions, connection_types=types)
     if name is None:
         raise ConfigError(f"{where}: a user entry needs a user")
-    return User(name, password or "", permissions)  # no password: a certificate's (verify_and_map)
+    # No password: a certificate's user (verify_and_map).
+    return User(name, password or "", permissions, connection_types=types)
+
+
+def _connection_types(where: str, v: object) -> frozenset[str]:
+    """`allowed_connection_types`: a string or a list of them, each one of nats-server's
+    connection types in any case, the unknown ones named as its
+    `convertAllowedConnectionTypes` names them. Brook serves STANDARD and WEBSOCKET
+    clients; a user allowed neither never logs in."""
+    values = [v] if isinstance(v, str) else v
+    if not isinstance(values, list):
+        raise bad(where, "a string or an array of strings", v)
+    types = [read_str(f"{where}[{i}]", value).upper() for i, value in enumerate(values)]
+    unknown = [kind for kind in types if kind not in CONNECTION_TYPES]
+    if unknown:
+        quoted = " ".join(json.dumps(kind) for kind in unknown)  # Go's %q of a []string
+        raise ConfigError(f"{where}: invalid connection types [{quoted}]")
+    return frozenset(types)
 
 
 # nats-server's spellings in a user entry, and of the authorization block's defaults for
 # the users that have none (`permissions` there means the defaults too, as in nats-server)
 _PERMISSIONS = ("permission", "permissions", "authorization")
+_CONNECTION_TYPES = ("allowed_connection_types", "connection_types", "clients")
 _DEFAULT_PERMISSIONS = ("default_permission", "default_permissions", "permissions")
 _PUBLISH = ("pub", "publish", "import")
 _SUBSCRIBE = ("sub", "subscribe", "export")

@@ -7,16 +7,28 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from brook.config.conf_values import block_entries, go_type, on_line, read_array, read_str
+from brook.config.conf_values import (
+    block_entries,
+    go_type,
+    on_line,
+    read_array,
+    read_bool,
+    read_int,
+    read_str,
+)
 from brook.config.settings import ConfigError, ExportSettings, ImportSettings
 from brook.durations import parse_seconds
 
 # nats-server's keys of exports and imports Brook does not serve: refused by name.
-_EXPORT_UNSUPPORTED = ("latency", "account_token_position", "allow_trace")
-_IMPORT_UNSUPPORTED = ("share", "allow_trace")
+_EXPORT_UNSUPPORTED = ("latency", "allow_trace")
+_IMPORT_UNSUPPORTED = ("allow_trace",)
 _RESPONSE_TYPES = {"single": "singleton", "singleton": "singleton", "stream": "stream"}
 _RESPONSE_TYPES |= {"chunk": "chunked", "chunked": "chunked"}
 _THRESHOLD = ("threshold", "response_threshold", "response_max_time", "response_time")
+_EXPORT_KEYS = (
+    *("stream", "service", "response", "response_type", "accounts", "account_token_position"),
+    *_THRESHOLD,
+)
 
 
 def _unsupported(block: Mapping[str, object], where: str, keys: Collection[str]) -> None:
@@ -37,8 +49,8 @@ def read_export(where: str, v: object) -> ExportSettings:
     response: str | None = None
     threshold: float | None = None
     accounts: list[str] | None = None
-    known = ("stream", "service", "response", "response_type", "accounts", *_THRESHOLD)
-    for key, at, value in block_entries(v, where, known):
+    position = 0
+    for key, at, value in block_entries(v, where, _EXPORT_KEYS):
         at += on_line(v, key)
         if key in ("stream", "service"):
             if export is not None:
@@ -68,6 +80,10 @@ def read_export(where: str, v: object) -> ExportSettings:
                     f"{at}: Expected response threshold to be a parseable time duration, "
                     f'got "{value}"'
                 ) from None
+        elif key == "account_token_position":
+            position = read_int(at, value)
+            if position < 0:
+                raise ConfigError(f"{at}: expected a token position (1 or more), got {value}")
         else:
             accounts = [
                 read_str(f"{at}[{i}]", a) for i, a in enumerate(read_array(at, "accounts", value))
@@ -77,6 +93,7 @@ def read_export(where: str, v: object) -> ExportSettings:
     if (response is not None or threshold is not None) and not export.service:
         raise ConfigError(f"{where}: Detected response directive on non-service")
     export.accounts = accounts
+    export.token_position = position
     export.response_type = response or export.response_type
     export.threshold_s = export.threshold_s if threshold is None else threshold
     return export
@@ -108,7 +125,9 @@ def _import(where: str, v: object) -> ImportSettings:
     _unsupported(v, where, _IMPORT_UNSUPPORTED)
     found: ImportSettings | None = None
     to = prefix = ""
-    for key, at, value in block_entries(v, where, ("stream", "service", "prefix", "to")):
+    share = False
+    keys = ("stream", "service", "prefix", "to", "share")
+    for key, at, value in block_entries(v, where, keys):
         at += on_line(v, key)
         if key in ("stream", "service"):
             if found is not None:
@@ -130,6 +149,8 @@ def _import(where: str, v: object) -> ImportSettings:
             found = ImportSettings(account, subject, service=key == "service", where=where)
         elif key == "prefix":
             prefix = read_str(at, value)
+        elif key == "share":
+            share = read_bool(at, value)
         else:
             to = read_str(at, value)
     if found is None:
@@ -138,4 +159,5 @@ def _import(where: str, v: object) -> ImportSettings:
         raise ConfigError(f"{where}: Stream import can not have a 'prefix' and a 'to' property")
     found.to = to or (found.subject if found.service else "")
     found.prefix = "" if found.service else prefix
+    found.share = found.service and share  # nats-server ignores it on a stream
     return found

@@ -31,6 +31,7 @@ _JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
 _JS_RESERVE = ("free_space_reserve",)  # Brook's own
 _JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
 _JS_LIMITS = ("limits",)
+_JS_DOMAIN = ("domain",)
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -64,6 +65,7 @@ def apply_jetstream(s: Settings, where: str, v: object) -> None:
             *_JS_RESERVE,
             *_JS_ACKS_AWAITING_SYNC,
             *_JS_LIMITS,
+            *_JS_DOMAIN,
         )
         for key, at, value in block_entries(v, where, known):
             if key in _JS_ENABLED:
@@ -86,6 +88,8 @@ def apply_jetstream(s: Settings, where: str, v: object) -> None:
                 js.max_acks_awaiting_sync = read_int(at, value)
             elif key in _JS_LIMITS:
                 _jetstream_limits(s, at, value)
+            elif key in _JS_DOMAIN:
+                js.domain = read_str(at, value)
             else:
                 js.max_file_store_bytes = read_size(at, value)
         js.enabled = enabled

@@ -85,9 +85,9 @@ def apply_resolver_preload(s: Settings, where: str, v: object) -> None:
             claims = jwt.decode_account(value)
         except jwt.InvalidJwt:
             raise ConfigError(f"{at}: invalid account JWT") from None
-        if claims.limits.jetstream_bounded:
+        if claims.limits.tiered_limits:
             raise ConfigError(
-                f"{at}: JetStream limits of account JWTs are not enforced by Brook yet"
+                f"{at}: tiered JetStream limits of account JWTs are not served by Brook"
             )
         preload[key] = value
     s.operator.preload = preload

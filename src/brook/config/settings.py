@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 from brook import limits
+from brook.subjects import is_valid_subject
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
 SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
@@ -103,6 +104,9 @@ class ExportSettings:
     accounts: list[str] | None = None
     response_type: str = "singleton"
     threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S
+    # `account_token_position`: when > 0, only an account whose name is that token of the
+    # subject it imports may import (the export's token there must be `*`).
+    token_position: int = 0
     where: str = ""
 
 
@@ -117,6 +121,7 @@ class ImportSettings:
     service: bool
     to: str = ""
     prefix: str = ""
+    share: bool = False  # a service's: the requester's details in its Nats-Request-Info
     where: str = ""
 
 
@@ -144,6 +149,9 @@ class User:
     password: str
     permissions: Permissions | None = None  # what the user may publish and subscribe to
     account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
+    # nats-server's `allowed_connection_types` (STANDARD, WEBSOCKET, ...): the kinds of
+    # connection the user may log in through; empty: any.
+    connection_types: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -154,6 +162,7 @@ class NkeyUser:
     nkey: str
     permissions: Permissions | None = None
     account: str = GLOBAL_ACCOUNT
+    connection_types: frozenset[str] = frozenset()  # as a `User`'s
 
 
 @dataclass(slots=True)
@@ -285,16 +294,17 @@ class WebSocketSettings:
     advertise: str = ""
     handshake_timeout_s: float = 0.0  # the TLS handshake and the upgrade request; 0: none
     ping_interval_s: float | None = None  # NATS PINGs to WebSocket clients; None: the server's
-    # Cookies of the upgrade request that stand in for CONNECT's user, pass and auth_token
-    # when CONNECT has none (browsers cannot set credentials any other way).
+    # Cookies of the upgrade request that stand in for CONNECT's user, pass, auth_token
+    # and (operator mode only) jwt when CONNECT has none (browsers cannot set credentials
+    # any other way).
     user_cookie: str = ""
     pass_cookie: str = ""
     token_cookie: str = ""
-    # Only with trusted operators (JWTs), which Brook does not have: refused by validate.
     jwt_cookie: str = ""
 
-    def validate(self, server_auth: AuthSettings) -> None:
-        """nats-server's `validateWebsocketOptions`, in its words."""
+    def validate(self, server_auth: AuthSettings, *, operator_mode: bool = False) -> None:
+        """nats-server's `validateWebsocketOptions`, in its words; `operator_mode`: the
+        server trusts operators (JWT logins)."""
         if not -1 <= self.port <= 65535:
             raise ConfigError(f"websocket.port: {self.port} is not a TCP port")
         if self.port == 0:
@@ -320,7 +330,7 @@ class WebSocketSettings:
                 )
         if self.no_auth_user is not None:
             server_auth.check_no_auth_user(self.no_auth_user)
-        if self.jwt_cookie:
+        if self.jwt_cookie and not operator_mode:
             raise ConfigError(
                 "trusted operators or trusted keys configuration is required for JWT "
                 f'authentication via cookie "{self.jwt_cookie}"'
@@ -443,11 +453,83 @@ class JetStreamSettings:
     batch_max_inflight_per_stream: int | None = None
     batch_max_inflight_total: int | None = None
     batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
+    # The JetStream domain (`domain`): its API answered under `$JS.<domain>.API.>` too, and
+    # named in account info, stream info and PubAcks. "": none.
+    domain: str = ""
 
     @property
     def store_path(self) -> str:
         """The directory JetStream uses: `store_dir`, or the default when it is unset."""
         return self.store_dir or default_store_dir()
+
+
+@dataclass(slots=True)
+class LeafRemoteSettings:
+    """One entry of `leafnodes { remotes [...] }`: a hub this server dials as a spoke
+    (ADR 0032; config/conf_leafnodes.py reads it)."""
+
+    urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
+    account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
+    credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
+    # Subjects whose messages and interest never come in from the hub (`deny_imports`) or
+    # go out to it (`deny_exports`), as nats-server's remote permissions.
+    deny_imports: list[str] = field(default_factory=list)
+    deny_exports: list[str] = field(default_factory=list)
+    # `tls {}`: the hub's certificate checked against `ca_file` (else the system's CAs),
+    # `cert_file`/`key_file` presented; TLS is also used when the hub's INFO requires it.
+    tls: TLSSettings | None = None
+
+
+@dataclass(slots=True)
+class LeafUser:
+    """A spoke's login at this hub (`leafnodes { authorization }`) and the account it
+    binds (`$G` when none is named)."""
+
+    user: str
+    password: str
+    account: str = GLOBAL_ACCOUNT
+
+
+@dataclass(slots=True)
+class LeafNodeSettings:
+    """nats-server's `leafnodes {}` block (ADR 0032); Brook honours the keys below and
+    refuses the others by name at load."""
+
+    remotes: list[LeafRemoteSettings] = field(default_factory=list)
+    reconnect_delay_s: float = limits.LEAF_RECONNECT_DELAY_S
+    # The hub's side: spokes accepted on host:port (port 0: none; -1: any free port),
+    # logging in as one of `users` (none: any spoke, bound to `$G`).
+    host: str = limits.DEFAULT_HOST
+    port: int = 0
+    users: list[LeafUser] = field(default_factory=list)
+    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
+
+    def validate(self, account_names: set[str], server_auth: bool) -> None:
+        """Accounts exist; a hub without its own authorization on a server whose clients
+        log in would let nats-server check spokes against the clients' users, which
+        Brook does not do yet."""
+        for remote in self.remotes:
+            if remote.account != GLOBAL_ACCOUNT and remote.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.remotes: local account {remote.account!r} for remote"
+                    f" {remote.urls[0]} does not exist"
+                )
+        for u in self.users:
+            if u.account != GLOBAL_ACCOUNT and u.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.authorization: account {u.account!r} of user {u.user!r}"
+                    " does not exist"
+                )
+        if not -1 <= self.port <= 65535:
+            raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
+        if self.tls is not None:
+            self.tls.validate("leafnodes.tls")
+        if self.port and not self.users and server_auth:
+            raise ConfigError(
+                "leafnodes.authorization: a leafnode listener without its own authorization"
+                " on a server with users (spokes logging in as clients): not supported by Brook"
+            )
 
 
 @dataclass(slots=True)
@@ -479,6 +561,7 @@ class Settings:
     accounts: list[AccountSettings] = field(default_factory=list)  # besides $G
     system_account: str | None = None  # None: `$SYS`, created if not configured
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
+    leafnodes: LeafNodeSettings = field(default_factory=LeafNodeSettings)
     # The global account's subject mappings, in the order written (ADR 0030)
     mappings: list[SubjectMapping] = field(default_factory=list)
     debug: bool = False
@@ -524,6 +607,7 @@ class Settings:
                     "Not allowed to enable JetStream on the system account"
                 )
         self._validate_account_reservations()
+        self.leafnodes.validate(names, self.auth.required or bool(self.operator.jwts))
 
     def _validate_account_reservations(self) -> None:
         """nats-server's `sufficientResources` as it enables the configured accounts: their
@@ -580,7 +664,7 @@ class Settings:
         self.operator.validate(self.auth, self.websocket.no_auth_user)
         if self.operator.jwts:
             self.system_account = self.operator.system_account(self.system_account)
-        self.websocket.validate(self.auth)
+        self.websocket.validate(self.auth, operator_mode=bool(self.operator.jwts))
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
                 f"max_payload: {self.max_payload_bytes} must be between 1 and "
@@ -607,6 +691,12 @@ class Settings:
             raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
         if self.jetstream.free_space_reserve_bytes < -1:
             raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
+        if domain := self.jetstream.domain:  # nats-server's validateJetStreamOptions
+            api = f"$JS.{domain}.API.>"
+            if not is_valid_subject(api.encode()):
+                raise ConfigError(f'invalid domain name: derived "{api}" is not a valid subject')
+            if any(c in domain for c in " \t\r\n\f.*>"):
+                raise ConfigError("invalid domain name: may not contain ., * or >")
         if self.jetstream.max_acks_awaiting_sync < 0:
             raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
         for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):
@@ -642,11 +732,12 @@ class Settings:
         if self.operator.jwts and self.websocket.auth is not None:
             raise ConfigError("websocket.authorization: not supported by Brook in operator mode")
         self._validate_accounts()
-        tls_map = any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))
-        for u in self.auth.users:
-            if not u.password and not tls_map:
-                raise ConfigError(
-                    f"authorization.users: user {u.user!r} has no password"
-                    " (only tls verify_and_map maps certificates to users)"
-                )
         return self
+
+    @property
+    def maps_certificates(self) -> bool:
+        """Some listener maps client certificates to users (`verify_and_map`): a user
+        without a password is then a certificate's identity only (nats-server's
+        `canTLSMap`)."""
+        ws_tls = self.websocket.tls if self.websocket.port else None
+        return any(tls is not None and tls.verify_and_map for tls in (self.tls, ws_tls))

@@ -99,10 +99,13 @@ class JetStream(EngineLimits, OriginLinks):
         batch_limits: BatchLimits | None = None,
         commit_backlog: CommitBacklog | None = None,
         space: StoreSpace | None = None,
+        domain: str = "",
     ) -> None:
         """`batch_limits`, `commit_backlog` and `space` are server-wide, shared by the
-        engines of several accounts (each its own `store_dir`); by default its own."""
+        engines of several accounts (each its own `store_dir`); by default its own.
+        `domain`: the JetStream domain its PubAcks and infos name ("": none)."""
         self.router = router
+        self.domain = domain
         self.internal = InternalClient(router, "jetstream")
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
         router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
@@ -371,6 +374,7 @@ class JetStream(EngineLimits, OriginLinks):
             send_message=self._send_message,
             batch_limits=self.batch_limits,
             quota=self._quotas[config.storage],
+            domain=self.domain,
         )
         timer = ExpiryTimer(stream, self._loop, self.now_ns)
         entry = StreamEntry(

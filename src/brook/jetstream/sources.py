@@ -70,7 +70,8 @@ from brook.protocol.headers import raw_value
 from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
-    from brook.jetstream.stream import Ingested, Stream
+    from brook.jetstream.ingested import Ingested
+    from brook.jetstream.stream import Stream
 
 log = logging.getLogger("brook.sources")
 

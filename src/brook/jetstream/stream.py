@@ -2,14 +2,15 @@
 
 `Stream.ingest` applies nats-server's checks in the order nats-server 2.15.1 answers them
 (checked by publishing messages that fail several checks at once; wire reference §4.3
-lists an older order): sealed, `max_msg_size`, batch publishes (fast ones by
-`fast_batch.py` and `_fast_batch`, each message then through the checks below; atomic
-ones staged and committed by `batch.py` and `_in_batch`), header size, counter
+lists an older order): sealed, `max_msg_size`, batch publishes (`stream_batches.py`:
+fast ones by `fast_batch.py` and `_fast_batch`, each message then through the checks
+below; atomic ones staged and committed by `batch.py` and `_in_batch`), header size, counter
 increment (`counters.py`), expected stream, TTL permission, expected last subject
 sequence, expected last sequence, duplicate `Nats-Msg-Id`, expected last msg id, rollup
 permission, a counter's new total, TTL value, discard-new limits;
 then stores, records the msg id and the message's TTL, applies the rollup and the
-discard-old limits (§4.4). Every PubAck, success or error, leaves through the durability
+discard-old limits (§4.4; the limits and removals are `stream_limits.py`'s). What it did
+is an `Ingested` (`ingested.py`). Every PubAck, success or error, leaves through the durability
 gate in order: with a file store it is sent only after the group commit covering the
 message has reached stable storage (`commit.py`), unless the stream was created with
 `persist_mode: "async"` (`persist.py`).
@@ -44,27 +45,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from brook.jetstream import counters, versioning
+from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
-from brook.jetstream.batch import (
-    BATCH_ID,
-    AtomicBatches,
-    BatchLimits,
-    Commit,
-    abandoned_advisory,
-    check_commit,
-    uncommitted_tail,
-)
+from brook.jetstream.batch import BATCH_ID, AtomicBatches, BatchLimits
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.dedup import MSG_ID, DedupWindow, header_value
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
-from brook.jetstream.fast_batch import FastBatches, parse_reply
+from brook.jetstream.fast_batch import FastBatches
+from brook.jetstream.ingested import Batched, Counted, Ingested
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.publish_headers import (
@@ -81,6 +74,8 @@ from brook.jetstream.schedules import PREFIX as SCHEDULE_PREFIX
 from brook.jetstream.schedules import ScheduleIndex, check_schedule, fire_due, schedule_stored
 from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
+from brook.jetstream.stream_batches import StreamBatches
+from brook.jetstream.stream_limits import StreamLimits
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
@@ -98,48 +93,7 @@ AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch ad
 _EXPIRY_RETRY_NS = 1_000_000_000
 
 
-@dataclass(slots=True)
-class Ingested:
-    """What `Stream.ingest` did with one message (the engine tells the consumers from it).
-
-    `seq` is the PubAck's sequence: where the message was stored or, for a `duplicate`, where
-    its first copy was; 0 with an `error` (nothing stored). `kept`: the message is in the
-    store now, for the consumers to see (interest retention stores a message no consumer
-    wants and removes it at once: it takes a sequence but is not kept). What the publish
-    removed, by discard-old limits or a rollup, is reported by the stream on its own path
-    (`on_removed`, `on_purge`), as every removal is. One is made per publish: a slots
-    class, neither frozen nor a NamedTuple, whose creation and attribute reads cost least
-    (callgrind)."""
-
-    seq: int
-    kept: bool
-    duplicate: bool = False
-    error: ApiError | None = None
-
-
-@dataclass(slots=True)
-class Batched(Ingested):
-    """A message of an atomic batch (batch.py): staged (answered with an empty message)
-    or the commit, answered with the batch's PubAck (`batch`, `count`). What a commit
-    stored reaches the consumers through `on_markers`, so `kept` is False."""
-
-    batch_id: str = ""
-    count: int = 0
-    replied: bool = False  # a fast batch's publish: its replies are sent (fast_batch.py)
-
-
-@dataclass(slots=True)
-class Counted(Ingested):
-    """What a counter stream did with an increment: also the subject's new total, for the
-    PubAck's `val`, and the header stored with it (counters.py: `Nats-Incr` and
-    `Nats-Counter-Sources` as rewritten), for republish. A class of its own so that
-    `Ingested`, made for every publish, carries nothing for counters."""
-
-    total: bytes = b""
-    header: bytes | None = None
-
-
-class Stream:
+class Stream(StreamBatches, StreamLimits):
     def __init__(
         self,
         config: StreamConfig,
@@ -153,13 +107,19 @@ class Stream:
         send_message: MessageSender | None = None,
         batch_limits: BatchLimits | None = None,
         quota: Quota | None = None,
+        domain: str = "",
     ) -> None:
         self.store = store
+        # What every PubAck says after `"stream":`: the name, and the JetStream domain
+        # when there is one (nats-server's `pubAck` template: stream, domain, seq).
+        ack_stream = json.dumps(config.name).encode()
+        if domain:
+            ack_stream += b',"domain":' + json.dumps(domain).encode()
         self._send_message = send_message  # republish's way out (none: nothing republished)
         batch_limits = batch_limits or BatchLimits()
         self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
         self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
-            batch_limits, now_ns, self._after_durable, json.dumps(config.name).encode()
+            batch_limits, now_ns, self._after_durable, ack_stream
         )
         # A batch's messages are being stored (`_commit`, `_fast_batch`): their
         # `Nats-Batch-*` headers are data then.
@@ -192,7 +152,7 @@ class Stream:
         # The Nats-Msg-Id of the newest message, for Nats-Expected-Last-Msg-Id.
         last = store.load_last(">")
         self._last_msg_id = (header_value(last.header, MSG_ID) if last else None) or ""
-        self._name_json = json.dumps(self.name).encode()
+        self._name_json = ack_stream
         self.consumer_count = 0
         # Set by the consumer registry (consumer/registry.py): interest and workqueue
         # retention (retention.py), and what a purge (STREAM.PURGE, a rollup) does to the
@@ -220,27 +180,6 @@ class Stream:
         self.dedup.rebuild(store)
         if config.allow_msg_ttl:
             self.expiry.rebuild()
-
-    def _drop_uncommitted_batch(self) -> None:
-        """Remove what a crash left of a batch's commit (batch.py), before anything reads
-        the store: no consumer saw it, no PubAck named it. Only a stream that takes atomic
-        batches has any, as nats-server looks only there."""
-        if not self.config.allow_atomic:
-            return
-        tail = uncommitted_tail(self.store)
-        if not tail:
-            return
-        try:
-            self.store.truncate(tail.start - 1)
-        except StoreError as exc:
-            self.write_failed("remove an uncommitted atomic batch", exc)
-            return
-        log.warning(
-            "stream %s: cut off messages %d-%d, an atomic batch whose commit a crash cut short",
-            self.name,
-            tail.start,
-            tail.stop - 1,
-        )
 
     def reconfigure(self, config: StreamConfig) -> None:
         """Take a (new) configuration, its subject mappings compiled once."""
@@ -496,62 +435,6 @@ class Stream:
             return Counted(seq, not unwanted, total=counters.total_of(data), header=header)
         return Ingested(seq, not unwanted)
 
-    def _in_batch(self, batch_id: bytes, subject: str, header: bytes, data: bytes) -> Batched:
-        """One message of an atomic batch (batch.py): staged, or the commit, which stores
-        the whole batch, each message through the checks of a publish, or nothing."""
-        if not self.config.allow_atomic:
-            raise api_error("ATOMIC_PUBLISH_DISABLED")
-        commit = self.batches.add(batch_id, subject, header, data)
-        if commit is None:
-            return Batched(0, False)
-        return self._commit(commit)
-
-    def _fast_batch(self, subject: str, reply: bytes, header: bytes | None, data: bytes) -> Batched:
-        """One message (or ping) of a fast batch (fast_batch.py): stored at once through
-        the checks of a publish, its replies (flow acks, gaps, errors, the PubAck) sent by
-        the batch; what it stored reaches the consumers as a publish's would."""
-        if not self.config.allow_batched:
-            raise api_error("BATCH_PUBLISH_DISABLED")
-        op = parse_reply(reply)
-        stored = Ingested(0, False)
-        refused = False
-        if header and hdrs.raw_value(header, versioning.REQUIRED_API_LEVEL_HEADER):
-            refused = versioning.refuses(header)  # once the batch is found (fast_batch.py)
-            header = versioning.without_header(header) or None  # else kept out, as nats-server
-
-        def store() -> tuple[int, bool]:
-            nonlocal stored
-            self._committing = True
-            try:
-                stored = self._ingest(subject, None, header, data)
-            finally:
-                self._committing = False
-            return stored.seq, stored.duplicate
-
-        seq = self.fast_batches.publish(op, reply, store, level_refused=refused)
-        return Batched(seq, bool(seq) and stored.kept, replied=True)
-
-    def _batch_abandoned(self, batch_id: str, reason: str) -> None:
-        """Announce an abandoned batch as nats-server does (batch.py)."""
-        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self.now_ns()))
-
-    def _commit(self, commit: Commit) -> Batched:
-        check_commit(self, commit)
-        stored: list[tuple[str, int]] = []
-        seq = 0
-        self._committing = True
-        try:
-            for message in commit.messages:
-                result = self._ingest(message.subject, None, message.header, message.data)
-                seq = result.seq
-                if result.kept:
-                    stored.append((message.subject, seq))
-        finally:
-            self._committing = False
-        if stored and self.on_markers is not None:
-            self.on_markers(stored)
-        return Batched(seq, False, batch_id=commit.batch_id, count=len(commit.messages))
-
     def _ingest_republished(
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
@@ -569,140 +452,6 @@ class Stream:
                 header, data = result.header, counters.payload_of(result.total)
             self._republish.stored(subject, result.seq, ts_ns, last_on_subject, header, data)
         return result
-
-    def check_mirrored(self, subject: str, header: bytes | None, data: bytes) -> None:
-        """The checks of a publish that a mirror's message meets too (mirror.py): the
-        mirror's own sealed, `max_msg_size` and `discard: new` limits, and the server's and
-        account's store limits (quota.py); raises their ApiError."""
-        config = self.config
-        if config.sealed:
-            raise api_error("STREAM_SEALED")
-        if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
-            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if self.quota is not None:
-            self.quota.admit(self.accounted_size(subject, header, data))
-        if config.discard == "new":
-            self._check_discard_new(subject, header, data, None)
-
-    def _check_discard_new(
-        self, subject: str, header: bytes | None, data: bytes, rollup: str | None
-    ) -> None:
-        config = self.config
-        state = self.store.state()
-        per_subject = config.max_msgs_per_subject
-        replaces_oldest = False
-        if per_subject > 0:
-            on_subject = self.store.subject_state(subject).messages
-            if on_subject >= per_subject:
-                if config.discard_new_per_subject and rollup is None:
-                    raise api_error(
-                        "STREAM_STORE_FAILED", err="maximum messages per subject exceeded"
-                    )
-                replaces_oldest = True
-        if 0 < config.max_msgs <= state.messages and not replaces_oldest:
-            raise api_error("STREAM_STORE_FAILED", err="maximum messages exceeded")
-        if config.max_bytes > 0:
-            incoming = self.accounted_size(subject, header, data)
-            # A message that will push out its subject's oldest one (a KV key at its
-            # history) fits if that one is at least as large, as with nats-server.
-            if state.bytes + incoming > config.max_bytes and (
-                not replaces_oldest or self._oldest_size(subject) < incoming
-            ):
-                raise api_error("STREAM_STORE_FAILED", err="maximum bytes exceeded")
-
-    def _oldest_size(self, subject: str) -> int:
-        oldest = self.store.load_next(subject, 0)
-        if oldest is None:
-            return 0
-        return self.accounted_size(oldest.subject, oldest.header, oldest.data)
-
-    def accounted_size(self, subject: str, header: bytes | None, data: bytes) -> int:
-        """A message's size as the stream's `max_bytes` counts it (nats-server's store
-        record sizes), for the discard-new checks here and a batch's (batch.py)."""
-        n = len(subject.encode()) + len(data)
-        if self.config.storage == "memory":
-            return n + (len(header) if header else 0) + 16
-        return n + (34 + len(header) if header else 30)
-
-    def _enforce_limits(self, subject: str) -> None:
-        """discard old: drop the oldest messages (per subject for the per-subject limit)."""
-        self._enforce_subject_limit(subject)
-        self._enforce_stream_limits()
-
-    def apply_limits(self, subjects: Iterable[str]) -> None:
-        """After messages on `subjects` were stored by another path than a publish (a
-        mirror's run): the discard-old limits (each subject's, then the stream's), what they
-        removed reported (`on_removed`)."""
-        try:
-            for subject in subjects:
-                self._enforce_subject_limit(subject)
-            self._enforce_stream_limits()
-        finally:
-            if self._removed:
-                self._report_removed()
-
-    def enforce_all_limits(self) -> None:
-        """After a config update that may have tightened limits."""
-        try:
-            if self.config.max_msgs_per_subject > 0:
-                for subject in self.store.subject_counts(">"):
-                    self._enforce_subject_limit(subject)
-            self._enforce_stream_limits()
-        finally:
-            self._report_removed()
-
-    def purge(self, subject: str, up_to_seq: int, keep: int) -> PurgeResult:
-        """STREAM.PURGE: remove the messages of `subject` (every one when empty) below
-        `up_to_seq`, or all but the last `keep`; the consumers hear of it (`on_purge`)."""
-        result = self.store.purge(subject=subject or None, up_to_seq=up_to_seq, keep=keep)
-        if self.on_purge is not None:
-            self.on_purge(result, subject, keep)
-        return result
-
-    def remove(self, seq: int, *, erase: bool = False) -> bool:
-        """STREAM.MSG.DELETE: remove message `seq` (overwritten first with `erase`);
-        False if there is none."""
-        if not self._remove(seq, erase=erase):
-            return False
-        self._report_removed()
-        return True
-
-    def _remove(self, seq: int, *, erase: bool = False) -> bool:
-        """Remove one message on its own, noted for the consumers (`on_removed`)."""
-        if not self.store.remove(seq, erase=erase):
-            return False
-        self._removed.append(seq)
-        return True
-
-    def _report_removed(self) -> None:
-        removed, self._removed = self._removed, []
-        if removed and self.on_removed is not None:
-            self.on_removed(removed)
-
-    def _enforce_subject_limit(self, subject: str) -> None:
-        limit = self.config.max_msgs_per_subject
-        if limit <= 0:
-            return
-        store = self.store
-        excess = store.subject_state(subject).messages - limit
-        while excess > 0:
-            oldest = store.load_next(subject, 0)
-            if oldest is None:
-                break
-            self._remove(oldest.seq)
-            excess -= 1
-
-    def _enforce_stream_limits(self) -> None:
-        config = self.config
-        if config.discard == "new" or (config.max_msgs <= 0 and config.max_bytes <= 0):
-            return
-        store = self.store
-        state = store.state()
-        while state.messages and (
-            0 < config.max_msgs < state.messages or 0 < config.max_bytes < state.bytes
-        ):
-            self._remove(state.first_seq)
-            state = store.state()
 
     # ------------------------------------------------------------------ expiry
 

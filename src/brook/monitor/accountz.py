@@ -6,9 +6,11 @@ it is the system account, has JetStream, its client connections, its subscriptio
 statistics, and the service exports and imports of the system account's services
 (`brook.monitor.system`): the system account exports `$SYS.REQ.ACCOUNT.*.CONNZ` and
 `.STATZ` (streamed responses) and `$SYS.REQ.USER.*.INFO`, and every account imports what
-nats-server's `registerSystemImports` imports. An unknown account is refused as
-nats-server refuses it ("Account X does not exist"). Brook has no JWTs, tags, mappings
-nor other exports yet, so those fields stay out, as nats-server leaves them out when empty.
+nats-server's `registerSystemImports` imports, and on a server with JetStream the
+`$JS.API.>` service every account but the system account imports from it; the account's
+mappings (its own, and a JetStream domain's) and its configured exports and imports. An
+unknown account is refused as nats-server refuses it ("Account X does not exist"). Brook
+shows no JWTs, tags or pending responses, as nats-server leaves them out when empty.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from brook.config.settings import ExportSettings, ImportSettings
 from brook.monitor.durations import rfc3339_nano
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import sublist_statistics
@@ -63,10 +66,29 @@ def build_account_info(
         "client_connections": account.clients,
         "subscriptions": sum(s.stats["num_subscriptions"] for s in sublists),
     }
+    if account.mappings:
+        info["mappings"] = {
+            source: [{"subject": subject, "weight": weight} for subject, weight in dests]
+            for source, dests in sorted(account.mappings.items())
+        }
+    configured = next((a for a in feed.settings.accounts if a.name == name), None)
+    # nats-server's JetStream API is the system account's `$JS.API.>` service, imported
+    # by every other account.
+    jetstream_api = feed.settings.jetstream.enabled
+    exports = [_export(e) for e in configured.exports] if configured is not None else []
     if account.system_services and account.system:
-        info["exports"] = _system_exports()
+        exports += _system_exports()
+    if jetstream_api and account.system:
+        exports.append({"subject": "$JS.API.>", "type": "service", "response_type": "Singleton"})
+    if exports:
+        info["exports"] = exports
+    imports = [_import(i) for i in configured.imports] if configured is not None else []
     if account.system_services:
-        info["imports"] = _system_imports(name, system, account.system)
+        imports += _system_imports(name, system, account.system)
+    if jetstream_api and not account.system:
+        imports.append(_service_import("$JS.API.>", system, "$JS.API.>", share=True))
+    if imports:
+        info["imports"] = imports
     info["name_tag"] = name
     info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
     return info
@@ -81,6 +103,56 @@ def _system_exports() -> list[dict[str, Any]]:
     return exports
 
 
+_RESPONSE_TYPES = {"singleton": "Singleton", "stream": "Streamed", "chunked": "Chunked"}
+
+
+def _export(export: ExportSettings) -> dict[str, Any]:
+    """A configured export as nats-server's `ExtExport` shows it."""
+    out: dict[str, Any] = {"subject": export.subject}
+    if export.service:
+        out |= {"type": "service", "response_type": _RESPONSE_TYPES[export.response_type]}
+    else:
+        out["type"] = "stream"
+    if export.accounts:
+        out["approved_accounts"] = list(export.accounts)
+    return out
+
+
+def _import(imported: ImportSettings) -> dict[str, Any]:
+    """A configured import as nats-server's `ExtImport` shows it: a stream's subject
+    with its local (prefixed or renamed) subject, a service's exported subject with
+    the local one (`to`, and `local_subject` again)."""
+    if imported.service:
+        return _service_import(
+            imported.subject, imported.account, imported.to, share=imported.share
+        )
+    local = imported.to or imported.subject
+    if imported.prefix:
+        local = f"{imported.prefix}.{imported.subject}"
+    return {
+        "subject": imported.subject,
+        "account": imported.account,
+        "local_subject": local,
+        "type": "stream",
+        "invalid": False,
+        "share": False,
+        "tracking": False,
+    }
+
+
+def _service_import(subject: str, account: str, local: str, *, share: bool) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "account": account,
+        "to": local,
+        "local_subject": local,
+        "type": "service",
+        "invalid": False,
+        "share": share,
+        "tracking": False,
+    }
+
+
 def _system_imports(name: str, system: str, is_system: bool) -> list[dict[str, Any]]:
     """The services an account imports from the system account (nats-server's
     `registerSystemImports`; the system account imports only its user info)."""
@@ -91,15 +163,5 @@ def _system_imports(name: str, system: str, is_system: bool) -> list[dict[str, A
     ]  # fmt: skip
     imports.append((f"$SYS.REQ.USER.{name}.INFO", "$SYS.REQ.USER.INFO", True))
     return [
-        {
-            "subject": subject,
-            "account": system,
-            "to": local,
-            "local_subject": local,
-            "type": "service",
-            "invalid": False,
-            "share": share,
-            "tracking": False,
-        }
-        for subject, local, share in imports
+        _service_import(subject, system, local, share=share) for subject, local, share in imports
     ]

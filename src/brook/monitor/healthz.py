@@ -8,10 +8,10 @@ not open at start. `js-server-only` checks the server alone, `js-enabled-only` (
 deprecated `js-enabled`) JetStream's being on; `details=true` lists typed errors instead
 of one message. Status texts, error texts and field order are nats-server's.
 
-Brook's only account is `$G`. Deliberate differences, each where nats-server's answer
-comes from scanning its store directory rather than from what it serves: `$G` is found
-while no file stream exists yet, and a memory stream is found (nats-server answers 404
-for both).
+Every account with JetStream is checked (`account=` names one). Deliberate differences,
+each where nats-server's answer comes from scanning its store directory rather than from
+what it serves: an account with JetStream is found while no file stream of its exists
+yet, and a memory stream is found (nats-server answers 404 for both).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ __all__ = ["build_healthz"]
 
 log = logging.getLogger("brook.monitor")
 
-ACCOUNT = "$G"
 _MUST_NOT_BE_EMPTY = '"%s" must not be empty when checking %s health'
 
 
@@ -64,10 +63,10 @@ class _Probe:
 
 
 def build_healthz(
-    js: JetStreamAssets | None, query: dict[str, list[str]]
+    js: list[JetStreamAssets] | None, query: dict[str, list[str]]
 ) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, body) for `/healthz?query` on a server whose JetStream holds `js`
-    (None: JetStream off); raises `BadParameter` for a bad flag."""
+    """(HTTP status, body) for `/healthz?query` on a server whose accounts' JetStream
+    hold `js` (None: JetStream off); raises `BadParameter` for a bad flag."""
     js_enabled = go_bool(query, "js-enabled")
     if js_enabled:
         log.warning("Healthcheck: js-enabled deprecated, use js-enabled-only instead")
@@ -91,28 +90,34 @@ def build_healthz(
 
 
 def _check_assets(
-    js: JetStreamAssets, probe: _Probe, account: str, stream: str, consumer: str
+    assets: list[JetStreamAssets], probe: _Probe, account: str, stream: str, consumer: str
 ) -> None:
-    """Every stream whose directory is in the store must be open; the asked-for ones exist."""
-    opened = js.streams
-    on_disk = {e.name for e in os.scandir(js.root) if e.is_dir()} if js.root.is_dir() else set()
-    account_found = account in ("", ACCOUNT)
-    stream_found = consumer_found = False
-    if account_found:
+    """Every stream whose directory is in an account's store must be open (in the asked-for
+    account only, when one is); the asked-for ones exist. Accounts in nats-server's
+    directory order (by name)."""
+    account_found = stream_found = consumer_found = False
+    for js in sorted(assets, key=_account_name):
+        if account and js.account != account:
+            continue
+        account_found = True
+        opened = js.streams
+        on_disk = {e.name for e in os.scandir(js.root) if e.is_dir()} if js.root.is_dir() else set()
         for name in sorted(on_disk.union(opened)):  # nats-server: in directory order
             if stream and name != stream:
                 continue
             stream_found = bool(stream)
             if name not in opened:
-                error = f"JetStream stream '{ACCOUNT} > {name}' could not be recovered"
-                probe.fail(503, "unavailable", "STREAM", error, account=ACCOUNT, stream=name)
+                error = f"JetStream stream '{js.account} > {name}' could not be recovered"
+                probe.fail(503, "unavailable", "STREAM", error, account=js.account, stream=name)
                 if not probe.details:
                     return
                 continue
             if stream_found:
                 consumer_found = bool(consumer) and consumer in js.consumers.get(name, {})
                 break
-    if not account_found:
+        if account:
+            break
+    if account and not account_found:
         error = f"JetStream account {json.dumps(account)} not found"
         probe.fail(404, "unavailable", "ACCOUNT", error, account=account)
     elif stream and not stream_found:
@@ -126,3 +131,7 @@ def _check_assets(
         probe.fail(
             404, "unavailable", "CONSUMER", error, account=account, stream=stream, consumer=consumer
         )
+
+
+def _account_name(assets: JetStreamAssets) -> str:
+    return assets.account

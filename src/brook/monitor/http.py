@@ -40,10 +40,11 @@ from brook.monitor.accstatz import build_accstatz
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
+from brook.monitor.leafz import build_leafz
 from brook.monitor.params import BadParameter, go_bool, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
-from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.listen import WILDCARD_HOSTS, host_port
 from brook.server.portsfile import reachable_urls
 from brook.server.statistics import StatisticsFeed
 from brook.server.tls import server_context
@@ -76,6 +77,7 @@ _ENDPOINTS = {
     "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
     "/accountz": "Accounts (acc)",
     "/accstatz": "Accounts' statistics (unused)",
+    "/leafz": "Leafnode connections (subs, acc)",
 }
 
 
@@ -106,6 +108,7 @@ class MonitorServer:
             "/jsz": self.jsz,
             "/accountz": self.accountz,
             "/accstatz": self.accstatz,
+            "/leafz": self.leafz,
         }
 
     @property
@@ -122,9 +125,9 @@ class MonitorServer:
         assert self._sock is not None
         return reachable_urls(self.scheme, self.host, self._sock)
 
-    async def start(self) -> None:
-        what = "Can't start monitoring: can't listen to the monitor port"
-        self._sock = open_listener(self.host, self.port, what, backlog=100)
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock`, the monitoring port bound beforehand (`listen.bind_ports`)."""
+        self._sock = sock
         tls = self.feed.settings.tls
         if self.secure and tls is not None:
             self._listener = await asyncio.start_server(
@@ -288,3 +291,6 @@ class MonitorServer:
 
     def accstatz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_accstatz(self.feed, [], include_unused=go_bool(query, "unused"))
+
+    def leafz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        return build_leafz(self.feed, subs=go_bool(query, "subs"), account=text(query, "acc"))

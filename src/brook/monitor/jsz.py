@@ -166,6 +166,8 @@ def jetstream_config(settings: Settings) -> dict[str, Any]:
         config["sync_interval"] = seconds_to_ns(js.sync_interval_s)
     else:  # every PubAck waits for its fsync (ADR 0004)
         config["sync_always"] = True
+    if js.domain:
+        config["domain"] = js.domain
     config["strict"] = True
     return config
 

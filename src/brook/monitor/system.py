@@ -53,6 +53,7 @@ from brook.server.statistics import (
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
+    LeafSnapshot,
     ServerStatistics,
     StatisticsFeed,
     SublistSnapshot,
@@ -203,7 +204,10 @@ class _AccountFeed:
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         return self._feed.subscriptions(cid)
 
-    def jetstream_assets(self) -> JetStreamAssets | None:
+    def leaf_connections(self) -> list[LeafSnapshot]:
+        return [c for c in self._feed.leaf_connections() if c.account == self.account]
+
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
         return self._feed.jetstream_assets()
 
     def jetstream_accounts(
@@ -231,13 +235,14 @@ class _Filter:
     exact_match: bool = False
     domain: str = ""
 
-    def excludes(self, name: str, host: str, tags: object) -> bool:
+    def excludes(self, name: str, host: str, tags: object, domain: str) -> bool:
         mine = {"server_name": name, "host": host, "cluster": ""}
         for key, value in mine.items():
             wanted = getattr(self, key)
             if wanted and (wanted != value if self.exact_match else wanted not in value):
                 return True
-        return bool(tags) or bool(self.domain)  # Brook has no tags, no JetStream domain
+        # Brook has no tags; the domain is matched exactly, as in nats-server.
+        return bool(tags) or bool(self.domain and self.domain != domain)
 
 
 class SystemServices:
@@ -264,6 +269,7 @@ class SystemServices:
         self.host = settings.host or limits.DEFAULT_HOST
         self.name = settings.server_name or feed.server_id
         self.jetstream = settings.jetstream.enabled
+        self.domain = settings.jetstream.domain
         self.statsz_subject = f"$SYS.SERVER.{feed.server_id}.STATSZ"
 
     # ------------------------------------------------------------------ lifecycle
@@ -379,12 +385,18 @@ class SystemServices:
             "name": self.name,
             "host": self.host,
             "id": self.feed.server_id,
+            **({"domain": self.domain} if self.domain else {}),
             "ver": limits.NATS_COMPAT_VERSION,
             "jetstream": self.jetstream,
             "flags": FLAG_JETSTREAM if self.jetstream else 0,
             "seq": self._seq,
             "time": rfc3339_nano(time.time()),
         }
+
+    def _excluded(self, body: dict[str, Any]) -> bool:
+        """The request's filter leaves this server out."""
+        filter_ = _options(_Filter, body, {})
+        return filter_.excludes(self.name, self.host, body.get("tags"), self.domain)
 
     def _send(
         self, subject: str, body: dict[str, Any], client: InternalClient | None = None
@@ -404,7 +416,7 @@ class SystemServices:
         response: dict[str, Any] = {}
         try:
             body = _decode(payload)
-            if _options(_Filter, body, {}).excludes(self.name, self.host, body.get("tags")):
+            if self._excluded(body):
                 return
             data = build(body)
         except NotHere:
@@ -430,7 +442,7 @@ class SystemServices:
                 error = {"code": exc.code, "description": exc.description}
                 self._send(reply.decode(), {"server": self._server_info(), "error": error})
             return
-        if _options(_Filter, body, {}).excludes(self.name, self.host, body.get("tags")):
+        if self._excluded(body):
             return
         self._send(reply.decode() if reply else self.statsz_subject, self._statsz())
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from brook import limits
-from brook.config.settings import Settings, TLSSettings, WebSocketSettings
+from brook.config.settings import LeafNodeSettings, Settings, TLSSettings, WebSocketSettings
 from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
 from brook.server.statistics import ServerStatistics
 from brook.server.tls import certificate_not_after
@@ -106,6 +106,7 @@ def build_varz(
                 "max_memory": js.max_memory_store_bytes,
                 "max_storage": js.max_file_store_bytes,
                 "store_dir": js.store_path,
+                **({"domain": js.domain} if js.domain else {}),
             }
         }
         if srv["jetstream_stats"] is not None:
@@ -121,6 +122,7 @@ def build_varz(
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
     v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
+    v["leaf"] = _leaf(st.leafnodes, srv["leafnode_port"])
     v |= {
         "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
@@ -134,7 +136,7 @@ def build_varz(
         "total_connections": srv["total_connections"],
         "routes": 0,
         "remotes": 0,
-        "leafnodes": 0,
+        "leafnodes": srv["leafnodes"],
         "in_msgs": srv["in_msgs"],
         "in_bytes": srv["in_bytes"],
         # Every Brook message comes from a client, so the client-only counters that
@@ -152,6 +154,28 @@ def build_varz(
     }
     _put_not_after(v, st.tls)
     return v
+
+
+def _leaf(leaf: LeafNodeSettings, port: int) -> dict[str, Any]:
+    """nats-server's `LeafNodeOptsVarz`: the listener's address and timeouts, and each
+    remote's account and URLs (`host:port`); `{}` without either (ADR 0032)."""
+    doc: dict[str, Any] = {}
+    if port:
+        doc |= {
+            "host": leaf.host,
+            "port": port,
+            "auth_timeout": go_number(leaf.auth_timeout_s),
+            "tls_timeout": go_number(limits.TLS_TIMEOUT_S),
+        }
+    if leaf.remotes:
+        doc["remotes"] = [
+            {
+                "local_account": r.account,
+                "urls": [u.split("://", 1)[1].rpartition("@")[2] for u in r.urls],
+            }
+            for r in leaf.remotes
+        ]
+    return doc
 
 
 def _websocket(ws: WebSocketSettings, port: int) -> dict[str, Any]:

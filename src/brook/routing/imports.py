@@ -26,10 +26,12 @@ accounts' `exports` and `imports` (nats-server's accounts.go, ADR 0030):
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from brook import limits
 from brook.routing.internal import InternalClient
@@ -53,13 +55,38 @@ def _random_token(rng: random.Random, length: int) -> bytes:
     return bytes(_DIGITS[rng.randrange(62)] for _ in range(length))
 
 
-def _with_request_info(header: bytes | None, account: str) -> bytes:
-    """The header block with nats-server's `Nats-Request-Info` (the requester's account;
-    its round-trip time is not known here, and nats-server leaves it out when zero)."""
-    line = b'%s: {"acc":"%s"}\r\n' % (REQUEST_INFO.encode(), account.encode())
+def _with_request_info(header: bytes | None, info: bytes) -> bytes:
+    """The header block with nats-server's `Nats-Request-Info` (`info`, its JSON)."""
+    line = b"%s: %s\r\n" % (REQUEST_INFO.encode(), info)
     if header is None:
         return b"NATS/1.0\r\n" + line + b"\r\n"
     return header[:-2] + line + b"\r\n"
+
+
+@runtime_checkable
+class Requester(Protocol):
+    """A client that can say who it is in a request's `Nats-Request-Info` (the server's
+    connections)."""
+
+    def request_info(self, shared: bool) -> dict[str, Any]: ...
+
+
+def _request_info(router: Router, reply: bytes | None, account: str, shared: bool) -> bytes:
+    """nats-server's `ClientInfo` of the requester (`getClientInfo`): its account and
+    round-trip time, and with the import's `share` who it is too, as the requester gives
+    them; else (nobody to ask) the account alone. nats-server knows the publishing
+    client; Brook's router does not tell a subscriber who published (ADR 0029), so the
+    one client awaiting replies on `reply` stands in."""
+    info: dict[str, Any] = {"acc": account}
+    if reply is not None:
+        result = router.sublist.match(reply)
+        clients = {s.client for s in result.plain}
+        clients.update(m.client for members in result.queues for m in members)
+        if len(clients) == 1:
+            client = next(iter(clients))
+            if isinstance(client, Requester):
+                info = client.request_info(shared)
+    return json.dumps(info, separators=(",", ":")).encode()
 
 
 class _Hops:
@@ -227,6 +254,7 @@ class ServiceImport:
         "_remote",
         "_response_type",
         "_responses",
+        "_share",
         "_threshold_s",
         "_transform",
         "_use_published",
@@ -244,8 +272,10 @@ class ServiceImport:
         mappings: SubjectMappings | None = None,
         response_type: str = SINGLETON,
         threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S,
+        share: bool = False,
     ) -> None:
         self._account = account
+        self._share = share  # the import's `share`: who the requester is, in its info
         self._remote = remote
         self._use_published = has_wildcard(remote) and remote == local
         # nats-server builds the local-to-remote transform in reverse; same result.
@@ -275,7 +305,8 @@ class ServiceImport:
             token = self._responses.register(
                 self._in, reply, self._response_type, self._threshold_s
             )
-        header = _with_request_info(header, self._account)
+        info = _request_info(self._in.router, reply, self._account, self._share)
+        header = _with_request_info(header, info)
         delivered = _cross(self._out, to, payload, header, token or reply)
         if not delivered and token is not None:
             self._responses.forget(token)

@@ -54,9 +54,10 @@ class _Mapping:
 class SubjectMappings:
     """An account's compiled mappings; `compile` makes them from the settings."""
 
-    __slots__ = ("_cache", "_literal", "_patterns", "_randrange")
+    __slots__ = ("_all", "_cache", "_literal", "_patterns", "_randrange")
 
     def __init__(self, mappings: list[tuple[bytes, _Mapping]], rng: random.Random) -> None:
+        self._all = mappings  # for `describe`
         self._literal: dict[bytes, _Mapping] = {}
         self._patterns: SubjectIndex[_Mapping] | None = None
         self._randrange = rng.randrange
@@ -94,6 +95,18 @@ class SubjectMappings:
         if not compiled:
             return None
         return cls(list(compiled.items()), rng or random.Random())
+
+    def describe(self) -> dict[str, list[tuple[str, int]]]:
+        """Each source's destinations with their cumulative weights, as nats-server's
+        `/accountz` lists an account's mappings (cluster-scoped ones, never chosen on a
+        single server, left out)."""
+        return {
+            source.decode("utf-8", "surrogateescape"): [
+                (transform.dest.decode("utf-8", "surrogateescape"), bound)
+                for bound, transform in mapping.destinations
+            ]
+            for source, mapping in self._all
+        }
 
     def select(self, subject: bytes) -> bytes | None:
         """The subject a message published to `subject` is routed under: None when no

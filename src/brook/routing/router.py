@@ -28,6 +28,14 @@ from brook.routing.sublist import EMPTY, Message, Sublist, Subscriber, Subscript
 InterestCallback = Callable[[], None]
 
 
+class InterestPeer(Protocol):
+    """Told of every subscription added to or removed from a router: a leafnode
+    connection, which passes its account's interest on to the server at its other end
+    (ADR 0032)."""
+
+    def interest_changed(self, sub: Subscription, delta: int) -> None: ...
+
+
 class Publisher(Protocol):
     """What the router needs to know about the sender of a message."""
 
@@ -42,16 +50,24 @@ class Router:
         self._randrange = (rng or random.Random()).randrange
         # watched literal subject -> callbacks (see the module docstring)
         self._watches = SubjectIndex[InterestCallback]()
+        # Leafnode connections of this account, told of interest changes (ADR 0032).
+        self.peers: list[InterestPeer] = []
 
     def subscribe(self, sub: Subscription) -> None:
         self.sublist.insert(sub)
         if self._watches:
             self._notify(sub.subject)
+        if self.peers:
+            for peer in self.peers:
+                peer.interest_changed(sub, 1)
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.sublist.remove(sub)
         if self._watches:
             self._notify(sub.subject)
+        if self.peers:
+            for peer in self.peers:
+                peer.interest_changed(sub, -1)
 
     def watch_interest(self, subject: bytes, callback: InterestCallback) -> None:
         """Call `callback()` whenever a subscription that could match `subject` comes or goes."""
@@ -106,19 +122,61 @@ class Router:
                 members = tuple(m for m in members if m.client is not publisher)
                 if not members:
                     continue
-            start = self._randrange(len(members)) if len(members) > 1 else 0
-            sub = members[start]
-            if sub.client.deliver(sub, subject, reply, header, payload) is False:
-                # Declined (a service that is not a responder, a connection whose
-                # permissions deny the subject): the next member in turn, as nats-server.
-                taker = self._next_taker(members, start, subject, reply, header, payload)
-                if taker is None:
-                    continue
-                sub = taker
+            delivered += self._deliver_to_group(members, subject, reply, header, payload)
+        return delivered
+
+    def _deliver_to_group(
+        self,
+        members: tuple[Subscription, ...],
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> int:
+        """Deliver to one member of a queue group, chosen at random; 1 if one took it."""
+        start = self._randrange(len(members)) if len(members) > 1 else 0
+        sub = members[start]
+        if sub.client.deliver(sub, subject, reply, header, payload) is False:
+            # Declined (a service that is not a responder, a connection whose
+            # permissions deny the subject): the next member in turn, as nats-server.
+            taker = self._next_taker(members, start, subject, reply, header, payload)
+            if taker is None:
+                return 0
+            sub = taker
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self._expire(sub)
+        return 1
+
+    def publish_from_peer(
+        self,
+        peer: object,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+        queues: tuple[bytes, ...],
+    ) -> int:
+        """Deliver a message that came over a leafnode connection (`peer`): to every
+        plain subscription but the peer's own, and to one member of each queue group the
+        sender named in `queues` (none when it named none), as nats-server's
+        `processMsgResults` with a queue filter. Returns how many took it."""
+        result = self.sublist.match(subject)
+        if result is EMPTY:
+            return 0
+        delivered = 0
+        for sub in result.plain:
+            client = sub.client
+            if client is peer or client.deliver(sub, subject, reply, header, payload) is False:
+                continue
             delivered += 1
             sub.delivered += 1
             if sub.max_msgs and sub.delivered >= sub.max_msgs:
                 self._expire(sub)
+        if queues:
+            for members in result.queues:
+                if members[0].queue in queues:
+                    delivered += self._deliver_to_group(members, subject, reply, header, payload)
         return delivered
 
     def publish_run(

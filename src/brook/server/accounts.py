@@ -10,8 +10,9 @@ everyone on a server without accounts), the configured accounts and the system a
 
 Which accounts get JetStream, as nats-server's `enableJetStreamAccounts`: with no account
 configured besides the system account, `$G`; otherwise each account whose config says
-`jetstream: enabled`. Every other account (the system account aside) answers the JetStream
-API with 10039 "JetStream not enabled for account", each endpoint in its response type.
+`jetstream: enabled`. Every other account (the system account included, whose clients
+nats-server's own API subscriptions answer) answers the JetStream API with 10039
+"JetStream not enabled for account", each endpoint in its response type.
 
 JetStream-wide state is shared by the engines: the bound on PubAcks awaiting a group
 commit (`CommitBacklog`), the atomic batches' totals (`BatchLimits`) and the store
@@ -33,7 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import jwt, limits
-from brook.config.settings import GLOBAL_ACCOUNT, JetStreamAccountLimits, Settings, SubjectMapping
+from brook.config.settings import (
+    GLOBAL_ACCOUNT,
+    JetStreamAccountLimits,
+    MapDestination,
+    Settings,
+    SubjectMapping,
+)
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.quota import ServerLimits
@@ -126,6 +133,7 @@ class Account:
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
             space=space,
+            domain=js_settings.domain,
         )
         await js.start()
         api = ApiDispatcher(js.internal, api_level=limits.JETSTREAM_API_LEVEL)
@@ -167,6 +175,25 @@ class Account:
             self._refusals.close()
 
 
+def _endpoints(router: Router) -> ApiDispatcher:
+    """The JetStream API's endpoints with no engine behind them, for the 10039 refusals
+    of a server on which no account has JetStream (nats-server's answer there too). The
+    API objects' `register` only names their handlers, which the refusals replace, so
+    objects never initialised (and never called) serve to list them."""
+    from brook.jetstream.api import cluster
+    from brook.jetstream.api.consumers import ConsumerApi
+    from brook.jetstream.api.dispatch import ApiDispatcher
+    from brook.jetstream.api.snapshots import SnapshotApi
+    from brook.jetstream.api.streams import StreamApi
+
+    api = ApiDispatcher(InternalClient(router, "unused"), api_level=limits.JETSTREAM_API_LEVEL)
+    StreamApi.__new__(StreamApi).register(api)
+    ConsumerApi.__new__(ConsumerApi).register(api)
+    cluster.register(api)
+    SnapshotApi.__new__(SnapshotApi).register(api)
+    return api
+
+
 class Accounts:
     """The server's accounts by name: `$G`, the configured ones and the system account."""
 
@@ -178,8 +205,12 @@ class Accounts:
         # named by their public keys and have JetStream when their JWT's limits allow it.
         operator = settings.operator
         global_only = not operator.jwts and all(a.name == system for a in configured)
+        js = settings.jetstream
+        domain = js.domain if js.enabled else ""
         self.global_account = Account(
-            GLOBAL_ACCOUNT, jetstream=global_only, mappings=settings.mappings
+            GLOBAL_ACCOUNT,
+            jetstream=global_only,
+            mappings=_with_domain(settings.mappings, domain, system=False),
         )
         self._by_name: dict[str, Account] = {GLOBAL_ACCOUNT: self.global_account}
         for entry in configured:
@@ -188,13 +219,20 @@ class Accounts:
                 jetstream=entry.jetstream,
                 system=entry.name == system,
                 jetstream_limits=entry.jetstream_limits,
-                mappings=entry.mappings,
+                mappings=_with_domain(entry.mappings, domain, system=entry.name == system),
             )
         for key, token in operator.preload.items() if operator.jwts else ():
-            enabled = jwt.decode_account(token).limits.jetstream_enabled and key != system
-            self._by_name[key] = Account(key, jetstream=enabled, system=key == system)
+            claims = jwt.decode_account(token)
+            self._by_name[key] = Account(
+                key,
+                jetstream=claims.limits.jetstream_enabled and key != system,
+                system=key == system,
+                jetstream_limits=_jetstream_limits(claims.limits.jetstream),
+                mappings=_with_domain((), domain, system=key == system),
+            )
         if system not in self._by_name:
-            self._by_name[system] = Account(system, system=True)
+            mappings = _with_domain((), domain, system=True)
+            self._by_name[system] = Account(system, system=True, mappings=mappings)
         self.system_account = self._by_name[system]
         # Where messages cross between accounts (server/imports.py, ADR 0030).
         self.links = Links(settings, self._by_name)
@@ -202,7 +240,6 @@ class Accounts:
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
-        js = settings.jetstream
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
 
     def __iter__(self) -> Iterator[Account]:
@@ -250,12 +287,10 @@ class Accounts:
                     server_limits=self.server_limits,
                 )
         engines = self.with_jetstream
-        if not engines:
-            return
-        template = engines[0].api
+        template = engines[0].api if engines else _endpoints(self.global_account.router)
         assert template is not None
         for account in self:
-            if account.jetstream is None and not account.is_system:
+            if account.jetstream is None:  # the system account too, as nats-server
                 account.refuse_jetstream(template)
 
     def signal_shutdown(self) -> None:
@@ -300,3 +335,56 @@ class Accounts:
             damaged.update({prefix + name: report for name, report in found.items()})
         out["damaged_streams"] = damaged
         return out
+
+
+def _jetstream_limits(claimed: jwt.JetStreamLimits) -> JetStreamAccountLimits:
+    """An account JWT's JetStream limits as nats-server takes them
+    (`UpdateAccountClaimsWithRefresh`): the storage, stream and consumer counts as
+    written (below 0 no limit; a storage of 0 none allowed, a count of 0 no limit), the
+    per-stream bytes and `max_ack_pending` no limit unless positive."""
+
+    def positive(value: int) -> int:
+        return value if value > 0 else -1
+
+    return JetStreamAccountLimits(
+        max_memory=claimed.mem_storage,
+        max_storage=claimed.disk_storage,
+        max_streams=claimed.streams,
+        max_consumers=claimed.consumer,
+        max_ack_pending=positive(claimed.max_ack_pending),
+        memory_max_stream_bytes=positive(claimed.mem_max_stream_bytes),
+        storage_max_stream_bytes=positive(claimed.disk_max_stream_bytes),
+        max_bytes_required=claimed.max_bytes_required,
+    )
+
+
+# What nats-server's `generateJSMappingTable` maps under `$JS.<domain>.API.`.
+_DOMAIN_API = {
+    "INFO": "$JS.API.INFO",
+    **{
+        f"{area}.>": f"$JS.API.{area}.>"
+        for area in ("STREAM", "CONSUMER", "DIRECT", "META", "SERVER", "ACCOUNT")
+    },
+    "$KV.>": "$KV.>",
+    "$OBJ.>": "$OBJ.>",
+}
+
+
+def _with_domain(
+    mappings: Sequence[SubjectMapping], domain: str, *, system: bool
+) -> Sequence[SubjectMapping]:
+    """An account's mappings and, with a JetStream domain, nats-server's mappings of
+    `$JS.<domain>.API.` onto `$JS.API.` so that a local client reaches its JetStream by
+    the domain too: in the system account the one `setupJetStreamExports` adds, in every
+    other account the table of `enableAllJetStreamServiceImportsAndMappings`; a mapping
+    of the account's own with the same source wins."""
+    if not domain:
+        return mappings
+    table = {">": "$JS.API.>"} if system else _DOMAIN_API
+    own = {m.source for m in mappings}
+    added = [
+        SubjectMapping(source, [MapDestination(destination)], f"jetstream.domain {source}", False)
+        for suffix, destination in table.items()
+        if (source := f"$JS.{domain}.API.{suffix}") not in own
+    ]
+    return [*mappings, *added]

@@ -112,9 +112,14 @@ class Authenticator:
         operator: OperatorSettings | None = None,
         *,
         anonymous_global: bool = False,
+        maps_certificates: bool = False,
     ) -> None:
         """`anonymous_global`: a client without credentials logs in to `$G` (nats-server's
-        generated no_auth_user when only the system account has users)."""
+        generated no_auth_user when only the system account has users).
+        `maps_certificates`: a listener maps client certificates to users, so a user
+        without a password logs in by certificate only; else by its name and an empty
+        password, as on nats-server."""
+        self._maps_certificates = maps_certificates
         # Operator mode (ADR 0028): user JWTs are the only way in.
         self._operator = OperatorMode(operator) if operator is not None and operator.jwts else None
         self._anonymous_global = anonymous_global
@@ -174,7 +179,9 @@ class Authenticator:
         credentials do not count (nats-server only warns about a user name there), but
         an nkey login is checked first, as nats-server does."""
         if tls_map and self.has_users and not self.claims_nkey(options):
-            return None if certificate is None else self.certificate_user(certificate)
+            if certificate is None:
+                return None
+            return self.certificate_user(certificate, websocket=websocket)
         return self.login(options, nonce, host=host, websocket=websocket)
 
     def login(
@@ -198,7 +205,7 @@ class Authenticator:
                 nkey = self._no_auth_user
             if nkey:
                 nkey_user = self._nkeys.get(nkey)
-                if nkey_user is None:
+                if nkey_user is None or not _type_allowed(nkey_user, websocket):
                     return None
                 # The no_auth_user has nothing to prove; everyone else signs the nonce.
                 if nkey != self._no_auth_user and not _signed(nkey, options, nonce):
@@ -211,9 +218,13 @@ class Authenticator:
                 user, password = self._no_auth_user, self._users[self._no_auth_user].password
             if user:
                 entry = self._users.get(user)
-                # A user without a password is a certificate's (verify_and_map) unless
-                # it is the no_auth_user, as nats-server.
-                if entry is None or (not entry.password and user != self._no_auth_user):
+                # A user without a password is a certificate's when a listener maps
+                # them (verify_and_map) unless it is the no_auth_user, as nats-server.
+                if entry is None or (
+                    not entry.password and user != self._no_auth_user and self._maps_certificates
+                ):
+                    return None
+                if not _type_allowed(entry, websocket):
                     return None
                 return _compare(entry.password, password, Login.of(user, entry))
         if self._token is not None:
@@ -230,7 +241,7 @@ class Authenticator:
         anonymous = not any(_option(options, k) for k in ("user", "pass", "auth_token"))
         return anonymous and self._no_auth_user in self._nkeys
 
-    def login_without_connect(self, nonce: str) -> Login | None:
+    def login_without_connect(self, nonce: str, *, websocket: bool = False) -> Login | None:
         """The login of a client whose first operation is not CONNECT: nats-server lets it
         in as the no_auth_user if that is a password user (parser.go), authenticated as
         after an empty CONNECT. A bcrypt hash never matches itself, so that is refused
@@ -239,18 +250,29 @@ class Authenticator:
             return ANONYMOUS
         if self._no_auth_user not in self._users:
             return None
-        login = self.login({}, nonce)
+        login = self.login({}, nonce, websocket=websocket)
         return login if login is not None and login.bcrypt is None else None
 
-    def certificate_user(self, names: CertificateNames) -> Login | None:
+    def certificate_user(self, names: CertificateNames, *, websocket: bool = False) -> Login | None:
         """The user a verified client certificate maps to (`verify_and_map`), as nats-server's
         `checkClientTLSCertSubject`: an e-mail, DNS or URI name or the subject's DN that
-        is a user name, else a user name that is the subject's DN in another RDN order."""
+        is a user name, else a user name that is the subject's DN in another RDN order;
+        users not allowed this kind of connection are passed over."""
+        users = {
+            name: entry for name, entry in self._users.items() if _type_allowed(entry, websocket)
+        }
         for candidate in names.candidates():
-            if candidate in self._users:
-                return Login.of(candidate, self._users[candidate])
-        name = next((user for user in self._users if names.matches_dn(user)), None)
-        return None if name is None else Login.of(name, self._users[name])
+            if candidate in users:
+                return Login.of(candidate, users[candidate])
+        name = next((user for user in users if names.matches_dn(user)), None)
+        return None if name is None else Login.of(name, users[name])
+
+
+def _type_allowed(entry: User | NkeyUser, websocket: bool) -> bool:
+    """nats-server's `connectionTypeAllowed`: a user with `allowed_connection_types` logs
+    in only through a connection of one of those types."""
+    kinds = entry.connection_types
+    return not kinds or ("WEBSOCKET" if websocket else "STANDARD") in kinds
 
 
 def _jwt_login(user: JwtUser | None) -> Login | None:

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
+from brook.jetstream.models.info import format_ts_ns
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
@@ -102,7 +103,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         self.connected = False  # a valid CONNECT was processed
         self._connect_options: dict[str, Any] = {}
         # A WebSocket client's credentials from its upgrade request's cookies, by CONNECT
-        # key (the listener's user_cookie, pass_cookie, token_cookie).
+        # key (the listener's user_cookie, pass_cookie, token_cookie, jwt_cookie).
         self.credential_cookies: dict[str, str] = {}
         self.closed = False
         self.close_reason = ""
@@ -240,6 +241,32 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         self._teardown()
         if transport is not None:
             transport.close()
+
+    def request_info(self, shared: bool) -> dict[str, Any]:
+        """nats-server's `ClientInfo` of this client as a service import's
+        `Nats-Request-Info` carries it (`getClientInfo`): its account and round-trip time;
+        with the import's `share`, also when it connected, from where, its id, user,
+        name, library, the server and the kind of client."""
+        rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
+        if not shared:
+            return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
+        info: dict[str, Any] = {
+            "start": format_ts_ns(round(self.started_at * 1e9)),
+            "host": self.host,
+            "id": self.cid,
+            "acc": self.account.name,
+        }
+        for key, value in (("user", self.user), ("name", self.name), ("lang", self.lang)):
+            if value:
+                info[key] = value
+        if self.version:
+            info["ver"] = self.version
+        if rtt:
+            info["rtt"] = rtt
+        info["server"] = self.server.server_name
+        info["kind"] = "Client"
+        info["client_type"] = "websocket" if self.websocket is not None else "nats"
+        return info
 
     def close_with_error(self, err_text: str, reason: str) -> None:
         self._send(encoder.err(err_text))

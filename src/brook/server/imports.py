@@ -9,7 +9,7 @@ becomes the crossings of `routing/imports.py` between the accounts' routers (ADR
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +51,29 @@ def collide(a: str, b: str) -> bool:
 def _within(subject: str, export: str) -> bool:
     """nats-server's subjectIsSubsetMatch(subject, export)."""
     return subset_match(export.encode(), subject.encode())
+
+
+def _check_transform(
+    kind: str,
+    subject: str,
+    to: str,
+    refused: Callable[[str], ConfigError],
+    *,
+    shown: tuple[str, str],
+) -> None:
+    """A wildcard import of `subject` under another subject `to` must compile as a strict
+    transform, as nats-server's `addMappedStreamImportWithClaim` and `addServiceImport`
+    check it; its text names the two subjects in `shown`'s order (a service import's `to`
+    first, as nats-server's)."""
+    if not has_wildcard(subject.encode()) or to == subject:
+        return
+    try:
+        SubjectTransform.compile(subject, tokenized(to.encode()), strict=True)
+    except TransformError as exc:
+        raise refused(
+            f"failed to create mapping transform for {kind} import subject from "
+            f'"{shown[0]}" to "{shown[1]}": {exc.text}'
+        ) from None
 
 
 @dataclass
@@ -98,6 +121,13 @@ class Links:
         for name in export.accounts or ():
             if name not in self._accounts:
                 raise ConfigError(f'accounts: "{name}" account not defined for {kind} export')
+        position = export.token_position
+        tokens = export.subject.split(".")
+        if position > 0 and (len(tokens) < position or tokens[position - 1] != "*"):
+            raise ConfigError(
+                f'{export.where}: Error adding {kind} export "{export.subject}": '
+                "sublist: invalid subject"
+            )
         self._exports.setdefault(account, []).append(export)
 
     def _approved(
@@ -110,10 +140,17 @@ class Links:
         if not is_valid_subject(subject.encode()):
             return None
         match = next((e for e in exports if e.subject == subject), None)
+        exact = match is not None
         if match is None:
             match = next((e for e in exports if _within(subject, e.subject)), None)
         if match is None:
             return None
+        if position := match.token_position:
+            # The importer's name at that token of the subject it imports (nats-server's
+            # checkAuth, which the same subject as the export's never passes).
+            tokens = subject.split(".")
+            named = not exact and position <= len(tokens) and tokens[position - 1] == importer
+            return match if named else None
         if match.accounts is None or importer in match.accounts:
             return match
         return None
@@ -140,14 +177,7 @@ class Links:
         for checked in (to, subject):
             if self._stream_cycle(exporter, checked, {account}):
                 raise refused(CYCLE)
-        if has_wildcard(subject.encode()) and to != subject:
-            try:
-                SubjectTransform.compile(subject, tokenized(to.encode()), strict=True)
-            except TransformError as exc:
-                raise refused(
-                    "failed to create mapping transform for stream import subject from "
-                    f'"{subject}" to "{to}": {exc.text}'
-                ) from None
+        _check_transform("stream", subject, to, refused, shown=(subject, to))
         imports = self._imports[account]
         if any(e == exporter and s == subject for e, s, _ in imports.streams):
             raise refused(DUPLICATE_STREAM)
@@ -190,14 +220,7 @@ class Links:
             raise refused(SERVICE_NOT_AUTHORIZED)
         if self._service_cycle(exporter, local, {account}):
             raise refused(CYCLE)
-        if has_wildcard(remote.encode()) and remote != local:
-            try:
-                SubjectTransform.compile(remote, tokenized(local.encode()), strict=True)
-            except TransformError as exc:
-                raise refused(
-                    "failed to create mapping transform for service import subject from "
-                    f'"{local}" to "{remote}": {exc.text}'
-                ) from None
+        _check_transform("service", remote, local, refused, shown=(local, remote))
         self._imports[account].services.append((exporter, remote, local))
         source, target = self._accounts[exporter], self._accounts[account]
         responses = self._responses.get(exporter)
@@ -214,6 +237,7 @@ class Links:
                 mappings=source.mappings,
                 response_type=export.response_type,
                 threshold_s=export.threshold_s,
+                share=imported.share,
             )
         )
 

@@ -10,6 +10,13 @@ client is told in INFO and the log stay as configured, as in nats-server.
 
 Failures are `ListenError`, whose text names the address that could not be bound, so a
 busy monitoring port is never reported as the client port.
+
+A server's ports are bound first of all (`bind_ports`): `brook serve` binds them right
+after reading its settings, before importing the server, aiohttp and uvloop and before
+JetStream recovers its streams, and hands them to the event loop once it is ready. A
+client that connects meanwhile waits in the listen backlog instead of being refused, as
+it would be by a port that is not bound yet (a restarted server's reconnecting clients:
+nats.py's `WebSocketTest.test_reconnect` allows 2 s).
 """
 
 from __future__ import annotations
@@ -17,8 +24,19 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from dataclasses import dataclass
 
-__all__ = ["WILDCARD_HOSTS", "ListenError", "host_port", "open_listener", "peer_host"]
+from brook.config.settings import Settings
+
+__all__ = [
+    "WILDCARD_HOSTS",
+    "BoundPorts",
+    "ListenError",
+    "bind_ports",
+    "host_port",
+    "open_listener",
+    "peer_host",
+]
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
@@ -89,6 +107,48 @@ def open_listener(host: str, port: int, what: str, *, backlog: int = 1024) -> so
     sock.listen(backlog)
     sock.setblocking(False)
     return sock
+
+
+@dataclass(slots=True)
+class BoundPorts:
+    """A server's listening sockets, bound and not yet served. Each is set to None when
+    its listener takes it; `close` closes those a failed start never handed over."""
+
+    monitoring: socket.socket | None  # http_port or https_port, when set
+    websocket: socket.socket | None  # the `websocket {}` block's port, when set
+    client: socket.socket | None
+
+    def close(self) -> None:
+        for sock in (self.monitoring, self.websocket, self.client):
+            if sock is not None:
+                sock.close()
+        self.monitoring = self.websocket = self.client = None
+
+
+def bind_ports(settings: Settings) -> BoundPorts:
+    """Every port `settings` asks for, bound in nats-server's order (monitoring, then
+    WebSocket, then clients: the first failure is the one nats-server names), each error
+    in its words; on a failure those already bound are closed again."""
+    bound = BoundPorts(None, None, None)
+    try:
+        monitor_port = settings.https_port or settings.http_port
+        if monitor_port:
+            bound.monitoring = open_listener(
+                settings.http_host or settings.host,
+                monitor_port,
+                "Can't start monitoring: can't listen to the monitor port",
+                backlog=100,
+            )
+        ws = settings.websocket
+        if ws.port:
+            bound.websocket = open_listener(
+                ws.host, ws.port, "Unable to listen for websocket connections"
+            )
+        bound.client = open_listener(settings.host, settings.port, "Error listening on port")
+    except BaseException:
+        bound.close()
+        raise
+    return bound
 
 
 def peer_host(address: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook.protocol import encoder
@@ -70,6 +71,9 @@ class ClientLogin:
         user: str
         login: Login | None
         perms: ConnectionPermissions | None
+        started_mono: float
+        rtt_s: float | None
+        rtt_measured_at: float | None
 
         def _send(self, data: bytes) -> None: ...
         def close(self, reason: str) -> None: ...
@@ -90,13 +94,19 @@ class ClientLogin:
         """nats-server lets a client that starts with another operation than CONNECT (a
         telnet demo) in as the no_auth_user when that is a password user: as after an
         empty CONNECT, but with no +OK for it."""
-        login = self.authenticator.login_without_connect(self.nonce)
+        login = self.authenticator.login_without_connect(
+            self.nonce, websocket=self.websocket is not None
+        )
         if login is None:
             return False
         self._finish_connect(login, {}, acknowledge=False)
         return True
 
     def on_connect(self, options: dict[str, Any]) -> None:
+        if self.rtt_measured_at is None:
+            # nats-server's first estimate of the round-trip time, until a PING measures
+            # it: the time from accepting the connection to its CONNECT.
+            self.rtt_s = max(time.monotonic() - self.started_mono, 1e-9)
         options = merge_connect_options(self._connect_options, options)
         for key, value in self.credential_cookies.items():
             if not options.get(key):  # a WebSocket cookie stands in for what CONNECT lacks

@@ -29,12 +29,14 @@ from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.store.base import is_no_space
+from brook.leafnode.connection import LeafLimits
+from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import WILDCARD_HOSTS, host_port, open_listener
+from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
@@ -42,6 +44,7 @@ from brook.server.statistics import (
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
+    LeafSnapshot,
     Monitor,
     MonitorFactory,
     ServerStatistics,
@@ -87,11 +90,15 @@ class Server:
         *,
         monitor: MonitorFactory | None = None,
         system: SystemFactory | None = None,
+        ports: BoundPorts | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
         (`brook.monitor.MonitorServer`), `system` the system account's services
-        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither."""
+        (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither.
+        `ports` are the ports `bind_ports` bound for these settings beforehand (`brook
+        serve` binds them before its heavy imports); else `start` binds them first."""
         self.settings = (settings or Settings()).validate()
+        self._ports = ports
         self.server_id = _new_server_id()
         self.server_name = self.settings.server_name or self.server_id
         # Each account's subjects and JetStream (server/accounts.py); `router` and the
@@ -102,6 +109,7 @@ class Server:
             self.settings.auth,
             self.settings.operator,
             anonymous_global=self.settings.anonymous_global,
+            maps_certificates=self.settings.maps_certificates,
         )
         # TLS on the client port (server/tls.py), its context built at start. As
         # nats-server: `handshake_first` (without a fallback delay) overrides
@@ -121,6 +129,8 @@ class Server:
         self._listener: asyncio.Server | None = None
         self._fallback_listener: FallbackListener | None = None  # handshake_first fallback
         self.websocket: WebSocketListener | None = None
+        # Leafnode remotes and connections (ADR 0032), when `leafnodes {}` has any.
+        self.leafnodes: LeafNodes | None = None
         self._live_transports = 0
         self._all_closed = asyncio.Event()
         self._all_closed.set()
@@ -193,6 +203,11 @@ class Server:
         )
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
+        # Bound before JetStream recovers: a client connecting meanwhile waits in the
+        # backlog rather than being refused (server/listen.py).
+        if self._ports is None:
+            self._ports = bind_ports(self.settings)
+        ports = self._ports
         self._prepare_store_dir()
         if self.settings.tls is not None:
             self.tls_context = server_context(self.settings.tls)
@@ -211,7 +226,9 @@ class Server:
             )
             self.system = self._system_factory(self, bus)
             self.system.start()
-        sock = open_listener(self.settings.host, self.settings.port, "Error listening on port")
+        sock = ports.client
+        assert sock is not None
+        ports.client = None  # the listener's from here on
         loop = asyncio.get_running_loop()
         if self.tls_first:
             # handshake_first: every client starts with TLS, so the listener does the
@@ -249,16 +266,73 @@ class Server:
             # aiohttp is imported only by servers that have WebSocket clients.
             from brook.server.websocket import WebSocketListener
 
+            assert ports.websocket is not None
             self.websocket = WebSocketListener(self, self.settings.websocket)
-            await self.websocket.start()
+            await self.websocket.start(ports.websocket)
+            ports.websocket = None
+        leaf = self.settings.leafnodes
+        if leaf.remotes or leaf.port:
+            self.leafnodes = LeafNodes(
+                leaf, self._router_of, self._leaf_limits, self.next_client_id
+            )
+            if leaf.port:
+                leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None
+                leaf_sock = open_listener(leaf.host, leaf.port, "Error listening on leafnode port")
+                await self.leafnodes.listen(leaf_sock, leaf.host, leaf_tls)
+                log.info(
+                    "Listening for leafnode connections on %s",
+                    host_port(leaf.host, self.leafnodes.port),
+                )
+            self.leafnodes.start()
         if self.settings.http_port or self.settings.https_port:
             if self._monitor_factory is None:
                 raise ConfigError("http_port: this server was built without monitoring")
+            assert ports.monitoring is not None
             self.monitor = self._monitor_factory(self)
-            await self.monitor.start()
+            await self.monitor.start(ports.monitoring)
+            ports.monitoring = None
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def leaf_connections(self) -> list[LeafSnapshot]:
+        if self.leafnodes is None:
+            return []
+        return [
+            LeafSnapshot(
+                cid=c.cid,
+                name=c.remote.name,
+                is_spoke=c.solicited,
+                account=c.leafs.account,
+                ip=c.peer[0],
+                port=c.peer[1],
+                rtt_s=c.rtt_s,
+                in_msgs=c.counters.in_msgs,
+                out_msgs=c.counters.out_msgs,
+                in_bytes=c.counters.in_bytes,
+                out_bytes=c.counters.out_bytes,
+                subscriptions=c.interest_subjects(),
+            )
+            for c in self.leafnodes.connections()
+        ]
+
+    def _router_of(self, account: str) -> Any:
+        found = self.accounts.get(account)
+        return found.router if found is not None else None
+
+    def _leaf_limits(self, account: str) -> LeafLimits:
+        s = self.settings
+        found = self.accounts.get(account)
+        return LeafLimits(
+            server_id=self.server_id,
+            server_name=self.server_name,
+            max_payload=s.max_payload_bytes,
+            max_control_line=s.max_control_line_bytes,
+            ping_interval_s=s.ping_interval_s,
+            max_pings_out=s.max_pings_out,
+            max_pending=s.max_pending_bytes,
+            jetstream=found is not None and found.jetstream is not None,
+        )
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
         ports = {"nats": reachable_urls("nats", self.host, sock)}
@@ -309,12 +383,16 @@ class Server:
         return self._shutdown_task is not None
 
     async def _shutdown(self) -> None:
+        if self._ports is not None:
+            self._ports.close()  # after a failed start: those no listener took
         if self._listener is not None:
             self._listener.close()
         if self._fallback_listener is not None:
             self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown
         await self.accounts.drain()  # acknowledgements owed reach clients' buffers
         for client in list(self.clients.values()):
@@ -448,6 +526,8 @@ class Server:
         info["client_ip"] = client.host
         if client.nonce and not connect_info:
             info["nonce"] = client.nonce
+        if settings.jetstream.domain:
+            info["domain"] = settings.jetstream.domain
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
@@ -492,6 +572,8 @@ class Server:
             ),
             "jetstream_stats": self._jetstream_stats() if jetstream else None,
             "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
+            "leafnodes": len(self.leaf_connections()),
+            "leafnode_port": self.leafnodes.port if self.leafnodes is not None else 0,
         }
 
     def _jetstream_stats(self) -> dict[str, Any]:
@@ -554,6 +636,7 @@ class Server:
                 updated_at=self.started_at,
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
+                mappings=a.mappings.describe() if a.mappings is not None else {},
             )
             for a in self.accounts
         ]
@@ -659,8 +742,11 @@ class Server:
         """The system account's subjects (its `Router`), for in-process clients there."""
         return self.accounts.system_account.router
 
-    def jetstream_assets(self) -> JetStreamAssets | None:
-        js = self.jetstream
-        if js is None:
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        if not self.settings.jetstream.enabled:
             return None
-        return JetStreamAssets(root=js.root, streams=js.streams.keys(), consumers=js.consumers)
+        return [
+            JetStreamAssets(a.name, js.root, js.streams.keys(), js.consumers)
+            for a in self.accounts.with_jetstream
+            if (js := a.jetstream) is not None
+        ]

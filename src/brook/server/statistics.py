@@ -11,8 +11,9 @@ consistent with itself.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
@@ -67,6 +68,8 @@ class ServerStatistics(TypedDict):
     # Each account's JetStream usage, reservations and limits (`$JS.API.INFO` without
     # `api`), by account name; None without JetStream.
     jetstream_accounts: dict[str, dict[str, Any]] | None
+    leafnodes: int  # leafnode connections, either role
+    leafnode_port: int  # the leafnode listener's; 0 without one
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,24 @@ class ConnectionSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class LeafSnapshot:
+    """One leafnode connection (`/leafz`, ADR 0032)."""
+
+    cid: int
+    name: str  # the server at the other end
+    is_spoke: bool  # this side dialled (a remote of `leafnodes { remotes }`)
+    account: str
+    ip: str
+    port: int
+    rtt_s: float | None
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    subscriptions: tuple[str, ...]  # the subjects of the interest the other side showed
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriptionSnapshot:
     subject: str
     queue: str  # "" outside a queue group
@@ -125,7 +146,8 @@ class JetStreamAssets:
     The collections are read-only views of the engine's own, valid while the probe runs.
     """
 
-    root: Path  # the directory of file streams
+    account: str
+    root: Path  # the directory of its file streams
     streams: Collection[str]  # streams open and served
     consumers: Mapping[str, Collection[str]]  # consumer names by stream
 
@@ -182,6 +204,8 @@ class AccountSnapshot:
     system_services: bool  # the system account's services run (their imports and exports)
     # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
     closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
+    # Its subject mappings: source -> (destination, cumulative weight), in their order.
+    mappings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 class StatisticsFeed(Protocol):
@@ -199,7 +223,11 @@ class StatisticsFeed(Protocol):
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
 
-    def jetstream_assets(self) -> JetStreamAssets | None: ...
+    def leaf_connections(self) -> list[LeafSnapshot]: ...
+
+    def jetstream_assets(self) -> list[JetStreamAssets] | None:
+        """Each account's JetStream assets (None when JetStream is off)."""
+        ...
 
     def jetstream_accounts(
         self, *, streams: bool = False, consumers: bool = False, config: bool = False
@@ -226,7 +254,7 @@ class StatisticsFeed(Protocol):
 class Monitor(Protocol):
     """The monitoring listener as the server starts, stops and reports it."""
 
-    async def start(self) -> None: ...
+    async def start(self, sock: socket.socket) -> None: ...
 
     async def stop(self) -> None: ...
 

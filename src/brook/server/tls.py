@@ -13,6 +13,7 @@ subject's distinguished name).
 
 from __future__ import annotations
 
+import _ssl
 import asyncio
 import datetime
 import functools
@@ -261,14 +262,24 @@ def cipher_suite_name(ssl_object: ssl.SSLObject) -> str:
 
 def peer_certificates(ssl_object: ssl.SSLObject) -> tuple[PeerCertificate, ...]:
     """The chain the client presented (its certificate first), as nats-server lists
-    `PeerCertificates`; before Python 3.13, which added `get_unverified_chain`, only the
-    client's own certificate."""
-    chain = getattr(ssl_object, "get_unverified_chain", None)
-    ders: list[bytes] = list(chain() or ()) if chain is not None else []
-    if not ders:
-        der = ssl_object.getpeercert(binary_form=True)
-        ders = [der] if der else []
-    return tuple(PeerCertificate.of(der) for der in ders)
+    `PeerCertificates`."""
+    return tuple(PeerCertificate.of(der) for der in _presented_chain(ssl_object))
+
+
+def _presented_chain(ssl_object: ssl.SSLObject) -> list[bytes]:
+    """The DER certificates the peer sent, in its order. Python 3.13 made `_ssl`'s
+    `get_unverified_chain` (OpenSSL's `SSL_get_peer_cert_chain`) public on `SSLObject`;
+    3.10 to 3.12 have the same call on the `_sslobj` under it, returning `_ssl`
+    certificates, which 3.13's method turns into DER exactly so."""
+    public = getattr(ssl_object, "get_unverified_chain", None)
+    if public is not None:  # Python 3.13+
+        return list(public() or ())
+    inner: Any = getattr(ssl_object, "_sslobj", None)
+    chain = getattr(inner, "get_unverified_chain", None)
+    if chain is not None:
+        return [cert.public_bytes(_ssl.ENCODING_DER) for cert in chain() or ()]
+    der = ssl_object.getpeercert(binary_form=True)  # no such call: the peer's own alone
+    return [der] if der else []
 
 
 def certificate_not_after(pem_file: str) -> datetime.datetime | None:

@@ -33,7 +33,6 @@ from brook import limits
 from brook.config.settings import WebSocketSettings
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
-from brook.server.listen import open_listener
 from brook.server.portsfile import reachable_urls
 from brook.server.tls import server_context
 
@@ -192,11 +191,12 @@ class WebSocketListener:
         self.port = settings.port
         # nats-server's override: the block's own credentials, or its no_auth_user (one
         # of the server's users) instead of the server's; else the server's.
+        maps = server.settings.maps_certificates
         if settings.auth is not None:
-            self.authenticator = Authenticator(settings.auth)
+            self.authenticator = Authenticator(settings.auth, maps_certificates=maps)
         elif settings.no_auth_user is not None:
             auth = dataclasses.replace(server.settings.auth, no_auth_user=settings.no_auth_user)
-            self.authenticator = Authenticator(auth)
+            self.authenticator = Authenticator(auth, maps_certificates=maps)
         else:
             self.authenticator = server.authenticator
         # wss:// (the block's `tls {}`): the handshake is the listener's, before any HTTP.
@@ -213,6 +213,7 @@ class WebSocketListener:
                 ("user", settings.user_cookie),
                 ("pass", settings.pass_cookie),
                 ("auth_token", settings.token_cookie),
+                ("jwt", settings.jwt_cookie),  # operator mode only (settings.validate)
             )
             if name
         }
@@ -233,10 +234,9 @@ class WebSocketListener:
         assert self._sock is not None
         return reachable_urls("ws" if self.tls is None else "wss", self.host, self._sock)
 
-    async def start(self) -> None:
-        self._sock = sock = open_listener(
-            self._settings.host, self._settings.port, "Unable to listen for websocket connections"
-        )
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock`, the block's port bound beforehand (`listen.bind_ports`)."""
+        self._sock = sock
         loop = asyncio.get_running_loop()
         tls = self.tls
         factory = self._http if not self._settings.handshake_timeout_s else self._timed_http

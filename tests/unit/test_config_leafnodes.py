@@ -1,0 +1,118 @@
+"""`leafnodes {}` read as nats-server reads it (config/conf_leafnodes.py): the remotes
+Brook dials, and every key Brook does not carry out yet refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from brook.config.conf import parse_conf, settings_from_conf
+from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser, TLSSettings
+
+
+def test_hub() -> None:
+    s = settings_from_conf(
+        parse_conf(
+            """
+            accounts { A: {} }
+            leafnodes {
+              listen: "127.0.0.1:7000"
+              authorization {
+                user: leaf, password: s3cret, account: A, timeout: 3
+                users: [ { user: other, password: x } ]
+              }
+            }
+            """
+        )
+    )
+    leaf = s.leafnodes
+    assert (leaf.host, leaf.port, leaf.auth_timeout_s) == ("127.0.0.1", 7000, 3.0)
+    assert leaf.users == [LeafUser("leaf", "s3cret", "A"), LeafUser("other", "x")]
+
+
+def test_remotes() -> None:
+    s = settings_from_conf(
+        parse_conf(
+            """
+            accounts { A: {} }
+            leafnodes {
+              reconnect: "250ms"
+              remotes: [
+                { url: "nats-leaf://u:p@hub:7000" }
+                { urls: ["hub1", "nats://hub2:7001"], account: A, compression: off }
+                { url: "hub3", creds: "/etc/x.creds", deny_import: "a.>", deny_exports: [b, c.*] }
+                { url: "tls://hub4:7000", tls: { ca_file: "/etc/ca.pem", timeout: 3 } }
+              ]
+            }
+            """
+        )
+    )
+    assert s.leafnodes.reconnect_delay_s == 0.25
+    assert s.leafnodes.remotes == [
+        LeafRemoteSettings(urls=["nats-leaf://u:p@hub:7000"]),
+        LeafRemoteSettings(urls=["nats-leaf://hub1:7422", "nats://hub2:7001"], account="A"),
+        LeafRemoteSettings(
+            urls=["nats-leaf://hub3:7422"],
+            credentials="/etc/x.creds",
+            deny_imports=["a.>"],
+            deny_exports=["b", "c.*"],
+        ),
+        LeafRemoteSettings(
+            urls=["tls://hub4:7000"], tls=TLSSettings(ca_file="/etc/ca.pem", timeout_s=3.0)
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ("leafnodes { advertise: x }", "leafnodes.advertise \\(line 1\\): not supported"),
+        (
+            "leafnodes { tls: { pinned_certs: [] } }",
+            "leafnodes.tls.pinned_certs \\(line 1\\): not supported",
+        ),
+        (
+            "leafnodes { authorization: { nkey: UABC } }",
+            "leafnodes.authorization.nkey \\(line 1\\): not supported",
+        ),
+        (
+            "leafnodes { authorization: { users: [ { user: x, account: Z } ] } }",
+            "account 'Z' of user 'x' does not exist",
+        ),
+        (
+            "authorization { user: a, password: b }\nleafnodes { port: 7422 }",
+            "without its own authorization",
+        ),
+        ("leafnodes { port: 70000 }", "not a TCP port"),
+        (
+            "leafnodes { authorization: { user: a, password: '$2a$11$abcdefghijkl' } }",
+            "a bcrypt password for a leafnode user: not supported",
+        ),
+        ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
+        (
+            'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',
+            r"leafnodes.remotes\[0\].nkey \(line 1\): not supported",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", deny_imports: ["a b"] } ] }',
+            "invalid subject 'a b'",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", hub: true } ] }',
+            r"leafnodes.remotes\[0\].hub \(line 1\): not supported",
+        ),
+        (
+            'leafnodes { remotes: [ { url: "h", tls: { verify_and_map: true } } ] }',
+            r"leafnodes.remotes\[0\].tls.verify_and_map \(line 1\): not supported by Brook"
+            " for leafnodes",
+        ),
+        ('leafnodes { remotes: [ { url: "ws://h:1" } ] }', "nats-leaf://, nats:// or tls://"),
+        ('leafnodes { remotes: [ { url: "h", compression: s2_fast } ] }', "not compressed"),
+        ("leafnodes { remotes: [ { account: A } ] }", "needs a url"),
+        ('leafnodes { remotes: [ { url: "h", account: B } ] }', "account 'B'"),
+        ("leafnodes { remotes: [ 1 ] }", "Expected remote leafnode entry to be a map"),
+        ("leafnodes { reconnect: 0 }", "positive duration"),
+    ],
+)
+def test_refused(conf: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from_conf(parse_conf(conf))
