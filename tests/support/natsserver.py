@@ -40,6 +40,22 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
 
 
+def wait_for_info(port: int, timeout_s: float = 10.0) -> None:
+    """Wait until the NATS server on `port` serves: its INFO arrives. A listening port is
+    not enough, as `brook serve` binds its ports before it has started (server/listen.py)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), 0.2) as sock,
+        ):
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            if sock.recv(4).startswith(b"INFO"):
+                return
+        time.sleep(0.02)
+    raise TimeoutError(f"no NATS server serving on 127.0.0.1:{port} after {timeout_s}s")
+
+
 @contextlib.contextmanager
 def run_nats_server(
     *args: str, jetstream: bool = True, store_dir: Path | None = None
