@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 
-from tests.support.natsserver import free_port, nats_server_binary, wait_for_port
+from tests.support.natsserver import free_port, nats_server_binary, wait_for_info
 
 SERVER_PIDS: dict[int, int] = {}
 """port -> pid of the server process started by `brook_server` / `nats_server`, so that a
@@ -87,7 +87,7 @@ def brook_server(
         )
         SERVER_PIDS[port] = proc.pid
         try:
-            wait_for_port(port)
+            wait_for_info(port)
             yield port
         finally:
             del SERVER_PIDS[port]
@@ -109,7 +109,7 @@ def nats_server(jetstream: bool = False, args: Sequence[str] = ()) -> Iterator[i
         )
         SERVER_PIDS[port] = proc.pid
         try:
-            wait_for_port(port)
+            wait_for_info(port)
             yield port
         finally:
             del SERVER_PIDS[port]

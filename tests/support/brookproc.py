@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.natsserver import wait_for_port
+from tests.support.natsserver import wait_for_info
 
 
 def start_brook(
     store: Path, port: int, *, log: Path | None = None, args: Sequence[str] = ()
 ) -> subprocess.Popen[bytes]:
-    """Serve JetStream from `store` on 127.0.0.1:`port`, once the port accepts connections;
+    """Serve JetStream from `store` on 127.0.0.1:`port`, once it serves (sends its INFO);
     stderr (the server log) is appended to `log` when given, else discarded. `args` are
     more command-line flags."""
     cmd = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port),
@@ -33,7 +33,7 @@ def start_brook(
     else:
         with open(log, "ab") as out:  # the child keeps its own handle
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out)
-    wait_for_port(port)
+    wait_for_info(port, 30)
     return proc
 
 
