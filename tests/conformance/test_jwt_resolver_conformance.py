@@ -105,15 +105,17 @@ async def test_logins_to_accounts_of_the_directory(tmp_path: Path) -> None:
 
 async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
     """JetStream and the system services imported into an account the server loads at
-    its first login."""
+    its first login; its `$SYS.REQ.USER.INFO` answer whole but for the seconds left
+    (`expires`, checked apart)."""
     nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
     try:
         js = nc.jetstream()
         await js.add_stream(name="S", subjects=["s.>"])
         ack = await js.publish("s.1", b"x")
         info = json.loads((await nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)).data)
-        # (Brook's USER.INFO leaves out a JWT user's `user_name`: not compared here.)
-        return [ack.stream, ack.seq, info["data"]["user"], info["data"]["account"]]
+        left_s = info["data"].pop("expires") / 1e9
+        assert 3590 <= left_s <= 3600
+        return [ack.stream, ack.seq, info["data"]]
     finally:
         await nc.close()
 
@@ -121,16 +123,25 @@ async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
 async def test_an_account_loaded_at_its_first_login_has_jetstream_and_system_imports(
     tmp_path: Path,
 ) -> None:
+    """... and a user JWT's name, permissions and expiry in its USER.INFO."""
     trust = DirTrust()
     account = trust.account(limits=JS_LIMITS)
     user = user_key()
     creds_file = tmp_path / "u.creds"
-    creds_file.write_text(creds(user_jwt(user, account), user))
+    token = user_jwt(
+        user,
+        account,
+        top={"name": "alice", "exp": int(time.time()) + 3600},
+        pub={"deny": ["secret.>"]},
+        sub={"allow": ["_INBOX.>", "s.>"]},
+    )
+    creds_file.write_text(creds(token, user))
     async with dir_servers(trust, jetstream=True) as (reference, ours, _, _):
         theirs = await _runtime_account(reference, creds_file)
         mine = await _runtime_account(ours, creds_file)
     assert theirs[:2] == ["S", 1]
-    assert theirs[3] == account.public
+    assert theirs[2]["account"] == account.public
+    assert theirs[2]["user_name"] == "alice"
     assert mine == theirs
 
 

@@ -546,10 +546,14 @@ class SystemServices:
                 data: dict[str, Any] = {
                     "user": user.user,
                     "account": user.account,
-                    "account_name": user.account,
+                    "account_name": user.account_name,
                 }
+                if user.user_name:
+                    data["user_name"] = user.user_name
                 if user.permissions is not None:
                     data["permissions"] = user.permissions
+                if user.expires_ns:
+                    data["expires"] = user.expires_ns
                 response = {"data": data}
             self._send(reply.decode(), {"server": self._server_info(), **response}, client)
 

@@ -714,12 +714,34 @@ class Server:
         if len(clients) != 1:
             return None
         client = clients[0]
-        entry = client.login.entry if client.login is not None else None
-        perms = entry.permissions if entry is not None else None
+        account_name = client.account.name
+        user = client.jwt_user
+        if user is None:
+            entry = client.login.entry if client.login is not None else None
+            perms = entry.permissions if entry is not None else None
+            return UserSnapshot(
+                user=client.user,
+                account=account_name,
+                permissions=public_permissions(perms) if perms is not None else None,
+                account_name=account_name,
+            )
+        # A JWT login (nats-server's `UserInfo` from the client's JWT state): the names
+        # of the user and account JWTs (nats-server's name tags), and the whole seconds
+        # until the login ends (`claimExpiration`).
+        operator = self.authenticator.operator
+        claims = operator.claims(account_name) if operator is not None else None
+        left_ns = 0
+        if user.user_ends_at is not None:
+            left_ns = int(max(user.user_ends_at - time.time(), 0.0)) * 1_000_000_000
         return UserSnapshot(
             user=client.user,
-            account=client.account.name,
-            permissions=public_permissions(perms) if perms is not None else None,
+            account=account_name,
+            permissions=(
+                public_permissions(user.permissions) if user.permissions is not None else None
+            ),
+            account_name=(claims.name if claims is not None and claims.name else account_name),
+            user_name=user.name,
+            expires_ns=left_ns,
         )
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:

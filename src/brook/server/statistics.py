@@ -191,6 +191,9 @@ class UserSnapshot:
     user: str
     account: str
     permissions: dict[str, Any] | None
+    account_name: str  # the account JWT's name, else the account's
+    user_name: str = ""  # the user JWT's name
+    expires_ns: int = 0  # until its login ends, in whole seconds; 0: never
 
 
 @dataclass(frozen=True, slots=True)
