@@ -113,9 +113,13 @@ async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
         await js.add_stream(name="S", subjects=["s.>"])
         ack = await js.publish("s.1", b"x")
         info = json.loads((await nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)).data)
-        left_s = info["data"].pop("expires") / 1e9
+        data = info["data"]
+        left_s = data.pop("expires") / 1e9
         assert 3590 <= left_s <= 3600
-        return [ack.stream, ack.seq, info["data"]]
+        for lists in data["permissions"].values():  # nats-server's come in no set order
+            for subjects in lists.values():
+                subjects.sort()
+        return [ack.stream, ack.seq, data]
     finally:
         await nc.close()
 
@@ -385,6 +389,63 @@ async def test_claims_list_and_delete(tmp_path: Path) -> None:
         assert m == t, (i, t, m)
     assert f"{keys[0].public}.jwt.deleted" in their_files
     assert our_files == their_files
+
+
+async def _jetstream_usage(url: str, system_creds: Path) -> dict[str, Any]:
+    """The server's JetStream totals (`$SYS.REQ.SERVER.PING.JSZ`)."""
+    (reply,) = await _sys_requests(url, system_creds, [("$SYS.REQ.SERVER.PING.JSZ", b"")])
+    return {key: reply["data"][key] for key in ("accounts", "streams", "messages")}
+
+
+async def _deleted_jetstream_steps(
+    url: str, system_creds: Path, trust: DirTrust, account: Any, creds_file: Path
+) -> list[Any]:
+    """A stream of two messages, the account deleted, then its JWT pushed again."""
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        for _ in range(2):
+            await js.publish("s.1", b"x")
+    finally:
+        await nc.close()
+    steps: list[Any] = [await _jetstream_usage(url, system_creds)]
+    delete = _delete_request(trust, [account.public])
+    steps += await _sys_requests(url, system_creds, [("$SYS.REQ.CLAIMS.DELETE", delete)])
+    await asyncio.sleep(0.5)  # nats-server disables the account's JetStream after the reply
+    steps.append(await _jetstream_usage(url, system_creds))
+    # a new JWT (nats-server leaves a deleted account locked out when given the same one)
+    token = account_jwt(account, trust.operator, top={"name": "again"}, limits=JS_LIMITS).encode()
+    steps += await _sys_requests(url, system_creds, [("$SYS.REQ.CLAIMS.UPDATE", token)])
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        info = await nc.jetstream().stream_info("S")
+        steps.append(info.state.messages)
+    finally:
+        await nc.close()
+    steps.append(await _jetstream_usage(url, system_creds))
+    return steps
+
+
+async def test_a_deleted_account_has_its_jetstream_disabled(tmp_path: Path) -> None:
+    """`$SYS.REQ.CLAIMS.DELETE` stops the account's JetStream (nats-server's `removeCb`
+    and `disableJetStream`): the server counts neither it nor its streams; its streams
+    stay on disk, and are back when its JWT is pushed again and a user logs in."""
+    trust = DirTrust()
+    account = trust.account(limits=JS_LIMITS)
+    system_creds = _system_creds(trust, tmp_path)
+    user = user_key()
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    resolver = "type: full, allow_delete: true"
+    async with dir_servers(trust, resolver, jetstream=True) as (reference, ours, _, _):
+        theirs = await _deleted_jetstream_steps(reference, system_creds, trust, account, creds_file)
+        mine = await _deleted_jetstream_steps(ours, system_creds, trust, account, creds_file)
+    assert theirs[0] == {"accounts": 1, "streams": 1, "messages": 2}
+    assert theirs[1]["data"]["message"] == "deleted 1 accounts"
+    assert theirs[2] == {"accounts": 0, "streams": 0, "messages": 0}
+    assert theirs[4:] == [2, theirs[0]]
+    assert mine == theirs
 
 
 async def _limit_steps(url: str, system_creds: Path, trust: DirTrust, account: Any) -> list[Any]:

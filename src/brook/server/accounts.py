@@ -91,6 +91,9 @@ class Account:
         # engine enforces (jetstream/quota.py).
         self.jetstream_limits = jetstream_limits or JetStreamAccountLimits()
         self.is_system = system
+        # Its JWT was deleted (`$SYS.REQ.CLAIMS.DELETE`): no engine, nothing answering
+        # its API, until a login loads it anew (`Accounts.add`).
+        self.deleted = False
         self.jetstream: JetStream | None = None
         self.api: ApiDispatcher | None = None  # its `$JS.API.>`: an engine's, or refusals
         self.transfers: Transfers | None = None  # snapshots and restores (with an engine)
@@ -243,6 +246,7 @@ class Accounts:
         self._server_name = ""
         self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
         self._adding: dict[str, asyncio.Future[Account]] = {}
+        self._removing: dict[str, asyncio.Task[None]] = {}  # deleted accounts' engines stopping
         self._run_prefixes: tuple[bytes, ...] | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
@@ -292,7 +296,7 @@ class Accounts:
         one created at start does; nothing walks the others. Concurrent adds of one name
         share the first."""
         existing = self._by_name.get(name)
-        if existing is not None:
+        if existing is not None and not existing.deleted:
             return existing
         pending = self._adding.get(name)
         if pending is not None:
@@ -300,7 +304,16 @@ class Accounts:
         future: asyncio.Future[Account] = asyncio.get_running_loop().create_future()
         self._adding[name] = future
         try:
-            account = self._jwt_account(name, limits)
+            if existing is None:
+                account = self._jwt_account(name, limits)
+            else:  # deleted, its JWT pushed again: loaded anew, as nats-server's lookup
+                account = existing
+                removing = self._removing.get(name)
+                if removing is not None:
+                    await asyncio.shield(removing)
+                account.deleted = False
+                account.jetstream_enabled = limits.jetstream_enabled
+                account.jetstream_limits = _jetstream_limits(limits.jetstream)
             await self._start_account_jetstream(account)
         except BaseException as exc:
             future.set_exception(exc)
@@ -320,6 +333,27 @@ class Accounts:
         account.jetstream_limits = _jetstream_limits(limits.jetstream)
         if account.jetstream is not None:
             account.jetstream.set_account_limits(account.jetstream_limits)
+
+    def remove(self, account: Account) -> asyncio.Task[None]:
+        """A deleted account (nats-server's `removeCb`): its engine stops in the
+        background, its streams staying on disk (`disableJetStream`), and nothing answers
+        its `$JS.API.>` (nats-server drops the account's service imports, the API's
+        among them); its next login loads it anew (`add`)."""
+        account.deleted = True
+        account.jetstream_enabled = False
+        task = asyncio.ensure_future(self._stop(account))
+        self._removing[account.name] = task
+
+        def stopped(done: asyncio.Task[None]) -> None:
+            if self._removing.get(account.name) is done:
+                del self._removing[account.name]
+
+        task.add_done_callback(stopped)
+        return task
+
+    async def _stop(self, account: Account) -> None:
+        await account.stop()
+        self._run_prefixes = None
 
     async def set_jetstream(self, account: Account, enabled: bool) -> None:
         """An account JWT update enabled or disabled JetStream for `account` (nats-server's

@@ -476,8 +476,9 @@ class Server:
         it, not the system account's) and the system services imported into it, as for
         accounts at start."""
         system = self.accounts.system_account
+        known = self.accounts.get(name) is not None  # deleted, loaded anew: imports kept
         account = await self.accounts.add(name, limits)
-        if self.system is not None and not account.is_system:
+        if self.system is not None and not account.is_system and not known:
             self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
         return account
 
@@ -497,6 +498,16 @@ class Server:
         if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
             return
         task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def account_deleted(self, name: str) -> None:
+        """An account's JWT was deleted (ADR 0033): its JetStream stops in the background
+        (`Accounts.remove`), as nats-server's `removeCb` disables it."""
+        account = self.accounts.get(name)
+        if account is None or account.is_system:
+            return
+        task = self.accounts.remove(account)
         self._background.add(task)
         task.add_done_callback(self._background_done)
 
