@@ -153,20 +153,27 @@ class Account:
         ConsumerApi(
             js, version=limits.NATS_COMPAT_VERSION, api_level=limits.JETSTREAM_API_LEVEL
         ).register(api)
-        cluster.register(api)
+        api.serve(None, cluster.ENDPOINTS)
         self.transfers = snapshots.register(
             api, js, js_settings, streams.created_info, api_level=limits.JETSTREAM_API_LEVEL
         )
         api.start()
 
-    def refuse_jetstream(self, template: ApiDispatcher) -> None:
-        """No JetStream here: `template`'s endpoints answer 10039 (nats-server's reply in
-        an account without JetStream on a server with it)."""
+    def refuse_jetstream(self) -> None:
+        """No JetStream here: every API endpoint answers 10039 (nats-server's reply in an
+        account without JetStream on a server with it), listed from the API classes'
+        tables, so no engine need run anywhere."""
+        from brook.jetstream.api import cluster, consumers, snapshots, streams
+        from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.errors import api_error
 
         self._refusals = InternalClient(self.router, "jetstream")
-        self.api = template.refusing(
-            self._refusals, api_error("NOT_ENABLED_FOR_ACCOUNT"), _REFUSED_LISTS
+        self.api = ApiDispatcher.refusing(
+            self._refusals,
+            (*streams.ENDPOINTS, *consumers.ENDPOINTS, *cluster.ENDPOINTS, *snapshots.ENDPOINTS),
+            api_error("NOT_ENABLED_FOR_ACCOUNT"),
+            _REFUSED_LISTS,
+            api_level=limits.JETSTREAM_API_LEVEL,
         )
         self.api.start()
 
@@ -181,25 +188,6 @@ class Account:
             self._refusals.close()
             self._refusals = None
         self.api = self.stream_api = None
-
-
-def _endpoints(router: Router) -> ApiDispatcher:
-    """The JetStream API's endpoints with no engine behind them, for the 10039 refusals
-    of a server on which no account has JetStream (nats-server's answer there too). The
-    API objects' `register` only names their handlers, which the refusals replace, so
-    objects never initialised (and never called) serve to list them."""
-    from brook.jetstream.api import cluster
-    from brook.jetstream.api.consumers import ConsumerApi
-    from brook.jetstream.api.dispatch import ApiDispatcher
-    from brook.jetstream.api.snapshots import SnapshotApi
-    from brook.jetstream.api.streams import StreamApi
-
-    api = ApiDispatcher(InternalClient(router, "unused"), api_level=limits.JETSTREAM_API_LEVEL)
-    StreamApi.__new__(StreamApi).register(api)
-    ConsumerApi.__new__(ConsumerApi).register(api)
-    cluster.register(api)
-    SnapshotApi.__new__(SnapshotApi).register(api)
-    return api
 
 
 class Accounts:
@@ -244,7 +232,6 @@ class Accounts:
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
         self._server_name = ""
-        self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
         self._adding: dict[str, asyncio.Future[Account]] = {}
         self._removing: dict[str, asyncio.Task[None]] = {}  # deleted accounts' engines stopping
         self._run_prefixes: tuple[bytes, ...] | None = None
@@ -381,8 +368,8 @@ class Accounts:
                 space=self.space,
                 server_limits=self.server_limits,
             )
-        elif self._refusal_template is not None and not account.is_system:
-            account.refuse_jetstream(self._refusal_template)
+        elif not account.is_system:
+            account.refuse_jetstream()
 
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
         self._server_name = server_name
@@ -410,13 +397,9 @@ class Accounts:
                     server_limits=self.server_limits,
                 )
         self._run_prefixes = None  # the engines added theirs
-        engines = self.with_jetstream
-        template = engines[0].api if engines else _endpoints(self.global_account.router)
-        assert template is not None
-        self._refusal_template = template
         for account in self:
             if account.jetstream is None:  # the system account too, as nats-server
-                account.refuse_jetstream(template)
+                account.refuse_jetstream()
 
     def signal_shutdown(self) -> None:
         for account in self.with_jetstream:
