@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
+from brook.config.settings import NkeyUser
 from brook.jetstream.models.info import format_ts_ns
 from brook.protocol import encoder
 from brook.protocol import errors as perr
@@ -246,7 +247,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         """nats-server's `ClientInfo` of this client as a service import's
         `Nats-Request-Info` carries it (`getClientInfo`): its account and round-trip time;
         with the import's `share`, also when it connected, from where, its id, user,
-        name, library, the server and the kind of client."""
+        name, library, the server, an nkey user's account and the kind of client."""
         rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
         if not shared:
             return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
@@ -264,6 +265,9 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if rtt:
             info["rtt"] = rtt
         info["server"] = self.server.server_name
+        entry = self.login.entry if self.login is not None else None
+        if isinstance(entry, NkeyUser):  # nats-server's `issuerForClient`: its account
+            info["issuer_key"] = entry.account
         info["kind"] = "Client"
         info["client_type"] = "websocket" if self.websocket is not None else "nats"
         return info
