@@ -149,6 +149,58 @@ async def test_an_account_loaded_at_its_first_login_has_jetstream_and_system_imp
     assert mine == theirs
 
 
+async def _connect_event(url: str, system_creds: Path, account: Any, creds_file: Path) -> Any:
+    """The `ClientInfo` of the connect event a JWT user's login publishes, without what
+    differs between runs (when, the client's id), and who `/connz` says it is
+    (`$SYS.REQ.ACCOUNT.<a>.CONNZ` with `auth`)."""
+    system = await nats.connect(url, user_credentials=str(system_creds), allow_reconnect=False)
+    try:
+        sub = await system.subscribe(f"$SYS.ACCOUNT.{account.public}.CONNECT")
+        await system.flush()
+        nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+        try:
+            client = json.loads((await sub.next_msg(timeout=5)).data)["client"]
+            reply = await system.request(
+                f"$SYS.REQ.ACCOUNT.{account.public}.CONNZ", b'{"auth": true}', timeout=5
+            )
+        finally:
+            await nc.close()
+    finally:
+        await system.close()
+    (conn,) = json.loads(reply.data)["data"]["connections"]
+    who = ("authorized_user", "account", "jwt", "issuer_key", "name_tag", "tags")
+    return [
+        {key: value for key, value in client.items() if key not in ("start", "id")},
+        {key: value for key, value in conn.items() if key in who},
+    ]
+
+
+@pytest.mark.parametrize("signed_by", ["account", "signing key"])
+async def test_a_jwt_users_connect_event(tmp_path: Path, signed_by: str) -> None:
+    """A JWT user's connect event and its `/connz` entry (with `auth`) carry its JWT, the
+    key that issued it, its tags and the account JWT's name (nats-server's `name_tag`)."""
+    trust = DirTrust()
+    signer = account_key()
+    account = trust.account(signing_keys=[signer.public])
+    user = user_key()
+    issuer = account if signed_by == "account" else signer
+    extra = {} if signed_by == "account" else {"issuer_account": account.public}
+    token = user_jwt(user, issuer, top={"name": "alice"}, tags=["team:a", "x"], **extra)
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(token, user))
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _connect_event(reference, system_creds, account, creds_file)
+        mine = await _connect_event(ours, system_creds, account, creds_file)
+    for info in theirs:
+        assert info["jwt"] == token
+        assert info["issuer_key"] == issuer.public
+        assert info["name_tag"] == "acc"
+        assert info["tags"] == ["team:a", "x"]
+    assert mine == theirs
+    assert [list(info) for info in mine] == [list(info) for info in theirs]  # Go's order
+
+
 async def test_pinned_accounts(tmp_path: Path) -> None:
     """`resolver_pinned_accounts`: only users of the listed accounts (and the system
     account) log in."""

@@ -243,6 +243,17 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if transport is not None:
             transport.close()
 
+    @property
+    def issuer_key(self) -> str:
+        """nats-server's `issuerForClient`: the key that issued a user JWT (the account's
+        or one of its signing keys), an nkey user's account; "" for other users."""
+        login = self.login
+        if login is None:
+            return ""
+        if login.jwt is not None:
+            return login.jwt.signing_key or login.jwt.account
+        return login.account if isinstance(login.entry, NkeyUser) else ""
+
     def request_info(self, shared: bool) -> dict[str, Any]:
         """nats-server's `ClientInfo` of this client as a service import's
         `Nats-Request-Info` carries it (`getClientInfo`): its account and round-trip time;
@@ -265,9 +276,8 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if rtt:
             info["rtt"] = rtt
         info["server"] = self.server.server_name
-        entry = self.login.entry if self.login is not None else None
-        if isinstance(entry, NkeyUser):  # nats-server's `issuerForClient`: its account
-            info["issuer_key"] = entry.account
+        if self.issuer_key:
+            info["issuer_key"] = self.issuer_key
         info["kind"] = "Client"
         info["client_type"] = "websocket" if self.websocket is not None else "nats"
         return info

@@ -73,6 +73,8 @@ class JwtUser:
     signing_key: str = ""
     scope: jwt.UserScope | None = None
     name: str = ""  # the user JWT's name (nats-server's `nameTag` of the client)
+    token: str = ""  # the user JWT itself, and its tags (a connect event carries both)
+    tags: tuple[str, ...] = ()
 
 
 class _Refused(Exception):
@@ -210,6 +212,8 @@ class OperatorMode:
             signing_key=user.issuer if user.issuer != account.subject else "",
             scope=account.signing_keys.get(user.issuer),
             name=user.name,
+            token=user.token,
+            tags=user.tags,
         )
 
     def recheck(self, user: JwtUser, account: jwt.AccountClaims) -> JwtUser | str:

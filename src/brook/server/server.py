@@ -693,7 +693,18 @@ class Server:
             tls_peer_certs=c.peer_certificates,
             account=c.account.name,
             close_reason=c.close_reason,
+            issuer_key=c.issuer_key,
+            jwt=c.jwt_user.token if c.jwt_user is not None else "",
+            bearer=c.jwt_user is not None and c.jwt_user.bearer,
+            tags=c.jwt_user.tags if c.jwt_user is not None else (),
+            name_tag=self._name_tag(c.account.name),
         )
+
+    def _name_tag(self, account: str) -> str:
+        """nats-server's `getNameTag`: the account JWT's name, else the account's."""
+        operator = self.authenticator.operator
+        claims = operator.claims(account) if operator is not None else None
+        return claims.name if claims is not None and claims.name else account
 
     def account_snapshots(self) -> list[AccountSnapshot]:
         clients: dict[str, int] = {}
@@ -739,8 +750,6 @@ class Server:
         # A JWT login (nats-server's `UserInfo` from the client's JWT state): the names
         # of the user and account JWTs (nats-server's name tags), and the whole seconds
         # until the login ends (`claimExpiration`).
-        operator = self.authenticator.operator
-        claims = operator.claims(account_name) if operator is not None else None
         left_ns = 0
         if user.user_ends_at is not None:
             left_ns = int(max(user.user_ends_at - time.time(), 0.0)) * 1_000_000_000
@@ -750,7 +759,7 @@ class Server:
             permissions=(
                 public_permissions(user.permissions) if user.permissions is not None else None
             ),
-            account_name=(claims.name if claims is not None and claims.name else account_name),
+            account_name=self._name_tag(account_name),
             user_name=user.name,
             expires_ns=left_ns,
         )
