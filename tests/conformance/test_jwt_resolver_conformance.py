@@ -175,16 +175,19 @@ async def _connect_event(url: str, system_creds: Path, account: Any, creds_file:
     ]
 
 
-@pytest.mark.parametrize("signed_by", ["account", "signing key"])
+@pytest.mark.parametrize("signed_by", ["account", "signing key", "account, bearer"])
 async def test_a_jwt_users_connect_event(tmp_path: Path, signed_by: str) -> None:
     """A JWT user's connect event and its `/connz` entry (with `auth`) carry its JWT, the
-    key that issued it, its tags and the account JWT's name (nats-server's `name_tag`)."""
+    key that issued it, its tags and the account JWT's name (nats-server's `name_tag`);
+    `/connz` leaves a bearer token out."""
     trust = DirTrust()
     signer = account_key()
     account = trust.account(signing_keys=[signer.public])
     user = user_key()
-    issuer = account if signed_by == "account" else signer
-    extra = {} if signed_by == "account" else {"issuer_account": account.public}
+    issuer = signer if signed_by == "signing key" else account
+    extra: dict[str, Any] = {"bearer_token": True} if "bearer" in signed_by else {}
+    if issuer is signer:
+        extra["issuer_account"] = account.public
     token = user_jwt(user, issuer, top={"name": "alice"}, tags=["team:a", "x"], **extra)
     creds_file = tmp_path / "u.creds"
     creds_file.write_text(creds(token, user))
@@ -192,8 +195,9 @@ async def test_a_jwt_users_connect_event(tmp_path: Path, signed_by: str) -> None
     async with dir_servers(trust) as (reference, ours, _, _):
         theirs = await _connect_event(reference, system_creds, account, creds_file)
         mine = await _connect_event(ours, system_creds, account, creds_file)
+    assert theirs[0]["jwt"] == token
+    assert theirs[1].get("jwt") == (None if "bearer" in signed_by else token)
     for info in theirs:
-        assert info["jwt"] == token
         assert info["issuer_key"] == issuer.public
         assert info["name_tag"] == "acc"
         assert info["tags"] == ["team:a", "x"]
