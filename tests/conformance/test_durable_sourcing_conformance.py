@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,35 @@ async def test_a_source_through_a_consumer_created_beforehand_as_nats_server(
     nats_server_url: str, tmp_path: Path
 ) -> None:
     await both(nats_server_url, tmp_path, precreated_consumer)
+
+
+async def consumer_created_later(s: Session) -> None:
+    """`consumer` in a source that its user creates only later: the reset goes
+    unanswered (5 s) and the source backs off (10 s after one failure), listening on the
+    consumer's deliver subject meanwhile (nats-server's probe subscription); the consumer,
+    once created, delivers there, and the source asks again at once: the copies come
+    well before the backoff would have ended."""
+    await s.create("WQ", WQ)
+    for i in (1, 2):
+        await s.publish(f"w.{i}", f"w.{i}", b"%d" % i)
+    source = {"name": "WQ", "consumer": {"name": "C", "deliver_subject": "dlv.c"}}
+    await s.create("S", {"name": "S", "sources": [source]})
+    _mask_sources(s.results[-1][1])
+    await asyncio.sleep(6.0)  # its reset timed out: backing off until about 15 s
+    fc = {"durable_name": "C", "ack_policy": "flow_control", "deliver_subject": "dlv.c"}
+    await s.api("consumer C", "$JS.API.CONSUMER.CREATE.WQ.C", {"stream_name": "WQ", "config": fc})
+    created = time.monotonic()
+    while (await _info(s, "S"))["state"]["messages"] < 2 and time.monotonic() - created < 15:
+        await asyncio.sleep(0.05)
+    s.results.append(("copied within 5 s of C's creation", time.monotonic() - created < 5))
+    await settled(s, "through C", "S", 2)
+    await emptied(s, "origin", "WQ")
+
+
+async def test_a_source_through_a_consumer_created_later_as_nats_server(
+    nats_server_url: str, tmp_path: Path
+) -> None:
+    await both(nats_server_url, tmp_path, consumer_created_later)
 
 
 async def precreated_mirror_consumer(s: Session) -> None:

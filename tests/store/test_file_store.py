@@ -651,6 +651,34 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_a_run_indexes_stretches_of_one_subject_as_one_by_one(tmp_path: Path) -> None:
+    """A run whose subjects come in stretches (`SubjectIndex.add_run` takes a stretch at
+    once) indexes each subject's sequences as storing them one by one does: subjects new,
+    single and holding several already, before and after removals."""
+    lengths = [1, 3, 1, 1, 6, 2, 1, 4, 1, 5]
+    subjects = [f"s.{k % 4}" for k, n in enumerate(lengths) for _ in range(n)]
+    messages = [(subject, None, b"%d" % i, T0 + i) for i, subject in enumerate(subjects)]
+    one = FileStore(tmp_path / "one")
+    run = FileStore(tmp_path / "run")
+    for message in messages[:3]:
+        one.store(*message)
+        run.store(*message)
+    for message in messages[3:]:
+        one.store(*message)
+    run.store_run(messages[3:17])
+    run.store_run(messages[17:])
+    names = sorted(set(subjects))
+    for seq in (2, 9, 10, 25):
+        for store in (one, run):
+            assert [store.subject_state(n) for n in names] == [one.subject_state(n) for n in names]
+            assert [store.load_last(n) for n in names] == [one.load_last(n) for n in names]
+            assert snapshot(store) == snapshot(one)
+        one.remove(seq)
+        run.remove(seq)
+    one.close()
+    run.close()
+
+
 def test_a_run_is_encoded_as_each_record_alone() -> None:
     """`encode_messages` makes the records `encode_message` makes one by one, and stops
     before the first it cannot encode with the reason `encode_message` raises."""

@@ -9,9 +9,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook import limits
-from brook.jetstream.link import Delivery
+from brook.jetstream.consumer.actions import DeliverRun
+from brook.jetstream.link import Delivered, Delivery, take_run
 from brook.jetstream.mirror import Mirror, mirror_info, store_mirrored
 from brook.jetstream.sourcing import Tracking
+from brook.jetstream.store.base import StoredMessage
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
 from tests.support.streams import SECOND, make
@@ -146,3 +148,48 @@ def test_a_message_older_than_max_age_expires_at_once() -> None:
 def test_info_before_any_delivery() -> None:
     mirror, _ = _mirror(filter_subject="o.a")
     assert mirror_info(mirror.source, None, 0) == {"name": "O", "lag": 0, "active": -1}
+
+
+def _origin_run(first_seq: int, count: int, first_cseq: int, header: bytes | None) -> DeliverRun:
+    """A run of first deliveries as the origin's consumer hands it over, every third
+    message with `header`."""
+    msgs = [
+        StoredMessage(q, f"o.{q % 3}", header if q % 3 == 0 else None, b"%d" % q, q * SECOND)
+        for q in range(first_seq, first_seq + count)
+    ]
+    return DeliverRun("$JS.M.x", msgs, None, first_cseq, count + 5, b"$JS.ACK.O.C-1.")
+
+
+def _twins() -> tuple[tuple[Mirror, Tracking, list[tuple[str, int]]], ...]:
+    out = []
+    for _ in range(2):
+        mirror, stored = _mirror()
+        tracking = Tracking()
+        tracking.consumer = "C-1"
+        out.append((mirror, tracking, stored))
+    return tuple(out)
+
+
+def test_a_run_taken_as_it_came_is_stored_as_its_deliveries_one_by_one() -> None:
+    """`Mirror.delivered_run` (the origin's run as it came) stores what `delivered`
+    stores of the same deliveries, and leaves the tracking where it does; a run that does
+    not follow the last stored, or whose headers have lines a mirror drops, is left to
+    `delivered` (None, nothing changed)."""
+    (fast, fast_tracking, fast_stored), (slow, slow_tracking, slow_stored) = _twins()
+    plain = b"NATS/1.0\r\nA: 1\r\n\r\n"
+    for run in (_origin_run(1, 10, 1, plain), _origin_run(11, 300, 11, None)):
+        assert fast.delivered_run(fast_tracking, run) is True
+        got: list[Delivered] = []
+        take_run(run, len(run.msgs), b"$JS.ACK.O.C-1.", "C-1", got)
+        assert slow.delivered(slow_tracking, got) is True
+    assert (fast_tracking.sseq, fast_tracking.dseq) == (310, 310)
+    assert (fast_tracking.sseq, fast_tracking.dseq) == (slow_tracking.sseq, slow_tracking.dseq)
+    assert fast_stored == slow_stored
+    assert fast.stream.store.state() == slow.stream.store.state()
+    for q in range(1, 311):
+        assert fast.stream.store.load(q) == slow.stream.store.load(q)
+    dropped = b"NATS/1.0\r\nA: 1\r\nNats-Expected-Stream: O\r\n\r\n"
+    assert fast.delivered_run(fast_tracking, _origin_run(311, 5, 311, dropped)) is None
+    assert fast.delivered_run(fast_tracking, _origin_run(312, 5, 311, None)) is None  # a gap
+    assert (fast_tracking.sseq, fast_tracking.dseq) == (310, 310)
+    assert fast.stream.store.state().last_seq == 310

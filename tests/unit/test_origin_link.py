@@ -99,7 +99,7 @@ def _run(prefix: bytes, first_seq: int, count: int, first_cseq: int, pending: in
             b"%b1.%d.%d.%d.%d"
             % (prefix, seq, first_cseq + i, msgs[-1].ts_ns, max(pending - i - 1, 0))
         )
-    return DeliverRun("$JS.M.x", msgs, acks, first_cseq, pending)
+    return DeliverRun("$JS.M.x", msgs, acks, first_cseq, pending, prefix)
 
 
 def _as_read(run: DeliverRun, consumer: str) -> list[Delivered]:

@@ -28,6 +28,9 @@ tracking and ingest); the link handles the rest as nats-server does:
 * a create that failed or got no reply within `CREATE_WAIT_NS` is retried after
   `retry_backoff_ns` (nats-server's `calculateRetryBackoff`) plus jitter, and never sooner
   than `RETRY_THRESHOLD_NS` after the previous request;
+* a reset of a consumer created beforehand (`consumer`) that nobody answers (it does not
+  exist yet) is retried after the backoff too, or at once when the consumer is heard of
+  on its deliver subject meanwhile (`_probe`, nats-server's probe subscription);
 * each (re)creation asks its kind for the request anew, so that it starts after what the
   stream has stored (a mirror: its last sequence + 1);
 * an origin that refuses a sourcing consumer as too new is asked again without it
@@ -207,6 +210,13 @@ class LinkKind(Protocol):
         (the run's deliveries after the one that asked for it are dropped)."""
         ...
 
+    def delivered_run(self, tracking: Tracking, run: DeliverRun) -> bool | None:
+        """The same for the current consumer's first deliveries as its executor in this
+        process made them (`Router.deliver_object`), at least one, the run's headers as
+        the origin stored them: True or False as `delivered`, or None, having changed
+        nothing, when the kind takes them only in `delivered`'s form (`take_run`)."""
+        ...
+
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
         """`callback` once what was stored so far is durable."""
         ...
@@ -246,6 +256,8 @@ class OriginLink:
         # Deliveries are taken: set before subscribing, as a consumer that exists
         # already (a durable one) may deliver from within the subscribe call.
         self._receiving = False
+        # The deliver subscription is a probe (`_probe`): a message there ends the backoff.
+        self._probing = False
         self._timer: asyncio.TimerHandle | None = None
         # Messages as they came (`_on_message`), or runs of deliveries from a consumer in
         # this process (`_on_run`).
@@ -307,7 +319,7 @@ class OriginLink:
             if sub is not None:
                 self._client.unsubscribe(sub)
         self._reply_sub = self._deliver_sub = None
-        self._receiving = False
+        self._receiving = self._probing = False
         self._inbox.clear()
         self.tracking.consumer = ""
         self._ack_prefix = b""
@@ -374,13 +386,35 @@ class OriginLink:
         if self._request is not None and self._request.deliver:
             # A reset nobody answered (the consumer does not exist: nats-server leaves
             # that unanswered): asked again after the backoff, no error shown, as
-            # nats-server's timeout sets none.
+            # nats-server's timeout sets none; or sooner, once the consumer is heard of.
             log.warning("%s: no reply to its consumer reset request", self._label)
             self.fails += 1
             self.retry()
+            self._probe(self._request.deliver)
             return
         log.warning("%s: no reply to its consumer create request", self._label)
         self._failed(self._setup_failed("timeout"))
+
+    def _probe(self, deliver: str) -> None:
+        """nats-server's `startProbeSubscription`: while the link backs off after a reset
+        nobody answered, it listens on the consumer's deliver subject; the first message
+        there (the consumer, created by its user since, delivering or sending its
+        heartbeat to this interest) ends the backoff: the reset is asked for again at
+        once (after the request threshold). The next request drops the probe."""
+        self._probing = True
+
+        def heard(*_: Any) -> None:
+            if self._probing and self.fails:
+                self._probing = False
+                self.fails = 0
+                self._cancel()  # the probe goes
+                self._schedule(0)
+
+        sub = self._client.subscribe(deliver, heard)  # may hear it before it returns
+        if self._probing:
+            self._deliver_sub = sub
+        else:
+            self._client.unsubscribe(sub)
 
     def _on_reply(
         self, subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
@@ -486,10 +520,13 @@ class OriginLink:
         while inbox and taken < _BATCH:  # a retry empties the inbox
             item = inbox.popleft()
             if isinstance(item, DeliverRun):
-                n, rest = take_run(item, _BATCH - taken, prefix, consumer, run)
+                item, rest = split_run(item, _BATCH - taken)
                 if rest is not None:
                     inbox.appendleft(rest)
-                taken += n
+                taken += len(item.msgs)
+                if not run and prefix and item.prefix == prefix and self._deliver_run(item):
+                    continue
+                take_run(item, _BATCH, prefix, consumer, run)
                 continue
             subject, reply, header, data = item
             taken += 1
@@ -517,6 +554,18 @@ class OriginLink:
         self.lag = pending - 1 if pending else 0
         if not self.kind.delivered(self.tracking, run):
             self.retry()
+
+    def _deliver_run(self, run: DeliverRun) -> bool:
+        """`_deliver` of the current consumer's run as it came, if its kind takes it so
+        (`LinkKind.delivered_run`); False, with nothing done, if not."""
+        taken = self.kind.delivered_run(self.tracking, run)
+        if taken is None:
+            return False
+        pending = max(run.pending_before - len(run.msgs), 0)  # after its last
+        self.lag = pending - 1 if pending else 0
+        if not taken:
+            self.retry()
+        return True
 
     def _setup_failed(self, reason: str) -> ApiError:
         return api_error(self.kind.setup_error, err=reason)
@@ -561,6 +610,27 @@ def origin_header(header: bytes) -> bytes | None:
     return kept or None
 
 
+def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | None]:
+    """The first `room` deliveries of `item` (at least one), and the rest (None: none)."""
+    msgs = item.msgs
+    if len(msgs) <= room:
+        return item, None
+    dseq, np = item.first_consumer_seq, item.pending_before
+    acks = item.acks
+    head = DeliverRun(
+        item.reply, msgs[:room], acks[:room] if acks is not None else None, dseq, np, item.prefix
+    )
+    rest = DeliverRun(
+        item.reply,
+        msgs[room:],
+        acks[room:] if acks is not None else None,
+        dseq + room,
+        max(np - room, 0),
+        item.prefix,
+    )
+    return head, rest
+
+
 def take_run(
     item: DeliverRun, room: int, prefix: bytes, consumer: str, run: list[Delivered]
 ) -> tuple[int, DeliverRun | None]:
@@ -569,13 +639,10 @@ def take_run(
     `Nats-Batch-*` removed); none when they are not the consumer's whose ack subjects
     start with `prefix` (named `consumer`). Returns how many were taken, and the rest of
     `item` past `room` (None when nothing is left)."""
+    item, rest = split_run(item, room)
     msgs = item.msgs
     dseq, np = item.first_consumer_seq, item.pending_before
-    rest = None
-    if len(msgs) > room:
-        rest = DeliverRun(item.reply, msgs[room:], item.acks[room:], dseq + room, max(np - room, 0))
-        msgs = msgs[:room]
-    if not prefix or not item.acks[0].startswith(prefix):
+    if not prefix or item.prefix != prefix:
         return len(msgs), rest  # an older consumer's
     append = run.append
     for m in msgs:

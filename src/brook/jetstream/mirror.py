@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from brook import limits
 from brook.jetstream import ttl as ttls
+from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.errors import ApiError
 from brook.jetstream.link import (
     ACCOUNT,
@@ -66,6 +68,18 @@ _REQUIRED_API_LEVEL = hdrs.encode(
 # A delivery with fewer messages pending than this has the mirror nearly level with its
 # origin: it starts answering the origin's direct gets (`mirror_direct`).
 CAUGHT_UP_PENDING = 10  # nats-server's dgetCaughtUpThresh
+
+
+# A stored message's header, and its fields as a `NewMessage` (`Mirror.delivered_run`).
+_HEADER = operator.attrgetter("header")
+_AS_NEW = operator.attrgetter("subject", "header", "data", "ts_ns")
+# A `NewMessage`'s fields (`store_mirrored`).
+_SUBJECT, _NEW_HEADER, _DATA = (operator.itemgetter(i) for i in range(3))
+
+
+def _drops_lines(header: bytes) -> bool:
+    """Might `origin_header` drop lines of `header`?"""
+    return b"Nats-Expected-" in header or b"Nats-Batch-" in header
 
 
 def consumer_name(stream_name: str) -> str:
@@ -175,6 +189,30 @@ class Mirror:
                     break
             messages.append((subject, header, data, ts_ns))
             seqs.append(seq)
+        return self._store(messages, seqs) and not retry
+
+    def delivered_run(self, tracking: Tracking, run: DeliverRun) -> bool | None:
+        """`delivered`'s common case at once: the run's messages follow the last stored
+        (every one is stored, as `Tracking.mirror_delivery` says), no transform maps
+        them and no header has lines a mirror drops (`origin_header`): stored as they
+        are. Otherwise None (`delivered` takes them one by one)."""
+        msgs = run.msgs
+        first, n = msgs[0].seq, len(msgs)
+        if (
+            self._transforms
+            or first != tracking.sseq + 1
+            or msgs[-1].seq - first != n - 1
+            or any(map(_drops_lines, filter(None, map(_HEADER, msgs))))
+        ):
+            return None
+        tracking.sseq, tracking.dseq = first + n - 1, run.first_consumer_seq + n - 1
+        if self._caught_up is not None and run.pending_before - n < CAUGHT_UP_PENDING:
+            self._caught_up()
+            self._caught_up = None
+        return self._store(list(map(_AS_NEW, msgs)), list(range(first, first + n)))
+
+    def _store(self, messages: list[NewMessage], seqs: list[int]) -> bool:
+        """`store_mirrored`; False when it failed (the link asks again later)."""
         if messages:
             try:
                 store_mirrored(self.stream, messages, seqs, self._stored)
@@ -184,7 +222,7 @@ class Mirror:
             except ApiError as err:  # the mirror's own limits: asked again later
                 self._refused(err)
                 return False
-        return not retry
+        return True
 
     def _refused(self, err: ApiError) -> None:
         """Logged once per kind of refusal (the link asks again every few seconds)."""
@@ -234,8 +272,9 @@ def store_mirrored(
     if not seqs:
         return
     space = stream.space
+    headers = filter(None, map(_NEW_HEADER, messages))
     if space is not None and not space.admit(
-        sum(len(m[2]) + (len(m[1]) if m[1] else 0) for m in messages)
+        sum(map(len, map(_DATA, messages))) + sum(map(len, headers))
     ):
         raise StoreFullError("no room for mirrored messages")
     config = stream.config
@@ -274,7 +313,7 @@ def store_mirrored(
     retention = stream.retention if config.retention == "interest" else None
     expiry = stream.expiry
     if retention is None and not config.allow_msg_ttl:
-        kept = [(m[0], seq) for m, seq in zip(messages, seqs, strict=True)]
+        kept = list(zip(map(_SUBJECT, messages), seqs, strict=True))
     else:
         kept = []
         for (subject, header, _, ts_ns), seq in zip(messages, seqs, strict=True):

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
+from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.link import (
     ACCOUNT,
@@ -450,6 +451,9 @@ class Source:
             if not self._delivered(tracking, meta, subject, header, data):
                 return False
         return True
+
+    def delivered_run(self, tracking: Tracking, run: DeliverRun) -> bool | None:
+        return None  # one message at a time (`delivered`)
 
     def _delivered(
         self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes

@@ -58,20 +58,45 @@ class DeliverRun:
     """First deliveries of consecutive new messages to one `reply`: message `i` goes
     exactly as `delivers()[i]` says. `Delivery.deliver_new` makes one per call
     instead of a `Deliver` per message (a push consumer's deliveries, or those to the one
-    waiting pull request): the owner frames the run in one loop. Nobody mutates one."""
+    waiting pull request): the owner frames the run in one loop. Nobody mutates one
+    (but `ack_subjects`, which fills in `acks` once).
+
+    Each ack subject is `prefix` (`$JS.ACK.<stream>.<consumer>.`) and `1.<stream seq>.
+    <consumer seq>.<timestamp>.<pending>`: all of it is in the run, so a flow-controlled
+    push run leaves them unformatted (`acks` None) until someone needs their bytes
+    (`ack_subjects`); a link in this process that takes the run as it is
+    (`Router.deliver_object`) never does."""
 
     reply: str
     msgs: list[StoredMessage]
-    acks: list[bytes]  # the ack subject of each
+    acks: list[bytes] | None  # the ack subject of each; None: not formatted yet
     first_consumer_seq: int  # consecutive from here
     pending_before: int  # num_pending before the first; one less after each, down to 0
+    prefix: bytes = b""  # `$JS.ACK.<stream>.<consumer>.`, which every ack subject starts with
+
+    def ack_subjects(self) -> list[bytes]:
+        """The ack subject of each message (formatted now, once, if they were not)."""
+        acks = self.acks
+        if acks is None:
+            prefix = self.prefix + b"1."
+            cseq, np = self.first_consumer_seq, self.pending_before
+            acks = []
+            append = acks.append
+            for m in self.msgs:
+                if np > 0:
+                    np -= 1
+                append(b"%b%d.%d.%d.%d" % (prefix, m.seq, cseq, m.ts_ns, np))
+                cseq += 1
+            self.acks = acks
+        return acks
 
     def delivers(self) -> list[Deliver]:
         """The same deliveries, one `Deliver` each."""
         first, before = self.first_consumer_seq, self.pending_before
+        acks = self.ack_subjects()
         return [
             Deliver(m, self.reply, ack, first + i, m.seq, 1, max(before - i - 1, 0), m.ts_ns)
-            for i, (m, ack) in enumerate(zip(self.msgs, self.acks, strict=True))
+            for i, (m, ack) in enumerate(zip(self.msgs, acks, strict=True))
         ]
 
 

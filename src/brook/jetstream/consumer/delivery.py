@@ -42,6 +42,17 @@ from brook.jetstream.store.base import StoredMessage
 AHEAD_MAX = 128  # the most messages `candidate` reads from the store at once
 
 
+def _ack_digits(seq: int, cseq: int, ts: int, np: int) -> tuple[int, int, int, int, int, int]:
+    """How many digits the four numbers of an ack subject have in all (its stream and
+    consumer sequences, timestamp and pending count), and the bounds within which that
+    stays: the sequences below their next power of ten, the pending count not below its
+    own, the timestamp within its own two (`deliver_new`, which counts a delivery's size
+    against the flow-control window without formatting its ack subject)."""
+    ds, dc, dt, dn = len(str(seq)), len(str(cseq)), len(str(ts)), len(str(np))
+    ts_lo, ts_hi = (10 ** (dt - 1), 10**dt) if ts > 0 else (1, 0)  # <= 0: each time
+    return ds + dc + dt + dn, 10**ds, 10**dc, 10 ** (dn - 1) if dn > 1 else 0, ts_lo, ts_hi
+
+
 class Delivery:
     def __init__(
         self,
@@ -394,8 +405,19 @@ class Delivery:
         next_batch = self.src.next_batch
         # One reply for all (push, or a single waiting pull request): one `DeliverRun`.
         run_to = target if target is not None else waiting[0].reply if len(waiting) == 1 else None
-        run = DeliverRun(run_to or "", [], [], cseq + 1, np)
-        run_acks = run.acks.append
+        ack_prefix = self._ack_prefix
+        acks: list[bytes] = []
+        run_acks = acks.append
+        # A push run under flow control leaves its ack subjects unformatted
+        # (`DeliverRun.ack_subjects`): only their length counts.
+        run = DeliverRun(run_to or "", [], None if fc else acks, cseq + 1, np, ack_prefix)
+        run_msgs = run.msgs.append
+        headroom = flow.headroom() if fc else 0  # bytes to count with no flow-control event
+        spent = 0  # bytes counted in `headroom` and not told to `flow` yet
+        ack_len = seq_hi = cseq_hi = np_lo = ts_lo = ts_hi = 0  # `_ack_digits`
+        base_len = len(prefix) + 3  # and the three dots between the numbers
+        subject = ""  # the last delivered message's subject, and its length in bytes
+        subject_len = 0
         msg: StoredMessage | None = None  # the last one delivered
         # Round robin: each request is checked (`next_request`) when its first turn
         # comes; time and interest stand still during this call, and the queue keeps its
@@ -420,26 +442,45 @@ class Delivery:
                 cseq += 1
                 if np > 0:
                     np -= 1
-                ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
                 if tracked:
                     pending[seq] = Pending(cseq, 1, deadline if timed else None, now_ns, now_ns)
                     order_append(seq)
                     if timed:
                         timer_append((deadline, seq))
                 if fc:  # push: a run; a flow-control request ends it
-                    run_acks(ack)
-                    run.msgs.append(msg)
+                    run_msgs(msg)
+                    # The delivery's size (`message_size`), its ack subject's length from
+                    # the digits of its numbers, which change only at powers of ten.
+                    ts = msg.ts_ns
+                    if seq >= seq_hi or cseq >= cseq_hi or np < np_lo or not ts_lo <= ts < ts_hi:
+                        ack_len, seq_hi, cseq_hi, np_lo, ts_lo, ts_hi = _ack_digits(
+                            seq, cseq, ts, np
+                        )
+                    if msg.subject is not subject:  # the same string object: the same subject
+                        subject = msg.subject
+                        subject_len = len(subject.encode())
+                    header = msg.header
+                    size = base_len + ack_len + subject_len + len(msg.data)
+                    if header:
+                        size += len(header)
+                    if size <= headroom:
+                        headroom -= size
+                        spent += size
+                        continue
+                    flow.spend(spent)
+                    spent = 0
                     before = len(out)
-                    size = message_size(msg.subject, ack, msg.header, msg.data)
                     flow.account(size, out, len(pending))
+                    headroom = flow.headroom()
                     if len(out) > before:  # the request goes after the run so far
                         out.insert(before, run)
-                        run = DeliverRun(target or "", [], [], cseq + 1, np)
-                        run_acks = run.acks.append
+                        run = DeliverRun(target or "", [], None, cseq + 1, np, ack_prefix)
+                        run_msgs = run.msgs.append
                     if flow.blocked():
                         room = 0
                         break
                     continue
+                ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
                 if run_to is not None:
                     run_acks(ack)
                     continue
@@ -455,6 +496,8 @@ class Delivery:
                 run.msgs += batch
             if msg is not None:
                 self.next_seq = msg.seq + 1
+        if spent:
+            flow.spend(spent)
         if msg is None:
             return
         if run.msgs:

@@ -199,7 +199,7 @@ class ActionExecutor:
                     if len(memo) > self.ack_memo_cap:
                         memo.clear()
                     if type(a) is DeliverRun:
-                        memo.update(zip(a.acks, map(_SEQ, a.msgs), strict=True))
+                        memo.update(zip(a.ack_subjects(), map(_SEQ, a.msgs), strict=True))
                     elif type(a) is Deliver:
                         memo[a.ack_subject] = a.stream_seq
                 if type(a) is DeliverRun:
@@ -210,7 +210,7 @@ class ActionExecutor:
                             m.header or None,
                             m.data,
                         )
-                        for m, ack in zip(a.msgs, a.acks, strict=True)
+                        for m, ack in zip(a.msgs, a.ack_subjects(), strict=True)
                     ]
                 elif type(a) is Deliver:
                     m = a.msg

@@ -47,6 +47,22 @@ class PushFlow:
         elif self._bytes - self._covers >= self.window:
             self._covers = self._bytes
 
+    def headroom(self) -> int:
+        """How many bytes `account` would only add up now: deliveries of at most this many
+        bytes in all ask for no request, confirm nothing and leave it unblocked, so a run
+        of them may be counted by `spend`. 0 where each delivery must be accounted
+        (`flow_control` acks with `max_ack_pending`, whose requests count messages)."""
+        cfg = self.cfg
+        if cfg.ack_policy is AckPolicy.FLOW_CONTROL and cfg.max_ack_pending > 0:
+            return 0
+        if self.reply is None:
+            return max(self.window // 2 - self._bytes, 0)
+        return max(min(self.window, self.window + self._covers - 1) - self._bytes, 0)
+
+    def spend(self, size: int) -> None:
+        """Count `size` bytes of deliveries that fit in the `headroom` taken before them."""
+        self._bytes += size
+
     def _acks_due(self, pending: int) -> bool:
         cfg = self.cfg
         return (

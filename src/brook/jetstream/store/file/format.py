@@ -97,8 +97,10 @@ def encode_messages(
     pack = HEADER.pack
     crc_pack = CRC_FIELD.pack
     crc32 = zlib.crc32
+    text, subj = "", b""  # the last subject and its encoding (a run repeats a few)
     for subject, header, data, ts_ns in messages:
-        subj = subject.encode()
+        if subject is not text:
+            text, subj = subject, subject.encode()
         hdr = header or b""
         sl, hl, dl = len(subj), len(hdr), len(data)
         length = OVERHEAD + sl + hl + dl

@@ -13,6 +13,7 @@ purging a subject's oldest messages is O(1) per message. Memory is what drives t
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -124,21 +125,27 @@ class SubjectIndex:
         return sid
 
     def add_run(self, subjects: list[str], seq: int) -> list[int]:
-        """`add` of each of `subjects` at consecutive sequences from `seq`; their ids. A
-        subject that holds several messages already (most of a long run's) gets its
-        sequence appended in place."""
-        by_name = self.by_name
+        """`add` of each of `subjects` at consecutive sequences from `seq`; their ids.
+        Taken a stretch of one subject at a time (a run often repeats one): a subject
+        that holds several messages already gets the stretch's sequences at once."""
         multi = self._multi
         sids: list[int] = []
-        for subject in subjects:
-            sid = by_name.get(subject)
+        for subject, stretch in itertools.groupby(subjects):
+            n = len(list(stretch))
+            end = seq + n
+            sid = self.by_name.get(subject)
             entry = multi.get(sid) if sid is not None else None
-            if entry is not None and entry._seqs is not None and sid is not None:
-                entry._seqs.append(seq)
-            else:
+            while entry is None or entry._seqs is None:  # a new subject, or a single
                 sid = self.add(subject, seq)
-            sids.append(sid)
-            seq += 1
+                seq += 1
+                if seq == end:
+                    break
+                entry = multi.get(sid)
+            if seq < end and entry is not None and entry._seqs is not None:
+                entry._seqs.extend(range(seq, end))
+                seq = end
+            assert sid is not None
+            sids += [sid] * n
         return sids
 
     def remove(self, sid: int, seq: int) -> None:
