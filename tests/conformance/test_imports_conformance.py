@@ -29,6 +29,7 @@ import pytest
 import brook
 from brook.config.conf import load_conf_file
 from tests.support.config_errors import brook_error, nats_server_error
+from tests.support.jwts import user_key
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import PING, PONG, Msg, RawClient, ServerOp
 
@@ -471,19 +472,26 @@ async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
     assert 0 < got["rtt"] < 1_000_000_000
 
 
-async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("nkey", [False, True], ids=["password", "nkey"])
+async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path, nkey: bool) -> None:
     """`share: true` on a service import: the `Nats-Request-Info` also says when the
     requester connected, from where, its id, user, name, library and version, the server
-    and the kind of client (nats-server's detailed `ClientInfo`)."""
+    and the kind of client (nats-server's detailed `ClientInfo`); for an nkey user also
+    the key's account (`issuer_key`)."""
+    user = user_key()
+    login = f"{{nkey: {user.public}}}" if nkey else "{user: b, password: b}"
     config = "server_name: srv1\n" + accounts(
         'users: [ {user: a, password: a} ], exports: [ {service: "svc"} ]',
-        "users: [ {user: b, password: b} ], "
+        f"users: [ {login} ], "
         'imports: [ {service: {account: A, subject: "svc"}, share: true} ]',
+    )
+    credentials: dict[str, Any] = (
+        {"nkeys_seed_str": user.seed.decode()} if nkey else {"user": "b", "password": "b"}
     )
 
     async def steps(url: str) -> dict[str, Any]:
         a = await nats.connect(url, user="a", password="a")
-        b = await nats.connect(url, user="b", password="b", name="bee")
+        b = await nats.connect(url, name="bee", **credentials)
         try:
 
             async def answer(msg: Any) -> None:
@@ -507,5 +515,7 @@ async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path) -> No
     assert expected["acc"] == "B"
     assert expected["name"] == "bee"
     assert expected["server"] == "srv1"
+    assert expected["user"] == (user.public if nkey else "b")
+    assert expected.get("issuer_key") == ("B" if nkey else None)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", got["start"])
     assert isinstance(got["id"], int)

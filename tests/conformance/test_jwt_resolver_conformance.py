@@ -105,15 +105,21 @@ async def test_logins_to_accounts_of_the_directory(tmp_path: Path) -> None:
 
 async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
     """JetStream and the system services imported into an account the server loads at
-    its first login."""
+    its first login; its `$SYS.REQ.USER.INFO` answer whole but for the seconds left
+    (`expires`, checked apart)."""
     nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
     try:
         js = nc.jetstream()
         await js.add_stream(name="S", subjects=["s.>"])
         ack = await js.publish("s.1", b"x")
         info = json.loads((await nc.request("$SYS.REQ.USER.INFO", b"", timeout=2)).data)
-        # (Brook's USER.INFO leaves out a JWT user's `user_name`: not compared here.)
-        return [ack.stream, ack.seq, info["data"]["user"], info["data"]["account"]]
+        data = info["data"]
+        left_s = data.pop("expires") / 1e9
+        assert 3590 <= left_s <= 3600
+        for lists in data["permissions"].values():  # nats-server's come in no set order
+            for subjects in lists.values():
+                subjects.sort()
+        return [ack.stream, ack.seq, data]
     finally:
         await nc.close()
 
@@ -121,17 +127,82 @@ async def _runtime_account(url: str, creds_file: Path) -> list[Any]:
 async def test_an_account_loaded_at_its_first_login_has_jetstream_and_system_imports(
     tmp_path: Path,
 ) -> None:
+    """... and a user JWT's name, permissions and expiry in its USER.INFO."""
     trust = DirTrust()
     account = trust.account(limits=JS_LIMITS)
     user = user_key()
     creds_file = tmp_path / "u.creds"
-    creds_file.write_text(creds(user_jwt(user, account), user))
+    token = user_jwt(
+        user,
+        account,
+        top={"name": "alice", "exp": int(time.time()) + 3600},
+        pub={"deny": ["secret.>"]},
+        sub={"allow": ["_INBOX.>", "s.>"]},
+    )
+    creds_file.write_text(creds(token, user))
     async with dir_servers(trust, jetstream=True) as (reference, ours, _, _):
         theirs = await _runtime_account(reference, creds_file)
         mine = await _runtime_account(ours, creds_file)
     assert theirs[:2] == ["S", 1]
-    assert theirs[3] == account.public
+    assert theirs[2]["account"] == account.public
+    assert theirs[2]["user_name"] == "alice"
     assert mine == theirs
+
+
+async def _connect_event(url: str, system_creds: Path, account: Any, creds_file: Path) -> Any:
+    """The `ClientInfo` of the connect event a JWT user's login publishes, without what
+    differs between runs (when, the client's id), and who `/connz` says it is
+    (`$SYS.REQ.ACCOUNT.<a>.CONNZ` with `auth`)."""
+    system = await nats.connect(url, user_credentials=str(system_creds), allow_reconnect=False)
+    try:
+        sub = await system.subscribe(f"$SYS.ACCOUNT.{account.public}.CONNECT")
+        await system.flush()
+        nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+        try:
+            client = json.loads((await sub.next_msg(timeout=5)).data)["client"]
+            reply = await system.request(
+                f"$SYS.REQ.ACCOUNT.{account.public}.CONNZ", b'{"auth": true}', timeout=5
+            )
+        finally:
+            await nc.close()
+    finally:
+        await system.close()
+    (conn,) = json.loads(reply.data)["data"]["connections"]
+    who = ("authorized_user", "account", "jwt", "issuer_key", "name_tag", "tags")
+    return [
+        {key: value for key, value in client.items() if key not in ("start", "id")},
+        {key: value for key, value in conn.items() if key in who},
+    ]
+
+
+@pytest.mark.parametrize("signed_by", ["account", "signing key", "account, bearer"])
+async def test_a_jwt_users_connect_event(tmp_path: Path, signed_by: str) -> None:
+    """A JWT user's connect event and its `/connz` entry (with `auth`) carry its JWT, the
+    key that issued it, its tags and the account JWT's name (nats-server's `name_tag`);
+    `/connz` leaves a bearer token out."""
+    trust = DirTrust()
+    signer = account_key()
+    account = trust.account(signing_keys=[signer.public])
+    user = user_key()
+    issuer = signer if signed_by == "signing key" else account
+    extra: dict[str, Any] = {"bearer_token": True} if "bearer" in signed_by else {}
+    if issuer is signer:
+        extra["issuer_account"] = account.public
+    token = user_jwt(user, issuer, top={"name": "alice"}, tags=["team:a", "x"], **extra)
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(token, user))
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _connect_event(reference, system_creds, account, creds_file)
+        mine = await _connect_event(ours, system_creds, account, creds_file)
+    assert theirs[0]["jwt"] == token
+    assert theirs[1].get("jwt") == (None if "bearer" in signed_by else token)
+    for info in theirs:
+        assert info["issuer_key"] == issuer.public
+        assert info["name_tag"] == "acc"
+        assert info["tags"] == ["team:a", "x"]
+    assert mine == theirs
+    assert [list(info) for info in mine] == [list(info) for info in theirs]  # Go's order
 
 
 async def test_pinned_accounts(tmp_path: Path) -> None:
@@ -374,6 +445,63 @@ async def test_claims_list_and_delete(tmp_path: Path) -> None:
         assert m == t, (i, t, m)
     assert f"{keys[0].public}.jwt.deleted" in their_files
     assert our_files == their_files
+
+
+async def _jetstream_usage(url: str, system_creds: Path) -> dict[str, Any]:
+    """The server's JetStream totals (`$SYS.REQ.SERVER.PING.JSZ`)."""
+    (reply,) = await _sys_requests(url, system_creds, [("$SYS.REQ.SERVER.PING.JSZ", b"")])
+    return {key: reply["data"][key] for key in ("accounts", "streams", "messages")}
+
+
+async def _deleted_jetstream_steps(
+    url: str, system_creds: Path, trust: DirTrust, account: Any, creds_file: Path
+) -> list[Any]:
+    """A stream of two messages, the account deleted, then its JWT pushed again."""
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.>"])
+        for _ in range(2):
+            await js.publish("s.1", b"x")
+    finally:
+        await nc.close()
+    steps: list[Any] = [await _jetstream_usage(url, system_creds)]
+    delete = _delete_request(trust, [account.public])
+    steps += await _sys_requests(url, system_creds, [("$SYS.REQ.CLAIMS.DELETE", delete)])
+    await asyncio.sleep(0.5)  # nats-server disables the account's JetStream after the reply
+    steps.append(await _jetstream_usage(url, system_creds))
+    # a new JWT (nats-server leaves a deleted account locked out when given the same one)
+    token = account_jwt(account, trust.operator, top={"name": "again"}, limits=JS_LIMITS).encode()
+    steps += await _sys_requests(url, system_creds, [("$SYS.REQ.CLAIMS.UPDATE", token)])
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        info = await nc.jetstream().stream_info("S")
+        steps.append(info.state.messages)
+    finally:
+        await nc.close()
+    steps.append(await _jetstream_usage(url, system_creds))
+    return steps
+
+
+async def test_a_deleted_account_has_its_jetstream_disabled(tmp_path: Path) -> None:
+    """`$SYS.REQ.CLAIMS.DELETE` stops the account's JetStream (nats-server's `removeCb`
+    and `disableJetStream`): the server counts neither it nor its streams; its streams
+    stay on disk, and are back when its JWT is pushed again and a user logs in."""
+    trust = DirTrust()
+    account = trust.account(limits=JS_LIMITS)
+    system_creds = _system_creds(trust, tmp_path)
+    user = user_key()
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    resolver = "type: full, allow_delete: true"
+    async with dir_servers(trust, resolver, jetstream=True) as (reference, ours, _, _):
+        theirs = await _deleted_jetstream_steps(reference, system_creds, trust, account, creds_file)
+        mine = await _deleted_jetstream_steps(ours, system_creds, trust, account, creds_file)
+    assert theirs[0] == {"accounts": 1, "streams": 1, "messages": 2}
+    assert theirs[1]["data"]["message"] == "deleted 1 accounts"
+    assert theirs[2] == {"accounts": 0, "streams": 0, "messages": 0}
+    assert theirs[4:] == [2, theirs[0]]
+    assert mine == theirs
 
 
 async def _limit_steps(url: str, system_creds: Path, trust: DirTrust, account: Any) -> list[Any]:

@@ -173,7 +173,6 @@ def _conn_info(
             info["authorized_user"] = c.authorized_user
         if c.account != GLOBAL_ACCOUNT:
             info["account"] = c.account
-        info["name_tag"] = c.account  # the account's name (no JWT name tags in Brook)
     subs = server.subscriptions(c.cid) if with_subs and c.subs else []
     if subs and not detail:
         info["subscriptions_list"] = [s.subject for s in subs]
@@ -189,4 +188,12 @@ def _conn_info(
             d["cid"] = c.cid
             details.append(d)
         info["subscriptions_list_detail"] = details
+    if auth:
+        if c.jwt and not c.bearer:  # nats-server's `redactBearerJWT`
+            info["jwt"] = c.jwt
+        if c.issuer_key:
+            info["issuer_key"] = c.issuer_key
+        info["name_tag"] = c.name_tag or c.account
+        if c.tags:
+            info["tags"] = list(c.tags)
     return info

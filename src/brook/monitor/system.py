@@ -383,7 +383,13 @@ class SystemServices:
             if client.rtt_s:
                 info["rtt"] = seconds_to_ns(client.rtt_s)
             info["stop"] = rfc3339_nano(stop)
-        info["name_tag"] = client.account
+        if client.jwt:
+            info["jwt"] = client.jwt
+        if client.issuer_key:
+            info["issuer_key"] = client.issuer_key
+        info["name_tag"] = client.name_tag or client.account
+        if client.tags:
+            info["tags"] = list(client.tags)
         info |= {"kind": "Client", "client_type": "nats"}
         return info
 
@@ -546,10 +552,14 @@ class SystemServices:
                 data: dict[str, Any] = {
                     "user": user.user,
                     "account": user.account,
-                    "account_name": user.account,
+                    "account_name": user.account_name,
                 }
+                if user.user_name:
+                    data["user_name"] = user.user_name
                 if user.permissions is not None:
                     data["permissions"] = user.permissions
+                if user.expires_ns:
+                    data["expires"] = user.expires_ns
                 response = {"data": data}
             self._send(reply.decode(), {"server": self._server_info(), **response}, client)
 

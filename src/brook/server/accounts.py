@@ -91,6 +91,9 @@ class Account:
         # engine enforces (jetstream/quota.py).
         self.jetstream_limits = jetstream_limits or JetStreamAccountLimits()
         self.is_system = system
+        # Its JWT was deleted (`$SYS.REQ.CLAIMS.DELETE`): no engine, nothing answering
+        # its API, until a login loads it anew (`Accounts.add`).
+        self.deleted = False
         self.jetstream: JetStream | None = None
         self.api: ApiDispatcher | None = None  # its `$JS.API.>`: an engine's, or refusals
         self.transfers: Transfers | None = None  # snapshots and restores (with an engine)
@@ -150,20 +153,27 @@ class Account:
         ConsumerApi(
             js, version=limits.NATS_COMPAT_VERSION, api_level=limits.JETSTREAM_API_LEVEL
         ).register(api)
-        cluster.register(api)
+        api.serve(None, cluster.ENDPOINTS)
         self.transfers = snapshots.register(
             api, js, js_settings, streams.created_info, api_level=limits.JETSTREAM_API_LEVEL
         )
         api.start()
 
-    def refuse_jetstream(self, template: ApiDispatcher) -> None:
-        """No JetStream here: `template`'s endpoints answer 10039 (nats-server's reply in
-        an account without JetStream on a server with it)."""
+    def refuse_jetstream(self) -> None:
+        """No JetStream here: every API endpoint answers 10039 (nats-server's reply in an
+        account without JetStream on a server with it), listed from the API classes'
+        tables, so no engine need run anywhere."""
+        from brook.jetstream.api import cluster, consumers, snapshots, streams
+        from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.errors import api_error
 
         self._refusals = InternalClient(self.router, "jetstream")
-        self.api = template.refusing(
-            self._refusals, api_error("NOT_ENABLED_FOR_ACCOUNT"), _REFUSED_LISTS
+        self.api = ApiDispatcher.refusing(
+            self._refusals,
+            (*streams.ENDPOINTS, *consumers.ENDPOINTS, *cluster.ENDPOINTS, *snapshots.ENDPOINTS),
+            api_error("NOT_ENABLED_FOR_ACCOUNT"),
+            _REFUSED_LISTS,
+            api_level=limits.JETSTREAM_API_LEVEL,
         )
         self.api.start()
 
@@ -178,25 +188,6 @@ class Account:
             self._refusals.close()
             self._refusals = None
         self.api = self.stream_api = None
-
-
-def _endpoints(router: Router) -> ApiDispatcher:
-    """The JetStream API's endpoints with no engine behind them, for the 10039 refusals
-    of a server on which no account has JetStream (nats-server's answer there too). The
-    API objects' `register` only names their handlers, which the refusals replace, so
-    objects never initialised (and never called) serve to list them."""
-    from brook.jetstream.api import cluster
-    from brook.jetstream.api.consumers import ConsumerApi
-    from brook.jetstream.api.dispatch import ApiDispatcher
-    from brook.jetstream.api.snapshots import SnapshotApi
-    from brook.jetstream.api.streams import StreamApi
-
-    api = ApiDispatcher(InternalClient(router, "unused"), api_level=limits.JETSTREAM_API_LEVEL)
-    StreamApi.__new__(StreamApi).register(api)
-    ConsumerApi.__new__(ConsumerApi).register(api)
-    cluster.register(api)
-    SnapshotApi.__new__(SnapshotApi).register(api)
-    return api
 
 
 class Accounts:
@@ -241,8 +232,8 @@ class Accounts:
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
         self._server_name = ""
-        self._refusal_template: ApiDispatcher | None = None  # an engine's API, to copy
         self._adding: dict[str, asyncio.Future[Account]] = {}
+        self._removing: dict[str, asyncio.Task[None]] = {}  # deleted accounts' engines stopping
         self._run_prefixes: tuple[bytes, ...] | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
         self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
@@ -292,7 +283,7 @@ class Accounts:
         one created at start does; nothing walks the others. Concurrent adds of one name
         share the first."""
         existing = self._by_name.get(name)
-        if existing is not None:
+        if existing is not None and not existing.deleted:
             return existing
         pending = self._adding.get(name)
         if pending is not None:
@@ -300,7 +291,16 @@ class Accounts:
         future: asyncio.Future[Account] = asyncio.get_running_loop().create_future()
         self._adding[name] = future
         try:
-            account = self._jwt_account(name, limits)
+            if existing is None:
+                account = self._jwt_account(name, limits)
+            else:  # deleted, its JWT pushed again: loaded anew, as nats-server's lookup
+                account = existing
+                removing = self._removing.get(name)
+                if removing is not None:
+                    await asyncio.shield(removing)
+                account.deleted = False
+                account.jetstream_enabled = limits.jetstream_enabled
+                account.jetstream_limits = _jetstream_limits(limits.jetstream)
             await self._start_account_jetstream(account)
         except BaseException as exc:
             future.set_exception(exc)
@@ -320,6 +320,27 @@ class Accounts:
         account.jetstream_limits = _jetstream_limits(limits.jetstream)
         if account.jetstream is not None:
             account.jetstream.set_account_limits(account.jetstream_limits)
+
+    def remove(self, account: Account) -> asyncio.Task[None]:
+        """A deleted account (nats-server's `removeCb`): its engine stops in the
+        background, its streams staying on disk (`disableJetStream`), and nothing answers
+        its `$JS.API.>` (nats-server drops the account's service imports, the API's
+        among them); its next login loads it anew (`add`)."""
+        account.deleted = True
+        account.jetstream_enabled = False
+        task = asyncio.ensure_future(self._stop(account))
+        self._removing[account.name] = task
+
+        def stopped(done: asyncio.Task[None]) -> None:
+            if self._removing.get(account.name) is done:
+                del self._removing[account.name]
+
+        task.add_done_callback(stopped)
+        return task
+
+    async def _stop(self, account: Account) -> None:
+        await account.stop()
+        self._run_prefixes = None
 
     async def set_jetstream(self, account: Account, enabled: bool) -> None:
         """An account JWT update enabled or disabled JetStream for `account` (nats-server's
@@ -347,8 +368,8 @@ class Accounts:
                 space=self.space,
                 server_limits=self.server_limits,
             )
-        elif self._refusal_template is not None and not account.is_system:
-            account.refuse_jetstream(self._refusal_template)
+        elif not account.is_system:
+            account.refuse_jetstream()
 
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
         self._server_name = server_name
@@ -376,13 +397,9 @@ class Accounts:
                     server_limits=self.server_limits,
                 )
         self._run_prefixes = None  # the engines added theirs
-        engines = self.with_jetstream
-        template = engines[0].api if engines else _endpoints(self.global_account.router)
-        assert template is not None
-        self._refusal_template = template
         for account in self:
             if account.jetstream is None:  # the system account too, as nats-server
-                account.refuse_jetstream(template)
+                account.refuse_jetstream()
 
     def signal_shutdown(self) -> None:
         for account in self.with_jetstream:

@@ -72,6 +72,10 @@ class ClaimsServer(Protocol):
         JetStream limits)."""
         ...
 
+    def account_deleted(self, account: str) -> None:
+        """The account's JWT was deleted: its JetStream stops."""
+        ...
+
 
 class ClaimsService:
     """The resolver's `$SYS` requests on one server, and the sweep of expired files."""
@@ -356,9 +360,10 @@ class ClaimsService:
             self._respond(reply, "", f"deleted {passed} accounts")
 
     def _removed(self, key: str) -> None:
-        """nats-server's `removeCb`: the account's clients closed as when it expires; its
-        next login finds no JWT."""
+        """nats-server's `removeCb`: the account's clients closed as when it expires, its
+        JetStream stopped; its next login finds no JWT."""
         self.operator.forget(key)
+        self.server.account_deleted(key)
         for client in list(self.server.account_clients(key)):
             if not client.closed:
                 client.close_with_error(ACCOUNT_EXPIRED, "account deleted")

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
+from brook.config.settings import NkeyUser
 from brook.jetstream.models.info import format_ts_ns
 from brook.protocol import encoder
 from brook.protocol import errors as perr
@@ -242,11 +243,22 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if transport is not None:
             transport.close()
 
+    @property
+    def issuer_key(self) -> str:
+        """nats-server's `issuerForClient`: the key that issued a user JWT (the account's
+        or one of its signing keys), an nkey user's account; "" for other users."""
+        login = self.login
+        if login is None:
+            return ""
+        if login.jwt is not None:
+            return login.jwt.signing_key or login.jwt.account
+        return login.account if isinstance(login.entry, NkeyUser) else ""
+
     def request_info(self, shared: bool) -> dict[str, Any]:
         """nats-server's `ClientInfo` of this client as a service import's
         `Nats-Request-Info` carries it (`getClientInfo`): its account and round-trip time;
         with the import's `share`, also when it connected, from where, its id, user,
-        name, library, the server and the kind of client."""
+        name, library, the server, an nkey user's account and the kind of client."""
         rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
         if not shared:
             return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
@@ -264,6 +276,8 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if rtt:
             info["rtt"] = rtt
         info["server"] = self.server.server_name
+        if self.issuer_key:
+            info["issuer_key"] = self.issuer_key
         info["kind"] = "Client"
         info["client_type"] = "websocket" if self.websocket is not None else "nats"
         return info

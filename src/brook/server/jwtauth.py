@@ -72,6 +72,9 @@ class JwtUser:
     # then (None: unscoped): an update removing or re-scoping the key ends the login.
     signing_key: str = ""
     scope: jwt.UserScope | None = None
+    name: str = ""  # the user JWT's name (nats-server's `nameTag` of the client)
+    token: str = ""  # the user JWT itself, and its tags (a connect event carries both)
+    tags: tuple[str, ...] = ()
 
 
 class _Refused(Exception):
@@ -208,6 +211,9 @@ class OperatorMode:
             own_permissions=own is not None,
             signing_key=user.issuer if user.issuer != account.subject else "",
             scope=account.signing_keys.get(user.issuer),
+            name=user.name,
+            token=user.token,
+            tags=user.tags,
         )
 
     def recheck(self, user: JwtUser, account: jwt.AccountClaims) -> JwtUser | str:

@@ -144,8 +144,9 @@ class ClientLogin:
         self._resume_after_connect()
 
     def _add_account(self, login: Login, options: dict[str, Any], acknowledge: bool) -> None:
-        """A JWT login to an account the server has not loaded yet: hold this connection
-        (as for bcrypt) until the account is added (its JetStream started), then log in."""
+        """A JWT login to an account the server has not loaded yet (or whose JWT was
+        deleted since, ADR 0033): hold this connection (as for bcrypt) until the account
+        is added (its JetStream started), then log in."""
         assert login.jwt is not None
         self.parser.paused = True
         if self.transport is not None:
@@ -193,7 +194,7 @@ class ClientLogin:
             self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
             return
         account = self.server.accounts.get(login.account)
-        if account is None and login.jwt is not None:
+        if (account is None or account.deleted) and login.jwt is not None:
             self._add_account(login, options, acknowledge)
             return
         if account is None:  # a login to an account this server does not have

@@ -476,8 +476,9 @@ class Server:
         it, not the system account's) and the system services imported into it, as for
         accounts at start."""
         system = self.accounts.system_account
+        known = self.accounts.get(name) is not None  # deleted, loaded anew: imports kept
         account = await self.accounts.add(name, limits)
-        if self.system is not None and not account.is_system:
+        if self.system is not None and not account.is_system and not known:
             self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
         return account
 
@@ -497,6 +498,16 @@ class Server:
         if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
             return
         task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def account_deleted(self, name: str) -> None:
+        """An account's JWT was deleted (ADR 0033): its JetStream stops in the background
+        (`Accounts.remove`), as nats-server's `removeCb` disables it."""
+        account = self.accounts.get(name)
+        if account is None or account.is_system:
+            return
+        task = self.accounts.remove(account)
         self._background.add(task)
         task.add_done_callback(self._background_done)
 
@@ -682,7 +693,18 @@ class Server:
             tls_peer_certs=c.peer_certificates,
             account=c.account.name,
             close_reason=c.close_reason,
+            issuer_key=c.issuer_key,
+            jwt=c.jwt_user.token if c.jwt_user is not None else "",
+            bearer=c.jwt_user is not None and c.jwt_user.bearer,
+            tags=c.jwt_user.tags if c.jwt_user is not None else (),
+            name_tag=self._name_tag(c.account.name),
         )
+
+    def _name_tag(self, account: str) -> str:
+        """nats-server's `getNameTag`: the account JWT's name, else the account's."""
+        operator = self.authenticator.operator
+        claims = operator.claims(account) if operator is not None else None
+        return claims.name if claims is not None and claims.name else account
 
     def account_snapshots(self) -> list[AccountSnapshot]:
         clients: dict[str, int] = {}
@@ -714,12 +736,32 @@ class Server:
         if len(clients) != 1:
             return None
         client = clients[0]
-        entry = client.login.entry if client.login is not None else None
-        perms = entry.permissions if entry is not None else None
+        account_name = client.account.name
+        user = client.jwt_user
+        if user is None:
+            entry = client.login.entry if client.login is not None else None
+            perms = entry.permissions if entry is not None else None
+            return UserSnapshot(
+                user=client.user,
+                account=account_name,
+                permissions=public_permissions(perms) if perms is not None else None,
+                account_name=account_name,
+            )
+        # A JWT login (nats-server's `UserInfo` from the client's JWT state): the names
+        # of the user and account JWTs (nats-server's name tags), and the whole seconds
+        # until the login ends (`claimExpiration`).
+        left_ns = 0
+        if user.user_ends_at is not None:
+            left_ns = int(max(user.user_ends_at - time.time(), 0.0)) * 1_000_000_000
         return UserSnapshot(
             user=client.user,
-            account=client.account.name,
-            permissions=public_permissions(perms) if perms is not None else None,
+            account=account_name,
+            permissions=(
+                public_permissions(user.permissions) if user.permissions is not None else None
+            ),
+            account_name=self._name_tag(account_name),
+            user_name=user.name,
+            expires_ns=left_ns,
         )
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:

@@ -99,6 +99,13 @@ class ConnectionSnapshot:
     tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
     account: str = "$G"  # the account it logged in to
     close_reason: str = ""  # why it closed, once it has (Brook's words)
+    # nats-server's `issuerForClient`: an nkey user's account, or the key that issued
+    # a user JWT; "" for other users.
+    issuer_key: str = ""
+    jwt: str = ""  # a JWT login's user JWT (a bearer token or not) and its tags
+    bearer: bool = False
+    tags: tuple[str, ...] = ()
+    name_tag: str = ""  # the account JWT's name, else the account's
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +198,9 @@ class UserSnapshot:
     user: str
     account: str
     permissions: dict[str, Any] | None
+    account_name: str  # the account JWT's name, else the account's
+    user_name: str = ""  # the user JWT's name
+    expires_ns: int = 0  # until its login ends, in whole seconds; 0: never
 
 
 @dataclass(frozen=True, slots=True)

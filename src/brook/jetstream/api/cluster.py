@@ -17,23 +17,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.api.dispatch import Endpoint, Request
 from brook.jetstream.errors import api_error
 
-# (subject pattern after `$JS.API.`, response type), as nats-server 2.15 names them.
-CLUSTER_ONLY = (
-    ("STREAM.PEER.REMOVE.*", "stream_remove_peer_response"),
-    ("STREAM.PEER.EVACUATE.*", "stream_evacuate_peer_response"),
-    ("STREAM.CANCEL_MOVE.*", "stream_cancel_move_response"),
-    ("STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown_response"),
-    ("CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response"),
-)
 
-
-def _cluster_required(request: Request) -> dict[str, Any]:
+def _cluster_required(_: object, request: Request) -> dict[str, Any]:
     raise api_error("CLUSTER_REQUIRED")
 
 
-def register(api: ApiDispatcher) -> None:
-    for pattern, response_type in CLUSTER_ONLY:
-        api.add(pattern, response_type, _cluster_required, checks_level=False)
+ENDPOINTS: tuple[Endpoint[object], ...] = tuple(
+    Endpoint(pattern, response_type, _cluster_required, checks_level=False)
+    for pattern, response_type in (
+        ("STREAM.PEER.REMOVE.*", "stream_remove_peer_response"),
+        ("STREAM.PEER.EVACUATE.*", "stream_evacuate_peer_response"),
+        ("STREAM.CANCEL_MOVE.*", "stream_cancel_move_response"),
+        ("STREAM.LEADER.STEPDOWN.*", "stream_leader_stepdown_response"),
+        ("CONSUMER.LEADER.STEPDOWN.*.*", "consumer_leader_stepdown_response"),
+    )
+)
+"""The endpoints only a cluster serves, as nats-server 2.15 names their responses; they
+need no engine, so nothing owns them (`ApiDispatcher.serve(None, ENDPOINTS)`)."""

@@ -22,7 +22,13 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from brook.jetstream.api.dispatch import ApiDispatcher, Request, WithHeader, require_api_level
+from brook.jetstream.api.dispatch import (
+    ApiDispatcher,
+    Endpoint,
+    Request,
+    WithHeader,
+    require_api_level,
+)
 from brook.jetstream.consumer.source import DeliverPolicy, StoreSource, resolve_start_seq
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
@@ -83,25 +89,7 @@ class ConsumerApi:
         self._generated: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def register(self, api: ApiDispatcher) -> None:
-        # Create, info, pause and reset check the required API level themselves, after
-        # what nats-server looks at first (a create's or pause's JSON, an info's empty
-        # body, a reset's consumer).
-        own = False
-        created = "consumer_create_response"
-        api.add("CONSUMER.CREATE.>", created, self.create, checks_level=own)
-        api.add("CONSUMER.DURABLE.CREATE.>", created, self.create_durable, checks_level=own)
-        api.add("CONSUMER.INFO.*.*", "consumer_info_response", self.info, checks_level=own)
-        api.add("CONSUMER.DELETE.*.*", "consumer_delete_response", self.delete)
-        paused = "consumer_pause_response"
-        unpaused = {"paused": False, "pause_until": ZERO_TIME}
-        api.add("CONSUMER.PAUSE.*.*", paused, self.pause, unpaused, checks_level=own)
-        reset, no_seq = "consumer_reset_response", {"reset_seq": 0}
-        api.add("CONSUMER.RESET.*.*", reset, self.reset, no_seq, checks_level=own, counts="none")
-        api.add("CONSUMER.UNPIN.*.*", "consumer_unpin_response", self.unpin)
-        # nats-server's error answers to NAMES and LIST carry an empty page too.
-        paged = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
-        api.add("CONSUMER.NAMES.*", "consumer_names_response", self.names, dict(paged))
-        api.add("CONSUMER.LIST.*", "consumer_list_response", self.list, dict(paged))
+        api.serve(self, ENDPOINTS)
 
     # ------------------------------------------------------------------ create
 
@@ -313,3 +301,36 @@ class ConsumerApi:
         runners = self.js.consumers.get(request.tokens[2], {})
         infos = [self._info(runners[n], server_metadata=False) for n in page]
         return {"total": total, "offset": offset, "limit": LIST_PAGE, "consumers": infos}
+
+
+# Create, info, pause and reset check the required API level themselves, after what
+# nats-server looks at first (a create's or pause's JSON, an info's empty body, a reset's
+# consumer). nats-server's error answers to NAMES and LIST carry an empty page too.
+_CREATED = "consumer_create_response"
+_PAGED = {"total": 0, "offset": 0, "limit": 0, "consumers": []}
+
+ENDPOINTS: tuple[Endpoint[ConsumerApi], ...] = (
+    Endpoint("CONSUMER.CREATE.>", _CREATED, ConsumerApi.create, checks_level=False),
+    Endpoint("CONSUMER.DURABLE.CREATE.>", _CREATED, ConsumerApi.create_durable, checks_level=False),
+    Endpoint("CONSUMER.INFO.*.*", "consumer_info_response", ConsumerApi.info, checks_level=False),
+    Endpoint("CONSUMER.DELETE.*.*", "consumer_delete_response", ConsumerApi.delete),
+    Endpoint(
+        "CONSUMER.PAUSE.*.*",
+        "consumer_pause_response",
+        ConsumerApi.pause,
+        {"paused": False, "pause_until": ZERO_TIME},
+        checks_level=False,
+    ),
+    Endpoint(
+        "CONSUMER.RESET.*.*",
+        "consumer_reset_response",
+        ConsumerApi.reset,
+        {"reset_seq": 0},
+        checks_level=False,
+        counts="none",
+    ),
+    Endpoint("CONSUMER.UNPIN.*.*", "consumer_unpin_response", ConsumerApi.unpin),
+    Endpoint("CONSUMER.NAMES.*", "consumer_names_response", ConsumerApi.names, _PAGED),
+    Endpoint("CONSUMER.LIST.*", "consumer_list_response", ConsumerApi.list, _PAGED),
+)
+"""The consumer endpoints, as `ConsumerApi` serves them."""

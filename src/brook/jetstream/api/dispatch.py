@@ -17,11 +17,12 @@ few that check something first (`checks_level=False`) call `require_api_level` t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
 
 from brook.jetstream import versioning
 from brook.jetstream.errors import ApiError, api_error
@@ -76,6 +77,24 @@ Handler = Callable[[Request], dict[str, Any] | WithHeader | None]
 Counts = Literal["all", "errors", "none"]
 
 
+Owner = TypeVar("Owner")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint(Generic[Owner]):
+    """One endpoint as its API class declares it, in a table beside the class
+    (`ENDPOINTS`): served by `handler` on an object of that class (`ApiDispatcher.serve`),
+    and listed without any such object where no engine runs (`ApiDispatcher.refusing`:
+    the 10039 answers of an account without JetStream, in each endpoint's shape)."""
+
+    pattern: str  # after `$JS.API.`: literal tokens, "*" for one name, ">" for the rest
+    response_type: str
+    handler: Callable[[Owner, Request], dict[str, Any] | WithHeader | None]
+    error_fields: Mapping[str, Any] = field(default_factory=dict)  # kept in error answers
+    checks_level: bool = True  # False: the handler calls `require_api_level` itself
+    counts: Counts = "all"
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     pattern: tuple[str, ...]  # literal tokens, "*" for one name, ">" for the rest
@@ -128,31 +147,47 @@ class ApiDispatcher:
         )
         self._routes.append(route)
 
+    def serve(self, owner: Owner, endpoints: Iterable[Endpoint[Owner]]) -> None:
+        """Route `endpoints` to their handlers on `owner`."""
+        for endpoint in endpoints:
+            self.add(
+                endpoint.pattern,
+                endpoint.response_type,
+                functools.partial(endpoint.handler, owner),
+                dict(endpoint.error_fields),
+                checks_level=endpoint.checks_level,
+                counts=endpoint.counts,
+            )
+
+    @classmethod
     def refusing(
-        self,
+        cls,
         internal: InternalClient,
+        endpoints: Iterable[Endpoint[Any]],
         error: ApiError,
-        extra_fields: dict[str, dict[str, Any]] | None = None,
+        extra_fields: Mapping[str, Mapping[str, Any]],
+        *,
+        api_level: int,
     ) -> ApiDispatcher:
-        """A dispatcher on `internal` with this one's endpoints, each answering `error`
-        with its own response type and error fields (and `extra_fields`, by pattern): how
+        """A dispatcher on `internal` answering each of `endpoints` with `error`, in its
+        own response type with its error fields (and `extra_fields`, by pattern): how
         nats-server answers the API in an account without JetStream (10039)."""
 
         def refuse(request: Request) -> dict[str, Any]:
             raise error
 
-        extra = extra_fields or {}
-        other = ApiDispatcher(internal, api_level=self.api_level)
-        other._routes = [
-            replace(
-                route,
-                handler=refuse,
+        refusals = cls(internal, api_level=api_level)
+        for endpoint in endpoints:
+            fields = {**endpoint.error_fields, **extra_fields.get(endpoint.pattern, {})}
+            refusals.add(
+                endpoint.pattern,
+                endpoint.response_type,
+                refuse,
+                fields,
                 checks_level=False,
-                error_fields=route.error_fields | extra.get(".".join(route.pattern), {}),
+                counts=endpoint.counts,
             )
-            for route in self._routes
-        ]
-        return other
+        return refusals
 
     def start(self) -> None:
         self._internal.subscribe(b"$JS.API.>", self._on_request)

@@ -22,7 +22,7 @@ from typing import Any
 from brook import subjects
 from brook.config.settings import JetStreamSettings
 from brook.jetstream import models
-from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.api.dispatch import ApiDispatcher, Endpoint, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
@@ -71,13 +71,7 @@ class SnapshotApi:
         self.api_level = api_level
 
     def register(self, api: ApiDispatcher) -> None:
-        api.add("STREAM.SNAPSHOT.*", "stream_snapshot_response", self.snapshot)
-        api.add(
-            "STREAM.RESTORE.*",
-            "stream_restore_response",
-            self.restore,
-            {"deliver_subject": ""},
-        )
+        api.serve(self, ENDPOINTS)
 
     def snapshot(self, request: Request) -> dict[str, Any]:
         if _is_empty(request.body):
@@ -122,6 +116,18 @@ class SnapshotApi:
         session = RestoreSession(self.transfers, config)
         session.start()
         return {"deliver_subject": session.deliver_subject}
+
+
+ENDPOINTS: tuple[Endpoint[SnapshotApi], ...] = (
+    Endpoint("STREAM.SNAPSHOT.*", "stream_snapshot_response", SnapshotApi.snapshot),
+    Endpoint(
+        "STREAM.RESTORE.*",
+        "stream_restore_response",
+        SnapshotApi.restore,
+        {"deliver_subject": ""},
+    ),
+)
+"""The snapshot and restore endpoints, as `SnapshotApi` serves them."""
 
 
 def register(

@@ -11,7 +11,7 @@ import base64
 from typing import Any
 
 from brook.jetstream import models
-from brook.jetstream.api.dispatch import ApiDispatcher, Request
+from brook.jetstream.api.dispatch import ApiDispatcher, Endpoint, Request
 from brook.jetstream.engine import JetStream
 from brook.jetstream.errors import api_error
 from brook.jetstream.fields import get_field, invalid_json
@@ -40,17 +40,7 @@ class StreamApi:
 
     def register(self, api: ApiDispatcher) -> None:
         self._api = api
-        api.add("INFO", "account_info_response", self.account_info)
-        api.add("STREAM.CREATE.*", "stream_create_response", self.create)
-        api.add("STREAM.UPDATE.*", "stream_update_response", self.update)
-        paged = {"total": 0, "offset": 0, "limit": 0}
-        api.add("STREAM.INFO.*", "stream_info_response", self.info, paged)
-        api.add("STREAM.DELETE.*", "stream_delete_response", self.delete)
-        api.add("STREAM.NAMES", "stream_names_response", self.names, paged)
-        api.add("STREAM.LIST", "stream_list_response", self.list, paged)
-        api.add("STREAM.PURGE.*", "stream_purge_response", self.purge, {"purged": 0})
-        api.add("STREAM.MSG.GET.*", "stream_msg_get_response", self.msg_get, counts="errors")
-        api.add("STREAM.MSG.DELETE.*", "stream_msg_delete_response", self.msg_delete)
+        api.serve(self, ENDPOINTS)
 
     # ------------------------------------------------------------------ shapes
 
@@ -249,6 +239,23 @@ class StreamApi:
         if not stream.remove(seq, erase=not body.get("no_erase", False)):
             raise api_error("SEQUENCE_NOT_FOUND", seq=seq)
         return {"success": True}
+
+
+_PAGED = {"total": 0, "offset": 0, "limit": 0}
+
+ENDPOINTS: tuple[Endpoint[StreamApi], ...] = (
+    Endpoint("INFO", "account_info_response", StreamApi.account_info),
+    Endpoint("STREAM.CREATE.*", "stream_create_response", StreamApi.create),
+    Endpoint("STREAM.UPDATE.*", "stream_update_response", StreamApi.update),
+    Endpoint("STREAM.INFO.*", "stream_info_response", StreamApi.info, _PAGED),
+    Endpoint("STREAM.DELETE.*", "stream_delete_response", StreamApi.delete),
+    Endpoint("STREAM.NAMES", "stream_names_response", StreamApi.names, _PAGED),
+    Endpoint("STREAM.LIST", "stream_list_response", StreamApi.list, _PAGED),
+    Endpoint("STREAM.PURGE.*", "stream_purge_response", StreamApi.purge, {"purged": 0}),
+    Endpoint("STREAM.MSG.GET.*", "stream_msg_get_response", StreamApi.msg_get, counts="errors"),
+    Endpoint("STREAM.MSG.DELETE.*", "stream_msg_delete_response", StreamApi.msg_delete),
+)
+"""The stream endpoints (and the account's INFO), as `StreamApi` serves them."""
 
 
 def _lookup(stream: Stream, body: dict[str, Any]) -> StoredMessage | None:
