@@ -22,7 +22,6 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
-from brook.jetstream.models.info import format_ts_ns
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
@@ -250,6 +249,9 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
         if not shared:
             return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
+        # Imported here: a server without JetStream never loads `brook.jetstream`.
+        from brook.jetstream.models.info import format_ts_ns
+
         info: dict[str, Any] = {
             "start": format_ts_ns(round(self.started_at * 1e9)),
             "host": self.host,

@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from brook import jwt, limits
 from brook.config.settings import ConfigError, Settings
-from brook.jetstream.backlog import CommitBacklog
-from brook.jetstream.store.base import is_no_space
 from brook.leafnode.connection import LeafLimits
 from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
@@ -61,6 +59,7 @@ from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
+    from brook.jetstream.backlog import CommitBacklog
     from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.server")
@@ -183,6 +182,8 @@ class Server:
                 f"jetstream.store_dir: {path!r}: storage directory is not a directory"
             ) from None
         except OSError as exc:
+            from brook.jetstream.store.base import is_no_space
+
             with contextlib.suppress(OSError):
                 os.remove(probe)
             if not (is_no_space(exc) and os.path.isdir(path)):
@@ -643,6 +644,7 @@ class Server:
         `jetstream.stats`."""
         accounts = self.accounts
         server = accounts.server_limits
+        assert server is not None  # JetStream has started
         total, errors = accounts.api_counters()
         return {
             "memory": server.used_bytes("memory"),
