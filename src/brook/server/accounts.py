@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook import jwt, limits
+from brook import limits
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
     JetStreamAccountLimits,
@@ -50,6 +50,7 @@ from brook.routing.router import Router
 from brook.server.imports import Links
 
 if TYPE_CHECKING:
+    from brook import jwt
     from brook.jetstream.api.dispatch import ApiDispatcher
     from brook.jetstream.api.streams import StreamApi
     from brook.jetstream.backlog import CommitBacklog
@@ -232,7 +233,9 @@ class Accounts:
             )
         # A directory resolver's other accounts are added at their first login (`add`).
         for key, token in operator.preload.items() if operator.jwts else ():
-            self._by_name[key] = self._jwt_account(key, jwt.decode_account(token).limits)
+            from brook.jwt import decode_account  # only operator mode reads JWTs
+
+            self._by_name[key] = self._jwt_account(key, decode_account(token).limits)
         if system not in self._by_name:
             mappings = _with_domain((), domain, system=True)
             self._by_name[system] = Account(system, system=True, mappings=mappings)

@@ -27,7 +27,6 @@ from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.auth import Login
-from brook.server.jwtauth import JwtUser
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.login import ClientLogin
@@ -44,6 +43,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.routing.mappings import SubjectMappings
+    from brook.server.jwtauth import JwtUser
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook import jwt, limits
+from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.leafnode.connection import LeafLimits
 from brook.leafnode.manager import LeafNodes
@@ -33,7 +33,6 @@ from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
-from brook.server.claims import ClaimsService
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.permissions import public_permissions
@@ -59,7 +58,9 @@ from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
+    from brook import jwt
     from brook.jetstream.backlog import CommitBacklog
+    from brook.server.claims import ClaimsService
     from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.server")
@@ -232,7 +233,10 @@ class Server:
             self.system.start()
         operator = self.authenticator.operator
         if operator is not None:
-            # The resolver's `$SYS` requests (ADR 0033), in the system account.
+            # The resolver's `$SYS` requests (ADR 0033), in the system account. Imported
+            # here, as `brook.jwt` is: only operator mode reads JWTs.
+            from brook.server.claims import ClaimsService
+
             system_account = self.accounts.system_account
             self.claims = ClaimsService(
                 self,
