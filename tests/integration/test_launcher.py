@@ -322,7 +322,7 @@ def test_serve_binds_its_ports_before_importing_the_server(tmp_path: Path) -> No
 # configuration at hand does not use.
 _AUDITED_IMPORTS = """
 import sys
-UNUSED = ("brook.jetstream", "brook.jwt", "aiohttp")
+UNUSED = ("brook.jetstream", "brook.jwt", "brook.leafnode", "aiohttp")
 def hook(event, args):
     if event == "import" and args[0].startswith(UNUSED):
         print(args[0], flush=True)
@@ -333,9 +333,10 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_serve_imports_only_what_its_configuration_uses() -> None:
-    """A server without JetStream, WebSocket and operator mode never imports
-    `brook.jetstream`, aiohttp nor `brook.jwt`: start-up is mostly imports, and nats.py's
-    restart tests give a restarted server 1 to 2 s to answer its reconnecting clients."""
+    """A server without JetStream, WebSocket, leafnodes and operator mode never imports
+    `brook.jetstream`, aiohttp, `brook.leafnode` nor `brook.jwt`: start-up is mostly
+    imports, and nats.py's restart tests give a restarted server 1 to 2 s to answer its
+    reconnecting clients."""
     port = free_port()
     cmd = [sys.executable, "-c", _AUDITED_IMPORTS, "serve", "-a", "127.0.0.1", "-p", str(port)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))

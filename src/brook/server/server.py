@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.config.settings import ConfigError, Settings
-from brook.leafnode.connection import LeafLimits
-from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
@@ -60,6 +58,8 @@ from brook.version import __version__
 if TYPE_CHECKING:
     from brook import jwt
     from brook.jetstream.backlog import CommitBacklog
+    from brook.leafnode.connection import LeafLimits
+    from brook.leafnode.manager import LeafNodes
     from brook.server.claims import ClaimsService
     from brook.server.websocket import WebSocketListener
 
@@ -291,6 +291,10 @@ class Server:
             ports.websocket = None
         leaf = self.settings.leafnodes
         if leaf.remotes or leaf.port:
+            # Imported only by servers with leafnodes, as aiohttp and `brook.jetstream`
+            # are by those they serve: start-up is mostly imports.
+            from brook.leafnode.manager import LeafNodes
+
             self.leafnodes = LeafNodes(
                 leaf, self._router_of, self._leaf_limits, self.next_client_id
             )
@@ -340,6 +344,8 @@ class Server:
         return found.router if found is not None else None
 
     def _leaf_limits(self, account: str) -> LeafLimits:
+        from brook.leafnode.connection import LeafLimits
+
         s = self.settings
         found = self.accounts.get(account)
         return LeafLimits(
