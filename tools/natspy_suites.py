@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import os
+import py_compile
 import shutil
 import signal
 import subprocess
@@ -135,8 +136,11 @@ def ensure_venv(python: str, venv: Path, requirements: list[str]) -> Path:
 
 def compile_brook() -> None:
     """Write the bytecode of this checkout's `src` (Brook as the default `--brook` runs
-    it), as pip does when it installs a package; stale files are rewritten."""
-    compileall.compile_dir(REPO / "src", quiet=1)
+    it), as pip does when it installs a package, in the Makefile's checked-hash mode (an
+    edited source is never shadowed by its old bytecode); every file is rewritten."""
+    compileall.compile_dir(
+        REPO / "src", quiet=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+    )
 
 
 def server_dir(work: Path, name: str, executable: Path) -> Path:

@@ -318,6 +318,52 @@ def test_serve_binds_its_ports_before_importing_the_server(tmp_path: Path) -> No
     assert max(binds) < min(imports), events
 
 
+# Runs `brook serve` with an audit hook printing each module imported whose feature the
+# configuration at hand does not use.
+_AUDITED_IMPORTS = """
+import sys
+UNUSED = ("brook.jetstream", "brook.jwt", "brook.leafnode", "aiohttp")
+def hook(event, args):
+    if event == "import" and args[0].startswith(UNUSED):
+        print(args[0], flush=True)
+sys.addaudithook(hook)
+from brook.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_serve_imports_only_what_its_configuration_uses() -> None:
+    """A server without JetStream, WebSocket, leafnodes and operator mode never imports
+    `brook.jetstream`, aiohttp, `brook.leafnode` nor `brook.jwt`: start-up is mostly
+    imports, and nats.py's restart tests give a restarted server 1 to 2 s to answer its
+    reconnecting clients."""
+    port = free_port()
+    cmd = [sys.executable, "-c", _AUDITED_IMPORTS, "serve", "-a", "127.0.0.1", "-p", str(port)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # served: a client's PING answered
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                assert proc.poll() is None
+                time.sleep(0.05)
+        with sock, sock.makefile("rb") as reader:
+            assert reader.readline().startswith(b"INFO ")
+            sock.sendall(b'CONNECT {"verbose":false}\r\nSUB s 1\r\nPUB s 2\r\nhi\r\nPING\r\n')
+            assert reader.readline().startswith(b"MSG s 1 2")
+            assert reader.readline() == b"hi\r\n"
+            assert reader.readline() == b"PONG\r\n"
+    finally:
+        proc.terminate()
+        imported, log = proc.communicate(timeout=20)
+    assert "Server is ready" in log
+    assert imported.split() == []
+
+
 async def test_clients_that_connect_before_the_start_are_served_after_it() -> None:
     """Ports bound beforehand (`bind_ports`, as `brook serve` does) keep the clients that
     connect to them in the backlog, unanswered, until the server starts: then a NATS

@@ -26,7 +26,6 @@ from brook.config.settings import (
     SubjectPermission,
     User,
 )
-from brook.jwt import CONNECTION_TYPES
 from brook.subjects import is_valid_subject
 
 
@@ -63,6 +62,8 @@ def _connection_types(where: str, v: object) -> frozenset[str]:
     connection types in any case, the unknown ones named as its
     `convertAllowedConnectionTypes` names them. Brook serves STANDARD and WEBSOCKET
     clients; a user allowed neither never logs in."""
+    from brook.jwt import CONNECTION_TYPES  # here: brook.jwt is for operator mode
+
     values = [v] if isinstance(v, str) else v
     if not isinstance(values, list):
         raise bad(where, "a string or an array of strings", v)

@@ -1,7 +1,8 @@
 """Operator mode's keys (ADR 0028, ADR 0033): `operator` (the trusted operators' JWTs,
 files or inline), `resolver` (MEMORY, or the `full`/`cache` directory resolvers; the URL
 resolver refused by name), `resolver_preload` (the accounts' JWTs) and
-`resolver_pinned_accounts`."""
+`resolver_pinned_accounts`. `brook.jwt` is imported by the functions that read JWTs, so
+that a server not in operator mode never loads it (start-up is mostly imports)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from brook import jwt
 from brook.config.conf_values import (
     block_entries,
     describe,
@@ -38,6 +38,8 @@ def apply_operator(s: Settings, where: str, v: object) -> None:
 
 def _operator_jwt(where: str, name: str) -> str:
     """nats-server's `readOperatorJWT`: a file, else inline text that starts as a JWT."""
+    from brook import jwt
+
     try:
         contents = Path(name).read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
@@ -169,6 +171,8 @@ def apply_resolver_pinned_accounts(s: Settings, where: str, v: object) -> None:
 def apply_resolver_preload(s: Settings, where: str, v: object) -> None:
     """`resolver_preload { ACCOUNT_PUBLIC_KEY: ACCOUNT_JWT }`: the accounts the memory
     resolver holds; each value must decode as an account JWT (opts.go)."""
+    from brook import jwt
+
     if not isinstance(v, dict):
         raise ConfigError(f"{where}: preload should be a map of account_public_key:account_jwt")
     preload = {}

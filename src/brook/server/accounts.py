@@ -16,7 +16,9 @@ nats-server's own API subscriptions answer) answers the JetStream API with 10039
 
 JetStream-wide state is shared by the engines: the bound on PubAcks awaiting a group
 commit (`CommitBacklog`), the atomic batches' totals (`BatchLimits`) and the store
-filesystem's free-space guard (`StoreSpace`); the usage and API counters monitoring shows
+filesystem's free-space guard (`StoreSpace`), made when JetStream starts: a server
+without JetStream never imports `brook.jetstream` (its start-up is shorter, which a
+restarted server's reconnecting clients notice). The usage and API counters monitoring shows
 are added up over the accounts, as nats-server's `/varz` does.
 
 Extension points for what accounts do not have yet: service and stream imports publish
@@ -34,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook import jwt, limits
+from brook import limits
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
     JetStreamAccountLimits,
@@ -42,20 +44,21 @@ from brook.config.settings import (
     Settings,
     SubjectMapping,
 )
-from brook.jetstream.backlog import CommitBacklog
-from brook.jetstream.batch import BatchLimits
-from brook.jetstream.quota import ServerLimits
-from brook.jetstream.space import StoreSpace
 from brook.routing.internal import InternalClient
 from brook.routing.mappings import SubjectMappings
 from brook.routing.router import Router
 from brook.server.imports import Links
 
 if TYPE_CHECKING:
+    from brook import jwt
     from brook.jetstream.api.dispatch import ApiDispatcher
     from brook.jetstream.api.streams import StreamApi
+    from brook.jetstream.backlog import CommitBacklog
+    from brook.jetstream.batch import BatchLimits
     from brook.jetstream.engine import JetStream
+    from brook.jetstream.quota import ServerLimits
     from brook.jetstream.snapshot.transfers import Transfers
+    from brook.jetstream.space import StoreSpace
 
 log = logging.getLogger("brook.server")
 
@@ -221,7 +224,9 @@ class Accounts:
             )
         # A directory resolver's other accounts are added at their first login (`add`).
         for key, token in operator.preload.items() if operator.jwts else ():
-            self._by_name[key] = self._jwt_account(key, jwt.decode_account(token).limits)
+            from brook.jwt import decode_account  # only operator mode reads JWTs
+
+            self._by_name[key] = self._jwt_account(key, decode_account(token).limits)
         if system not in self._by_name:
             mappings = _with_domain((), domain, system=True)
             self._by_name[system] = Account(system, system=True, mappings=mappings)
@@ -231,12 +236,12 @@ class Accounts:
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
+        # `max_memory_store` and `max_file_store`, over every account's engine.
+        self.server_limits: ServerLimits | None = None
         self._server_name = ""
         self._adding: dict[str, asyncio.Future[Account]] = {}
         self._removing: dict[str, asyncio.Task[None]] = {}  # deleted accounts' engines stopping
         self._run_prefixes: tuple[bytes, ...] | None = None
-        # `max_memory_store` and `max_file_store`, over every account's engine.
-        self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
 
     def __iter__(self) -> Iterator[Account]:
         return iter(self._by_name.values())
@@ -357,7 +362,12 @@ class Accounts:
         self._run_prefixes = None
 
     async def _start_account_jetstream(self, account: Account) -> None:
-        if self.commit_backlog is None or self.batch_limits is None or self.space is None:
+        if (
+            self.commit_backlog is None
+            or self.batch_limits is None
+            or self.space is None
+            or self.server_limits is None
+        ):
             return  # the server has no JetStream
         if account.jetstream_enabled:
             await account.start_jetstream(
@@ -373,7 +383,13 @@ class Accounts:
 
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
         self._server_name = server_name
+        from brook.jetstream.backlog import CommitBacklog
+        from brook.jetstream.batch import BatchLimits
+        from brook.jetstream.quota import ServerLimits
+        from brook.jetstream.space import StoreSpace
+
         js = settings.jetstream
+        self.server_limits = ServerLimits(js.max_memory_store_bytes, js.max_file_store_bytes)
         self.commit_backlog = CommitBacklog(js.max_acks_awaiting_sync)
         self.batch_limits = BatchLimits(
             size_max=js.batch_max_msgs,

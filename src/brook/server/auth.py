@@ -21,10 +21,10 @@ from brook.config.settings import GLOBAL_ACCOUNT, AuthSettings, NkeyUser, Operat
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
 from brook.protocol import errors as perr
 from brook.protocol.parser import ProtocolError
-from brook.server.jwtauth import JwtUser, OperatorMode
 from brook.server.permissions import CompiledPermissions
 
 if TYPE_CHECKING:
+    from brook.server.jwtauth import JwtUser, OperatorMode
     from brook.server.tls import CertificateNames
 
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
@@ -120,8 +120,13 @@ class Authenticator:
         without a password logs in by certificate only; else by its name and an empty
         password, as on nats-server."""
         self._maps_certificates = maps_certificates
-        # Operator mode (ADR 0028): user JWTs are the only way in.
-        self._operator = OperatorMode(operator) if operator is not None and operator.jwts else None
+        # Operator mode (ADR 0028): user JWTs are the only way in. Imported here: only
+        # operator mode reads JWTs, and the other servers start sooner without them.
+        self._operator: OperatorMode | None = None
+        if operator is not None and operator.jwts:
+            from brook.server.jwtauth import OperatorMode
+
+            self._operator = OperatorMode(operator)
         self._anonymous_global = anonymous_global
         self._token = settings.token
         self._users = {u.user: u for u in settings.users}

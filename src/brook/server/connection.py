@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
 from brook.config.settings import NkeyUser
-from brook.jetstream.models.info import format_ts_ns
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.auth import Login
-from brook.server.jwtauth import JwtUser
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.login import ClientLogin
@@ -46,6 +44,7 @@ from brook.subjects import is_valid_literal_subject, is_valid_subject
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
     from brook.routing.mappings import SubjectMappings
+    from brook.server.jwtauth import JwtUser
     from brook.server.server import Server
     from brook.server.websocket import WebSocketListener
 
@@ -262,6 +261,9 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
         if not shared:
             return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
+        # Imported here: a server without JetStream never loads `brook.jetstream`.
+        from brook.jetstream.models.info import format_ts_ns
+
         info: dict[str, Any] = {
             "start": format_ts_ns(round(self.started_at * 1e9)),
             "host": self.host,

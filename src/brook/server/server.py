@@ -25,17 +25,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from brook import jwt, limits
+from brook import limits
 from brook.config.settings import ConfigError, Settings
-from brook.jetstream.backlog import CommitBacklog
-from brook.jetstream.store.base import is_no_space
-from brook.leafnode.connection import LeafLimits
-from brook.leafnode.manager import LeafNodes
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 from brook.server.accounts import Account, Accounts
 from brook.server.auth import Authenticator
-from brook.server.claims import ClaimsService
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.permissions import public_permissions
@@ -61,6 +56,11 @@ from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
+    from brook import jwt
+    from brook.jetstream.backlog import CommitBacklog
+    from brook.leafnode.connection import LeafLimits
+    from brook.leafnode.manager import LeafNodes
+    from brook.server.claims import ClaimsService
     from brook.server.websocket import WebSocketListener
 
 log = logging.getLogger("brook.server")
@@ -183,6 +183,8 @@ class Server:
                 f"jetstream.store_dir: {path!r}: storage directory is not a directory"
             ) from None
         except OSError as exc:
+            from brook.jetstream.store.base import is_no_space
+
             with contextlib.suppress(OSError):
                 os.remove(probe)
             if not (is_no_space(exc) and os.path.isdir(path)):
@@ -231,7 +233,10 @@ class Server:
             self.system.start()
         operator = self.authenticator.operator
         if operator is not None:
-            # The resolver's `$SYS` requests (ADR 0033), in the system account.
+            # The resolver's `$SYS` requests (ADR 0033), in the system account. Imported
+            # here, as `brook.jwt` is: only operator mode reads JWTs.
+            from brook.server.claims import ClaimsService
+
             system_account = self.accounts.system_account
             self.claims = ClaimsService(
                 self,
@@ -286,6 +291,10 @@ class Server:
             ports.websocket = None
         leaf = self.settings.leafnodes
         if leaf.remotes or leaf.port:
+            # Imported only by servers with leafnodes, as aiohttp and `brook.jetstream`
+            # are by those they serve: start-up is mostly imports.
+            from brook.leafnode.manager import LeafNodes
+
             self.leafnodes = LeafNodes(
                 leaf, self._router_of, self._leaf_limits, self.next_client_id
             )
@@ -335,6 +344,8 @@ class Server:
         return found.router if found is not None else None
 
     def _leaf_limits(self, account: str) -> LeafLimits:
+        from brook.leafnode.connection import LeafLimits
+
         s = self.settings
         found = self.accounts.get(account)
         return LeafLimits(
@@ -654,6 +665,7 @@ class Server:
         `jetstream.stats`."""
         accounts = self.accounts
         server = accounts.server_limits
+        assert server is not None  # JetStream has started
         total, errors = accounts.api_counters()
         return {
             "memory": server.used_bytes("memory"),
