@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import py_compile
+import re
 import shutil
 import signal
 import subprocess
@@ -163,6 +164,14 @@ def version_of(executable: Path) -> str:
     return (done.stdout.strip() or done.stderr.strip() or f"exit {done.returncode}").splitlines()[0]
 
 
+def nats_version(version: str) -> str:
+    """The nats-server version in a `--version` line (`nats-server: v2.15.1`, or Brook's
+    `brook 0.1.0 (nats-server v2.12.0 compatible)`), as nats.py's CI sets it in
+    NATS_SERVER_VERSION for the tests that need a recent server; "" when none."""
+    found = re.search(r"v\d+\.\d+\.\d+", version)
+    return found.group(0) if found else ""
+
+
 def read_junit(path: Path) -> Outcome:
     """Counts per test case (a test that fails and then errors in teardown counts twice)."""
     outcome = Outcome()
@@ -196,8 +205,10 @@ def run_suite(
     timeout_s: int,
     workers: int,
     extra: list[str],
+    server_version: str = "",
 ) -> Outcome:
-    """pytest for one suite with `bin_dir/nats-server` first on PATH; output to `out`."""
+    """pytest for one suite with `bin_dir/nats-server` first on PATH (and its version in
+    NATS_SERVER_VERSION, as nats.py's CI sets it); output to `out`."""
     junit = out / f"{suite.name}.{server}.xml"
     junit.unlink(missing_ok=True)
     cmd = [str(python), "-m", "pytest", *suite.args, "-p", "no:cacheprovider", "-rfEs"]
@@ -208,6 +219,8 @@ def run_suite(
     env["PATH"] = os.pathsep.join([str(bin_dir), str(python.parent), env.get("PATH", "")])
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
+    if server_version:
+        env["NATS_SERVER_VERSION"] = server_version
     started = time.monotonic()
     with (out / f"{suite.name}.{server}.log").open("w") as log:
         log.write(f"$ {' '.join(cmd)}\n# cwd {checkout / suite.cwd}, nats-server = {bin_dir}\n")
@@ -338,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=args.timeout,
                 workers=args.workers,
                 extra=args.pytest_args,
+                server_version=nats_version(meta[server]),
             )
     summary = {
         "checkout": str(checkout),
