@@ -435,6 +435,25 @@ async def test_keys_brook_does_not_serve_yet_are_refused_with_key_and_line(
     assert f"accounts.A.{key} (line 2): not supported by Brook" in refused
 
 
+async def _request_info(url: str, **requester: Any) -> dict[str, Any]:
+    """The `Nats-Request-Info` header that A's service (user a) receives from a request
+    made by a client connected with `requester`'s options through its import."""
+    a = await nats.connect(url, user="a", password="a")
+    b = await nats.connect(url, **requester)
+    try:
+
+        async def answer(msg: Any) -> None:
+            await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+        await a.subscribe("svc", cb=answer)
+        await a.flush()
+        info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+        return info
+    finally:
+        await a.close()
+        await b.close()
+
+
 async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
     """A service's `Nats-Request-Info` carries the requester's round-trip time (`rtt`, Go
     nanoseconds) beside `acc`: from CONNECT on, estimated as the time from accepting the
@@ -444,24 +463,9 @@ async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:
         'users: [ {user: b, password: b} ], imports: [ {service: {account: A, subject: "svc"}} ]',
     )
 
-    async def steps(url: str) -> dict[str, Any]:
-        a = await nats.connect(url, user="a", password="a")
-        b = await nats.connect(url, user="b", password="b")
-        try:
-
-            async def answer(msg: Any) -> None:
-                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
-
-            await a.subscribe("svc", cb=answer)
-            await a.flush()
-            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-            return info
-        finally:
-            await a.close()
-            await b.close()
-
     async with servers(tmp_path, config) as (reference, ours):
-        expected, got = await steps(reference), await steps(ours)
+        expected = await _request_info(reference, user="b", password="b")
+        got = await _request_info(ours, user="b", password="b")
     assert sorted(expected) == ["acc", "rtt"]
     assert expected["acc"] == "B"
     assert isinstance(expected["rtt"], int)
@@ -489,24 +493,9 @@ async def test_a_shared_import_tells_the_exporter_who_asks(tmp_path: Path, nkey:
         {"nkeys_seed_str": user.seed.decode()} if nkey else {"user": "b", "password": "b"}
     )
 
-    async def steps(url: str) -> dict[str, Any]:
-        a = await nats.connect(url, user="a", password="a")
-        b = await nats.connect(url, name="bee", **credentials)
-        try:
-
-            async def answer(msg: Any) -> None:
-                await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
-
-            await a.subscribe("svc", cb=answer)
-            await a.flush()
-            info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-            return info
-        finally:
-            await a.close()
-            await b.close()
-
     async with servers(tmp_path, config) as (reference, ours):
-        expected, got = await steps(reference), await steps(ours)
+        expected = await _request_info(reference, name="bee", **credentials)
+        got = await _request_info(ours, name="bee", **credentials)
     assert list(got) == list(expected)  # Go's field order
     varying = ("start", "id", "rtt")
     assert {k: v for k, v in got.items() if k not in varying} == {
