@@ -21,9 +21,8 @@ without JetStream never imports `brook.jetstream` (its start-up is shorter, whic
 restarted server's reconnecting clients notice). The usage and API counters monitoring shows
 are added up over the accounts, as nats-server's `/varz` does.
 
-Extension points for what accounts do not have yet: service and stream imports publish
-into another account's `router` (an import is a subscription in the exporting account's
-router that publishes into the importing one's); subject mappings apply before
+Service and stream imports publish into another account's `router` (server/imports.py's
+`Links`, from the config and from account JWTs); subject mappings apply before
 `Router.publish` in the connection; account limits are checked by the account's engine
 (`Account.jetstream`) and at login (`Accounts.get`).
 """
@@ -223,16 +222,20 @@ class Accounts:
                 mappings=_with_domain(entry.mappings, domain, system=entry.name == system),
             )
         # A directory resolver's other accounts are added at their first login (`add`).
+        preloaded = []
         for key, token in operator.preload.items() if operator.jwts else ():
             from brook.jwt import decode_account  # only operator mode reads JWTs
 
-            self._by_name[key] = self._jwt_account(key, decode_account(token).limits)
+            preloaded.append(claims := decode_account(token))
+            self._by_name[key] = self._jwt_account(key, claims.limits)
         if system not in self._by_name:
             mappings = _with_domain((), domain, system=True)
             self._by_name[system] = Account(system, system=True, mappings=mappings)
         self.system_account = self._by_name[system]
         # Where messages cross between accounts (server/imports.py, ADR 0030).
         self.links = Links(settings, self._by_name)
+        for claims in preloaded:  # their JWTs' exports and imports (ADR 0034)
+            self.links.apply_jwt(claims)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
@@ -333,6 +336,7 @@ class Accounts:
         among them); its next login loads it anew (`add`)."""
         account.deleted = True
         account.jetstream_enabled = False
+        self.links.forget(account.name)
         task = asyncio.ensure_future(self._stop(account))
         self._removing[account.name] = task
 

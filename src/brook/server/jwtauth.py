@@ -131,6 +131,15 @@ class OperatorMode:
         """An account's JWT was deleted: its next login looks it up again."""
         self._accounts.pop(name, None)
 
+    def lookup(self, name: str) -> jwt.AccountClaims | None:
+        """The resolver's account `name` if trusted and valid now (nats-server's
+        `lookupAccount` of an import's exporter); None, the reason logged, if not."""
+        try:
+            return self._account(name, self._clock())
+        except _Refused as exc:
+            log.debug("account %s not found for an import: %s", name, exc)
+            return None
+
     def trusted(self, issuer: str) -> bool:
         return issuer in self._trusted
 

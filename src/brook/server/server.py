@@ -491,7 +491,24 @@ class Server:
         account = await self.accounts.add(name, limits)
         if self.system is not None and not account.is_system and not known:
             self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
+        operator = self.authenticator.operator
+        claims = operator.claims(name) if operator is not None else None
+        if claims is not None:
+            await self.account_links(claims)
         return account
+
+    async def account_links(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT's exports and imports (ADR 0034), its exporters not loaded yet
+        looked up in the resolver and added first, as nats-server's `lookupAccount`."""
+        operator = self.authenticator.operator
+        assert operator is not None
+        for imported in claims.imports:
+            exporter = self.accounts.get(imported.account)
+            if exporter is None or exporter.deleted:
+                found = operator.lookup(imported.account)
+                if found is not None:
+                    await self.add_account(found.subject, found.limits)
+        self.accounts.links.apply_jwt(claims)
 
     def account_clients(self, account: str) -> list[ClientConnection]:
         """The account's logged-in clients, oldest first (a claim update walks them)."""
@@ -509,6 +526,19 @@ class Server:
         if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
             return
         task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def account_imports(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT update's exports and imports: applied at once when every
+        exporter is loaded, else once they are (in the background)."""
+        if all(
+            (a := self.accounts.get(i.account)) is not None and not a.deleted
+            for i in claims.imports
+        ):
+            self.accounts.links.apply_jwt(claims)
+            return
+        task = asyncio.ensure_future(self.account_links(claims))
         self._background.add(task)
         task.add_done_callback(self._background_done)
 

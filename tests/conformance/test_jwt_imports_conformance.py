@@ -1,0 +1,373 @@
+"""Exports and imports declared in account JWTs (ADR 0034) on Brook and nats-server: the
+same operator, accounts, activation tokens and steps, what crosses compared.
+
+The exporter's JWT exports public and `token_req` streams and services (and one with
+`account_token_position`); the importer's JWT imports them with a prefix (a stream's
+`to`), `local_subject`, the deprecated service `to`, and activation tokens, good, for
+another account, revoked, and issued by a signing key. Over a directory resolver, an
+importer logging in first has its exporter looked up, and claim updates of either
+account change what crosses for the clients already connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import pytest
+
+from tests.conformance.test_jwt_conformance import Trust, servers
+from tests.conformance.test_jwt_resolver_conformance import (
+    DirTrust,
+    _sys_requests,
+    _system_creds,
+    dir_servers,
+)
+from tests.support.jwts import (
+    Key,
+    account_jwt,
+    account_key,
+    activation_jwt,
+    creds,
+    user_jwt,
+    user_key,
+)
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
+
+
+def _creds_file(directory: Path, name: str, account: Key) -> Path:
+    user = user_key()
+    path = directory / f"{name}.creds"
+    path.write_text(creds(user_jwt(user, account), user))
+    return path
+
+
+async def _connect(url: str, creds_file: Path) -> Any:
+    return await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+
+
+class _Collector:
+    """What an importer's client receives on `>` (its inboxes aside)."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, bytes]] = []
+
+    async def handler(self, msg: Any) -> None:
+        if not msg.subject.startswith("_INBOX."):
+            self.got.append((msg.subject, msg.data))
+
+    def take(self) -> list[tuple[str, bytes]]:
+        got, self.got = sorted(self.got), []
+        return got
+
+
+async def _responder(nc: Any, subject: str) -> None:
+    async def reply(msg: Any) -> None:
+        await msg.respond(b"from " + msg.subject.encode() + b": " + msg.data)
+
+    await nc.subscribe(subject, cb=reply)
+
+
+async def _ask(nc: Any, subject: str) -> str:
+    try:
+        msg = await nc.request(subject, b"hi", timeout=1)
+    except nats.errors.NoRespondersError:
+        return "no responders"
+    except nats.errors.TimeoutError:
+        return "timeout"
+    return str(msg.data.decode())
+
+
+async def _settle(*clients: Any) -> None:
+    for nc in clients:
+        await nc.flush()
+    await asyncio.sleep(0.3)
+
+
+async def _crossings(
+    url: str, exporter_creds: Path, importer_creds: Path, importer: Key, asks: list[str]
+) -> list[Any]:
+    a = await _connect(url, exporter_creds)
+    b = await _connect(url, importer_creds)
+    try:
+        seen = _Collector()
+        everything = await b.subscribe(">", cb=seen.handler)
+        await _responder(a, "svc.>")
+        await _responder(a, "priv.>")
+        await _settle(a, b)
+        for subject in ("news.1", "news.local.x", "tok.x", "tok.y", f"pos.{importer.public}.x"):
+            await a.publish(subject, subject.encode())
+        await _settle(a, b)
+        received = seen.take()
+        await everything.unsubscribe()  # else the requests below reach it
+        answers = [await _ask(b, subject) for subject in asks]
+        return [received, answers]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_exports_and_imports_declared_in_account_jwts(tmp_path: Path) -> None:
+    """Public and token-required exports, imports with a prefix, a local subject, the
+    deprecated service `to`, and activation tokens (good, for another account, revoked,
+    from a signing key): the same messages cross, the same requests are answered."""
+    trust = Trust()
+    exporter_key, importer_key, other = account_key(), account_key(), account_key()
+    signer = account_key()
+    now = int(time.time())
+
+    def activation(subject: str, kind: str, **extra: Any) -> str:
+        by = extra.pop("by", exporter_key)
+        return activation_jwt(importer_key, by, subject=subject, kind=kind, **extra)
+
+    exporter_jwt = account_jwt(
+        exporter_key,
+        trust.operator,
+        signing_keys=[signer.public],
+        exports=[
+            {"subject": "news.>", "type": "stream"},
+            {"subject": "tok.>", "type": "stream", "token_req": True},
+            {"subject": "pos.*.x", "type": "stream", "account_token_position": 2},
+            {"subject": "svc.>", "type": "service"},
+            {
+                "subject": "priv.>",
+                "type": "service",
+                "token_req": True,
+                "revocations": {importer_key.public: now - 50},
+            },
+        ],
+    )
+    trust.preload[exporter_key.public] = exporter_jwt
+    source = exporter_key.public
+    imports = [
+        {"subject": "news.>", "account": source, "type": "stream", "to": "a"},
+        {"subject": "news.local.>", "account": source, "type": "stream", "local_subject": "mine.>"},
+        {
+            "subject": "tok.x",
+            "account": source,
+            "type": "stream",
+            "token": activation("tok.>", "stream"),
+        },
+        {"subject": f"pos.{importer_key.public}.x", "account": source, "type": "stream"},
+        {"subject": "svc.echo", "account": source, "type": "service", "local_subject": "echo"},
+        {"subject": "legacy", "account": source, "type": "service", "to": "svc.legacy"},
+        {"subject": "svc.plain", "account": source, "type": "service"},
+        {
+            "subject": "priv.a",
+            "account": source,
+            "type": "service",
+            "token": activation("priv.>", "service"),
+        },
+        {
+            "subject": "priv.b",
+            "account": source,
+            "type": "service",
+            "token": activation("priv.b", "service", top={"iat": now - 100}),
+        },
+        {
+            "subject": "priv.s",
+            "account": source,
+            "type": "service",
+            "token": activation("priv.s", "service", by=signer, issuer_account=exporter_key.public),
+        },
+        {"subject": "priv.t", "account": source, "type": "service"},  # no token
+    ]
+    trust.preload[importer_key.public] = account_jwt(importer_key, trust.operator, imports=imports)
+    # An activation for another account makes the importer's JWT invalid: its own test.
+    trust.preload[other.public] = account_jwt(
+        other,
+        trust.operator,
+        imports=[
+            {
+                "subject": "tok.y",
+                "account": source,
+                "type": "stream",
+                "token": activation("tok.>", "stream"),
+            }
+        ],
+    )
+    exporter_creds = _creds_file(tmp_path, "a", exporter_key)
+    importer_creds = _creds_file(tmp_path, "b", importer_key)
+    asks = ["echo", "legacy", "svc.plain", "priv.a", "priv.b", "priv.s", "priv.t", "svc.echo"]
+    other_creds = _creds_file(tmp_path, "o", other)
+    async with servers(trust) as (reference, ours):
+        logins = await _logins(reference, [other_creds])
+        assert logins == ["nats: 'Authorization Violation'"]
+        assert await _logins(ours, [other_creds]) == logins
+        theirs = await _crossings(reference, exporter_creds, importer_creds, importer_key, asks)
+        mine = await _crossings(ours, exporter_creds, importer_creds, importer_key, asks)
+    assert theirs[0] == [
+        ("a.news.1", b"news.1"),
+        ("a.news.local.x", b"news.local.x"),
+        ("mine.x", b"news.local.x"),
+        (f"pos.{importer_key.public}.x", f"pos.{importer_key.public}.x".encode()),
+        ("tok.x", b"tok.x"),
+    ]
+    assert theirs[1] == [
+        "from svc.echo: hi",
+        "from svc.legacy: hi",
+        "from svc.plain: hi",
+        "from priv.a: hi",
+        "no responders",
+        "from priv.s: hi",
+        "no responders",
+        "no responders",
+    ]
+    assert mine == theirs
+
+
+async def _logins(url: str, files: list[Path]) -> list[str]:
+    out = []
+    for path in files:
+        try:
+            nc = await _connect(url, path)
+        except nats.errors.Error as exc:
+            out.append(str(exc))
+        else:
+            out.append("in")
+            await nc.close()
+    return out
+
+
+async def _updates(
+    url: str, system_creds: Path, trust: DirTrust, keys: tuple[Key, Key], files: list[Path]
+) -> list[Any]:
+    """The importer logs in first (its exporter not loaded yet), then claim updates
+    remove and restore the export, and change the import, with both clients connected;
+    after each step what crosses, and the service's answer."""
+    exporter, importer = keys
+    exporter_creds, importer_creds = files
+    b = await _connect(url, importer_creds)
+    a = await _connect(url, exporter_creds)
+    steps: list[Any] = []
+    try:
+        seen = _Collector()
+        await b.subscribe("p.>", cb=seen.handler)
+        await b.subscribe("news.>", cb=seen.handler)
+        await _responder(a, "svc.>")
+        await _settle(a, b)
+
+        async def step(n: int) -> None:
+            await a.publish("news.x", str(n).encode())
+            await _settle(a, b)
+            steps.append([seen.take(), await _ask(b, "svc.q")])
+
+        await step(1)
+        updates: list[tuple[Key, dict[str, Any]]] = [
+            (exporter, {"exports": [{"subject": "svc.>", "type": "service"}]}),
+            (exporter, {"exports": [{"subject": "news.>", "type": "stream"}]}),
+            (exporter, {"exports": _EXPORTS}),
+            (
+                importer,
+                {
+                    "imports": [
+                        {
+                            "subject": "news.>",
+                            "account": exporter.public,
+                            "type": "stream",
+                            "to": "p",
+                        }
+                    ]
+                },
+            ),
+            (importer, {"imports": _imports(exporter)}),
+        ]
+        for n, (account, nats_fields) in enumerate(updates, start=2):
+            token = account_jwt(account, trust.operator, **nats_fields)
+            subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+            replies = await _sys_requests(url, system_creds, [(subject, token.encode())])
+            steps.append(replies[0]["data"]["message"])
+            await step(n)
+    finally:
+        await a.close()
+        await b.close()
+    return steps
+
+
+_EXPORTS = [{"subject": "news.>", "type": "stream"}, {"subject": "svc.>", "type": "service"}]
+
+
+def _imports(exporter: Key) -> list[dict[str, Any]]:
+    return [
+        {"subject": "news.>", "account": exporter.public, "type": "stream"},
+        {"subject": "svc.q", "account": exporter.public, "type": "service"},
+    ]
+
+
+async def test_claim_updates_change_what_crosses_for_connected_clients(tmp_path: Path) -> None:
+    """Over a `full` directory resolver: an importer's first login loads its exporter
+    from the directory; updates of the exporter (an export removed, then restored) and
+    of the importer (its import prefixed, then back) take effect for the clients already
+    connected, the same on both servers."""
+    trust = DirTrust()
+    exporter = account_key()
+    importer = account_key()
+    trust.preload[exporter.public] = account_jwt(exporter, trust.operator, exports=_EXPORTS)
+    trust.preload[importer.public] = account_jwt(
+        importer, trust.operator, imports=_imports(exporter)
+    )
+    system_creds = _system_creds(trust, tmp_path)
+    files = [_creds_file(tmp_path, "a", exporter), _creds_file(tmp_path, "b", importer)]
+    keys = (exporter, importer)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _updates(reference, system_creds, trust, keys, files)
+        mine = await _updates(ours, system_creds, trust, keys, files)
+    updated = "jwt updated"
+    assert theirs == [
+        [[("news.x", b"1")], "from svc.q: hi"],
+        updated,
+        [[], "from svc.q: hi"],
+        updated,
+        [[("news.x", b"3")], "no responders"],
+        updated,
+        [[("news.x", b"4")], "from svc.q: hi"],
+        updated,
+        [[("p.news.x", b"5")], "no responders"],
+        updated,
+        [[("news.x", b"6")], "from svc.q: hi"],
+    ]
+    assert mine == theirs
+
+
+async def _until_expired(url: str, files: list[Path], expires: int) -> list[Any]:
+    a = await _connect(url, files[0])
+    b = await _connect(url, files[1])
+    try:
+        seen = _Collector()
+        await b.subscribe("tok.>", cb=seen.handler)
+        await _settle(a, b)
+        await a.publish("tok.1", b"before")
+        await _settle(a, b)
+        before = seen.take()
+        await asyncio.sleep(max(expires - time.time(), 0) + 1.2)
+        await a.publish("tok.2", b"after")
+        await _settle(a, b)
+        return [before, seen.take()]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_an_import_ends_when_its_activation_expires(tmp_path: Path) -> None:
+    """A stream import admitted by an activation token with `exp` stops delivering once
+    it expires, for the subscription already there (nats-server's `activationExpired`)."""
+    trust = Trust()
+    exporter, importer = account_key(), account_key()
+    expires = int(time.time()) + 3
+    token = activation_jwt(importer, exporter, subject="tok.>", kind="stream", top={"exp": expires})
+    export = {"subject": "tok.>", "type": "stream", "token_req": True}
+    trust.preload[exporter.public] = account_jwt(exporter, trust.operator, exports=[export])
+    imported = {"subject": "tok.>", "account": exporter.public, "type": "stream", "token": token}
+    trust.preload[importer.public] = account_jwt(importer, trust.operator, imports=[imported])
+    files = [_creds_file(tmp_path, "a", exporter), _creds_file(tmp_path, "b", importer)]
+    async with servers(trust) as (reference, ours):
+        theirs, mine = await asyncio.gather(
+            _until_expired(reference, files, expires), _until_expired(ours, files, expires)
+        )
+    assert theirs == [[("tok.1", b"before")], []]
+    assert mine == theirs
