@@ -12,6 +12,7 @@ account change what crosses for the clients already connected.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -371,3 +372,58 @@ async def test_an_import_ends_when_its_activation_expires(tmp_path: Path) -> Non
         )
     assert theirs == [[("tok.1", b"before")], []]
     assert mine == theirs
+
+
+async def _shared_request_info(url: str, files: list[Path]) -> dict[str, Any]:
+    a = await _connect(url, files[0])
+    b = await nats.connect(url, user_credentials=str(files[1]), name="bee", allow_reconnect=False)
+    try:
+
+        async def answer(msg: Any) -> None:
+            await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
+
+        await a.subscribe("svc", cb=answer)
+        await a.flush()
+        info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+        return info
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_shared_import_tells_the_exporter_the_jwt_user(tmp_path: Path) -> None:
+    """`share: true` on a JWT service import: the `Nats-Request-Info` carries the user's
+    JWT, its name (`name_tag`) and tags, and the key that issued it, as nats-server's
+    detailed `ClientInfo`."""
+    trust = Trust()
+    exporter, importer = account_key(), account_key()
+    signer = account_key()
+    trust.preload[exporter.public] = account_jwt(
+        exporter, trust.operator, exports=[{"subject": "svc", "type": "service"}]
+    )
+    imported = {"subject": "svc", "account": exporter.public, "type": "service", "share": True}
+    trust.preload[importer.public] = account_jwt(
+        importer, trust.operator, imports=[imported], signing_keys=[signer.public]
+    )
+    user = user_key()
+    token = user_jwt(
+        user,
+        signer,
+        top={"name": "bob"},
+        issuer_account=importer.public,
+        tags=["team:x", "blue"],
+    )
+    files = [_creds_file(tmp_path, "a", exporter), tmp_path / "b.creds"]
+    files[1].write_text(creds(token, user))
+    async with servers(trust, "server_name: srv1\n") as (reference, ours):
+        expected = await _shared_request_info(reference, files)
+        got = await _shared_request_info(ours, files)
+    assert list(got) == list(expected)  # Go's field order
+    varying = ("start", "id", "rtt")
+    assert {k: v for k, v in got.items() if k not in varying} == {
+        k: v for k, v in expected.items() if k not in varying
+    }
+    assert expected["jwt"] == token
+    assert expected["name_tag"] == "bob"
+    assert expected["tags"] == ["team:x", "blue"]
+    assert expected["issuer_key"] == signer.public
