@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import nats
 import nats.errors
 import pytest
 
+import brook
+from brook.config.conf import load_conf_file
 from tests.conformance.test_jwt_conformance import Trust, servers
 from tests.conformance.test_jwt_resolver_conformance import (
     DirTrust,
@@ -28,6 +31,7 @@ from tests.conformance.test_jwt_resolver_conformance import (
     _system_creds,
     dir_servers,
 )
+from tests.conformance.test_monitoring_conformance import document
 from tests.support.jwts import (
     Key,
     account_jwt,
@@ -37,6 +41,7 @@ from tests.support.jwts import (
     user_jwt,
     user_key,
 )
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -427,3 +432,88 @@ async def test_a_shared_import_tells_the_exporter_the_jwt_user(tmp_path: Path) -
     assert expected["name_tag"] == "bob"
     assert expected["tags"] == ["team:x", "blue"]
     assert expected["issuer_key"] == signer.public
+
+
+async def _account_details(url: str, base: str, files: list[Path], keys: list[str]) -> list[Any]:
+    """Each JWT account's `/accountz` detail while one user of each is connected, but
+    for what varies between servers and runs."""
+    clients = [await _connect(url, path) for path in files]
+    try:
+        details = []
+        for key in keys:
+            detail = (await document(base, f"/accountz?acc={key}"))["account_detail"]
+            for varying in ("update_time", "sublist_stats", "subscriptions"):
+                detail.pop(varying)
+            for listed in ("exports", "imports"):  # in Go map order there
+                detail.get(listed, []).sort(key=lambda e: json.dumps(e, sort_keys=True))
+            details.append(detail)
+        return details
+    finally:
+        for nc in clients:
+            await nc.close()
+
+
+async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
+    """`/accountz?acc=<key>` of JWT accounts: their JWT, issuer, `name_tag` (the JWT's
+    name), tags, revoked users, exports (token required, revoked activations, response
+    types) and the imports linked, as nats-server shows them (its `decoded_jwt` and
+    `validation_result_jwt` aside: not in Brook)."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    exporter, importer = account_key(), account_key()
+    trust.preload[exporter.public] = account_jwt(
+        exporter,
+        trust.operator,
+        top={"name": "alpha"},
+        tags=["t1", "T2"],
+        revocations={user_key().public: 10},
+        exports=[
+            {"subject": "s.>", "type": "stream", "token_req": True, "revocations": {"*": 5}},
+            {"subject": "svc", "type": "service", "response_type": "Stream"},
+        ],
+    )
+    token = activation_jwt(importer, exporter, subject="s.>", kind="stream")
+    trust.preload[importer.public] = account_jwt(
+        importer,
+        trust.operator,
+        imports=[
+            {
+                "subject": "s.x",
+                "account": exporter.public,
+                "type": "stream",
+                "to": "p",
+                "token": token,
+            },
+            {"subject": "svc", "account": exporter.public, "type": "service", "local_subject": "l"},
+            {"subject": "nothing", "account": exporter.public, "type": "service"},
+        ],
+    )
+    files = [_creds_file(tmp_path, "a", exporter), _creds_file(tmp_path, "b", importer)]
+    keys = [exporter.public, importer.public]
+    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
+        path = trust.config(Path(tmp))
+        http_port = free_port()
+        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+            wait_for_port(http_port)
+            theirs_base = f"http://127.0.0.1:{http_port}"
+            settings = load_conf_file(str(path))
+            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
+                assert srv.monitor is not None
+                theirs = await _account_details(reference, theirs_base, files, keys)
+                mine = await _account_details(srv.url, srv.monitor.url, files, keys)
+    for detail in theirs:
+        assert detail.pop("decoded_jwt")["sub"] in keys
+        detail.pop("validation_result_jwt", None)
+    assert theirs[0]["name_tag"] == "alpha"
+    assert theirs[0]["revoked_user"]
+    assert [e.get("revoked_activations") for e in theirs[0]["exports"]] == [
+        None,
+        {"*": "1970-01-01T00:00:05Z"},
+    ]
+    assert len(theirs[1]["imports"]) == 6  # 2 of its JWT, 4 of the system account
+    assert [list(d) for d in mine] == [list(d) for d in theirs]
+    for m, t in zip(mine, theirs, strict=True):
+        for key in t:
+            assert m[key] == t[key], (key, m[key], t[key])
+    assert mine == theirs

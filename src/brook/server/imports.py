@@ -117,6 +117,8 @@ class Links:
         # Account JWTs (ADR 0034): each one's declared imports, its keys (activations
         # signed by them are its own) and the timers of its activations' expiry.
         self._declared: dict[str, list[ImportSettings]] = {}
+        self._linked: dict[str, list[ImportSettings]] = {}  # those of them linked
+        self._incomplete: set[str] = set()  # accounts with an import refused
         self._signers: dict[str, frozenset[str]] = {}
         self._expiry: dict[str, asyncio.TimerHandle] = {}
         configured = settings.accounts
@@ -144,6 +146,7 @@ class Links:
         for link in self._links.pop(account, ()):
             link.close()
         self._imports.pop(account, None)
+        self._linked.pop(account, None)
         timer = self._expiry.pop(account, None)
         if timer is not None:
             timer.cancel()
@@ -173,6 +176,7 @@ class Links:
         self._exports.pop(name, None)
         self._signers.pop(name, None)
         self._declared.pop(name, None)
+        self._incomplete.discard(name)
         self._unlink(name)
         self._relink_importers(name)
 
@@ -185,6 +189,7 @@ class Links:
         """The account's declared imports linked anew; each refused one logged and left
         out, as nats-server leaves an account incomplete."""
         self._unlink(account)
+        self._incomplete.discard(account)
         declared = self._declared.get(account, [])
         for service in (False, True):
             for imported in declared:
@@ -197,6 +202,7 @@ class Links:
                         imported.subject,
                         "service" if service else "stream",
                     )
+                    self._incomplete.add(account)
                     continue
                 try:
                     if service:
@@ -205,6 +211,15 @@ class Links:
                         self._stream_import(account, imported)
                 except ConfigError as exc:
                     log.debug("Error adding import to account [%s]: %s", account, exc)
+                    self._incomplete.add(account)
+                else:
+                    self._linked.setdefault(account, []).append(imported)
+
+    def jwt_links(self, account: str) -> tuple[list[ExportSettings], list[ImportSettings], bool]:
+        """A JWT account's exports, the imports linked and whether all of its imports
+        were (nats-server's `complete`), for monitoring."""
+        exports, linked = self._exports.get(account, ()), self._linked.get(account, ())
+        return list(exports), list(linked), account not in self._incomplete
 
     # ------------------------------------------------------------------ exports
 

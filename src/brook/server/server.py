@@ -36,6 +36,7 @@ from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_por
 from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.statistics import (
+    AccountJwtSnapshot,
     AccountSnapshot,
     ConnectionSnapshot,
     JetStreamAccountReport,
@@ -763,9 +764,27 @@ class Server:
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
                 mappings=a.mappings.describe() if a.mappings is not None else {},
+                jwt=self._account_jwt(a.name),
             )
             for a in self.accounts
         ]
+
+    def _account_jwt(self, account: str) -> AccountJwtSnapshot | None:
+        operator = self.authenticator.operator
+        claims = operator.claims(account) if operator is not None else None
+        if claims is None:
+            return None
+        exports, imports, complete = self.accounts.links.jwt_links(account)
+        return AccountJwtSnapshot(
+            claims.token,
+            claims.issuer,
+            claims.name,
+            claims.tags,
+            claims.revocations,
+            exports,
+            imports,
+            complete,
+        )
 
     def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
         where = self.accounts.get(account)
