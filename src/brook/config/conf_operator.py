@@ -183,12 +183,8 @@ def apply_resolver_preload(s: Settings, where: str, v: object) -> None:
         if not isinstance(value, str):
             raise ConfigError(f"{at}: preload map value should be a string JWT")
         try:
-            claims = jwt.decode_account(value)
+            jwt.decode_account(value)
         except jwt.InvalidJwt:
             raise ConfigError(f"{at}: invalid account JWT") from None
-        if claims.limits.tiered_limits:
-            raise ConfigError(
-                f"{at}: tiered JetStream limits of account JWTs are not served by Brook"
-            )
         preload[key] = value
     s.operator.preload = preload

@@ -92,6 +92,9 @@ class Account:
         # Its JetStream limits (`jetstream { max_mem: ... }`; none: no limit), which its
         # engine enforces (jetstream/quota.py).
         self.jetstream_limits = jetstream_limits or JetStreamAccountLimits()
+        # An account JWT's `tiered_limits` by tier (None: not tiered); its limits above
+        # are then its R1 tier's (ADR 0034).
+        self.jetstream_tiers: dict[str, JetStreamAccountLimits] | None = None
         self.is_system = system
         # Its JWT was deleted (`$SYS.REQ.CLAIMS.DELETE`): no engine, nothing answering
         # its API, until a login loads it anew (`Accounts.add`).
@@ -133,6 +136,7 @@ class Account:
             str(self.store_dir(js_settings.store_path)),
             server_limits=server_limits,
             account_limits=self.jetstream_limits,
+            limit_tiers=self.jetstream_tiers,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
@@ -275,13 +279,14 @@ class Accounts:
         limits when they allow storage (never the system account's), the domain's
         mappings."""
         system = key == self._settings.system_account_name
-        return Account(
+        account = Account(
             key,
             jetstream=limits.jetstream_enabled and not system,
             system=system,
-            jetstream_limits=_jetstream_limits(limits.jetstream),
             mappings=_with_domain((), self._domain, system=system),
         )
+        account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
+        return account
 
     async def add(self, name: str, limits: jwt.AccountLimits) -> Account:
         """The account `name`, added while the server runs if it has none yet (a JWT
@@ -308,7 +313,7 @@ class Accounts:
                     await asyncio.shield(removing)
                 account.deleted = False
                 account.jetstream_enabled = limits.jetstream_enabled
-                account.jetstream_limits = _jetstream_limits(limits.jetstream)
+                account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
             await self._start_account_jetstream(account)
         except BaseException as exc:
             future.set_exception(exc)
@@ -325,9 +330,9 @@ class Accounts:
     def set_jetstream_limits(self, account: Account, limits: jwt.AccountLimits) -> None:
         """An account JWT update's JetStream limits: its engine admits by them from now
         on (streams and consumers already there stay, as on nats-server)."""
-        account.jetstream_limits = _jetstream_limits(limits.jetstream)
+        account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
         if account.jetstream is not None:
-            account.jetstream.set_account_limits(account.jetstream_limits)
+            account.jetstream.set_account_limits(account.jetstream_limits, account.jetstream_tiers)
 
     def remove(self, account: Account) -> asyncio.Task[None]:
         """A deleted account (nats-server's `removeCb`): its engine stops in the
@@ -463,6 +468,18 @@ class Accounts:
             damaged.update({prefix + name: report for name, report in found.items()})
         out["damaged_streams"] = damaged
         return out
+
+
+def _jwt_jetstream(
+    limits: jwt.AccountLimits,
+) -> tuple[JetStreamAccountLimits, dict[str, JetStreamAccountLimits] | None]:
+    """An account JWT's JetStream limits for its engine: the plain ones, or with
+    `tiered_limits` each tier's and the R1 tier's as the engine's (a single server's
+    streams are R1; without an R1 tier every stream create gets 10120 first)."""
+    if not limits.tiered_limits:
+        return _jetstream_limits(limits.jetstream), None
+    tiers = {name: _jetstream_limits(tier) for name, tier in limits.tiered_limits.items()}
+    return tiers.get("R1", JetStreamAccountLimits()), tiers
 
 
 def _jetstream_limits(claimed: jwt.JetStreamLimits) -> JetStreamAccountLimits:

@@ -293,12 +293,6 @@ class OperatorMode:
                 raise _Refused(f"Account JWT lookup error: {exc}") from None
             if account.subject != name or account.issuer not in self._trusted:
                 raise _Refused("Account JWT lookup error: account validation failed")
-            if account.limits.tiered_limits:  # as `resolver_preload` refuses them
-                raise _Refused(
-                    f"Account {name}: tiered JetStream limits of account JWTs are not "
-                    "served by Brook",
-                    level=logging.ERROR,
-                )
             self._accounts[name] = account
         if jwt.issues(account, now):
             raise _Refused("Account JWT lookup error: account validation failed")
