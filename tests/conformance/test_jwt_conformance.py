@@ -545,14 +545,6 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
             load_conf_file(str(path))
 
 
-def test_the_url_resolver_is_refused_by_brook(tmp_path: Path) -> None:
-    """An account server over HTTP: Brook does not fetch accounts from one."""
-    trust = Trust()
-    path = trust.config(tmp_path, 'resolver: URL("http://127.0.0.1:1/jwt/v1/accounts/")\n')
-    with pytest.raises(ConfigError, match="account resolver is not supported by Brook"):
-        load_conf_file(str(path))
-
-
 async def _nats_py_login(url: str, creds_file: Path) -> str:
     """'in', or the error nats-py's connect ended in."""
     try:

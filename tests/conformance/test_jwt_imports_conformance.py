@@ -12,9 +12,12 @@ account change what crosses for the clients already connected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ import pytest
 
 import brook
 from brook.config.conf import load_conf_file
+from brook.config.settings import ConfigError
 from tests.conformance.test_jwt_conformance import Trust, servers
 from tests.conformance.test_jwt_resolver_conformance import (
     DirTrust,
@@ -32,6 +36,7 @@ from tests.conformance.test_jwt_resolver_conformance import (
     dir_servers,
 )
 from tests.conformance.test_monitoring_conformance import document
+from tests.support.config_errors import nats_server_error
 from tests.support.jwts import (
     Key,
     account_jwt,
@@ -517,3 +522,114 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
         for key in t:
             assert m[key] == t[key], (key, m[key], t[key])
     assert mine == theirs
+
+
+@contextlib.asynccontextmanager
+async def _account_server(jwts: dict[str, str]) -> AsyncIterator[str]:
+    """An account server on 127.0.0.1 as nats-server's URL resolver asks it: `GET
+    <base><account key>` answers the JWT, or 404."""
+    from aiohttp import web
+
+    async def account(request: web.Request) -> web.Response:
+        token = jwts.get(request.match_info["key"])
+        return web.Response(text=token) if token else web.Response(status=404)
+
+    async def home(request: web.Request) -> web.Response:
+        return web.Response(text="")  # nats-server asks at start whether anyone is home
+
+    app = web.Application()
+    app.router.add_get("/jwt/v1/accounts/", home)
+    app.router.add_get("/jwt/v1/accounts/{key}", account)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/jwt/v1/accounts/"
+    finally:
+        await runner.cleanup()
+
+
+async def _url_resolver_steps(
+    url: str, files: list[Path], unknown: Path, importer: Key
+) -> list[Any]:
+    steps: list[Any] = [await _logins(url, [unknown])]
+    # The importer first: its exporter is fetched for its import.
+    steps.append(await _crossings(url, files[0], files[1], importer, ["echo"]))
+    return steps
+
+
+async def test_url_resolver_fetches_account_jwts(tmp_path: Path) -> None:
+    """`resolver: URL(...)`: each server fetches the JWTs of the accounts its users log
+    in to from the same account server (an unknown one, 404, refuses the login), and an
+    import's exporter too; what crosses compared."""
+    trust = Trust()
+    exporter, importer, unknown = account_key(), account_key(), account_key()
+    jwts = {
+        exporter.public: account_jwt(
+            exporter,
+            trust.operator,
+            exports=[
+                {"subject": "news.>", "type": "stream"},
+                {"subject": "svc.>", "type": "service"},
+            ],
+        ),
+        importer.public: account_jwt(
+            importer,
+            trust.operator,
+            imports=[
+                {"subject": "news.>", "account": exporter.public, "type": "stream", "to": "a"},
+                {"subject": "svc.echo", "account": exporter.public, "type": "service"}
+                | {"local_subject": "echo"},
+            ],
+        ),
+    }
+    files = [_creds_file(tmp_path, "a", exporter), _creds_file(tmp_path, "b", importer)]
+    unknown_creds = _creds_file(tmp_path, "u", unknown)
+    async with _account_server(jwts) as base:
+        (tmp_path / "op.jwt").write_text(trust.operator_token())
+        path = tmp_path / "server.conf"
+        path.write_text(f'operator: {tmp_path / "op.jwt"}\nresolver: URL("{base}")\n')
+        # Started in a thread: it asks the account server (on this loop) at start.
+        reference_server = run_nats_server("-c", str(path), jetstream=False)
+        reference = await asyncio.to_thread(reference_server.__enter__)
+        try:
+            theirs = await _url_resolver_steps(reference, files, unknown_creds, importer)
+        finally:
+            reference_server.__exit__(None, None, None)
+        async with brook.serve(port=0, settings=load_conf_file(str(path))) as srv:
+            mine = await _url_resolver_steps(srv.url, files, unknown_creds, importer)
+    assert theirs == [
+        ["nats: 'Authorization Violation'"],
+        [[("a.news.1", b"news.1"), ("a.news.local.x", b"news.local.x")], ["from svc.echo: hi"]],
+    ]
+    assert mine == theirs
+
+
+def test_url_resolver_with_preloads_is_refused(tmp_path: Path) -> None:
+    trust = Trust()
+    trust.account()
+    path = trust.config(tmp_path)
+    path.write_text(
+        path.read_text().replace("resolver: MEMORY", 'resolver: URL("http://127.0.0.1:1/")')
+    )
+    words = "resolver preloads only available for writeable resolver types MEM/DIR/CACHE_DIR"
+    assert words in nats_server_error(path)
+    with pytest.raises(ConfigError, match=words):
+        load_conf_file(str(path))
+
+
+async def test_url_resolver_without_an_account_server_does_not_start(tmp_path: Path) -> None:
+    """Nobody answering at the URL: neither server starts, in nats-server's words."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{closed.getsockname()[1]}/jwt/v1/accounts/"
+    trust = Trust()
+    (tmp_path / "op.jwt").write_text(trust.operator_token())
+    path = tmp_path / "server.conf"
+    path.write_text(f'operator: {tmp_path / "op.jwt"}\nresolver: URL("{base}")\n')
+    assert f'could not fetch <"{base}">' in nats_server_error(path)
+    with pytest.raises(ConfigError, match=f'could not fetch <"{base}">'):
+        async with brook.serve(port=0, settings=load_conf_file(str(path))):
+            pass

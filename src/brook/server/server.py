@@ -234,6 +234,7 @@ class Server:
             self.system.start()
         operator = self.authenticator.operator
         if operator is not None:
+            await operator.check_resolver()
             # The resolver's `$SYS` requests (ADR 0033), in the system account. Imported
             # here, as `brook.jwt` is: only operator mode reads JWTs.
             from brook.server.claims import ClaimsService
@@ -506,6 +507,7 @@ class Server:
         for imported in claims.imports:
             exporter = self.accounts.get(imported.account)
             if exporter is None or exporter.deleted:
+                await operator.fetch(imported.account)  # the URL resolver's
                 found = operator.lookup(imported.account)
                 if found is not None:
                     await self.add_account(found.subject, found.limits)
