@@ -633,3 +633,48 @@ async def test_url_resolver_without_an_account_server_does_not_start(tmp_path: P
     with pytest.raises(ConfigError, match=f'could not fetch <"{base}">'):
         async with brook.serve(port=0, settings=load_conf_file(str(path))):
             pass
+
+
+async def _mapping_steps(url: str, system_creds: Path, trust: DirTrust, account: Key) -> list[Any]:
+    creds_file = _creds_file(system_creds.parent, "m", account)
+    nc = await _connect(url, creds_file)
+    try:
+        seen = _Collector()
+        await nc.subscribe("to.>", cb=seen.handler)
+        steps = []
+        for n, mappings in enumerate(
+            (
+                None,
+                {"from.*": [{"subject": "to.new.{{wildcard(1)}}"}]},
+            )
+        ):
+            if mappings is not None:
+                token = account_jwt(account, trust.operator, mappings=mappings)
+                subject = f"$SYS.REQ.ACCOUNT.{account.public}.CLAIMS.UPDATE"
+                replies = await _sys_requests(url, system_creds, [(subject, token.encode())])
+                steps.append(replies[0].get("data", replies[0].get("error")))
+            await nc.publish("from.x", str(n).encode())
+            await _settle(nc)
+            steps.append(seen.take())
+        return steps
+    finally:
+        await nc.close()
+
+
+async def test_account_jwt_mappings_apply_and_change_for_connected_clients(
+    tmp_path: Path,
+) -> None:
+    """An account JWT's `mappings` map its clients' publishes; a claim update replaces
+    them for the clients already connected, as on nats-server."""
+    trust = DirTrust()
+    account = account_key()
+    trust.preload[account.public] = account_jwt(
+        account, trust.operator, mappings={"from.*": [{"subject": "to.old.{{wildcard(1)}}"}]}
+    )
+    system_creds = _system_creds(trust, tmp_path)
+    async with dir_servers(trust) as (reference, ours, _, _):
+        theirs = await _mapping_steps(reference, system_creds, trust, account)
+        mine = await _mapping_steps(ours, system_creds, trust, account)
+    assert theirs[0] == [("to.old.x", b"0")]
+    assert theirs[2] == [("to.new.x", b"1")]
+    assert mine == theirs

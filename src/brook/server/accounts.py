@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
+    ConfigError,
     JetStreamAccountLimits,
     MapDestination,
     Settings,
@@ -238,8 +239,8 @@ class Accounts:
         self.system_account = self._by_name[system]
         # Where messages cross between accounts (server/imports.py, ADR 0030).
         self.links = Links(settings, self._by_name)
-        for claims in preloaded:  # their JWTs' exports and imports (ADR 0034)
-            self.links.apply_jwt(claims)
+        for claims in preloaded:  # their JWTs' mappings, exports and imports (ADR 0034)
+            self.apply_jwt(claims)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
@@ -326,6 +327,16 @@ class Accounts:
             self._run_prefixes = None  # its engine's, for the connections to come
         future.set_result(account)
         return account
+
+    def apply_jwt(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT's mappings and its exports and imports (ADR 0034), at its load
+        and at each update, in place of what it had."""
+        account = self._by_name.get(claims.subject)
+        if account is not None:
+            own = _jwt_mappings(claims)
+            mappings = _with_domain(own, self._domain, system=account.is_system)
+            account.mappings = SubjectMappings.compile(mappings)
+        self.links.apply_jwt(claims)
 
     def set_jetstream_limits(self, account: Account, limits: jwt.AccountLimits) -> None:
         """An account JWT update's JetStream limits: its engine admits by them from now
@@ -468,6 +479,30 @@ class Accounts:
             damaged.update({prefix + name: report for name, report in found.items()})
         out["damaged_streams"] = damaged
         return out
+
+
+def _jwt_mappings(claims: jwt.AccountClaims) -> list[SubjectMapping]:
+    """An account JWT's `mappings` (source: [{subject, weight, cluster}]) as a config
+    file's, a weight of 0 read as 100 (jwt's GetWeight); one that does not compile is
+    left out, as nats-server ignores `AddWeightedMappings`' error there."""
+    out = []
+    for source, entries in claims.mappings.items():
+        destinations = [
+            MapDestination(
+                str(entry.get("subject", "")),
+                int(entry.get("weight") or 100),
+                str(entry.get("cluster") or ""),
+            )
+            for entry in entries if isinstance(entry, dict)
+        ] if isinstance(entries, list) else []  # fmt: skip
+        mapping = SubjectMapping(str(source), destinations, f"account {claims.subject}")
+        try:
+            SubjectMappings.compile([mapping])
+        except (ConfigError, ValueError, TypeError) as exc:
+            log.debug("account %s: mapping %r left out: %s", claims.subject, source, exc)
+            continue
+        out.append(mapping)
+    return out
 
 
 def _jwt_jetstream(

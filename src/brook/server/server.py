@@ -511,7 +511,16 @@ class Server:
                 found = operator.lookup(imported.account)
                 if found is not None:
                     await self.add_account(found.subject, found.limits)
-        self.accounts.links.apply_jwt(claims)
+        self._apply_jwt(claims)
+
+    def _apply_jwt(self, claims: jwt.AccountClaims) -> None:
+        """The JWT's mappings (for the account's connected clients too), exports and
+        imports."""
+        self.accounts.apply_jwt(claims)
+        account = self.accounts.get(claims.subject)
+        if account is not None:
+            for client in self.account_clients(claims.subject):
+                client.mappings = account.mappings
 
     def account_clients(self, account: str) -> list[ClientConnection]:
         """The account's logged-in clients, oldest first (a claim update walks them)."""
@@ -539,7 +548,7 @@ class Server:
             (a := self.accounts.get(i.account)) is not None and not a.deleted
             for i in claims.imports
         ):
-            self.accounts.links.apply_jwt(claims)
+            self._apply_jwt(claims)
             return
         task = asyncio.ensure_future(self.account_links(claims))
         self._background.add(task)
