@@ -8,6 +8,7 @@ import json
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -18,6 +19,7 @@ import brook
 from brook.config.conf import parse_conf, settings_from_conf
 from brook.config.settings import Settings
 from tests.support.certs import Certs, make_certs
+from tests.support.tlsalert import failed_handshake
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -64,9 +66,9 @@ async def test_nats_py_with_a_client_certificate_under_verify(certs: Certs) -> N
             pass  # the round trip went through TLS both ways
         finally:
             await nc.close()
-        # Without a client certificate: refused. nats-server's TLS alert makes nats-py's
-        # connect raise; Brook closes without the alert (docs/compatibility.md), so the
-        # client sees the connection end instead. Either way it never gets to talk.
+        # Without a client certificate: refused, with the TLS alert (under TLS 1.3 nats-py
+        # raises its SSLError or, when the alert comes before its CONNECT is drained, a
+        # reset, as against nats-server). Either way it never gets to talk.
         errors: list[Exception] = []
 
         async def on_error(exc: Exception) -> None:
@@ -175,6 +177,48 @@ async def test_bad_handshakes_leave_other_clients_alone(certs: Certs) -> None:
         print(f"RTT median before {median * 1e3:.2f} ms, during {during[15] * 1e3:.2f} ms")
         assert during[15] < max(10 * median, 0.05)
         assert after[5] < max(10 * median, 0.05)
+        for _ in range(50):
+            if len(server.clients) == 0 and server._live_transports == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert (len(server.clients), server._live_transports) == (0, 0)
+
+
+async def test_refused_clients_that_linger_after_the_alert_are_closed(certs: Certs) -> None:
+    """A refused client gets its TLS alert and the server then waits for it to leave (so
+    that the alert is not lost to a reset): one that stays silent, or goes on sending,
+    is closed by the TLS timeout or at its next bytes, none holds its connection, and a
+    good client's round trips are unaffected meanwhile."""
+    settings = conf(tls_block(certs, "verify: true, timeout: 0.5"))
+    async with brook.serve(settings=settings) as server:
+        nc = await nats.connect(
+            server.url, tls=certs.context(certs.client("good")), allow_reconnect=False
+        )
+        try:
+            before = await rtts(nc, 30)
+
+            async def refused(kind: int) -> dict[str, Any]:
+                context = certs.context()
+                context.maximum_version = (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)[kind % 2]
+                then = b"CONNECT {}\r\nPING\r\n" if kind >= 2 else b""
+                return await failed_handshake(
+                    "127.0.0.1", server.port, context, then=then, hold=5.0
+                )
+
+            crowd = asyncio.gather(*(refused(i % 4) for i in range(40)))
+            during = await rtts(nc, 30)
+            outcomes = await crowd
+        finally:
+            await nc.close()
+        for outcome in outcomes:
+            assert outcome["error"] in (
+                "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE",
+                "SSL:TLSV13_ALERT_CERTIFICATE_REQUIRED",
+            ), outcome
+            assert outcome["closed_in"] is not None, outcome
+            assert outcome["closed_in"] < 2.0, outcome
+        median = before[len(before) // 2]
+        assert during[15] < max(10 * median, 0.05)
         for _ in range(50):
             if len(server.clients) == 0 and server._live_transports == 0:
                 break
