@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 import time
 from pathlib import Path
@@ -224,6 +225,29 @@ async def test_refused_clients_that_linger_after_the_alert_are_closed(certs: Cer
                 break
             await asyncio.sleep(0.05)
         assert (len(server.clients), server._live_transports) == (0, 0)
+
+
+async def test_a_refused_handshake_is_logged_with_its_reason(
+    certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reason OpenSSL gives is logged when the handshake fails, though the connection
+    ends later, when the client closes after the alert."""
+    caplog.set_level(logging.DEBUG, logger="brook.connection")
+    async with brook.serve(settings=conf(tls_block(certs, "verify: true"))) as server:
+        context = certs.context()
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        outcome = await failed_handshake("127.0.0.1", server.port, context)
+        assert outcome["error"] == "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE"
+        for _ in range(50):
+            if "TLS handshake error: ConnectionResetError" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+    messages = [r.getMessage() for r in caplog.records if r.name == "brook.connection"]
+    assert any(
+        m.startswith("TLS handshake error: [SSL: PEER_DID_NOT_RETURN_A_CERTIFICATE]")
+        for m in messages
+    ), messages
+    assert any(m.endswith("TLS handshake error: ConnectionResetError") for m in messages)
 
 
 async def test_shutdown_does_not_wait_for_handshakes_in_progress(certs: Certs) -> None:
