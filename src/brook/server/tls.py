@@ -250,7 +250,7 @@ class FallbackListener:
             else:
                 await self._loop.connect_accepted_socket(self._factory, conn)
         except Exception as exc:  # a failed handshake: this client only
-            log.debug("TLS handshake error: %s", exc)
+            log.debug("TLS handshake error: %s", str(exc) or type(exc).__name__)
             conn.close()
 
 
