@@ -2,10 +2,11 @@
 
 An nkey's text is the base32 (no padding) of one prefix byte naming the key's role
 (`U` user, `A` account, `O` operator, ...), the 32-byte ed25519 public key and a CRC-16
-(XMODEM, little-endian) of the two. Decoding is a few lines and done here, so the server
-depends on a library only for the ed25519 verification itself (PyNaCl, libsodium). The
-rules are those of nats-io/nkeys, which nats-server uses: a key must decode, its CRC must
-match and its prefix byte must be the expected role; the key itself must be 32 bytes.
+(XMODEM, little-endian; `binascii.crc_hqx` from 0, in C) of the two. Decoding is a few
+lines and done here, so the server depends on a library only for the ed25519
+verification itself (PyNaCl, libsodium). The rules are those of nats-io/nkeys, which
+nats-server uses: a key must decode, its CRC must match and its prefix byte must be the
+expected role; the key itself must be 32 bytes.
 Account and operator keys (JWTs, issue 18) decode with the same function. A seed (`S...`:
 two prefix bytes, the 32-byte ed25519 seed, the CRC) signs for a leafnode connection that
 logs in to its hub with a creds file (`sign`, ADR 0032).
@@ -45,17 +46,6 @@ class InvalidNkey(ValueError):
     """Text that is not a public nkey of the expected role."""
 
 
-def _crc16(data: bytes) -> int:
-    """CRC-16/XMODEM (polynomial 0x1021, initial value 0), as nkeys computes it."""
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
 _BASE32 = re.compile(r"[A-Z2-7]+", re.ASCII)
 
 
@@ -70,7 +60,7 @@ def _decode(text: str) -> bytes:
     if len(raw) < 4:
         raise InvalidNkey("too short")
     body, crc = raw[:-2], int.from_bytes(raw[-2:], "little")
-    if _crc16(body) != crc:
+    if binascii.crc_hqx(body, 0) != crc:  # CRC-16/XMODEM, in C
         raise InvalidNkey("checksum mismatch")
     return body
 

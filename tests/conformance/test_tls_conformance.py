@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 import trustme
 
 import brook
 from brook.config.conf import load_conf_file
 from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
-from tests.support.natsserver import free_port, run_nats_server
+from tests.support.natsserver import free_port, run_nats_server, wait_for_port
 from tests.support.raw import Err, Info, RawClient, Simple
+from tests.support.tlsalert import alert_records, failed_handshake
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -133,20 +136,20 @@ async def test_plain_text_to_a_tls_only_port_is_closed(tmp_path: Path, certs: Ce
 async def test_garbage_during_the_handshake_closes_the_connection(
     tmp_path: Path, certs: Certs
 ) -> None:
-    """A TLS record header, then garbage. nats-server answers with a TLS alert before it
-    closes; Brook closes without one (asyncio drops an alert pending at a failed
-    handshake: docs/compatibility.md), so only the close and the absence of any NATS
-    protocol are compared."""
+    """A TLS record header, then garbage: a fatal TLS alert from both, then the close.
+    Its description is each TLS library's own (Go: internal_error, OpenSSL:
+    unexpected_message; docs/compatibility.md), so the level is compared."""
 
     async def garbage(url: str) -> Outcome:
         async with RawClient.connect_url(url) as client:
             await client.send(b"\x16\x03\x01\x00\x10" + b"\xff" * 16)
             raw = await client.read_raw(timeout=3.0, quiet=3.0)
-            return {"nats_protocol": raw[:1].isalpha(), "closed": client.closed}
+            levels = [alert[0] for alert in alert_records(raw)]
+            return {"alert_levels": levels, "closed": client.closed}
 
     async with both(tmp_path, tls_conf(certs)) as urls:
         got = await compare(urls, garbage)
-    assert got["closed"] is True
+    assert got == {"alert_levels": [2], "closed": True}  # 2: fatal
 
 
 async def test_verify_refuses_missing_expired_and_unknown_client_certificates(
@@ -168,6 +171,120 @@ async def test_verify_refuses_missing_expired_and_unknown_client_certificates(
     for name in ("none", "expired", "unknown"):
         assert "PONG" not in got[name].get("ops", []), name
         assert got[name].get("closed", True), name
+
+
+TLS12, TLS13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
+
+
+def refused_clients(certs: Certs) -> dict[str, ClientCert | None]:
+    """Client certificates a `verify: true` server refuses, by why."""
+    return {
+        "none": None,
+        "expired": certs.client("old", expired=True),
+        "unknown-ca": certs.client("stranger", ca=trustme.CA()),
+    }
+
+
+def client_context(
+    certs: Certs, client: ClientCert | None = None, version: ssl.TLSVersion | None = None
+) -> ssl.SSLContext:
+    """`certs.context(client)` with TLS up to `version` only."""
+    context = certs.context(client)
+    if version is not None:
+        context.maximum_version = version
+    return context
+
+
+def alert_after(
+    context: ssl.SSLContext, *, after_info: bool = True, **options: Any
+) -> Callable[[str], Awaitable[Outcome]]:
+    """A raw TLS handshake with `context` (tests/support/tlsalert.py): the clear-text
+    alerts the server sent, and the alert the client's `ssl` reports."""
+
+    async def run(url: str) -> Outcome:
+        host, _, port = url.removeprefix("nats://").rpartition(":")
+        return await failed_handshake(host, int(port), context, after_info=after_info, **options)
+
+    return run
+
+
+async def test_a_refused_client_certificate_gets_the_tls_alert(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """Under `verify: true`, each refused client certificate (none, expired, from another
+    CA) gets the alert nats-server sends, in clear under TLS 1.2 and encrypted under TLS
+    1.3 (the client's `ssl` names it), rather than a bare close."""
+    expected = {
+        "none": (
+            b"\x02\x28",
+            "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE",
+            "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+        ),
+        "expired": (b"\x02\x2d", "SSL:SSLV3_ALERT_CERTIFICATE_EXPIRED", None),
+        "unknown-ca": (b"\x02\x30", "SSL:TLSV1_ALERT_UNKNOWN_CA", None),
+    }
+    async with both(tmp_path, tls_conf(certs, tls="verify: true")) as urls:
+        for name, client in refused_clients(certs).items():
+            alert, error12, error13 = expected[name]
+            tls12 = await compare(urls, alert_after(client_context(certs, client, TLS12)))
+            assert tls12 == {"alerts": [alert], "error": error12}, name
+            tls13 = await compare(urls, alert_after(client_context(certs, client, TLS13)))
+            assert tls13 == {"alerts": [], "error": f"SSL:{error13}" if error13 else error12}
+
+
+async def test_a_protocol_version_below_min_version_gets_the_tls_alert(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async with both(tmp_path, tls_conf(certs, tls='min_version: "1.3"')) as urls:
+        got = await compare(urls, alert_after(client_context(certs, version=TLS12)))
+    assert got == {"alerts": [b"\x02\x46"], "error": "SSL:TLSV1_ALERT_PROTOCOL_VERSION"}
+
+
+async def test_a_refused_tls_first_client_gets_the_tls_alert(tmp_path: Path, certs: Certs) -> None:
+    """The same with `handshake_first` (the listener's handshake, before INFO), without
+    and with a fallback delay."""
+    for first in ("true", '"300ms"'):
+        text = tls_conf(certs, tls=f"verify: true\n  handshake_first: {first}")
+        async with both(tmp_path, text) as urls:
+            tls12 = await compare(
+                urls, alert_after(client_context(certs, None, TLS12), after_info=False)
+            )
+            tls13 = await compare(
+                urls, alert_after(client_context(certs, None, TLS13), after_info=False)
+            )
+        assert tls12 == {"alerts": [b"\x02\x28"], "error": "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE"}
+        assert tls13 == {"alerts": [], "error": "SSL:TLSV13_ALERT_CERTIFICATE_REQUIRED"}
+
+
+async def test_nats_py_connect_raises_the_servers_ssl_error(tmp_path: Path, certs: Certs) -> None:
+    """nats-py's `connect` with a certificate the server refuses raises the `ssl.SSLError`
+    naming the server's alert on both, not an unexpected EOF. Under TLS 1.2, where the
+    alert ends the client's handshake. (Under TLS 1.3 the client's handshake is done
+    before the server refuses its certificate, and whether nats-py then raises the
+    `SSLError` or a `ConnectionResetError` depends on whether the alert arrives before
+    it drains its CONNECT: about half of each, against nats-server as against Brook. The
+    raw client above compares the TLS 1.3 alert itself.)"""
+
+    async def connect(url: str, context: ssl.SSLContext) -> Outcome:
+        try:
+            client = await nats.connect(
+                url, tls=context, allow_reconnect=False, connect_timeout=3, max_reconnect_attempts=0
+            )
+        except Exception as exc:  # what nats-py raises is the subject
+            return {"raised": type(exc).__name__, "reason": getattr(exc, "reason", None)}
+        await client.close()
+        return {"raised": None}
+
+    async with both(tmp_path, tls_conf(certs, tls="verify: true")) as urls:
+        got = {}
+        for name, client in refused_clients(certs).items():
+            context = client_context(certs, client, TLS12)
+            got[name] = await compare(urls, functools.partial(connect, context=context))
+    assert got == {
+        "none": {"raised": "SSLError", "reason": "SSLV3_ALERT_HANDSHAKE_FAILURE"},
+        "expired": {"raised": "SSLError", "reason": "SSLV3_ALERT_CERTIFICATE_EXPIRED"},
+        "unknown-ca": {"raised": "SSLError", "reason": "TLSV1_ALERT_UNKNOWN_CA"},
+    }
 
 
 async def test_pinned_certs_accept_the_pinned_client_only(tmp_path: Path, certs: Certs) -> None:
@@ -273,6 +390,29 @@ async def test_https_monitoring(tmp_path: Path, certs: Certs) -> None:
             results[name] = await https_outcome(port, certs.context())
     assert results["brook"] == results["nats-server"], results
     assert results["brook"]["status"] == b"200"
+
+
+async def test_https_monitoring_sends_the_tls_alert(tmp_path: Path, certs: Certs) -> None:
+    """`https_port` with `min_version: "1.3"`: a TLS 1.2 client gets the same
+    protocol_version alert from both."""
+    results: dict[str, Outcome] = {}
+    for name in ("brook", "nats-server"):
+        port = free_port()
+        path = tmp_path / f"{name}.conf"
+        path.write_text(tls_conf(certs, tls='min_version: "1.3"', top=f"https_port: {port}"))
+        async with contextlib.AsyncExitStack() as stack:
+            if name == "brook":
+                await stack.enter_async_context(brook.serve(settings=load_conf_file(str(path))))
+            else:
+                stack.enter_context(run_nats_server("-c", str(path), jetstream=False))
+            wait_for_port(port)
+            context = client_context(certs, version=TLS12)
+            results[name] = await failed_handshake("127.0.0.1", port, context, after_info=False)
+    assert results["brook"] == results["nats-server"], results
+    assert results["brook"] == {
+        "alerts": [b"\x02\x46"],
+        "error": "SSL:TLSV1_ALERT_PROTOCOL_VERSION",
+    }
 
 
 async def https_outcome(port: int, context: ssl.SSLContext) -> Outcome:

@@ -25,6 +25,7 @@ import brook
 from brook.config.conf import load_conf_file
 from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
+from tests.support.tlsalert import failed_handshake
 from tests.support.websocket import WsClient, frame, http_request, upgrade_request
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
@@ -167,6 +168,28 @@ async def test_verify_refuses_missing_expired_and_unknown_client_certificates(
     }
     for name in ("none", "expired", "unknown"):
         assert got[name] == {"upgraded": False, "dropped": True}, name
+
+
+async def test_a_refused_client_certificate_gets_the_tls_alert(
+    tmp_path: Path, certs: Certs
+) -> None:
+    """wss:// under `verify: true`: a client without a certificate gets nats-server's TLS
+    alert (in clear under TLS 1.2, named by the client's `ssl` under TLS 1.3)."""
+
+    def attempt(version: ssl.TLSVersion) -> Callable[[int], Awaitable[Outcome]]:
+        context = certs.context()
+        context.maximum_version = version
+
+        async def run(port: int) -> Outcome:
+            return await failed_handshake("127.0.0.1", port, context, after_info=False)
+
+        return run
+
+    async with both(tmp_path, certs, tls="verify: true") as ports:
+        tls12 = await compare(ports, attempt(ssl.TLSVersion.TLSv1_2))
+        tls13 = await compare(ports, attempt(ssl.TLSVersion.TLSv1_3))
+    assert tls12 == {"alerts": [b"\x02\x28"], "error": "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE"}
+    assert tls13 == {"alerts": [], "error": "SSL:TLSV13_ALERT_CERTIFICATE_REQUIRED"}
 
 
 async def test_verify_with_nats_py(tmp_path: Path, certs: Certs) -> None:

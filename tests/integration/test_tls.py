@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 import time
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -18,6 +20,7 @@ import brook
 from brook.config.conf import parse_conf, settings_from_conf
 from brook.config.settings import Settings
 from tests.support.certs import Certs, make_certs
+from tests.support.tlsalert import failed_handshake
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -64,9 +67,9 @@ async def test_nats_py_with_a_client_certificate_under_verify(certs: Certs) -> N
             pass  # the round trip went through TLS both ways
         finally:
             await nc.close()
-        # Without a client certificate: refused. nats-server's TLS alert makes nats-py's
-        # connect raise; Brook closes without the alert (docs/compatibility.md), so the
-        # client sees the connection end instead. Either way it never gets to talk.
+        # Without a client certificate: refused, with the TLS alert (under TLS 1.3 nats-py
+        # raises its SSLError or, when the alert comes before its CONNECT is drained, a
+        # reset, as against nats-server). Either way it never gets to talk.
         errors: list[Exception] = []
 
         async def on_error(exc: Exception) -> None:
@@ -180,6 +183,71 @@ async def test_bad_handshakes_leave_other_clients_alone(certs: Certs) -> None:
                 break
             await asyncio.sleep(0.05)
         assert (len(server.clients), server._live_transports) == (0, 0)
+
+
+async def test_refused_clients_that_linger_after_the_alert_are_closed(certs: Certs) -> None:
+    """A refused client gets its TLS alert and the server then waits for it to leave (so
+    that the alert is not lost to a reset): one that stays silent, or goes on sending,
+    is closed by the TLS timeout or at its next bytes, none holds its connection, and a
+    good client's round trips are unaffected meanwhile."""
+    settings = conf(tls_block(certs, "verify: true, timeout: 0.5"))
+    async with brook.serve(settings=settings) as server:
+        nc = await nats.connect(
+            server.url, tls=certs.context(certs.client("good")), allow_reconnect=False
+        )
+        try:
+            before = await rtts(nc, 30)
+
+            async def refused(kind: int) -> dict[str, Any]:
+                context = certs.context()
+                context.maximum_version = (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3)[kind % 2]
+                then = b"CONNECT {}\r\nPING\r\n" if kind >= 2 else b""
+                return await failed_handshake(
+                    "127.0.0.1", server.port, context, then=then, hold=5.0
+                )
+
+            crowd = asyncio.gather(*(refused(i % 4) for i in range(40)))
+            during = await rtts(nc, 30)
+            outcomes = await crowd
+        finally:
+            await nc.close()
+        for outcome in outcomes:
+            assert outcome["error"] in (
+                "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE",
+                "SSL:TLSV13_ALERT_CERTIFICATE_REQUIRED",
+            ), outcome
+            assert outcome["closed_in"] is not None, outcome
+            assert outcome["closed_in"] < 2.0, outcome
+        median = before[len(before) // 2]
+        assert during[15] < max(10 * median, 0.05)
+        for _ in range(50):
+            if len(server.clients) == 0 and server._live_transports == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert (len(server.clients), server._live_transports) == (0, 0)
+
+
+async def test_a_refused_handshake_is_logged_with_its_reason(
+    certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reason OpenSSL gives is logged when the handshake fails, though the connection
+    ends later, when the client closes after the alert."""
+    caplog.set_level(logging.DEBUG, logger="brook.connection")
+    async with brook.serve(settings=conf(tls_block(certs, "verify: true"))) as server:
+        context = certs.context()
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+        outcome = await failed_handshake("127.0.0.1", server.port, context)
+        assert outcome["error"] == "SSL:SSLV3_ALERT_HANDSHAKE_FAILURE"
+        for _ in range(50):
+            if "TLS handshake error: ConnectionResetError" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+    messages = [r.getMessage() for r in caplog.records if r.name == "brook.connection"]
+    assert any(
+        m.startswith("TLS handshake error: [SSL: PEER_DID_NOT_RETURN_A_CERTIFICATE]")
+        for m in messages
+    ), messages
+    assert any(m.endswith("TLS handshake error: ConnectionResetError") for m in messages)
 
 
 async def test_shutdown_does_not_wait_for_handshakes_in_progress(certs: Certs) -> None:

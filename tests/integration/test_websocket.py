@@ -248,9 +248,11 @@ async def test_wss_handshake_timeout_and_garbage_leave_other_clients_alone(
     tmp_path: Path,
 ) -> None:
     """On a wss:// port, a client silent past the tls `timeout` and one sending garbage
-    instead of a ClientHello are closed; a connected client's round trips go on."""
+    instead of a ClientHello are closed (the latter after a fatal TLS alert, as
+    nats-server's); a connected client's round trips go on."""
     from brook.config.conf import parse_conf, settings_from_conf
     from tests.support.certs import make_certs
+    from tests.support.tlsalert import alert_records
 
     certs = make_certs(tmp_path)
     settings = settings_from_conf(
@@ -269,7 +271,8 @@ async def test_wss_handshake_timeout_and_garbage_leave_other_clients_alone(
             garbage = await asyncio.open_connection("127.0.0.1", port)
             garbage[1].write(b"\x16\x03\x01\x00\x10" + b"\xff" * 16 + b"GET / HTTP/1.1\r\n\r\n")
             started = time.monotonic()
-            assert await asyncio.wait_for(garbage[0].read(), 5) == b""
+            reply = await asyncio.wait_for(garbage[0].read(), 5)
+            assert [alert[0] for alert in alert_records(reply)] == [2]  # fatal, then EOF
             await nc.flush(timeout=2)
             assert await asyncio.wait_for(silent[0].read(), 5) == b""  # closed, nothing sent
             assert 0.4 < time.monotonic() - started < 4

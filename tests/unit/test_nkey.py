@@ -123,3 +123,43 @@ def test_seed_signs_as_nkeys_does() -> None:
     public = nkeys.from_seed(bytearray(seed)).public_key.decode()
     with pytest.raises(nkey.InvalidNkey):
         nkey.sign(public, b"nonce")  # a public key is no seed
+
+
+# Seeds from nats-io/nkeys' strkey_test.go and nats.py's nats-core tests.
+KNOWN_SEEDS = [
+    "SUAMAR5BIQ2AZCPYRTLLK7UGWMGSG2GWD2VPIXBNO7ZIB6TZAU4QAEJS2Q",
+    "SUAEIV5COV7ADQZE52WTYHVJQRV7WKJE5J7IBBJGATJTUUT2LVFGVXDPRQ",
+]
+
+
+@pytest.mark.parametrize("seed", KNOWN_SEEDS)
+def test_known_seeds_and_their_public_keys_decode(seed: str) -> None:
+    """The checksums of published seeds and of the public keys nkeys derives from them
+    are accepted, and their signatures are the same as nkeys' (CRC-16/XMODEM)."""
+    kp = nkeys.from_seed(bytearray(seed.encode()))
+    key = decode_public_key(kp.public_key.decode(), Prefix.USER)
+    assert nkey.sign(seed, b"nonce") == kp.sign(b"nonce")
+    assert verify(key, b"nonce", nkey.sign(seed, b"nonce"))
+
+
+@given(st.binary(min_size=1, max_size=80), st.integers(0, 0xFFFF))
+def test_the_checksum_is_nkeys_crc16(body: bytes, crc: int) -> None:
+    """Any body with nkeys' CRC-16 decodes (as far as the checksum goes); with any other
+    checksum it is refused as a mismatch."""
+    raw = bytes([Prefix.USER]) + body
+    good = nkeys.crc16(bytearray(raw))
+    text = base64.b32encode(raw + crc.to_bytes(2, "little")).decode().rstrip("=")
+    try:
+        decode_public_key(text, Prefix.USER)
+        outcome = "ok"
+    except InvalidNkey as exc:
+        outcome = str(exc)
+    assert (outcome == "checksum mismatch") == (crc != good)
+
+
+def test_the_crc_of_the_standard_check_string() -> None:
+    """CRC-16/XMODEM's catalogue check value: 0x31C3 for b"123456789"."""
+    text = base64.b32encode(b"123456789" + (0x31C3).to_bytes(2, "little")).decode().rstrip("=")
+    with pytest.raises(InvalidNkey) as refused:
+        decode_public_key(text, Prefix.USER)
+    assert str(refused.value) != "checksum mismatch"

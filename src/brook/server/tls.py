@@ -38,7 +38,7 @@ _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 def server_context(tls: TLSSettings) -> ssl.SSLContext:
     """The server side's context; a bad file or key is a `ConfigError` at start."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = AlertingContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _VERSIONS[tls.min_version]
     try:
         context.load_cert_chain(tls.cert_file, tls.key_file)
@@ -56,6 +56,61 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
     if tls.verify:
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+class AlertingSSLObject(ssl.SSLObject):
+    """A server-side `SSLObject` whose failed handshake still sends its TLS alert, as
+    nats-server (Go's crypto/tls) does before it closes (ADR 0024).
+
+    When `do_handshake` fails, OpenSSL has written its alert into the outgoing memory
+    BIO, but the event loop's SSL protocol (uvloop's and asyncio's `sslproto`) sends
+    that BIO's bytes only after an `SSLWantReadError`/`SSLWantWriteError`: on any other
+    `SSLError` it aborts the transport and the alert is lost, so a client sees the
+    connection end rather than why. So when an alert is pending the failure is kept and
+    reported as `SSLWantReadError`: the loop sends the alert as it sends any handshake
+    step and waits. The kept failure is raised at the next call (the client's next
+    bytes); a client that closes (as clients do on an alert) or stays silent ends the
+    handshake as any other, at its EOF or at the `tls { timeout }`. The failure is
+    logged when it happens, since after an EOF or a timeout the loop reports only those.
+    A failure without an alert (a first record that is not TLS, as Go sends none
+    either) is raised at once, as before."""
+
+    outgoing: ssl.MemoryBIO | None = None  # set by `AlertingContext.wrap_bio`
+    _failure: ssl.SSLError | None = None
+
+    def do_handshake(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            if self.outgoing is None or not self.outgoing.pending:
+                raise
+            self._failure = exc
+            log.debug("TLS handshake error: %s", exc)
+            raise ssl.SSLWantReadError("a TLS alert to send") from None
+
+
+class AlertingContext(ssl.SSLContext):
+    """The server side's `SSLContext`: its `SSLObject`s send the alert of a failed
+    handshake (`AlertingSSLObject`), which needs to see its outgoing BIO."""
+
+    sslobject_class = AlertingSSLObject
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        ssl_object = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+        if isinstance(ssl_object, AlertingSSLObject):
+            ssl_object.outgoing = outgoing
+        return ssl_object
 
 
 class PeerRefused(Exception):
@@ -195,7 +250,7 @@ class FallbackListener:
             else:
                 await self._loop.connect_accepted_socket(self._factory, conn)
         except Exception as exc:  # a failed handshake: this client only
-            log.debug("TLS handshake error: %s", exc)
+            log.debug("TLS handshake error: %s", str(exc) or type(exc).__name__)
             conn.close()
 
 

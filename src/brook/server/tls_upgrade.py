@@ -68,7 +68,8 @@ class ClientTLS(asyncio.Protocol):
                 ssl_handshake_timeout=tls.timeout_s,
             )
         except Exception as exc:  # SSLError, OSError, a timeout: each closes this client only
-            self._tls_failed(f"TLS handshake error: {exc}")
+            # (a client that closed after its alert: an empty ConnectionResetError)
+            self._tls_failed(f"TLS handshake error: {str(exc) or type(exc).__name__}")
             return
         self._tls_task = None
         if upgraded is None or self.closed:
