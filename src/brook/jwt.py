@@ -6,8 +6,9 @@ A NATS JWT is three base64url (unpadded) parts joined by dots: the header
 first two parts (with their dot) by the issuer's nkey, whose public key is the claims'
 `iss`. The kinds Brook reads are operator, account and user claims, in nats-server's
 jwt/v2 shapes (the `nats` object), and the version 1 tokens older nsc wrote, migrated to
-them as jwt/v2 migrates them (signed over the claims part only); what Brook does not act
-on (exports, imports, mappings) is kept as read.
+them as jwt/v2 migrates them (signed over the claims part only); an account's exports and
+imports typed (`Export`, `Import`), and the activation tokens of imports of exports that
+require one (`ActivationClaims`); what Brook does not act on (mappings) is kept as read.
 
 `decode` does what nats-io/jwt's `Decode` does: size bound, header, claims, signature,
 the issuer's key role; `issues` does what its `Validate` reports as blocking (expiry, not
@@ -36,7 +37,10 @@ __all__ = [
     "MAX_TOKEN_BYTES",
     "AccountClaims",
     "AccountLimits",
+    "ActivationClaims",
     "Claims",
+    "Export",
+    "Import",
     "InvalidJwt",
     "JetStreamLimits",
     "OperatorClaims",
@@ -47,6 +51,7 @@ __all__ = [
     "UserScope",
     "decode",
     "decode_account",
+    "decode_activation",
     "decode_operator",
     "decode_user",
     "is_public_key",
@@ -187,13 +192,48 @@ class UserClaims(Claims):
 
 
 @dataclass(frozen=True, slots=True)
+class Export:
+    """An account's export (jwt's Export): `kind` "stream" or "service"; with
+    `token_req`, only importers holding an activation token of the exporter's may import,
+    unless `revocations` (importer key or `*`: unix seconds) revoked it since."""
+
+    subject: str
+    kind: str
+    name: str = ""
+    token_req: bool = False
+    revocations: dict[str, int] = field(default_factory=dict)
+    response_type: str = ""  # a service's: "Singleton" (also ""), "Stream", "Chunked"
+    response_threshold_ns: int = 0  # a service's; 0: nats-server's default
+    account_token_position: int = 0
+    latency: bool = False  # `service_latency` present (not served by Brook)
+    allow_trace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """An account's import (jwt's Import) of `account`'s export `subject` (a service's
+    remote subject is `to` when set, its local one `subject` then, as nats-server reads
+    the deprecated field; `local_subject` renames it in its own way)."""
+
+    subject: str
+    account: str
+    kind: str
+    name: str = ""
+    token: str = ""
+    to: str = ""
+    local_subject: str = ""
+    share: bool = False
+    allow_trace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class AccountClaims(Claims):
     limits: AccountLimits = AccountLimits()
     signing_keys: dict[str, UserScope | None] = field(default_factory=dict)
     revocations: dict[str, int] = field(default_factory=dict)  # user key (or *): unix s
     default_permissions: UserLimits = UserLimits()
-    imports: tuple[dict[str, Any], ...] = ()
-    exports: tuple[dict[str, Any], ...] = ()
+    imports: tuple[Import, ...] = ()
+    exports: tuple[Export, ...] = ()
     mappings: dict[str, Any] = field(default_factory=dict)
 
     def revoked(self, user: str, issued_at: int) -> bool:
@@ -203,6 +243,17 @@ class AccountClaims(Claims):
         if revocations.get(ALL, -1) >= issued_at:
             return True
         return user in revocations and revocations[user] >= issued_at
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationClaims(Claims):
+    """An activation token (jwt's ActivationClaims): the exporter (or, with
+    `issuer_account`, one of its signing keys) lets the account `subject` import
+    `import_subject` of kind `import_kind`."""
+
+    import_subject: str = ""
+    import_kind: str = ""
+    issuer_account: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +419,48 @@ def _jetstream_limits(f: _Fields) -> JetStreamLimits:
     return JetStreamLimits(**values, max_bytes_required=f.flag("max_bytes_required"))
 
 
+def _exports(nats: _Fields) -> tuple[Export, ...]:
+    exports = []
+    for i, item in enumerate(nats._get("exports", list, [])):
+        f = _Fields(item, f"{nats.where}.exports[{i}]")
+        revoked = f.obj("revocations")
+        exports.append(
+            Export(
+                subject=f.text("subject"),
+                kind=f.text("type"),
+                name=f.text("name"),
+                token_req=f.flag("token_req"),
+                revocations={str(k): revoked.integer(k) for k in revoked.data},
+                response_type=f.text("response_type"),
+                response_threshold_ns=f.integer("response_threshold"),
+                account_token_position=f.integer("account_token_position"),
+                latency=f.data.get("service_latency") is not None,
+                allow_trace=f.flag("allow_trace"),
+            )
+        )
+    return tuple(exports)
+
+
+def _imports(nats: _Fields) -> tuple[Import, ...]:
+    imports = []
+    for i, item in enumerate(nats._get("imports", list, [])):
+        f = _Fields(item, f"{nats.where}.imports[{i}]")
+        imports.append(
+            Import(
+                subject=f.text("subject"),
+                account=f.text("account"),
+                kind=f.text("type"),
+                name=f.text("name"),
+                token=f.text("token"),
+                to=f.text("to"),
+                local_subject=f.text("local_subject"),
+                share=f.flag("share"),
+                allow_trace=f.flag("allow_trace"),
+            )
+        )
+    return tuple(imports)
+
+
 def _common(token: str, body: _Fields, nats: _Fields, v1: bool) -> dict[str, Any]:
     """What every claim has; version 1 kept `type` and `tags` outside `nats`."""
     return {
@@ -420,8 +513,8 @@ def _claims(token: str, body: _Fields, version: int) -> Claims:
                 ),
                 signing_keys=dict.fromkeys(nats.texts("signing_keys")),
                 revocations={str(k): revoked.integer(k) for k in revoked.data},
-                imports=tuple(nats._get("imports", list, [])),
-                exports=tuple(nats._get("exports", list, [])),
+                imports=_imports(nats),
+                exports=_exports(nats),
             )
         return AccountClaims(
             **common,
@@ -429,8 +522,8 @@ def _claims(token: str, body: _Fields, version: int) -> Claims:
             signing_keys=_signing_keys(nats),
             revocations={str(k): revoked.integer(k) for k in revoked.data},
             default_permissions=_user_limits(nats.obj("default_permissions")),
-            imports=tuple(nats._get("imports", list, [])),
-            exports=tuple(nats._get("exports", list, [])),
+            imports=_imports(nats),
+            exports=_exports(nats),
             mappings=nats.mapping("mappings"),
         )
     if kind == "operator":
@@ -442,6 +535,13 @@ def _claims(token: str, body: _Fields, version: int) -> Claims:
             account_server_url=nats.text("account_server_url"),
             assert_server_version="" if v1 else nats.text("assert_server_version"),
         )
+    if kind == "activation":
+        return ActivationClaims(
+            **common,
+            import_subject=nats.text("subject"),
+            import_kind=nats.text("kind"),
+            issuer_account=nats.text("issuer_account"),
+        )
     return Claims(**common)
 
 
@@ -449,6 +549,7 @@ def _claims(token: str, body: _Fields, version: int) -> Claims:
 _ISSUERS: dict[str, tuple[Prefix, ...]] = {
     "user": (Prefix.ACCOUNT,),
     "account": (Prefix.ACCOUNT, Prefix.OPERATOR),
+    "activation": (Prefix.ACCOUNT, Prefix.OPERATOR),
     "operator": (Prefix.OPERATOR,),
 }
 
@@ -517,6 +618,13 @@ def decode_account(token: str) -> AccountClaims:
     claims = decode(token)
     if not isinstance(claims, AccountClaims):
         raise InvalidJwt("not account claim")
+    return claims
+
+
+def decode_activation(token: str) -> ActivationClaims:
+    claims = decode(token)
+    if not isinstance(claims, ActivationClaims):
+        raise InvalidJwt("not activation claim")
     return claims
 
 
@@ -593,6 +701,8 @@ def issues(claims: Claims, now: float | None = None) -> list[str]:
             if not is_public_key(key, Prefix.ACCOUNT):
                 what = "a valid account signing key" if scope is None else "an account public key"
                 found.append(f"{key} is not {what}")
+        _check_exports(claims.exports, found)
+        _check_imports(claims.imports, claims.subject, found)
         tiered = claims.limits.tiered_limits
         if "" in tiered:
             found.append('Tiered JetStream Limits can not contain a blank "" tier name')
@@ -629,6 +739,128 @@ def _check_permission(permission: Permission, found: list[str], *, queues: bool)
             _check_subject(part, found)
         if len(parts) == 2 and not queues:
             found.append(f'Permission Subject "{entry}" is not allowed to contain queue')
+
+
+def contained(subject: str, other: str) -> bool:
+    """jwt's Subject.IsContainedIn: every subject `subject` matches, `other` matches."""
+    mine, theirs = subject.split("."), other.split(".")
+    if len(mine) < len(theirs) or (len(mine) > len(theirs) and theirs[-1] != ">"):
+        return False
+    for i, token in enumerate(theirs):
+        if i == len(theirs) - 1 and token == ">":
+            return True
+        if token != mine[i] and token != "*":
+            return False
+    return True
+
+
+_KINDS = ("stream", "service")
+_RESPONSE_TYPES = ("", "Singleton", "Stream", "Chunked")
+
+
+def _check_exports(exports: tuple[Export, ...], found: list[str]) -> None:
+    """jwt's Exports.Validate (its blocking issues)."""
+    for e in exports:
+        service = e.kind == "service"
+        if e.kind not in _KINDS:
+            found.append(f"invalid export type: {e.kind!r}")
+        if service and e.response_type not in _RESPONSE_TYPES:
+            found.append(f"invalid response type for service: {e.response_type!r}")
+        if e.kind == "stream":
+            if e.response_type:
+                found.append(f"invalid response type for stream: {e.response_type!r}")
+            if e.allow_trace:
+                found.append("AllowTrace only valid for service export")
+        if e.latency and not service:
+            found.append("latency tracking only permitted for services")
+        if e.response_threshold_ns < 0:
+            found.append("negative response threshold is invalid")
+        if e.response_threshold_ns > 0 and not service:
+            found.append("response threshold only valid for services")
+        _check_subject(e.subject, found)
+        if (position := e.account_token_position) > 0:
+            tokens = e.subject.split(".")
+            if "*" not in tokens and ">" not in tokens:
+                found.append(
+                    f"Account Token Position can only be used with wildcard subjects: {e.subject}"
+                )
+            elif position > len(tokens):
+                found.append(
+                    f"Account Token Position {position} exceeds length of subject '{e.subject}'"
+                )
+            elif (token := tokens[position - 1]) != "*":
+                found.append(
+                    f"Account Token Position {position} matches '{token}' but must match a * "
+                    f"in: {e.subject}"
+                )
+    for kind in _KINDS:
+        subjects = [e.subject for e in exports if (e.kind == "service") == (kind == "service")]
+        for i, narrow in enumerate(subjects):
+            for j, wide in enumerate(subjects):
+                if i != j and contained(narrow, wide):
+                    found.append(f"{kind} export subject {wide!r} already exports {narrow!r}")
+
+
+def _check_imports(imports: tuple[Import, ...], account: str, found: list[str]) -> None:
+    """jwt's Imports.Validate (its blocking issues) for the account `account`."""
+    local: dict[str, list[str]] = {}
+    for i in imports:
+        service = i.kind == "service"
+        if service:
+            subject = i.to or i.local_subject or i.subject
+            for other in local.get(i.account, ()):
+                if contained(subject, other) or contained(other, subject):
+                    found.append(
+                        f"overlapping subject namespace for {subject!r} and {other!r} in "
+                        f"same account {i.account!r}"
+                    )
+            local.setdefault(i.account, []).append(subject)
+        if i.kind not in _KINDS:
+            found.append(f"invalid import type: {i.kind!r}")
+        if service and i.allow_trace:
+            found.append("AllowTrace only valid for stream import")
+        if not i.account:
+            found.append("account to import from is not specified")
+        _check_subject(i.subject, found)
+        if i.local_subject and i.to:
+            found.append("Local Subject replaces To")
+        if i.share and not service:
+            found.append(
+                "sharing information (for latency tracking) is only valid for services: "
+                f"{i.subject!r}"
+            )
+        if i.token:
+            _check_activation(i, account, found)
+
+
+def _check_activation(i: Import, account: str, found: list[str]) -> None:
+    """jwt's Import.Validate of an import's activation token (time checks aside)."""
+    try:
+        act = decode_activation(i.token)
+    except InvalidJwt:
+        found.append(f"import {i.subject!r} contains an invalid activation token")
+        return
+    if i.account not in (act.issuer, act.issuer_account):
+        found.append(f"activation token doesn't match account for import {i.subject!r}")
+    if act.subject != account:
+        found.append(
+            f"activation token doesn't match account it is being included in, {i.subject!r}"
+        )
+    if act.import_kind != i.kind:
+        found.append(
+            f"mismatch between token import type {act.import_kind} and type of import {i.kind}"
+        )
+    if act.import_kind not in _KINDS:
+        found.append(f"invalid import type: {act.import_kind!r}")
+    _check_subject(act.import_subject, found)
+    if act.issuer_account and not is_public_key(act.issuer_account, Prefix.ACCOUNT):
+        found.append("account_id is not an account public key")
+    subject = i.to if i.kind == "service" and i.to else i.subject
+    if not contained(subject, act.import_subject):
+        found.append(
+            f"activation token import subject {act.import_subject!r} doesn't match import "
+            f"{i.subject!r}"
+        )
 
 
 _CLOCK = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]", re.ASCII)

@@ -54,6 +54,9 @@ ALLOW_RESPONSES_EXPIRES_S: Final = 120.0
 # and how many replies an account keeps awaiting responses (Brook's bound: the oldest goes).
 SERVICE_RESPONSE_THRESHOLD_S: Final = 120.0
 SERVICE_RESPONSES_MAX: Final = 100_000
+# The URL account resolver's bound on one fetch of an account JWT (nats-server's
+# DEFAULT_ACCOUNT_FETCH_TIMEOUT).
+ACCOUNT_FETCH_TIMEOUT_S: Final = 1.9
 # Subjects whose subject mapping is remembered per account (routing/mappings.py; Brook's
 # bound: the cache is emptied when full).
 MAPPING_CACHE_ENTRIES_MAX: Final = 4096

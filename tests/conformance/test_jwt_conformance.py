@@ -545,14 +545,6 @@ def test_operator_without_resolver_and_bad_files(tmp_path: Path) -> None:
             load_conf_file(str(path))
 
 
-def test_the_url_resolver_is_refused_by_brook(tmp_path: Path) -> None:
-    """An account server over HTTP: Brook does not fetch accounts from one."""
-    trust = Trust()
-    path = trust.config(tmp_path, 'resolver: URL("http://127.0.0.1:1/jwt/v1/accounts/")\n')
-    with pytest.raises(ConfigError, match="account resolver is not supported by Brook"):
-        load_conf_file(str(path))
-
-
 async def _nats_py_login(url: str, creds_file: Path) -> str:
     """'in', or the error nats-py's connect ended in."""
     try:
@@ -883,13 +875,6 @@ def test_accounts_beside_operators_are_refused(tmp_path: Path) -> None:
         load_conf_file(str(path))
 
 
-def test_tiered_jetstream_limits_in_account_jwts_are_refused(tmp_path: Path) -> None:
-    trust = Trust()
-    trust.account(limits={"tiered_limits": {"R1": {"disk_storage": 1024, "streams": 3}}})
-    with pytest.raises(ConfigError, match="tiered JetStream limits of account JWTs are not"):
-        load_conf_file(str(trust.config(tmp_path)))
-
-
 async def _responder_outcome(url: str, responder: Path, requester: Path) -> list[Any]:
     """The responder (allowed only to reply) answers a request, then publishes
     elsewhere: what the requester got and the responder's errors."""
@@ -1014,26 +999,29 @@ async def _request_reply(url: str, creds_file: Path) -> bytes:
         await nc.close()
 
 
+@pytest.mark.parametrize("tiered", [False, True], ids=["plain", "tiered"])
 @pytest.mark.parametrize("name", sorted(LIMIT_SCENARIOS))
-async def test_jetstream_limits_of_account_jwts(name: str, tmp_path: Path) -> None:
+async def test_jetstream_limits_of_account_jwts(name: str, tiered: bool, tmp_path: Path) -> None:
     """The accounts of test_account_limits_conformance.py, their limits in their JWTs
     (`mem_storage`, `disk_storage`, `streams`, `consumer`, `max_ack_pending`,
-    `max_bytes_required`, `mem_max_stream_bytes`), the same steps, replies compared."""
+    `max_bytes_required`, `mem_max_stream_bytes`), plain or as the R1 tier of
+    `tiered_limits` (ADR 0034), the same steps, replies compared."""
     trust = Trust()
     system = trust.account()
     trust.operator_claims = {"system_account": system.public}
     base = {"subs": -1, "payload": -1, "conn": -1}
+
+    def limits(**jetstream: Any) -> dict[str, Any]:
+        return {**base, **({"tiered_limits": {"R1": jetstream}} if tiered else jetstream)}
+
     accounts = {
-        "a": trust.account(
-            limits={**base, "mem_storage": 1000, "disk_storage": 2000, "streams": 2}
-        ),
+        "a": trust.account(limits=limits(mem_storage=1000, disk_storage=2000, streams=2)),
         "b": trust.account(
-            limits={
-                **base,
+            limits=limits(
                 **{"mem_storage": 600, "disk_storage": 1024, "consumer": 1},
                 **{"max_ack_pending": 5, "max_bytes_required": True},
                 **{"mem_max_stream_bytes": 300, "disk_max_stream_bytes": -1},
-            }
+            )
         ),
     }
     logins = {}
@@ -1049,3 +1037,52 @@ async def test_jetstream_limits_of_account_jwts(name: str, tmp_path: Path) -> No
         actual = await run_limit_steps(ours, steps, logins)
     for i, ((who, step), want, got) in enumerate(zip(steps, expected, actual, strict=True)):
         assert got == want, f"step {i} {who} {step[:3]}"
+
+
+async def _tier_steps(url: str, creds_file: Path) -> list[Any]:
+    nc = await nats.connect(url, user_credentials=str(creds_file), allow_reconnect=False)
+    try:
+        replies = []
+        requests: list[tuple[str, dict[str, Any]]] = [("$JS.API.INFO", {})]
+        for name, replicas in (("R1", 1), ("ZERO", 0), ("R3", 3), ("R2", 2)):
+            config = {"name": name, "subjects": [name.lower()], "num_replicas": replicas}
+            requests.append((f"$JS.API.STREAM.CREATE.{name}", config))
+        requests.append(("$JS.API.INFO", {}))
+        for subject, body in requests:
+            msg = await nc.request(subject, json.dumps(body).encode(), timeout=2)
+            reply = json.loads(msg.data)
+            if "config" in reply:
+                reply = {"created": reply["config"]["name"]}
+            reply.pop("api", None)
+            replies.append(reply)
+        return replies
+    finally:
+        await nc.close()
+
+
+async def test_tiered_jetstream_limits_select_a_tier_by_replicas(tmp_path: Path) -> None:
+    """An account JWT with `tiered_limits` R1 and R3: `$JS.API.INFO` shows no
+    account-wide limits and each tier's usage and limits under `tiers`; a stream asking
+    for replicas no tier has gets 10120 before anything else, one with a tier but more
+    than one replica the single server's 10074."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    tiers = {
+        "R1": {"mem_storage": -1, "disk_storage": 100000, "streams": 3, "consumer": 4},
+        "R3": {"mem_storage": 5000, "disk_storage": 9000, "streams": 1},
+    }
+    account = trust.account(limits={"subs": -1, "payload": -1, "conn": -1, "tiered_limits": tiers})
+    user = user_key()
+    creds_file = tmp_path / "u.creds"
+    creds_file.write_text(creds(user_jwt(user, account), user))
+    async with js_servers(trust, "") as (reference, ours):
+        theirs = await _tier_steps(reference, creds_file)
+        mine = await _tier_steps(ours, creds_file)
+    assert theirs[0]["limits"]["max_storage"] == 0
+    assert theirs[0]["tiers"]["R1"]["limits"]["max_storage"] == 100000
+    assert theirs[1:3] == [{"created": "R1"}, {"created": "ZERO"}]
+    assert theirs[3]["error"]["err_code"] == 10074  # R3: a tier, but one server
+    assert theirs[4]["error"]["err_code"] == 10120  # R2: no tier
+    assert theirs[5]["tiers"]["R1"]["streams"] == 2
+    assert mine == theirs

@@ -114,6 +114,16 @@ def user_jwt(user: Key, signer: Key, *, top: dict[str, Any] | None = None, **nat
     return encode(claims, signer)
 
 
+def activation_jwt(
+    importer: Key, signer: Key, *, top: dict[str, Any] | None = None, **nats: Any
+) -> str:
+    """An activation token (`nats.subject`, `nats.kind`, with a signing key
+    `issuer_account`) letting `importer` import an export of `signer`'s account."""
+    body = {**nats, "type": "activation", "version": 2}
+    claims = {"sub": importer.public, "name": "act", **(top or {}), "nats": body}
+    return encode(claims, signer)
+
+
 def creds(token: str, user: Key) -> str:
     """A creds file as nsc writes it: the user JWT and the user's seed, decorated."""
     return (

@@ -52,7 +52,7 @@ def test_memory_resolver_spellings(resolver: str) -> None:
         ("resolver: { type: nonsense, dir: /tmp }", "error parsing account resolver, should be"),
         ("resolver: { type: full }", "dir has no value and needs to point to a directory"),
         ("resolver: { type: full, dir: /tmp, colour: red }", "unknown configuration key"),
-        ('resolver: URL("http://localhost:9090/jwt/v1/accounts/")', "not supported by Brook"),
+        ('resolver: URL("localhost:9090")', "error parsing account resolver url"),
         ("resolver: 42", "error parsing operator resolver, wrong type"),
         ("resolver: something", "error parsing account resolver, should be MEM"),
         ("resolver_preload: []", "preload should be a map of account_public_key:account_jwt"),
@@ -71,3 +71,15 @@ def test_resolver_without_operator_and_token_beside_operator_are_refused() -> No
         _load("resolver: MEMORY\n")
     with pytest.raises(ConfigError, match="a token is never checked in operator mode"):
         _load(f"operator: {TOKEN}\nresolver: MEMORY\nauthorization {{ token: s3cret }}\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['URL("http://localhost:9090/jwt/v1/accounts")', "URL(http://localhost:9090/jwt/v1/accounts/)"],
+)
+def test_the_url_resolver(text: str) -> None:
+    """`URL(...)`, quoted or not, as opts.go's resolverRe reads it; the base ends in a
+    slash (nats-server's NewURLAccResolver adds it)."""
+    settings = settings_from_conf(parse_conf(f"operator: {TOKEN}\nresolver: {text}\n"))
+    assert settings.operator.resolver == "URL"
+    assert settings.operator.url == "http://localhost:9090/jwt/v1/accounts/"

@@ -18,6 +18,7 @@ from tests.support.jwts import (
     HEADER,
     account_jwt,
     account_key,
+    activation_jwt,
     b64,
     encode,
     encode_v1,
@@ -352,3 +353,104 @@ def test_parse_decorated() -> None:
     decorated = f"-----BEGIN NATS OPERATOR JWT-----\n{token}\n------END NATS OPERATOR JWT------\n"
     assert jwt.parse_decorated(decorated) == token
     assert jwt.parse_decorated(token) == token
+
+
+def test_exports_imports_and_activations_decode() -> None:
+    """An account's exports and imports typed as jwt's Export and Import; an activation
+    token as jwt's ActivationClaims (issued by the exporter for the importer)."""
+    importer = account_key()
+    token = activation_jwt(importer, ACCOUNT, subject="svc.>", kind="service")
+    claims = jwt.decode_account(
+        account_jwt(
+            ACCOUNT,
+            OPERATOR,
+            exports=[
+                {
+                    "subject": "svc.>",
+                    "type": "service",
+                    "token_req": True,
+                    "revocations": {importer.public: 5},
+                    "response_type": "Stream",
+                    "response_threshold": 2_000_000_000,
+                    "service_latency": {"sampling": 100, "results": "lat"},
+                }
+            ],
+            imports=[
+                {"subject": "x", "account": importer.public, "type": "stream", "to": "p"},
+                {
+                    "subject": "svc.a",
+                    "account": importer.public,
+                    "type": "service",
+                    "local_subject": "a",
+                    "share": True,
+                    "token": token,
+                },
+            ],
+        )
+    )
+    (export,) = claims.exports
+    assert export == jwt.Export(
+        "svc.>",
+        "service",
+        token_req=True,
+        revocations={importer.public: 5},
+        response_type="Stream",
+        response_threshold_ns=2_000_000_000,
+        latency=True,
+    )
+    assert claims.imports == (
+        jwt.Import("x", importer.public, "stream", to="p"),
+        jwt.Import("svc.a", importer.public, "service", local_subject="a", share=True, token=token),
+    )
+    activation = jwt.decode_activation(token)
+    assert (activation.subject, activation.issuer) == (importer.public, ACCOUNT.public)
+    assert (activation.import_subject, activation.import_kind) == ("svc.>", "service")
+    with pytest.raises(jwt.InvalidJwt, match="not activation claim"):
+        jwt.decode_activation(account_jwt(ACCOUNT, OPERATOR))
+
+
+def test_validation_of_exports_and_imports() -> None:
+    """What jwt's Exports.Validate and Imports.Validate find blocking, which makes the
+    account JWT invalid (its logins refused) as in nats-server."""
+    other = account_key()
+    stranger = account_key()
+    token = activation_jwt(stranger, other, subject="s.>", kind="stream")
+    claims = jwt.decode_account(
+        account_jwt(
+            ACCOUNT,
+            OPERATOR,
+            exports=[
+                {"subject": "a.>", "type": "stream"},
+                {"subject": "a.b", "type": "stream", "response_type": "Stream"},
+                {"subject": "p.x", "type": "service", "account_token_position": 2},
+                {"subject": "q", "type": "thing"},
+            ],
+            imports=[
+                {
+                    "subject": "s.1",
+                    "account": other.public,
+                    "type": "stream",
+                    "token": token,
+                },
+                {"subject": "t", "account": other.public, "type": "stream", "share": True},
+                {"subject": "u.>", "account": other.public, "type": "service"},
+                {"subject": "u.v", "account": other.public, "type": "service"},
+                {"subject": "w", "account": "", "type": "service", "to": "x", "local_subject": "y"},
+            ],
+        )
+    )
+    assert jwt.issues(claims) == [
+        "invalid response type for stream: 'Stream'",
+        "Account Token Position can only be used with wildcard subjects: p.x",
+        "invalid export type: 'thing'",
+        "stream export subject 'a.>' already exports 'a.b'",
+        "activation token doesn't match account it is being included in, 's.1'",
+        "sharing information (for latency tracking) is only valid for services: 't'",
+        f"overlapping subject namespace for 'u.v' and 'u.>' in same account {other.public!r}",
+        "account to import from is not specified",
+        "Local Subject replaces To",
+    ]
+    assert jwt.contained("a.b.c", "a.>")
+    assert jwt.contained("a.b", "a.*")
+    assert not jwt.contained("a", "a.>")
+    assert not jwt.contained("a.>", "a.b")

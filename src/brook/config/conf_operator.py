@@ -1,6 +1,6 @@
 """Operator mode's keys (ADR 0028, ADR 0033): `operator` (the trusted operators' JWTs,
-files or inline), `resolver` (MEMORY, or the `full`/`cache` directory resolvers; the URL
-resolver refused by name), `resolver_preload` (the accounts' JWTs) and
+files or inline), `resolver` (MEMORY, the `full`/`cache` directory resolvers, or the URL
+resolver), `resolver_preload` (the accounts' JWTs) and
 `resolver_pinned_accounts`. `brook.jwt` is imported by the functions that read JWTs, so
 that a server not in operator mode never loads it (start-up is mostly imports)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -65,8 +66,8 @@ _RESOLVER_ERROR = (
 
 def apply_resolver(s: Settings, where: str, v: object) -> None:
     """`resolver`: MEMORY (`MEM`), or a block `{ type: full|cache, dir: ... }` for the
-    directory resolvers (ADR 0033), read as opts.go reads them; the URL resolver (an
-    account server over HTTP) is refused by name."""
+    directory resolvers (ADR 0033), read as opts.go reads them, or `URL("http://...")`,
+    an account server over HTTP (ADR 0034)."""
     if isinstance(v, dict):
         s.operator.directory = _directory_resolver(where, read_block(where, v))
         s.operator.resolver = s.operator.directory.kind if s.operator.directory else "MEMORY"
@@ -75,10 +76,19 @@ def apply_resolver(s: Settings, where: str, v: object) -> None:
         raise ConfigError(f"{where}: error parsing operator resolver, wrong type {describe(v)}")
     if re.search(r"(?i)(MEM|MEMORY)\s*", v):
         s.operator.resolver = "MEMORY"
-    elif re.match(r"(?i)URL", v):
-        raise ConfigError(f"{where}: the {v} account resolver is not supported by Brook")
+    elif (url := _URL_RESOLVER.search(v)) is not None and url.group(1) is not None:
+        base = url.group(1)
+        parsed = urllib.parse.urlsplit(base)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(f"{where}: error parsing account resolver url {base!r}")
+        s.operator.resolver = "URL"
+        s.operator.url = base if base.endswith("/") else base + "/"
     else:
         raise ConfigError(f"{where}: {_RESOLVER_ERROR}")
+
+
+# opts.go's `resolverRe`: URL("http://...") with the quotes optional.
+_URL_RESOLVER = re.compile(r'(?i)(?:URL)(?:\(\s*"?([^\s"]*)"?\s*\))?\s*')
 
 
 _DIR_RESOLVER_KEYS = (
@@ -183,12 +193,8 @@ def apply_resolver_preload(s: Settings, where: str, v: object) -> None:
         if not isinstance(value, str):
             raise ConfigError(f"{at}: preload map value should be a string JWT")
         try:
-            claims = jwt.decode_account(value)
+            jwt.decode_account(value)
         except jwt.InvalidJwt:
             raise ConfigError(f"{at}: invalid account JWT") from None
-        if claims.limits.tiered_limits:
-            raise ConfigError(
-                f"{at}: tiered JetStream limits of account JWTs are not served by Brook"
-            )
         preload[key] = value
     s.operator.preload = preload

@@ -50,6 +50,10 @@ class ExportSettings:
     # `account_token_position`: when > 0, only an account whose name is that token of the
     # subject it imports may import (the export's token there must be `*`).
     token_position: int = 0
+    # An account JWT's `token_req` export: importers need an activation token of the
+    # exporter's, not revoked by `revocations` (importer key or `*`: unix seconds).
+    token_required: bool = False
+    revocations: dict[str, int] = field(default_factory=dict)
     where: str = ""
 
 
@@ -65,6 +69,7 @@ class ImportSettings:
     to: str = ""
     prefix: str = ""
     share: bool = False  # a service's: the requester's details in its Nats-Request-Info
+    token: str = ""  # an account JWT's import: the exporter's activation token
     where: str = ""
 
 

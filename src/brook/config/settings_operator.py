@@ -40,7 +40,8 @@ class OperatorSettings:
     `authorization`. Off while `jwts` is empty."""
 
     jwts: list[str] = field(default_factory=list)  # operator JWTs, read from files or inline
-    resolver: str | None = None  # "MEMORY", "FULL" or "CACHE"; None: none set
+    resolver: str | None = None  # "MEMORY", "FULL", "CACHE" or "URL"; None: none set
+    url: str = ""  # the URL resolver's base (ending in "/"): GET <url><account key>
     preload: dict[str, str] = field(default_factory=dict)  # account public key: account JWT
     # The `full` and `cache` resolvers' directory and options (ADR 0033); None: MEMORY.
     directory: DirectoryResolver | None = None
@@ -59,6 +60,10 @@ class OperatorSettings:
             raise ConfigError("no_auth_user not compatible with Trusted Operator")
         if self.resolver is None:
             raise ConfigError("operators require an account resolver to be configured")
+        if self.url and self.preload:
+            raise ConfigError(
+                "resolver preloads only available for writeable resolver types MEM/DIR/CACHE_DIR"
+            )
         if auth.users or auth.nkeys:
             raise ConfigError("operators do not allow users to be configured directly")
         if auth.token is not None:

@@ -92,6 +92,7 @@ class JetStream(EngineLimits, OriginLinks):
         now_ns: Callable[[], int] = time.time_ns,
         server_limits: ServerLimits | None = None,
         account_limits: JetStreamAccountLimits | None = None,
+        limit_tiers: dict[str, JetStreamAccountLimits] | None = None,
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
@@ -145,8 +146,9 @@ class JetStream(EngineLimits, OriginLinks):
         self.batch_limits = batch_limits or BatchLimits()
         self._damage = DamageReports()
         self.account_limits = JetStreamAccountLimits()
+        self.limit_tiers: dict[str, JetStreamAccountLimits] | None = None
         self._quotas: dict[str, Quota | None] = {}
-        self.set_account_limits(account_limits or JetStreamAccountLimits())
+        self.set_account_limits(account_limits or JetStreamAccountLimits(), limit_tiers)
 
     @property
     def now_ns(self) -> Callable[[], int]:

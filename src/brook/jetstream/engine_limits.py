@@ -29,13 +29,21 @@ class EngineLimits:
         _quotas: dict[str, Quota | None]
         _damage: DamageReports
         account_limits: JetStreamAccountLimits
+        limit_tiers: dict[str, JetStreamAccountLimits] | None
         server_limits: ServerLimits
         space: StoreSpace | None
 
-    def set_account_limits(self, account_limits: JetStreamAccountLimits) -> None:
+    def set_account_limits(
+        self,
+        account_limits: JetStreamAccountLimits,
+        tiers: dict[str, JetStreamAccountLimits] | None = None,
+    ) -> None:
         """Take the account's limits (at start, or changed later): every stream admits
-        its messages by the new ones; streams and consumers already there stay."""
+        its messages by the new ones; streams and consumers already there stay. With
+        `tiers` (an account JWT's `tiered_limits`), `account_limits` are its R1 tier's,
+        the only one a single server's streams use."""
         self.account_limits = account_limits
+        self.limit_tiers = tiers
         for storage in ("memory", "file"):
             server = self.server_limits.ledgers[storage]
             maximum = account_limits.max_bytes(storage)
@@ -46,6 +54,14 @@ class EngineLimits:
             self._quotas[storage] = Quota(server, account) if has_limit else None
         for stream in self._streams.values():
             stream.quota = self._quotas[stream.config.storage]
+
+    def check_tier(self, replicas: int) -> None:
+        """nats-server's `selectLimits` of a stream create: an account with tiered
+        limits has none for `replicas` (0 is 1) unless it has that tier `R<replicas>`
+        (10120), which comes before any other check of the stream's configuration."""
+        tiers = self.limit_tiers
+        if tiers is not None and f"R{max(replicas, 1)}" not in tiers:
+            raise api_error("NO_LIMITS")
 
     def _check_stream_bytes(self, config: StreamConfig) -> None:
         """The account's rules for a stream's `max_bytes` (nats-server's `maxBytesLimits`,
@@ -101,15 +117,24 @@ class EngineLimits:
         """The account's usage, reservations and limits, named as nats-server's
         `JetStreamAccountStats` names them (`$JS.API.INFO`, `/varz`)."""
         memory, storage = self.usage()
-        return {
+        usage: dict[str, Any] = {
             "memory": memory,
             "storage": storage,
             "reserved_memory": self.reserved_bytes("memory"),
             "reserved_storage": self.reserved_bytes("file"),
             "streams": len(self._streams),
             "consumers": sum(s.consumer_count for s in self._streams.values()),
-            "limits": self.account_limits.to_json(),
         }
+        if self.limit_tiers is None:
+            return {**usage, "limits": self.account_limits.to_json()}
+        # Tiered (nats-server's `JetStreamAccountStats` then): no account-wide limits,
+        # each tier's usage (all of it in R1 here) and limits under `tiers`.
+        idle = dict.fromkeys(usage, 0)
+        tiers = {
+            name: {**(usage if name == "R1" else idle), "limits": limits.to_json()}
+            for name, limits in sorted(self.limit_tiers.items())  # Go's map order
+        }
+        return {**usage, "limits": _NO_LIMITS.to_json(), "tiers": tiers}
 
     def used_bytes(self, storage: str) -> int:
         """The bytes the streams of `storage` hold, as their stores count them."""
@@ -129,3 +154,7 @@ class EngineLimits:
         """The bytes a stream of `storage` may still take under the limits (-1: none)."""
         quota = self._quotas[storage]
         return -1 if quota is None else quota.room()
+
+
+# `$JS.API.INFO`'s account-wide limits of a tiered account, as nats-server shows them.
+_NO_LIMITS = JetStreamAccountLimits(0, 0, 0, 0, 0, 0, 0, False)

@@ -8,9 +8,11 @@ statistics, and the service exports and imports of the system account's services
 `.STATZ` (streamed responses) and `$SYS.REQ.USER.*.INFO`, and every account imports what
 nats-server's `registerSystemImports` imports, and on a server with JetStream the
 `$JS.API.>` service every account but the system account imports from it; the account's
-mappings (its own, and a JetStream domain's) and its configured exports and imports. An
-unknown account is refused as nats-server refuses it ("Account X does not exist"). Brook
-shows no JWTs, tags or pending responses, as nats-server leaves them out when empty.
+mappings (its own, and a JetStream domain's) and its configured exports and imports, or
+a JWT account's exports and linked imports with its JWT, issuer, name, tags and revoked
+users (ADR 0034; nats-server's `decoded_jwt` and `validation_result_jwt` are not shown).
+An unknown account is refused as nats-server refuses it ("Account X does not exist").
+Brook shows no pending responses, as nats-server leaves them out when empty.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def build_account_info(
         info["is_system"] = True
     info |= {
         "expired": False,
-        "complete": True,
+        "complete": account.jwt.complete if account.jwt is not None else True,
         "jetstream_enabled": account.jetstream,
         "leafnode_connections": 0,
         "client_connections": account.clients,
@@ -72,24 +74,33 @@ def build_account_info(
             for source, dests in sorted(account.mappings.items())
         }
     configured = next((a for a in feed.settings.accounts if a.name == name), None)
+    claims = account.jwt
+    declared = claims or configured
     # nats-server's JetStream API is the system account's `$JS.API.>` service, imported
     # by every other account.
     jetstream_api = feed.settings.jetstream.enabled
-    exports = [_export(e) for e in configured.exports] if configured is not None else []
+    exports = [_export(e) for e in declared.exports] if declared is not None else []
     if account.system_services and account.system:
         exports += _system_exports()
     if jetstream_api and account.system:
         exports.append({"subject": "$JS.API.>", "type": "service", "response_type": "Singleton"})
     if exports:
         info["exports"] = exports
-    imports = [_import(i) for i in configured.imports] if configured is not None else []
+    imports = [_import(i) for i in declared.imports] if declared is not None else []
     if account.system_services:
         imports += _system_imports(name, system, account.system)
     if jetstream_api and not account.system:
         imports.append(_service_import("$JS.API.>", system, "$JS.API.>", share=True))
     if imports:
         info["imports"] = imports
-    info["name_tag"] = name
+    if claims is not None:  # nats-server's fields of a JWT account
+        info |= {"jwt": claims.token, "issuer_key": claims.issuer}
+    info["name_tag"] = claims.name if claims is not None and claims.name else name
+    if claims is not None:
+        if claims.tags:
+            info["tags"] = list(claims.tags)
+        if claims.revocations:
+            info["revoked_user"] = _times(claims.revocations)
     info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
     return info
 
@@ -109,13 +120,21 @@ _RESPONSE_TYPES = {"singleton": "Singleton", "stream": "Streamed", "chunked": "C
 def _export(export: ExportSettings) -> dict[str, Any]:
     """A configured export as nats-server's `ExtExport` shows it."""
     out: dict[str, Any] = {"subject": export.subject}
+    out["type"] = "service" if export.service else "stream"
+    if export.token_required:
+        out["token_req"] = True
     if export.service:
-        out |= {"type": "service", "response_type": _RESPONSE_TYPES[export.response_type]}
-    else:
-        out["type"] = "stream"
+        out["response_type"] = _RESPONSE_TYPES[export.response_type]
     if export.accounts:
         out["approved_accounts"] = list(export.accounts)
+    if export.revocations:
+        out["revoked_activations"] = _times(export.revocations)
     return out
+
+
+def _times(revocations: dict[str, int]) -> dict[str, str]:
+    """Revocations (key: unix seconds) as nats-server shows them (Go times)."""
+    return {key: rfc3339_nano(seconds) for key, seconds in revocations.items()}
 
 
 def _import(imported: ImportSettings) -> dict[str, Any]:

@@ -21,9 +21,8 @@ without JetStream never imports `brook.jetstream` (its start-up is shorter, whic
 restarted server's reconnecting clients notice). The usage and API counters monitoring shows
 are added up over the accounts, as nats-server's `/varz` does.
 
-Extension points for what accounts do not have yet: service and stream imports publish
-into another account's `router` (an import is a subscription in the exporting account's
-router that publishes into the importing one's); subject mappings apply before
+Service and stream imports publish into another account's `router` (server/imports.py's
+`Links`, from the config and from account JWTs); subject mappings apply before
 `Router.publish` in the connection; account limits are checked by the account's engine
 (`Account.jetstream`) and at login (`Accounts.get`).
 """
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.config.settings import (
     GLOBAL_ACCOUNT,
+    ConfigError,
     JetStreamAccountLimits,
     MapDestination,
     Settings,
@@ -93,6 +93,9 @@ class Account:
         # Its JetStream limits (`jetstream { max_mem: ... }`; none: no limit), which its
         # engine enforces (jetstream/quota.py).
         self.jetstream_limits = jetstream_limits or JetStreamAccountLimits()
+        # An account JWT's `tiered_limits` by tier (None: not tiered); its limits above
+        # are then its R1 tier's (ADR 0034).
+        self.jetstream_tiers: dict[str, JetStreamAccountLimits] | None = None
         self.is_system = system
         # Its JWT was deleted (`$SYS.REQ.CLAIMS.DELETE`): no engine, nothing answering
         # its API, until a login loads it anew (`Accounts.add`).
@@ -134,6 +137,7 @@ class Account:
             str(self.store_dir(js_settings.store_path)),
             server_limits=server_limits,
             account_limits=self.jetstream_limits,
+            limit_tiers=self.jetstream_tiers,
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
@@ -223,16 +227,20 @@ class Accounts:
                 mappings=_with_domain(entry.mappings, domain, system=entry.name == system),
             )
         # A directory resolver's other accounts are added at their first login (`add`).
+        preloaded = []
         for key, token in operator.preload.items() if operator.jwts else ():
             from brook.jwt import decode_account  # only operator mode reads JWTs
 
-            self._by_name[key] = self._jwt_account(key, decode_account(token).limits)
+            preloaded.append(claims := decode_account(token))
+            self._by_name[key] = self._jwt_account(key, claims.limits)
         if system not in self._by_name:
             mappings = _with_domain((), domain, system=True)
             self._by_name[system] = Account(system, system=True, mappings=mappings)
         self.system_account = self._by_name[system]
         # Where messages cross between accounts (server/imports.py, ADR 0030).
         self.links = Links(settings, self._by_name)
+        for claims in preloaded:  # their JWTs' mappings, exports and imports (ADR 0034)
+            self.apply_jwt(claims)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
@@ -272,13 +280,14 @@ class Accounts:
         limits when they allow storage (never the system account's), the domain's
         mappings."""
         system = key == self._settings.system_account_name
-        return Account(
+        account = Account(
             key,
             jetstream=limits.jetstream_enabled and not system,
             system=system,
-            jetstream_limits=_jetstream_limits(limits.jetstream),
             mappings=_with_domain((), self._domain, system=system),
         )
+        account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
+        return account
 
     async def add(self, name: str, limits: jwt.AccountLimits) -> Account:
         """The account `name`, added while the server runs if it has none yet (a JWT
@@ -305,7 +314,7 @@ class Accounts:
                     await asyncio.shield(removing)
                 account.deleted = False
                 account.jetstream_enabled = limits.jetstream_enabled
-                account.jetstream_limits = _jetstream_limits(limits.jetstream)
+                account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
             await self._start_account_jetstream(account)
         except BaseException as exc:
             future.set_exception(exc)
@@ -319,12 +328,22 @@ class Accounts:
         future.set_result(account)
         return account
 
+    def apply_jwt(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT's mappings and its exports and imports (ADR 0034), at its load
+        and at each update, in place of what it had."""
+        account = self._by_name.get(claims.subject)
+        if account is not None:
+            own = _jwt_mappings(claims)
+            mappings = _with_domain(own, self._domain, system=account.is_system)
+            account.mappings = SubjectMappings.compile(mappings)
+        self.links.apply_jwt(claims)
+
     def set_jetstream_limits(self, account: Account, limits: jwt.AccountLimits) -> None:
         """An account JWT update's JetStream limits: its engine admits by them from now
         on (streams and consumers already there stay, as on nats-server)."""
-        account.jetstream_limits = _jetstream_limits(limits.jetstream)
+        account.jetstream_limits, account.jetstream_tiers = _jwt_jetstream(limits)
         if account.jetstream is not None:
-            account.jetstream.set_account_limits(account.jetstream_limits)
+            account.jetstream.set_account_limits(account.jetstream_limits, account.jetstream_tiers)
 
     def remove(self, account: Account) -> asyncio.Task[None]:
         """A deleted account (nats-server's `removeCb`): its engine stops in the
@@ -333,6 +352,7 @@ class Accounts:
         among them); its next login loads it anew (`add`)."""
         account.deleted = True
         account.jetstream_enabled = False
+        self.links.forget(account.name)
         task = asyncio.ensure_future(self._stop(account))
         self._removing[account.name] = task
 
@@ -459,6 +479,42 @@ class Accounts:
             damaged.update({prefix + name: report for name, report in found.items()})
         out["damaged_streams"] = damaged
         return out
+
+
+def _jwt_mappings(claims: jwt.AccountClaims) -> list[SubjectMapping]:
+    """An account JWT's `mappings` (source: [{subject, weight, cluster}]) as a config
+    file's, a weight of 0 read as 100 (jwt's GetWeight); one that does not compile is
+    left out, as nats-server ignores `AddWeightedMappings`' error there."""
+    out = []
+    for source, entries in claims.mappings.items():
+        destinations = [
+            MapDestination(
+                str(entry.get("subject", "")),
+                int(entry.get("weight") or 100),
+                str(entry.get("cluster") or ""),
+            )
+            for entry in entries if isinstance(entry, dict)
+        ] if isinstance(entries, list) else []  # fmt: skip
+        mapping = SubjectMapping(str(source), destinations, f"account {claims.subject}")
+        try:
+            SubjectMappings.compile([mapping])
+        except (ConfigError, ValueError, TypeError) as exc:
+            log.debug("account %s: mapping %r left out: %s", claims.subject, source, exc)
+            continue
+        out.append(mapping)
+    return out
+
+
+def _jwt_jetstream(
+    limits: jwt.AccountLimits,
+) -> tuple[JetStreamAccountLimits, dict[str, JetStreamAccountLimits] | None]:
+    """An account JWT's JetStream limits for its engine: the plain ones, or with
+    `tiered_limits` each tier's and the R1 tier's as the engine's (a single server's
+    streams are R1; without an R1 tier every stream create gets 10120 first)."""
+    if not limits.tiered_limits:
+        return _jetstream_limits(limits.jetstream), None
+    tiers = {name: _jetstream_limits(tier) for name, tier in limits.tiered_limits.items()}
+    return tiers.get("R1", JetStreamAccountLimits()), tiers
 
 
 def _jetstream_limits(claimed: jwt.JetStreamLimits) -> JetStreamAccountLimits:

@@ -72,6 +72,10 @@ class ClaimsServer(Protocol):
         JetStream limits)."""
         ...
 
+    def account_imports(self, claims: jwt.AccountClaims) -> None:
+        """The account's JWT now declares these exports and imports (ADR 0034)."""
+        ...
+
     def account_deleted(self, account: str) -> None:
         """The account's JWT was deleted: its JetStream stops."""
         ...
@@ -262,6 +266,7 @@ class ClaimsService:
             return None
         self.operator.replace(claims)
         self.server.account_jetstream(claims.subject, claims.limits)
+        self.server.account_imports(claims)
         conn = claims.limits.conn
         count = 0
         for client in list(self.server.account_clients(claims.subject)):

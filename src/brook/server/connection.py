@@ -257,7 +257,8 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         """nats-server's `ClientInfo` of this client as a service import's
         `Nats-Request-Info` carries it (`getClientInfo`): its account and round-trip time;
         with the import's `share`, also when it connected, from where, its id, user,
-        name, library, the server, an nkey user's account and the kind of client."""
+        name, library, the server, a JWT user's JWT, name and tags, the key that issued
+        it (an nkey user's account) and the kind of client."""
         rtt = round(self.rtt_s * 1e9) if self.rtt_s else 0
         if not shared:
             return {"acc": self.account.name, **({"rtt": rtt} if rtt else {})}
@@ -278,8 +279,16 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         if rtt:
             info["rtt"] = rtt
         info["server"] = self.server.server_name
+        user = self.jwt_user
+        if user is not None and user.token:
+            info["jwt"] = user.token
         if self.issuer_key:
             info["issuer_key"] = self.issuer_key
+        if user is not None:  # nats-server's `nameTag` and `tags` of a client: its JWT's
+            if user.name:
+                info["name_tag"] = user.name
+            if user.tags:
+                info["tags"] = list(user.tags)
         info["kind"] = "Client"
         info["client_type"] = "websocket" if self.websocket is not None else "nats"
         return info

@@ -34,7 +34,7 @@ from brook import jwt, limits
 from brook.config.settings import OperatorSettings, Permissions, ResponsePermission
 from brook.config.settings import SubjectPermission as SubjectLists
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, decode_signature, verify
-from brook.server.resolver import Resolver, open_resolver
+from brook.server.resolver import Resolver, UrlResolver, open_resolver
 from brook.subjects import is_valid_subject
 
 log = logging.getLogger("brook.auth")
@@ -130,6 +130,50 @@ class OperatorMode:
     def forget(self, name: str) -> None:
         """An account's JWT was deleted: its next login looks it up again."""
         self._accounts.pop(name, None)
+
+    def account_to_fetch(self, options: dict[str, Any]) -> str | None:
+        """With the URL resolver, the account of CONNECT's user JWT when its JWT is not
+        held yet: the login waits for `fetch` (ADR 0034). None otherwise."""
+        if not isinstance(self.resolver, UrlResolver):
+            return None
+        token = options.get("jwt")
+        if not isinstance(token, str):
+            return None
+        try:
+            user = jwt.decode_user(token)
+        except jwt.InvalidJwt:
+            return None  # refused by the login, as ever
+        name = user.issuer_account or user.issuer
+        return name if self.needs_fetch(name) else None
+
+    def needs_fetch(self, name: str) -> bool:
+        """An account whose JWT the URL resolver has not fetched yet."""
+        resolver = self.resolver
+        return (
+            isinstance(resolver, UrlResolver)
+            and name not in self._accounts
+            and resolver.load(name) is None
+            and _key(name, Prefix.ACCOUNT) is not None
+        )
+
+    async def check_resolver(self) -> None:
+        """At start: the URL resolver's account server must answer (ConfigError if not)."""
+        if isinstance(self.resolver, UrlResolver):
+            await self.resolver.check()
+
+    async def fetch(self, name: str) -> None:
+        """Fetch the account's JWT (the URL resolver) so that a login or lookup finds it."""
+        if isinstance(self.resolver, UrlResolver):
+            await self.resolver.fetch(name)
+
+    def lookup(self, name: str) -> jwt.AccountClaims | None:
+        """The resolver's account `name` if trusted and valid now (nats-server's
+        `lookupAccount` of an import's exporter); None, the reason logged, if not."""
+        try:
+            return self._account(name, self._clock())
+        except _Refused as exc:
+            log.debug("account %s not found for an import: %s", name, exc)
+            return None
 
     def trusted(self, issuer: str) -> bool:
         return issuer in self._trusted
@@ -284,12 +328,6 @@ class OperatorMode:
                 raise _Refused(f"Account JWT lookup error: {exc}") from None
             if account.subject != name or account.issuer not in self._trusted:
                 raise _Refused("Account JWT lookup error: account validation failed")
-            if account.limits.tiered_limits:  # as `resolver_preload` refuses them
-                raise _Refused(
-                    f"Account {name}: tiered JetStream limits of account JWTs are not "
-                    "served by Brook",
-                    level=logging.ERROR,
-                )
             self._accounts[name] = account
         if jwt.issues(account, now):
             raise _Refused("Account JWT lookup error: account validation failed")

@@ -118,6 +118,26 @@ class ClientLogin:
             if not options.get(key):  # a WebSocket cookie stands in for what CONNECT lacks
                 options[key] = value
         self._connect_options = options
+        operator = self.authenticator.operator
+        fetch = operator.account_to_fetch(options) if operator is not None else None
+        if operator is not None and fetch is not None:
+            # The URL resolver (ADR 0034): hold this connection, as for bcrypt, until
+            # the account's JWT is fetched, then log in as with any resolver.
+            self.parser.paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            future = asyncio.ensure_future(operator.fetch(fetch))
+            future.add_done_callback(lambda _: self._fetched(options))
+            return
+        self._log_in(options)
+
+    def _fetched(self, options: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        self._log_in(options)
+        self._resume_after_connect()
+
+    def _log_in(self, options: dict[str, Any]) -> None:
         ws = self.websocket
         tls_map = self.server.tls_map if ws is None else ws.tls_map
         login = self.authenticator.connect_login(

@@ -19,7 +19,9 @@ server runs every minute (or half the `ttl`), as the store's expiration goroutin
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -27,10 +29,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from brook import jwt
+from brook import jwt, limits
 from brook.config.settings import ConfigError, OperatorSettings
 from brook.config.settings import DirectoryResolver as DirectorySettings
 from brook.nkey import Prefix
+
+log = logging.getLogger("brook.auth")
 
 FILE_EXTENSION = ".jwt"
 CACHE_LIMIT = 1000  # nats-server's NewCacheDirAccResolver default
@@ -294,12 +298,73 @@ def _xor(a: bytes, b: bytes) -> bytes:
     return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
+class UrlResolver(MemoryResolver):
+    """`resolver: URL("http://host/jwt/v1/accounts/")` (nats-server's `URLAccResolver`):
+    an account's JWT is fetched by `GET <url><key>` the first time it is needed (a login,
+    an import's exporter; ADR 0034), kept in memory after, and replaced by claim updates
+    over `$SYS` as MEMORY's are. aiohttp's client, imported at the first fetch."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__({})
+        self.url = url
+        self._fetching: dict[str, asyncio.Future[str | None]] = {}
+
+    async def fetch(self, key: str) -> str | None:
+        """The account's JWT, fetched unless held (concurrent fetches of one key share
+        the first); None, the reason logged as nats-server's, when the server answers
+        anything but 200 or not within `ACCOUNT_FETCH_TIMEOUT_S`."""
+        held = self.load(key)
+        if held is not None:
+            return held
+        pending = self._fetching.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch(key))
+            self._fetching[key] = pending
+            pending.add_done_callback(lambda _: self._fetching.pop(key, None))
+        return await asyncio.shield(pending)
+
+    async def check(self) -> None:
+        """nats-server's start-up test of the account server ("to see if anyone is
+        home"): its base URL must answer 200, else the server does not start."""
+        failure, _ = await self._get(self.url)
+        if failure is not None:
+            raise ConfigError(failure)
+
+    async def _fetch(self, key: str) -> str | None:
+        failure, body = await self._get(self.url + key)
+        if failure is not None:
+            log.debug("%s", failure)
+            return None
+        token = body.decode("utf-8", "replace")
+        self.store(key, token)
+        return token
+
+    @staticmethod
+    async def _get(url: str) -> tuple[str | None, bytes]:
+        """(None, body) of a 200 answer to `GET url`; else (nats-server's words, b"")."""
+        import aiohttp  # only the URL resolver fetches
+
+        timeout = aiohttp.ClientTimeout(total=limits.ACCOUNT_FETCH_TIMEOUT_S)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(url) as response,
+            ):
+                if response.status != 200:
+                    return f'could not fetch <"{url}">: {response.status} {response.reason}', b""
+                return None, await response.content.read(jwt.MAX_TOKEN_BYTES + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return f'could not fetch <"{url}">: {exc}', b""
+
+
 Resolver = MemoryResolver | DirectoryResolver
 
 
 def open_resolver(settings: OperatorSettings) -> Resolver:
     """The configured resolver, its preloads stored in it (nats-server's
     `configureResolver`: a directory keeps a file newer than its preload)."""
+    if settings.url:
+        return UrlResolver(settings.url)
     if settings.directory is None:
         return MemoryResolver(settings.preload)
     resolver = DirectoryResolver(settings.directory)

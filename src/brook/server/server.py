@@ -212,6 +212,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
             self.system.start()
         operator = self.authenticator.operator
         if operator is not None:
+            await operator.check_resolver()
             # The resolver's `$SYS` requests (ADR 0033), in the system account. Imported
             # here, as `brook.jwt` is: only operator mode reads JWTs.
             from brook.server.claims import ClaimsService

@@ -1,7 +1,8 @@
 """A `Server`'s accounts changed while it runs (`AccountChanges`, a part of `Server`: ADR
 0031): a JWT account the resolver holds added at its first login or claim update, its
-JetStream limits, started or stopped by an update, and its deletion (ADR 0033); the
-account's logged-in clients a claim update walks."""
+JetStream limits, started or stopped by an update, its deletion (ADR 0033), its JWT's
+mappings, exports and imports (ADR 0034); the account's logged-in clients a claim update
+walks."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from brook.routing.internal import InternalClient
 if TYPE_CHECKING:
     from brook import jwt
     from brook.server.accounts import Account, Accounts
+    from brook.server.auth import Authenticator
     from brook.server.connection import ClientConnection
     from brook.server.statistics import SystemServices
 
@@ -25,6 +27,7 @@ class AccountChanges:
 
     if TYPE_CHECKING:  # what it uses of `Server`, which sets all of it
         accounts: Accounts
+        authenticator: Authenticator
         clients: dict[int, ClientConnection]
         system: SystemServices | None
         _background: set[asyncio.Future[None]]
@@ -39,7 +42,48 @@ class AccountChanges:
         account = await self.accounts.add(name, limits)
         if self.system is not None and not account.is_system and not known:
             self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
+        operator = self.authenticator.operator
+        claims = operator.claims(name) if operator is not None else None
+        if claims is not None:
+            await self.account_links(claims)
         return account
+
+    async def account_links(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT's mappings, exports and imports (ADR 0034), its exporters not
+        loaded yet looked up in the resolver and added first, as nats-server's
+        `lookupAccount`."""
+        operator = self.authenticator.operator
+        assert operator is not None
+        for imported in claims.imports:
+            exporter = self.accounts.get(imported.account)
+            if exporter is None or exporter.deleted:
+                await operator.fetch(imported.account)  # the URL resolver's
+                found = operator.lookup(imported.account)
+                if found is not None:
+                    await self.add_account(found.subject, found.limits)
+        self._apply_jwt(claims)
+
+    def _apply_jwt(self, claims: jwt.AccountClaims) -> None:
+        """The JWT's mappings (for the account's connected clients too), exports and
+        imports."""
+        self.accounts.apply_jwt(claims)
+        account = self.accounts.get(claims.subject)
+        if account is not None:
+            for client in self.account_clients(claims.subject):
+                client.mappings = account.mappings
+
+    def account_imports(self, claims: jwt.AccountClaims) -> None:
+        """An account JWT update's mappings, exports and imports: applied at once when
+        every exporter is loaded, else once they are (in the background)."""
+        if all(
+            (a := self.accounts.get(i.account)) is not None and not a.deleted
+            for i in claims.imports
+        ):
+            self._apply_jwt(claims)
+            return
+        task = asyncio.ensure_future(self.account_links(claims))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
 
     def account_clients(self, account: str) -> list[ClientConnection]:
         """The account's logged-in clients, oldest first (a claim update walks them)."""

@@ -15,6 +15,7 @@ from brook.routing.sublist import Subscription
 from brook.server.connection import ClientConnection
 from brook.server.permissions import public_permissions
 from brook.server.statistics import (
+    AccountJwtSnapshot,
     AccountSnapshot,
     ConnectionSnapshot,
     JetStreamAccountReport,
@@ -184,9 +185,27 @@ class ServerSnapshots:
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
                 mappings=a.mappings.describe() if a.mappings is not None else {},
+                jwt=self._account_jwt(a.name),
             )
             for a in self.accounts
         ]
+
+    def _account_jwt(self, account: str) -> AccountJwtSnapshot | None:
+        operator = self.authenticator.operator
+        claims = operator.claims(account) if operator is not None else None
+        if claims is None:
+            return None
+        exports, imports, complete = self.accounts.links.jwt_links(account)
+        return AccountJwtSnapshot(
+            claims.token,
+            claims.issuer,
+            claims.name,
+            claims.tags,
+            claims.revocations,
+            exports,
+            imports,
+            complete,
+        )
 
     def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
         where = self.accounts.get(account)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from brook.config.settings import Settings
+from brook.config.settings import ExportSettings, ImportSettings, Settings
 from brook.routing.internal import InternalClient
 from brook.server.tls import PeerCertificate
 
@@ -217,6 +217,22 @@ class AccountSnapshot:
     closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
     # Its subject mappings: source -> (destination, cumulative weight), in their order.
     mappings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    jwt: AccountJwtSnapshot | None = None  # a JWT account's (operator mode)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountJwtSnapshot:
+    """What `/accountz` shows of an account JWT (ADR 0034): the token, its issuer, name
+    and tags, the users it revokes, and its exports and the imports linked from it."""
+
+    token: str
+    issuer: str
+    name: str
+    tags: tuple[str, ...]
+    revocations: dict[str, int]
+    exports: list[ExportSettings]
+    imports: list[ImportSettings]
+    complete: bool  # every import it declares linked
 
 
 class StatisticsFeed(Protocol):

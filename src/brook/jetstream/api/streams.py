@@ -98,7 +98,9 @@ class StreamApi:
     def account_info(self, request: Request) -> dict[str, Any]:
         api = {"level": self.api_level, "total": self._api.total, "errors": self._api.errors}
         domain = {"domain": self.js.domain} if self.js.domain else {}
-        return {**self.js.account_usage(), **domain, "api": api}
+        usage = self.js.account_usage()
+        tiers = usage.pop("tiers", None)
+        return {**usage, **domain, "api": api, **({"tiers": tiers} if tiers else {})}
 
     def _origin(self, name: str) -> models.StreamConfig | None:
         """The configuration of the stream `name` here, for the checks of a mirror or
@@ -108,6 +110,8 @@ class StreamApi:
 
     def create(self, request: Request) -> dict[str, Any]:
         body = request.json()  # empty: `{}`, refused as nats-server does (10056)
+        replicas = body.get("num_replicas") if isinstance(body, dict) else None
+        self.js.check_tier(replicas if type(replicas) is int else 1)
         config = models.parse_stream_config(
             body, subject_name=request.tokens[2], streams=self._origin
         )
