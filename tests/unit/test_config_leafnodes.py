@@ -7,6 +7,9 @@ import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
 from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser, TLSSettings
+from tests.support.nkeyusers import new_user
+
+USER = new_user()
 
 
 def test_hub() -> None:
@@ -72,7 +75,11 @@ def test_remotes() -> None:
         ),
         (
             "leafnodes { authorization: { nkey: UABC } }",
-            "leafnodes.authorization.nkey \\(line 1\\): not supported",
+            "leafnodes.authorization.nkey: Not a valid public nkey for leafnode authorization",
+        ),
+        (
+            f"leafnodes {{ authorization: {{ nkey: {USER.public}, users: [{{user: a}}] }} }}",
+            "leafnodes.authorization: can not have a single nkey and a users array",
         ),
         (
             "leafnodes { authorization: { users: [ { user: x, account: Z } ] } }",
@@ -90,7 +97,15 @@ def test_remotes() -> None:
         ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
         (
             'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',
-            r"leafnodes.remotes\[0\].nkey \(line 1\): not supported",
+            r"leafnodes.remotes\[0\].nkey: Remote leafnode nkey is not a valid seed: 'SU...'",
+        ),
+        (
+            f'leafnodes {{ remotes: [ {{ url: "h", seed: "{USER.public}" }} ] }}',
+            r"leafnodes.remotes\[0\].seed: Remote leafnode nkey is not a valid seed",
+        ),
+        (
+            f'leafnodes {{ remotes: [ {{ url: "h", nkey: "{USER.seed.decode()}", creds: x }} ] }}',
+            r"leafnodes.remotes\[0\]: Remote leafnode can not have both creds and nkey defined",
         ),
         (
             'leafnodes { remotes: [ { url: "h", deny_imports: ["a b"] } ] }',

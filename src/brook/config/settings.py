@@ -506,6 +506,7 @@ class LeafRemoteSettings:
     urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
     account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
     credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
+    nkey: str | None = None  # a user seed (`nkey`/`seed`): its public key and nonce signature
     # Subjects whose messages and interest never come in from the hub (`deny_imports`) or
     # go out to it (`deny_exports`), as nats-server's remote permissions.
     deny_imports: list[str] = field(default_factory=list)
@@ -537,6 +538,10 @@ class LeafNodeSettings:
     host: str = limits.DEFAULT_HOST
     port: int = 0
     users: list[LeafUser] = field(default_factory=list)
+    # `authorization { nkey }`: a spoke signing the nonce with this user key logs in,
+    # bound to `nkey_account` (a user of `users` named in `authorization` goes first).
+    nkey: str = ""
+    nkey_account: str = GLOBAL_ACCOUNT
     auth_timeout_s: float = limits.AUTH_TIMEOUT_S
     tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
 
@@ -550,6 +555,11 @@ class LeafNodeSettings:
                     f"leafnodes.remotes: local account {remote.account!r} for remote"
                     f" {remote.urls[0]} does not exist"
                 )
+        if self.nkey_account != GLOBAL_ACCOUNT and self.nkey_account not in account_names:
+            raise ConfigError(
+                f"leafnodes.authorization: account {self.nkey_account!r} of nkey {self.nkey!r}"
+                " does not exist"
+            )
         for u in self.users:
             if u.account != GLOBAL_ACCOUNT and u.account not in account_names:
                 raise ConfigError(
@@ -560,7 +570,7 @@ class LeafNodeSettings:
             raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
         if self.tls is not None:
             self.tls.validate("leafnodes.tls")
-        if self.port and not self.users and server_auth:
+        if self.port and not self.users and not self.nkey and server_auth:
             raise ConfigError(
                 "leafnodes.authorization: a leafnode listener without its own authorization"
                 " on a server with users (spokes logging in as clients): not supported by Brook"

@@ -97,6 +97,7 @@ class Remote:
                 self.config,
                 url_user=user,
                 credentials=settings.credentials,
+                nkey_seed=settings.nkey,
                 # a tls:// URL without a `tls {}` block: the system's CAs
                 tls=self._tls or (ssl.create_default_context() if parts.scheme == "tls" else None),
                 hostname=parts.hostname or "",
