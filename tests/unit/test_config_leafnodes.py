@@ -68,7 +68,8 @@ def test_remotes() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ("leafnodes { advertise: x }", "leafnodes.advertise \\(line 1\\): not supported"),
+        ("leafnodes { no_advertise: true }", "leafnodes.no_advertise \\(line 1\\): not supported"),
+        ("leafnodes { advertise: 'h:x' }", "leafnodes.advertise: 'h:x' is not a valid host:port"),
         (
             "leafnodes { tls: { pinned_certs: [] } }",
             "leafnodes.tls.pinned_certs \\(line 1\\): not supported",
@@ -131,3 +132,20 @@ def test_remotes() -> None:
 def test_refused(conf: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         settings_from_conf(parse_conf(conf))
+
+
+@pytest.mark.parametrize(
+    ("advertise", "expected"),
+    [("h:5", ("h", 5)), ("h", ("h", 7422)), ("h:0", ("h", 7422)), ("[::1]:7", ("::1", 7))],
+)
+def test_advertise(advertise: str, expected: tuple[str, int]) -> None:
+    """nats-server's `parseHostPort`: the listener's port when none (or 0, -1) is given."""
+    s = settings_from_conf(parse_conf(f'leafnodes {{ port: 7422, advertise: "{advertise}" }}'))
+    assert s.leafnodes.advertised(7422) == expected
+
+
+def test_ignore_discovered_servers() -> None:
+    s = settings_from_conf(
+        parse_conf('leafnodes { remotes: [ { url: "h", ignore_discovered_servers: true } ] }')
+    )
+    assert s.leafnodes.remotes[0].ignore_discovered_servers

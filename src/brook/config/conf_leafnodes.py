@@ -3,7 +3,8 @@ onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
 `deny_imports`, `deny_exports`, `tls` with `ca_file`, `cert_file`, `key_file`, `timeout`,
-`compression: off`, `nkey`), a hub's `listen` (`host`, `port`), `tls` and `authorization` (a
+`compression: off`, `nkey`, `ignore_discovered_servers`), a hub's `listen` (`host`, `port`),
+`advertise`, `tls` and `authorization` (a
 user, an `nkey` or `users`, with the account each binds, and `timeout`) and
 `reconnect_delay`; every other
 key nats-server knows there is refused by name at load, so no configuration is accepted
@@ -24,6 +25,7 @@ from brook.config.conf_values import (
     on_line,
     read_array,
     read_block,
+    read_bool,
     read_duration,
     read_int,
     read_str,
@@ -41,17 +43,17 @@ from brook.subjects import is_valid_subject
 
 _LEAF_KEYS = (
     "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
-    "net", "authorization", "tls",
+    "net", "authorization", "tls", "advertise", "leafnode_advertise",
 )  # fmt: skip
 # nats-server's keys of the block that Brook does not carry out yet.
 _LEAF_UNSUPPORTED = (
-    "advertise",
-    "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
+    "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
 _REMOTE_KEYS = (
     "url", "urls", "account", "local", "compression", "credentials", "creds", "tls",
     "deny_imports", "deny_import", "deny_exports", "deny_export", "nkey", "seed",
+    "ignore_discovered_servers",
 )  # fmt: skip
 # The keys of a remote's `tls {}` that a dialling side uses; nats-server's others refused.
 _REMOTE_TLS_KEYS = ("cert_file", "key_file", "ca_file", "timeout")
@@ -61,7 +63,7 @@ _REMOTE_UNSUPPORTED = (
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
     "websocket_no_masking", "jetstream_cluster_migrate", "js_cluster_migrate",
     "isolate_leafnode_interest", "isolate", "request_isolation", "first_info_timeout",
-    "dial_timeout", "disabled", "proxy", "ignore_discovered_servers",
+    "dial_timeout", "disabled", "proxy",
 )  # fmt: skip
 _SCHEMES = ("nats-leaf", "nats", "tls")
 _DEFAULT_PORT = 7422  # nats-server's DEFAULT_LEAFNODE_PORT
@@ -94,6 +96,8 @@ def apply_leafnodes(s: Settings, where: str, v: object) -> None:
             _authorization(leaf, at, value)
         elif key == "tls":
             leaf.tls = _tls(at, value, _HUB_TLS_KEYS)
+        elif key in ("advertise", "leafnode_advertise"):
+            leaf.advertise = read_str(at, value)
         else:
             delay = read_duration(at, value)
             if delay <= 0:
@@ -157,6 +161,7 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
     account = GLOBAL_ACCOUNT
     credentials = None
     seed = None
+    ignore_discovered = False
     tls = None
     denies: dict[str, list[str]] = {"imports": [], "exports": []}
     for key, at, value in block_entries(v, where, _REMOTE_KEYS):
@@ -179,6 +184,8 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
             denies[key.removeprefix("deny_").removesuffix("s") + "s"] += _subjects(at, value)
         elif key == "tls":
             tls = _tls(at, value, _REMOTE_TLS_KEYS)
+        elif key == "ignore_discovered_servers":
+            ignore_discovered = read_bool(at, value)
         elif value not in (False, "off", "disabled"):
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
@@ -190,6 +197,7 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
         account=account,
         credentials=credentials,
         nkey=seed,
+        ignore_discovered_servers=ignore_discovered,
         deny_imports=denies["imports"],
         deny_exports=denies["exports"],
         tls=tls,

@@ -148,6 +148,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.ready = False  # the handshake is done: interest and messages flow
         self.loop_detected = False
         self.close_reason = ""
+        self.leafnode_urls: list[str] = []  # the latest the hub's INFO gave
         self._parser = codec.LeafParser(
             max_control_line=config.max_control_line, max_payload=config.max_payload
         )
@@ -314,6 +315,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _on_info(self, fields: dict[str, Any]) -> None:
         first = not self._got_info
         self._got_info = True
+        urls = fields.get("leafnode_urls")
+        if self.solicited and isinstance(urls, list) and urls:
+            self.leafnode_urls = [str(u) for u in urls]  # the hub's, for the next dial
         if first:
             if not fields.get("client_id") or "leafnode_urls" not in fields:
                 # nats-server: a solicited leaf must first receive a leafnode INFO.

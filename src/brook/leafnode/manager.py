@@ -45,6 +45,7 @@ class LeafNodes:
         self._listener: asyncio.Server | None = None
         self.port = 0  # the leafnode listener's, once it listens
         self._host = ""
+        self._advertised_port = 0
         self._tls: ssl.SSLContext | None = None
 
     def account(self, name: str) -> AccountLeafs:
@@ -75,6 +76,11 @@ class LeafNodes:
         `tls` (the `leafnodes { tls }` context the server built)."""
         self.port = sock.getsockname()[1]
         self._host = host
+        # What the INFO tells spokes (nats-server's `setLeafNodeInfoHostPortAndIP`).
+        if self.settings.advertise:
+            self._host, self._advertised_port = self.settings.advertised(self.port)
+        else:
+            self._advertised_port = self.port
         self._tls = tls
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
@@ -88,7 +94,7 @@ class LeafNodes:
             "version": limits.NATS_COMPAT_VERSION,
             "proto": limits.PROTOCOL_VERSION,
             "host": self._host,
-            "port": self.port,
+            "port": self._advertised_port,
             "headers": True,
             "auth_required": True,
             "max_payload": config.max_payload,
@@ -96,7 +102,11 @@ class LeafNodes:
             "nonce": nuid.random_id(),
             "compression": "off",
             "info_on_connect": True,
-            "leafnode_urls": [f"{self._host}:{self.port}"],
+            "leafnode_urls": [  # Go's net.JoinHostPort
+                f"[{self._host}]:{self._advertised_port}"
+                if ":" in self._host
+                else f"{self._host}:{self._advertised_port}"
+            ],
         }
         if config.server_jetstream:  # nats-server: its JetStream and domain, for the spoke
             info["jetstream"] = True
