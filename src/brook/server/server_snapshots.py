@@ -110,7 +110,18 @@ class ServerSnapshots:
             "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
             "leafnodes": len(self.leaf_connections()),
             "leafnode_port": self.leafnodes.port if self.leafnodes is not None else 0,
+            "leaf_traffic": self._leaf_traffic(),
         }
+
+    def _leaf_traffic(self, account: str | None = None) -> tuple[int, int, int, int]:
+        """Leafnode traffic over every account (or `account`'s), closed connections too."""
+        totals = [0, 0, 0, 0]
+        if self.leafnodes is not None:
+            for name, leafs in self.leafnodes.accounts.items():
+                if account is None or name == account:
+                    for i, n in enumerate(leafs.traffic()):
+                        totals[i] += n
+        return totals[0], totals[1], totals[2], totals[3]
 
     def _jetstream_stats(self) -> dict[str, Any]:
         """JetStream's usage and API counters over every account, as nats-server's `/varz`
@@ -175,6 +186,9 @@ class ServerSnapshots:
         for c in self.clients.values():
             if c.connected:
                 clients[c.account.name] = clients.get(c.account.name, 0) + 1
+        leafnodes: dict[str, int] = {}
+        for leaf in self.leaf_connections():
+            leafnodes[leaf.account] = leafnodes.get(leaf.account, 0) + 1
         return [
             AccountSnapshot(
                 name=a.name,
@@ -185,6 +199,8 @@ class ServerSnapshots:
                 system_services=self.system is not None,
                 closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
                 mappings=a.mappings.describe() if a.mappings is not None else {},
+                leafnodes=leafnodes.get(a.name, 0),
+                leaf_traffic=self._leaf_traffic(a.name),
                 jwt=self._account_jwt(a.name),
             )
             for a in self.accounts
