@@ -1,7 +1,9 @@
 """A remote of `leafnodes { remotes [...] }`: dialled, and dialled again whenever the
 connection ends, as nats-server's `connectToRemoteLeafNode` (ADR 0032).
 
-The URLs are tried in turn. After a connection ends the spoke waits `reconnect_delay`
+The URLs are tried in turn, each dial given `LEAF_DIAL_TIMEOUT_S` (a dial into a silent
+partition is made afresh rather than left to TCP's SYN backoff). After a connection ends
+the spoke waits `reconnect_delay`
 (30 s when a loop was detected) before it dials again; after a failed dial, that delay
 plus a random jitter of up to as much again, so spokes cut off together do not all come
 back at once.
@@ -107,12 +109,15 @@ class Remote:
                 solicited=True,
             )
             try:
-                await loop.create_connection(
-                    functools.partial(_same, conn), parts.hostname or "", parts.port or 0
+                await asyncio.wait_for(
+                    loop.create_connection(
+                        functools.partial(_same, conn), parts.hostname or "", parts.port or 0
+                    ),
+                    limits.LEAF_DIAL_TIMEOUT_S,
                 )
-            except OSError as exc:
+            except (OSError, TimeoutError) as exc:
                 attempts += 1
-                log.error(_CONNECT_ERROR, parts.netloc, attempts, exc)
+                log.error(_CONNECT_ERROR, parts.netloc, attempts, str(exc) or "i/o timeout")
                 delay = self.reconnect_delay_s
                 await asyncio.sleep(delay + self._random() * delay)
                 continue
