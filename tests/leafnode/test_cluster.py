@@ -4,18 +4,15 @@ Raft; Brook is a leaf spoke dialling all three nodes (tests/support/natscluster.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import nats
 import pytest
-from nats.aio.client import Client
-from nats.errors import NoRespondersError
 
 from tests.support.leafnodes import brook_spoke, wait_leaf
 from tests.support.natscluster import NatsCluster, nats_cluster
 from tests.support.natsserver import nats_server_binary
-from tests.support.partitions import KEEPALIVE
+from tests.support.partitions import KEEPALIVE, acked_publish
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -27,22 +24,6 @@ pytestmark = [
 async def cluster() -> AsyncIterator[NatsCluster]:
     with nats_cluster() as c:
         yield c
-
-
-async def acked_publish(nc: Client, subject: str, n: int, timeout: float = 30.0) -> None:
-    """Publish message `n` as JetStream publishers do (a request for the PubAck, its
-    `Nats-Msg-Id` so a retry is not stored twice) until it is acknowledged."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        try:
-            reply = await nc.request(subject, b"%d" % n, timeout=1, headers={"Nats-Msg-Id": str(n)})
-            if b'"error"' not in reply.data:
-                return
-        except (TimeoutError, NoRespondersError):
-            pass
-        assert loop.time() < deadline, f"message {n} never acknowledged"
-        await asyncio.sleep(0.05)
 
 
 async def test_r3_stream_keeps_edge_publishes_through_a_node_loss(cluster: NatsCluster) -> None:

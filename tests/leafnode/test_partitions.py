@@ -3,14 +3,18 @@
 nats-server spoke / Brook hub, Brook to Brook. Numbered core messages cross both ways at
 100/s while the link is cut for 10 s (a reset cut and a silent one) and for 30 s (silent,
 once per topology); after the heal the link is back within 2 s (what is published from
-then on arrives) and what arrived is in order without duplicates.
+then on arrives) and what arrived is in order without duplicates. Acknowledged
+publishes from the spoke into a stream of the hub, retried with their message ids
+through a cut, are all stored, once each, in order.
 
 The same tests between network namespaces, with the link itself cut, are in
 test_partitions_netns.py."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -29,7 +33,13 @@ from tests.support.leafnodes import (
 )
 from tests.support.linkproxy import CutMode, LinkProxy, link_proxy
 from tests.support.natsserver import free_port, nats_server_binary
-from tests.support.partitions import KEEPALIVE, cut_while_publishing
+from tests.support.partitions import (
+    KEEPALIVE,
+    RECOVERY_BOUND_S,
+    acked_publish,
+    crosses,
+    cut_while_publishing,
+)
 
 pytestmark = [
     pytest.mark.partition,
@@ -51,15 +61,19 @@ class Link:
 
 @pytest.fixture(params=["brook-spoke", "brook-hub", "brook-both"])
 async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
-    """A hub and a spoke whose leaf connection goes through a `LinkProxy`, each
-    configured with the same keep-alive and reconnect delay; a client on each."""
+    """A hub (with JetStream) and a spoke whose leaf connection goes through a
+    `LinkProxy`, each configured with the same keep-alive and reconnect delay; a client
+    on each."""
     hub_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
         proxy = await stack.enter_async_context(link_proxy(hub_port))
         if request.param == "brook-spoke":
-            hub_url = stack.enter_context(nats_hub(hub_port, KEEPALIVE))
+            hub_url = stack.enter_context(nats_hub(hub_port, KEEPALIVE, jetstream=True))
         else:
-            hub = await stack.enter_async_context(brook_hub(hub_conf(hub_port) + KEEPALIVE))
+            store = stack.enter_context(tempfile.TemporaryDirectory(prefix="brook-hub-"))
+            hub = await stack.enter_async_context(
+                brook_hub(hub_conf(hub_port) + KEEPALIVE + f'jetstream {{ store_dir: "{store}" }}')
+            )
             hub_url = hub.url
         if request.param == "brook-hub":
             spoke_url = stack.enter_context(
@@ -101,3 +115,39 @@ async def test_thirty_second_cut(link: Link) -> None:
     """Once per topology (a silent cut: both ends' keep-alive closes the connection,
     and the spoke's dials meet no answer until the heal)."""
     await partition(link, "silent", 30)
+
+
+@pytest.mark.timeout(60)
+async def test_acked_publishes_into_a_hub_stream_across_a_cut(link: Link) -> None:
+    """A client of the spoke publishes into the hub's stream as JetStream publishers do
+    (each message retried with its `Nats-Msg-Id` until acknowledged) while the link is
+    cut silently for 10 s: the stream holds every message once, in order, and the
+    first acknowledgement after the heal comes within 2 s."""
+    js = link.hub.jetstream()
+    await js.add_stream(name="EDGE", subjects=["edge.>"])
+    await crosses(link.hub, link.spoke)
+    loop = asyncio.get_running_loop()
+    total, acked_at = 0, []
+    healing = asyncio.ensure_future(cut_for(link.proxy, 1, 10))
+    while not healing.done() or loop.time() < healing.result() + RECOVERY_BOUND_S + 1:
+        await acked_publish(link.spoke, f"edge.{total}", total)
+        acked_at.append(loop.time())
+        total += 1
+        await asyncio.sleep(0.01)
+    healed_at = healing.result()
+    first_after = min(t for t in acked_at if t >= healed_at)
+    print(f"\nacked publishes: first ack {first_after - healed_at:.3f} s after the heal")
+    assert first_after - healed_at <= RECOVERY_BOUND_S
+    info = await js.stream_info("EDGE")
+    assert (info.state.messages, info.state.last_seq) == (total, total)
+    for seq in range(1, total + 1):
+        assert (await js.get_msg("EDGE", seq)).data == b"%d" % (seq - 1)
+
+
+async def cut_for(proxy: LinkProxy, after: float, seconds: float) -> float:
+    """Cut the link silently `after` seconds from now for `seconds`; the heal's moment."""
+    await asyncio.sleep(after)
+    await proxy.cut("silent")
+    await asyncio.sleep(seconds)
+    await proxy.heal()
+    return asyncio.get_running_loop().time()

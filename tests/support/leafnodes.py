@@ -20,13 +20,15 @@ from tests.support.natsserver import run_nats_server
 
 
 @contextlib.contextmanager
-def nats_hub(leaf_port: int, extra: str = "", inner: str = "") -> Iterator[str]:
+def nats_hub(
+    leaf_port: int, extra: str = "", inner: str = "", *, jetstream: bool = False
+) -> Iterator[str]:
     """nats-server with a leafnode listener on `leaf_port` (`inner`: more of its
     `leafnodes {}` block); yields its client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-hub-") as tmp:
         conf = Path(tmp) / "hub.conf"
         conf.write_text(hub_conf(leaf_port, inner) + extra)
-        with run_nats_server("-c", str(conf), jetstream=False) as url:
+        with run_nats_server("-c", str(conf), jetstream=jetstream) as url:
             yield url
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
 
 from tests.support.leafnodes import until_flows
 
@@ -136,3 +137,19 @@ async def cut_while_publishing(
     noticed = cut_at + NOTICED_S
     assert [flow.arrived_between(noticed, healed_at) for flow in (up, down)] == [0, 0]
     return recovered
+
+
+async def acked_publish(nc: Client, subject: str, n: int, timeout: float = 30.0) -> None:
+    """Publish message `n` as JetStream publishers do (a request for the PubAck, its
+    `Nats-Msg-Id` so a retry is not stored twice) until it is acknowledged."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            reply = await nc.request(subject, b"%d" % n, timeout=1, headers={"Nats-Msg-Id": str(n)})
+            if b'"error"' not in reply.data:
+                return
+        except (TimeoutError, NoRespondersError):
+            pass
+        assert loop.time() < deadline, f"message {n} never acknowledged"
+        await asyncio.sleep(0.05)
