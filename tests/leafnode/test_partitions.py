@@ -66,7 +66,6 @@ async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
     on each."""
     hub_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        proxy = await stack.enter_async_context(link_proxy(hub_port))
         if request.param == "brook-spoke":
             hub_url = stack.enter_context(nats_hub(hub_port, KEEPALIVE, jetstream=True))
         else:
@@ -75,6 +74,8 @@ async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
                 brook_hub(hub_conf(hub_port) + KEEPALIVE + f'jetstream {{ store_dir: "{store}" }}')
             )
             hub_url = hub.url
+        # after the hub has its port: the proxy's own (any free one) cannot take it
+        proxy = await stack.enter_async_context(link_proxy(hub_port))
         if request.param == "brook-hub":
             spoke_url = stack.enter_context(
                 nats_spoke(proxy.port, remote_extra=IGNORE_DISCOVERED, extra=KEEPALIVE)
