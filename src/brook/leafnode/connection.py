@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from brook import limits, nkey
-from brook.leafnode import codec
+from brook.leafnode import codec, jsdomain
 from brook.leafnode.peers import AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
+from brook.routing.mappings import SubjectMappings
 from brook.routing.sublist import Sublist, Subscriber, Subscription
 
 log = logging.getLogger("brook.leafnode")
@@ -46,7 +47,12 @@ class LeafLimits:
     ping_interval_s: float
     max_pings_out: int
     max_pending: int
-    jetstream: bool = False
+    jetstream: bool = False  # the account's
+    # The server's JetStream and its domain ("": none, or JetStream off), and the
+    # account's mappings, applied to messages that come in (domains: jsdomain.py).
+    server_jetstream: bool = False
+    domain: str = ""
+    mappings: SubjectMappings | None = None
 
 
 @dataclass(slots=True)
@@ -64,6 +70,7 @@ class _Remote:
     server_id: str = ""
     name: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""  # its JetStream domain
 
 
 # nats-server's `credsRe`: the decorated blocks of a creds file, the JWT first, the seed second.
@@ -124,6 +131,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         # send (interest not shown, messages dropped) and what is not sent to it.
         self._deny_imports = deny_imports
         self._deny_exports = deny_exports
+        self._deny_out = deny_exports  # and the domains' (jsdomain.domain_block)
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -205,7 +213,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.started_at = self.loop.time()
         self.peer = _peer_of(transport)
         name = str(connect.get("name") or connect.get("server_id") or "")
-        self.remote = _Remote(server_id=str(connect.get("server_id", "")), name=name, info=connect)
+        self.remote = _Remote(
+            server_id=str(connect.get("server_id", "")),
+            name=name,
+            info=connect,
+            domain=str(connect.get("domain") or ""),
+        )
         for other in list(self.leafs.connections):
             if not other.solicited and name and other.remote.name == name:
                 other._send(codec.err("Duplicate Remote LeafNode Connection"))
@@ -309,6 +322,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 server_id=str(fields.get("server_id", "")),
                 name=str(fields.get("server_name") or fields.get("server_id", "")),
                 info=fields,
+                domain=str(fields.get("domain") or ""),
             )
             if self._timer is not None:
                 self._timer.cancel()
@@ -370,6 +384,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             "remote_account": self.leafs.account,
             "protocol": limits.PROTOCOL_VERSION,
         }
+        if cfg.domain:
+            fields["domain"] = cfg.domain
         if self._deny_imports:
             fields["deny_pub"] = [p.decode() for p in self._deny_imports]
         if self._credentials is not None:
@@ -389,6 +405,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _finish(self) -> None:
         """The handshake is done: bind to the account, show it our interest."""
         self.ready = True
+        self._deny_out = self._deny_exports + jsdomain.domain_block(
+            self.config.domain, self.remote.domain
+        )
         self.leafs.add(self)
         log.info(
             "Leafnode connection created for account: %s (remote %s)",
@@ -405,6 +424,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 for key, (sub, weight) in other._keys.items():
                     if self._shows(sub.subject):
                         smap[key] = smap.get(key, 0) + weight
+        if self.config.mappings is not None:  # messages to their sources are routed here
+            for source in self.config.mappings.sources():
+                if self._shows(source):
+                    smap[source] = smap.get(source, 0) + 1
         smap[self.leafs.lds] = smap.get(self.leafs.lds, 0) + 1
         self._send(b"".join(codec.sub(key, n) for key, n in smap.items()))
         self._send_ping()  # the first measures the round trip (`/leafz` rtt)
@@ -471,13 +494,27 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         counters = self.counters
         counters.in_msgs += 1
         counters.in_bytes += len(msg.payload) + (len(msg.header) if msg.header else 0)
-        if not self.ready or denied(msg.subject) or covered(self._deny_imports, msg.subject):
+        subject, reply, queues = msg.subject, msg.reply, msg.queues
+        if not self.ready or denied(subject) or covered(self._deny_imports, subject):
             return
+        shown = None
+        if reply is not None and reply.startswith(jsdomain.ACK_PREFIX):
+            delivered = jsdomain.split_delivered(reply)
+            if delivered is not None:  # a JetStream delivery (jsdomain.py)
+                reply, shown = delivered
+        groups: tuple[bytes, ...] | None = queues
+        mappings = self.config.mappings
+        if mappings is not None:
+            mapped = mappings.select(subject)
+            if mapped is not None:
+                subject = mapped
+                # nats-server: a mapped message naming no queue group goes to local ones
+                groups = queues or None
         leafs = self.leafs
-        leafs.inbound = (self, msg.queues)
+        leafs.inbound = (self, queues)
         try:
             self.router.publish_from_peer(
-                self, msg.subject, msg.reply, msg.header, msg.payload, msg.queues
+                self, subject, reply, msg.header, msg.payload, groups, shown
             )
         finally:
             leafs.inbound = None
@@ -562,6 +599,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         """Send one LMSG/HMSG for the message however many of this connection's
         subscriptions match it: the first of them in the router's result sends, with
         the queue groups the peer serves for it; False when nothing is sent."""
+        shown = self.router.shown
+        if shown is not None and shown[0] is subject:
+            # A JetStream delivery: sent on the subject it is routed on (jsdomain.py).
+            subject = shown[1]
+            if reply is not None:
+                reply = jsdomain.with_delivered(reply, shown[0])
         result = self.router.sublist.match(subject)
         if result is not self._memo_result:
             self._memo_result = result
@@ -569,7 +612,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         first = self._memo_first
         if (first is not None and sub is not first) or denied(subject):
             return False
-        if self._deny_exports and covered(self._deny_exports, subject):
+        if self._deny_out and covered(self._deny_out, subject):
             return False
         interest = self._interest.match(subject)
         queues: list[bytes] = []

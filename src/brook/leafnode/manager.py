@@ -98,6 +98,10 @@ class LeafNodes:
             "info_on_connect": True,
             "leafnode_urls": [f"{self._host}:{self.port}"],
         }
+        if config.server_jetstream:  # nats-server: its JetStream and domain, for the spoke
+            info["jetstream"] = True
+        if config.domain:
+            info["domain"] = config.domain
         if self._tls is not None:
             info["tls_required"] = True
         parser = codec.LeafParser(
