@@ -118,7 +118,7 @@ async def until_flows(
 class LinkProxy:
     """A TCP relay on a free loopback port to `target_port` that a spoke dials instead of
     the hub, so a test can cut the leaf connection (`cut`: every relayed connection
-    closed; new ones are relayed again)."""
+    closed; new ones are relayed again) or take the way away (`close`)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -132,6 +132,10 @@ class LinkProxy:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop relaying: nothing listens on `port` any more, every connection cut."""
         assert self._server is not None
         self._server.close()
         self.cut()

@@ -109,6 +109,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         *,
         url_user: tuple[str, str | None] | None = None,
         credentials: str | None = None,
+        nkey_seed: str | None = None,
         tls: ssl.SSLContext | None = None,
         hostname: str = "",
         deny_imports: tuple[bytes, ...] = (),
@@ -126,6 +127,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.echo = False  # nats-server: leaf connections never echo
         self._url_user = url_user
         self._credentials = credentials
+        self._nkey_seed = nkey_seed
         self._tls = tls
         # A remote's denies (nats-server's leaf permissions): what its hub must not
         # send (interest not shown, messages dropped) and what is not sent to it.
@@ -146,6 +148,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.ready = False  # the handshake is done: interest and messages flow
         self.loop_detected = False
         self.close_reason = ""
+        self.leafnode_urls: list[str] = []  # the latest the hub's INFO gave
         self._parser = codec.LeafParser(
             max_control_line=config.max_control_line, max_payload=config.max_payload
         )
@@ -312,6 +315,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _on_info(self, fields: dict[str, Any]) -> None:
         first = not self._got_info
         self._got_info = True
+        urls = fields.get("leafnode_urls")
+        if self.solicited and isinstance(urls, list) and urls:
+            self.leafnode_urls = [str(u) for u in urls]  # the hub's, for the next dial
         if first:
             if not fields.get("client_id") or "leafnode_urls" not in fields:
                 # nats-server: a solicited leaf must first receive a leafnode INFO.
@@ -370,8 +376,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self._finish()
 
     def _connect_fields(self, nonce: str) -> dict[str, Any]:
-        """nats-server's `sendLeafConnect`: a creds file's JWT and its seed's signature of
-        the hub's nonce, and a user and password (or a token) from the URL."""
+        """nats-server's `sendLeafConnect`: a creds file's JWT (or a remote's `nkey`'s
+        public key) and the seed's signature of the hub's nonce, and a user and password
+        (or a token) from the URL."""
         cfg = self.config
         fields: dict[str, Any] = {
             "version": limits.NATS_COMPAT_VERSION,
@@ -392,6 +399,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             token, seed = read_creds(Path(self._credentials).read_text())
             fields["jwt"] = token
             signature = nkey.sign(seed, nonce.encode())
+            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
+        elif self._nkey_seed is not None:
+            fields["nkey"] = nkey.seed_public_key(self._nkey_seed)[1]
+            signature = nkey.sign(self._nkey_seed, nonce.encode())
             fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
         if self._url_user is not None:
             user, password = self._url_user
