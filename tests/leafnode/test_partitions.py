@@ -47,8 +47,8 @@ pytestmark = [
 ]
 
 
-# The hub's INFO names its leafnode URL (`leafnode_urls`), which nats-server's spoke
-# would dial around the proxy (a Brook spoke dials only its configured URLs).
+# The hub's INFO names its leafnode URL (`leafnode_urls`), which a spoke would dial
+# around the proxy: both kinds of spoke are told to ignore it.
 IGNORE_DISCOVERED = "ignore_discovered_servers: true"
 
 
@@ -83,7 +83,7 @@ async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
             await wait_leaf(hub)
         else:
             spoke = await stack.enter_async_context(
-                brook_spoke(spoke_conf(proxy.port, extra=KEEPALIVE))
+                brook_spoke(spoke_conf(proxy.port, IGNORE_DISCOVERED, KEEPALIVE))
             )
             spoke_url = spoke.url
             await wait_leaf(spoke)
