@@ -149,3 +149,7 @@ FAST_BATCH_INFLIGHT_TOTAL: Final = 50_000
 LEAF_RECONNECT_DELAY_S: Final = 1.0
 LEAF_LOOP_DELAY_S: Final = 30.0
 LEAF_FIRST_INFO_TIMEOUT_S: Final = 1.0
+# How long a spoke's dial (the TCP connect) may take (nats-server's DEFAULT_ROUTE_DIAL): a
+# dial into a silent partition is given up and made afresh, not left to TCP's SYN
+# retries, whose backoff would delay the reconnect by seconds after the heal.
+LEAF_DIAL_TIMEOUT_S: Final = 1.0

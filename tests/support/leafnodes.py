@@ -42,7 +42,8 @@ def nats_spoke(
     *,
     jetstream: bool = False,
 ) -> Iterator[str]:
-    """nats-server dialling a hub's leafnode port; yields its client URL."""
+    """nats-server dialling a hub's leafnode port (`extra`: more of its config); yields
+    its client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-spoke-") as tmp:
         conf = Path(tmp) / "spoke.conf"
         conf.write_text(spoke_conf(leaf_port, remote_extra, extra, login=login))
@@ -54,11 +55,17 @@ def hub_conf(leaf_port: int, extra: str = "") -> str:
     return f'leafnodes {{\n  listen: "127.0.0.1:{leaf_port}"\n  {extra}\n}}\n'
 
 
-def spoke_conf(leaf_port: int, remote_extra: str = "", extra: str = "", login: str = "") -> str:
-    """A spoke's config dialling 127.0.0.1:`leaf_port` (`login`: `user:password@`)."""
+def spoke_conf(
+    leaf_port: int,
+    remote_extra: str = "",
+    extra: str = "",
+    login: str = "",
+    host: str = "127.0.0.1",
+) -> str:
+    """A spoke's config dialling `host`:`leaf_port` (`login`: `user:password@`)."""
     return (
         f'leafnodes {{ reconnect_delay: "100ms", remotes: [ '
-        f'{{ url: "nats-leaf://{login}127.0.0.1:{leaf_port}", {remote_extra} }} ] }}\n{extra}'
+        f'{{ url: "nats-leaf://{login}{host}:{leaf_port}", {remote_extra} }} ] }}\n{extra}'
     )
 
 

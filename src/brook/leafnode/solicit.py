@@ -4,10 +4,12 @@ connection ends, as nats-server's `connectToRemoteLeafNode` (ADR 0032).
 The URLs are tried in turn: those the hub's INFO gave (`leafnode_urls`, unless
 `ignore_discovered_servers`) first, then the configured ones, the one just dialled moved
 last (nats-server's `updateLeafNodeURLs` and `pickNextURL`); a discovered URL takes the
-user and password of the first configured URL that has them. After a connection ends
-the spoke waits `reconnect_delay` (30 s when a loop was detected) before it dials again;
-after a failed dial, that delay plus a random jitter of up to as much again, so spokes
-cut off together do not all come back at once.
+user and password of the first configured URL that has them. Each dial is given
+`LEAF_DIAL_TIMEOUT_S` (a dial into a silent partition is made afresh rather than left to
+TCP's SYN backoff). After a connection ends the spoke waits `reconnect_delay` (30 s when
+a loop was detected) before it dials again; after a failed dial, that delay plus a
+random jitter of up to as much again, so spokes cut off together do not all come back
+at once.
 """
 
 from __future__ import annotations
@@ -132,12 +134,15 @@ class Remote:
                 solicited=True,
             )
             try:
-                await loop.create_connection(
-                    functools.partial(_same, conn), parts.hostname or "", parts.port or 0
+                await asyncio.wait_for(
+                    loop.create_connection(
+                        functools.partial(_same, conn), parts.hostname or "", parts.port or 0
+                    ),
+                    limits.LEAF_DIAL_TIMEOUT_S,
                 )
-            except OSError as exc:
+            except (OSError, TimeoutError) as exc:
                 attempts += 1
-                log.error(_CONNECT_ERROR, parts.netloc, attempts, exc)
+                log.error(_CONNECT_ERROR, parts.netloc, attempts, str(exc) or "i/o timeout")
                 delay = self.reconnect_delay_s
                 await asyncio.sleep(delay + self._random() * delay)
                 continue
