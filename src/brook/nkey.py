@@ -69,15 +69,21 @@ def _decode(text: str) -> bytes:
 _SEED_PREFIX = 18 << 3  # S
 
 
+def _seed_body(seed: str) -> bytes:
+    """The decoded body of `seed` (two prefix bytes, then the ed25519 seed); InvalidNkey if
+    `seed` is not an nkey seed."""
+    body = _decode(seed)
+    if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
+        raise InvalidNkey("not a seed")
+    return body
+
+
 def sign(seed: str, message: bytes) -> bytes:
     """The ed25519 signature of `message` by the key of `seed` (an `S...` nkey seed of
     any role); InvalidNkey if `seed` is not one."""
     from nacl.signing import SigningKey
 
-    body = _decode(seed)
-    if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
-        raise InvalidNkey("not a seed")
-    return bytes(SigningKey(body[2:]).sign(message).signature)
+    return bytes(SigningKey(_seed_body(seed)[2:]).sign(message).signature)
 
 
 def seed_public_key(seed: str) -> tuple[int, str]:
@@ -86,13 +92,11 @@ def seed_public_key(seed: str) -> tuple[int, str]:
     `nkey` sends the public key with its signature of the hub's nonce."""
     from nacl.signing import SigningKey
 
-    body = _decode(seed)
-    if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
-        raise InvalidNkey("not a seed")
+    body = _seed_body(seed)
     role = ((body[0] & 0x07) << 5) | (body[1] >> 3)  # nkeys' two-byte seed prefix
     raw = bytes([role]) + bytes(SigningKey(body[2:]).verify_key)
-    text = base64.b32encode(raw + _crc16(raw).to_bytes(2, "little")).decode().rstrip("=")
-    return role, text
+    text = base64.b32encode(raw + binascii.crc_hqx(raw, 0).to_bytes(2, "little"))
+    return role, text.decode().rstrip("=")
 
 
 def decode_public_key(text: str, prefix: Prefix) -> bytes:
