@@ -18,7 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
 from tests.leafnode.test_domains import TOPOLOGIES, domain_topology, until_api
-from tests.support.leafnodes import LinkProxy
+from tests.support.linkproxy import LinkProxy
 from tests.support.natsserver import nats_server_binary
 
 pytestmark = [
@@ -99,7 +99,8 @@ async def test_mirror_and_source_across_domains(linked: Linked, side: str) -> No
     )
     await copies(js, 20)
     for _ in range(2):
-        linked.proxy.cut()  # the leaf goes; the origin's clients are still served
+        await linked.proxy.cut("reset")  # the leaf goes; the origin's clients are still served
+        await linked.proxy.heal()
         await publish(15)
         await copies(js, n, timeout=60)
     await check_copies(js, n)

@@ -22,7 +22,6 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from tests.support.leafnodes import (
-    LinkProxy,
     brook_hub,
     brook_spoke,
     hub_conf,
@@ -31,6 +30,7 @@ from tests.support.leafnodes import (
     spoke_conf,
     wait_leaf,
 )
+from tests.support.linkproxy import LinkProxy, link_proxy
 from tests.support.natsserver import free_port, nats_server_binary
 
 pytestmark = [
@@ -64,7 +64,7 @@ async def domain_topology(kind: str, tmp_path: Path) -> AsyncIterator[tuple[str,
     """(hub URL, spoke URL, the proxy the spoke dials the hub through) of `kind`."""
     port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        proxy = await stack.enter_async_context(LinkProxy(port))
+        proxy = await stack.enter_async_context(link_proxy(port))
         if kind in ("nats-both", "brook-spoke"):
             hub_url = stack.enter_context(nats_hub(port, _js("hub", None), jetstream=True))
         else:

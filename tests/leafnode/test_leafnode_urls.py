@@ -14,7 +14,6 @@ import nats
 import pytest
 
 from tests.support.leafnodes import (
-    LinkProxy,
     brook_hub,
     brook_spoke,
     hub_conf,
@@ -23,6 +22,7 @@ from tests.support.leafnodes import (
     spoke_conf,
     until_flows,
 )
+from tests.support.linkproxy import LinkProxy, link_proxy
 from tests.support.natsserver import free_port, nats_server_binary
 
 pytestmark = [
@@ -49,8 +49,8 @@ async def advertised(
     advertises, the hub's leafnode port); `remote`: more of the spoke's remote."""
     port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        configured = await stack.enter_async_context(LinkProxy(port))
-        other = await stack.enter_async_context(LinkProxy(port))
+        configured = await stack.enter_async_context(link_proxy(port))
+        other = await stack.enter_async_context(link_proxy(port))
         inner = f'advertise: "127.0.0.1:{other.port}"'
         if kind in ("nats-both", "brook-spoke"):
             hub_url = stack.enter_context(nats_hub(port, inner=inner))
@@ -80,7 +80,7 @@ async def test_spoke_dials_the_advertised_url(kind: str) -> None:
         sub = await hub.subscribe("up")
         await hub.flush()
         await until_flows(edge, sub, "up")
-        configured.close()  # the configured way is gone: only the advertised one is left
+        await configured.cut("reset")  # the configured way is gone: only the advertised one is left
         await until_flows(edge, sub, "up", timeout=20)
         await asyncio.gather(hub.close(), edge.close())
 
@@ -100,7 +100,7 @@ async def test_discovered_urls_ignored(kind: str) -> None:
         sub = await hub.subscribe("up")
         await hub.flush()
         await until_flows(edge, sub, "up")
-        configured.close()
+        await configured.cut("reset")
         with pytest.raises(TimeoutError):
             await until_flows(edge, sub, "up", timeout=3)
         await asyncio.gather(hub.close(), edge.close())
