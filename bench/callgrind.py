@@ -4,7 +4,7 @@ Wall-clock benchmarks on a shared 2-core machine move by 10-20 % between runs; t
 of instructions the server executes per message moves by well under 1 %, so it is what a
 change to the hot path is judged by (before and after, same machine, same workload).
 
-    python -m bench.callgrind WORKLOAD [--messages N]
+    python -m bench.callgrind WORKLOAD [--messages N] [--keep FILE]
 
 WORKLOAD is one of
 * `core`: one publisher → one subscriber, 16-byte core NATS messages;
@@ -21,6 +21,15 @@ WORKLOAD is one of
 * `push`: a push consumer with explicit acks, likewise;
 * `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
   it holds all N (the catch-up: the origin's push delivery and the mirror's link and store).
+* `leaf-out`: `core` across a leafnode connection, Brook the spoke of a nats-server hub,
+  the publisher on Brook and the subscriber on the hub: Brook's cost of a PUB sent on as
+  an `LMSG` (ADR 0032);
+* `leaf-in`: the other direction, a nats-server spoke of a Brook hub, the publisher on
+  the spoke and the subscriber on Brook: Brook's cost of an `LMSG` delivered as a `MSG`;
+* `leaf-out-5k`, `leaf-in-5k`: the same with 5,000 more subscriptions (other subjects)
+  on each side, so each side's interest map holds them: the cost per message must not grow.
+
+Only Brook runs under callgrind; a leaf workload's nats-server is started beside it.
 
 Brook runs under `valgrind --tool=callgrind` with its own store; the counters are zeroed
 once the workload is set up (streams created, messages stored, clients connected) and dumped
@@ -31,20 +40,25 @@ never part of the test run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import glob
 import json
 import multiprocessing as mp
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from pathlib import Path
 
 from tests.support.natsserver import free_port, wait_for_info
 
-from bench import consumers, jetstream, mirrors, permissions
+from bench import consumers, jetstream, leafnode, mirrors, permissions
 from bench.core import CONNECT, SERVER_PIDS, connect_as, publisher, subscriber
 
 DEFAULT_MESSAGES = {
@@ -57,6 +71,10 @@ DEFAULT_MESSAGES = {
     "pull": 10_000,
     "push": 10_000,
     "mirror": 20_000,
+    "leaf-out": 100_000,
+    "leaf-in": 100_000,
+    "leaf-out-5k": 100_000,
+    "leaf-in-5k": 100_000,
 }
 CONSUMER_WORKLOADS = {"pull": "PULL1", "push": "PUSH1K"}
 
@@ -81,13 +99,20 @@ def _core(
     zero: Callable[[], None],
     connect: bytes = CONNECT,
     published: bytes = b"bench.core",
+    sub_port: int | None = None,
 ) -> None:
+    """`n` messages from a publisher on `port` to a subscriber on `sub_port` (default:
+    the same server)."""
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
     subject = b"bench.core"  # allowed by `bench.permissions`'s config
-    sub = mp.Process(target=subscriber, args=(port, subject, n, 16, ready, out, connect))
+    sub = mp.Process(
+        target=subscriber, args=(sub_port or port, subject, n, 16, ready, out, connect)
+    )
     sub.start()
-    time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
+    # under valgrind: the subscription is registered (and its interest crossed a leaf
+    # connection) before the publisher starts
+    time.sleep(2.0 if sub_port is None else 4.0)
     pub = mp.Process(target=publisher, args=(port, published, n, 16, ready, connect))
     pub.start()
     time.sleep(2.0)  # both connected and waiting at the barrier
@@ -136,6 +161,71 @@ def _mirror(port: int, n: int, zero: Callable[[], None]) -> None:
     control.close()
 
 
+@dataclass(frozen=True)
+class LeafWorkload:
+    """`core` across a leaf connection between Brook (its role: "spoke" or "hub") and a
+    nats-server, the publisher on the spoke, with `extra` more subscriptions on each side."""
+
+    brook_role: str
+    extra: int = 0
+
+    def config(self, leaf_port: int) -> str:
+        if self.brook_role == "hub":
+            return f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n'
+        return f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n'
+
+    def run(self, port: int, leaf_port: int, n: int, zero: Callable[[], None]) -> None:
+        other = LeafWorkload("spoke" if self.brook_role == "hub" else "hub")
+        with contextlib.ExitStack() as stack:
+            nats = stack.enter_context(leafnode.server("nats", other.config(leaf_port)))
+            spoke, hub = (port, nats) if self.brook_role == "spoke" else (nats, port)
+            _wait_across(spoke, hub)
+            for side, name in ((port, b"brook"), (nats, b"nats")):
+                if self.extra:
+                    stack.enter_context(_subscribed(side, name, self.extra))
+            _core(spoke, n, zero, sub_port=hub)
+
+
+def _wait_across(pub_port: int, sub_port: int, timeout_s: float = 300.0) -> None:
+    """Until a message published on `pub_port` reaches a subscriber on `sub_port`: the
+    leaf connection is up (Brook under valgrind takes a while)."""
+    with socket.create_connection(("127.0.0.1", sub_port)) as sub:
+        sub.sendall(CONNECT + b"SUB bench.probe 1\r\nPING\r\n")
+        deadline = time.monotonic() + timeout_s
+        seen = b""
+        with socket.create_connection(("127.0.0.1", pub_port)) as pub:
+            pub.sendall(CONNECT)
+            while b"MSG bench.probe" not in seen:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the leaf connection did not come up")
+                pub.sendall(b"PUB bench.probe 0\r\n\r\n")
+                sub.settimeout(1.0)
+                with contextlib.suppress(TimeoutError):
+                    seen += sub.recv(65536)
+
+
+@contextlib.contextmanager
+def _subscribed(port: int, name: bytes, count: int) -> Iterator[None]:
+    """`count` subscriptions (`<name>.<i>`, nothing published to them) held on the
+    server at `port`, and their interest shown across the leaf, while the context lasts."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        subs = b"".join(b"SUB %b.%d %d\r\n" % (name, i, i) for i in range(count))
+        s.sendall(CONNECT + subs + b"PING\r\n")
+        seen = b""
+        while seen.count(b"PONG") < 2:  # CONNECT's PING, then the SUBs'
+            seen += s.recv(65536)
+        time.sleep(5.0)  # their LS+ crossed (a few thousand lines, even under valgrind)
+        yield
+
+
+LEAF_WORKLOADS = {
+    "leaf-out": LeafWorkload("spoke"),
+    "leaf-in": LeafWorkload("hub"),
+    "leaf-out-5k": LeafWorkload("spoke", 5_000),
+    "leaf-in-5k": LeafWorkload("hub", 5_000),
+}
+
+
 WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core": _core,
     "core-users": _core_as(connect_as("open")),
@@ -165,15 +255,18 @@ def _total(path: str) -> int:
     raise SystemExit(f"no totals in {path}")
 
 
-def measure(workload: str, n: int) -> float:
-    """Instructions per message of the server for `n` messages of `workload`."""
+def measure(workload: str, n: int, keep: str | None = None) -> float:
+    """Instructions per message of the server for `n` messages of `workload`; `keep`:
+    where to copy callgrind's dump (for `callgrind_annotate`)."""
     port = free_port()
+    leaf_port = free_port()
+    leaf = LEAF_WORKLOADS.get(workload)
     with tempfile.TemporaryDirectory() as store, tempfile.TemporaryDirectory() as out:
         serve = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1"]
         serve += ["--port", str(port), "--store-dir", store, "--jetstream"]
-        if workload in CONFIGS:
+        if workload in CONFIGS or leaf is not None:
             config = Path(out) / "brook.conf"
-            config.write_text(CONFIGS[workload])
+            config.write_text(leaf.config(leaf_port) if leaf else CONFIGS[workload])
             serve += ["-c", str(config)]
         if workload == "publish-limits":
             config = Path(out) / "limits.conf"
@@ -188,10 +281,16 @@ def measure(workload: str, n: int) -> float:
         try:
             wait_for_info(port, 400)  # started: its start-up is not counted
             time.sleep(1)
-            WORKLOADS[workload](port, n, lambda: _control(proc.pid, "-z"))
+            zero = functools.partial(_control, proc.pid, "-z")
+            if leaf is not None:
+                leaf.run(port, leaf_port, n, zero)
+            else:
+                WORKLOADS[workload](port, n, zero)
             _control(proc.pid, "-d")
             time.sleep(1)
             dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: Path(p).stat().st_mtime)
+            if keep:
+                shutil.copyfile(dumps[-1], keep)
             return _total(dumps[-1]) / n
         finally:
             proc.terminate()
@@ -204,11 +303,12 @@ def measure(workload: str, n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("workload", choices=sorted([*WORKLOADS, *LEAF_WORKLOADS]))
     parser.add_argument("--messages", type=int, help="default: " + json.dumps(DEFAULT_MESSAGES))
+    parser.add_argument("--keep", metavar="FILE", help="copy callgrind's dump to FILE")
     args = parser.parse_args()
     n = args.messages or DEFAULT_MESSAGES[args.workload]
-    per_msg = measure(args.workload, n)
+    per_msg = measure(args.workload, n, args.keep)
     print(json.dumps({"workload": args.workload, "messages": n, "instructions_per_msg": per_msg}))
 
 
