@@ -99,20 +99,13 @@ def _core(
     zero: Callable[[], None],
     connect: bytes = CONNECT,
     published: bytes = b"bench.core",
-    sub_port: int | None = None,
 ) -> None:
-    """`n` messages from a publisher on `port` to a subscriber on `sub_port` (default:
-    the same server)."""
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
     subject = b"bench.core"  # allowed by `bench.permissions`'s config
-    sub = mp.Process(
-        target=subscriber, args=(sub_port or port, subject, n, 16, ready, out, connect)
-    )
+    sub = mp.Process(target=subscriber, args=(port, subject, n, 16, ready, out, connect))
     sub.start()
-    # under valgrind: the subscription is registered (and its interest crossed a leaf
-    # connection) before the publisher starts
-    time.sleep(2.0 if sub_port is None else 4.0)
+    time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
     pub = mp.Process(target=publisher, args=(port, published, n, 16, ready, connect))
     pub.start()
     time.sleep(2.0)  # both connected and waiting at the barrier
@@ -163,8 +156,12 @@ def _mirror(port: int, n: int, zero: Callable[[], None]) -> None:
 
 @dataclass(frozen=True)
 class LeafWorkload:
-    """`core` across a leaf connection between Brook (its role: "spoke" or "hub") and a
-    nats-server, the publisher on the spoke, with `extra` more subscriptions on each side."""
+    """Messages across a leaf connection between Brook (its role: "spoke" or "hub") and a
+    nats-server, the publisher on the spoke, with `extra` more subscriptions on each side.
+
+    The publisher sends `LEAF_BATCH` messages, then waits for the subscriber to have
+    them all: unpaced, a nats-server would find Brook under valgrind a slow consumer of
+    its leaf connection and drop it (and Brook a nats-server hub's)."""
 
     brook_role: str
     extra: int = 0
@@ -179,29 +176,51 @@ class LeafWorkload:
         with contextlib.ExitStack() as stack:
             nats = stack.enter_context(leafnode.server("nats", other.config(leaf_port)))
             spoke, hub = (port, nats) if self.brook_role == "spoke" else (nats, port)
-            _wait_across(spoke, hub)
-            for side, name in ((port, b"brook"), (nats, b"nats")):
-                if self.extra:
+            if self.extra:
+                for side, name in ((port, b"brook"), (nats, b"nats")):
                     stack.enter_context(_subscribed(side, name, self.extra))
-            _core(spoke, n, zero, sub_port=hub)
+            sub = stack.enter_context(socket.create_connection(("127.0.0.1", hub)))
+            pub = stack.enter_context(socket.create_connection(("127.0.0.1", spoke)))
+            _across(pub, sub, n, zero)
 
 
-def _wait_across(pub_port: int, sub_port: int, timeout_s: float = 300.0) -> None:
-    """Until a message published on `pub_port` reaches a subscriber on `sub_port`: the
-    leaf connection is up (Brook under valgrind takes a while)."""
-    with socket.create_connection(("127.0.0.1", sub_port)) as sub:
-        sub.sendall(CONNECT + b"SUB bench.probe 1\r\nPING\r\n")
-        deadline = time.monotonic() + timeout_s
-        seen = b""
-        with socket.create_connection(("127.0.0.1", pub_port)) as pub:
-            pub.sendall(CONNECT)
-            while b"MSG bench.probe" not in seen:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the leaf connection did not come up")
-                pub.sendall(b"PUB bench.probe 0\r\n\r\n")
-                sub.settimeout(1.0)
-                with contextlib.suppress(TimeoutError):
-                    seen += sub.recv(65536)
+LEAF_BATCH = 500
+
+
+def _across(pub: socket.socket, sub: socket.socket, n: int, zero: Callable[[], None]) -> None:
+    """`n` 16-byte messages published on `pub`'s server, received on `sub`'s: once a
+    probe crossed (the leaf connection is up, the subscription's interest with it: it
+    was shown first), counted from `zero()` on, `LEAF_BATCH` at a time."""
+    sub.sendall(CONNECT + b"SUB bench.core 1\r\nSUB bench.probe 2\r\nPING\r\n")
+    pub.sendall(CONNECT)
+    sub.settimeout(1.0)
+    seen = b""
+    deadline = time.monotonic() + 300
+    while b"MSG bench.probe" not in seen:
+        if time.monotonic() > deadline:
+            raise SystemExit("the leaf connection did not come up")
+        pub.sendall(b"PUB bench.probe 0\r\n\r\n")
+        with contextlib.suppress(TimeoutError):
+            seen += sub.recv(65536)
+    time.sleep(5.0)  # the probes still under way arrive
+    with contextlib.suppress(TimeoutError):
+        while sub.recv(65536):
+            pass
+    sub.settimeout(300)
+    frame = b"PUB bench.core 16\r\n" + b"x" * 16 + b"\r\n"
+    frame_len = len(b"MSG bench.core 1 16\r\n") + 16 + 2
+    zero()
+    sent = 0
+    while sent < n:
+        k = min(LEAF_BATCH, n - sent)
+        pub.sendall(frame * k)
+        sent += k
+        expected = k * frame_len
+        while expected > 0:
+            chunk = sub.recv(expected)
+            if not chunk:
+                raise SystemExit(f"leaf: the subscriber was closed after {sent - k} messages")
+            expected -= len(chunk)
 
 
 @contextlib.contextmanager
@@ -214,7 +233,6 @@ def _subscribed(port: int, name: bytes, count: int) -> Iterator[None]:
         seen = b""
         while seen.count(b"PONG") < 2:  # CONNECT's PING, then the SUBs'
             seen += s.recv(65536)
-        time.sleep(5.0)  # their LS+ crossed (a few thousand lines, even under valgrind)
         yield
 
 
