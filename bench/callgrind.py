@@ -167,9 +167,12 @@ class LeafWorkload:
     extra: int = 0
 
     def config(self, leaf_port: int) -> str:
+        # The raw-socket clients answer no PING: none comes while a slow run lasts.
+        pings = 'ping_interval: "1h"\n'
         if self.brook_role == "hub":
-            return f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n'
-        return f'leafnodes {{ remotes: [ {{ url: "nats-leaf://127.0.0.1:{leaf_port}" }} ] }}\n'
+            return pings + f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n'
+        url = f"nats-leaf://127.0.0.1:{leaf_port}"
+        return pings + f'leafnodes {{ remotes: [ {{ url: "{url}" }} ] }}\n'
 
     def run(self, port: int, leaf_port: int, n: int, zero: Callable[[], None]) -> None:
         other = LeafWorkload("spoke" if self.brook_role == "hub" else "hub")

@@ -23,6 +23,7 @@ __all__ = [
     "Prefix",
     "decode_public_key",
     "decode_signature",
+    "seed_public_key",
     "sign",
     "verify",
 ]
@@ -87,6 +88,21 @@ def sign(seed: str, message: bytes) -> bytes:
     if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
         raise InvalidNkey("not a seed")
     return bytes(SigningKey(body[2:]).sign(message).signature)
+
+
+def seed_public_key(seed: str) -> tuple[int, str]:
+    """(the role byte, the public nkey text) of the key of `seed`, as nkeys'
+    `FromSeed(seed).PublicKey()`; InvalidNkey if `seed` is not a seed. A leafnode remote's
+    `nkey` sends the public key with its signature of the hub's nonce."""
+    from nacl.signing import SigningKey
+
+    body = _decode(seed)
+    if body[0] & 0xF8 != _SEED_PREFIX or len(body) != 2 + _KEY_BYTES:
+        raise InvalidNkey("not a seed")
+    role = ((body[0] & 0x07) << 5) | (body[1] >> 3)  # nkeys' two-byte seed prefix
+    raw = bytes([role]) + bytes(SigningKey(body[2:]).verify_key)
+    text = base64.b32encode(raw + _crc16(raw).to_bytes(2, "little")).decode().rstrip("=")
+    return role, text
 
 
 def decode_public_key(text: str, prefix: Prefix) -> bytes:

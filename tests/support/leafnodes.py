@@ -20,23 +20,33 @@ from tests.support.natsserver import run_nats_server
 
 
 @contextlib.contextmanager
-def nats_hub(leaf_port: int, extra: str = "", inner: str = "") -> Iterator[str]:
+def nats_hub(
+    leaf_port: int, extra: str = "", inner: str = "", *, jetstream: bool = False
+) -> Iterator[str]:
     """nats-server with a leafnode listener on `leaf_port` (`inner`: more of its
-    `leafnodes {}` block); yields its client URL."""
+    `leafnodes {}` block; `jetstream`: with JetStream in a temporary store); yields its
+    client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-hub-") as tmp:
         conf = Path(tmp) / "hub.conf"
         conf.write_text(hub_conf(leaf_port, inner) + extra)
-        with run_nats_server("-c", str(conf), jetstream=False) as url:
+        with run_nats_server("-c", str(conf), jetstream=jetstream) as url:
             yield url
 
 
 @contextlib.contextmanager
-def nats_spoke(leaf_port: int, login: str = "", remote_extra: str = "") -> Iterator[str]:
+def nats_spoke(
+    leaf_port: int,
+    login: str = "",
+    remote_extra: str = "",
+    extra: str = "",
+    *,
+    jetstream: bool = False,
+) -> Iterator[str]:
     """nats-server dialling a hub's leafnode port; yields its client URL."""
     with tempfile.TemporaryDirectory(prefix="nats-spoke-") as tmp:
         conf = Path(tmp) / "spoke.conf"
-        conf.write_text(spoke_conf(leaf_port, remote_extra, login=login))
-        with run_nats_server("-c", str(conf), jetstream=False) as url:
+        conf.write_text(spoke_conf(leaf_port, remote_extra, extra, login=login))
+        with run_nats_server("-c", str(conf), jetstream=jetstream) as url:
             yield url
 
 
@@ -96,3 +106,51 @@ async def until_flows(
         with contextlib.suppress(TimeoutError):
             while True:
                 await sub.next_msg(timeout=0.05)
+
+
+class LinkProxy:
+    """A TCP relay on a free loopback port to `target_port` that a spoke dials instead of
+    the hub, so a test can cut the leaf connection (`cut`: every relayed connection
+    closed; new ones are relayed again) or take the way away (`close`)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> LinkProxy:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop relaying: nothing listens on `port` any more, every connection cut."""
+        assert self._server is not None
+        self._server.close()
+        self.cut()
+
+    def cut(self) -> None:
+        for writer in self._writers:
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers += [writer, up_writer]
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, RuntimeError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.transport.abort()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))

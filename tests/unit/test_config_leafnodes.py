@@ -7,6 +7,9 @@ import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
 from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser, TLSSettings
+from tests.support.nkeyusers import new_user
+
+USER = new_user()
 
 
 def test_hub() -> None:
@@ -65,14 +68,19 @@ def test_remotes() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ("leafnodes { advertise: x }", "leafnodes.advertise \\(line 1\\): not supported"),
+        ("leafnodes { no_advertise: true }", "leafnodes.no_advertise \\(line 1\\): not supported"),
+        ("leafnodes { advertise: 'h:x' }", "leafnodes.advertise: 'h:x' is not a valid host:port"),
         (
             "leafnodes { tls: { pinned_certs: [] } }",
             "leafnodes.tls.pinned_certs \\(line 1\\): not supported",
         ),
         (
             "leafnodes { authorization: { nkey: UABC } }",
-            "leafnodes.authorization.nkey \\(line 1\\): not supported",
+            "leafnodes.authorization.nkey: Not a valid public nkey for leafnode authorization",
+        ),
+        (
+            f"leafnodes {{ authorization: {{ nkey: {USER.public}, users: [{{user: a}}] }} }}",
+            "leafnodes.authorization: can not have a single nkey and a users array",
         ),
         (
             "leafnodes { authorization: { users: [ { user: x, account: Z } ] } }",
@@ -90,7 +98,15 @@ def test_remotes() -> None:
         ("leafnodes { bogus: 1 }", "unknown configuration key 'leafnodes.bogus'"),
         (
             'leafnodes { remotes: [ { url: "h", nkey: "SU..." } ] }',
-            r"leafnodes.remotes\[0\].nkey \(line 1\): not supported",
+            r"leafnodes.remotes\[0\].nkey: Remote leafnode nkey is not a valid seed: 'SU...'",
+        ),
+        (
+            f'leafnodes {{ remotes: [ {{ url: "h", seed: "{USER.public}" }} ] }}',
+            r"leafnodes.remotes\[0\].seed: Remote leafnode nkey is not a valid seed",
+        ),
+        (
+            f'leafnodes {{ remotes: [ {{ url: "h", nkey: "{USER.seed.decode()}", creds: x }} ] }}',
+            r"leafnodes.remotes\[0\]: Remote leafnode can not have both creds and nkey defined",
         ),
         (
             'leafnodes { remotes: [ { url: "h", deny_imports: ["a b"] } ] }',
@@ -116,3 +132,20 @@ def test_remotes() -> None:
 def test_refused(conf: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         settings_from_conf(parse_conf(conf))
+
+
+@pytest.mark.parametrize(
+    ("advertise", "expected"),
+    [("h:5", ("h", 5)), ("h", ("h", 7422)), ("h:0", ("h", 7422)), ("[::1]:7", ("::1", 7))],
+)
+def test_advertise(advertise: str, expected: tuple[str, int]) -> None:
+    """nats-server's `parseHostPort`: the listener's port when none (or 0, -1) is given."""
+    s = settings_from_conf(parse_conf(f'leafnodes {{ port: 7422, advertise: "{advertise}" }}'))
+    assert s.leafnodes.advertised(7422) == expected
+
+
+def test_ignore_discovered_servers() -> None:
+    s = settings_from_conf(
+        parse_conf('leafnodes { remotes: [ { url: "h", ignore_discovered_servers: true } ] }')
+    )
+    assert s.leafnodes.remotes[0].ignore_discovered_servers

@@ -3,8 +3,10 @@ onto `LeafNodeSettings` (ADR 0032).
 
 Brook honours a spoke's remotes (`url`/`urls`, `account`/`local`, `credentials`/`creds`,
 `deny_imports`, `deny_exports`, `tls` with `ca_file`, `cert_file`, `key_file`, `timeout`,
-`compression: off`), a hub's `listen` (`host`, `port`), `tls` and `authorization` (a user or
-`users`, with the account each binds, and `timeout`) and `reconnect_delay`; every other
+`compression: off`, `nkey`, `ignore_discovered_servers`), a hub's `listen` (`host`, `port`),
+`advertise`, `tls` and `authorization` (a
+user, an `nkey` or `users`, with the account each binds, and `timeout`) and
+`reconnect_delay`; every other
 key nats-server knows there is refused by name at load, so no configuration is accepted
 that Brook would not carry out.
 """
@@ -15,6 +17,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
+from brook import nkey
 from brook.config.conf_tls import read_tls
 from brook.config.conf_values import (
     block_entries,
@@ -22,6 +25,7 @@ from brook.config.conf_values import (
     on_line,
     read_array,
     read_block,
+    read_bool,
     read_duration,
     read_int,
     read_str,
@@ -39,27 +43,27 @@ from brook.subjects import is_valid_subject
 
 _LEAF_KEYS = (
     "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
-    "net", "authorization", "tls",
+    "net", "authorization", "tls", "advertise", "leafnode_advertise",
 )  # fmt: skip
 # nats-server's keys of the block that Brook does not carry out yet.
 _LEAF_UNSUPPORTED = (
-    "advertise",
-    "leafnode_advertise", "no_advertise", "min_version", "minimum_version", "compression",
+    "no_advertise", "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
 _REMOTE_KEYS = (
     "url", "urls", "account", "local", "compression", "credentials", "creds", "tls",
-    "deny_imports", "deny_import", "deny_exports", "deny_export",
+    "deny_imports", "deny_import", "deny_exports", "deny_export", "nkey", "seed",
+    "ignore_discovered_servers",
 )  # fmt: skip
 # The keys of a remote's `tls {}` that a dialling side uses; nats-server's others refused.
 _REMOTE_TLS_KEYS = ("cert_file", "key_file", "ca_file", "timeout")
 _HUB_TLS_KEYS = (*_REMOTE_TLS_KEYS, "verify", "min_version")
 _REMOTE_UNSUPPORTED = (
-    "no_randomize", "dont_randomize", "nkey", "seed", "hub", "ws_compress",
+    "no_randomize", "dont_randomize", "hub", "ws_compress",
     "ws_compression", "websocket_compress", "websocket_compression", "ws_no_masking",
     "websocket_no_masking", "jetstream_cluster_migrate", "js_cluster_migrate",
     "isolate_leafnode_interest", "isolate", "request_isolation", "first_info_timeout",
-    "dial_timeout", "disabled", "proxy", "ignore_discovered_servers",
+    "dial_timeout", "disabled", "proxy",
 )  # fmt: skip
 _SCHEMES = ("nats-leaf", "nats", "tls")
 _DEFAULT_PORT = 7422  # nats-server's DEFAULT_LEAFNODE_PORT
@@ -92,6 +96,8 @@ def apply_leafnodes(s: Settings, where: str, v: object) -> None:
             _authorization(leaf, at, value)
         elif key == "tls":
             leaf.tls = _tls(at, value, _HUB_TLS_KEYS)
+        elif key in ("advertise", "leafnode_advertise"):
+            leaf.advertise = read_str(at, value)
         else:
             delay = read_duration(at, value)
             if delay <= 0:
@@ -99,8 +105,8 @@ def apply_leafnodes(s: Settings, where: str, v: object) -> None:
             s.leafnodes.reconnect_delay_s = delay
 
 
-_AUTH_KEYS = ("user", "username", "pass", "password", "account", "timeout", "users")
-_AUTH_UNSUPPORTED = ("nkey", "proxy_required")
+_AUTH_KEYS = ("user", "username", "pass", "password", "account", "timeout", "users", "nkey")
+_AUTH_UNSUPPORTED = ("proxy_required",)
 _USER_KEYS = ("user", "username", "pass", "password", "account")
 
 
@@ -116,8 +122,19 @@ def _authorization(leaf: LeafNodeSettings, where: str, v: object) -> None:
         elif key == "users":
             entries = read_array(at, "users", value)
             leaf.users += [_user(f"{at}[{i}]", e) for i, e in enumerate(entries)]
+        elif key == "nkey":
+            leaf.nkey = read_str(at, value)
+            try:
+                nkey.decode_public_key(leaf.nkey, nkey.Prefix.USER)
+            except nkey.InvalidNkey:
+                text = "Not a valid public nkey for leafnode authorization"
+                raise ConfigError(f"{at}: {text}") from None
         else:
             single[key] = read_str(at, value)
+    if leaf.nkey and leaf.users:
+        raise ConfigError(f"{where}: can not have a single nkey and a users array")
+    if leaf.nkey:
+        leaf.nkey_account = single.pop("account", GLOBAL_ACCOUNT)
     if single:
         leaf.users.insert(0, _user(where, single))
 
@@ -143,6 +160,8 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
     urls: list[str] = []
     account = GLOBAL_ACCOUNT
     credentials = None
+    seed = None
+    ignore_discovered = False
     tls = None
     denies: dict[str, list[str]] = {"imports": [], "exports": []}
     for key, at, value in block_entries(v, where, _REMOTE_KEYS):
@@ -153,18 +172,32 @@ def _remote(where: str, v: object) -> LeafRemoteSettings:
             account = read_str(at, value)
         elif key in ("credentials", "creds"):
             credentials = os.path.expanduser(read_str(at, value))
+        elif key in ("nkey", "seed"):
+            seed = read_str(at, value)
+            try:
+                role, _ = nkey.seed_public_key(seed)
+            except nkey.InvalidNkey:
+                role = -1
+            if role != nkey.Prefix.USER:
+                raise ConfigError(f"{at}: Remote leafnode nkey is not a valid seed: {seed!r}")
         elif key.startswith("deny_"):
             denies[key.removeprefix("deny_").removesuffix("s") + "s"] += _subjects(at, value)
         elif key == "tls":
             tls = _tls(at, value, _REMOTE_TLS_KEYS)
+        elif key == "ignore_discovered_servers":
+            ignore_discovered = read_bool(at, value)
         elif value not in (False, "off", "disabled"):
             raise ConfigError(f"{at}: Brook's leafnode connections are not compressed (off)")
     if not urls:
         raise ConfigError(f"{where}: a remote leafnode needs a url")
+    if credentials is not None and seed is not None:
+        raise ConfigError(f"{where}: Remote leafnode can not have both creds and nkey defined")
     return LeafRemoteSettings(
         urls=urls,
         account=account,
         credentials=credentials,
+        nkey=seed,
+        ignore_discovered_servers=ignore_discovered,
         deny_imports=denies["imports"],
         deny_exports=denies["exports"],
         tls=tls,

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from brook import limits, nkey
-from brook.leafnode import codec
+from brook.leafnode import codec, jsdomain
 from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
+from brook.routing.mappings import SubjectMappings
 from brook.routing.sublist import MatchResult, Sublist, Subscriber, Subscription
 
 log = logging.getLogger("brook.leafnode")
@@ -46,7 +47,12 @@ class LeafLimits:
     ping_interval_s: float
     max_pings_out: int
     max_pending: int
-    jetstream: bool = False
+    jetstream: bool = False  # the account's
+    # The server's JetStream and its domain ("": none, or JetStream off), and the
+    # account's mappings, applied to messages that come in (domains: jsdomain.py).
+    server_jetstream: bool = False
+    domain: str = ""
+    mappings: SubjectMappings | None = None
 
 
 @dataclass(slots=True)
@@ -64,6 +70,7 @@ class _Remote:
     server_id: str = ""
     name: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""  # its JetStream domain
 
 
 # nats-server's `credsRe`: the decorated blocks of a creds file, the JWT first, the seed second.
@@ -102,6 +109,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         *,
         url_user: tuple[str, str | None] | None = None,
         credentials: str | None = None,
+        nkey_seed: str | None = None,
         tls: ssl.SSLContext | None = None,
         hostname: str = "",
         deny_imports: tuple[bytes, ...] = (),
@@ -119,11 +127,13 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.echo = False  # nats-server: leaf connections never echo
         self._url_user = url_user
         self._credentials = credentials
+        self._nkey_seed = nkey_seed
         self._tls = tls
         # A remote's denies (nats-server's leaf permissions): what its hub must not
         # send (interest not shown, messages dropped) and what is not sent to it.
         self._deny_imports = deny_imports
         self._deny_exports = deny_exports
+        self._deny_out = deny_exports  # and the domains' (jsdomain.domain_block)
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -138,6 +148,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.ready = False  # the handshake is done: interest and messages flow
         self.loop_detected = False
         self.close_reason = ""
+        self.leafnode_urls: list[str] = []  # the latest the hub's INFO gave
         self._parser = codec.LeafParser(
             self, max_control_line=config.max_control_line, max_payload=config.max_payload
         )
@@ -207,7 +218,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.started_at = self.loop.time()
         self.peer = _peer_of(transport)
         name = str(connect.get("name") or connect.get("server_id") or "")
-        self.remote = _Remote(server_id=str(connect.get("server_id", "")), name=name, info=connect)
+        self.remote = _Remote(
+            server_id=str(connect.get("server_id", "")),
+            name=name,
+            info=connect,
+            domain=str(connect.get("domain") or ""),
+        )
         for other in list(self.leafs.connections):
             if not other.solicited and name and other.remote.name == name:
                 other._send(codec.err("Duplicate Remote LeafNode Connection"))
@@ -309,6 +325,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _on_info(self, fields: dict[str, Any]) -> None:
         first = not self._got_info
         self._got_info = True
+        urls = fields.get("leafnode_urls")
+        if self.solicited and isinstance(urls, list) and urls:
+            self.leafnode_urls = [str(u) for u in urls]  # the hub's, for the next dial
         if first:
             if not fields.get("client_id") or "leafnode_urls" not in fields:
                 # nats-server: a solicited leaf must first receive a leafnode INFO.
@@ -319,6 +338,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 server_id=str(fields.get("server_id", "")),
                 name=str(fields.get("server_name") or fields.get("server_id", "")),
                 info=fields,
+                domain=str(fields.get("domain") or ""),
             )
             if self._timer is not None:
                 self._timer.cancel()
@@ -366,8 +386,9 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self._finish()
 
     def _connect_fields(self, nonce: str) -> dict[str, Any]:
-        """nats-server's `sendLeafConnect`: a creds file's JWT and its seed's signature of
-        the hub's nonce, and a user and password (or a token) from the URL."""
+        """nats-server's `sendLeafConnect`: a creds file's JWT (or a remote's `nkey`'s
+        public key) and the seed's signature of the hub's nonce, and a user and password
+        (or a token) from the URL."""
         cfg = self.config
         fields: dict[str, Any] = {
             "version": limits.NATS_COMPAT_VERSION,
@@ -380,12 +401,18 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             "remote_account": self.leafs.account,
             "protocol": limits.PROTOCOL_VERSION,
         }
+        if cfg.domain:
+            fields["domain"] = cfg.domain
         if self._deny_imports:
             fields["deny_pub"] = [p.decode() for p in self._deny_imports]
         if self._credentials is not None:
             token, seed = read_creds(Path(self._credentials).read_text())
             fields["jwt"] = token
             signature = nkey.sign(seed, nonce.encode())
+            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
+        elif self._nkey_seed is not None:
+            fields["nkey"] = nkey.seed_public_key(self._nkey_seed)[1]
+            signature = nkey.sign(self._nkey_seed, nonce.encode())
             fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
         if self._url_user is not None:
             user, password = self._url_user
@@ -399,6 +426,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _finish(self) -> None:
         """The handshake is done: bind to the account, show it our interest."""
         self.ready = True
+        self._deny_out = self._deny_exports + jsdomain.domain_block(
+            self.config.domain, self.remote.domain
+        )
+        self._plan_result = None  # `deliver`'s plans read the denies
         self.leafs.add(self)
         log.info(
             "Leafnode connection created for account: %s (remote %s)",
@@ -415,6 +446,10 @@ class LeafConnection(asyncio.Protocol, Subscriber):
                 for key, (sub, weight) in other._keys.items():
                     if self._shows(sub.subject):
                         smap[key] = smap.get(key, 0) + weight
+        if self.config.mappings is not None:  # messages to their sources are routed here
+            for source in self.config.mappings.sources():
+                if self._shows(source):
+                    smap[source] = smap.get(source, 0) + 1
         smap[self.leafs.lds] = smap.get(self.leafs.lds, 0) + 1
         self._send(b"".join(codec.sub(key, n) for key, n in smap.items()))
         self._send_ping()  # the first measures the round trip (`/leafz` rtt)
@@ -496,10 +531,23 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             or (self._deny_imports and covered(self._deny_imports, subject))
         ):
             return
+        shown = None
+        if reply is not None and reply.startswith(jsdomain.ACK_PREFIX):
+            delivered = jsdomain.split_delivered(reply)
+            if delivered is not None:  # a JetStream delivery (jsdomain.py)
+                reply, shown = delivered
+        groups: tuple[bytes, ...] | None = queues
+        mappings = self.config.mappings
+        if mappings is not None:
+            mapped = mappings.select(subject)
+            if mapped is not None:
+                subject = mapped
+                # nats-server: a mapped message naming no queue group goes to local ones
+                groups = queues or None
         leafs = self.leafs
         leafs.inbound = (self, queues)
         try:
-            self.router.publish_from_peer(self, subject, reply, header, payload, queues)
+            self.router.publish_from_peer(self, subject, reply, header, payload, groups, shown)
         finally:
             leafs.inbound = None
 
@@ -588,6 +636,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         peer's interest in it) is decided once per router match result, the sublist's
         cached one for the subject, and kept while it is the result and the peer's
         interest is unchanged (`_plan`)."""
+        shown = self.router.shown
+        if shown is not None and shown[0] is subject:
+            # A JetStream delivery: sent on the subject it is routed on (jsdomain.py).
+            subject = shown[1]
+            if reply is not None:
+                reply = jsdomain.with_delivered(reply, shown[0])
         result = self.router.sublist.match(subject)
         if result is not self._plan_result:
             self._plan(result, subject)
@@ -620,11 +674,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._plan_first = next((s for s in result.plain if s.client is self), None)
         interest = self._interest.match(subject)
         self._plan_plain = bool(interest.plain)
-        if (
-            not interest
-            or denied(subject)
-            or (self._deny_exports and covered(self._deny_exports, subject))
-        ):
+        if not interest or denied(subject) or (self._deny_out and covered(self._deny_out, subject)):
             self._plan_groups = None
         else:
             self._plan_groups = tuple(members[0].queue or b"" for members in interest.queues)

@@ -13,7 +13,7 @@ import ssl
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from brook import limits, nuid
+from brook import limits, nkey, nuid
 from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
 from brook.leafnode.accept import LeafAcceptor
 from brook.leafnode.connection import LeafConnection, LeafLimits
@@ -44,6 +44,7 @@ class LeafNodes:
         self._listener: asyncio.Server | None = None
         self.port = 0  # the leafnode listener's, once it listens
         self._host = ""
+        self._advertised_port = 0
         self._tls: ssl.SSLContext | None = None
 
     def account(self, name: str) -> AccountLeafs:
@@ -74,6 +75,11 @@ class LeafNodes:
         `tls` (the `leafnodes { tls }` context the server built)."""
         self.port = sock.getsockname()[1]
         self._host = host
+        # What the INFO tells spokes (nats-server's `setLeafNodeInfoHostPortAndIP`).
+        if self.settings.advertise:
+            self._host, self._advertised_port = self.settings.advertised(self.port)
+        else:
+            self._advertised_port = self.port
         self._tls = tls
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(self._acceptor, sock=sock, backlog=128)
@@ -87,7 +93,7 @@ class LeafNodes:
             "version": limits.NATS_COMPAT_VERSION,
             "proto": limits.PROTOCOL_VERSION,
             "host": self._host,
-            "port": self.port,
+            "port": self._advertised_port,
             "headers": True,
             "auth_required": True,
             "max_payload": config.max_payload,
@@ -95,14 +101,22 @@ class LeafNodes:
             "nonce": nuid.random_id(),
             "compression": "off",
             "info_on_connect": True,
-            "leafnode_urls": [f"{self._host}:{self.port}"],
+            "leafnode_urls": [  # Go's net.JoinHostPort
+                f"[{self._host}]:{self._advertised_port}"
+                if ":" in self._host
+                else f"{self._host}:{self._advertised_port}"
+            ],
         }
+        if config.server_jetstream:  # nats-server: its JetStream and domain, for the spoke
+            info["jetstream"] = True
+        if config.domain:
+            info["domain"] = config.domain
         if self._tls is not None:
             info["tls_required"] = True
         tls = self.settings.tls
         return LeafAcceptor(
             info,
-            functools.partial(self._login, cid),
+            functools.partial(self._login, cid, info["nonce"]),
             self.settings.auth_timeout_s,
             max_control_line=config.max_control_line,
             max_payload=config.max_payload,
@@ -110,13 +124,18 @@ class LeafNodes:
             tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
         )
 
-    def _login(self, cid: int, connect: dict[str, Any]) -> LeafConnection | None:
-        """nats-server's `isLeafNodeAuthorized` for user/password logins: the user of
-        `leafnodes { authorization }` named in CONNECT with its password binds its
-        account; without users any spoke binds `$G`."""
+    def _login(self, cid: int, nonce: str, connect: dict[str, Any]) -> LeafConnection | None:
+        """nats-server's `isLeafNodeAuthorized` for user/password and nkey logins: the
+        user of `leafnodes { authorization }` named in CONNECT with its password, or the
+        nkey whose signature of `nonce` CONNECT carries, binds its account; without
+        either any spoke binds `$G`."""
         account = GLOBAL_ACCOUNT
         users = self.settings.users
-        if users:
+        if self.settings.nkey and not users:
+            if not self._nkey_signed(nonce, connect):
+                return None
+            account = self.settings.nkey_account
+        elif users:
             name, password = str(connect.get("user", "")), str(connect.get("pass", ""))
             found = next((u for u in users if u.user == name), None)
             if found is None or not hmac.compare_digest(found.password.encode(), password.encode()):
@@ -125,6 +144,15 @@ class LeafNodes:
         return LeafConnection(
             self.account(account), self._limits_of(account), cid=cid, solicited=False
         )
+
+    def _nkey_signed(self, nonce: str, connect: dict[str, Any]) -> bool:
+        """CONNECT names the authorization's nkey and carries its signature of `nonce`."""
+        key, sig = connect.get("nkey"), connect.get("sig")
+        if key != self.settings.nkey or not isinstance(sig, str):
+            return False
+        signature = nkey.decode_signature(sig)
+        public = nkey.decode_public_key(self.settings.nkey, nkey.Prefix.USER)
+        return signature is not None and nkey.verify(public, nonce.encode(), signature)
 
     async def stop(self) -> None:
         if self._listener is not None:

@@ -108,6 +108,11 @@ class SubjectMappings:
             for source, mapping in self._all
         }
 
+    def sources(self) -> tuple[bytes, ...]:
+        """Every mapping's source subject: interest a leafnode connection shows its peer,
+        as nats-server's `initLeafNodeSmapAndSendSubs` does for `acc.mappings`."""
+        return tuple(source for source, _ in self._all)
+
     def select(self, subject: bytes) -> bytes | None:
         """The subject a message published to `subject` is routed under: None when no
         mapping applies, `NOWHERE` when the weights drop it."""

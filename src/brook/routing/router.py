@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from brook.protocol import headers
 from brook.routing.subject_index import SubjectIndex
@@ -52,6 +52,11 @@ class Router:
         self._watches = SubjectIndex[InterestCallback]()
         # Leafnode connections of this account, told of interest changes (ADR 0032).
         self.peers: list[InterestPeer] = []
+        # While leafnode connections are attached: the last message handed out under a
+        # subject other than the one it is routed on (`shown_subject`) as (shown, routed).
+        # A leaf connection given that very shown subject object sends the message on the
+        # routed one instead, as nats-server sends JetStream deliveries over a leaf.
+        self.shown: tuple[bytes, bytes] | None = None
 
     def subscribe(self, sub: Subscription) -> None:
         self.sublist.insert(sub)
@@ -105,6 +110,8 @@ class Router:
         if result is EMPTY:
             return 0
         if shown_subject is not None:
+            if self.peers:
+                self.shown = (shown_subject, subject)
             subject = shown_subject
         delivered = 0
         for sub in result.plain:
@@ -155,15 +162,21 @@ class Router:
         reply: bytes | None,
         header: bytes | None,
         payload: bytes,
-        queues: tuple[bytes, ...],
+        queues: tuple[bytes, ...] | None,
+        shown_subject: bytes | None = None,
     ) -> int:
         """Deliver a message that came over a leafnode connection (`peer`): to every
         plain subscription but the peer's own, and to one member of each queue group the
-        sender named in `queues` (none when it named none), as nats-server's
-        `processMsgResults` with a queue filter. Returns how many took it."""
+        sender named in `queues` (none when it named none; every group when None: a
+        message mapped on its way in, nats-server's `pmrIgnoreEmptyQueueFilter`), as
+        nats-server's `processMsgResults` with a queue filter. `shown_subject` as for
+        `publish` (a JetStream delivery that crossed the leaf). Returns how many took it."""
         result = self.sublist.match(subject)
         if result is EMPTY:
             return 0
+        if shown_subject is not None:
+            self.shown = (shown_subject, subject)
+            subject = shown_subject
         delivered = 0
         for sub in result.plain:
             client = sub.client
@@ -173,9 +186,9 @@ class Router:
             sub.delivered += 1
             if sub.max_msgs and sub.delivered >= sub.max_msgs:
                 self._expire(sub)
-        if queues:
+        if queues is None or queues:
             for members in result.queues:
-                if members[0].queue in queues:
+                if queues is None or members[0].queue in queues:
                     delivered += self._deliver_to_group(members, subject, reply, header, payload)
         return delivered
 
@@ -185,12 +198,17 @@ class Router:
         """`publish(publisher, subject, reply, header, payload, echo, shown)` for each
         `(shown, reply, header, payload)` of `messages`, in order: a consumer's deliveries
         to one inbox or deliver subject. When that is one plain subscription without a
-        quota, its subscriber gets them in one `deliver_run`."""
+        quota, its subscriber gets them in one `deliver_run` (unless a leaf connection:
+        it is told each message's routed subject by `publish`)."""
         result = self.sublist.match(subject)
         if not result.queues and len(result.plain) == 1:
             sub = result.plain[0]
             client = sub.client
-            if not sub.max_msgs and (echo or client is not publisher):
+            if (
+                not sub.max_msgs
+                and (echo or client is not publisher)
+                and not (self.peers and any(p is cast(object, client) for p in self.peers))
+            ):
                 sub.delivered += client.deliver_run(sub, messages)
                 return
         for shown, reply, header, payload in messages:

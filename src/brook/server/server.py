@@ -357,6 +357,9 @@ class Server:
             max_pings_out=s.max_pings_out,
             max_pending=s.max_pending_bytes,
             jetstream=found is not None and found.jetstream is not None,
+            server_jetstream=s.jetstream.enabled,
+            domain=s.jetstream.domain if s.jetstream.enabled else "",
+            mappings=found.mappings if found is not None else None,
         )
 
     def _write_ports_file(self, directory: str, sock: socket.socket) -> None:
