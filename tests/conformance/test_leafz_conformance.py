@@ -135,3 +135,75 @@ async def test_leafz_and_varz_as_nats_server(brook_side: str) -> None:
     # the spoke's name on the hub's side is the spoke's server name, and back
     assert our_hub["leafs"][0]["name"] == our_svarz["server_name"]
     assert our_spoke["leafs"][0]["name"] == our_hvarz["server_name"]
+
+
+SYS = """
+accounts { SYS: { users: [ { user: sys, password: sys } ] } }
+system_account: SYS
+"""
+COUNTERS = ("in_msgs", "in_bytes", "out_msgs", "out_bytes")
+
+
+async def traffic(hub: tuple[str, int], spoke: tuple[str, int]) -> list[Any]:
+    """Messages both ways across the leaf (3 of 5 bytes down, 2 of 4 bytes up), then
+    each side's `/varz` counters, `$G`'s `/accstatz` and STATSZ's `sent`/`received`."""
+    hub_nc = await nats.connect(hub[0])
+    edge = await nats.connect(spoke[0])
+    down = await edge.subscribe("down")
+    up = await hub_nc.subscribe("up")
+    await asyncio.gather(edge.flush(), hub_nc.flush())
+    for port, subject in ((hub[1], "down"), (spoke[1], "up")):
+        for _ in range(200):  # the interest crossed: no probe is counted
+            doc = await get(port, "/leafz?subs=1")
+            if any(subject in (leaf.get("subscriptions_list") or []) for leaf in doc["leafs"]):
+                break
+            await asyncio.sleep(0.05)
+    for _ in range(3):
+        await hub_nc.publish("down", b"12345")
+    for _ in range(2):
+        await edge.publish("up", b"1234")
+    await asyncio.gather(hub_nc.flush(), edge.flush())
+    for sub, n in ((down, 3), (up, 2)):
+        for _ in range(n):
+            await sub.next_msg(timeout=2)
+    await asyncio.sleep(0.2)
+    found = []
+    for url, port in (hub, spoke):
+        varz = await get(port, "/varz")
+        accstatz = await get(port, "/accstatz")
+        sys_nc = await nats.connect(url, user="sys", password="sys")
+        statsz = json.loads((await sys_nc.request("$SYS.REQ.SERVER.PING.STATSZ", b"")).data)
+        await sys_nc.close()
+        accounts = [dict(a) for a in accstatz["account_statz"] if a["acc"] == "$G"]
+        for a in accounts:
+            a.pop("num_subscriptions")  # the servers' own subscriptions differ
+        s = statsz["statsz"]
+        found.append(
+            (
+                {k: varz[k] for k in COUNTERS},
+                {k: varz[k.replace("_", "_client_", 1)] for k in COUNTERS},
+                accounts,
+                {k: s[k] for k in ("sent", "received", "sent_to_clients", "received_from_clients")},
+            )
+        )
+    await asyncio.gather(hub_nc.close(), edge.close())
+    return found
+
+
+@pytest.mark.parametrize("brook_side", ["spoke", "hub"])
+async def test_leaf_traffic_counted_as_nats_server(brook_side: str) -> None:
+    """nats-server counts leafnode messages in its totals (`/varz`, STATSZ `sent` and
+    `received`), not in the client ones, and an account's leafnodes, their count and
+    traffic (`/accstatz` `leafnodes`, `total_conns`, `leafs`)."""
+    results = []
+    ours = ("nats", "brook") if brook_side == "spoke" else ("brook", "nats")
+    auth = "authorization { user: leaf, password: leaf }"
+    for hub_kind, spoke_kind in (("nats", "nats"), ours):
+        port = free_port()
+        async with (
+            server(hub_kind, hub_conf(port, auth) + SYS) as hub,
+            server(spoke_kind, spoke_conf(port, extra=SYS, login="leaf:leaf@")) as spoke,
+        ):
+            results.append(await traffic(hub, spoke))
+    theirs, ours_found = results
+    assert ours_found == theirs

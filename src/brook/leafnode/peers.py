@@ -47,6 +47,8 @@ class AccountLeafs:
         self.router = router
         self.lds = LDS_PREFIX + nuid.random_id().encode()
         self.connections: list[LeafConnection] = []
+        # in_msgs, in_bytes, out_msgs, out_bytes of its connections that have closed
+        self.closed_traffic = [0, 0, 0, 0]
         # While the router delivers a message that came over a leaf connection: that
         # connection and the queue names the message was sent with (None: a local one).
         self.inbound: tuple[LeafConnection, tuple[bytes, ...]] | None = None
@@ -62,6 +64,23 @@ class AccountLeafs:
         if conn in self.connections:
             self.connections.remove(conn)
             self.router.peers.remove(conn)
+            c, closed = conn.counters, self.closed_traffic
+            closed[0] += c.in_msgs
+            closed[1] += c.in_bytes
+            closed[2] += c.out_msgs
+            closed[3] += c.out_bytes
+
+    def traffic(self) -> tuple[int, int, int, int]:
+        """(in_msgs, in_bytes, out_msgs, out_bytes) over its leaf connections, closed ones
+        included, as nats-server's account `stats.ln` (`/accstatz` `leafs`)."""
+        totals = list(self.closed_traffic)
+        for conn in self.connections:
+            c = conn.counters
+            totals[0] += c.in_msgs
+            totals[1] += c.in_bytes
+            totals[2] += c.out_msgs
+            totals[3] += c.out_bytes
+        return totals[0], totals[1], totals[2], totals[3]
 
     def remote_interest(self, origin: LeafConnection, key: bytes, delta: int) -> None:
         """`origin`'s peer showed (`delta` > 0) or withdrew interest `key`: tell the

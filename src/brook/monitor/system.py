@@ -570,6 +570,7 @@ class SystemServices:
     def _statsz(self) -> dict[str, Any]:
         """nats-server's `ServerStatsMsg`."""
         stats = self.feed.statistics()
+        leaf = stats["leaf_traffic"]
         connections = self.feed.connections()
         statsz: dict[str, Any] = {
             "start": rfc3339_nano(stats["started_at"]),
@@ -580,9 +581,10 @@ class SystemServices:
             "total_connections": stats["total_connections"],
             "active_accounts": len({c.account for c in connections}),
             "subscriptions": stats["subscriptions"],
-            "sent": {"msgs": stats["out_msgs"], "bytes": stats["out_bytes"]},
+            # nats-server's totals count leafnode traffic too, the `_clients` ones do not
+            "sent": {"msgs": stats["out_msgs"] + leaf[2], "bytes": stats["out_bytes"] + leaf[3]},
             "sent_to_clients": {"msgs": stats["out_msgs"], "bytes": stats["out_bytes"]},
-            "received": {"msgs": stats["in_msgs"], "bytes": stats["in_bytes"]},
+            "received": {"msgs": stats["in_msgs"] + leaf[0], "bytes": stats["in_bytes"] + leaf[1]},
             "received_from_clients": {"msgs": stats["in_msgs"], "bytes": stats["in_bytes"]},
             "slow_consumers": stats["slow_consumers"],
         }

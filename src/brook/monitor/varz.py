@@ -123,6 +123,7 @@ def build_varz(
             v["jetstream"]["brook_batches"] = srv["batches"]
     v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
     v["leaf"] = _leaf(st.leafnodes, srv["leafnode_port"])
+    leaf = srv["leaf_traffic"]
     v |= {
         "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
         "write_deadline": seconds_to_ns(st.write_deadline_s),
@@ -137,14 +138,13 @@ def build_varz(
         "routes": 0,
         "remotes": 0,
         "leafnodes": srv["leafnodes"],
-        "in_msgs": srv["in_msgs"],
-        "in_bytes": srv["in_bytes"],
-        # Every Brook message comes from a client, so the client-only counters that
-        # nats-server keeps apart from route/gateway traffic are the same numbers.
+        "in_msgs": srv["in_msgs"] + leaf[0],
+        "in_bytes": srv["in_bytes"] + leaf[1],
+        # nats-server's totals count leafnode traffic too; the client-only ones do not.
         "in_client_msgs": srv["in_msgs"],
         "in_client_bytes": srv["in_bytes"],
-        "out_msgs": srv["out_msgs"],
-        "out_bytes": srv["out_bytes"],
+        "out_msgs": srv["out_msgs"] + leaf[2],
+        "out_bytes": srv["out_bytes"] + leaf[3],
         "out_client_msgs": srv["out_msgs"],
         "out_client_bytes": srv["out_bytes"],
         "slow_consumers": srv["slow_consumers"],

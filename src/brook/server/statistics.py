@@ -71,6 +71,9 @@ class ServerStatistics(TypedDict):
     jetstream_accounts: dict[str, dict[str, Any]] | None
     leafnodes: int  # leafnode connections, either role
     leafnode_port: int  # the leafnode listener's; 0 without one
+    # in_msgs, in_bytes, out_msgs, out_bytes of leafnode connections (closed ones too),
+    # which nats-server's server totals include besides the clients' above
+    leaf_traffic: tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +220,9 @@ class AccountSnapshot:
     closed_traffic: tuple[int, ...] = (0, 0, 0, 0)
     # Its subject mappings: source -> (destination, cumulative weight), in their order.
     mappings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    leafnodes: int = 0  # its leafnode connections
+    # in_msgs, in_bytes, out_msgs, out_bytes of its leafnode connections, closed included
+    leaf_traffic: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 class StatisticsFeed(Protocol):
