@@ -4,7 +4,7 @@ Wall-clock benchmarks on a shared 2-core machine move by 10-20 % between runs; t
 of instructions the server executes per message moves by well under 1 %, so it is what a
 change to the hot path is judged by (before and after, same machine, same workload).
 
-    python -m bench.callgrind WORKLOAD [--messages N]
+    python -m bench.callgrind WORKLOAD [--messages N] [--keep FILE]
 
 WORKLOAD is one of
 * `core`: one publisher → one subscriber, 16-byte core NATS messages;
@@ -21,6 +21,15 @@ WORKLOAD is one of
 * `push`: a push consumer with explicit acks, likewise;
 * `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
   it holds all N (the catch-up: the origin's push delivery and the mirror's link and store).
+* `leaf-out`: `core` across a leafnode connection, Brook the spoke of a nats-server hub,
+  the publisher on Brook and the subscriber on the hub: Brook's cost of a PUB sent on as
+  an `LMSG` (ADR 0032);
+* `leaf-in`: the other direction, a nats-server spoke of a Brook hub, the publisher on
+  the spoke and the subscriber on Brook: Brook's cost of an `LMSG` delivered as a `MSG`;
+* `leaf-out-5k`, `leaf-in-5k`: the same with 5,000 more subscriptions (other subjects)
+  on each side, so each side's interest map holds them: the cost per message must not grow.
+
+Only Brook runs under callgrind; a leaf workload's nats-server is started beside it.
 
 Brook runs under `valgrind --tool=callgrind` with its own store; the counters are zeroed
 once the workload is set up (streams created, messages stored, clients connected) and dumped
@@ -31,20 +40,25 @@ never part of the test run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import glob
 import json
 import multiprocessing as mp
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from pathlib import Path
 
 from tests.support.natsserver import free_port, wait_for_info
 
-from bench import consumers, jetstream, mirrors, permissions
+from bench import consumers, jetstream, leafnode, mirrors, permissions
 from bench.core import CONNECT, SERVER_PIDS, connect_as, publisher, subscriber
 
 DEFAULT_MESSAGES = {
@@ -57,6 +71,10 @@ DEFAULT_MESSAGES = {
     "pull": 10_000,
     "push": 10_000,
     "mirror": 20_000,
+    "leaf-out": 100_000,
+    "leaf-in": 100_000,
+    "leaf-out-5k": 100_000,
+    "leaf-in-5k": 100_000,
 }
 CONSUMER_WORKLOADS = {"pull": "PULL1", "push": "PUSH1K"}
 
@@ -136,6 +154,99 @@ def _mirror(port: int, n: int, zero: Callable[[], None]) -> None:
     control.close()
 
 
+@dataclass(frozen=True)
+class LeafWorkload:
+    """Messages across a leaf connection between Brook (its role: "spoke" or "hub") and a
+    nats-server, the publisher on the spoke, with `extra` more subscriptions on each side.
+
+    The publisher sends `LEAF_BATCH` messages, then waits for the subscriber to have
+    them all: unpaced, a nats-server would find Brook under valgrind a slow consumer of
+    its leaf connection and drop it (and Brook a nats-server hub's)."""
+
+    brook_role: str
+    extra: int = 0
+
+    def config(self, leaf_port: int) -> str:
+        # The raw-socket clients answer no PING: none comes while a slow run lasts.
+        pings = 'ping_interval: "1h"\n'
+        if self.brook_role == "hub":
+            return pings + f'leafnodes {{ listen: "127.0.0.1:{leaf_port}" }}\n'
+        url = f"nats-leaf://127.0.0.1:{leaf_port}"
+        return pings + f'leafnodes {{ remotes: [ {{ url: "{url}" }} ] }}\n'
+
+    def run(self, port: int, leaf_port: int, n: int, zero: Callable[[], None]) -> None:
+        other = LeafWorkload("spoke" if self.brook_role == "hub" else "hub")
+        with contextlib.ExitStack() as stack:
+            nats = stack.enter_context(leafnode.server("nats", other.config(leaf_port)))
+            spoke, hub = (port, nats) if self.brook_role == "spoke" else (nats, port)
+            if self.extra:
+                for side, name in ((port, b"brook"), (nats, b"nats")):
+                    stack.enter_context(_subscribed(side, name, self.extra))
+            sub = stack.enter_context(socket.create_connection(("127.0.0.1", hub)))
+            pub = stack.enter_context(socket.create_connection(("127.0.0.1", spoke)))
+            _across(pub, sub, n, zero)
+
+
+LEAF_BATCH = 500
+
+
+def _across(pub: socket.socket, sub: socket.socket, n: int, zero: Callable[[], None]) -> None:
+    """`n` 16-byte messages published on `pub`'s server, received on `sub`'s: once a
+    probe crossed (the leaf connection is up, the subscription's interest with it: it
+    was shown first), counted from `zero()` on, `LEAF_BATCH` at a time."""
+    sub.sendall(CONNECT + b"SUB bench.core 1\r\nSUB bench.probe 2\r\nPING\r\n")
+    pub.sendall(CONNECT)
+    sub.settimeout(1.0)
+    seen = b""
+    deadline = time.monotonic() + 1200  # thousands of LS+ each way under valgrind: minutes
+    while b"MSG bench.probe" not in seen:
+        if time.monotonic() > deadline:
+            raise SystemExit("the leaf connection did not come up")
+        pub.sendall(b"PUB bench.probe 0\r\n\r\n")
+        with contextlib.suppress(TimeoutError):
+            seen += sub.recv(65536)
+    time.sleep(5.0)  # the probes still under way arrive
+    with contextlib.suppress(TimeoutError):
+        while sub.recv(65536):
+            pass
+    sub.settimeout(300)
+    frame = b"PUB bench.core 16\r\n" + b"x" * 16 + b"\r\n"
+    frame_len = len(b"MSG bench.core 1 16\r\n") + 16 + 2
+    zero()
+    sent = 0
+    while sent < n:
+        k = min(LEAF_BATCH, n - sent)
+        pub.sendall(frame * k)
+        sent += k
+        expected = k * frame_len
+        while expected > 0:
+            chunk = sub.recv(expected)
+            if not chunk:
+                raise SystemExit(f"leaf: the subscriber was closed after {sent - k} messages")
+            expected -= len(chunk)
+
+
+@contextlib.contextmanager
+def _subscribed(port: int, name: bytes, count: int) -> Iterator[None]:
+    """`count` subscriptions (`<name>.<i>`, nothing published to them) held on the
+    server at `port`, and their interest shown across the leaf, while the context lasts."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        subs = b"".join(b"SUB %b.%d %d\r\n" % (name, i, i) for i in range(count))
+        s.sendall(CONNECT + subs + b"PING\r\n")
+        seen = b""
+        while seen.count(b"PONG") < 2:  # CONNECT's PING, then the SUBs'
+            seen += s.recv(65536)
+        yield
+
+
+LEAF_WORKLOADS = {
+    "leaf-out": LeafWorkload("spoke"),
+    "leaf-in": LeafWorkload("hub"),
+    "leaf-out-5k": LeafWorkload("spoke", 5_000),
+    "leaf-in-5k": LeafWorkload("hub", 5_000),
+}
+
+
 WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core": _core,
     "core-users": _core_as(connect_as("open")),
@@ -165,15 +276,18 @@ def _total(path: str) -> int:
     raise SystemExit(f"no totals in {path}")
 
 
-def measure(workload: str, n: int) -> float:
-    """Instructions per message of the server for `n` messages of `workload`."""
+def measure(workload: str, n: int, keep: str | None = None) -> float:
+    """Instructions per message of the server for `n` messages of `workload`; `keep`:
+    where to copy callgrind's dump (for `callgrind_annotate`)."""
     port = free_port()
+    leaf_port = free_port()
+    leaf = LEAF_WORKLOADS.get(workload)
     with tempfile.TemporaryDirectory() as store, tempfile.TemporaryDirectory() as out:
         serve = [sys.executable, "-m", "brook", "serve", "--host", "127.0.0.1"]
         serve += ["--port", str(port), "--store-dir", store, "--jetstream"]
-        if workload in CONFIGS:
+        if workload in CONFIGS or leaf is not None:
             config = Path(out) / "brook.conf"
-            config.write_text(CONFIGS[workload])
+            config.write_text(leaf.config(leaf_port) if leaf else CONFIGS[workload])
             serve += ["-c", str(config)]
         if workload == "publish-limits":
             config = Path(out) / "limits.conf"
@@ -188,10 +302,16 @@ def measure(workload: str, n: int) -> float:
         try:
             wait_for_info(port, 400)  # started: its start-up is not counted
             time.sleep(1)
-            WORKLOADS[workload](port, n, lambda: _control(proc.pid, "-z"))
+            zero = functools.partial(_control, proc.pid, "-z")
+            if leaf is not None:
+                leaf.run(port, leaf_port, n, zero)
+            else:
+                WORKLOADS[workload](port, n, zero)
             _control(proc.pid, "-d")
             time.sleep(1)
             dumps = sorted(glob.glob(f"{out}/cg.out.*"), key=lambda p: Path(p).stat().st_mtime)
+            if keep:
+                shutil.copyfile(dumps[-1], keep)
             return _total(dumps[-1]) / n
         finally:
             proc.terminate()
@@ -204,11 +324,12 @@ def measure(workload: str, n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("workload", choices=sorted([*WORKLOADS, *LEAF_WORKLOADS]))
     parser.add_argument("--messages", type=int, help="default: " + json.dumps(DEFAULT_MESSAGES))
+    parser.add_argument("--keep", metavar="FILE", help="copy callgrind's dump to FILE")
     args = parser.parse_args()
     n = args.messages or DEFAULT_MESSAGES[args.workload]
-    per_msg = measure(args.workload, n)
+    per_msg = measure(args.workload, n, args.keep)
     print(json.dumps({"workload": args.workload, "messages": n, "instructions_per_msg": per_msg}))
 
 

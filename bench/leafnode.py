@@ -1,7 +1,9 @@
 """Core pub→sub across a leafnode connection (ADR 0032): the publisher on the spoke, the
 subscriber on the hub, each topology in one run: nats-server to nats-server, Brook spoke
 of nats-server, nats-server spoke of Brook, Brook to Brook; msgs/s and the ratio to
-nats-server↔nats-server printed. Load generators are bench.core's raw-socket ones.
+nats-server↔nats-server printed, with Brook's own pub→sub on one server (no leaf) as the
+client path's reference, and the load average. Load generators are bench.core's
+raw-socket ones.
 
     python -m bench.leafnode [--messages N] [--size BYTES]
 
@@ -73,7 +75,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--size", type=int, default=16)
     args = parser.parse_args()
-    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores\n")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores; load {load}\n")
     print(f"{'spoke → hub':22} {'msgs/s':>12} {'vs nats→nats':>13}")
     reference = 0.0
     for spoke_kind, hub_kind in TOPOLOGIES:
@@ -85,6 +88,10 @@ def main() -> None:
             f"{label:22} {result.msgs_per_s:>10,.0f}/s {result.msgs_per_s / reference:>12.2f}x"
             + ("" if "LOST" not in result.workload else f"   {result.workload}")
         )
+    with brook_server() as port:
+        result = run_pub_sub_across(port, port, args.messages, args.size)
+    label = "brook (one server)"
+    print(f"{label:22} {result.msgs_per_s:>10,.0f}/s {result.msgs_per_s / reference:>12.2f}x")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,10 @@ GARBAGE = {
     "unknown": b"FOO BAR\r\n",
     "reply-indicator": b"LMSG a x y z 1\r\nx\r\n",
     "max-payload": b"LMSG a 99999999\r\n",
+    # after a message in the same read (the parser's fast path took that one), with headers
+    "max-payload-hmsg": b"LMSG a 2\r\nhi\r\nHMSG a 12 99999999\r\n",
+    "max-payload-queue-reply": b"LMSG a 2\r\nhi\r\nLMSG a + r q 1048577\r\n",
+    "no-crlf-after-body": b"LMSG a 2\r\nhi\r\nLMSG a 2\r\nhiXX\r\n",
 }
 
 

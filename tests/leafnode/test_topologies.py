@@ -121,6 +121,41 @@ async def test_one_message_for_overlapping_interest(clients: tuple[Client, Clien
             await s.next_msg(timeout=0.05)
 
 
+async def test_framing_across(clients: tuple[Client, Client]) -> None:
+    """Each form the leaf codec frames, both ways, in bursts that reach the far side in
+    many reads (the fast path takes the messages a read holds whole, the general path
+    the rest): plain, with a reply, with headers, with both, to a queue group with a
+    reply (`LMSG <subject> + <reply> <queue>`), empty, and 512 KiB large; all arrive
+    whole and in order."""
+    hub, edge = clients
+    big = bytes(range(256)) * 2048
+    for near, far in ((edge, hub), (hub, edge)):
+        plain = await far.subscribe("frame.plain")
+        queued = await far.subscribe("frame.queued", queue="q")
+        ready = await far.subscribe("frame.ready")  # after the others: its interest too
+        await far.flush()
+        await until_flows(near, ready, "frame.ready")
+        sent = []
+        for i in range(200):
+            payload = big if i % 50 == 7 else b"" if i % 10 == 3 else b"m%d" % i
+            reply = f"reply.{i}" if i % 3 == 0 else ""
+            header = {"N": str(i)} if i % 4 == 1 else None
+            subject = "frame.queued" if i % 5 == 2 else "frame.plain"
+            await near.publish(subject, payload, reply=reply, headers=header)
+            sent.append((subject, payload, reply, header))
+        await near.flush()
+        got: dict[str, list[tuple[str, bytes, str, dict[str, str] | None]]] = {}
+        for sub, name in ((plain, "frame.plain"), (queued, "frame.queued")):
+            got[name] = []
+            for _ in range(sum(1 for s in sent if s[0] == name)):
+                msg = await sub.next_msg(timeout=5)
+                got[name].append((name, msg.data, msg.reply, msg.headers))
+        for name, messages in got.items():
+            assert messages == [s for s in sent if s[0] == name]
+        for sub in (plain, queued, ready):
+            await sub.unsubscribe()
+
+
 async def first_answer(nc: Client, subject: str) -> bytes:
     """Request until the responder's interest has crossed the leaf."""
     deadline = asyncio.get_running_loop().time() + 10

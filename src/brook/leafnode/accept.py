@@ -28,9 +28,10 @@ class LeafAcceptor(asyncio.Protocol):
         self,
         info: dict[str, Any],
         login: Login,
-        parser: codec.LeafParser,
         auth_timeout_s: float,
         *,
+        max_control_line: int,
+        max_payload: int,
         tls: ssl.SSLContext | None = None,
         tls_timeout_s: float = 0.0,
     ) -> None:
@@ -38,7 +39,10 @@ class LeafAcceptor(asyncio.Protocol):
         self._tls_timeout_s = tls_timeout_s
         self._info = info
         self._login = login
-        self._parser = parser
+        self._parser = codec.LeafParser(
+            self, max_control_line=max_control_line, max_payload=max_payload
+        )
+        self._conn: LeafConnection | None = None
         self._auth_timeout_s = auth_timeout_s
         self.transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -80,6 +84,7 @@ class LeafAcceptor(asyncio.Protocol):
         self.transport = None
 
     def _refuse(self, text: str) -> None:
+        self._parser.stop()
         if self.transport is not None:
             log.error("Leafnode connection from %s refused: %s", self._peer(), text)
             self.transport.write(codec.err(text))
@@ -94,27 +99,40 @@ class LeafAcceptor(asyncio.Protocol):
         if self.transport is None:
             return
         try:
-            ops = self._parser.feed(data)
-        except ProtocolError:
-            ops = [codec.Simple(b"")]  # garbage before CONNECT: refused as nats-server does
-        for i, op in enumerate(ops):
-            if not isinstance(op, codec.Connect):
-                # nats-server: nothing but CONNECT before the login (PING, LS+ included)
+            self._parser.feed(data)
+        except ProtocolError as exc:
+            if self._conn is not None:  # after the CONNECT that logged in, in one read
+                self._conn.protocol_error(exc)
+            else:  # garbage before CONNECT: refused as nats-server does
                 self._refuse(AUTH_VIOLATION)
-                return
-            conn = self._login(op.fields)
-            if conn is None:
-                self._refuse(AUTH_VIOLATION)
-                return
-            if "lang" in op.fields:  # a client on the leafnode port, once logged in
-                self._refuse(WRONG_PORT)
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            transport, self.transport = self.transport, None
-            assert transport is not None
-            transport.set_protocol(conn)
-            conn.adopt(transport, self._parser, op.fields, self._info)
-            conn.handle_ops(ops[i + 1 :])
+
+    def on_msg(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        queues: tuple[bytes, ...],
+        header: bytes | None,
+        payload: bytes,
+    ) -> None:
+        self._refuse(AUTH_VIOLATION)
+
+    def on_op(self, op: codec.LeafOp) -> None:
+        if not isinstance(op, codec.Connect):
+            # nats-server: nothing but CONNECT before the login (PING, LS+ included)
+            self._refuse(AUTH_VIOLATION)
             return
+        conn = self._login(op.fields)
+        if conn is None:
+            self._refuse(AUTH_VIOLATION)
+            return
+        if "lang" in op.fields:  # a client on the leafnode port, once logged in
+            self._refuse(WRONG_PORT)
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        transport, self.transport = self.transport, None
+        assert transport is not None
+        transport.set_protocol(conn)
+        self._conn = conn
+        conn.adopt(transport, self._parser, op.fields, self._info)  # the rest of the read too

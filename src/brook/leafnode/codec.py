@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, ProtocolError
 
@@ -49,17 +49,6 @@ class Unsub:
 
 
 @dataclass(frozen=True, slots=True)
-class Msg:
-    """`LMSG`/`HMSG`; `queues` names the queue groups the sender chose this side for."""
-
-    subject: bytes
-    reply: bytes | None
-    queues: tuple[bytes, ...]
-    header: bytes | None
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class Simple:
     op: bytes  # b"PING", b"PONG" or b"+OK"
 
@@ -69,7 +58,26 @@ class Err:
     text: str
 
 
-LeafOp = Info | Connect | Sub | Unsub | Msg | Simple | Err
+LeafOp = Info | Connect | Sub | Unsub | Simple | Err
+"""Every operation but LMSG/HMSG, which go to `LeafOpHandler.on_msg` as their parts."""
+
+
+class LeafOpHandler(Protocol):
+    """Receives the operations of one leaf connection, in order (as `ClientOpHandler`
+    does a client's, ADR 0002: a message costs no object of its own)."""
+
+    def on_msg(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        queues: tuple[bytes, ...],
+        header: bytes | None,
+        payload: bytes,
+    ) -> None:
+        """An LMSG/HMSG; `queues` names the queue groups the sender chose this side for."""
+        ...
+
+    def on_op(self, op: LeafOp) -> None: ...
 
 
 def _size(arg: bytes) -> int:
@@ -94,58 +102,171 @@ def _message_args(args: list[bytes], sizes: int) -> tuple[bytes | None, tuple[by
 
 
 class LeafParser:
-    """Incremental parser: `feed(bytes)` returns the complete operations received so far."""
+    """Incremental parser: `feed(bytes)` calls `handler` for each complete operation.
 
-    def __init__(self, *, max_control_line: int, max_payload: int) -> None:
+    `handler` may be replaced between operations (the hub's acceptor hands the rest of
+    a read to the connection its CONNECT logged in); `stop()` ends the parsing of what
+    was received (a connection that is closing).
+
+    An LMSG/HMSG without queue names whose line is single-spaced and whose body is in
+    the same read takes a fast path (as the client parser's PUB): the general one reads
+    every other form, every error, and a message split across reads, whose line is read
+    once and whose body gathers in `_chunks`, joined once when complete. Either gives the
+    same result however the bytes were split into reads (tests/unit/test_leaf_codec.py).
+    """
+
+    __slots__ = (
+        "_buf",
+        "_chunks",
+        "_have",
+        "_max_line",
+        "_max_payload",
+        "_pending",
+        "handler",
+        "stopped",
+    )
+
+    def __init__(self, handler: LeafOpHandler, *, max_control_line: int, max_payload: int) -> None:
+        self.handler = handler
+        self.stopped = False
         self._buf = b""
         self._max_line = max_control_line
         self._max_payload = max_payload
+        # An LMSG/HMSG whose line was read and whose body is still arriving: (subject,
+        # reply, queues, header size or -1, total size).
+        self._pending: tuple[bytes, bytes | None, tuple[bytes, ...], int, int] | None = None
+        self._chunks: list[bytes] = []
+        self._have = 0
 
-    def feed(self, data: bytes) -> list[LeafOp]:
-        buf = self._buf + data if self._buf else data
-        out: list[LeafOp] = []
+    def stop(self) -> None:
+        self.stopped = True
+        self._buf = b""
+        self._chunks = []
+
+    def feed(self, data: bytes) -> None:
+        if self.stopped:
+            return
+        if self._chunks:
+            self._chunks.append(data)
+            self._have += len(data)
+            assert self._pending is not None
+            if self._have < self._pending[4] + 2:
+                return
+            buf = b"".join(self._chunks)
+            self._chunks = []
+            self._have = 0
+        elif self._buf:
+            buf = self._buf + data
+            self._buf = b""
+        else:
+            buf = data
         pos = 0
         size = len(buf)
-        while pos < size:
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                if size - pos > self._max_line:
-                    raise ProtocolError("control line too long", MAX_CONTROL_LINE)
-                break
-            line = buf[pos:eol]
-            args = line.split()
-            if not args:
-                raise ProtocolError("unknown operation")
-            op = args[0].upper()
-            if op in (b"LMSG", b"HMSG"):
-                sizes = 2 if op == b"HMSG" else 1
-                if len(args) < 2 + sizes:
-                    raise ProtocolError(f"bad {op.decode()} line", None)
-                total = _size(args[-1])
-                hdr = _size(args[-2]) if sizes == 2 else -1
-                if hdr > total:
-                    raise ProtocolError("header size larger than total size", None)
-                if total > self._max_payload:
-                    raise ProtocolError("payload too large", MAX_PAYLOAD)
-                reply, queues = _message_args(args, sizes)
-                start = eol + 2
-                if size < start + total + 2:
-                    break  # the body is not all here yet
-                if buf[start + total : start + total + 2] != b"\r\n":
-                    raise ProtocolError("payload not followed by CRLF", None)
-                body = buf[start : start + total]
-                if hdr >= 0:
-                    out.append(Msg(args[1], reply, queues, body[:hdr], body[hdr:]))
-                else:
-                    out.append(Msg(args[1], reply, queues, None, body))
-                pos = start + total + 2
-                continue
-            if len(line) > self._max_line:
-                raise ProtocolError("control line too long", MAX_CONTROL_LINE)
-            out.append(_control(op, args, line))
-            pos = eol + 2
-        self._buf = buf[pos:]
-        return out
+        max_payload = self._max_payload
+        on_msg = self.handler.on_msg
+        try:
+            if self._pending is not None:
+                pos = self._take_body(buf, 0)
+                if pos < 0:
+                    return
+            while pos < size and not self.stopped:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if size - pos > self._max_line:
+                        raise ProtocolError("control line too long", MAX_CONTROL_LINE)
+                    self._buf = buf[pos:]
+                    return
+                if buf.startswith(b"LMSG ", pos):
+                    args = buf[pos + 5 : eol].split()
+                    nargs = len(args)
+                    if (nargs == 2 or nargs == 3) and args[-1].isdigit():
+                        total = int(args[-1])
+                        start = eol + 2
+                        end = start + total
+                        if total <= max_payload and buf[end : end + 2] == b"\r\n":
+                            on_msg(
+                                args[0], args[1] if nargs == 3 else None, (), None, buf[start:end]
+                            )
+                            pos = end + 2
+                            continue
+                elif buf.startswith(b"HMSG ", pos):
+                    args = buf[pos + 5 : eol].split()
+                    nargs = len(args)
+                    if (nargs == 3 or nargs == 4) and args[-1].isdigit() and args[-2].isdigit():
+                        total = int(args[-1])
+                        hdr = int(args[-2])
+                        start = eol + 2
+                        end = start + total
+                        if hdr <= total <= max_payload and buf[end : end + 2] == b"\r\n":
+                            on_msg(
+                                args[0],
+                                args[1] if nargs == 4 else None,
+                                (),
+                                buf[start : start + hdr],
+                                buf[start + hdr : end],
+                            )
+                            pos = end + 2
+                            continue
+                pos = self._line(buf, pos, eol)
+                on_msg = self.handler.on_msg  # the handler may have been replaced
+                if self._pending is not None:
+                    pos = self._take_body(buf, pos)
+                    if pos < 0:
+                        return
+        except ProtocolError:
+            self.stop()
+            self._pending = None
+            raise
+        if pos < size and not self.stopped:
+            self._buf = buf[pos:]
+
+    def _line(self, buf: bytes, pos: int, eol: int) -> int:
+        """The general path of the control line at `pos`: an LMSG/HMSG's line leaves it
+        pending for its body, any other operation goes to the handler. Returns where the
+        next line (or the body) starts."""
+        line = buf[pos:eol]
+        args = line.split()
+        if not args:
+            raise ProtocolError("unknown operation")
+        op = args[0].upper()
+        if op == b"LMSG" or op == b"HMSG":
+            sizes = 2 if op == b"HMSG" else 1
+            if len(args) < 2 + sizes:
+                raise ProtocolError(f"bad {op.decode()} line", None)
+            total = _size(args[-1])
+            hdr = _size(args[-2]) if sizes == 2 else -1
+            if hdr > total:
+                raise ProtocolError("header size larger than total size", None)
+            if total > self._max_payload:
+                raise ProtocolError("payload too large", MAX_PAYLOAD)
+            reply, queues = _message_args(args, sizes)
+            self._pending = (args[1], reply, queues, hdr, total)
+            return eol + 2
+        if len(line) > self._max_line:
+            raise ProtocolError("control line too long", MAX_CONTROL_LINE)
+        self.handler.on_op(_control(op, args, line))
+        return eol + 2
+
+    def _take_body(self, buf: bytes, pos: int) -> int:
+        """Hand the pending message to the handler if its body is complete at `pos`
+        (where the next operation starts is returned); -1 when it is not: the body so
+        far is kept in `_chunks`."""
+        pending = self._pending
+        assert pending is not None
+        end = pos + pending[4]
+        if end + 2 > len(buf):
+            self._chunks = [buf[pos:]]
+            self._have = len(buf) - pos
+            return -1
+        if buf[end : end + 2] != b"\r\n":
+            raise ProtocolError("payload not followed by CRLF")  # as nats-server: -ERR
+        self._pending = None
+        subject, reply, queues, hdr, _ = pending
+        if hdr >= 0:
+            self.handler.on_msg(subject, reply, queues, buf[pos : pos + hdr], buf[pos + hdr : end])
+        else:
+            self.handler.on_msg(subject, reply, queues, None, buf[pos:end])
+        return end + 2
 
 
 def _control(op: bytes, args: list[bytes], line: bytes) -> LeafOp:

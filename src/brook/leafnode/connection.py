@@ -24,10 +24,10 @@ from typing import Any, cast
 
 from brook import limits, nkey
 from brook.leafnode import codec, jsdomain
-from brook.leafnode.peers import AccountLeafs, covered, denied
+from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
-from brook.routing.sublist import Sublist, Subscriber, Subscription
+from brook.routing.sublist import MatchResult, Sublist, Subscriber, Subscription
 
 log = logging.getLogger("brook.leafnode")
 
@@ -150,10 +150,11 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.close_reason = ""
         self.leafnode_urls: list[str] = []  # the latest the hub's INFO gave
         self._parser = codec.LeafParser(
-            max_control_line=config.max_control_line, max_payload=config.max_payload
+            self, max_control_line=config.max_control_line, max_payload=config.max_payload
         )
         self._got_info = False
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._pings_out = 0
@@ -165,8 +166,11 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._keys: dict[bytes, tuple[Subscription, int]] = {}
         # One plain subscription in the router per subject of the peer's keys, counted.
         self._routed: dict[bytes, list[Any]] = {}
-        self._memo_result: object = None
-        self._memo_first: Subscription | None = None
+        # `deliver`'s decisions for the subject of the router match result `_plan_result`.
+        self._plan_result: MatchResult | None = None
+        self._plan_first: Subscription | None = None
+        self._plan_plain = False
+        self._plan_groups: tuple[bytes, ...] | None = None
 
     # ------------------------------------------------------------------ transport
 
@@ -184,20 +188,16 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     def data_received(self, data: bytes) -> None:
         try:
-            ops = self._parser.feed(data)
+            self._parser.feed(data)
         except ProtocolError as exc:
-            log.error("Leafnode protocol error from %s: %s", self._peer_address(), exc.reason)
-            if exc.err_text:
-                self._send(codec.err(exc.err_text))
-            self.close("protocol violation")
-            return
-        self.handle_ops(ops)
+            self.protocol_error(exc)
 
-    def handle_ops(self, ops: list[codec.LeafOp]) -> None:
-        for op in ops:
-            if self.transport is None:
-                return
-            self._handle(op)
+    def protocol_error(self, exc: ProtocolError) -> None:
+        """What the peer sent cannot be parsed: its -ERR (when nats-server sends one), closed."""
+        log.error("Leafnode protocol error from %s: %s", self._peer_address(), exc.reason)
+        if exc.err_text:
+            self._send(codec.err(exc.err_text))
+        self.close("protocol violation")
 
     def adopt(
         self,
@@ -207,11 +207,13 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         info: dict[str, Any],
     ) -> None:
         """The accepting side, once the spoke's CONNECT is checked (`accept.py`): take
-        the socket over, replace an older connection from the same server (nats-server:
-        "Duplicate Remote LeafNode Connection"), tell the spoke its account (INFO with
-        `connect_info`) and show it the account's interest."""
+        the socket and the parser (the rest of its read included) over, replace an older
+        connection from the same server (nats-server: "Duplicate Remote LeafNode
+        Connection"), tell the spoke its account (INFO with `connect_info`) and show it
+        the account's interest."""
         self.transport = transport
         self._parser = parser
+        parser.handler = self
         self._got_info = True
         self.started_at = self.loop.time()
         self.peer = _peer_of(transport)
@@ -257,6 +259,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         if self.transport is None:
             return
         self.close_reason = self.close_reason or reason
+        self._parser.stop()
         self._flush()
         self.transport.close()
 
@@ -269,19 +272,28 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     # ------------------------------------------------------------------ output
 
     def _send(self, frame: bytes) -> None:
+        """Frames are written together once per loop turn, or as soon as they make
+        `OUTPUT_FLUSH_EAGER_BYTES` (a large read routed at once), as a client's output
+        (server/connection.py), so the slow-consumer check sees what the peer has not
+        taken."""
         self._out.append(frame)
-        if not self._flush_scheduled:
+        self._out_bytes += len(frame)
+        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         transport = self.transport
-        if not self._out or transport is None:
-            self._out.clear()
+        out = self._out
+        self._out_bytes = 0
+        if not out or transport is None:
+            out.clear()
             return
-        transport.write(b"".join(self._out))
-        self._out.clear()
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
         if transport.get_write_buffer_size() > self.config.max_pending:
             log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
             self.close_reason = "Slow Consumer (Pending Bytes)"
@@ -289,10 +301,8 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ operations in
 
-    def _handle(self, op: codec.LeafOp) -> None:
-        if isinstance(op, codec.Msg):
-            self._on_msg(op)
-        elif isinstance(op, codec.Sub):
+    def on_op(self, op: codec.LeafOp) -> None:
+        if isinstance(op, codec.Sub):
             self._on_sub(op.subject, op.queue, op.weight)
         elif isinstance(op, codec.Unsub):
             self._on_unsub(op.subject if op.queue is None else op.subject + b" " + op.queue)
@@ -419,6 +429,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._deny_out = self._deny_exports + jsdomain.domain_block(
             self.config.domain, self.remote.domain
         )
+        self._plan_result = None  # `deliver`'s plans read the denies
         self.leafs.add(self)
         log.info(
             "Leafnode connection created for account: %s (remote %s)",
@@ -478,6 +489,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             return
         sub = Subscription(self, subject, key, queue)
         self._interest.insert(sub)
+        self._plan_result = None  # `deliver`'s plans read the peer's interest
         self._keys[key] = (sub, weight)
         routed = self._routed.get(subject)
         if routed is None:
@@ -494,6 +506,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             return
         sub, weight = known
         self._interest.remove(sub)
+        self._plan_result = None
         routed = self._routed[sub.subject]
         routed[1] -= 1
         if routed[1] == 0:
@@ -501,12 +514,22 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self.router.unsubscribe(routed[0])
         self.leafs.remote_interest(self, key, -weight)
 
-    def _on_msg(self, msg: codec.Msg) -> None:
+    def on_msg(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        queues: tuple[bytes, ...],
+        header: bytes | None,
+        payload: bytes,
+    ) -> None:
         counters = self.counters
         counters.in_msgs += 1
-        counters.in_bytes += len(msg.payload) + (len(msg.header) if msg.header else 0)
-        subject, reply, queues = msg.subject, msg.reply, msg.queues
-        if not self.ready or denied(subject) or covered(self._deny_imports, subject):
+        counters.in_bytes += len(payload) if header is None else len(payload) + len(header)
+        if (
+            not self.ready
+            or subject.startswith(DENIED_PREFIXES)  # `denied`, inlined: once per message
+            or (self._deny_imports and covered(self._deny_imports, subject))
+        ):
             return
         shown = None
         if reply is not None and reply.startswith(jsdomain.ACK_PREFIX):
@@ -524,9 +547,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         leafs = self.leafs
         leafs.inbound = (self, queues)
         try:
-            self.router.publish_from_peer(
-                self, subject, reply, msg.header, msg.payload, groups, shown
-            )
+            self.router.publish_from_peer(self, subject, reply, header, payload, groups, shown)
         finally:
             leafs.inbound = None
 
@@ -609,7 +630,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     ) -> bool:
         """Send one LMSG/HMSG for the message however many of this connection's
         subscriptions match it: the first of them in the router's result sends, with
-        the queue groups the peer serves for it; False when nothing is sent."""
+        the queue groups the peer serves for it; False when nothing is sent.
+
+        What depends on the subject alone (which subscription sends, the denies, the
+        peer's interest in it) is decided once per router match result, the sublist's
+        cached one for the subject, and kept while it is the result and the peer's
+        interest is unchanged (`_plan`)."""
         shown = self.router.shown
         if shown is not None and shown[0] is subject:
             # A JetStream delivery: sent on the subject it is routed on (jsdomain.py).
@@ -617,35 +643,57 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             if reply is not None:
                 reply = jsdomain.with_delivered(reply, shown[0])
         result = self.router.sublist.match(subject)
-        if result is not self._memo_result:
-            self._memo_result = result
-            self._memo_first = next((s for s in result.plain if s.client is self), None)
-        first = self._memo_first
-        if (first is not None and sub is not first) or denied(subject):
+        if result is not self._plan_result:
+            self._plan(result, subject)
+        first = self._plan_first
+        if first is not None and sub is not first:
             return False
-        if self._deny_out and covered(self._deny_out, subject):
+        groups = self._plan_groups
+        if groups is None:
             return False
-        interest = self._interest.match(subject)
-        queues: list[bytes] = []
-        if interest.queues:
-            inbound = self.leafs.inbound
-            local = {members[0].queue for members in result.queues}
-            for members in interest.queues:
-                queue = members[0].queue
-                assert queue is not None
-                if inbound is not None and queue not in inbound[1]:
-                    continue  # a message from a leaf goes only to the groups it names
-                if queue in local:
-                    continue  # a local member takes it (nats-server prefers them)
-                if self.leafs.serves_queue(self, subject, payload, queue):
-                    queues.append(queue)
-        if not interest.plain and not queues:
+        queues = self._queues(subject, payload, result, groups) if groups else None
+        if not queues and not self._plan_plain:
             return False
         counters = self.counters
         counters.out_msgs += 1
-        counters.out_bytes += len(payload) + (len(header) if header else 0)
-        self._send(codec.message(subject, reply, queues, header, payload))
+        if header is None and reply is None and not queues:
+            size = len(payload)
+            counters.out_bytes += size
+            self._send(b"LMSG %b %d\r\n%b\r\n" % (subject, size, payload))
+        else:
+            counters.out_bytes += len(payload) + (len(header) if header else 0)
+            self._send(codec.message(subject, reply, queues, header, payload))
         return True
+
+    def _plan(self, result: MatchResult, subject: bytes) -> None:
+        """`deliver`'s decisions for `subject`, whose router match is `result`: the
+        first of this connection's subscriptions in it, whether the peer has plain
+        interest, the queue groups it has members of (None: nothing is sent, denied or
+        no interest)."""
+        self._plan_result = result
+        self._plan_first = next((s for s in result.plain if s.client is self), None)
+        interest = self._interest.match(subject)
+        self._plan_plain = bool(interest.plain)
+        if not interest or denied(subject) or (self._deny_out and covered(self._deny_out, subject)):
+            self._plan_groups = None
+        else:
+            self._plan_groups = tuple(members[0].queue or b"" for members in interest.queues)
+
+    def _queues(
+        self, subject: bytes, payload: bytes, result: MatchResult, groups: tuple[bytes, ...]
+    ) -> list[bytes]:
+        """Which of the queue groups `groups` the peer has members of it serves for this
+        message: not those a local member takes (nats-server prefers them), for a message
+        from another leaf only those it names, each by one leaf connection."""
+        inbound = self.leafs.inbound
+        local = {members[0].queue for members in result.queues}
+        return [
+            queue
+            for queue in groups
+            if (inbound is None or queue in inbound[1])
+            and queue not in local
+            and self.leafs.serves_queue(self, subject, payload, queue)
+        ]
 
     def remove_subscription(self, sub: Subscription) -> None:
         """Never called: the router expires only subscriptions with a quota."""

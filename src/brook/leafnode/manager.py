@@ -15,7 +15,6 @@ from typing import Any
 
 from brook import limits, nkey, nuid
 from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
-from brook.leafnode import codec
 from brook.leafnode.accept import LeafAcceptor
 from brook.leafnode.connection import LeafConnection, LeafLimits
 from brook.leafnode.peers import AccountLeafs
@@ -114,15 +113,13 @@ class LeafNodes:
             info["domain"] = config.domain
         if self._tls is not None:
             info["tls_required"] = True
-        parser = codec.LeafParser(
-            max_control_line=config.max_control_line, max_payload=config.max_payload
-        )
         tls = self.settings.tls
         return LeafAcceptor(
             info,
             functools.partial(self._login, cid, info["nonce"]),
-            parser,
             self.settings.auth_timeout_s,
+            max_control_line=config.max_control_line,
+            max_payload=config.max_payload,
             tls=self._tls,
             tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
         )
