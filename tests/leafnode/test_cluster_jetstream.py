@@ -8,6 +8,7 @@ nothing. These need JetStream across the leaf (issue 19's domains)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import tempfile
 from collections.abc import AsyncIterator
@@ -66,14 +67,19 @@ async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> d
 
 
 async def until_messages(nc: Client, prefix: str, stream: str, n: int, timeout: float) -> float:
-    """Wait until `stream` (its API under `prefix`) holds `n` messages; the seconds taken."""
+    """Wait until `stream` (its API under `prefix`) holds `n` messages; the seconds taken.
+    A request left unanswered is asked again: after a node's loss the cluster answers
+    nothing until the stream has a new leader, and the client is moving to another node."""
     loop = asyncio.get_running_loop()
     start = loop.time()
+    state: object = "no answer"
     while True:
-        info = await api(nc, f"{prefix}.STREAM.INFO.{stream}")
-        if info["state"]["messages"] >= n:
-            return loop.time() - start
-        assert loop.time() - start < timeout, f"{stream}: {info['state']} (want {n})"
+        with contextlib.suppress(nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            state = (await api(nc, f"{prefix}.STREAM.INFO.{stream}"))["state"]
+            assert isinstance(state, dict)
+            if state["messages"] >= n:
+                return loop.time() - start
+        assert loop.time() - start < timeout, f"{stream}: {state} (want {n})"
         await asyncio.sleep(0.2)
 
 
