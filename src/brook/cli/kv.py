@@ -46,6 +46,7 @@ from brook.cli.remote import (
     print_fields,
     print_table,
     read_input,
+    report,
     run_command,
     size_arg,
     subcommands,
@@ -166,22 +167,12 @@ async def kv_add(args: argparse.Namespace, js: Any) -> int:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
     except jserr.KeyHistoryTooLargeError:
         raise CliError("history can be at most 64") from None
-    status = _status_json(await kv.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await kv.status()), _print_status)
 
 
 async def kv_info(args: argparse.Namespace, js: Any) -> int:
     kv = await _bucket(js, args.bucket)
-    status = _status_json(await kv.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await kv.status()), _print_status)
 
 
 async def kv_put(args: argparse.Namespace, js: Any) -> int:

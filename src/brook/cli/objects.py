@@ -32,6 +32,7 @@ from brook.cli.remote import (
     open_bucket,
     print_fields,
     print_table,
+    report,
     run_command,
     size_arg,
     subcommands,
@@ -153,12 +154,7 @@ async def obj_add(args: argparse.Namespace, js: Any) -> int:
         obs = await js.create_object_store(args.bucket, config=config)
     except jserr.InvalidBucketNameError:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
-    status = _status_json(await obs.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await obs.status()), _print_status)
 
 
 async def obj_put(args: argparse.Namespace, js: Any) -> int:
@@ -183,12 +179,7 @@ async def obj_put(args: argparse.Namespace, js: Any) -> int:
     finally:
         if source is not sys.stdin.buffer:
             source.close()
-    out = _info_json(info)
-    if args.json:
-        emit_json(out)
-    else:
-        _print_info(out)
-    return 0
+    return report(args.json, _info_json(info), _print_info)
 
 
 async def obj_get(args: argparse.Namespace, js: Any) -> int:
@@ -268,18 +259,10 @@ async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
 async def obj_info(args: argparse.Namespace, js: Any) -> int:
     obs = await _store(js, args.bucket)
     if args.name is None:
-        status = _status_json(await obs.status())
-        if args.json:
-            emit_json(status)
-        else:
-            _print_status(status)
-        return 0
-    info = _info_json(await _object_info(obs, args.bucket, args.name))
-    if args.json:
-        emit_json(info)
-    else:
-        _print_info(info)
-    return 0
+        return report(args.json, _status_json(await obs.status()), _print_status)
+    return report(
+        args.json, _info_json(await _object_info(obs, args.bucket, args.name)), _print_info
+    )
 
 
 async def obj_rm(args: argparse.Namespace, js: Any) -> int:
