@@ -47,6 +47,7 @@ from brook.cli.remote import (
     print_table,
     read_input,
     report,
+    report_list,
     run_command,
     size_arg,
     subcommands,
@@ -340,19 +341,14 @@ async def kv_ls(args: argparse.Namespace, js: Any) -> int:
 
 async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
     statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, KV_PREFIX)]
-    if args.json:
-        emit_json(statuses)
-        return 0
-    if not statuses:
-        print("no Key-Value buckets")
-        return 0
-    rows = [
-        (s["bucket"], s["values"], s["history"], human_duration(s["ttl"]),
-         human_size(s["bytes"]), s["description"] or "")
-        for s in statuses
-    ]  # fmt: skip
-    print_table(("BUCKET", "VALUES", "HISTORY", "TTL", "SIZE", "DESCRIPTION"), rows)
-    return 0
+    return report_list(
+        args.json,
+        statuses,
+        "no Key-Value buckets",
+        ("BUCKET", "VALUES", "HISTORY", "TTL", "SIZE", "DESCRIPTION"),
+        lambda s: (s["bucket"], s["values"], s["history"], human_duration(s["ttl"]),
+                   human_size(s["bytes"]), s["description"] or ""),
+    )  # fmt: skip
 
 
 class _Status:
