@@ -46,6 +46,8 @@ from brook.cli.remote import (
     print_fields,
     print_table,
     read_input,
+    report,
+    report_list,
     run_command,
     size_arg,
     subcommands,
@@ -166,22 +168,12 @@ async def kv_add(args: argparse.Namespace, js: Any) -> int:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
     except jserr.KeyHistoryTooLargeError:
         raise CliError("history can be at most 64") from None
-    status = _status_json(await kv.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await kv.status()), _print_status)
 
 
 async def kv_info(args: argparse.Namespace, js: Any) -> int:
     kv = await _bucket(js, args.bucket)
-    status = _status_json(await kv.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await kv.status()), _print_status)
 
 
 async def kv_put(args: argparse.Namespace, js: Any) -> int:
@@ -349,19 +341,14 @@ async def kv_ls(args: argparse.Namespace, js: Any) -> int:
 
 async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
     statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, KV_PREFIX)]
-    if args.json:
-        emit_json(statuses)
-        return 0
-    if not statuses:
-        print("no Key-Value buckets")
-        return 0
-    rows = [
-        (s["bucket"], s["values"], s["history"], human_duration(s["ttl"]),
-         human_size(s["bytes"]), s["description"] or "")
-        for s in statuses
-    ]  # fmt: skip
-    print_table(("BUCKET", "VALUES", "HISTORY", "TTL", "SIZE", "DESCRIPTION"), rows)
-    return 0
+    return report_list(
+        args.json,
+        statuses,
+        "no Key-Value buckets",
+        ("BUCKET", "VALUES", "HISTORY", "TTL", "SIZE", "DESCRIPTION"),
+        lambda s: (s["bucket"], s["values"], s["history"], human_duration(s["ttl"]),
+                   human_size(s["bytes"]), s["description"] or ""),
+    )  # fmt: skip
 
 
 class _Status:

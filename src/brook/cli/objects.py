@@ -31,7 +31,8 @@ from brook.cli.remote import (
     human_size,
     open_bucket,
     print_fields,
-    print_table,
+    report,
+    report_list,
     run_command,
     size_arg,
     subcommands,
@@ -153,12 +154,7 @@ async def obj_add(args: argparse.Namespace, js: Any) -> int:
         obs = await js.create_object_store(args.bucket, config=config)
     except jserr.InvalidBucketNameError:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
-    status = _status_json(await obs.status())
-    if args.json:
-        emit_json(status)
-    else:
-        _print_status(status)
-    return 0
+    return report(args.json, _status_json(await obs.status()), _print_status)
 
 
 async def obj_put(args: argparse.Namespace, js: Any) -> int:
@@ -183,12 +179,7 @@ async def obj_put(args: argparse.Namespace, js: Any) -> int:
     finally:
         if source is not sys.stdin.buffer:
             source.close()
-    out = _info_json(info)
-    if args.json:
-        emit_json(out)
-    else:
-        _print_info(out)
-    return 0
+    return report(args.json, _info_json(info), _print_info)
 
 
 async def obj_get(args: argparse.Namespace, js: Any) -> int:
@@ -238,48 +229,34 @@ async def obj_ls(args: argparse.Namespace, js: Any) -> int:
     except jserr.NotFoundError:
         infos = []
     objects = [_info_json(i) for i in infos if not i.deleted]
-    if args.json:
-        emit_json(objects)
-        return 0
-    if not objects:
-        print(f"no objects in bucket {args.bucket!r}")
-        return 0
-    rows = [(o["name"], o["size"], o["chunks"], o["mtime"]) for o in objects]
-    print_table(("NAME", "SIZE", "CHUNKS", "MODIFIED"), rows)
-    return 0
+    return report_list(
+        args.json,
+        objects,
+        f"no objects in bucket {args.bucket!r}",
+        ("NAME", "SIZE", "CHUNKS", "MODIFIED"),
+        lambda o: (o["name"], o["size"], o["chunks"], o["mtime"]),
+    )
 
 
 async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
     statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, OBJ_PREFIX)]
-    if args.json:
-        emit_json(statuses)
-        return 0
-    if not statuses:
-        print("no Object Store buckets")
-        return 0
-    rows = [
-        (s["bucket"], human_size(s["size"]), "yes" if s["sealed"] else "no", s["description"] or "")
-        for s in statuses
-    ]
-    print_table(("BUCKET", "SIZE", "SEALED", "DESCRIPTION"), rows)
-    return 0
+    return report_list(
+        args.json,
+        statuses,
+        "no Object Store buckets",
+        ("BUCKET", "SIZE", "SEALED", "DESCRIPTION"),
+        lambda s: (s["bucket"], human_size(s["size"]), "yes" if s["sealed"] else "no",
+                   s["description"] or ""),
+    )  # fmt: skip
 
 
 async def obj_info(args: argparse.Namespace, js: Any) -> int:
     obs = await _store(js, args.bucket)
     if args.name is None:
-        status = _status_json(await obs.status())
-        if args.json:
-            emit_json(status)
-        else:
-            _print_status(status)
-        return 0
-    info = _info_json(await _object_info(obs, args.bucket, args.name))
-    if args.json:
-        emit_json(info)
-    else:
-        _print_info(info)
-    return 0
+        return report(args.json, _status_json(await obs.status()), _print_status)
+    return report(
+        args.json, _info_json(await _object_info(obs, args.bucket, args.name)), _print_info
+    )
 
 
 async def obj_rm(args: argparse.Namespace, js: Any) -> int:

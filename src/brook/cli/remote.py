@@ -148,6 +148,34 @@ def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
 
+def report(as_json: bool, document: dict[str, Any], show: Callable[[dict[str, Any]], None]) -> int:
+    """A command's result: `document` as JSON (`--json`), else as `show` prints it for
+    people; the command's exit status (0)."""
+    if as_json:
+        emit_json(document)
+    else:
+        show(document)
+    return 0
+
+
+def report_list(
+    as_json: bool,
+    items: list[dict[str, Any]],
+    none: str,
+    headers: Sequence[str],
+    row: Callable[[dict[str, Any]], Sequence[Any]],
+) -> int:
+    """A command's list: `items` as JSON (`--json`), else `none` when there are none,
+    else a table of `headers` with a `row` per item; the command's exit status (0)."""
+    if as_json:
+        emit_json(items)
+    elif not items:
+        print(none)
+    else:
+        print_table(headers, [row(item) for item in items])
+    return 0
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]

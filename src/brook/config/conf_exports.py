@@ -31,27 +31,30 @@ _EXPORT_KEYS = (
 )
 
 
-def _unsupported(block: Mapping[str, object], where: str, keys: Collection[str]) -> None:
-    for key in block:
-        if str(key).lower() in keys:
+def _entry(where: str, v: object, kind: str, unsupported: Collection[str]) -> Mapping[str, object]:
+    """An `exports` or `imports` entry (`kind`: "Export" or "Import") as a map, none of
+    whose keys is one of nats-server's that Brook refuses by name (`unsupported`)."""
+    if not isinstance(v, dict):
+        raise ConfigError(
+            f"{where}: {kind} Items should be a map with type entry, got {go_type(v)}"
+        )
+    for key in v:
+        if str(key).lower() in unsupported:
             key = str(key).lower()
-            raise ConfigError(f"{where}.{key}{on_line(block, key)}: not supported by Brook")
+            raise ConfigError(f"{where}.{key}{on_line(v, key)}: not supported by Brook")
+    return v
 
 
 def read_export(where: str, v: object) -> ExportSettings:
     """An `exports` entry, as nats-server's `parseExportStreamOrService` reads it."""
-    if not isinstance(v, dict):
-        raise ConfigError(
-            f"{where}: Export Items should be a map with type entry, got {go_type(v)}"
-        )
-    _unsupported(v, where, _EXPORT_UNSUPPORTED)
+    entry = _entry(where, v, "Export", _EXPORT_UNSUPPORTED)
     export: ExportSettings | None = None
     response: str | None = None
     threshold: float | None = None
     accounts: list[str] | None = None
     position = 0
-    for key, at, value in block_entries(v, where, _EXPORT_KEYS):
-        at += on_line(v, key)
+    for key, at, value in block_entries(entry, where, _EXPORT_KEYS):
+        at += on_line(entry, key)
         if key in ("stream", "service"):
             if export is not None:
                 seen = "service" if export.service else "stream"
@@ -118,17 +121,13 @@ def read_imports(where: str, entries: list[object]) -> list[ImportSettings]:
 
 
 def _import(where: str, v: object) -> ImportSettings:
-    if not isinstance(v, dict):
-        raise ConfigError(
-            f"{where}: Import Items should be a map with type entry, got {go_type(v)}"
-        )
-    _unsupported(v, where, _IMPORT_UNSUPPORTED)
+    entry = _entry(where, v, "Import", _IMPORT_UNSUPPORTED)
     found: ImportSettings | None = None
     to = prefix = ""
     share = False
     keys = ("stream", "service", "prefix", "to", "share")
-    for key, at, value in block_entries(v, where, keys):
-        at += on_line(v, key)
+    for key, at, value in block_entries(entry, where, keys):
+        at += on_line(entry, key)
         if key in ("stream", "service"):
             if found is not None:
                 seen = "service" if found.service else "stream"

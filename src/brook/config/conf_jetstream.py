@@ -5,6 +5,7 @@ in nats-server's spellings."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from brook.config.conf_values import (
@@ -21,17 +22,7 @@ from brook.config.settings import ConfigError, JetStreamAccountLimits, Settings
 
 # nats-server's spellings of the jetstream block's keys
 _JS_ENABLED = ("enabled", "enable")
-_JS_STORE_DIR = ("store_dir", "store", "storedir")
-_JS_MAX_MEMORY = ("max_memory_store", "max_mem_store", "max_mem")
-_JS_MAX_FILE = ("max_file_store", "max_file")
-_JS_SYNC = ("sync_interval", "sync")
-_JS_CONSUMER_FLUSH = ("consumer_flush_interval",)  # Brook's own (see JetStreamSettings)
-_JS_RESTORE_MAX = ("restore_max_bytes",)  # Brook's own
-_JS_RESTORE_IDLE = ("restore_idle_timeout",)  # Brook's own
-_JS_RESERVE = ("free_space_reserve",)  # Brook's own
-_JS_ACKS_AWAITING_SYNC = ("max_acks_awaiting_sync",)  # Brook's own
 _JS_LIMITS = ("limits",)
-_JS_DOMAIN = ("domain",)
 
 
 def sync_interval(where: str, v: object) -> float:
@@ -44,6 +35,23 @@ def sync_interval(where: str, v: object) -> float:
     return seconds
 
 
+# The jetstream block's other keys, nats-server's spellings (and Brook's own, see
+# `JetStreamSettings`), by the field each sets and how its value is read.
+_JS_KEYS: dict[str, tuple[tuple[str, ...], Callable[[str, object], object]]] = {
+    "store_dir": (("store_dir", "store", "storedir"), read_str),
+    "max_memory_store_bytes": (("max_memory_store", "max_mem_store", "max_mem"), read_size),
+    "max_file_store_bytes": (("max_file_store", "max_file"), read_size),
+    "sync_interval_s": (("sync_interval", "sync"), sync_interval),
+    "consumer_flush_interval_s": (("consumer_flush_interval",), read_duration),  # Brook's
+    "restore_max_bytes": (("restore_max_bytes",), read_size),  # Brook's own
+    "restore_idle_timeout_s": (("restore_idle_timeout",), read_duration),  # Brook's own
+    "free_space_reserve_bytes": (("free_space_reserve",), read_size),  # Brook's own
+    "max_acks_awaiting_sync": (("max_acks_awaiting_sync",), read_int),  # Brook's own
+    "domain": (("domain",), read_str),
+}
+_JS_FIELDS = {key: (name, read) for name, (keys, read) in _JS_KEYS.items() for key in keys}
+
+
 def apply_jetstream(s: Settings, where: str, v: object) -> None:
     """`true`, `"enabled"` or a block; a block enables JetStream unless `enabled: false`."""
     js = s.jetstream
@@ -53,45 +61,14 @@ def apply_jetstream(s: Settings, where: str, v: object) -> None:
         js.enabled = v.lower().startswith("enable")
     elif isinstance(v, dict):
         enabled = True
-        known = (
-            *_JS_ENABLED,
-            *_JS_STORE_DIR,
-            *_JS_MAX_MEMORY,
-            *_JS_MAX_FILE,
-            *_JS_SYNC,
-            *_JS_CONSUMER_FLUSH,
-            *_JS_RESTORE_MAX,
-            *_JS_RESTORE_IDLE,
-            *_JS_RESERVE,
-            *_JS_ACKS_AWAITING_SYNC,
-            *_JS_LIMITS,
-            *_JS_DOMAIN,
-        )
-        for key, at, value in block_entries(v, where, known):
+        for key, at, value in block_entries(v, where, (*_JS_ENABLED, *_JS_LIMITS, *_JS_FIELDS)):
             if key in _JS_ENABLED:
                 enabled = read_bool(at, value)
-            elif key in _JS_STORE_DIR:
-                js.store_dir = read_str(at, value)
-            elif key in _JS_MAX_MEMORY:
-                js.max_memory_store_bytes = read_size(at, value)
-            elif key in _JS_SYNC:
-                js.sync_interval_s = sync_interval(at, value)
-            elif key in _JS_CONSUMER_FLUSH:
-                js.consumer_flush_interval_s = read_duration(at, value)
-            elif key in _JS_RESTORE_MAX:
-                js.restore_max_bytes = read_size(at, value)
-            elif key in _JS_RESTORE_IDLE:
-                js.restore_idle_timeout_s = read_duration(at, value)
-            elif key in _JS_RESERVE:
-                js.free_space_reserve_bytes = read_size(at, value)
-            elif key in _JS_ACKS_AWAITING_SYNC:
-                js.max_acks_awaiting_sync = read_int(at, value)
             elif key in _JS_LIMITS:
                 _jetstream_limits(s, at, value)
-            elif key in _JS_DOMAIN:
-                js.domain = read_str(at, value)
             else:
-                js.max_file_store_bytes = read_size(at, value)
+                name, read = _JS_FIELDS[key]
+                setattr(js, name, read(at, value))
         js.enabled = enabled
     else:
         raise bad(where, "a boolean, 'enabled', 'disabled' or a block { ... }", v)

@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 
 from brook.jetstream import models
-from brook.jetstream.fsutil import fsync_directory, write_atomically
+from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.models.stream_config import StreamConfig
+from brook.jetstream.store.file.recovery import fsync_path
 
 STREAM_FILE = "stream.json"
 DATA_DIR = "data"
@@ -36,7 +37,7 @@ def write_definition(root: Path, config: StreamConfig, created_ns: int, *, new: 
     directory.mkdir(parents=True, exist_ok=True)
     write_atomically(directory / STREAM_FILE, stream_record(config, created_ns))
     if new:
-        fsync_directory(root)  # the entry of the stream's directory
+        fsync_path(root)  # the entry of the stream's directory
 
 
 def read_definition(directory: Path) -> tuple[StreamConfig, int]:

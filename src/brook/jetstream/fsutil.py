@@ -6,6 +6,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from brook.jetstream.store.file.recovery import fsync_path
+
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so a crash leaves either the old or the new file whole:
@@ -23,13 +25,4 @@ def write_atomically(path: Path, data: bytes) -> None:
             tmp.unlink()
         raise
     os.replace(tmp, path)
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make the entries of `directory` (files created, renamed or removed) durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_path(path.parent)

@@ -511,7 +511,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         payload: bytes,
     ) -> bool | None:
         # The hot path of every delivery: MSG framing and the output append are inlined
-        # here (same bytes as encoder.msg and _send) to save two calls per message.
+        # here (same bytes as encoder.msg, then _send and _queued) to save calls per message.
         if self.closed:
             return None
         if (
@@ -569,11 +569,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         self.out_bytes += content
         self._out.extend(frames)
         self._out_bytes += sum(map(len, frames))
-        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
+        self._queued()
         return len(messages)
 
     def _send(self, data: bytes) -> None:
@@ -581,10 +577,15 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
             return
         self._out.append(data)
         self._out_bytes += len(data)
+        self._queued()
+
+    def _queued(self) -> None:
+        """Output was queued: written at the end of this loop turn, or at once past
+        `OUTPUT_FLUSH_EAGER_BYTES` (one large read can route more than max_pending to a
+        healthy client before the loop turns: handed to the socket now, the slow-consumer
+        check in `_flush` measures what the client has really not taken). `deliver`
+        inlines this, for the calls it saves per message."""
         if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            # One large read can route more than max_pending to a healthy client before
-            # the loop turns: hand it to the socket now, so the slow-consumer check in
-            # _flush measures what the client has really not taken.
             self._flush()
         elif not self._flush_scheduled:
             self._flush_scheduled = True

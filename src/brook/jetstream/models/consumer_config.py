@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -229,31 +230,29 @@ def _go_quote(value: Any) -> str:
 def _decode(body: Any) -> tuple[str, bool, dict[str, Any]]:
     """Decode the envelope as Go's strict decoder would: types, unknown fields, enums.
     Returns the stream name, `pedantic` and the raw config."""
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise invalid_json(
-            f"json: cannot unmarshal {_json_kind(body)} into Go value of type "
-            "server.CreateConsumerRequest"
-        )
-    for key in body:
-        if key not in _ENVELOPE_KEYS:
-            raise invalid_json(f'json: unknown field "{key}"')
+    body = _strict_object(body, "Go value of type server.CreateConsumerRequest", _ENVELOPE_KEYS)
     stream_name = _get(body, "stream_name", str, "")
     pedantic = _get(body, "pedantic", bool, False)
     create_action(body)
-    config = body.get("config")
-    if config is None:
-        config = {}
-    if not isinstance(config, dict):
-        raise invalid_json(
-            f"json: cannot unmarshal {_json_kind(config)} into Go struct field "
-            "CreateConsumerRequest.config of type server.ConsumerConfig"
-        )
-    for key in config:
-        if key not in _CONFIG_KEYS:
-            raise invalid_json(f'json: unknown field "{key}"')
+    config = _strict_object(
+        body.get("config"),
+        "Go struct field CreateConsumerRequest.config of type server.ConsumerConfig",
+        _CONFIG_KEYS,
+    )
     return stream_name, pedantic, config
+
+
+def _strict_object(value: Any, into: str, keys: Collection[str]) -> dict[str, Any]:
+    """A JSON object (null: an empty one) as Go's strict decoder takes it `into` a struct
+    whose fields are `keys`: another type or an unknown field is its error."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid_json(f"json: cannot unmarshal {_json_kind(value)} into {into}")
+    for key in value:
+        if key not in keys:
+            raise invalid_json(f'json: unknown field "{key}"')
+    return value
 
 
 def _json_kind(value: Any) -> str:

@@ -270,30 +270,28 @@ class Unpacked:
     content_bytes: int = 0
 
 
-def _read_all(src: IO[bytes], size: int, limit: int | None = None) -> bytes:
-    if limit is not None and size > limit:
-        raise ArchiveError(f"an entry of {size} bytes where at most {limit} are expected")
-    parts = []
+def _pieces(src: IO[bytes], size: int) -> Iterator[bytes]:
+    """The next `size` bytes of `src`, in pieces of at most `READ_BYTES`."""
     left = size
     while left:
         data = src.read(min(left, READ_BYTES))
         if not data:
             raise ArchiveError("snapshot ends inside a file")
-        parts.append(data)
+        yield data
         left -= len(data)
-    return b"".join(parts)
+
+
+def _read_all(src: IO[bytes], size: int, limit: int | None = None) -> bytes:
+    if limit is not None and size > limit:
+        raise ArchiveError(f"an entry of {size} bytes where at most {limit} are expected")
+    return b"".join(_pieces(src, size))
 
 
 def _copy_to(src: IO[bytes], path: Path, size: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
-        left = size
-        while left:
-            data = src.read(min(left, READ_BYTES))
-            if not data:
-                raise ArchiveError("snapshot ends inside a file")
+        for data in _pieces(src, size):
             out.write(data)
-            left -= len(data)
         out.flush()
         os.fsync(out.fileno())
 

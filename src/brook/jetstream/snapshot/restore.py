@@ -43,7 +43,7 @@ from brook.jetstream.snapshot.archive import ArchiveError, ArchiveTooLarge, Unpa
 from brook.jetstream.snapshot.transfers import Transfers
 from brook.jetstream.store.base import MessageStore, StoreError
 from brook.jetstream.store.file import FileStore
-from brook.jetstream.store.file.recovery import MSGS, fsync_dir
+from brook.jetstream.store.file.recovery import MSGS, fsync_path
 from brook.jetstream.store.memory import MemorySnapshot, MemoryStore
 from brook.jetstream.stream import Stream
 from brook.nuid import random_id
@@ -211,9 +211,9 @@ class RestoreSession:
                 self._dir / CONSUMERS_DIR,
             ):
                 if sub.is_dir():
-                    fsync_dir(sub)
-            fsync_dir(self._dir)
-            fsync_dir(self._t.staging)
+                    fsync_path(sub)
+            fsync_path(self._dir)
+            fsync_path(self._t.staging)
         except BaseException:
             store.close()
             raise
@@ -282,7 +282,7 @@ class RestoreSession:
         if final.exists():
             raise api_error("STREAM_RESTORE", err=f"{final} exists (a stream that failed to open?)")
         os.rename(self._dir, final)
-        fsync_dir(js.root)
+        fsync_path(js.root)
         if isinstance(prepared.store, FileStore):
             prepared.store.relocate(final / DATA_DIR)
         stream = js.adopt(config, prepared.created_ns, prepared.store, prepared.volatile)

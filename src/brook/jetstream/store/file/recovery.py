@@ -167,19 +167,13 @@ def write_meta(directory: Path, first_seq: int, *, sync: bool = True) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, directory / META)
     if sync:
-        fsync_dir(directory)
+        fsync_path(directory)
 
 
-def fsync_file(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file, or a directory (the entries of files created, renamed or removed in
+    it), by its path."""
     fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -235,7 +229,7 @@ def prepare_directory(
     if not msgs_dir.is_dir():
         msgs_dir.mkdir()
         if not new:
-            fsync_dir(directory)
+            fsync_path(directory)
     return entries, first_seq, new
 
 

@@ -47,8 +47,7 @@ from brook.jetstream.store.file.recovery import (
     META,
     MSGS,
     RecoveryReport,
-    fsync_dir,
-    fsync_file,
+    fsync_path,
     lock_directory,
     prepare_directory,
     replay,
@@ -337,16 +336,16 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                     for seg in dirty:
                         os.fsync(seg.fd)
                     if unsynced:  # a new store: meta.json, then the directories naming it
-                        fsync_file(self.directory / META)
+                        fsync_path(self.directory / META)
                         for directory in unsynced:
-                            fsync_dir(directory)
+                            fsync_path(directory)
                 # Their tombstones, repeated elsewhere or not needed, are durable now.
                 for seg in sorted(doomed, key=lambda seg: seg.name):
                     seg.close()
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(seg.path)
                 if self._fsync and (dir_dirty or doomed):
-                    fsync_dir(self._msgs_dir)
+                    fsync_path(self._msgs_dir)
             except OSError as exc:
                 # After a failed fsync the kernel may have dropped the dirty pages: a retry
                 # could "succeed" without the data (fsyncgate). Refuse to go on.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from brook.jetstream.store.base import LostData, StoreFullError, add_lost, write_error
 from brook.jetstream.store.file import format as fmt
-from brook.jetstream.store.file.recovery import RecoveryReport, fsync_dir
+from brook.jetstream.store.file.recovery import RecoveryReport, fsync_path
 
 if TYPE_CHECKING:
     from brook.jetstream.store.file.index import Index
@@ -125,7 +125,7 @@ class StoreGaps:
                 for gone in doomed:
                     os.unlink(gone.path)
                 if self._fsync and doomed:
-                    fsync_dir(self._msgs_dir)
+                    fsync_path(self._msgs_dir)
             except OSError as exc:
                 self._failed = exc  # the log is no longer what the index says
                 raise write_error(f"cannot truncate {self.directory}", exc) from exc
