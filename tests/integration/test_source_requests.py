@@ -15,7 +15,7 @@ import pytest
 
 import brook
 from brook import limits
-from brook.jetstream.link import CreateRequest
+from brook.jetstream.link_requests import CreateRequest
 from brook.jetstream.models import parse_stream_config
 from brook.jetstream.sources import Source
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from brook import limits
 from brook.jetstream.consumer.actions import DeliverRun
-from brook.jetstream.link import Delivered, Delivery, take_run
+from brook.jetstream.link_runs import Delivered, Delivery, take_run
 from brook.jetstream.mirror import Mirror, mirror_info, store_mirrored
 from brook.jetstream.sourcing import Tracking
 from brook.jetstream.store.base import StoredMessage

@@ -1,21 +1,14 @@
-"""The origin link's pure parts (jetstream/link.py): a delivery's ack reply read as
-nats-server's `ackReplyInfo` reads it, a run of deliveries from a consumer in this
-process read as the same messages would be, the request nats-server sends again to an origin
-that knows no sourcing consumers, and its retry backoff."""
+"""The origin link's pure parts (jetstream/link.py, link_runs.py, link_requests.py): a
+delivery's ack reply read as nats-server's `ackReplyInfo` reads it, a run of deliveries
+from a consumer in this process read as the same messages would be, the request nats-server
+sends again to an origin that knows no sourcing consumers, and its retry backoff."""
 
 from __future__ import annotations
 
 from brook.jetstream.consumer.actions import DeliverRun
-from brook.jetstream.link import (
-    CreateRequest,
-    Delivered,
-    Delivery,
-    origin_header,
-    read_ack_reply,
-    retry_backoff_ns,
-    take_run,
-    without_sourcing,
-)
+from brook.jetstream.link import retry_backoff_ns
+from brook.jetstream.link_requests import CreateRequest, without_sourcing
+from brook.jetstream.link_runs import Delivered, Delivery, origin_header, read_ack_reply, take_run
 from brook.jetstream.store.base import StoredMessage
 
 SECOND = 1_000_000_000

@@ -3,568 +3,76 @@
 Loaders (command-line flags, nats-server style config files) only translate into this
 model; they never hold defaults of their own. `validate()` checks cross-field rules and
 raises `ConfigError` naming the offending key, so every loader reports errors the same way.
+
+This module is the model's one import path: `Settings` is here, the settings of its
+blocks are in parts named for them, each with its block's own checks (`settings_auth.py`,
+`settings_accounts.py`, `settings_operator.py`, `settings_tls.py`, `settings_websocket.py`,
+`settings_jetstream.py`, `settings_leafnodes.py`; `ConfigError` in `errors.py`), and are
+exported from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
-import urllib.parse
 from dataclasses import dataclass, field
 
 from brook import limits
-from brook.subjects import is_valid_subject
-
-GLOBAL_ACCOUNT = "$G"  # nats-server's global account: users of no configured account
-SYSTEM_ACCOUNT = "$SYS"  # nats-server's default system account
-
-
-class ConfigError(ValueError):
-    """A setting is missing, unknown or out of range; the message names the key."""
-
-
-@dataclass(slots=True)
-class SubjectPermission:
-    """nats-server's `allow`/`deny` lists of one direction (publish or subscribe).
-
-    `allow` None: no allow list, everything not denied is allowed. For publish an empty
-    `allow` list allows nothing (what `allow_responses` leaves when no list is given); for
-    subscribe nats-server treats an empty list as none. Subscribe entries may name a
-    queue group after the subject (`"foo.> q"`)."""
-
-    allow: list[str] | None = None
-    deny: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ResponsePermission:
-    """`allow_responses`: a client may publish to the reply subject of each request it
-    received, at most `max_msgs` times and within `expires_s` (<= 0: no bound)."""
-
-    max_msgs: int = limits.ALLOW_RESPONSES_MAX_MSGS
-    expires_s: float = limits.ALLOW_RESPONSES_EXPIRES_S
-
-
-@dataclass(slots=True)
-class Permissions:
-    """A user's authorization (nats-server's `permissions` block); None parts allow all."""
-
-    publish: SubjectPermission | None = None
-    subscribe: SubjectPermission | None = None
-    responses: ResponsePermission | None = None
-
-
-def _users_key(account: str) -> str:
-    """Where a user of `account` is configured, for error messages."""
-    return "authorization.users" if account == GLOBAL_ACCOUNT else f"accounts.{account}.users"
-
-
-def _duplicate(kind: str, name: str, account: str, earlier: str) -> ConfigError:
-    """A user or nkey defined twice; across accounts in nats-server's words (opts.go
-    `parseAccounts`: a user belongs to one account)."""
-    if account == earlier == GLOBAL_ACCOUNT:
-        return ConfigError(f"authorization.users: {kind} {name!r} is defined twice")
-    where = _users_key(account if account != GLOBAL_ACCOUNT else earlier)
-    return ConfigError(f'{where}: Duplicate {kind} "{name}" detected')
-
-
-@dataclass(slots=True)
-class MapDestination:
-    """One destination of a subject mapping (nats-server's `MapDest`): a transform
-    destination, the share of messages it gets (percent), and the cluster it is scoped to
-    ('' for none: a single server has no cluster, so scoped destinations never apply)."""
-
-    subject: str
-    weight: int = 100
-    cluster: str = ""
-
-
-@dataclass(slots=True)
-class SubjectMapping:
-    """A `mappings` entry: published subjects matching `source` go to one of the
-    destinations (ADR 0030). `where` names the entry in the file, for errors found when
-    the server compiles it; `weighted` False for the plain `"src": "dest"` form, whose
-    errors nats-server words differently."""
-
-    source: str
-    destinations: list[MapDestination]
-    where: str = ""
-    weighted: bool = True
-
-
-@dataclass(slots=True)
-class ExportSettings:
-    """An account's stream or service export (nats-server's `exports` entry): who may
-    import `subject` (None: any account; a list: those named), and a service's response
-    type (`singleton`, `stream`, `chunked`) and threshold."""
-
-    subject: str
-    service: bool
-    accounts: list[str] | None = None
-    response_type: str = "singleton"
-    threshold_s: float = limits.SERVICE_RESPONSE_THRESHOLD_S
-    # `account_token_position`: when > 0, only an account whose name is that token of the
-    # subject it imports may import (the export's token there must be `*`).
-    token_position: int = 0
-    where: str = ""
-
-
-@dataclass(slots=True)
-class ImportSettings:
-    """An account's stream or service import: `subject` of `account` (its export), seen
-    here under `to` (a stream's may be `prefix.subject` instead; a service's `to`
-    defaults to `subject`)."""
-
-    account: str
-    subject: str
-    service: bool
-    to: str = ""
-    prefix: str = ""
-    share: bool = False  # a service's: the requester's details in its Nats-Request-Info
-    where: str = ""
-
-
-@dataclass(slots=True)
-class AccountSettings:
-    """One configured account (`accounts { NAME: {...} }`): its subjects, and its
-    JetStream when enabled, are its own. Its users are in `AuthSettings` with `account`
-    set to its name (a user belongs to one account)."""
-
-    name: str
-    jetstream: bool = False  # `jetstream: enabled` (the server's JetStream must be on)
-    # The limits of its `jetstream { max_mem: ... }` block; None: enabled without limits.
-    jetstream_limits: JetStreamAccountLimits | None = None
-    mappings: list[SubjectMapping] = field(default_factory=list)  # ADR 0030
-    exports: list[ExportSettings] = field(default_factory=list)
-    imports: list[ImportSettings] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class User:
-    """One user/password entry; `password` may be plain text or a bcrypt hash ($2a$/$2b$/$2y$).
-    `permissions` None: the user may publish and subscribe anywhere."""
-
-    user: str
-    password: str
-    permissions: Permissions | None = None  # what the user may publish and subscribe to
-    account: str = GLOBAL_ACCOUNT  # the account whose subjects (and JetStream) it uses
-    # nats-server's `allowed_connection_types` (STANDARD, WEBSOCKET, ...): the kinds of
-    # connection the user may log in through; empty: any.
-    connection_types: frozenset[str] = frozenset()
-
-
-@dataclass(slots=True)
-class NkeyUser:
-    """One nkey user: a public user nkey (`U...`); the client proves it holds the key by
-    signing the nonce of the server's INFO."""
-
-    nkey: str
-    permissions: Permissions | None = None
-    account: str = GLOBAL_ACCOUNT
-    connection_types: frozenset[str] = frozenset()  # as a `User`'s
-
-
-@dataclass(slots=True)
-class AuthSettings:
-    """Client authentication: none, a token, or users (name/password and nkey users), and
-    the user a client without credentials logs in as (`no_auth_user`)."""
-
-    token: str | None = None
-    users: list[User] = field(default_factory=list)
-    nkeys: list[NkeyUser] = field(default_factory=list)
-    no_auth_user: str | None = None
-    single_user: bool = False  # `users` is the authorization block's one user/password
-
-    @property
-    def required(self) -> bool:
-        return self.token is not None or bool(self.users) or bool(self.nkeys)
-
-    @property
-    def accounts(self) -> set[str]:
-        """The accounts the users log in to."""
-        return {u.account for u in self.users} | {n.account for n in self.nkeys}
-
-    def validate(self) -> None:
-        """nats-server's rules, in its words where it has them (opts.go, auth.go)."""
-        from brook.nkey import InvalidNkey, Prefix, decode_public_key
-
-        if self.single_user and self.accounts - {GLOBAL_ACCOUNT}:
-            raise ConfigError("accounts: Can not have a single user/pass and accounts")
-        if self.token is not None and self.accounts - {GLOBAL_ACCOUNT}:
-            raise ConfigError("accounts: Can not have a token and accounts")
-        if self.token is not None and (self.users or self.nkeys):
-            raise ConfigError("authorization: token and users cannot both be set")
-        seen: dict[str, str] = {}  # user name or nkey -> its account
-        for u in self.users:
-            if not u.user:
-                raise ConfigError(f"{_users_key(u.account)}: a user has an empty name")
-            if u.user in seen:
-                raise _duplicate("user", u.user, u.account, seen[u.user])
-            seen[u.user] = u.account
-        for n in self.nkeys:
-            try:
-                decode_public_key(n.nkey, Prefix.USER)
-            except InvalidNkey:
-                raise ConfigError(
-                    f"{_users_key(n.account)}: Not a valid public nkey for a user: {n.nkey!r}"
-                ) from None
-            if n.nkey in seen:
-                raise _duplicate("nkey", n.nkey, n.account, seen[n.nkey])
-            seen[n.nkey] = n.account
-        if self.no_auth_user is not None:
-            self.check_no_auth_user(self.no_auth_user)
-
-    def check_no_auth_user(self, name: str) -> None:
-        """`name` (the server's or a WebSocket listener's `no_auth_user`) is one of these
-        users or nkeys: nats-server's `validateNoAuthUser`, in its words."""
-        if not self.users and not self.nkeys:
-            raise ConfigError(f'no_auth_user: "{name}" present, but users/nkeys are not defined')
-        if name not in {u.user for u in self.users} | {n.nkey for n in self.nkeys}:
-            raise ConfigError(
-                f'no_auth_user: "{name}" not present as user or nkey in authorization '
-                "block or account configuration"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class DirectoryResolver:
-    """nats-server's directory account resolvers (`resolver { type: full|cache, dir }`,
-    ADR 0033): account JWTs as `<dir>/<account public key>.jwt` files. `full` holds every
-    account and takes claim updates for any; `cache` holds up to `limit` (1000 unless set),
-    evicting the least recently used, and takes updates only for the accounts it has."""
-
-    kind: str  # "FULL" or "CACHE"
-    dir: str
-    # `allow_delete` (FULL): `$SYS.REQ.CLAIMS.DELETE` renames a JWT to `<key>.jwt.deleted`,
-    # or with `hard_delete` removes it; "none": deletes are refused.
-    delete: str = "none"  # "none", "rename" or "hard"
-    limit: int = 0  # JWTs held at most; 0: FULL no bound, CACHE 1000
-    ttl_s: float = 0.0  # CACHE: a JWT's life from its last use; 0: until its `exp`
-    # FULL's sync with other servers and the lookup timeout: nothing to sync with or to
-    # ask on a standalone server, so read and checked only.
-    interval_s: float = 60.0
-    timeout_s: float = 1.9
-
-
-@dataclass(slots=True)
-class OperatorSettings:
-    """Decentralized auth, nats-server's operator mode (ADR 0028): the trusted operators'
-    JWTs, the account resolver and the account JWTs it holds. Clients then log in with a
-    user JWT issued by one of those accounts (server/jwtauth.py), never from
-    `authorization`. Off while `jwts` is empty."""
-
-    jwts: list[str] = field(default_factory=list)  # operator JWTs, read from files or inline
-    resolver: str | None = None  # "MEMORY", "FULL" or "CACHE"; None: none set
-    preload: dict[str, str] = field(default_factory=dict)  # account public key: account JWT
-    # The `full` and `cache` resolvers' directory and options (ADR 0033); None: MEMORY.
-    directory: DirectoryResolver | None = None
-    # `resolver_pinned_accounts`: only users of these accounts (and of the system
-    # account) log in; empty: any account the resolver holds.
-    pinned_accounts: frozenset[str] = frozenset()
-
-    def validate(self, auth: AuthSettings, websocket_no_auth_user: str | None) -> None:
-        """nats-server's `validateTrustedOperators` and `validateNoAuthUser`, in its
-        words; what Brook cannot honour beside operators is refused too."""
-        if not self.jwts:
-            if self.resolver is not None or self.preload or self.pinned_accounts:
-                raise ConfigError("resolver: an account resolver needs an operator (operator: ...)")
-            return
-        if auth.no_auth_user is not None or websocket_no_auth_user is not None:
-            raise ConfigError("no_auth_user not compatible with Trusted Operator")
-        if self.resolver is None:
-            raise ConfigError("operators require an account resolver to be configured")
-        if auth.users or auth.nkeys:
-            raise ConfigError("operators do not allow users to be configured directly")
-        if auth.token is not None:
-            raise ConfigError("authorization: a token is never checked in operator mode")
-        from brook.nkey import InvalidNkey, Prefix, decode_public_key
-
-        for key in sorted(self.pinned_accounts):
-            try:
-                decode_public_key(key, Prefix.ACCOUNT)
-            except InvalidNkey:
-                raise ConfigError(
-                    f"resolver_pinned_accounts: pinned account key {key!r} is not a valid "
-                    "public account nkey"
-                ) from None
-
-    def system_account(self, configured: str | None) -> str | None:
-        """The system account: the config's, else (with one operator) the operator JWT's
-        `system_account` (opts.go); nats-server's refusal when they differ."""
-        from brook import jwt
-
-        operators = [jwt.decode_operator(token) for token in self.jwts]
-        named = [op.system_account for op in operators if op.system_account]
-        if configured is None:
-            return operators[0].system_account or None if len(operators) == 1 else None
-        if named and configured not in named:
-            raise ConfigError("system_account in config and operator JWT must be identical")
-        return configured
-
-
-@dataclass(slots=True)
-class WebSocketSettings:
-    """nats-server's `websocket {}` block: a second listener whose clients speak NATS in
-    WebSocket binary frames (server/websocket.py). Off while `port` is 0."""
-
-    port: int = 0  # 0: no WebSocket listener; -1: any free port
-    host: str = limits.DEFAULT_HOST  # nats-server's default, not the client port's host
-    no_tls: bool = False  # nats-server refuses a listener without TLS unless this is set
-    # `wss://`: the block's own `tls {}` (read as the client port's); it wins over no_tls.
-    tls: TLSSettings | None = None
-    same_origin: bool = False  # a browser's Origin must be the request's own host
-    allowed_origins: list[str] = field(default_factory=list)  # else any Origin
-    compression: bool = False  # permessage-deflate, when the client offers it
-    headers: dict[str, str] = field(default_factory=dict)  # added to the upgrade's 101
-    # The block's own `authorization { user, password | token, timeout }`: WebSocket
-    # clients authenticate against it instead of the server's, as in nats-server.
-    auth: AuthSettings | None = None
-    auth_timeout_s: float | None = None  # None: the server's auth_timeout
-    # A user of the server's users list whom WebSocket clients without credentials log in
-    # as, instead of the server's no_auth_user (nats-server's override).
-    no_auth_user: str | None = None
-    # The host[:port] nats-server would gossip to a cluster as this listener's URL; a
-    # single server only shows it in /varz, and checks it as nats-server does.
-    advertise: str = ""
-    handshake_timeout_s: float = 0.0  # the TLS handshake and the upgrade request; 0: none
-    ping_interval_s: float | None = None  # NATS PINGs to WebSocket clients; None: the server's
-    # Cookies of the upgrade request that stand in for CONNECT's user, pass, auth_token
-    # and (operator mode only) jwt when CONNECT has none (browsers cannot set credentials
-    # any other way).
-    user_cookie: str = ""
-    pass_cookie: str = ""
-    token_cookie: str = ""
-    jwt_cookie: str = ""
-
-    def validate(self, server_auth: AuthSettings, *, operator_mode: bool = False) -> None:
-        """nats-server's `validateWebsocketOptions`, in its words; `operator_mode`: the
-        server trusts operators (JWT logins)."""
-        if not -1 <= self.port <= 65535:
-            raise ConfigError(f"websocket.port: {self.port} is not a TCP port")
-        if self.port == 0:
-            return
-        if self.tls is None and not self.no_tls:
-            raise ConfigError("websocket requires TLS configuration")
-        for origin in self.allowed_origins:
-            parts = urllib.parse.urlsplit(origin)
-            if parts.scheme not in ("http", "https"):
-                raise ConfigError(
-                    f"unable to parse allowed origin {origin!r}: allowed origins must be "
-                    "absolute URLs with http or https scheme"
-                )
-            if not parts.netloc:
-                raise ConfigError(f"unable to parse allowed origin {origin!r}: host is required")
-        for name in self.headers:
-            low = name.lower()
-            if low in ("host", "content-length", "connection", "upgrade", "nats-no-masking"):
-                raise ConfigError(f'websocket: invalid header "{name}" not allowed')
-            if low.startswith("sec-websocket-"):
-                raise ConfigError(
-                    f'websocket: invalid header "{name}", "Sec-WebSocket-" prefix not allowed'
-                )
-        if self.no_auth_user is not None:
-            server_auth.check_no_auth_user(self.no_auth_user)
-        if self.jwt_cookie and not operator_mode:
-            raise ConfigError(
-                "trusted operators or trusted keys configuration is required for JWT "
-                f'authentication via cookie "{self.jwt_cookie}"'
-            )
-        if self.advertise:
-            advertised_host_port(self.advertise, self.port)
-        if self.auth is not None and server_auth.users:
-            if self.auth.users:
-                raise ConfigError(
-                    "websocket authentication username not compatible with presence of users/nkeys"
-                )
-            if self.auth.token is not None:
-                raise ConfigError(
-                    "websocket authentication token not compatible with presence of users/nkeys"
-                )
-
-
-def advertised_host_port(text: str, default_port: int) -> tuple[str, int]:
-    """An `advertise` value as nats-server's `parseHostPort` reads it: `host[:port]`, the
-    port defaulting to the listener's; an error in its words."""
-    text = text.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep or host.endswith(":") or (host.startswith("[") and not host.endswith("]")):
-        host, port = text, ""  # no port, or an IPv6 address without brackets
-    host = host.removeprefix("[").removesuffix("]")
-    if not port:
-        return host, default_port
-    if not port.isdigit() and not (port.startswith("-") and port[1:].isdigit()):
-        raise ConfigError(
-            f'Unable to get websocket connect URLs: strconv.Atoi: parsing "{port}": invalid syntax'
-        )
-    number = int(port)
-    return host, default_port if number in (0, -1) else number
-
-
-@dataclass(slots=True)
-class TLSSettings:
-    """The client port's `tls {}` block (nats-server's names; server/tls.py builds the
-    context). `verify_and_map` implies `verify`, as there."""
-
-    cert_file: str = ""
-    key_file: str = ""
-    ca_file: str = ""
-    verify: bool = False
-    verify_and_map: bool = False
-    timeout_s: float = limits.TLS_TIMEOUT_S
-    handshake_first: bool = False
-    # With handshake_first: a client silent this long gets INFO in plain text and then
-    # the port's usual TLS (nats-server's fallback delay, `auto` or a duration); 0: none.
-    handshake_first_fallback_s: float = 0.0
-    min_version: str = "1.2"  # "1.2" or "1.3": nats-server refuses anything older
-    # hex SHA-256 of each accepted peer's DER SubjectPublicKeyInfo, lower case; empty: any
-    pinned_certs: frozenset[str] = frozenset()
-
-    def validate(self, where: str) -> None:
-        if not self.cert_file or not self.key_file:
-            missing = "cert_file" if not self.cert_file else "key_file"
-            raise ConfigError(f"{where}: missing '{missing}' in TLS configuration")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"{where}.timeout: must be a positive duration")
-
-
-def default_store_dir() -> str:
-    """Where JetStream keeps its data when no `store_dir` is set: nats-server's rule (a
-    directory under the system's temporary directory, `$TMPDIR` or /tmp), in a directory
-    named for Brook, whose on-disk format is its own (ADR 0010). The server warns, as
-    nats-server does, that such data can be lost on reboot."""
-    return os.path.join(tempfile.gettempdir(), "brook", "jetstream")
-
-
-@dataclass(frozen=True, slots=True)
-class JetStreamAccountLimits:
-    """An account's JetStream limits (nats-server's `JetStreamAccountLimits`), named as
-    `$JS.API.INFO` reports them; -1: no limit. Enforced by jetstream/quota.py."""
-
-    max_memory: int = -1
-    max_storage: int = -1
-    max_streams: int = -1
-    max_consumers: int = -1
-    max_ack_pending: int = -1
-    memory_max_stream_bytes: int = -1
-    storage_max_stream_bytes: int = -1
-    max_bytes_required: bool = False
-
-    def to_json(self) -> dict[str, int | bool]:
-        return dataclasses.asdict(self)
-
-    def max_bytes(self, storage: str) -> int:
-        """The account's limit on the bytes of streams of `storage` ("memory", "file")."""
-        return self.max_memory if storage == "memory" else self.max_storage
-
-
-@dataclass(slots=True)
-class JetStreamSettings:
-    enabled: bool = False
-    store_dir: str | None = None  # None: default_store_dir(); never memory for file streams
-    max_memory_store_bytes: int = -1  # -1 = no account limit
-    max_file_store_bytes: int = -1
-    # 0 ("always"): every PubAck waits for an fsync covering its message (group commit).
-    # > 0: nats-server's interval mode: acknowledge after the write, fsync every N seconds;
-    # faster, but a power loss can drop acknowledged messages (docs/adr/0004).
-    sync_interval_s: float = 0.0
-    # The least time between two writes of a durable consumer's state, unless an ack
-    # waits for one (ack_sync): 0 writes every change as soon as the last write is done.
-    consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S
-    # Stream restores: the largest upload (-1: no limit) and the longest wait for a chunk.
-    restore_max_bytes: int = limits.RESTORE_MAX_BYTES
-    restore_idle_timeout_s: float = limits.RESTORE_IDLE_TIMEOUT_S
-    # Free space kept on the store's filesystem: file-stream publishes are refused (10023)
-    # below it. -1: the smaller of 64 MiB and a twentieth of the filesystem.
-    free_space_reserve_bytes: int = -1
-    # File-stream PubAcks waiting for their fsync, across all streams, before publishing
-    # connections stop being read (jetstream/backlog.py). 0: no bound.
-    max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC
-    # Batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py and
-    # fast_batch.py): messages per atomic batch, batches in flight per stream and per
-    # server (None: nats-server's defaults, which differ for atomic and fast batches; a
-    # value bounds both kinds, as there), idle time per batch.
-    batch_max_msgs: int = limits.ATOMIC_BATCH_SIZE_MAX
-    batch_max_inflight_per_stream: int | None = None
-    batch_max_inflight_total: int | None = None
-    batch_timeout_s: float = limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9
-    # The JetStream domain (`domain`): its API answered under `$JS.<domain>.API.>` too, and
-    # named in account info, stream info and PubAcks. "": none.
-    domain: str = ""
-
-    @property
-    def store_path(self) -> str:
-        """The directory JetStream uses: `store_dir`, or the default when it is unset."""
-        return self.store_dir or default_store_dir()
-
-
-@dataclass(slots=True)
-class LeafRemoteSettings:
-    """One entry of `leafnodes { remotes [...] }`: a hub this server dials as a spoke
-    (ADR 0032; config/conf_leafnodes.py reads it)."""
-
-    urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
-    account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
-    credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
-    # Subjects whose messages and interest never come in from the hub (`deny_imports`) or
-    # go out to it (`deny_exports`), as nats-server's remote permissions.
-    deny_imports: list[str] = field(default_factory=list)
-    deny_exports: list[str] = field(default_factory=list)
-    # `tls {}`: the hub's certificate checked against `ca_file` (else the system's CAs),
-    # `cert_file`/`key_file` presented; TLS is also used when the hub's INFO requires it.
-    tls: TLSSettings | None = None
-
-
-@dataclass(slots=True)
-class LeafUser:
-    """A spoke's login at this hub (`leafnodes { authorization }`) and the account it
-    binds (`$G` when none is named)."""
-
-    user: str
-    password: str
-    account: str = GLOBAL_ACCOUNT
-
-
-@dataclass(slots=True)
-class LeafNodeSettings:
-    """nats-server's `leafnodes {}` block (ADR 0032); Brook honours the keys below and
-    refuses the others by name at load."""
-
-    remotes: list[LeafRemoteSettings] = field(default_factory=list)
-    reconnect_delay_s: float = limits.LEAF_RECONNECT_DELAY_S
-    # The hub's side: spokes accepted on host:port (port 0: none; -1: any free port),
-    # logging in as one of `users` (none: any spoke, bound to `$G`).
-    host: str = limits.DEFAULT_HOST
-    port: int = 0
-    users: list[LeafUser] = field(default_factory=list)
-    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
-    tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
-
-    def validate(self, account_names: set[str], server_auth: bool) -> None:
-        """Accounts exist; a hub without its own authorization on a server whose clients
-        log in would let nats-server check spokes against the clients' users, which
-        Brook does not do yet."""
-        for remote in self.remotes:
-            if remote.account != GLOBAL_ACCOUNT and remote.account not in account_names:
-                raise ConfigError(
-                    f"leafnodes.remotes: local account {remote.account!r} for remote"
-                    f" {remote.urls[0]} does not exist"
-                )
-        for u in self.users:
-            if u.account != GLOBAL_ACCOUNT and u.account not in account_names:
-                raise ConfigError(
-                    f"leafnodes.authorization: account {u.account!r} of user {u.user!r}"
-                    " does not exist"
-                )
-        if not -1 <= self.port <= 65535:
-            raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
-        if self.tls is not None:
-            self.tls.validate("leafnodes.tls")
-        if self.port and not self.users and server_auth:
-            raise ConfigError(
-                "leafnodes.authorization: a leafnode listener without its own authorization"
-                " on a server with users (spokes logging in as clients): not supported by Brook"
-            )
+from brook.config.errors import ConfigError
+from brook.config.settings_accounts import (
+    AccountSettings,
+    ExportSettings,
+    ImportSettings,
+    MapDestination,
+    SubjectMapping,
+)
+from brook.config.settings_auth import (
+    GLOBAL_ACCOUNT,
+    SYSTEM_ACCOUNT,
+    AuthSettings,
+    NkeyUser,
+    Permissions,
+    ResponsePermission,
+    SubjectPermission,
+    User,
+)
+from brook.config.settings_jetstream import (
+    JetStreamAccountLimits,
+    JetStreamSettings,
+    default_store_dir,
+)
+from brook.config.settings_leafnodes import LeafNodeSettings, LeafRemoteSettings, LeafUser
+from brook.config.settings_operator import DirectoryResolver, OperatorSettings
+from brook.config.settings_tls import TLSSettings
+from brook.config.settings_websocket import WebSocketSettings, advertised_host_port
+
+__all__ = [
+    "GLOBAL_ACCOUNT",
+    "SYSTEM_ACCOUNT",
+    "AccountSettings",
+    "AuthSettings",
+    "ConfigError",
+    "DirectoryResolver",
+    "ExportSettings",
+    "ImportSettings",
+    "JetStreamAccountLimits",
+    "JetStreamSettings",
+    "LeafNodeSettings",
+    "LeafRemoteSettings",
+    "LeafUser",
+    "MapDestination",
+    "NkeyUser",
+    "OperatorSettings",
+    "Permissions",
+    "ResponsePermission",
+    "Settings",
+    "SubjectMapping",
+    "SubjectPermission",
+    "TLSSettings",
+    "User",
+    "WebSocketSettings",
+    "advertised_host_port",
+    "default_store_dir",
+]
 
 
 @dataclass(slots=True)
@@ -727,32 +235,7 @@ class Settings:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")
         if self.auth_timeout_s < 0:
             raise ConfigError("auth_timeout: must be a positive duration (0: the default)")
-        if not 0 <= self.jetstream.consumer_flush_interval_s <= 60:
-            raise ConfigError("jetstream.consumer_flush_interval: must be 0 to 60 seconds")
-        if self.jetstream.free_space_reserve_bytes < -1:
-            raise ConfigError("jetstream.free_space_reserve: must be a size (0 for none)")
-        if domain := self.jetstream.domain:  # nats-server's validateJetStreamOptions
-            api = f"$JS.{domain}.API.>"
-            if not is_valid_subject(api.encode()):
-                raise ConfigError(f'invalid domain name: derived "{api}" is not a valid subject')
-            if any(c in domain for c in " \t\r\n\f.*>"):
-                raise ConfigError("invalid domain name: may not contain ., * or >")
-        if self.jetstream.max_acks_awaiting_sync < 0:
-            raise ConfigError("jetstream.max_acks_awaiting_sync: must be 0 (no bound) or positive")
-        for name in ("batch_max_msgs", "batch_max_inflight_per_stream", "batch_max_inflight_total"):
-            value = getattr(self.jetstream, name)
-            if value is not None and value <= 0:
-                raise ConfigError(
-                    f"jetstream.limits.batch.{name.removeprefix('batch_')}: must be positive"
-                )
-        if self.jetstream.batch_timeout_s <= 0:
-            raise ConfigError("jetstream.limits.batch.timeout: must be a positive duration")
-        if self.jetstream.sync_interval_s < 0:
-            raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
-        if self.jetstream.restore_max_bytes == 0 or self.jetstream.restore_max_bytes < -1:
-            raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
-        if not 0 < self.jetstream.restore_idle_timeout_s <= 3600:
-            raise ConfigError("jetstream.restore_idle_timeout: must be above 0, at most 1 hour")
+        self.jetstream.validate()
         if not -1 <= self.https_port <= 65535:
             raise ConfigError(
                 f"https_port: {self.https_port} is not a TCP port (0-65535, -1 = any free)"

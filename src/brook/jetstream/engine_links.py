@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from brook.jetstream.link import OriginLink, Stored
+from brook.jetstream.link import OriginLink
+from brook.jetstream.link_runs import Stored
 from brook.jetstream.mirror import Mirror, mirror_info
 from brook.jetstream.sources import Source, SourcedStream
 

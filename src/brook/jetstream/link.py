@@ -6,7 +6,8 @@ A link is a client of the origin's JetStream API, through the engine's in-proces
 same subject, header and JSON, `external.api` already applied) with a reply subject
 `$JSC.R.<id>`, and once the origin answers it subscribes to the consumer's deliver
 subject. Locally the request reaches Brook's own API; across a leafnode it will reach a
-remote server with no change here.
+remote server with no change here. The requests it sends are built by
+`link_requests.py`, the deliveries read into what its kind takes by `link_runs.py`.
 
 What it does with the deliveries is its kind's (`LinkKind`: the mirror's or a source's
 tracking and ingest); the link handles the rest as nats-server does:
@@ -49,24 +50,25 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from brook.jetstream.consumer.acks import parse_ack_subject
 from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.errors import ApiError, api_error
-from brook.jetstream.models.defaults import SOURCING_HEARTBEAT_NS
+from brook.jetstream.link_requests import (
+    HEALTH_CHECK_NS,
+    CreateRequest,
+    sync_subject,
+    without_sourcing,
+)
+from brook.jetstream.link_runs import Delivered, origin_header, read_ack_reply, split_run, take_run
 from brook.jetstream.models.sources import StreamSource
 from brook.jetstream.sourcing import Tracking
-from brook.nuid import random_name
 from brook.protocol import headers as hdrs
 from brook.routing.internal import InternalClient
 from brook.routing.sublist import Subscription
 
 log = logging.getLogger("brook.link")
 
-HEARTBEAT_NS = SOURCING_HEARTBEAT_NS  # the origin consumer's idle heartbeat
-HEALTH_CHECK_NS = 10_000_000_000  # stalled after this long without a message
 RETRY_THRESHOLD_NS = 2_000_000_000  # never two create requests closer than this
 CREATE_WAIT_NS = 30_000_000_000  # how long a create request waits for its reply
 RESET_WAIT_NS = 5_000_000_000  # a pre-created consumer's reset (srcDurableConsumerWaitTime)
@@ -80,105 +82,12 @@ _JITTER_NS = 100_000_000
 # (and synced) what came before it.
 _BATCH = 256
 _LAST_CONSUMER = b"Nats-Last-Consumer"
-ACCOUNT = "$G"  # Brook serves one account, nats-server's global account
-ACK_WAIT_NS = 22 * 3600 * 1_000_000_000  # the ack_wait of a mirror's or source's consumer
-API_PREFIX = "$JS.API"  # replaced by `external.api` for another account or domain
 _STALLED = b"Nats-Consumer-Stalled"
 
 
 def retry_backoff_ns(fails: int) -> int:
     """nats-server's `calculateRetryBackoff`: 10 s per failure so far, at most 2 min."""
     return min(_RETRY_BASE_NS * fails * 2, _RETRY_MAX_NS)
-
-
-def sync_subject(prefix: str) -> str:
-    """nats-server's `syncSubject`: `prefix` and a random id."""
-    return f"{prefix}.{random_name()}"
-
-
-Delivery = tuple[str, int, int, int, int, int]
-"""What a delivery's ack reply says (`$JS.ACK.<stream>.<consumer>.<delivered>.<origin
-seq>.<delivery seq>.<ts>.<pending>`): consumer, delivered, origin (stream) sequence,
-delivery (consumer) sequence, timestamp, pending. A plain tuple, made once per message
-copied (a NamedTuple's constructor costs a Python call)."""
-
-
-Delivered = tuple[Delivery, str, bytes | None, bytes]
-"""One delivery as a link hands it to its kind: its ack reply read, subject, header, data."""
-
-Stored = Callable[[list[tuple[str, int]]], None]
-"""What a kind tells the engine it stored and kept, in order: each message's subject and
-sequence (its consumers and the expiry timer hear of them as of publishes). One call per
-run stored together."""
-
-
-def link_subject(prefix: str) -> str:
-    """A deliver subject as nats-server makes it (`syncSubject`, `..` collapsed)."""
-    return sync_subject(prefix).replace("..", ".")
-
-
-def origin_consumer_config(
-    source: StreamSource, deliver_subject: str, metadata: dict[str, str]
-) -> dict[str, Any]:
-    """What a mirror's and a source's consumer config share after their start options, in
-    the order `setupMirrorConsumer` and `setupSourceConsumer` send it: no acks (one
-    delivery, a day's ack_wait), the filter (the source's own or its transforms'
-    sources), instant replay with flow control and heartbeats to `deliver_subject`, and
-    `metadata` naming the account and stream it is for."""
-    config: dict[str, Any] = {"ack_policy": "none", "ack_wait": ACK_WAIT_NS, "max_deliver": 1}
-    filters = [t.src for t in source.subject_transforms]
-    if source.filter_subject:
-        config["filter_subject"] = source.filter_subject
-    elif len(filters) == 1:
-        config["filter_subject"] = filters[0]
-    elif filters:
-        config["filter_subjects"] = filters
-    config |= {
-        "replay_policy": "instant",
-        "flow_control": True,
-        "deliver_subject": deliver_subject,
-        "idle_heartbeat": HEARTBEAT_NS,
-        "inactive_threshold": HEALTH_CHECK_NS,
-        "num_replicas": 0,
-        "direct": True,
-        "sourcing": True,
-        "metadata": metadata,
-    }
-    return config
-
-
-@dataclass(frozen=True, slots=True)
-class CreateRequest:
-    """One consumer-create request: where it goes, its header and JSON body. With a
-    `deliver` subject it is the reset of a consumer created beforehand on the origin
-    (the `consumer` of a mirror or source, ADR-60: `$JS.API.CONSUMER.RESET`, no header,
-    an empty payload whatever `body` says) whose deliveries go to `deliver`."""
-
-    subject: str
-    header: bytes | None
-    body: dict[str, Any]
-    deliver: str = ""
-
-
-def api_subject(source: StreamSource, rest: str) -> str:
-    """`$JS.API.CONSUMER.<rest>` of the origin of `source` (its `external.api` prefix
-    instead of `$JS.API`, `..` collapsed, as nats-server writes it)."""
-    subject = f"{API_PREFIX}.CONSUMER.{rest}"
-    if source.external is not None:
-        subject = subject.replace(API_PREFIX, source.external.api, 1).replace("..", ".")
-    return subject
-
-
-def reset_request(source: StreamSource, header: bytes | None = None) -> CreateRequest:
-    """The request for a consumer created beforehand on the origin (a mirror's or
-    source's `consumer`, ADR-60): nats-server resets it to its ack floor
-    (`$JS.API.CONSUMER.RESET.<origin>.<consumer>`, an empty payload; a source sends the
-    header of its create requests, a mirror none) and takes its deliveries on the
-    configured deliver subject."""
-    consumer = source.consumer
-    assert consumer is not None
-    subject = api_subject(source, f"RESET.{source.name}.{consumer.name}")
-    return CreateRequest(subject, header, {}, deliver=consumer.deliver_subject)
 
 
 class LinkKind(Protocol):
@@ -599,122 +508,3 @@ class OriginLink:
         stalled = hdrs.raw_value(header, _STALLED)
         if stalled:
             self._client.publish(stalled, b"")
-
-
-def origin_header(header: bytes) -> bytes | None:
-    """A delivered header as a mirror or source takes it: without the origin's
-    `Nats-Expected-*` and `Nats-Batch-*` headers (None when nothing is left)."""
-    kept = hdrs.remove_prefixed(header, b"Nats-Expected-")
-    if kept:
-        kept = hdrs.remove_prefixed(kept, b"Nats-Batch-")
-    return kept or None
-
-
-def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | None]:
-    """The first `room` deliveries of `item` (at least one), and the rest (None: none)."""
-    msgs = item.msgs
-    if len(msgs) <= room:
-        return item, None
-    dseq, np = item.first_consumer_seq, item.pending_before
-    acks = item.acks
-    head = DeliverRun(
-        item.reply,
-        msgs[:room],
-        acks[:room] if acks is not None else None,
-        dseq,
-        np,
-        item.prefix,
-        item.spans,
-    )
-    rest = DeliverRun(
-        item.reply,
-        msgs[room:],
-        acks[room:] if acks is not None else None,
-        dseq + room,
-        max(np - room, 0),
-        item.prefix,
-        item.spans,
-    )
-    return head, rest
-
-
-def take_run(
-    item: DeliverRun, room: int, prefix: bytes, consumer: str, run: list[Delivered]
-) -> tuple[int, DeliverRun | None]:
-    """Up to `room` deliveries of `item` appended to `run` as `_drain` makes them of
-    messages (their ack subjects read by `read_ack_reply`, `Nats-Expected-*` and
-    `Nats-Batch-*` removed); none when they are not the consumer's whose ack subjects
-    start with `prefix` (named `consumer`). Returns how many were taken, and the rest of
-    `item` past `room` (None when nothing is left)."""
-    item, rest = split_run(item, room)
-    msgs = item.msgs
-    dseq, np = item.first_consumer_seq, item.pending_before
-    if not prefix or item.prefix != prefix:
-        return len(msgs), rest  # an older consumer's
-    append = run.append
-    for m in msgs:
-        if np > 0:
-            np -= 1
-        header = m.header or None
-        if header:
-            header = origin_header(header)
-        append(((consumer, 1, m.seq, dseq, m.ts_ns, np), m.subject, header, m.data))
-        dseq += 1
-    return len(msgs), rest
-
-
-def read_ack_reply(reply: bytes, prefix: bytes = b"", consumer: str = "") -> Delivery | None:
-    """A delivery's ack reply read (`parse_ack_subject`; its common form, version 1, by one
-    split: this runs for every message a mirror or source copies). A reply starting with
-    `prefix`, the `$JS.ACK.<stream>.<consumer>.` of the consumer `consumer` that the link
-    takes deliveries from, is read from the five numbers after it alone."""
-    if prefix and reply.startswith(prefix):
-        tail = reply[len(prefix) :]
-        numbers = tail.split(b".")
-        if len(numbers) == 5 and b"" not in numbers and tail.replace(b".", b"").isdigit():
-            d, s, c, t, p = numbers
-            return (consumer, int(d), int(s), int(c), int(t), int(p))
-    parts = reply.split(b".")
-    if (
-        len(parts) == 9
-        and parts[0] == b"$JS"
-        and parts[1] == b"ACK"
-        and parts[2]
-        and parts[3]
-        and b"".join(parts[4:]).isdigit()
-        and all(parts[4:])
-    ):
-        _, _, _, name, d, s, c, t, p = parts
-        return (name.decode(), int(d), int(s), int(c), int(t), int(p))
-    meta = parse_ack_subject(reply.decode("utf-8", "surrogateescape"))
-    if meta is None:
-        return None
-    return (
-        meta.consumer,
-        meta.delivered,
-        meta.stream_seq,
-        meta.consumer_seq,
-        meta.timestamp_ns,
-        meta.pending,
-    )
-
-
-# The errors after which nats-server asks again without `sourcing`: the origin's API level
-# is too low for it (JSRequiredApiLevelErr), or its JSON decoder does not know the field.
-_NO_SOURCING_ERRORS = (10185, 10025)
-
-
-def without_sourcing(request: CreateRequest | None, error: Any) -> CreateRequest | None:
-    """nats-server's second try when the origin refused a sourcing consumer as too new:
-    the same request without `sourcing` nor the API-level header, under a name of its own
-    (`<name>_<8 random characters>`, in the subject too where the name is)."""
-    if request is None or request.deliver or not isinstance(error, dict):
-        return None
-    config = request.body.get("config", {})
-    if not config.get("sourcing") or error.get("err_code") not in _NO_SOURCING_ERRORS:
-        return None
-    name = config["name"]
-    unique = f"{name}_{random_name()}"
-    config = {k: v for k, v in config.items() if k != "sourcing"} | {"name": unique}
-    subject = request.subject.replace(f".{name}.", f".{unique}.", 1)
-    return CreateRequest(subject, None, {**request.body, "config": config})

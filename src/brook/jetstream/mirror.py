@@ -34,18 +34,17 @@ from brook import limits
 from brook.jetstream import ttl as ttls
 from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.errors import ApiError
-from brook.jetstream.link import (
+from brook.jetstream.link import OriginLink
+from brook.jetstream.link_requests import (
     ACCOUNT,
     API_PREFIX,
     CreateRequest,
-    Delivered,
-    OriginLink,
-    Stored,
     api_subject,
     link_subject,
     origin_consumer_config,
     reset_request,
 )
+from brook.jetstream.link_runs import Delivered, Stored
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json

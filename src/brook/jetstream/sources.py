@@ -38,19 +38,17 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.jetstream.consumer.actions import DeliverRun
 from brook.jetstream.fsutil import write_atomically
-from brook.jetstream.link import (
+from brook.jetstream.link import OriginLink
+from brook.jetstream.link_requests import (
     ACCOUNT,
     API_PREFIX,
     CreateRequest,
-    Delivered,
-    Delivery,
-    OriginLink,
-    Stored,
     api_subject,
     link_subject,
     origin_consumer_config,
     reset_request,
 )
+from brook.jetstream.link_runs import Delivered, Delivery, Stored
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.models.sources import StreamSource, go_hash

@@ -8,6 +8,8 @@ ask again after reconnecting), close every client after flushing what it was owe
 updated on the hot path; monitoring reads them as snapshots (`statistics()`,
 `connections()`, `subscriptions()`, `jetstream_assets()`: `brook.server.statistics`)
 through the `MonitorFactory` its composer passes in, so this module never imports it.
+Its parts (ADR 0031): those snapshots (`server_snapshots.py`), the INFO it sends each
+client (`server_info.py`) and accounts changed by JWT updates (`server_accounts.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import base64
 import contextlib
 import logging
 import os
-import platform
 import secrets
 import socket
 import ssl
@@ -28,35 +29,25 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.config.settings import ConfigError, Settings
 from brook.routing.internal import InternalClient
-from brook.routing.sublist import Subscription
-from brook.server.accounts import Account, Accounts
+from brook.server.accounts import Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
 from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
-from brook.server.permissions import public_permissions
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
+from brook.server.server_accounts import AccountChanges
+from brook.server.server_info import ClientInfo
+from brook.server.server_snapshots import ServerSnapshots
 from brook.server.statistics import (
-    AccountSnapshot,
-    ConnectionSnapshot,
-    JetStreamAccountReport,
-    JetStreamAssets,
-    LeafSnapshot,
     Monitor,
     MonitorFactory,
-    ServerStatistics,
-    StreamReport,
-    SublistSnapshot,
-    SubscriptionSnapshot,
     SystemBus,
     SystemFactory,
     SystemServices,
-    UserSnapshot,
 )
 from brook.server.tls import FallbackListener, server_context
 from brook.version import __version__
 
 if TYPE_CHECKING:
-    from brook import jwt
     from brook.jetstream.backlog import CommitBacklog
     from brook.leafnode.connection import LeafLimits
     from brook.leafnode.manager import LeafNodes
@@ -72,19 +63,7 @@ def _new_server_id() -> str:
     return "N" + base64.b32encode(secrets.token_bytes(35)).decode()[:55]
 
 
-def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> SubscriptionSnapshot:
-    return SubscriptionSnapshot(
-        subject=sub.subject.decode("utf-8", "replace"),
-        queue=sub.queue.decode("utf-8", "replace") if sub.queue else "",
-        sid=sub.sid.decode("utf-8", "replace"),
-        msgs=sub.delivered,
-        max=sub.max_msgs,
-        cid=cid,
-        account=account,
-    )
-
-
-class Server:
+class Server(ServerSnapshots, AccountChanges, ClientInfo):
     def __init__(
         self,
         settings: Settings | None = None,
@@ -318,27 +297,6 @@ class Server:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
 
-    def leaf_connections(self) -> list[LeafSnapshot]:
-        if self.leafnodes is None:
-            return []
-        return [
-            LeafSnapshot(
-                cid=c.cid,
-                name=c.remote.name,
-                is_spoke=c.solicited,
-                account=c.leafs.account,
-                ip=c.peer[0],
-                port=c.peer[1],
-                rtt_s=c.rtt_s,
-                in_msgs=c.counters.in_msgs,
-                out_msgs=c.counters.out_msgs,
-                in_bytes=c.counters.in_bytes,
-                out_bytes=c.counters.out_bytes,
-                subscriptions=c.interest_subjects(),
-            )
-            for c in self.leafnodes.connections()
-        ]
-
     def _router_of(self, account: str) -> Any:
         found = self.accounts.get(account)
         return found.router if found is not None else None
@@ -481,52 +439,6 @@ class Server:
             if client.connected and self.system is not None:
                 self.system.client_closed(self._connection_snapshot(client))
 
-    async def add_account(self, name: str, limits: jwt.AccountLimits) -> Account:
-        """A JWT account the resolver holds, added at its first login or claim update
-        (ADR 0033): its router, its JetStream with its JWT's limits (when its JWT enables
-        it, not the system account's) and the system services imported into it, as for
-        accounts at start."""
-        system = self.accounts.system_account
-        known = self.accounts.get(name) is not None  # deleted, loaded anew: imports kept
-        account = await self.accounts.add(name, limits)
-        if self.system is not None and not account.is_system and not known:
-            self.system.add_account(name, InternalClient(account.router, f"{system.name} imports"))
-        return account
-
-    def account_clients(self, account: str) -> list[ClientConnection]:
-        """The account's logged-in clients, oldest first (a claim update walks them)."""
-        return [c for c in self.clients.values() if c.connected and c.account.name == account]
-
-    def account_jetstream(self, name: str, limits: jwt.AccountLimits) -> None:
-        """An account JWT update (ADR 0033): its JetStream limits apply at once; an
-        enabled or disabled JetStream starts or stops the account's engine in the
-        background, as nats-server's `configJetStream` after the update's reply."""
-        account = self.accounts.get(name)
-        if account is None or account.is_system:
-            return
-        self.accounts.set_jetstream_limits(account, limits)
-        enabled = limits.jetstream_enabled
-        if enabled == account.jetstream_enabled and enabled == (account.jetstream is not None):
-            return
-        task = asyncio.ensure_future(self.accounts.set_jetstream(account, enabled))
-        self._background.add(task)
-        task.add_done_callback(self._background_done)
-
-    def account_deleted(self, name: str) -> None:
-        """An account's JWT was deleted (ADR 0033): its JetStream stops in the background
-        (`Accounts.remove`), as nats-server's `removeCb` disables it."""
-        account = self.accounts.get(name)
-        if account is None or account.is_system:
-            return
-        task = self.accounts.remove(account)
-        self._background.add(task)
-        task.add_done_callback(self._background_done)
-
-    def _background_done(self, task: asyncio.Future[None]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("account JetStream change failed: %r", task.exception())
-
     def server_info(self) -> dict[str, Any]:
         """The `server` of a `$SYS` reply: the system services' (their sequence)."""
         if self.system is not None:
@@ -538,331 +450,13 @@ class Server:
         if self.system is not None:
             self.system.client_connected(self._connection_snapshot(client))
 
-    def _traffic(self, index: int, attr: str) -> int:
-        live: int = sum(getattr(c, attr) for c in self.clients.values())
-        return self._closed_traffic[index] + live
-
-    @property
-    def in_msgs(self) -> int:
-        return self._traffic(0, "in_msgs")
-
-    @property
-    def in_bytes(self) -> int:
-        return self._traffic(1, "in_bytes")
-
-    @property
-    def out_msgs(self) -> int:
-        return self._traffic(2, "out_msgs")
-
-    @property
-    def out_bytes(self) -> int:
-        return self._traffic(3, "out_bytes")
-
     def transport_closed(self) -> None:
         self._live_transports -= 1
         if self._live_transports <= 0:
             self._live_transports = 0
             self._all_closed.set()
 
-    def client_info(
-        self, client: ClientConnection, *, connect_info: bool = False
-    ) -> dict[str, Any]:
-        """The INFO fields nats-server sends, in its order (wire reference §1.3)."""
-        settings = self.settings
-        info: dict[str, Any] = {
-            "server_id": self.server_id,
-            "server_name": self.server_name,
-            "version": limits.NATS_COMPAT_VERSION,
-            "proto": limits.PROTOCOL_VERSION,
-            "go": f"brook{__version__}/python{platform.python_version()}",
-            "host": self.host if client.websocket is None else client.websocket.host,
-            "port": self.port if client.websocket is None else client.websocket.port,
-            "headers": True,
-        }
-        ws = client.websocket
-        authenticator = client.authenticator
-        # nats-server tells WebSocket clients auth_required even with a no_auth_user.
-        if authenticator.advertised if ws is None else authenticator.required:
-            info["auth_required"] = True
-        tls = settings.tls
-        if ws is not None:
-            # nats-server: required and available are the WebSocket port's TLS, tls_verify
-            # is still the client port's.
-            if ws.tls is not None:
-                info["tls_required"] = True
-            if tls is not None and tls.verify:
-                info["tls_verify"] = True
-            if ws.tls is not None:
-                info["tls_available"] = True
-        elif tls is not None:
-            if client.tls_first or not settings.allow_non_tls:
-                info["tls_required"] = True
-            if tls.verify:
-                info["tls_verify"] = True
-            if settings.allow_non_tls:
-                info["tls_available"] = True
-        info["max_payload"] = settings.max_payload_bytes
-        if settings.jetstream.enabled:
-            info["jetstream"] = True
-        info["client_id"] = client.cid
-        info["client_ip"] = client.host
-        if client.nonce and not connect_info:
-            info["nonce"] = client.nonce
-        if settings.jetstream.domain:
-            info["domain"] = settings.jetstream.domain
-        if connect_info:
-            info["connect_info"] = True
-            info["remote_account"] = client.account.name
-            if client.account.is_system:
-                info["acc_is_sys"] = True
-        info["api_lvl"] = limits.JETSTREAM_API_LEVEL  # with or without JetStream, as nats-server
-        return info
-
-    # ------------------------------------------------------------------ snapshots
-
-    def statistics(self) -> ServerStatistics:
-        accounts = self.accounts
-        operator = self.authenticator.operator
-        jetstream = bool(accounts.with_jetstream)
-        return {
-            "server_id": self.server_id,
-            "server_name": self.server_name,
-            "port": self.port,
-            "websocket_port": self.websocket.port if self.websocket is not None else 0,
-            "started_at": self.started_at,
-            "connections": len(self.clients),
-            "total_connections": self.total_connections,
-            "in_msgs": self.in_msgs,
-            "in_bytes": self.in_bytes,
-            "out_msgs": self.out_msgs,
-            "out_bytes": self.out_bytes,
-            "slow_consumers": self.slow_consumers,
-            "pinned_account_fails": operator.pinned_fails if operator is not None else 0,
-            "subscriptions": sum(a.router.sublist.count for a in accounts),
-            "pid": os.getpid(),
-            "transfers": self.transfers.statistics() if self.transfers is not None else None,
-            "store": (
-                accounts.store_statistics()
-                if jetstream and self.settings.jetstream.store_dir
-                else None
-            ),
-            "commits": (
-                self.commit_backlog.statistics() if self.commit_backlog is not None else None
-            ),
-            "batches": (
-                accounts.batch_limits.statistics()
-                if jetstream and accounts.batch_limits is not None
-                else None
-            ),
-            "jetstream_stats": self._jetstream_stats() if jetstream else None,
-            "jetstream_accounts": accounts.jetstream_accounts() if jetstream else None,
-            "leafnodes": len(self.leaf_connections()),
-            "leafnode_port": self.leafnodes.port if self.leafnodes is not None else 0,
-        }
-
-    def _jetstream_stats(self) -> dict[str, Any]:
-        """JetStream's usage and API counters over every account, as nats-server's `/varz`
-        `jetstream.stats`."""
-        accounts = self.accounts
-        server = accounts.server_limits
-        assert server is not None  # JetStream has started
-        total, errors = accounts.api_counters()
-        return {
-            "memory": server.used_bytes("memory"),
-            "storage": server.used_bytes("file"),
-            "reserved_memory": server.reserved_bytes("memory"),
-            "reserved_storage": server.reserved_bytes("file"),
-            "accounts": len(accounts.with_jetstream),
-            "ha_assets": 0,
-            "api": {"level": limits.JETSTREAM_API_LEVEL, "total": total, "errors": errors},
-        }
-
-    def connections(self) -> list[ConnectionSnapshot]:
-        """Every registered client connection, in no particular order."""
-        return [self._connection_snapshot(c) for c in self.clients.values()]
-
-    def _connection_snapshot(self, c: ClientConnection) -> ConnectionSnapshot:
-        return ConnectionSnapshot(
-            cid=c.cid,
-            host=c.host,
-            port=c.port,
-            started_at=c.started_at,
-            last_activity=c.last_activity,
-            rtt_s=c.rtt_s,
-            pending_bytes=c.pending_bytes,
-            in_msgs=c.in_msgs,
-            in_bytes=c.in_bytes,
-            out_msgs=c.out_msgs,
-            out_bytes=c.out_bytes,
-            subs=len(c.subs),
-            name=c.name,
-            lang=c.lang,
-            version=c.version,
-            authorized_user=c.auth_user,
-            tls_version=c.tls_version,
-            tls_cipher_suite=c.tls_cipher_suite,
-            tls_first=c.tls_first,
-            tls_peer_certs=c.peer_certificates,
-            account=c.account.name,
-            close_reason=c.close_reason,
-            issuer_key=c.issuer_key,
-            jwt=c.jwt_user.token if c.jwt_user is not None else "",
-            bearer=c.jwt_user is not None and c.jwt_user.bearer,
-            tags=c.jwt_user.tags if c.jwt_user is not None else (),
-            name_tag=self._name_tag(c.account.name),
-        )
-
-    def _name_tag(self, account: str) -> str:
-        """nats-server's `getNameTag`: the account JWT's name, else the account's."""
-        operator = self.authenticator.operator
-        claims = operator.claims(account) if operator is not None else None
-        return claims.name if claims is not None and claims.name else account
-
-    def account_snapshots(self) -> list[AccountSnapshot]:
-        clients: dict[str, int] = {}
-        for c in self.clients.values():
-            if c.connected:
-                clients[c.account.name] = clients.get(c.account.name, 0) + 1
-        return [
-            AccountSnapshot(
-                name=a.name,
-                system=a.is_system,
-                jetstream=a.jetstream is not None,
-                clients=clients.get(a.name, 0),
-                updated_at=self.started_at,
-                system_services=self.system is not None,
-                closed_traffic=tuple(self._closed_by_account.get(a.name, (0, 0, 0, 0))),
-                mappings=a.mappings.describe() if a.mappings is not None else {},
-            )
-            for a in self.accounts
-        ]
-
-    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
-        where = self.accounts.get(account)
-        if where is None:
-            return None
-        result = where.router.sublist.match(reply)
-        subscribers = {s.client for s in result.plain}
-        subscribers.update(m.client for members in result.queues for m in members)
-        clients = [c for c in subscribers if isinstance(c, ClientConnection)]
-        if len(clients) != 1:
-            return None
-        client = clients[0]
-        account_name = client.account.name
-        user = client.jwt_user
-        if user is None:
-            entry = client.login.entry if client.login is not None else None
-            perms = entry.permissions if entry is not None else None
-            return UserSnapshot(
-                user=client.user,
-                account=account_name,
-                permissions=public_permissions(perms) if perms is not None else None,
-                account_name=account_name,
-            )
-        # A JWT login (nats-server's `UserInfo` from the client's JWT state): the names
-        # of the user and account JWTs (nats-server's name tags), and the whole seconds
-        # until the login ends (`claimExpiration`).
-        left_ns = 0
-        if user.user_ends_at is not None:
-            left_ns = int(max(user.user_ends_at - time.time(), 0.0)) * 1_000_000_000
-        return UserSnapshot(
-            user=client.user,
-            account=account_name,
-            permissions=(
-                public_permissions(user.permissions) if user.permissions is not None else None
-            ),
-            account_name=self._name_tag(account_name),
-            user_name=user.name,
-            expires_ns=left_ns,
-        )
-
-    def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
-        """The subscriptions of client `cid`, in the order it made them."""
-        client = self.clients.get(cid)
-        if client is None:
-            return []
-        return [_subscription_snapshot(s, cid) for s in client.subs.values()]
-
-    def jetstream_accounts(
-        self, *, streams: bool = False, consumers: bool = False, config: bool = False
-    ) -> list[JetStreamAccountReport] | None:
-        engines = self.accounts.with_jetstream
-        if not engines:
-            return None
-        return [
-            self._jetstream_account(a, streams=streams, consumers=consumers, config=config)
-            for a in engines
-        ]
-
-    @staticmethod
-    def _jetstream_account(
-        account: Account, *, streams: bool, consumers: bool, config: bool
-    ) -> JetStreamAccountReport:
-        js, stream_api = account.jetstream, account.stream_api
-        assert js is not None
-        assert stream_api is not None
-        memory, storage = js.usage()
-        totals = [0, 0, 0, 0]  # streams, consumers, messages, bytes
-        details = []
-        for stream in js.streams.values():
-            state = stream.store.state()
-            totals[0] += 1
-            totals[1] += stream.consumer_count
-            totals[2] += state.messages
-            totals[3] += state.bytes
-            if not streams:
-                continue
-            public: list[dict[str, Any]] = []
-            direct: list[dict[str, Any]] = []
-            if consumers:
-                for runner in js.consumers.get(stream.name, {}).values():
-                    info = runner.info(server_version=None, api_level=limits.JETSTREAM_API_LEVEL)
-                    if not config:
-                        info.pop("config", None)
-                    (direct if runner.config.direct else public).append(info)
-            details.append(StreamReport(stream_api.detail(stream, config=config), public, direct))
-        api = account.api
-        return JetStreamAccountReport(
-            name=account.name,
-            memory=memory,
-            storage=storage,
-            # no account has JetStream limits of its own yet: nats-server's -1
-            reserved_memory=-1,
-            reserved_storage=-1,
-            api_total=api.total if api is not None else 0,
-            api_errors=api.errors if api is not None else 0,
-            streams=totals[0],
-            consumers=totals[1],
-            messages=totals[2],
-            bytes=totals[3],
-            details=details,
-        )
-
-    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
-        out = []
-        for each in self.accounts:
-            if account and each.name != account:
-                continue
-            sublist = each.router.sublist
-            subs = []
-            if details:
-                subs = [
-                    _subscription_snapshot(s, getattr(s.client, "cid", 0), each.name)
-                    for s in sublist.subscriptions()
-                ]
-            out.append(SublistSnapshot(each.name, sublist.statistics(), subs))
-        return out
-
     @property
     def system_router(self) -> Any:
         """The system account's subjects (its `Router`), for in-process clients there."""
         return self.accounts.system_account.router
-
-    def jetstream_assets(self) -> list[JetStreamAssets] | None:
-        if not self.settings.jetstream.enabled:
-            return None
-        return [
-            JetStreamAssets(a.name, js.root, js.streams.keys(), js.consumers)
-            for a in self.accounts.with_jetstream
-            if (js := a.jetstream) is not None
-        ]

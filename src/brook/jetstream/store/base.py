@@ -76,6 +76,12 @@ def is_no_space(exc: BaseException) -> bool:
     )
 
 
+def write_error(what: str, exc: OSError) -> StoreError:
+    """The StoreError for a failed write: `StoreFullError` when the disk is full."""
+    kind = StoreFullError if is_no_space(exc) else StoreError
+    return kind(f"{what}: {exc}")
+
+
 # Stream info lists at most this many lost sequences (the lowest); `LostData.bytes` and
 # the store's log cover them all.
 LOST_SEQS_LISTED_MAX = 10_000

@@ -3,7 +3,9 @@
 The on-disk format is docs/storage-format.md; this module is the writer. Every change is a
 record appended to the active segment before the in-memory index (`index.py`) changes, so a
 failed write leaves the index as it was, and the index is always what replaying the log
-would give. Reads find their slot in the index and leave the bytes to `reader.py`.
+would give. Its parts (ADR 0031): the reads (`store_reads.py`: a slot found in the
+index, the bytes left to `reader.py`), the sequence gaps and cuts (`store_gaps.py`) and the
+reclaiming of emptied segments (`store_reclaim.py`).
 
 Threads: every method but `sync()` runs on the event loop. `sync()` may run in a worker
 thread at the same time (group commit). They share three things, guarded by `_lock`: the set
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import mmap
 import operator
 import os
 import threading
@@ -33,14 +34,10 @@ from brook.jetstream.store.base import (
     NewMessage,
     PurgeResult,
     RecordSpan,
-    StoredMessage,
     StoreError,
     StoreFullError,
-    StreamState,
-    SubjectState,
     add_lost,
-    is_no_space,
-    load_next_repeated,
+    write_error,
 )
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
@@ -58,11 +55,12 @@ from brook.jetstream.store.file.recovery import (
     replay,
 )
 from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
+from brook.jetstream.store.file.store_gaps import StoreGaps
+from brook.jetstream.store.file.store_reads import StoreReads
+from brook.jetstream.store.file.store_reclaim import SegmentReclaim
 from brook.jetstream.store.filters import compile_filter
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
-# `skip_msgs`: gaps of up to this many sequences are written inline (41 bytes each).
-SKIP_INLINE_MAX = 1024
 # A `NewMessage`'s fields, as `store_run` indexes a run's messages.
 _SUBJECT, _HEADER, _TS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(3)
 
@@ -114,13 +112,7 @@ def _holds(
     return copied[1][i] & LEN_MASK == size and copied[2][i] == ts_ns
 
 
-def _write_error(what: str, exc: OSError) -> StoreError:
-    """The StoreError for a failed write: `StoreFullError` when the disk is full."""
-    kind = StoreFullError if is_no_space(exc) else StoreError
-    return kind(f"{what}: {exc}")
-
-
-class FileStore:
+class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     """A stream's messages in `directory` (created if needed). See the module docstring.
 
     `segment_bytes_max`: roll to a new segment file past this size. `fsync`: when False,
@@ -192,7 +184,7 @@ class FileStore:
         try:
             entries, first_seq, new = prepare_directory(self.directory, first_seq, report)
         except OSError as exc:
-            raise _write_error(f"cannot prepare {self.directory}", exc) from exc
+            raise write_error(f"cannot prepare {self.directory}", exc) from exc
         # With a log, the log alone decides the sequences (its preambles carry first_seq).
         self._index = index = Index(1 if entries else first_seq)
         self._reader = Reader(index)
@@ -385,196 +377,6 @@ class FileStore:
             self._note_emptied(loc[0])
         self._reclaim_emptied()
 
-    def skip_to(self, last_seq: int) -> None:
-        self._check_writable()
-        index = self._index
-        if last_seq <= index.last:
-            return
-        lost = range(index.last + 1, last_seq + 1)
-        index.last = last_seq
-        if not index.messages:
-            index.first = last_seq + 1
-        self._lost = add_lost(self._lost, lost, 0)
-        # A new segment named `last_seq + 1` records the skip (storage-format.md 7.6),
-        # durable before any message takes the sequence after it. Without room for it,
-        # the next append rolls first (the consumers' files still tell a restart).
-        try:
-            self._roll()
-        except StoreFullError:
-            self._roll_owed = True
-            return
-        self._reclaim()  # the segment rolled away from, if nothing in it is live
-        self.sync()
-
-    def truncate(self, last_seq: int) -> None:
-        """Cut the log back to `last_seq`: the records from the first message above it
-        on are cut off, so that `last_seq` is the store's again and the next message
-        takes `last_seq + 1`. Removals of messages up to `last_seq` recorded after the
-        cut (tombstones, floors) are written again after it, so nothing removed comes
-        back. For a tail nobody has read: what a crash left of an atomic batch's commit,
-        cut when its stream opens."""
-        self._check_writable()
-        index = self._index
-        if last_seq >= index.last:
-            return
-        self.sync()  # nothing pending: no segment waits to be unlinked
-        segments = index.segments
-        pos = max(index.segment_at(last_seq + 1), 0)
-        cut: tuple[int, int, bool] | None = None  # (position, offset, preamble only)
-        kept: list[tuple[int, int]] = []  # removals after the cut of sequences <= last_seq
-        for i in range(pos, len(segments)):
-            seg = segments[i]
-            preamble = 0  # the length of the segment's first record
-            with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:
-                for item in fmt.scan(buf, seg.size):
-                    if isinstance(item, fmt.Damage):
-                        continue
-                    off, length, rtype, seq, _ts, _fl, _sl, _hl, dl = item
-                    preamble = preamble or length
-                    if cut is None:
-                        if rtype == fmt.T_MSG and seq > last_seq:
-                            cut = (i, off, off == preamble)
-                        continue
-                    if rtype == fmt.T_DELETE:
-                        ranges = fmt.decode_ranges(buf, off, dl)
-                        kept += [(lo, min(hi, last_seq)) for lo, hi in ranges if lo <= last_seq]
-                    elif rtype == fmt.T_STATE and seq > 1:  # a floor: below it is removed
-                        kept.append((1, min(seq - 1, last_seq)))
-        if cut is None:
-            return
-        i, offset, preamble_only = cut
-        with self._sync_lock, self._lock:
-            self._reader.forget()
-            doomed = segments[i + 1 :]
-            seg = segments[i]
-            # A segment left with its preamble only goes too, unless it is the first.
-            if i and preamble_only:
-                doomed.insert(0, seg)
-                seg = segments[i - 1]
-            else:
-                seg.truncate(offset)
-            try:
-                for chunk in range(0, len(kept), fmt.MAX_RANGES_PER_RECORD):
-                    ranges = kept[chunk : chunk + fmt.MAX_RANGES_PER_RECORD]
-                    seg.append(fmt.encode_delete(last_seq, time.time_ns(), ranges))
-                if self._fsync:
-                    os.fsync(seg.fd)
-                for gone in doomed:
-                    os.unlink(gone.path)
-                if self._fsync and doomed:
-                    fsync_dir(self._msgs_dir)
-            except OSError as exc:
-                self._failed = exc  # the log is no longer what the index says
-                raise _write_error(f"cannot truncate {self.directory}", exc) from exc
-            finally:
-                for gone in segments:
-                    gone.close()
-        self._candidates = []
-        self._roll_owed = False
-        self._lost = None
-        self._open(index.first, [])
-
-    def skip_msgs(self, last_seq: int) -> None:
-        """A short gap is written inline as one ERASED message record per sequence (41
-        bytes each, replayed as removed slots: storage-format.md 6.3), so a mirror of a
-        stream with scattered deletions keeps filling one segment; a longer one starts a
-        new segment named `last_seq + 1` (6.1: the name proves the sequences below it
-        were assigned). Both become durable with the next sync (the group commit)."""
-        self._check_writable()
-        index = self._index
-        if last_seq <= index.last:
-            return
-        if last_seq - index.last > SKIP_INLINE_MAX:
-            index.last = last_seq
-            if not index.messages:
-                index.first = last_seq + 1
-            try:
-                self._roll()
-            except StoreFullError:
-                self._roll_owed = True  # the next append rolls first (7.6)
-                return
-            self._reclaim()  # the segment rolled away from, if nothing in it is live
-            return
-        ts = index.last_ts
-        for seq in range(index.last + 1, last_seq + 1):
-            record = fmt.encode_message(seq, ts, b"\0", b"", b"", fmt.F_ERASED)
-            index.add_removed(self._append_record(record), seq, ts)
-
-    # ------------------------------------------------------------------ reading
-
-    def load(self, seq: int) -> StoredMessage | None:
-        self._check_open()
-        loc = self._index.locate(seq)
-        return None if loc is None else self._reader.message(*loc)
-
-    def load_next(self, filter_subject: str, start_seq: int) -> StoredMessage | None:
-        self._check_open()
-        if not filter_subject or filter_subject == ">":
-            # An unfiltered consumer reading in order: `start_seq` itself is live.
-            loc = self._index.locate(start_seq)
-            if loc is not None:
-                return self._reader.message(*loc)
-        loc = q.next_live(self._index, compile_filter(filter_subject), start_seq)
-        return None if loc is None else self._reader.message(*loc)
-
-    def load_batch(
-        self,
-        filter_subject: str,
-        start_seq: int,
-        max_count: int,
-        spans: list[RecordSpan] | None = None,
-    ) -> list[StoredMessage]:
-        if filter_subject and filter_subject != ">":
-            return load_next_repeated(self, filter_subject, start_seq, max_count)
-        self._check_open()
-        return self._reader.messages_from(start_seq, max_count, spans)
-
-    def load_last(self, filter_subject: str) -> StoredMessage | None:
-        self._check_open()
-        seq = q.last_live(self._index, compile_filter(filter_subject))
-        return self.load(seq) if seq else None
-
-    def last_seq(self) -> int:
-        self._check_open()
-        return self._index.last
-
-    def state(
-        self, *, deleted_details: bool = False, subjects_filter: str | None = None
-    ) -> StreamState:
-        self._check_open()
-        st = q.stream_state(self._index, deleted_details=deleted_details)
-        st.lost = self._lost
-        if subjects_filter is not None:
-            st.subjects = self.subject_counts(subjects_filter)
-        return st
-
-    def subject_state(self, filter_subject: str) -> SubjectState:
-        self._check_open()
-        return q.subject_state(self._index, compile_filter(filter_subject))
-
-    def num_pending(self, filter_subject: str, start_seq: int) -> int:
-        self._check_open()
-        return q.num_pending(self._index, compile_filter(filter_subject), start_seq)
-
-    def subject_counts(self, filter_subject: str) -> dict[str, int]:
-        self._check_open()
-        flt = compile_filter(filter_subject)
-        return {e.name: len(e) for e in self._index.subjects.matching(flt)}
-
-    def last_seqs(self, filter_subject: str) -> list[int]:
-        self._check_open()
-        flt = compile_filter(filter_subject)
-        return [e.last() for e in self._index.subjects.matching(flt)]
-
-    def freeze(self) -> FrozenLog:
-        """The log as it is now, for a stream snapshot (frozen.py); `close()` it when done."""
-        self._check_open()
-        segments = [(seg.path.name, seg.path, seg.size) for seg in self._index.segments]
-        meta = (self.directory / META).read_bytes()
-        frozen = FrozenLog(meta, segments, self._frozen.remove)
-        self._frozen.append(frozen)
-        return frozen
-
     def relocate(self, directory: str | os.PathLike[str]) -> None:
         """Follow the store's directory, renamed to `directory` while open (a restore moves
         its staging directory into place); descriptors stay valid across a rename."""
@@ -670,7 +472,7 @@ class FileStore:
             seg.append(record)
         except OSError as exc:
             seg.drop_unfinished()
-            raise _write_error(f"{seg.path}: write failed", exc) from exc
+            raise write_error(f"{seg.path}: write failed", exc) from exc
         # Lock-free fast path: if the segment is already in the set, the next sync to take
         # a snapshot includes it and fsyncs after this write.
         if seg not in self._dirty:
@@ -698,7 +500,7 @@ class FileStore:
         try:
             seg = Segment.create(self._msgs_dir, index.last + 1)
         except OSError as exc:
-            raise _write_error(f"cannot create a segment in {self._msgs_dir}", exc) from exc
+            raise write_error(f"cannot create a segment in {self._msgs_dir}", exc) from exc
         old = getattr(self, "_active", None)
         index.add_segment(seg)
         self._active = seg
@@ -709,70 +511,3 @@ class FileStore:
         if old is not None:
             self._note_emptied(old)
         return seg
-
-    def _erase(self, seg: Segment, k: int) -> None:
-        """Overwrite the message's record in place with its ERASED image (format 6.3)."""
-        offset = seg.offs[k]
-        record = seg.read(offset, seg.lens[k] & LEN_MASK)
-        if isinstance(fmt.validate(record, 0, len(record)), str):
-            raise StoreError(f"{seg.path}: record of sequence {seg.base + k} is corrupt")
-        for frozen in self._frozen:  # a snapshot in progress still needs the original
-            frozen.preserve(seg.path.name, offset, record)
-        try:
-            seg.write_at(offset, fmt.erased_image(record))
-        except OSError as exc:
-            raise _write_error(f"{seg.path}: erase failed", exc) from exc
-        with self._lock:
-            self._dirty.add(seg)
-
-    def _note_emptied(self, seg: Segment) -> None:
-        if not seg.live and seg is not self._active:
-            self._candidates.append(seg)
-
-    def _reclaim_emptied(self) -> None:
-        """`_reclaim`, after a purge or an expiry: when nothing is live any more and the
-        active segment holds messages, appends move to a new segment so that the active
-        one can go too (storage-format.md 6.2). Without room for that, a later purge
-        tries again."""
-        if not self._index.messages and len(self._active.offs):
-            with contextlib.suppress(StoreFullError):
-                self._roll()
-        self._reclaim()
-
-    def _reclaim(self) -> None:
-        """Delete sealed segments holding nothing live (storage-format.md 6.2): first a
-        STATE record and copies of their still-needed tombstones go to the active segment,
-        then the files are unlinked by the next sync, once those records are durable.
-        Without room for those records the segments wait for the next call."""
-        index = self._index
-        while self._candidates:
-            seg = self._candidates.pop()
-            if seg.doomed or seg.live or seg is self._active or seg not in index.segments:
-                continue
-            needed = q.needed_ranges(index, seg)
-            try:
-                self._append_record(self._state_record())
-                if needed:
-                    self._append_delete(needed)
-            except StoreFullError:
-                if index.messages:
-                    self._candidates.append(seg)
-                    return
-                # Nothing is live: the segments go oldest first (sync unlinks in name
-                # order), each after its own records are durable, and every tombstone
-                # comes after its message in the log, so no copy is needed (6.2).
-                recorded = False
-            else:
-                recorded = True
-            index.remove_segment(seg)
-            seg.doomed = True
-            with self._lock:
-                if recorded:
-                    self._dirty.discard(seg)
-                self._doomed.append(seg)
-            if self.on_reclaim is not None:
-                self.on_reclaim()
-            # Tombstones elsewhere that only served the deleted file are no longer needed.
-            for other in index.segments:
-                if len(other.ext):
-                    other.ext = array("Q", [s for r in q.needed_ranges(index, other) for s in r])

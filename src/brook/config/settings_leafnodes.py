@@ -1,0 +1,83 @@
+"""The `leafnodes {}` block's settings (ADR 0032): the remotes this server dials, the
+listener and logins of a hub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from brook import limits
+from brook.config.errors import ConfigError
+from brook.config.settings_auth import GLOBAL_ACCOUNT
+
+if TYPE_CHECKING:
+    from brook.config.settings_tls import TLSSettings
+
+
+@dataclass(slots=True)
+class LeafRemoteSettings:
+    """One entry of `leafnodes { remotes [...] }`: a hub this server dials as a spoke
+    (ADR 0032; config/conf_leafnodes.py reads it)."""
+
+    urls: list[str]  # nats-leaf://[user:pass@]host:port, tried in turn
+    account: str = GLOBAL_ACCOUNT  # the local account bound to the connection
+    credentials: str | None = None  # a creds file: the user JWT, and the seed signing the nonce
+    # Subjects whose messages and interest never come in from the hub (`deny_imports`) or
+    # go out to it (`deny_exports`), as nats-server's remote permissions.
+    deny_imports: list[str] = field(default_factory=list)
+    deny_exports: list[str] = field(default_factory=list)
+    # `tls {}`: the hub's certificate checked against `ca_file` (else the system's CAs),
+    # `cert_file`/`key_file` presented; TLS is also used when the hub's INFO requires it.
+    tls: TLSSettings | None = None
+
+
+@dataclass(slots=True)
+class LeafUser:
+    """A spoke's login at this hub (`leafnodes { authorization }`) and the account it
+    binds (`$G` when none is named)."""
+
+    user: str
+    password: str
+    account: str = GLOBAL_ACCOUNT
+
+
+@dataclass(slots=True)
+class LeafNodeSettings:
+    """nats-server's `leafnodes {}` block (ADR 0032); Brook honours the keys below and
+    refuses the others by name at load."""
+
+    remotes: list[LeafRemoteSettings] = field(default_factory=list)
+    reconnect_delay_s: float = limits.LEAF_RECONNECT_DELAY_S
+    # The hub's side: spokes accepted on host:port (port 0: none; -1: any free port),
+    # logging in as one of `users` (none: any spoke, bound to `$G`).
+    host: str = limits.DEFAULT_HOST
+    port: int = 0
+    users: list[LeafUser] = field(default_factory=list)
+    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
+
+    def validate(self, account_names: set[str], server_auth: bool) -> None:
+        """Accounts exist; a hub without its own authorization on a server whose clients
+        log in would let nats-server check spokes against the clients' users, which
+        Brook does not do yet."""
+        for remote in self.remotes:
+            if remote.account != GLOBAL_ACCOUNT and remote.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.remotes: local account {remote.account!r} for remote"
+                    f" {remote.urls[0]} does not exist"
+                )
+        for u in self.users:
+            if u.account != GLOBAL_ACCOUNT and u.account not in account_names:
+                raise ConfigError(
+                    f"leafnodes.authorization: account {u.account!r} of user {u.user!r}"
+                    " does not exist"
+                )
+        if not -1 <= self.port <= 65535:
+            raise ConfigError(f"leafnodes.port: {self.port} is not a TCP port")
+        if self.tls is not None:
+            self.tls.validate("leafnodes.tls")
+        if self.port and not self.users and server_auth:
+            raise ConfigError(
+                "leafnodes.authorization: a leafnode listener without its own authorization"
+                " on a server with users (spokes logging in as clients): not supported by Brook"
+            )
