@@ -88,7 +88,9 @@ def _copied(
         offs, sizes, start = span.offs, span.lens[lo:hi], span.start
         a = offs[lo] - start
         b = offs[hi - 1] - start + (sizes[-1] & LEN_MASK)
-        if b - a == sum(map(LEN_MASK.__and__, sizes)):  # back to back, as usual
+        # Back to back, as usual, when their lengths add up to `b - a`: the header bits
+        # add multiples of 2**31, and a span is far shorter than that.
+        if (sum(sizes) - (b - a)) % HDR_BIT == 0:
             pieces.append(span.data[a:b])
         else:  # other records (tombstones) between them
             pieces += (
@@ -315,7 +317,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "I",
             itertools.accumulate(map(LEN_MASK.__and__, lens[:-1]), initial=seg.size - len(chunk)),
         )
-        headers = sum(map(HDR_BIT.__and__, lens)) // HDR_BIT
+        headers = (sum(lens) - len(chunk)) // HDR_BIT  # the header bits in the lengths
         subjects = list(map(_SUBJECT, messages[: len(lens)]))
         index = self._index
         index.add_run(seg, index.last + 1, offs, lens, tss, subjects, len(chunk), headers)
