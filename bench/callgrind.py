@@ -20,7 +20,9 @@ WORKLOAD is one of
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
 * `push`: a push consumer with explicit acks, likewise;
 * `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
-  it holds all N (the catch-up: the origin's push delivery and the mirror's link and store).
+  it holds all N (the catch-up: the origin's push delivery and the mirror's link and store);
+* `source`: the same with a stream sourcing that stream (its messages stored under new
+  sequences with the `Nats-Stream-Source` header, as a publish is);
 * `leaf-out`: `core` across a leafnode connection, Brook the spoke of a nats-server hub,
   the publisher on Brook and the subscriber on the hub: Brook's cost of a PUB sent on as
   an `LMSG` (ADR 0032);
@@ -71,6 +73,7 @@ DEFAULT_MESSAGES = {
     "pull": 10_000,
     "push": 10_000,
     "mirror": 20_000,
+    "source": 5_000,  # 20,000 outlasted WAIT_S under valgrind on a loaded machine
     "leaf-out": 100_000,
     "leaf-in": 100_000,
     "leaf-out-5k": 100_000,
@@ -145,13 +148,20 @@ def _consume(name: str) -> Callable[[int, int, Callable[[], None]], None]:
     return run
 
 
-def _mirror(port: int, n: int, zero: Callable[[], None]) -> None:
-    jetstream.run(port, n, 128, 2, 1000, "file")
-    control = consumers.Control(port)
-    zero()
-    mirrors.create(control, {"name": "MIRROR", "storage": "file", "mirror": {"name": "BENCH"}})
-    mirrors.wait(control, "MIRROR", n, poll_s=1.0)  # few polls: not the workload
-    control.close()
+def _copy(kind: str) -> Callable[[int, int, Callable[[], None]], None]:
+    """A mirror (`kind` "mirror") or a source ("sources") of a stream of `n` messages."""
+
+    def run(port: int, n: int, zero: Callable[[], None]) -> None:
+        jetstream.run(port, n, 128, 2, 1000, "file")
+        control = consumers.Control(port)
+        zero()
+        origin = {"name": "BENCH"}
+        config = {"name": "COPY", "storage": "file", kind: origin if kind == "mirror" else [origin]}
+        mirrors.create(control, config)
+        mirrors.wait(control, "COPY", n, poll_s=1.0)  # few polls: not the workload
+        control.close()
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -256,7 +266,8 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
-    "mirror": _mirror,
+    "mirror": _copy("mirror"),
+    "source": _copy("sources"),
 }
 
 

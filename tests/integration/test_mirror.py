@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import nats
 import pytest
 
 import brook
+from brook.jetstream.store.base import NewMessage
+from brook.jetstream.store.file import format as fmt
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,3 +53,54 @@ async def test_consumers_of_a_mirror_hear_of_each_run_it_stores(nc: Any) -> None
     got_b = [await only_b.next_msg(timeout=5) for _ in range(150)]
     assert [m.metadata.sequence.stream for m in got_b] == list(range(2, 301, 2))
     assert {m.subject for m in got_b} == {"o.b"}
+
+
+def _msg_records(directory: Path) -> list[bytes]:
+    """The MSG records of the segments under `directory`, in order."""
+    out = []
+    for path in sorted(directory.rglob("*.seg")):
+        data = path.read_bytes()
+        for info in fmt.scan(data, len(data)):
+            assert isinstance(info, tuple)
+            if info[2] == fmt.T_MSG:
+                out.append(data[info[0] : info[0] + info[1]])
+    return out
+
+
+async def test_a_mirror_writes_its_origins_records_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file mirror catching up on a file origin in the same process writes the records
+    the origin's reader checked, as they are (ADR 0035): none is encoded again, and the
+    mirror's log holds the origin's records byte for byte (headers and all)."""
+    store = tmp_path / "store"
+    async with brook.serve(port=0, store_dir=str(store)) as server:
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        js = nc.jetstream()
+        await js.add_stream(name="O", subjects=["o.>"])
+        for i in range(600):
+            headers = {"K": f"v{i}"} if i % 4 == 0 else None
+            await js.publish(f"o.{i % 3}", b"%d" % i * (i % 50), headers=headers)
+        encoded: list[int] = []  # the first sequence of each run encoded
+        encode = fmt.encode_messages
+
+        def counted(seq: int, messages: Iterable[NewMessage]) -> tuple[list[bytes], str]:
+            encoded.append(seq)
+            return encode(seq, messages)
+
+        monkeypatch.setattr(fmt, "encode_messages", counted)
+        config = {"name": "M", "mirror": {"name": "O"}}
+        reply = await _request(nc, "$JS.API.STREAM.CREATE.M", config)
+        assert "error" not in reply
+        for _ in range(100):
+            info = await _request(nc, "$JS.API.STREAM.INFO.M")
+            if info["state"]["messages"] == 600:
+                break
+            await asyncio.sleep(0.05)
+        assert info["state"]["last_seq"] == 600
+        assert encoded == []
+        await nc.close()
+    origin = _msg_records(next(p for p in store.rglob("O") if p.is_dir()))
+    mirror = _msg_records(next(p for p in store.rglob("M") if p.is_dir()))
+    assert len(origin) == 600
+    assert mirror == origin

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from brook.cli.store import store_check_command
-from brook.jetstream.store.base import StoredMessage, StoreError, file_msg_size
+from brook.jetstream.store.base import (
+    NewMessage,
+    RecordSpan,
+    StoredMessage,
+    StoreError,
+    file_msg_size,
+)
 from brook.jetstream.store.check import check_store
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file import format as fmt
@@ -649,6 +656,89 @@ def test_store_run_writes_what_store_writes(tmp_path: Path) -> None:
     assert snapshot(reopened)[1] == [StoredMessage(i + 1, *m) for i, m in enumerate(messages)]
     assert reopened.state().bytes == accounted
     reopened.close()
+
+
+def msg_records(directory: Path) -> list[bytes]:
+    """The MSG records of a store's segments, in order (preambles, whose STATE records
+    carry the time they were written, and tombstones left out)."""
+    out = []
+    for path in seg_files(directory):
+        data = path.read_bytes()
+        for info in fmt.scan(data, len(data)):
+            assert isinstance(info, tuple)
+            if info[2] == fmt.T_MSG:
+                out.append(data[info[0] : info[0] + info[1]])
+    return out
+
+
+def test_a_run_stored_from_the_records_it_was_read_from_is_stored_as_encoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mirror's run stored from the records its origin read it from (`store_run` with
+    `spans`, ADR 0035) leaves the segments, index and state that encoding the same
+    messages leaves: byte for byte the same records, rolled at the same places, also
+    after reopening. The origin's records come from several segments, some with
+    tombstones between them; spans that do not cover the run, or are not its
+    messages' records, are not used (and change nothing)."""
+    origin = FileStore(tmp_path / "origin", segment_bytes_max=900)
+    first = 61  # the mirror's run: all live; removals below it leave tombstones in it
+    for i in range(1, 121):
+        header = b"NATS/1.0\r\nK: v\r\n\r\n" if i % 3 == 0 else None
+        origin.store(f"r.{i % 5}", header, b"%05d" % i, T0 + i)
+        if i > first and i % 7 == 0:
+            origin.remove(i - first)  # a tombstone between two live records
+    spans: list[RecordSpan] = []
+    read = origin.load_batch("", first, 200, spans)
+    assert len(spans) > 2
+    assert spans[0].first_seq == first
+    assert [m.seq for m in read] == list(range(first, first + len(read)))  # all live
+    assert any(
+        span.offs[-1] + (span.lens[-1] & 0x7FFFFFFF) - span.offs[0]
+        > sum(n & 0x7FFFFFFF for n in span.lens)
+        for span in spans
+    )  # one span's records are not back to back
+    messages = [(m.subject, m.header, m.data, m.ts_ns) for m in read]
+    mirrors = {}
+    encodes: list[int] = []  # the first sequence of each run encoded
+    encode = fmt.encode_messages
+
+    def counted(seq: int, messages: Iterable[NewMessage]) -> tuple[list[bytes], str]:
+        encodes.append(seq)
+        return encode(seq, messages)
+
+    monkeypatch.setattr(fmt, "encode_messages", counted)
+    for name, given in (("encoded", ()), ("copied", spans)):
+        mirror = FileStore(tmp_path / name, segment_bytes_max=700)
+        mirror.skip_msgs(first - 1)
+        mirror.store_run(messages[:7], given)
+        mirror.store_run(messages[7:], given)
+        mirrors[name] = mirror
+    assert len(encodes) == 2  # the copied runs were not encoded
+    encoded, copied = mirrors["encoded"], mirrors["copied"]
+    assert len(seg_files(tmp_path / "copied")) > 5
+    assert snapshot(copied) == snapshot(encoded)
+    assert copied.state().bytes == encoded.state().bytes
+    assert msg_records(tmp_path / "copied") == msg_records(tmp_path / "encoded")
+    assert msg_records(tmp_path / "copied")[-len(read) :] == [
+        r for r in msg_records(tmp_path / "origin") if first <= fmt.decode_message(r).seq
+    ]
+    sizes = [p.stat().st_size for p in seg_files(tmp_path / "encoded")]
+    assert [p.stat().st_size for p in seg_files(tmp_path / "copied")] == sizes
+    # Spans of other sequences, or whose records are not these messages', are not used.
+    for mirror in mirrors.values():
+        mirror.store_run(messages[:3], spans)  # stored at other sequences: encoded
+        mirror.store_run([(s, h, d + b"!", ts) for s, h, d, ts in messages[3:4]], spans)
+    assert len(encodes) == 6
+    assert msg_records(tmp_path / "copied") == msg_records(tmp_path / "encoded")
+    encoded.close()
+    copied.close()
+    reopened = FileStore(tmp_path / "copied", segment_bytes_max=700)
+    encoded = FileStore(tmp_path / "encoded", segment_bytes_max=700)
+    assert reopened.recovery_report.clean
+    assert snapshot(reopened) == snapshot(encoded)
+    encoded.close()
+    reopened.close()
+    origin.close()
 
 
 def test_a_run_indexes_stretches_of_one_subject_as_one_by_one(tmp_path: Path) -> None:

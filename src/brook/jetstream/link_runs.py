@@ -44,7 +44,13 @@ def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | Non
     dseq, np = item.first_consumer_seq, item.pending_before
     acks = item.acks
     head = DeliverRun(
-        item.reply, msgs[:room], acks[:room] if acks is not None else None, dseq, np, item.prefix
+        item.reply,
+        msgs[:room],
+        acks[:room] if acks is not None else None,
+        dseq,
+        np,
+        item.prefix,
+        item.spans,
     )
     rest = DeliverRun(
         item.reply,
@@ -53,6 +59,7 @@ def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | Non
         dseq + room,
         max(np - room, 0),
         item.prefix,
+        item.spans,
     )
     return head, rest
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import logging
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook import limits
@@ -49,7 +49,7 @@ from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
 from brook.jetstream.sourcing import Tracking, Verdict
-from brook.jetstream.store.base import NewMessage, StoreError, StoreFullError
+from brook.jetstream.store.base import NewMessage, RecordSpan, StoreError, StoreFullError
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
@@ -208,13 +208,15 @@ class Mirror:
         if self._caught_up is not None and run.pending_before - n < CAUGHT_UP_PENDING:
             self._caught_up()
             self._caught_up = None
-        return self._store(list(map(_AS_NEW, msgs)), list(range(first, first + n)))
+        return self._store(list(map(_AS_NEW, msgs)), list(range(first, first + n)), run.spans)
 
-    def _store(self, messages: list[NewMessage], seqs: list[int]) -> bool:
+    def _store(
+        self, messages: list[NewMessage], seqs: list[int], spans: Sequence[RecordSpan] = ()
+    ) -> bool:
         """`store_mirrored`; False when it failed (the link asks again later)."""
         if messages:
             try:
-                store_mirrored(self.stream, messages, seqs, self._stored)
+                store_mirrored(self.stream, messages, seqs, self._stored, spans)
             except StoreError as exc:
                 self.stream.write_failed(f"store mirrored messages from {seqs[0]}", exc)
                 return False  # recreated after the last stored, once there is room
@@ -247,7 +249,11 @@ class Mirror:
 
 
 def store_mirrored(
-    stream: Stream, messages: list[NewMessage], seqs: list[int], stored: Stored
+    stream: Stream,
+    messages: list[NewMessage],
+    seqs: list[int],
+    stored: Stored,
+    spans: Sequence[RecordSpan] = (),
 ) -> None:
     """Store messages of the origin of mirror `stream` (`messages[i]` at origin sequence
     `seqs[i]`, rising, and at its own timestamp: ADR 0020, nats-server's
@@ -262,7 +268,9 @@ def store_mirrored(
     one at a sequence stored already, nor on an interest stream one no consumer wants:
     it takes its sequence and is removed, as a publish), then `on_removed` of what the
     limits removed. A store failure (`StoreError`) or a refusal (`ApiError`) is raised
-    once what was stored before it went through the same steps."""
+    once what was stored before it went through the same steps. `spans`: the records
+    the messages were read from in the origin (`MessageStore.store_run`), for the one
+    stretch of a mirror without transforms or dropped header lines (`delivered_run`)."""
     store = stream.store
     last = store.last_seq()
     if seqs and seqs[0] <= last:  # stored already
@@ -288,7 +296,7 @@ def store_mirrored(
         if not checked and seqs[-1] - seqs[0] == len(seqs) - 1:  # one stretch, unchecked
             if seqs[0] != last + 1:
                 store.skip_msgs(seqs[0] - 1)
-            store.store_run(messages)
+            store.store_run(messages, spans)
         else:
             start = 0  # of the piece not stored yet
             for i, seq in enumerate(seqs):

@@ -12,7 +12,7 @@ from brook.jetstream.consumer import (
     DeliverRun,
     Status,
 )
-from brook.jetstream.store.base import StoredMessage
+from brook.jetstream.store.base import RecordSpan, StoredMessage
 from brook.jetstream.store.filters import compile_filter
 
 S = 1_000_000_000
@@ -39,7 +39,9 @@ class FakeSource:
                 return self.msgs[s]
         return None
 
-    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
+    def next_batch(
+        self, after_seq: int, max_count: int, spans: list[RecordSpan] | None = None
+    ) -> list[StoredMessage]:
         out: list[StoredMessage] = []
         while len(out) < max_count and (m := self.next_matching(after_seq)) is not None:
             out.append(m)

@@ -9,11 +9,12 @@ one for each of its messages), `Status` an inline-status HMSG, `Advisory` a publ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from brook.jetstream.models.info import format_ts_ns
-from brook.jetstream.store.base import StoredMessage
+from brook.jetstream.store.base import RecordSpan, StoredMessage
 
 ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
 
@@ -65,7 +66,12 @@ class DeliverRun:
     <consumer seq>.<timestamp>.<pending>`: all of it is in the run, so a flow-controlled
     push run leaves them unformatted (`acks` None) until someone needs their bytes
     (`ack_subjects`); a link in this process that takes the run as it is
-    (`Router.deliver_object`) never does."""
+    (`Router.deliver_object`) never does.
+
+    A flow-controlled push run read from a file store carries the records its messages
+    were read from (`spans`, shared by the runs of one `deliver_new` call and covering
+    more than the run's messages, or not all of them): a mirror in this process writes
+    them as they are (ADR 0035)."""
 
     reply: str
     msgs: list[StoredMessage]
@@ -73,6 +79,7 @@ class DeliverRun:
     first_consumer_seq: int  # consecutive from here
     pending_before: int  # num_pending before the first; one less after each, down to 0
     prefix: bytes = b""  # `$JS.ACK.<stream>.<consumer>.`, which every ack subject starts with
+    spans: Sequence[RecordSpan] = ()  # ascending, by their sequences
 
     def ack_subjects(self) -> list[bytes]:
         """The ack subject of each message (formatted now, once, if they were not)."""

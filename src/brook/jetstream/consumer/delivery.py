@@ -37,7 +37,7 @@ from brook.jetstream.consumer.pending import Ledger, Pending
 from brook.jetstream.consumer.priority import PriorityGroups
 from brook.jetstream.consumer.pull import WaitingRequest, message_size
 from brook.jetstream.consumer.source import MessageSource
-from brook.jetstream.store.base import StoredMessage
+from brook.jetstream.store.base import RecordSpan, StoredMessage
 
 AHEAD_MAX = 128  # the most messages `candidate` reads from the store at once
 
@@ -409,8 +409,18 @@ class Delivery:
         acks: list[bytes] = []
         run_acks = acks.append
         # A push run under flow control leaves its ack subjects unformatted
-        # (`DeliverRun.ack_subjects`): only their length counts.
-        run = DeliverRun(run_to or "", [], None if fc else acks, cseq + 1, np, ack_prefix)
+        # (`DeliverRun.ack_subjects`): only their length counts; it carries the records
+        # its messages were read from (`DeliverRun.spans`, for a mirror in this process).
+        spans: list[RecordSpan] | None = [] if fc else None
+        run = DeliverRun(
+            run_to or "",
+            [],
+            None if fc else acks,
+            cseq + 1,
+            np,
+            ack_prefix,
+            () if spans is None else spans,
+        )
         run_msgs = run.msgs.append
         headroom = flow.headroom() if fc else 0  # bytes to count with no flow-control event
         spent = 0  # bytes counted in `headroom` and not told to `flow` yet
@@ -425,7 +435,7 @@ class Delivery:
         # request of a run was checked above.)
         unchecked = len(waiting) if run_to is None else 0
         while room > 0:
-            batch = next_batch(self.next_seq - 1, min(room, AHEAD_MAX))
+            batch = next_batch(self.next_seq - 1, min(room, AHEAD_MAX), spans)
             if not batch:
                 self._passed_end()
                 break
@@ -474,7 +484,9 @@ class Delivery:
                     headroom = flow.headroom()
                     if len(out) > before:  # the request goes after the run so far
                         out.insert(before, run)
-                        run = DeliverRun(target or "", [], None, cseq + 1, np, ack_prefix)
+                        run = DeliverRun(
+                            target or "", [], None, cseq + 1, np, ack_prefix, run.spans
+                        )
                         run_msgs = run.msgs.append
                     if flow.blocked():
                         room = 0

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Sequence
 from typing import Protocol
 
-from brook.jetstream.store.base import MessageStore, StoredMessage
+from brook.jetstream.store.base import MessageStore, RecordSpan, StoredMessage
 
 
 class MessageSource(Protocol):
@@ -18,8 +18,11 @@ class MessageSource(Protocol):
         """The first stored message matching the filter(s) with seq > after_seq."""
         ...
 
-    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
-        """`next_matching` repeated: up to `max_count` matching messages after `after_seq`."""
+    def next_batch(
+        self, after_seq: int, max_count: int, spans: list[RecordSpan] | None = None
+    ) -> list[StoredMessage]:
+        """`next_matching` repeated: up to `max_count` matching messages after `after_seq`;
+        the records a file store read them from appended to `spans` (where it can)."""
         ...
 
     def load(self, seq: int) -> StoredMessage | None:
@@ -56,10 +59,12 @@ class StoreSource:
                 best = m
         return best
 
-    def next_batch(self, after_seq: int, max_count: int) -> list[StoredMessage]:
+    def next_batch(
+        self, after_seq: int, max_count: int, spans: list[RecordSpan] | None = None
+    ) -> list[StoredMessage]:
         filters = self._filters
         if len(filters) == 1:
-            return self._store.load_batch(filters[0], after_seq + 1, max_count)
+            return self._store.load_batch(filters[0], after_seq + 1, max_count, spans)
         merged = [m for f in filters for m in self._store.load_batch(f, after_seq + 1, max_count)]
         merged.sort(key=lambda m: m.seq)  # filters do not overlap: no duplicates
         return merged[:max_count]

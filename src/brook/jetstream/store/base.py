@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -122,6 +123,25 @@ class StoredMessage:
     ts_ns: int  # nanoseconds since the Unix epoch, UTC
 
 
+@dataclass(frozen=True, slots=True)
+class RecordSpan:
+    """The records of messages at consecutive sequences from `first_seq`, as a file store
+    read them and checked them (CRC included) to hand out those messages: `data`, read
+    from segment offset `start`, holds the record of sequence `first_seq + i` at
+    `offs[i] - start`, `lens[i]` bytes long (the segment's columns: offsets, lengths with
+    the header bit, timestamps). A mirror stores its origin's messages at the same
+    sequences and timestamps, so their records are these bytes: its file store writes
+    them as they are (`MessageStore.store_run`) instead of encoding them again
+    (ADR 0035). Only the file store makes and reads them."""
+
+    first_seq: int
+    data: bytes
+    start: int
+    offs: array[int]
+    lens: array[int]
+    tss: array[int]
+
+
 def load_next_repeated(
     store: MessageStore, filter_subject: str, start_seq: int, max_count: int
 ) -> list[StoredMessage]:
@@ -184,10 +204,13 @@ class MessageStore(Protocol):
         """Append a message at `last_seq + 1`; returns its sequence."""
         ...
 
-    def store_run(self, messages: Sequence[NewMessage]) -> None:
+    def store_run(self, messages: Sequence[NewMessage], spans: Sequence[RecordSpan] = ()) -> None:
         """Append `messages` (subject, header, data, ts_ns) at `last_seq + 1` onwards, as
         many `store` calls would, in fewer writes (a mirror's run of deliveries). On a
-        failure the messages before the failing one are stored (`last_seq` says how far)."""
+        failure the messages before the failing one are stored (`last_seq` says how far).
+        `spans` may hold the records of `messages` (at these sequences) as a file store
+        read them: a file store writes those bytes rather than encoding the same again;
+        any other store, or spans that do not cover them, changes nothing."""
         ...
 
     def load(self, seq: int) -> StoredMessage | None:
@@ -200,10 +223,15 @@ class MessageStore(Protocol):
         ...
 
     def load_batch(
-        self, filter_subject: str, start_seq: int, max_count: int
+        self,
+        filter_subject: str,
+        start_seq: int,
+        max_count: int,
+        spans: list[RecordSpan] | None = None,
     ) -> list[StoredMessage]:
         """Up to `max_count` messages matching the filter from `start_seq` on, ascending:
-        `load_next` repeated, in one call (a consumer's deliveries read in runs)."""
+        `load_next` repeated, in one call (a consumer's deliveries read in runs). A file
+        store appends to `spans` the records it read them from (a mirror's origin)."""
         ...
 
     def load_last(self, filter_subject: str) -> StoredMessage | None:

@@ -28,6 +28,7 @@ from brook.jetstream.store.base import (
     LostData,
     NewMessage,
     PurgeResult,
+    RecordSpan,
     StoredMessage,
     StoreError,
     StreamState,
@@ -148,7 +149,7 @@ class MemoryStore:
         # While empty `_first` already equals `_last + 1`, i.e. this sequence.
         return seq
 
-    def store_run(self, messages: Sequence[NewMessage]) -> None:
+    def store_run(self, messages: Sequence[NewMessage], spans: Sequence[RecordSpan] = ()) -> None:
         for subject, header, data, ts_ns in messages:  # nothing to batch in memory
             self.store(subject, header, data, ts_ns)
 
@@ -279,7 +280,11 @@ class MemoryStore:
         return self._next_matching(flt, start)
 
     def load_batch(
-        self, filter_subject: str, start_seq: int, max_count: int
+        self,
+        filter_subject: str,
+        start_seq: int,
+        max_count: int,
+        spans: list[RecordSpan] | None = None,
     ) -> list[StoredMessage]:
         return load_next_repeated(self, filter_subject, start_seq, max_count)
 

@@ -35,6 +35,11 @@ HEADER_SIZE = HEADER.size  # 36
 CRC_SIZE = 4
 OVERHEAD = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
 CRC_FIELD = struct.Struct("<I")
+# The CRC-32 of a whole record, its CRC field included, when that field is right: CRC-32's
+# residue, the same for any bytes followed by their CRC-32 in little-endian order. A
+# reader checks a record by one `crc32` call (`Reader._read_run`), exactly as by comparing
+# the field with the CRC of the bytes before it.
+CRC_RESIDUE = 0x2144DF1C
 _STATE_BODY = struct.Struct("<Qq")
 
 MAX_SUBJECT_BYTES = 0xFFFF

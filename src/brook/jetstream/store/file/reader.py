@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Sequence
 from typing import NoReturn
 
-from brook.jetstream.store.base import StoredMessage, StoreError
+from brook.jetstream.store.base import RecordSpan, StoredMessage, StoreError
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
 from brook.jetstream.store.file.index import Index
@@ -48,9 +48,12 @@ class Reader:
         self._read_run(seg, k, 1, out)
         return out[0]
 
-    def messages_from(self, start_seq: int, max_count: int) -> list[StoredMessage]:
+    def messages_from(
+        self, start_seq: int, max_count: int, spans: list[RecordSpan] | None = None
+    ) -> list[StoredMessage]:
         """Up to `max_count` live messages from `start_seq` on, of any subject: runs of
-        live slots, segment by segment (`next_live` finds each run's start)."""
+        live slots, segment by segment (`next_live` finds each run's start); with
+        `spans`, the records of each run of all-live slots appended to it."""
         out: list[StoredMessage] = []
         index = self._index
         seq = start_seq
@@ -59,14 +62,21 @@ class Reader:
             if loc is None:
                 break
             seg, k = loc
-            seq = self._read_run(seg, k, max_count - len(out), out)
+            seq = self._read_run(seg, k, max_count - len(out), out, spans)
         return out
 
     def forget(self) -> None:
         """Drop the read-ahead buffers (the store is closing)."""
         self._ahead.clear()
 
-    def _read_run(self, seg: Segment, k: int, max_count: int, out: list[StoredMessage]) -> int:
+    def _read_run(
+        self,
+        seg: Segment,
+        k: int,
+        max_count: int,
+        out: list[StoredMessage],
+        spans: list[RecordSpan] | None = None,
+    ) -> int:
         """Append the messages of up to `max_count` live slots of `seg`, from slot `k` on,
         to `out`; returns the sequence after the last slot looked at. Every read of a
         message comes here: a consumer's reads come in runs, so the run's records are
@@ -77,7 +87,8 @@ class Reader:
         a MSG record (storage-format.md 5.1, CRC included) and for the slot's sequence;
         this loop is a third of a delivery's cost, so the check is written out here
         rather than called. A record it refuses goes to `_refuse`, which raises the error
-        `decode_message` gives."""
+        `decode_message` gives. With `spans`, a run of all-live slots (the usual case)
+        appends its checked records (`RecordSpan`), once all of them passed."""
         offs = seg.offs
         lens = seg.lens
         stop = min(len(offs), k + max_count)
@@ -96,6 +107,7 @@ class Reader:
             k = end
         else:
             slots, first, last_end, k = self._live_slots(offs, lens, k, max_count)
+            spans = None
         base = seg.base
         if not slots:
             return base + k
@@ -110,8 +122,7 @@ class Reader:
         name_of = self._index.subjects.name_of
         append = out.append
         unpack_header = fmt.HEADER.unpack_from
-        unpack_crc = fmt.CRC_FIELD.unpack_from
-        crc32 = zlib.crc32
+        crc32, residue = zlib.crc32, fmt.CRC_RESIDUE
         magic_ok, version_ok, msg_type, overhead = fmt.MAGIC, fmt.VERSION, fmt.T_MSG, fmt.OVERHEAD
         header_size, crc_size, erased = fmt.HEADER_SIZE, fmt.CRC_SIZE, fmt.F_ERASED
         view = memoryview(buf)
@@ -132,7 +143,7 @@ class Reader:
                     and sl > 0
                     and seq == base + j
                     and not flags & erased
-                    and crc32(view[pos:crc_at]) == unpack_crc(buf, crc_at)[0]
+                    and crc32(view[pos : pos + n]) == residue
                 ):
                     a = pos + header_size + sl
                     b = a + hl
@@ -147,6 +158,9 @@ class Reader:
                     )
                     continue
             self._refuse(seg, base + j, buf[pos : pos + n])
+        if spans is not None:
+            lo = slots[0]
+            spans.append(RecordSpan(base + lo, buf, first, offs[lo:k], lens[lo:k], seg.tss[lo:k]))
         return base + k
 
     @staticmethod

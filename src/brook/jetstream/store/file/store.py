@@ -33,6 +33,7 @@ from brook.jetstream.store.base import (
     LostData,
     NewMessage,
     PurgeResult,
+    RecordSpan,
     StoreError,
     StoreFullError,
     add_lost,
@@ -52,7 +53,7 @@ from brook.jetstream.store.file.recovery import (
     prepare_directory,
     replay,
 )
-from brook.jetstream.store.file.segment import HDR_BIT, MAX_SEGMENT_BYTES, Segment
+from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
 from brook.jetstream.store.file.store_gaps import StoreGaps
 from brook.jetstream.store.file.store_reads import StoreReads
 from brook.jetstream.store.file.store_reclaim import SegmentReclaim
@@ -61,6 +62,55 @@ from brook.jetstream.store.filters import compile_filter
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 # A `NewMessage`'s fields, as `store_run` indexes a run's messages.
 _SUBJECT, _HEADER, _TS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(3)
+
+
+def _copied(
+    spans: Sequence[RecordSpan], seq: int, n: int
+) -> tuple[bytes, array[int], array[int]] | None:
+    """The records of sequences `seq .. seq + n - 1` as `spans` hold them (read and
+    checked by a file store: `Reader._read_run`), in one piece of bytes, with their
+    length and timestamp columns; None unless the spans cover every one of them. A record
+    holds its sequence and timestamp: stored at the same sequence, its bytes are the
+    record `encode_messages` would make of the message read from it (ADR 0035)."""
+    pieces: list[bytes] = []
+    lens = array("I")
+    tss = array("q")
+    end = seq + n
+    for span in spans:
+        count = len(span.offs)
+        lo = seq - span.first_seq
+        if lo >= count:
+            continue  # before them
+        if lo < 0:
+            return None  # one of them is in no span
+        hi = min(end - span.first_seq, count)
+        offs, sizes, start = span.offs, span.lens[lo:hi], span.start
+        a = offs[lo] - start
+        b = offs[hi - 1] - start + (sizes[-1] & LEN_MASK)
+        # Back to back, as usual, when their lengths add up to `b - a`: the header bits
+        # add multiples of 2**31, and a span is far shorter than that.
+        if (sum(sizes) - (b - a)) % HDR_BIT == 0:
+            pieces.append(span.data[a:b])
+        else:  # other records (tombstones) between them
+            pieces += (
+                span.data[o - start : o - start + (size & LEN_MASK)]
+                for o, size in zip(offs[lo:hi], sizes, strict=True)
+            )
+        lens += sizes
+        tss += span.tss[lo:hi]
+        seq += hi - lo
+        if seq == end:
+            return b"".join(pieces) if len(pieces) > 1 else pieces[0], lens, tss
+    return None
+
+
+def _holds(
+    copied: tuple[bytes, array[int], array[int]], i: int, messages: Sequence[NewMessage]
+) -> bool:
+    """Is record `i` of `copied` (`_copied`) as long and as old as message `i`'s would be?"""
+    subject, header, data, ts_ns = messages[i]
+    size = fmt.OVERHEAD + len(subject.encode()) + len(header or b"") + len(data)
+    return copied[1][i] & LEN_MASK == size and copied[2][i] == ts_ns
 
 
 class FileStore(StoreReads, StoreGaps, SegmentReclaim):
@@ -198,58 +248,78 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             self._reclaim()
         return seq
 
-    def store_run(self, messages: Sequence[NewMessage]) -> None:
-        """As `store` for each message, with one write per segment: the records are encoded
-        at once (`encode_messages`), appended at once and then indexed at once
-        (`Index.add_run`). A segment is rolled where `store` would roll it (before a record
-        that finds it full). A message that cannot be encoded raises `StoreError` once
-        those before it are stored."""
+    def store_run(self, messages: Sequence[NewMessage], spans: Sequence[RecordSpan] = ()) -> None:
+        """As `store` for each message, with one write per segment: the records are
+        encoded at once (`encode_messages`), or taken as they are from `spans` when
+        those cover these sequences (a mirror's origin read them: `_copied`), appended
+        at once and then indexed at once (`Index.add_run`). A segment is rolled where
+        `store` would roll it (before a record that finds it full). A message that
+        cannot be encoded raises `StoreError` once those before it are stored."""
         self._check_writable()
-        records, error = fmt.encode_messages(self._index.last + 1, messages)
-        start = 0  # the first record of the piece going to the active segment
-        pending = 0  # its bytes
-        written = self._active.size
-        limit = self._segment_bytes_max
-        total = sum(map(len, records))
-        if (
-            records
-            and written + total - len(records[-1]) < limit
-            and written + total <= MAX_SEGMENT_BYTES
+        seq = self._index.last + 1
+        copied = _copied(spans, seq, len(messages)) if spans else None
+        if copied is not None and not (
+            _holds(copied, 0, messages) and _holds(copied, -1, messages)
         ):
-            pending = total  # the whole run fits: no record finds the segment full
+            copied = None  # not the records of these messages: a caller's mistake
+        error = ""
+        if copied is not None:
+            blob, lens, tss = copied
         else:
-            for i, record in enumerate(records):
-                at = written + pending
-                if i > start and (at >= limit or at + len(record) > MAX_SEGMENT_BYTES):
-                    self._append_run(records, messages, start, i, pending)
-                    start, pending, written = i, 0, self._active.size
-                pending += len(record)
-        if records:
-            self._append_run(records, messages, start, len(records), pending)
+            records, error = fmt.encode_messages(seq, messages)
+            blob = b"".join(records)
+            # The columns by maps rather than a loop: a mirror's catch-up stores thousands.
+            lens = array("I", map(len, records))
+            news = messages[: len(records)]
+            if any(map(_HEADER, news)):
+                for i, header in enumerate(map(_HEADER, news)):
+                    if header:
+                        lens[i] |= HDR_BIT
+            tss = array("q", map(_TS, news))
+        if lens:
+            self._append_runs(blob, lens, tss, messages)
         if self._candidates:
             self._reclaim()
         if error:
             raise StoreError(f"cannot store message: {error}")
 
-    def _append_run(
-        self, records: list[bytes], messages: Sequence[NewMessage], lo: int, hi: int, size: int
+    def _append_runs(
+        self, blob: bytes, lens: array[int], tss: array[int], messages: Sequence[NewMessage]
     ) -> None:
-        """One append of `records[lo:hi]` (`size` bytes), then their index entries."""
-        piece = records[lo:hi]
-        seg = self._append_record(b"".join(piece))
-        # The columns by maps rather than a loop: a mirror's catch-up stores thousands.
-        lens = array("I", map(len, piece))
-        offs = array("I", itertools.accumulate(lens[:-1], initial=seg.size - size))
-        news = messages[lo:hi]
-        headed = []
-        if any(map(_HEADER, news)):
-            headed = [i for i, header in enumerate(map(_HEADER, news)) if header]
-        for i in headed:
-            lens[i] |= HDR_BIT
-        tss = array("q", map(_TS, news))
-        subjects = list(map(_SUBJECT, news))
+        """`blob`, the records of `messages` (their `lens` and `tss` columns), appended in
+        one piece per segment it goes to, each piece then indexed (`_append_run`)."""
+        written = self._active.size
+        limit = self._segment_bytes_max
+        total = len(blob)
+        if written + total - (lens[-1] & LEN_MASK) < limit and written + total <= MAX_SEGMENT_BYTES:
+            self._append_run(blob, lens, tss, messages)  # no record finds the segment full
+            return
+        start = 0  # the first record of the piece going to the active segment
+        at = 0  # where that piece starts in `blob`
+        pending = 0  # its bytes
+        for i, size in enumerate(map(LEN_MASK.__and__, lens)):
+            end = written + pending
+            if i > start and (end >= limit or end + size > MAX_SEGMENT_BYTES):
+                piece = slice(start, i)
+                self._append_run(blob[at : at + pending], lens[piece], tss[piece], messages[piece])
+                start, at, pending, written = i, at + pending, 0, self._active.size
+            pending += size
+        piece = slice(start, len(lens))
+        self._append_run(blob[at:], lens[piece], tss[piece], messages[piece])
+
+    def _append_run(
+        self, chunk: bytes, lens: array[int], tss: array[int], messages: Sequence[NewMessage]
+    ) -> None:
+        """One append of `chunk`, the records of `messages`, then their index entries."""
+        seg = self._append_record(chunk)
+        offs = array(
+            "I",
+            itertools.accumulate(map(LEN_MASK.__and__, lens[:-1]), initial=seg.size - len(chunk)),
+        )
+        headers = (sum(lens) - len(chunk)) // HDR_BIT  # the header bits in the lengths
+        subjects = list(map(_SUBJECT, messages[: len(lens)]))
         index = self._index
-        index.add_run(seg, index.last + 1, offs, lens, tss, subjects, size, len(headed))
+        index.add_run(seg, index.last + 1, offs, lens, tss, subjects, len(chunk), headers)
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         self._check_writable()

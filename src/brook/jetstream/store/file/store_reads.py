@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from brook.jetstream.store.base import (
     LostData,
+    RecordSpan,
     StoredMessage,
     StreamState,
     SubjectState,
@@ -54,12 +55,16 @@ class StoreReads:
         return None if loc is None else self._reader.message(*loc)
 
     def load_batch(
-        self, filter_subject: str, start_seq: int, max_count: int
+        self,
+        filter_subject: str,
+        start_seq: int,
+        max_count: int,
+        spans: list[RecordSpan] | None = None,
     ) -> list[StoredMessage]:
         if filter_subject and filter_subject != ">":
             return load_next_repeated(cast("FileStore", self), filter_subject, start_seq, max_count)
         self._check_open()
-        return self._reader.messages_from(start_seq, max_count)
+        return self._reader.messages_from(start_seq, max_count, spans)
 
     def load_last(self, filter_subject: str) -> StoredMessage | None:
         self._check_open()
