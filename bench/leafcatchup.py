@@ -64,13 +64,17 @@ class ProxyThread:
 
 
 @contextlib.contextmanager
-def proxied_pair(spoke_kind: str, hub_kind: str) -> Iterator[tuple[int, int, ProxyThread]]:
-    """(spoke's client port, hub's client port, the proxy on the leaf between them)."""
+def proxied_pair(
+    spoke_kind: str, hub_kind: str, mode: CutMode
+) -> Iterator[tuple[int, int, ProxyThread]]:
+    """(spoke's client port, hub's client port, the proxy on the leaf between them); for a
+    silent cut, 1 s PINGs so the servers notice it (a reset is noticed at once)."""
+    keepalive = KEEPALIVE if mode == "silent" else ""
     leaf_port = free_port()
     with tempfile.TemporaryDirectory(prefix="leaf-catchup-") as tmp:
         hub = (
             hub_conf(leaf_port)
-            + KEEPALIVE
+            + keepalive
             + f'jetstream {{ store_dir: "{tmp}/hub", domain: hub }}\n'
         )
         with server(hub_kind, hub) as hub_port:
@@ -78,7 +82,7 @@ def proxied_pair(spoke_kind: str, hub_kind: str) -> Iterator[tuple[int, int, Pro
             link = ProxyThread(leaf_port)
             try:
                 ignore = "ignore_discovered_servers: true"  # the hub's own URL: around the proxy
-                js = KEEPALIVE + f'jetstream {{ store_dir: "{tmp}/spoke", domain: edge }}\n'
+                js = keepalive + f'jetstream {{ store_dir: "{tmp}/spoke", domain: edge }}\n'
                 with server(spoke_kind, spoke_conf(link.proxy.port, ignore, js)) as spoke_port:
                     yield spoke_port, hub_port, link
             finally:
@@ -152,7 +156,7 @@ def main() -> None:
     reference = 0.0
     for spoke_kind, hub_kind in TOPOLOGIES:
         label = f"{spoke_kind} → {hub_kind}"
-        with proxied_pair(spoke_kind, hub_kind) as (spoke, hub, link):
+        with proxied_pair(spoke_kind, hub_kind, args.mode) as (spoke, hub, link):
             try:
                 r = catch_up(spoke, hub, link, args)
             except Refused as refused:
