@@ -37,8 +37,8 @@ _CHUNK = 64 * 1024
 def _reset(writer: asyncio.StreamWriter) -> None:
     """Close with RST rather than FIN, as a peer cut off by a reset sees it."""
     sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
+    if sock is not None:  # ValueError: uvloop's socket of a transport already closed
+        with contextlib.suppress(OSError, ValueError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
 
