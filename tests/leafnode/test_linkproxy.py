@@ -5,6 +5,7 @@ ends and new dials until the heal."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -54,6 +55,8 @@ async def test_reset_cut_resets_and_refuses(proxy: LinkProxy) -> None:
         await asyncio.wait_for(reader.read(10), 2)
     with pytest.raises(ConnectionRefusedError):
         await dial(proxy)
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):  # kept for the heal
+        other.bind(("127.0.0.1", proxy.port))
     await proxy.heal()
     reader, writer = await dial(proxy)
     writer.write(b"again")

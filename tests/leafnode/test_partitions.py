@@ -5,7 +5,9 @@ nats-server spoke / Brook hub, Brook to Brook. Numbered core messages cross both
 once per topology); after the heal the link is back within 2 s (what is published from
 then on arrives) and what arrived is in order without duplicates. Acknowledged
 publishes from the spoke into a stream of the hub, retried with their message ids
-through a cut, are all stored, once each, in order.
+through a cut, are all stored, once each, in order. Each test runs its topologies (and
+cut kinds) at once, each on its own servers and proxy (`concurrently`, ADR 0037); a
+failure names the scenario that failed.
 
 The same tests between network namespaces, with the link itself cut, are in
 test_partitions_netns.py."""
@@ -37,6 +39,7 @@ from tests.support.partitions import (
     KEEPALIVE,
     RECOVERY_BOUND_S,
     acked_publish,
+    concurrently,
     crosses,
     cut_while_publishing,
 )
@@ -59,14 +62,17 @@ class Link:
     proxy: LinkProxy
 
 
-@pytest.fixture(params=["brook-spoke", "brook-hub", "brook-both"])
-async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
+TOPOLOGIES = ("brook-spoke", "brook-hub", "brook-both")
+
+
+@contextlib.asynccontextmanager
+async def proxied_link(topology: str) -> AsyncIterator[Link]:
     """A hub (with JetStream) and a spoke whose leaf connection goes through a
     `LinkProxy`, each configured with the same keep-alive and reconnect delay; a client
     on each."""
     hub_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        if request.param == "brook-spoke":
+        if topology == "brook-spoke":
             hub_url = stack.enter_context(nats_hub(hub_port, KEEPALIVE, jetstream=True))
         else:
             store = stack.enter_context(tempfile.TemporaryDirectory(prefix="brook-hub-"))
@@ -76,7 +82,7 @@ async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
             hub_url = hub.url
         # after the hub has its port: the proxy's own (any free one) cannot take it
         proxy = await stack.enter_async_context(link_proxy(hub_port))
-        if request.param == "brook-hub":
+        if topology == "brook-hub":
             spoke_url = stack.enter_context(
                 nats_spoke(proxy.port, remote_extra=IGNORE_DISCOVERED, extra=KEEPALIVE)
             )
@@ -94,36 +100,51 @@ async def link(request: pytest.FixtureRequest) -> AsyncIterator[Link]:
         yield Link(on_hub, on_spoke, proxy)
 
 
-async def partition(link: Link, mode: CutMode, seconds: float) -> None:
-    await cut_while_publishing(
+async def partition(name: str, link: Link, mode: CutMode, seconds: float) -> dict[str, float]:
+    return await cut_while_publishing(
         link.hub,
         link.spoke,
         lambda: link.proxy.cut(mode),
         link.proxy.heal,
         seconds,
-        f"proxy {mode} cut",
+        f"{name}: proxy {mode} cut",
     )
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("mode", ["reset", "silent"])
-async def test_ten_second_cut(link: Link, mode: CutMode) -> None:
-    await partition(link, mode, 10)
+@pytest.mark.timeout(150)
+async def test_ten_second_cuts() -> None:
+    """A reset cut and a silent one, in each topology: six links at once."""
+    modes: dict[str, CutMode] = {
+        f"{t} {mode}": mode for t in TOPOLOGIES for mode in ("reset", "silent")
+    }
+
+    async def ten_seconds(name: str, link: Link) -> dict[str, float]:
+        return await partition(name, link, modes[name], 10)
+
+    await concurrently({name: proxied_link(name.split()[0]) for name in modes}, ten_seconds)
 
 
-@pytest.mark.timeout(90)
-async def test_thirty_second_cut(link: Link) -> None:
+@pytest.mark.timeout(180)
+async def test_thirty_second_cuts() -> None:
     """Once per topology (a silent cut: both ends' keep-alive closes the connection,
     and the spoke's dials meet no answer until the heal)."""
-    await partition(link, "silent", 30)
+
+    async def thirty_seconds(name: str, link: Link) -> dict[str, float]:
+        return await partition(name, link, "silent", 30)
+
+    await concurrently({t: proxied_link(t) for t in TOPOLOGIES}, thirty_seconds)
 
 
-@pytest.mark.timeout(60)
-async def test_acked_publishes_into_a_hub_stream_across_a_cut(link: Link) -> None:
+@pytest.mark.timeout(150)
+async def test_acked_publishes_into_a_hub_stream_across_a_cut() -> None:
     """A client of the spoke publishes into the hub's stream as JetStream publishers do
     (each message retried with its `Nats-Msg-Id` until acknowledged) while the link is
     cut silently for 10 s: the stream holds every message once, in order, and the
-    first acknowledgement after the heal comes within 2 s."""
+    first acknowledgement after the heal comes within 2 s. Each topology at once."""
+    await concurrently({t: proxied_link(t) for t in TOPOLOGIES}, acked_across_a_cut)
+
+
+async def acked_across_a_cut(name: str, link: Link) -> float:
     js = link.hub.jetstream()
     await js.add_stream(name="EDGE", subjects=["edge.>"])
     await crosses(link.hub, link.spoke)
@@ -136,13 +157,14 @@ async def test_acked_publishes_into_a_hub_stream_across_a_cut(link: Link) -> Non
         total += 1
         await asyncio.sleep(0.01)
     healed_at = healing.result()
-    first_after = min(t for t in acked_at if t >= healed_at)
-    print(f"\nacked publishes: first ack {first_after - healed_at:.3f} s after the heal")
-    assert first_after - healed_at <= RECOVERY_BOUND_S
+    first_after = min(t for t in acked_at if t >= healed_at) - healed_at
+    print(f"\n{name}: acked publishes: first ack {first_after:.3f} s after the heal")
+    assert first_after <= RECOVERY_BOUND_S
     info = await js.stream_info("EDGE")
     assert (info.state.messages, info.state.last_seq) == (total, total)
     for seq in range(1, total + 1):
         assert (await js.get_msg("EDGE", seq)).data == b"%d" % (seq - 1)
+    return first_after
 
 
 async def cut_for(proxy: LinkProxy, after: float, seconds: float) -> float:

@@ -4,7 +4,9 @@ proxy, in the three topologies and nats-server to nats-server (the reference the
 is checked against): after the heal the copy catches up (the time is printed, not
 bounded: nats-server's own sources take 29.5 s after a 30 s cut, their retry backoff)
 and holds every acknowledged message once, in the origin's order (its
-`Nats-Stream-Source` sequences 1..n)."""
+`Nats-Stream-Source` sequences 1..n). Each test runs the four topologies at once, each
+on its own servers and proxy (`concurrently`, ADR 0037); a failure names the topology
+that failed."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from tests.support.leafnodes import (
 )
 from tests.support.linkproxy import CutMode, LinkProxy, link_proxy
 from tests.support.natsserver import free_port, nats_server_binary
-from tests.support.partitions import KEEPALIVE, NOTICED_S, acked_publish
+from tests.support.partitions import KEEPALIVE, NOTICED_S, acked_publish, concurrently
 
 pytestmark = [
     pytest.mark.partition,
@@ -45,20 +47,23 @@ def js(store: str, domain: str) -> str:
     return f'jetstream {{ store_dir: "{store}", domain: "{domain}" }}\n'
 
 
-@pytest.fixture(params=["nats-both", "brook-spoke", "brook-hub", "brook-both"])
-async def link(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Client, Client, LinkProxy]]:
+TOPOLOGIES = ("nats-both", "brook-spoke", "brook-hub", "brook-both")
+
+
+@contextlib.asynccontextmanager
+async def proxied_link(topology: str) -> AsyncIterator[tuple[Client, Client, LinkProxy]]:
     hub_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="js-partition-"))
         hub_js = KEEPALIVE + js(f"{tmp}/hub", "hub")
         spoke_js = KEEPALIVE + js(f"{tmp}/spoke", "edge")
-        if request.param in ("brook-spoke", "nats-both"):
+        if topology in ("brook-spoke", "nats-both"):
             hub_url = stack.enter_context(nats_hub(hub_port, hub_js))
         else:
             hub_url = (await stack.enter_async_context(brook_hub(hub_conf(hub_port) + hub_js))).url
         proxy = await stack.enter_async_context(link_proxy(hub_port))
         ignore = "ignore_discovered_servers: true"  # the hub's own URL: around the proxy
-        if request.param in ("brook-hub", "nats-both"):
+        if topology in ("brook-hub", "nats-both"):
             spoke_url = stack.enter_context(nats_spoke(proxy.port, "", ignore, spoke_js))
         else:
             spoke = await stack.enter_async_context(
@@ -86,8 +91,9 @@ async def copied(hub: Client) -> int:
 
 
 async def sourced_through_cut(
-    link: tuple[Client, Client, LinkProxy], mode: CutMode, seconds: float
-) -> None:
+    name: str, link: tuple[Client, Client, LinkProxy], mode: CutMode, seconds: float
+) -> float:
+    """The seconds from the heal until the copy held what was acknowledged before it."""
     hub, edge, proxy = link
     await api(edge, "$JS.API.STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"]})
     await api(hub, "$JS.API.STREAM.CREATE.ORDERS_DR", {
@@ -123,8 +129,8 @@ async def sourced_through_cut(
     while await copied(hub) < total:
         assert loop.time() - healed_at < 60
         await asyncio.sleep(0.1)
-    print(f"\nsource across a {mode} cut of {seconds}s: {before_heal} msgs acked before the heal,"
-          f" copied {caught_up:.2f}s after it")  # fmt: skip
+    print(f"\n{name}: source across a {mode} cut of {seconds}s: {before_heal} msgs acked"
+          f" before the heal, copied {caught_up:.2f}s after it")  # fmt: skip
     hjs = hub.jetstream()
     assert await copied(hub) == total
     for seq in range(1, total + 1):
@@ -132,13 +138,20 @@ async def sourced_through_cut(
         assert msg.data == b"%d" % (seq - 1)
         assert msg.headers is not None
         assert msg.headers["Nats-Stream-Source"].split()[1] == str(seq)
+    return caught_up
 
 
-@pytest.mark.timeout(120)
-async def test_source_across_a_ten_second_cut(link: tuple[Client, Client, LinkProxy]) -> None:
-    await sourced_through_cut(link, "silent", 10)
+@pytest.mark.timeout(180)
+async def test_source_across_a_ten_second_cut() -> None:
+    async def ten_seconds(name: str, link: tuple[Client, Client, LinkProxy]) -> float:
+        return await sourced_through_cut(name, link, "silent", 10)
+
+    await concurrently({t: proxied_link(t) for t in TOPOLOGIES}, ten_seconds)
 
 
-@pytest.mark.timeout(150)
-async def test_source_across_a_thirty_second_cut(link: tuple[Client, Client, LinkProxy]) -> None:
-    await sourced_through_cut(link, "reset", 30)
+@pytest.mark.timeout(240)
+async def test_source_across_a_thirty_second_cut() -> None:
+    async def thirty_seconds(name: str, link: tuple[Client, Client, LinkProxy]) -> float:
+        return await sourced_through_cut(name, link, "reset", 30)
+
+    await concurrently({t: proxied_link(t) for t in TOPOLOGIES}, thirty_seconds)

@@ -4,14 +4,17 @@ qdisc (a silent cut) or set down, for 10 s while numbered core messages cross bo
 after the heal the link is back within 2 s, in order, without duplicates. The servers
 are processes (`brook serve`, nats-server) started in the namespaces. Skipped, with the
 reason, where namespaces are not permitted; test_partitions.py covers the same through a
-TCP proxy everywhere."""
+TCP proxy everywhere. The six scenarios (three topologies, two kinds of cut) run at
+once, each in its own pair of namespaces (`concurrently`, ADR 0037); a failure names the
+scenario that failed."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from nats.aio.client import Client
 from tests.support.leafnodes import hub_conf, spoke_conf
 from tests.support.natsserver import nats_server_binary
 from tests.support.netns import Namespaces, NetCut, namespaces, netns_unavailable, wait_for_info
-from tests.support.partitions import KEEPALIVE, cut_while_publishing
+from tests.support.partitions import KEEPALIVE, concurrently, cut_while_publishing
 
 pytestmark = [
     pytest.mark.partition,
@@ -42,12 +45,6 @@ class NetLink:
     net: Namespaces
 
 
-@pytest.fixture
-def tmp() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="brook-netns-") as d:
-        yield Path(d)
-
-
 def server_cmd(kind: str, conf: Path) -> list[str]:
     if kind == "brook":
         return [sys.executable, "-m", "brook", "serve", "-c", str(conf)]
@@ -56,11 +53,15 @@ def server_cmd(kind: str, conf: Path) -> list[str]:
     return [binary, "-c", str(conf)]
 
 
-@pytest.fixture(params=["brook-spoke", "brook-hub", "brook-both"])
-async def netlink(request: pytest.FixtureRequest, tmp: Path) -> AsyncIterator[NetLink]:
-    hub_kind = "nats" if request.param == "brook-spoke" else "brook"
-    spoke_kind = "nats" if request.param == "brook-hub" else "brook"
-    with namespaces() as net:
+TOPOLOGIES = ("brook-spoke", "brook-hub", "brook-both")
+
+
+@contextlib.asynccontextmanager
+async def netlink(topology: str) -> AsyncIterator[NetLink]:
+    hub_kind = "nats" if topology == "brook-spoke" else "brook"
+    spoke_kind = "nats" if topology == "brook-hub" else "brook"
+    with tempfile.TemporaryDirectory(prefix="brook-netns-") as d, namespaces() as net:
+        tmp = Path(d)
         hub_file, spoke_file = tmp / "hub.conf", tmp / "spoke.conf"
         hub_file.write_text(CLIENTS + KEEPALIVE + hub_conf(LEAF_PORT).replace(
             "127.0.0.1", net.hub_leaf_ip))  # fmt: skip
@@ -81,13 +82,22 @@ async def netlink(request: pytest.FixtureRequest, tmp: Path) -> AsyncIterator[Ne
             await spoke.close()
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("mode", ["silent", "down"])
-async def test_ten_second_cut(netlink: NetLink, mode: NetCut) -> None:
-    async def cut() -> None:
-        netlink.net.cut(mode)
+@pytest.mark.timeout(150)
+async def test_ten_second_cuts() -> None:
+    """A blackhole qdisc on the link and the link set down, in each topology."""
+    modes: dict[str, NetCut] = {
+        f"{t} {mode}": mode for t in TOPOLOGIES for mode in ("silent", "down")
+    }
 
-    async def heal() -> None:
-        netlink.net.heal()
+    async def ten_seconds(name: str, netlink: NetLink) -> dict[str, float]:
+        async def cut() -> None:
+            netlink.net.cut(modes[name])
 
-    await cut_while_publishing(netlink.hub, netlink.spoke, cut, heal, 10, f"netns {mode} cut")
+        async def heal() -> None:
+            netlink.net.heal()
+
+        return await cut_while_publishing(
+            netlink.hub, netlink.spoke, cut, heal, 10, f"{name}: netns {modes[name]} cut"
+        )
+
+    await concurrently({name: netlink(name.split()[0]) for name in modes}, ten_seconds)

@@ -6,7 +6,9 @@ test cuts the link in one of two ways and heals it again:
 
 * `cut("reset")`: what a crashed middlebox or a refused route does. Every connection
   through the proxy is reset (RST, `SO_LINGER` 0) and the listener closed, so a dial
-  during the cut gets `ECONNREFUSED`; `heal()` listens again on the same port.
+  during the cut gets `ECONNREFUSED`; the port stays bound (not listening), so no other
+  socket takes it meanwhile (an outgoing connection's ephemeral port, as happened with
+  partition tests running at once), and `heal()` listens on it again.
 * `cut("silent")`: packets just stop. Nothing is read from, nor written to, either side
   of a connection, so what a peer writes waits in the kernel's buffers as TCP's
   retransmissions would, and an end (FIN or RST) is not passed on either: the peers
@@ -35,8 +37,8 @@ _CHUNK = 64 * 1024
 def _reset(writer: asyncio.StreamWriter) -> None:
     """Close with RST rather than FIN, as a peer cut off by a reset sees it."""
     sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
+    if sock is not None:  # ValueError: uvloop's socket of a transport already closed
+        with contextlib.suppress(OSError, ValueError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
 
@@ -137,16 +139,22 @@ class LinkProxy:
             self.gate.clear()
             await self._hold_port()
             return
+        self._held = [self._bound()]
         for pair in list(self._pairs):
             pair.reset()
         await asyncio.sleep(0)
 
-    async def _hold_port(self) -> None:
-        """Listen on the port with a backlog of 0 and fill the accept queue with our own
-        dials, until one is not answered: from then on the kernel drops SYNs to it."""
+    def _bound(self) -> socket.socket:
+        """A socket bound to the proxy's port (`SO_REUSEADDR`, as the listener's)."""
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
+        return sock
+
+    async def _hold_port(self) -> None:
+        """Listen on the port with a backlog of 0 and fill the accept queue with our own
+        dials, until one is not answered: from then on the kernel drops SYNs to it."""
+        sock = self._bound()
         sock.listen(0)
         self._held = [sock]
         loop = asyncio.get_running_loop()
@@ -162,16 +170,20 @@ class LinkProxy:
 
     async def heal(self) -> None:
         mode, self.cut_mode = self.cut_mode, None
+        if mode == "silent":  # a listener holds the port: it must go first
+            self._release()
+        if mode is not None:
+            await self.start()  # beside a reset cut's bound socket, which is not listening
+        self._release()
+        self.gate.set()
+
+    def _release(self) -> None:
         for sock in self._held:
             sock.close()
         self._held = []
-        if mode is not None:
-            await self.start()
-        self.gate.set()
 
     async def close(self) -> None:
-        for sock in self._held:
-            sock.close()
+        self._release()
         if self._server is not None:
             self._server.close()
             self._server = None

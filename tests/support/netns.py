@@ -20,6 +20,7 @@ before the namespaces are deleted.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import shutil
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 NetCut = Literal["silent", "down"]
+_PAIRS = itertools.count()  # namespace pairs made by this process: unique names at once
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -166,7 +168,7 @@ def namespaces() -> Iterator[Namespaces]:
     """A hub namespace and a spoke namespace joined by the leaf link, each reachable from
     the root namespace; every process started in them is stopped, and they are deleted,
     on exit."""
-    tag = f"{os.getpid() % 100000}{random.randrange(100)}"
+    tag = f"{os.getpid() % 100000}n{next(_PAIRS)}"
     hub, spoke = f"bh{tag}", f"bs{tag}"
     n = _free_subnet()
     ns = Namespaces(hub, spoke, n)

@@ -6,14 +6,20 @@ A partition is seen by each end through its own keep-alive: with `ping_interval:
 and `ping_max: 2` a silent cut closes the connection on both sides within about 3 s,
 and the spoke dials again every `reconnect_delay` (100 ms in `spoke_conf`, plus up to as
 much jitter after a failed dial). nats-server and Brook are configured alike.
+
+Each test runs its independent scenarios (one per topology, and where sensible per kind
+of cut) at once with `concurrently`: a cut is mostly waiting, so overlapping them keeps
+the partition tests' wall time to that of the longest scenario (ADR 0037).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -25,6 +31,44 @@ from tests.support.leafnodes import until_flows
 KEEPALIVE = 'ping_interval: "1s"\nping_max: 2\n'
 RECOVERY_BOUND_S = 2.0  # issue 19: the link is back within 2 s of the heal
 NOTICED_S = 5.0  # a silent cut is noticed after 2-3 PING intervals (1 s): 5 s is ample
+
+L = TypeVar("L")
+R = TypeVar("R")
+
+
+async def concurrently(
+    links: Mapping[str, AbstractAsyncContextManager[L]],
+    scenario: Callable[[str, L], Awaitable[R]],
+) -> dict[str, R]:
+    """Run `scenario(name, link)` on each named link at once; their results by name.
+
+    The links (servers, proxy or namespaces, clients) are all set up first, one at a
+    time, and closed after the last scenario ended: starting or stopping a server blocks
+    the loop, which must not happen while another scenario is timing a recovery. Every
+    scenario runs to its end; then the failed ones are raised together, in an exception
+    group whose message names them and each error noted with its scenario's name."""
+    async with contextlib.AsyncExitStack() as stack:
+        ready: dict[str, L] = {}
+        for name, link in links.items():
+            try:
+                ready[name] = await stack.enter_async_context(link)
+            except Exception as exc:
+                exc.add_note(f"while setting up {name}")
+                raise
+        results = await asyncio.gather(
+            *(scenario(name, link) for name, link in ready.items()), return_exceptions=True
+        )
+    failed: dict[str, BaseException] = {}
+    done: dict[str, R] = {}
+    for name, result in zip(ready, results, strict=True):
+        if isinstance(result, BaseException):
+            result.add_note(f"in scenario {name}")
+            failed[name] = result
+        else:
+            done[name] = result
+    if failed:
+        raise BaseExceptionGroup(f"failed: {', '.join(failed)}", list(failed.values()))
+    return done
 
 
 @dataclass
