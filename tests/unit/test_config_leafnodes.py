@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from brook.config.conf import parse_conf, settings_from_conf
-from brook.config.settings import ConfigError, LeafRemoteSettings, LeafUser, TLSSettings
+from brook.config.settings import (
+    ConfigError,
+    LeafNodeSettings,
+    LeafRemoteSettings,
+    LeafUser,
+    TLSSettings,
+)
 from tests.support.nkeyusers import new_user
 
 USER = new_user()
@@ -149,3 +155,21 @@ def test_ignore_discovered_servers() -> None:
         parse_conf('leafnodes { remotes: [ { url: "h", ignore_discovered_servers: true } ] }')
     )
     assert s.leafnodes.remotes[0].ignore_discovered_servers
+
+
+@pytest.mark.parametrize(
+    ("auth_timeout_s", "tls", "expected"),
+    [
+        (0.0, None, 2.0),
+        (0.0, TLSSettings(cert_file="c", key_file="k"), 3.0),
+        (0.0, TLSSettings(cert_file="c", key_file="k", timeout_s=5.0), 6.0),
+        (0.5, TLSSettings(cert_file="c", key_file="k"), 0.5),
+    ],
+)
+def test_login_timeout_is_nats_servers_default(
+    auth_timeout_s: float, tls: TLSSettings | None, expected: float
+) -> None:
+    """nats-server's `getDefaultAuthTimeout`: with TLS on the listener a spoke has the TLS
+    timeout plus a second to log in, so the refusal cannot come mid-handshake."""
+    leaf = LeafNodeSettings(port=7000, auth_timeout_s=auth_timeout_s, tls=tls)
+    assert leaf.login_timeout_s == expected

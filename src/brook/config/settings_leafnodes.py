@@ -64,8 +64,19 @@ class LeafNodeSettings:
     # bound to `nkey_account` (a user of `users` named in `authorization` goes first).
     nkey: str = ""
     nkey_account: str = GLOBAL_ACCOUNT
-    auth_timeout_s: float = limits.AUTH_TIMEOUT_S
+    # `authorization { timeout }`; 0: nats-server's default (`login_timeout_s`)
+    auth_timeout_s: float = 0.0
     tls: TLSSettings | None = None  # the listener's: spokes start TLS after its INFO
+
+    @property
+    def login_timeout_s(self) -> float:
+        """The time a spoke has to log in: `auth_timeout_s`, or nats-server's default
+        (`getDefaultAuthTimeout`): the TLS timeout plus a second when the listener has
+        TLS (the handshake counts against it, and a refusal must not come mid-handshake),
+        else 2 s."""
+        if self.auth_timeout_s:
+            return self.auth_timeout_s
+        return self.tls.timeout_s + 1.0 if self.tls is not None else limits.AUTH_TIMEOUT_S
 
     def advertised(self, port: int) -> tuple[str, int]:
         """nats-server's `parseHostPort` of `advertise`: its host and port, the listener's

@@ -117,7 +117,7 @@ class LeafNodes:
         return LeafAcceptor(
             info,
             functools.partial(self._login, cid, info["nonce"]),
-            self.settings.auth_timeout_s,
+            self.settings.login_timeout_s,
             max_control_line=config.max_control_line,
             max_payload=config.max_payload,
             tls=self._tls,

@@ -166,7 +166,7 @@ def _leaf(leaf: LeafNodeSettings, port: int) -> dict[str, Any]:
         doc |= {
             "host": leaf.host,
             "port": port,
-            "auth_timeout": go_number(leaf.auth_timeout_s),
+            "auth_timeout": go_number(leaf.login_timeout_s),
             "tls_timeout": go_number(limits.TLS_TIMEOUT_S),
         }
     if leaf.remotes:
