@@ -700,6 +700,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ monitoring
 
-    def interest_subjects(self) -> tuple[str, ...]:
-        """The subjects of the interest the peer showed (nats-server's `ln.subs`)."""
-        return tuple(sub.subject.decode() for sub, _ in self._keys.values())
+    def interest(self) -> list[Subscription]:
+        """The interest the peer showed (nats-server's `ln.subs`), one subscription a
+        subject or subject and queue, its sid that key."""
+        return [sub for sub, _ in self._keys.values()]

@@ -1,4 +1,4 @@
-"""The `/connz` document: a sorted, paged list of client connections.
+"""The `/connz` document: a sorted, paged list of client and leafnode connections.
 
 Mirrors nats-server 2.x's `Connz` (server/monitor.go): the query parameters `limit`,
 `offset`, `sort`, `subs` (`true` or `detail`), `auth` and `cid`, read by Go's integer and
@@ -21,7 +21,12 @@ from typing import Any
 
 from brook import limits, strconv
 from brook.monitor.durations import rfc3339_nano, rtt_string, uptime_string
-from brook.server.statistics import ConnectionSnapshot, StatisticsFeed
+from brook.server.statistics import (
+    ConnectionSnapshot,
+    LeafSnapshot,
+    StatisticsFeed,
+    SubscriptionSnapshot,
+)
 
 __all__ = ["HttpError", "build_connz"]
 
@@ -102,19 +107,22 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         raise HttpError(400, f"Error decoding uint64 for 'cid': {cid} is negative")
 
     now = time.time()
-    clients = server.connections()
-    total = len(clients)
+    # nats-server lists its leafnode connections with its clients (`maps.Copy(clist,
+    # s.leafs)`), counted in `total`, sorted and paged alike.
+    leafs = {leaf.cid: leaf for leaf in server.leaf_connections()}
+    listed = server.connections() + [_leaf_connection(leaf) for leaf in leafs.values()]
+    total = len(listed)
     if cid:
         # nats-server answers a cid lookup as a one-entry page of all connections.
-        selected = [c for c in clients if c.cid == cid]
+        selected = [c for c in listed if c.cid == cid]
         offset, limit = 0, 1
     else:
         what, descending = _SORTS[sort]
-        ordered = sorted(clients, key=lambda c: c.cid)
+        ordered = sorted(listed, key=lambda c: c.cid)
         if sort != "cid":
             ordered.sort(key=lambda c: _sort_value(c, what, now), reverse=descending)
         selected = ordered[offset : offset + limit]
-    conns = [_conn_info(server, c, now, with_subs, detail, auth) for c in selected]
+    conns = [_conn_info(server, c, now, with_subs, detail, auth, leafs) for c in selected]
     return {
         "server_id": server.server_id,
         "now": rfc3339_nano(now),
@@ -126,6 +134,33 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
     }
 
 
+def _leaf_connection(leaf: LeafSnapshot) -> ConnectionSnapshot:
+    """A leafnode connection as the client entry nats-server's `ConnInfo.fill` makes of
+    it: kind `Leafnode` and no `type`, the CONNECT's `name` and `version` (the accepting
+    side's only), no `lang`, its interest as its subscriptions."""
+    return ConnectionSnapshot(
+        cid=leaf.cid,
+        host=leaf.ip,
+        port=leaf.port,
+        started_at=leaf.started_at,
+        last_activity=leaf.started_at,  # Brook does not track a leaf's last read
+        rtt_s=leaf.rtt_s,
+        pending_bytes=0,
+        in_msgs=leaf.in_msgs,
+        in_bytes=leaf.in_bytes,
+        out_msgs=leaf.out_msgs,
+        out_bytes=leaf.out_bytes,
+        subs=len(leaf.interest),
+        name=leaf.connect_name,
+        lang="",
+        version=leaf.connect_version,
+        authorized_user=leaf.connect_user,
+        account=leaf.account,
+        kind="Leafnode",
+        name_tag=leaf.account,
+    )
+
+
 def _conn_info(
     server: StatisticsFeed,
     c: ConnectionSnapshot,
@@ -133,12 +168,13 @@ def _conn_info(
     with_subs: bool,
     detail: bool,
     auth: bool,
+    leafs: dict[int, LeafSnapshot],
 ) -> dict[str, Any]:
     last = c.last_activity
-    info: dict[str, Any] = {
-        "cid": c.cid,
-        "kind": "Client",
-        "type": "nats",
+    info: dict[str, Any] = {"cid": c.cid, "kind": c.kind}
+    if c.kind == "Client":  # nats-server's `clientTypeString`: "" (omitted) for a leaf
+        info["type"] = "nats"
+    info |= {
         "ip": c.host,
         "port": c.port,
         "start": rfc3339_nano(c.started_at),
@@ -173,7 +209,13 @@ def _conn_info(
             info["authorized_user"] = c.authorized_user
         if c.account != GLOBAL_ACCOUNT:
             info["account"] = c.account
-    subs = server.subscriptions(c.cid) if with_subs and c.subs else []
+    leaf = leafs.get(c.cid) if c.kind == "Leafnode" else None
+    if not (with_subs and c.subs):
+        subs: list[SubscriptionSnapshot] = []
+    elif leaf is not None:
+        subs = list(leaf.interest)
+    else:
+        subs = server.subscriptions(c.cid)
     if subs and not detail:
         info["subscriptions_list"] = [s.subject for s in subs]
     elif subs:

@@ -31,6 +31,7 @@ from brook.server.statistics import (
 if TYPE_CHECKING:
     from brook.config.settings import Settings
     from brook.jetstream.backlog import CommitBacklog
+    from brook.leafnode.connection import LeafConnection
     from brook.leafnode.manager import LeafNodes
     from brook.server.accounts import Account, Accounts
     from brook.server.auth import Authenticator
@@ -47,6 +48,31 @@ def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> Su
         max=sub.max_msgs,
         cid=cid,
         account=account,
+    )
+
+
+def _leaf_snapshot(c: LeafConnection) -> LeafSnapshot:
+    interest = c.interest()
+    connect = {} if c.solicited else c.remote.info  # as nats-server's `c.opts`: the spoke's
+    return LeafSnapshot(
+        cid=c.cid,
+        name=c.remote.name,
+        is_spoke=c.solicited,
+        account=c.leafs.account,
+        ip=c.peer[0],
+        port=c.peer[1],
+        rtt_s=c.rtt_s,
+        in_msgs=c.counters.in_msgs,
+        out_msgs=c.counters.out_msgs,
+        in_bytes=c.counters.in_bytes,
+        out_bytes=c.counters.out_bytes,
+        subscriptions=tuple(sub.subject.decode() for sub in interest),
+        interest=tuple(_subscription_snapshot(sub, c.cid, c.leafs.account) for sub in interest),
+        # the connection's start is an event-loop time; `/connz` shows wall-clock ones
+        started_at=time.time() - (c.loop.time() - c.started_at),
+        connect_name=str(connect.get("name") or ""),
+        connect_version=str(connect.get("version") or ""),
+        connect_user=str(connect.get("nkey") or connect.get("user") or ""),  # `getRawAuthUser`
     )
 
 
@@ -351,23 +377,7 @@ class ServerSnapshots:
     def leaf_connections(self) -> list[LeafSnapshot]:
         if self.leafnodes is None:
             return []
-        return [
-            LeafSnapshot(
-                cid=c.cid,
-                name=c.remote.name,
-                is_spoke=c.solicited,
-                account=c.leafs.account,
-                ip=c.peer[0],
-                port=c.peer[1],
-                rtt_s=c.rtt_s,
-                in_msgs=c.counters.in_msgs,
-                out_msgs=c.counters.out_msgs,
-                in_bytes=c.counters.in_bytes,
-                out_bytes=c.counters.out_bytes,
-                subscriptions=c.interest_subjects(),
-            )
-            for c in self.leafnodes.connections()
-        ]
+        return [_leaf_snapshot(c) for c in self.leafnodes.connections()]
 
     def _traffic(self, index: int, attr: str) -> int:
         live: int = sum(getattr(c, attr) for c in self.clients.values())

@@ -101,6 +101,7 @@ class ConnectionSnapshot:
     tls_first: bool = False  # the handshake came before INFO (handshake_first)
     tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the client presented
     account: str = "$G"  # the account it logged in to
+    kind: str = "Client"  # nats-server's `kind` in `/connz`: "Client" or "Leafnode"
     close_reason: str = ""  # why it closed, once it has (Brook's words)
     # nats-server's `issuerForClient`: an nkey user's account, or the key that issued
     # a user JWT; "" for other users.
@@ -127,6 +128,14 @@ class LeafSnapshot:
     in_bytes: int
     out_bytes: int
     subscriptions: tuple[str, ...]  # the subjects of the interest the other side showed
+    # What `/connz` shows of it (nats-server lists leafs with its clients): its interest
+    # as subscriptions, the wall-clock start, and the CONNECT's `name`, `version` and
+    # login (nkey, else user), which only the accepting side has ("" on the spoke's).
+    interest: tuple[SubscriptionSnapshot, ...] = ()
+    started_at: float = 0.0
+    connect_name: str = ""
+    connect_version: str = ""
+    connect_user: str = ""
 
 
 @dataclass(frozen=True, slots=True)
