@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -17,6 +18,7 @@ import pytest
 from nats.aio.client import Client
 
 from tests.conformance.test_leafz_conformance import get, server
+from tests.support.certs import make_certs
 from tests.support.leafnodes import hub_conf, spoke_conf
 from tests.support.natsserver import free_port, nats_server_binary
 
@@ -38,6 +40,9 @@ def shape(entry: dict[str, Any]) -> dict[str, Any]:
     if "version" in out:
         assert re.fullmatch(r"\d+\.\d+\.\d+", out["version"])
         out["version"] = "x.y.z"
+    if "tls_cipher_suite" in out:  # Go and OpenSSL prefer different TLS 1.3 suites
+        assert out["tls_cipher_suite"].startswith("TLS_")
+        out["tls_cipher_suite"] = "TLS_*"
     for key in ("subscriptions_list",):
         if key in out:
             out[key] = sorted(s for s in out[key] if not s.startswith("$LDS."))
@@ -100,6 +105,10 @@ async def documents(hub: tuple[str, int], spoke: tuple[str, int]) -> dict[str, A
             # times) and in when they are counted
             for key in ("in_msgs", "out_msgs", "in_bytes", "out_bytes", "pending_bytes"):
                 c[key] = type(c[key]).__name__
+            # nor whether the other side's interest in the reply inbox it asked from just
+            # before (the other side's turn) has gone yet
+            for key in ("subscriptions", "subscriptions_list"):
+                c.pop(key, None)
     await asyncio.gather(hub_nc.close(), edge.close())
     # the hub names a leaf by the spoke's CONNECT `name`, its server name
     for name, doc in found.items():
@@ -144,19 +153,28 @@ system_account: SYS
 HUB_AUTH = "authorization { user: leaf, password: leaf, account: APP }"
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
 @pytest.mark.parametrize("brook_side", ["spoke", "hub"])
-async def test_connz_lists_leafs_as_nats_server(brook_side: str) -> None:
+async def test_connz_lists_leafs_as_nats_server(brook_side: str, tls: bool, tmp_path: Path) -> None:
+    """Over TLS each side's leaf entry also shows the session (`tls_version`,
+    `tls_cipher_suite`), as a TLS client's does."""
+    hub_extra, remote = HUB_AUTH, "account: APP"
+    if tls:
+        certs = make_certs(tmp_path)
+        hub_extra += f'\ntls {{ cert_file: "{certs.cert_file}", key_file: "{certs.key_file}" }}'
+        remote += f'\ntls: {{ ca_file: "{certs.ca_file}" }}'
     results = []
     ours = ("nats", "brook") if brook_side == "spoke" else ("brook", "nats")
     for hub_kind, spoke_kind in (("nats", "nats"), ours):
         port = free_port()
         async with (
-            server(hub_kind, hub_conf(port, HUB_AUTH) + CONF) as hub,
-            server(spoke_kind, spoke_conf(port, "account: APP", CONF, login="leaf:leaf@")) as spoke,
+            server(hub_kind, hub_conf(port, hub_extra) + CONF) as hub,
+            server(spoke_kind, spoke_conf(port, remote, CONF, login="leaf:leaf@")) as spoke,
         ):
             results.append(compared(await documents(hub, spoke)))
     theirs, ours_found = results
     assert theirs["hub"][1]  # each side lists its leaf
     assert theirs["spoke"][1]
+    assert all(("tls_version" in leaf) == tls for _, leafs in theirs.values() for leaf in leafs)
     for name in theirs:
         assert json.dumps(ours_found[name], indent=1) == json.dumps(theirs[name], indent=1), name

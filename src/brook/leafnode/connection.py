@@ -143,6 +143,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self.remote = _Remote()
         self.counters = LeafCounters()
         self.started_at = 0.0
+        self.last_in = 0.0  # event-loop time of the last bytes read (`/connz`)
         self.rtt_s: float | None = None
         self._ping_sent_at = 0.0
         self.ready = False  # the handshake is done: interest and messages flow
@@ -177,7 +178,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
-        self.started_at = self.loop.time()
+        self.started_at = self.last_in = self.loop.time()
         self.peer = _peer_of(self.transport)
         self._timer = self.loop.call_later(limits.LEAF_FIRST_INFO_TIMEOUT_S, self._no_info)
 
@@ -187,6 +188,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self.close("first INFO timeout")
 
     def data_received(self, data: bytes) -> None:
+        self.last_in = self.loop.time()
         try:
             self._parser.feed(data)
         except ProtocolError as exc:
@@ -270,6 +272,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         return f"{peer[0]}:{peer[1]}" if peer else "?"
 
     # ------------------------------------------------------------------ output
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes not yet taken by the peer: this turn's frames and the socket's buffer."""
+        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return self._out_bytes + buffered
 
     def _send(self, frame: bytes) -> None:
         """Frames are written together once per loop turn, or as soon as they make

@@ -143,9 +143,9 @@ def _leaf_connection(leaf: LeafSnapshot) -> ConnectionSnapshot:
         host=leaf.ip,
         port=leaf.port,
         started_at=leaf.started_at,
-        last_activity=leaf.started_at,  # Brook does not track a leaf's last read
+        last_activity=leaf.last_activity,
         rtt_s=leaf.rtt_s,
-        pending_bytes=0,
+        pending_bytes=leaf.pending_bytes,
         in_msgs=leaf.in_msgs,
         in_bytes=leaf.in_bytes,
         out_msgs=leaf.out_msgs,
@@ -158,6 +158,9 @@ def _leaf_connection(leaf: LeafSnapshot) -> ConnectionSnapshot:
         account=leaf.account,
         kind="Leafnode",
         name_tag=leaf.account,
+        tls_version=leaf.tls_version,
+        tls_cipher_suite=leaf.tls_cipher_suite,
+        tls_peer_certs=leaf.tls_peer_certs,
     )
 
 

@@ -27,6 +27,7 @@ from brook.server.statistics import (
     SubscriptionSnapshot,
     UserSnapshot,
 )
+from brook.server.tls import PeerCertificate, cipher_suite_name, peer_certificates
 
 if TYPE_CHECKING:
     from brook.config.settings import Settings
@@ -54,6 +55,12 @@ def _subscription_snapshot(sub: Subscription, cid: int, account: str = "") -> Su
 def _leaf_snapshot(c: LeafConnection) -> LeafSnapshot:
     interest = c.interest()
     connect = {} if c.solicited else c.remote.info  # as nats-server's `c.opts`: the spoke's
+    ssl_object = c.transport.get_extra_info("ssl_object") if c.transport is not None else None
+    tls: tuple[str, str, tuple[PeerCertificate, ...]] = ("", "", ())
+    if ssl_object is not None:  # a TLS leaf: its session as a client's (server/tls.py)
+        version = (ssl_object.version() or "").removeprefix("TLSv")
+        tls = (version, cipher_suite_name(ssl_object), peer_certificates(ssl_object))
+    now = time.time()
     return LeafSnapshot(
         cid=c.cid,
         name=c.remote.name,
@@ -68,8 +75,13 @@ def _leaf_snapshot(c: LeafConnection) -> LeafSnapshot:
         out_bytes=c.counters.out_bytes,
         subscriptions=tuple(sub.subject.decode() for sub in interest),
         interest=tuple(_subscription_snapshot(sub, c.cid, c.leafs.account) for sub in interest),
-        # the connection's start is an event-loop time; `/connz` shows wall-clock ones
-        started_at=time.time() - (c.loop.time() - c.started_at),
+        # the connection's times are event-loop times; `/connz` shows wall-clock ones
+        started_at=now - (c.loop.time() - c.started_at),
+        last_activity=now - (c.loop.time() - c.last_in),
+        pending_bytes=c.pending_bytes,
+        tls_version=tls[0],
+        tls_cipher_suite=tls[1],
+        tls_peer_certs=tls[2],
         connect_name=str(connect.get("name") or ""),
         connect_version=str(connect.get("version") or ""),
         connect_user=str(connect.get("nkey") or connect.get("user") or ""),  # `getRawAuthUser`

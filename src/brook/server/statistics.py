@@ -133,6 +133,11 @@ class LeafSnapshot:
     # login (nkey, else user), which only the accepting side has ("" on the spoke's).
     interest: tuple[SubscriptionSnapshot, ...] = ()
     started_at: float = 0.0
+    last_activity: float = 0.0  # wall-clock time of the last bytes read
+    pending_bytes: int = 0
+    tls_version: str = ""  # "1.3", as for a client; "" in plain text
+    tls_cipher_suite: str = ""
+    tls_peer_certs: tuple[PeerCertificate, ...] = ()  # what the other side presented
     connect_name: str = ""
     connect_version: str = ""
     connect_user: str = ""
