@@ -394,8 +394,12 @@ async def _shared_request_info(url: str, files: list[Path]) -> dict[str, Any]:
 
         await a.subscribe("svc", cb=answer)
         await a.flush()
-        info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-        return info
+        for _ in range(20):  # nats-server may not have linked b's import at its first request
+            with contextlib.suppress(nats.errors.NoRespondersError):
+                info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+                return info
+            await asyncio.sleep(0.1)
+        raise AssertionError("no responders to the shared import")
     finally:
         await a.close()
         await b.close()
