@@ -447,8 +447,12 @@ async def _request_info(url: str, **requester: Any) -> dict[str, Any]:
 
         await a.subscribe("svc", cb=answer)
         await a.flush()
-        info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-        return info
+        for _ in range(20):  # nats-server may not have linked b's import at its first request
+            with contextlib.suppress(nats.errors.NoRespondersError):
+                info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
+                return info
+            await asyncio.sleep(0.1)
+        raise AssertionError("no responders to the import")
     finally:
         await a.close()
         await b.close()
