@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from brook import limits, nkey
+from brook import jwt, limits, nkey
 from brook.leafnode import codec, jsdomain
 from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
@@ -73,13 +72,9 @@ class _Remote:
     domain: str = ""  # its JetStream domain
 
 
-# nats-server's `credsRe`: the decorated blocks of a creds file, the JWT first, the seed second.
-_CREDS = re.compile(r"\s*(?:(?:-{3,}.*-{3,}\r?\n)([\w\-.=]+)(?:\r?\n-{3,}.*-{3,}(?:\r?\n|\Z)))")
-
-
 def read_creds(text: str) -> tuple[str, str]:
     """(user JWT, seed) of a creds file's text; ValueError when it has not both."""
-    items = _CREDS.findall(text)
+    items = jwt.decorated_blocks(text)
     if len(items) < 2:
         raise ValueError("Credentials file malformed")
     return items[0], items[1]
