@@ -26,6 +26,7 @@ from brook.leafnode import codec, jsdomain
 from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
+from brook.routing.output import QueuedOutput
 from brook.routing.sublist import MatchResult, Sublist, Subscriber, Subscription
 
 log = logging.getLogger("brook.leafnode")
@@ -94,7 +95,7 @@ def _is_leaf(sub: Subscription) -> bool:
     return isinstance(sub.client, LeafConnection)
 
 
-class LeafConnection(asyncio.Protocol, Subscriber):
+class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
     """A leaf connection bound to one account (`leafs`)."""
 
     def __init__(
@@ -149,9 +150,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self, max_control_line=config.max_control_line, max_payload=config.max_payload
         )
         self._got_info = False
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._flush_scheduled = False
+        self._init_output()
         self._timer: asyncio.TimerHandle | None = None
         self._pings_out = 0
         # What this side told the peer: interest key -> count (nats-server's smap).
@@ -268,39 +267,14 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ output
 
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes not yet taken by the peer: this turn's frames and the socket's buffer."""
-        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return self._out_bytes + buffered
+    def _output_limit(self) -> int:
+        return self.config.max_pending
 
-    def _send(self, frame: bytes) -> None:
-        """Frames are written together once per loop turn, or as soon as they make
-        `OUTPUT_FLUSH_EAGER_BYTES` (a large read routed at once), as a client's output
-        (server/connection.py), so the slow-consumer check sees what the peer has not
-        taken."""
-        self._out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        transport = self.transport
-        out = self._out
-        self._out_bytes = 0
-        if not out or transport is None:
-            out.clear()
-            return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
-        out.clear()
-        if transport.get_write_buffer_size() > self.config.max_pending:
-            log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
-            self.close_reason = "Slow Consumer (Pending Bytes)"
-            transport.abort()
+    def _output_over_limit(self) -> None:
+        log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
+        self.close_reason = "Slow Consumer (Pending Bytes)"
+        if self.transport is not None:
+            self.transport.abort()
 
     # ------------------------------------------------------------------ operations in
 
