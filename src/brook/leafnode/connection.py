@@ -1,7 +1,7 @@
 """One leafnode connection (ADR 0032): the handshake, interest both ways, messages both
-ways, keep-alive, loop detection. This first version is the soliciting side (a spoke
-dialling a hub: `solicit.py` makes it); the accepting side shares everything after the
-handshake.
+ways, keep-alive, loop detection. The soliciting side (a spoke dialling a hub:
+`solicit.py` makes it, `login.py` fills its CONNECT) and the accepting side (`accept.py`)
+share everything after the handshake.
 
 In the account's router the connection is a subscriber: for each subject its peer showed
 interest in (plain or queue) it holds one plain subscription, and for each message the
@@ -14,15 +14,13 @@ subscription and tells its peer (`LS+`/`LS-`, queue weights), as nats-server's
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import ssl
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
-from brook import jwt, limits, nkey
-from brook.leafnode import codec, jsdomain
+from brook import limits
+from brook.leafnode import codec, jsdomain, login
 from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
@@ -71,14 +69,6 @@ class _Remote:
     name: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     domain: str = ""  # its JetStream domain
-
-
-def read_creds(text: str) -> tuple[str, str]:
-    """(user JWT, seed) of a creds file's text; ValueError when it has not both."""
-    items = jwt.decorated_blocks(text)
-    if len(items) < 2:
-        raise ValueError("Credentials file malformed")
-    return items[0], items[1]
 
 
 def _peer_of(transport: asyncio.BaseTransport) -> tuple[str, int]:
@@ -353,7 +343,15 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
     def _connect(self, fields: dict[str, Any]) -> None:
         """Send CONNECT; without `info_on_connect` the handshake is done with it."""
         try:
-            connect = self._connect_fields(str(fields.get("nonce", "")))
+            connect = login.connect_fields(
+                self.config,
+                self.leafs.account,
+                str(fields.get("nonce", "")),
+                deny_imports=self._deny_imports,
+                credentials=self._credentials,
+                nkey_seed=self._nkey_seed,
+                url_user=self._url_user,
+            )
         except (OSError, ValueError) as exc:
             log.error("Leafnode credentials %s: %s", self._credentials, exc)
             self.close("credentials")
@@ -361,44 +359,6 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._send(codec.connect(connect))
         if not fields.get("info_on_connect"):
             self._finish()
-
-    def _connect_fields(self, nonce: str) -> dict[str, Any]:
-        """nats-server's `sendLeafConnect`: a creds file's JWT (or a remote's `nkey`'s
-        public key) and the seed's signature of the hub's nonce, and a user and password
-        (or a token) from the URL."""
-        cfg = self.config
-        fields: dict[str, Any] = {
-            "version": limits.NATS_COMPAT_VERSION,
-            "server_id": cfg.server_id,
-            "name": cfg.server_name,
-            "cluster": cfg.server_name,
-            "headers": True,
-            "jetstream": cfg.jetstream,
-            "compress_mode": "off",
-            "remote_account": self.leafs.account,
-            "protocol": limits.PROTOCOL_VERSION,
-        }
-        if cfg.domain:
-            fields["domain"] = cfg.domain
-        if self._deny_imports:
-            fields["deny_pub"] = [p.decode() for p in self._deny_imports]
-        if self._credentials is not None:
-            token, seed = read_creds(Path(self._credentials).read_text())
-            fields["jwt"] = token
-            signature = nkey.sign(seed, nonce.encode())
-            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
-        elif self._nkey_seed is not None:
-            fields["nkey"] = nkey.seed_public_key(self._nkey_seed)[1]
-            signature = nkey.sign(self._nkey_seed, nonce.encode())
-            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
-        if self._url_user is not None:
-            user, password = self._url_user
-            fields["user"] = user
-            if password is None:
-                fields["auth_token"] = user  # nats-server: a lone user is also the token
-            else:
-                fields["pass"] = password
-        return fields
 
     def _finish(self) -> None:
         """The handshake is done: bind to the account, show it our interest."""
