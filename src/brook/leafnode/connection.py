@@ -296,8 +296,12 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         if self.solicited and isinstance(urls, list) and urls:
             self.leafnode_urls = [str(u) for u in urls]  # the hub's, for the next dial
         if first:
-            if not fields.get("client_id") or "leafnode_urls" not in fields:
-                # nats-server: a solicited leaf must first receive a leafnode INFO.
+            if not fields.get("client_id") or (
+                fields.get("leafnode_urls") is None and not fields.get("info_on_connect")
+            ):
+                # nats-server 2.15: a solicited leaf must first receive a leafnode INFO,
+                # which has a client id and `leafnode_urls` or `info_on_connect` (a
+                # `no_advertise` hub's has no `leafnode_urls`).
                 log.error("Attempted to connect to a non-leafnode port %s", self._peer_address())
                 self.close("wrong port")
                 return
