@@ -223,8 +223,8 @@ async def test_file_streams_survive_restart(tmp_path: Path) -> None:
         assert (await js.get_msg("KEEP", 10)).data == b"9"
         dup = await js.publish("keep.a", b"9", headers={"Nats-Msg-Id": "id-9"})
         assert (dup.seq, dup.duplicate) == (10, True), "dedup window survives a restart"
-        mem = await js.stream_info("MEM")
-        assert mem.state.messages == 0, "memory streams keep their definition, not their data"
+        with pytest.raises(nats.js.errors.NotFoundError):  # as on nats-server: 10059
+            await js.stream_info("MEM")
         await nc.close()
 
 

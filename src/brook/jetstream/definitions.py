@@ -3,8 +3,8 @@
 Under `jetstream.store_dir`, each stream is a directory `streams/<name>/` holding
 `stream.json` (its configuration and creation time, replaced atomically), for file
 storage `data/` (the file store, docs/storage-format.md), and `consumers/` for its
-durable consumers (`consumer/files.py`). A memory stream keeps its definition across
-restarts but not its messages, as with nats-server. A snapshot carries the same record
+durable consumers (`consumer/files.py`). A memory stream has none of them: as on
+nats-server, it does not outlive the server. A snapshot carries the same record
 and layout (`snapshot/archive.py`), and a restore writes them (`snapshot/restore.py`):
 all three read and write them through this module.
 """

@@ -268,7 +268,8 @@ class JetStream(EngineLimits, OriginLinks):
         fresh = not directory.exists()
         try:
             stream = self._build(config, created)
-            write_definition(self.root, config, created, new=True)
+            if self.keeps_files(config):
+                write_definition(self.root, config, created, new=True)
         except BaseException:
             if config.name in self._entries:  # built but not persisted: undo it
                 self._unregister(config.name, notify=False).stream.close()
@@ -298,7 +299,8 @@ class JetStream(EngineLimits, OriginLinks):
         self._configure_sources(entry)
         self._index_subjects(config, add=True)
         self._attach(entry)
-        write_definition(self.root, config, entry.stream.created_ns, new=False)
+        if self.keeps_files(config):
+            write_definition(self.root, config, entry.stream.created_ns, new=False)
         entry.stream.enforce_all_limits()
         self.consumers.stream_updated(
             entry.stream, retention_changed=config.retention != old_retention
@@ -481,6 +483,13 @@ class JetStream(EngineLimits, OriginLinks):
 
     def _open_existing(self, directory: Path) -> None:
         config, created_ns = read_definition(directory)
+        if not self.keeps_files(config):
+            # A memory stream does not outlive its server, as on nats-server (whose
+            # restarted server answers 10059 for it); its directory is a restored
+            # snapshot's or an older Brook's, which kept memory streams' definitions.
+            log.info("memory stream %s ended with the server before; removed", config.name)
+            shutil.rmtree(directory, ignore_errors=True)
+            return
         stream = self._build(config, created_ns)
         log.info("stream %s opened (%s storage)", config.name, config.storage)
         self.consumers.open(stream)
