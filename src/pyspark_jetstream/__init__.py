@@ -37,7 +37,9 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
             raise _missing()
 
     def _missing() -> ImportError:
-        return ImportError(f"the jetstream format needs: pip install 'brook-nats[spark]' ({_reason})")
+        return ImportError(
+            f"the jetstream format needs: pip install 'brook-nats[spark]' ({_reason})"
+        )
 
 
 __all__ = ["DefaultSource"]
