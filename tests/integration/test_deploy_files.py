@@ -55,10 +55,20 @@ def test_the_dockerfile_reads_sanely() -> None:
         "FROM", "ENV", "COPY", "RUN", "USER", "VOLUME", "EXPOSE", "HEALTHCHECK", "ENTRYPOINT",
         "CMD",
     }  # fmt: skip
+    # What it copies exists, and is all the build context holds (.dockerignore: an allowlist).
+    allowed = {
+        line.removeprefix("!")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = set()
     for word, rest in found:
         if word == "COPY":
             *sources, _ = rest.split()
             assert all((ROOT / source).exists() for source in sources), rest
+            copied.update(sources)
+    assert copied == allowed
+    assert "*" in (ROOT / ".dockerignore").read_text().splitlines()
     user = one(found, "USER")
     assert user not in ("root", "0")
     # The user is in force where the server runs: after every RUN, before the command.
