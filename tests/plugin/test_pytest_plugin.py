@@ -79,6 +79,14 @@ def brook_options():
 @pytest.mark.asyncio
 async def test_options_fixture(nats_client):
     assert nats_client.max_payload == 1024
+
+
+@pytest.mark.parametrize("brook_options", [{"max_payload_bytes": 2048, "jetstream": False}])
+@pytest.mark.asyncio
+async def test_options_per_test(nats_client):
+    assert nats_client.max_payload == 2048
+    with pytest.raises(nats.js.errors.ServiceUnavailableError):
+        await nats_client.jetstream().account_info()
 """
 
 # The same fixtures under anyio's plugin, as a project using anyio rather than pytest-asyncio.
@@ -131,7 +139,7 @@ def run_user_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_fixtures_in_a_strict_mode_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS, test_anyio=ANYIO_TESTS)
-    run_user_suite(pytester).assert_outcomes(passed=5)
+    run_user_suite(pytester).assert_outcomes(passed=6)
     # Without pytest-asyncio's plugin: anyio's runs the async fixtures.
     run_user_suite(pytester, "-p", "no:asyncio", "test_anyio.py").assert_outcomes(passed=1)
 
@@ -142,7 +150,7 @@ def test_auto_mode_a_pytest_plugins_line_and_faststream(pytester: pytest.Pyteste
     pytester.makeini("[pytest]\nasyncio_mode = auto\n")
     pytester.makeconftest('pytest_plugins = ["brook.testing"]\n')
     pytester.makepyfile(test_user=USER_TESTS.replace("@pytest.mark.asyncio\n", ""))
-    expected = 4
+    expected = 5
     if importlib.util.find_spec("faststream") is not None:
         pytester.makepyfile(test_faststream=FASTSTREAM_TESTS)
         expected += 1
