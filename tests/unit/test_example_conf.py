@@ -1,8 +1,9 @@
 """docs/examples/brook.conf is valid for nats-server and for Brook, as its header says.
 
 nats-server's own config test (`nats-server -t -c FILE`) reads it as the real server does;
-Brook reads it with `brook.config` (what `brook serve -c FILE` loads). Brook's own keys
-are commented out in the file; uncommented, Brook takes them too.
+Brook's reading of it (`load_conf_file`, what `brook serve -c FILE` loads) is
+`tests/unit/test_config_conf.py::test_sample_config_loads`. Brook's own keys are commented
+out in the file; uncommented, Brook takes them with the values the file gives.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from brook.config.conf import load_conf_file, parse_conf, settings_from_conf
+from brook.config.conf import parse_conf, settings_from_conf
 from tests.support.natsserver import nats_server_binary
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "brook.conf"
@@ -27,14 +28,6 @@ def test_nats_server_accepts_the_example() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "is valid" in done.stderr + done.stdout
-
-
-def test_brook_loads_the_example() -> None:
-    settings = load_conf_file(str(SAMPLE))
-    assert (settings.server_name, settings.http_port) == ("brook-example", 8222)
-    assert settings.jetstream.enabled
-    assert settings.jetstream.store_dir == "./data/jetstream"
-    assert [u.user for u in settings.auth.users][:2] == ["app", "admin"]
 
 
 def test_brooks_own_keys_load_when_uncommented() -> None:
