@@ -11,30 +11,26 @@ a user's conftest finds it registered already instead of registering it twice). 
   in the test's event loop: JetStream on, file storage, a free port; `.url` to connect.
 * `nats_client` (async): a nats-py client connected to `brook_server`, closed afterwards.
 * `brook_url` (sync): the URL of a server running on a background thread with its own
-  event loop (`run_in_thread`), for tests that are not coroutines (FastStream's
-  `TestClient`, a synchronous client, a subprocess under test).
+  event loop (`run_in_thread`, from `brook.embed`, re-exported here), for tests that are
+  not coroutines (a synchronous client, a subprocess under test).
 
 The async fixtures are pytest-asyncio fixtures when pytest-asyncio is installed, so they
 work in its `auto` and `strict` modes alike (strict mode needs `@pytest.mark.asyncio` on
 the tests themselves); without it they are plain async fixtures, which anyio's plugin
 runs for `@pytest.mark.anyio` tests. Every pytest run of an environment with Brook installed
-loads the plugin, so it imports only `brook.embed` (the settings); the server's modules and
-nats-py are imported by the fixtures that use them.
+loads the plugin, so it imports only `brook.embed` (the settings) and pytest-asyncio; the
+server's modules and nats-py are imported by the fixtures that use them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import Future
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pytest
 
-from brook.embed import serve
+from brook.embed import run_in_thread, serve
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -55,54 +51,6 @@ except ImportError:  # anyio's plugin (or none): a plain fixture on an async fun
 
     def _async_fixture(function: _F) -> _F:
         return cast(_F, pytest.fixture(function))
-
-
-# Bounds the background server's start and its shutdown: a Brook starts in milliseconds, but a
-# JetStream store recovering many streams may take a while; past this the test fails.
-THREAD_TIMEOUT_S = 30.0
-
-
-@contextmanager
-def run_in_thread(**options: Any) -> Iterator[str]:
-    """Run `brook.serve(**options)` on a thread of its own; yield the server's URL.
-
-    The thread owns a new event loop, so this works from synchronous code and from inside
-    a running loop alike. Leaving the block shuts the server down (clients closed, store
-    flushed) and joins the thread. An error starting the server is raised here.
-    """
-    started: Future[str] = Future()
-    # The loop and event that end the server, set once it is up.
-    stop: Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = Future()
-
-    async def main() -> None:
-        stopping = asyncio.Event()
-        async with serve(**options) as server:
-            stop.set_result((asyncio.get_running_loop(), stopping))
-            started.set_result(server.url)
-            await stopping.wait()
-
-    finished: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # handed to the caller's thread, raised there
-            if not started.done():
-                started.set_exception(exc)
-            finished.set_exception(exc)
-        else:
-            finished.set_result(None)
-
-    thread = threading.Thread(target=run, name="brook-server", daemon=True)
-    thread.start()
-    url = started.result(timeout=THREAD_TIMEOUT_S)
-    try:
-        yield url
-    finally:
-        loop, stopping = stop.result()
-        loop.call_soon_threadsafe(stopping.set)
-        finished.result(timeout=THREAD_TIMEOUT_S)  # the shutdown's error, if any
-        thread.join()
 
 
 @pytest.fixture
