@@ -86,8 +86,8 @@ def run_in_thread(**options: Any) -> Iterator[str]:
     async def main() -> None:
         stopping = asyncio.Event()
         async with serve(**options) as server:
+            started.set_result(server.url)  # InvalidStateError if the caller gave up
             stop.set_result((asyncio.get_running_loop(), stopping))
-            started.set_result(server.url)
             await stopping.wait()
 
     finished: Future[None] = Future()
@@ -104,7 +104,12 @@ def run_in_thread(**options: Any) -> Iterator[str]:
 
     thread = threading.Thread(target=run, name="brook-server", daemon=True)
     thread.start()
-    url = started.result(timeout=THREAD_TIMEOUT_S)
+    try:
+        url = started.result(timeout=THREAD_TIMEOUT_S)
+    except TimeoutError:
+        if started.cancel():  # then a late start fails at once, and the server shuts down
+            raise
+        url = started.result()  # it finished meanwhile
     try:
         yield url
     finally:
