@@ -16,7 +16,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The distribution was named `brook` before ADR 0044 (now brook-nats): a venv made before
+# that has both, and removing the old one afterwards would take the `brook` script with it.
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip uninstall --quiet --yes brook 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	$(BYTECODE)
 	touch $(STAMP)

@@ -12,6 +12,10 @@ import uvloop
 import brook
 from tests.support.natsserver import nats_server_binary, run_nats_server
 
+# pytester: tests/plugin runs user projects with brook.testing, the pytest plugin; the
+# plugin itself is loaded by its entry point, never named here (it would be loaded twice).
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture
 async def server() -> AsyncIterator[Any]:

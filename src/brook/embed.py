@@ -5,13 +5,19 @@ a `store_dir` is given. `jetstream=True` without one stores file streams where `
 does, under the system's temporary directory (`default_store_dir()`), never in memory; a
 test should give its own `store_dir`. Any other keyword is a `Settings` field, so tests
 can shrink limits (`max_payload_bytes=1024`) or turn on auth exactly as a config file would.
+
+`run_in_thread()` runs the same server on a thread with its own event loop, for callers
+that have no loop to run it in; the pytest plugin's `brook_url` fixture is built on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from brook.config.settings import AuthSettings, Settings, User
@@ -56,3 +62,58 @@ async def serve(
         yield server
     finally:
         await server.shutdown()
+
+
+# Bounds the background server's start and its shutdown: a Brook starts in milliseconds,
+# but a JetStream store recovering many streams may take a while; past this, an error.
+THREAD_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def run_in_thread(**options: Any) -> Iterator[str]:
+    """Run `brook.serve(**options)` on a thread of its own; yield the server's URL.
+
+    For synchronous code (tests that are not coroutines, scripts) and for code inside a
+    running loop alike: the thread owns a new event loop. Leaving the block shuts the
+    server down (clients closed, store flushed) and joins the thread; an error starting or
+    stopping the server is raised in the caller's thread. The URL, not the `Server`, is
+    handed out: the server's objects belong to the other thread's loop.
+    """
+    started: Future[str] = Future()
+    # The loop and event that end the server, set once it is up.
+    stop: Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = Future()
+
+    async def main() -> None:
+        stopping = asyncio.Event()
+        async with serve(**options) as server:
+            started.set_result(server.url)  # InvalidStateError if the caller gave up
+            stop.set_result((asyncio.get_running_loop(), stopping))
+            await stopping.wait()
+
+    finished: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            if not started.done():
+                started.set_exception(exc)
+            finished.set_exception(exc)
+        else:
+            finished.set_result(None)
+
+    thread = threading.Thread(target=run, name="brook-server", daemon=True)
+    thread.start()
+    try:
+        url = started.result(timeout=THREAD_TIMEOUT_S)
+    except TimeoutError:
+        if started.cancel():  # then a late start fails at once, and the server shuts down
+            raise
+        url = started.result()  # it finished meanwhile
+    try:
+        yield url
+    finally:
+        loop, stopping = stop.result()
+        loop.call_soon_threadsafe(stopping.set)
+        finished.result(timeout=THREAD_TIMEOUT_S)  # the shutdown's error, if any
+        thread.join()

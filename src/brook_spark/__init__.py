@@ -1,6 +1,6 @@
 """Brook's PySpark connector: JetStream streams as Spark DataFrames, in batch and streaming.
 
-Install with `pip install 'brook[spark]'`; then `spark.read.format("jetstream")` works with no
+Install with `pip install 'brook-nats[spark]'`; then `spark.read.format("jetstream")` works with no
 registration call, because Spark discovers the `pyspark_jetstream` module. Where module
 discovery is not available (for example code shipped with `--py-files`), call
 `brook_spark.register(spark)` once. The server never imports this package.

@@ -1,4 +1,4 @@
-"""Spark's discovery hook for the `jetstream` format (part of `brook[spark]`).
+"""Spark's discovery hook for the `jetstream` format (part of `brook-nats[spark]`).
 
 At the first use of a Python data source Spark imports every top-level module named
 `pyspark_*` and registers its `DefaultSource`, so `spark.read.format("jetstream")` needs no
@@ -21,7 +21,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     _reason = f"{missing}"
 
     class DefaultSource(DataSource):  # type: ignore[no-redef]
-        """Stands in for the connector when brook[spark] is only partly installed."""
+        """Stands in for the connector when brook-nats[spark] is only partly installed."""
 
         @classmethod
         def name(cls) -> str:
@@ -37,7 +37,9 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
             raise _missing()
 
     def _missing() -> ImportError:
-        return ImportError(f"the jetstream format needs: pip install 'brook[spark]' ({_reason})")
+        return ImportError(
+            f"the jetstream format needs: pip install 'brook-nats[spark]' ({_reason})"
+        )
 
 
 __all__ = ["DefaultSource"]

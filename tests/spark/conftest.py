@@ -28,8 +28,8 @@ from tests.support.natsserver import free_port, nats_server_binary, run_nats_ser
 SPARK_TEST_TIMEOUT_S = 240  # the first test also pays for the session start
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-pytest.importorskip("pyspark", reason="SPARK TESTS NOT RUN: pip install 'brook[spark]'")
-pytest.importorskip("pyarrow", reason="SPARK TESTS NOT RUN: pip install 'brook[spark]'")
+pytest.importorskip("pyspark", reason="SPARK TESTS NOT RUN: pip install 'brook-nats[spark]'")
+pytest.importorskip("pyarrow", reason="SPARK TESTS NOT RUN: pip install 'brook-nats[spark]'")
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:

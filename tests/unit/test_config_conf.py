@@ -671,10 +671,9 @@ def test_sample_config_loads() -> None:
         1024**3,
         10 * 1024**3,
     )
-    assert s.jetstream.consumer_flush_interval_s == 0.1
-    assert (s.jetstream.restore_max_bytes, s.jetstream.restore_idle_timeout_s) == (64 * 1024**3, 5)
-    assert s.jetstream.free_space_reserve_bytes == 64 * 1024**2
     assert (s.debug, s.trace) == (False, False)
+    # Brook's own jetstream keys are commented out (nats-server refuses them):
+    # tests/unit/test_example_conf.py loads them uncommented.
 
 
 @pytest.mark.parametrize(("text", "size"), [("0", 0), ("1MB", 1024**2), ("512", 512)])

@@ -19,6 +19,7 @@ from brook.jetstream.fsutil import write_atomically
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.store.file.recovery import fsync_path
 
+STREAMS_DIR = "streams"  # under an account's store directory: one directory per stream
 STREAM_FILE = "stream.json"
 DATA_DIR = "data"
 

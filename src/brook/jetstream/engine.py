@@ -41,7 +41,12 @@ from brook.jetstream.consumer.registry import Consumer, ConsumerRegistry
 from brook.jetstream.consumer.runner import ConsumerRunner
 from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.damage import DamageReports
-from brook.jetstream.definitions import DATA_DIR, read_definition, write_definition
+from brook.jetstream.definitions import (
+    DATA_DIR,
+    STREAMS_DIR,
+    read_definition,
+    write_definition,
+)
 from brook.jetstream.direct import DirectGet
 from brook.jetstream.engine_limits import EngineLimits
 from brook.jetstream.engine_links import OriginLinks
@@ -110,7 +115,7 @@ class JetStream(EngineLimits, OriginLinks):
         self.internal = InternalClient(router, "jetstream")
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
         router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
-        self.root = Path(store_dir) / "streams"  # file streams live on disk, never in memory
+        self.root = Path(store_dir) / STREAMS_DIR  # file streams live on disk, never in memory
         # The server's store limits (shared with other accounts' engines) and this
         # account's (quota.py); each storage type's `Quota`, None where neither limits it.
         self.server_limits = server_limits or ServerLimits()
