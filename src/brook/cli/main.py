@@ -187,14 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         from brook.cli.store import store_check_command
 
         return store_check_command(args[2:])
-    if command == "kv":
-        from brook.cli.kv import kv_command
+    from brook.cli.commands import client_command
 
-        return kv_command(args[1:])
-    if command in ("object", "obj"):
-        from brook.cli.objects import object_command
-
-        return object_command(args[1:])
+    client = client_command(command)
+    if client is not None:
+        return client(args[1:])
     if command.startswith("-"):
         return serve_command(args)
     print(f"brook: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
