@@ -15,6 +15,10 @@ CLIENT_COMMANDS: dict[str, tuple[str, str]] = {
     "kv": ("brook.cli.kv", "kv_command"),
     "object": ("brook.cli.objects", "object_command"),
     "obj": ("brook.cli.objects", "object_command"),
+    "stream": ("brook.cli.stream", "stream_command"),
+    "str": ("brook.cli.stream", "stream_command"),
+    "consumer": ("brook.cli.consumer", "consumer_command"),
+    "con": ("brook.cli.consumer", "consumer_command"),
 }
 
 

@@ -36,6 +36,8 @@ commands:
   store check    verify a stream's file-store directory offline: brook store check DIR
   kv             Key-Value buckets on any NATS server (kv --help)
   object         Object Store buckets on any NATS server (object --help)
+  stream         JetStream streams on any NATS server (stream --help)
+  consumer       JetStream consumers on any NATS server (consumer --help)
   version        print Brook's version
 
 `brook serve --help` lists the server options.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -105,17 +106,27 @@ class Output:
             table.add_column(Text(str(header), style="bold"), no_wrap=True)
         for row in rows:
             table.add_row(*(Text("" if c is None else str(c)) for c in row))
-        _console().print(table)
+        out = sys.stdout
+        if out.isatty():
+            _console(out, tty=True).print(table)
+            return
+        buffer = io.StringIO()
+        _console(buffer, tty=False).print(table)
+        # rich pads every cell to its column's width; a pipe gets the lines without the
+        # trailing blanks, so `awk`, `cut` and tests see the values only.
+        _write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
 
     def error(self, text: str) -> None:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
     @contextlib.contextmanager
-    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A progress bar on stderr (a terminal only, never with `--json`); yields
-        `advance(n)`. `total` None draws a bar without an end."""
-        if self.json_mode or not sys.stderr.isatty():
+    def progress(
+        self, description: str, total: int | None, *, enabled: bool = True
+    ) -> Iterator[Callable[[int], None]]:
+        """A progress bar of bytes on stderr (a terminal only, never with `--json`);
+        yields `advance(n)`. `total` None draws a bar without an end."""
+        if not enabled or self.json_mode or not sys.stderr.isatty():
             yield lambda _n: None
             return
         bar = Progress(
@@ -127,12 +138,9 @@ class Output:
             yield lambda n: bar.advance(task, n)
 
 
-def _console() -> Console:
-    """stdout as it is now (tests and callers may have replaced `sys.stdout`)."""
-    out = sys.stdout
-    tty = out.isatty()
+def _console(file: Any, *, tty: bool) -> Console:
     return Console(
-        file=out, highlight=False, markup=False, emoji=False,
+        file=file, highlight=False, markup=False, emoji=False,
         width=None if tty else PIPE_WIDTH, color_system="auto" if tty else None,
     )  # fmt: skip
 
