@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brook.cli.main import main
@@ -36,16 +38,20 @@ class Result:
         return json.loads(self.raw)
 
 
-def _run(argv: list[str], stdin: bytes) -> Result:
+def _run(argv: list[str], stdin: bytes, cwd: Path | None) -> Result:
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     inp = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     with _LOCK:
         saved = sys.stdin, sys.stdout, sys.stderr
+        saved_cwd = os.getcwd()
         sys.stdin, sys.stdout, sys.stderr = inp, out, err
         try:
+            if cwd is not None:
+                os.chdir(cwd)
             code = main(argv)
         finally:
+            os.chdir(saved_cwd)
             sys.stdin, sys.stdout, sys.stderr = saved
     out.flush()
     err.flush()
@@ -53,14 +59,15 @@ def _run(argv: list[str], stdin: bytes) -> Result:
     return Result(code, raw, err.buffer.getvalue().decode())
 
 
-async def cli(url: str, *args: str, stdin: bytes = b"") -> Result:
-    """`brook ARGS -s URL`: the exit status, stdout's bytes and stderr's text."""
+async def cli(url: str, *args: str, stdin: bytes = b"", cwd: Path | None = None) -> Result:
+    """`brook ARGS -s URL` (in directory `cwd`): the exit status, stdout's bytes and
+    stderr's text. An empty `url` leaves `-s` out ($NATS_URL or the default)."""
     argv = [*args, "-s", url] if url else list(args)
-    return await asyncio.wait_for(asyncio.to_thread(_run, argv, stdin), 30)
+    return await asyncio.wait_for(asyncio.to_thread(_run, argv, stdin, cwd), 30)
 
 
-async def ok(url: str, *args: str, stdin: bytes = b"") -> Result:
+async def ok(url: str, *args: str, stdin: bytes = b"", cwd: Path | None = None) -> Result:
     """`cli()`, asserting exit status 0."""
-    result = await cli(url, *args, stdin=stdin)
+    result = await cli(url, *args, stdin=stdin, cwd=cwd)
     assert result.code == 0, (args, result.out, result.err)
     return result

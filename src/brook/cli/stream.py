@@ -156,8 +156,6 @@ def _apply_flags(config: dict[str, Any], args: argparse.Namespace) -> dict[str, 
         c["sources"] = [_source(s) for s in args.source]
     if args.metadata:
         c["metadata"] = {**(c.get("metadata") or {}), **dict(args.metadata)}
-    if c.get("metadata"):  # the server's own keys (`_nats.ver`, ...) are not the user's
-        c["metadata"] = {k: v for k, v in c["metadata"].items() if not k.startswith("_nats.")}
     if args.republish_source and args.republish_destination:
         c["republish"] = {
             "src": args.republish_source,
@@ -169,7 +167,19 @@ def _apply_flags(config: dict[str, Any], args: argparse.Namespace) -> dict[str, 
             "src": args.transform_source,
             "dest": args.transform_destination,
         }
-    return c
+    return _without_reserved(c)
+
+
+def _without_reserved(config: dict[str, Any]) -> dict[str, Any]:
+    """A configuration without the server's own metadata (`_nats.ver`, ...), which the
+    server sets itself, as the `nats` CLI sends it."""
+    metadata = {
+        k: v for k, v in (config.get("metadata") or {}).items() if not k.startswith("_nats.")
+    }
+    out = {k: v for k, v in config.items() if k != "metadata"}
+    if metadata:
+        out["metadata"] = metadata
+    return out
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
@@ -349,7 +359,7 @@ async def stream_add(ctx: Ctx) -> int:
 
 async def stream_edit(ctx: Ctx) -> int:
     args = ctx.args
-    current = (await _info(ctx, args.stream))["config"]
+    current = _without_reserved((await _info(ctx, args.stream))["config"])
     config = current
     if args.config:
         config = {**load_json_file(args.config, "stream"), "name": args.stream}
