@@ -14,6 +14,15 @@ from brook.config.conf import parse_conf, settings_from_conf
 from brook.config.settings import Settings
 from tests.cli.runner import cli, ok
 from tests.support.certs import make_certs
+from tests.support.jwts import (
+    account_jwt,
+    account_key,
+    creds,
+    operator_jwt,
+    operator_key,
+    user_jwt,
+    user_key,
+)
 from tests.support.nkeyusers import new_user
 
 pytestmark = pytest.mark.timeout(60)
@@ -102,3 +111,24 @@ async def test_no_jetstream_is_said_so() -> None:
     async with brook.serve(port=0) as srv:
         result = await cli(srv.url, "kv", "ls")
     assert (result.code, result.err) == (1, "brook kv ls: jetstream not enabled\n")
+
+
+async def test_creds_file(tmp_path: Path) -> None:
+    operator, account, user = operator_key(), account_key(), user_key()
+    (tmp_path / "op.jwt").write_text(operator_jwt(operator))
+    limits = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+              "wildcards": True, "conn": -1, "leaf": -1, "mem_storage": -1,
+              "disk_storage": -1, "streams": -1, "consumer": -1}  # fmt: skip
+    token = account_jwt(account, operator, limits=limits)
+    text = (
+        f"operator: {tmp_path / 'op.jwt'}\nresolver: MEMORY\n"
+        f'resolver_preload: {{ {account.public}: "{token}" }}'
+    )
+    user_creds = tmp_path / "user.creds"
+    user_creds.write_text(creds(user_jwt(user, account), user))
+    async with brook.serve(settings=conf(text, tmp_path / "store")) as srv:
+        assert (await ok(srv.url, "stream", "ls", "--creds", str(user_creds), "-j")).json() == []
+        refused = await cli(srv.url, "stream", "ls")
+        assert refused.err == (
+            f"brook stream ls: cannot connect to {srv.url}: Authorization Violation\n"
+        )
