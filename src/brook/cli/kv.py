@@ -14,11 +14,11 @@ NATS client does against the server they talk to; nothing here knows it is Brook
     brook kv info BUCKET
     brook kv rm BUCKET
 
-Every command takes `-s/--server URL` (default `$NATS_URL`, else nats://127.0.0.1:4222),
-`--user`/`--password`, `--token`, `--timeout` and `--json` (machine-readable output: one
-JSON document, or one per line for `watch`). Exit status: 0 done, 1 the server or the
-client refused (message on stderr), 2 bad command line. The connection, output and bucket
-helpers shared with `brook object` are in `remote.py`.
+Every command takes the connection options of all client commands (`-s/--server`,
+`--user`/`--password`, `--token`, `--creds`, `--nkey`, `--tls*`, `--timeout`; base.py,
+ADR 0043) and `--json` (one JSON document, or one per line for `watch`). Exit status: 0
+done, 1 the server or the client refused (message on stderr), 2 bad command line. The
+bucket helpers shared with `brook object` are in `buckets.py`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Thin wrappers over nats-py's Object Store API (chunked puts, digest-checked gets), sharing
 connection options, output helpers, bucket plumbing and exit statuses with `brook kv`
-(`remote.py`).
+(`base.py`, `output.py`, `buckets.py`).
 
     brook object add BUCKET [--ttl 1h] [--max-bytes 1GB] [--storage file|memory] ...
     brook object put BUCKET FILE [--name NAME] [--description TEXT]   (FILE "-": stdin)
