@@ -46,6 +46,10 @@ async def test_add_with_flags_reaches_the_consumer(url: str, client: Any, name: 
     assert (p.deliver_subject, p.deliver_group, p.ack_policy, p.deliver_policy) == (
         f"push.{name}", "g", "none", "last",
     )  # fmt: skip
+    ephemeral = (await ok(url, "consumer", "add", name, "--inactive-threshold", "1m", "-j")).json()
+    assert "durable_name" not in ephemeral["config"]
+    assert ephemeral["config"]["inactive_threshold"] == 60 * 10**9
+    assert (await js.consumer_info(name, ephemeral["name"])).num_pending == 4
     both = await cli(url, "consumer", "add", name, "X", "--pull", "--target", "t")
     assert (both.code, both.err) == (
         1, "brook consumer add: --pull and --target exclude each other\n",

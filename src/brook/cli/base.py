@@ -46,7 +46,6 @@ from brook.config.conf_syntax import parse_size
 from brook.durations import parse_seconds
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-DEFAULT_TIMEOUT = 5.0
 JS_API_PREFIX = "$JS.API"
 # What nats.go (and so the `nats` CLI) says when no JetStream API answers a request.
 JS_NOT_ENABLED = "jetstream not enabled"
@@ -144,7 +143,10 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
     parser.add_argument(
         "--timeout",
         type=duration_arg,
-        default=default(duration_arg(env.get("NATS_TIMEOUT", "5s"))),
+        metavar="DURATION",
+        # A string default goes through `type` as a command-line value would, so a bad
+        # $NATS_TIMEOUT is a usage error rather than a traceback.
+        default=default(env.get("NATS_TIMEOUT", "5s")),
         help="time to wait for each server reply, e.g. 5s (default: $NATS_TIMEOUT or 5s)",
     )
     parser.add_argument(
