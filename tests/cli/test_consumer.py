@@ -69,6 +69,10 @@ async def test_config_file_ls_info_rm(server: Any, js: Any, tmp_path: Path) -> N
     await ok(url, "consumer", "add", "ORD", "FROMFILE", "--config", str(config))
     c = (await js.consumer_info("ORD", "FROMFILE")).config
     assert (c.durable_name, c.ack_policy, c.filter_subject) == ("FROMFILE", "all", "ord.x")
+    saved = tmp_path / "saved.json"
+    await ok(url, "consumer", "add", "ORD", "SAVED", "--deliver", "new", "--output", str(saved))
+    assert json.loads(saved.read_text())["deliver_policy"] == "new"
+    assert [c.name for c in await js.consumers_info("ORD")] == ["FROMFILE"]  # none created
     await ok(url, "consumer", "add", "ORD", "B")
     assert (await ok(url, "consumer", "ls", "ORD", "--json")).json() == ["B", "FROMFILE"]
     assert (await ok(url, "consumer", "ls", "ORD", "--names")).out == "B\nFROMFILE\n"

@@ -75,6 +75,14 @@ async def test_config_file_edit_and_refusals(
     again = await cli(url, "stream", "add", name, "--subjects", "other")
     assert again.code == 1
     assert again.err.endswith("(10058)\n")  # stream name already in use, with another config
+    saved = tmp_path / "saved.json"
+    written = await ok(url, "stream", "add", name + "O", "--subjects", f"{name}o",
+                       "--max-msgs", "5", "--output", str(saved))  # fmt: skip
+    assert written.out == f"Configuration written to {saved}\n"
+    assert name + "O" not in (await ok(url, "stream", "ls", "-j")).json()  # nothing created
+    await ok(url, "stream", "add", "--config", str(saved))  # the name from the file
+    assert (await client.jetstream().stream_info(name + "O")).config.max_msgs == 5
+    await ok(url, "stream", "rm", name + "O", "-f")
     missing = await cli(url, "stream", "info", name + "X")
     assert (missing.code, missing.err) == (1, "brook stream info: stream not found (10059)\n")
     await ok(url, "stream", "rm", name, "-f")

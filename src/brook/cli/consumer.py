@@ -41,6 +41,7 @@ from brook.cli.jsapi import (
     seconds,
     split_subjects,
     without_type,
+    write_config,
 )
 from brook.cli.output import Output, human_count, human_duration, printable
 
@@ -222,6 +223,8 @@ async def consumer_add(ctx: Ctx) -> int:
     if args.pull and args.target:
         raise CliError("--pull and --target exclude each other")
     config = _config(args)
+    if args.output:
+        return await write_config(ctx, args.output, config)
     name = config.get("durable_name") or config.get("name")
     subject = f"CONSUMER.CREATE.{args.stream}" + (f".{name}" if name else "")
     request = {"stream_name": args.stream, "config": config}
@@ -364,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--metadata", action="append", type=metadata_arg, metavar="KEY=VALUE")
     a("--config", metavar="FILE", help="the configuration as a JSON file")
     a("--defaults", action="store_true", help="accepted for the nats CLI; no-op")
+    a("--output", metavar="FILE", help="write the configuration, create nothing")
 
     p = command("rm", "delete a consumer", consumer_rm, aliases=("delete",))
     p.add_argument("stream")

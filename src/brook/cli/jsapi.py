@@ -10,6 +10,7 @@ know yet (a newer server's) is neither dropped nor refused.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -43,6 +44,21 @@ def load_json_file(path: str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CliError(f"{path}: a {what} configuration is a JSON object")
     return value
+
+
+async def write_config(ctx: Ctx, path: str, config: dict[str, Any]) -> int:
+    """`add --output FILE`: the configuration the flags describe, saved for a later
+    `--config FILE` (as `nats ... add --output`); nothing is created."""
+    text = json.dumps(config, indent=2) + "\n"
+    try:
+        await asyncio.to_thread(Path(path).write_text, text)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+    if ctx.out.json_mode:
+        ctx.out.json(config)
+    else:
+        ctx.out.line(f"Configuration written to {path}")
+    return 0
 
 
 def metadata_arg(text: str) -> tuple[str, str]:

@@ -53,6 +53,7 @@ from brook.cli.jsapi import (
     seconds,
     split_subjects,
     without_type,
+    write_config,
 )
 from brook.cli.output import Output, human_count, human_duration, human_size, printable
 
@@ -353,6 +354,8 @@ async def stream_add(ctx: Ctx) -> int:
     config = _apply_flags(config, args)
     if not config.get("subjects") and not config.get("mirror") and not config.get("sources"):
         config["subjects"] = [config["name"]]  # as nats-server does for a stream without any
+    if args.output:
+        return await write_config(ctx, args.output, config)
     reply = await ctx.api(f"STREAM.CREATE.{config['name']}", config)
     return ctx.out.document(without_type(reply), show_stream)
 
@@ -597,6 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("stream", nargs="?")
     _add_config_flags(p)
     p.add_argument("--defaults", action="store_true", help="accepted for the nats CLI; no-op")
+    p.add_argument("--output", metavar="FILE", help="write the configuration, create nothing")
 
     p = command("edit", "change a stream's configuration", stream_edit, aliases=("update",))
     p.add_argument("stream")
