@@ -178,7 +178,7 @@ def connect_options(args: argparse.Namespace) -> dict[str, Any]:
         "connect_timeout": args.timeout,
         "name": args.connection_name,
     }
-    if args.user and args.password is None:
+    if args.user and not args.password:
         options["token"] = args.user  # as the `nats` CLI: a user without password is a token
     elif args.user:
         options["user"] = args.user
