@@ -1,7 +1,9 @@
-"""`brook kv` and `brook object` as real processes, against Brook and against nats-server.
+"""`brook kv` and `brook object` against Brook and against nats-server: the command lines
+run in-process (tests/cli/runner.py), but for `kv watch`, which runs as a real process
+(its lines are read while it runs, and it ends on its own count).
 
-The in-process Brook server shares the test's event loop, so the CLI runs through
-asyncio's subprocess support (a blocking `subprocess.run` would starve the server).
+The in-process Brook server shares the test's event loop, so the watching process runs
+through asyncio's subprocess support (a blocking `subprocess.run` would starve the server).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.runner import Result, cli
 from tests.kv.conftest import Target
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,29 +25,10 @@ pytestmark = pytest.mark.timeout(60)
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-class Result:
-    def __init__(self, code: int, out: bytes, err: bytes) -> None:
-        self.code = code
-        self.raw = out
-        self.out = out.decode()
-        self.err = err.decode()
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
 async def brook(
     target: Target, *args: str, stdin: bytes | None = None, cwd: Path | None = None
 ) -> Result:
-    env = {**os.environ, "PYTHONPATH": SRC, "NATS_URL": target.url}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "brook", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 30)
-    assert proc.returncode is not None
-    return Result(proc.returncode, out, err)
+    return await cli(target.url, *args, stdin=stdin or b"", cwd=cwd)
 
 
 async def ok(

@@ -14,11 +14,11 @@ NATS client does against the server they talk to; nothing here knows it is Brook
     brook kv info BUCKET
     brook kv rm BUCKET
 
-Every command takes `-s/--server URL` (default `$NATS_URL`, else nats://127.0.0.1:4222),
-`--user`/`--password`, `--token`, `--timeout` and `--json` (machine-readable output: one
-JSON document, or one per line for `watch`). Exit status: 0 done, 1 the server or the
-client refused (message on stderr), 2 bad command line. The connection, output and bucket
-helpers shared with `brook object` are in `remote.py`.
+Every command takes the connection options of all client commands (`-s/--server`,
+`--user`/`--password`, `--token`, `--creds`, `--nkey`, `--tls*`, `--timeout`; base.py,
+ADR 0043) and `--json` (one JSON document, or one per line for `watch`). Exit status: 0
+done, 1 the server or the client refused (message on stderr), 2 bad command line. The
+bucket helpers shared with `brook object` are in `buckets.py`.
 """
 
 from __future__ import annotations
@@ -27,31 +27,20 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import json
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from brook.cli.remote import (
+from brook.cli.base import (
     CliError,
-    add_connection_options,
-    bucket_streams,
-    delete_bucket,
+    Ctx,
+    command_group,
     duration_arg,
-    emit_json,
-    human_duration,
-    human_size,
-    iso_time,
-    open_bucket,
-    print_fields,
-    print_table,
     read_input,
-    report,
-    report_list,
-    run_command,
+    run_group,
     size_arg,
-    subcommands,
 )
+from brook.cli.buckets import bucket_streams, delete_bucket, open_bucket
+from brook.cli.output import Output, human_duration, human_size, iso_time, printable
 
 KV_PREFIX = "KV_"
 
@@ -66,14 +55,6 @@ def _value_json(value: bytes | None) -> dict[str, Any]:
     except UnicodeDecodeError:
         text = None
     return {"value": text, "value_b64": base64.b64encode(data).decode()}
-
-
-def _printable(value: bytes | None, limit: int | None = None) -> str:
-    data = value or b""
-    text = data.decode("utf-8", "backslashreplace")
-    if limit is not None and len(text) > limit:
-        return text[: limit - 3] + "..."
-    return text
 
 
 def _entry_json(entry: Any) -> dict[str, Any]:
@@ -115,9 +96,7 @@ def _enum_value(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def _print_status(status: dict[str, Any]) -> None:
-    print(f"Key-Value bucket {status['bucket']}")
-    print()
+def _print_status(out: Output, status: dict[str, Any]) -> None:
     fields: list[tuple[str, Any]] = []
     if status["description"]:
         fields.append(("Description", status["description"]))
@@ -136,14 +115,15 @@ def _print_status(status: dict[str, Any]) -> None:
         ("Size", human_size(status["bytes"])),
         ("Stream", status["stream"]),
     ]
-    print_fields(fields)
+    out.fields(fields, title=f"Key-Value bucket {status['bucket']}")
 
 
 async def _bucket(js: Any, name: str) -> Any:
     return await open_bucket(js.key_value, name)
 
 
-async def kv_add(args: argparse.Namespace, js: Any) -> int:
+async def kv_add(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
     from nats.js import api
 
@@ -168,15 +148,17 @@ async def kv_add(args: argparse.Namespace, js: Any) -> int:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
     except jserr.KeyHistoryTooLargeError:
         raise CliError("history can be at most 64") from None
-    return report(args.json, _status_json(await kv.status()), _print_status)
+    return out.document(_status_json(await kv.status()), _print_status)
 
 
-async def kv_info(args: argparse.Namespace, js: Any) -> int:
+async def kv_info(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     kv = await _bucket(js, args.bucket)
-    return report(args.json, _status_json(await kv.status()), _print_status)
+    return out.document(_status_json(await kv.status()), _print_status)
 
 
-async def kv_put(args: argparse.Namespace, js: Any) -> int:
+async def kv_put(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
 
     kv = await _bucket(js, args.bucket)
@@ -185,14 +167,15 @@ async def kv_put(args: argparse.Namespace, js: Any) -> int:
         revision = await kv.put(args.key, value)
     except jserr.InvalidKeyError:
         raise CliError(f"invalid key {args.key!r}") from None
-    if args.json:
-        emit_json({"bucket": args.bucket, "key": args.key, "revision": revision})
+    if out.json_mode:
+        out.json({"bucket": args.bucket, "key": args.key, "revision": revision})
     else:
-        print(revision)
+        out.line(str(revision))
     return 0
 
 
-async def kv_get(args: argparse.Namespace, js: Any) -> int:
+async def kv_get(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
 
     kv = await _bucket(js, args.bucket)
@@ -208,39 +191,40 @@ async def kv_get(args: argparse.Namespace, js: Any) -> int:
                 f"key {args.key!r} was {what} (revision {err.entry.revision}){where}"
             ) from None
         raise CliError(f"key {args.key!r} not found in bucket {args.bucket!r}{where}") from None
-    if args.json:
-        emit_json(_entry_json(entry))
+    if out.json_mode:
+        out.json(_entry_json(entry))
     elif args.raw:
-        sys.stdout.buffer.write(entry.value or b"")
-        sys.stdout.flush()
+        out.raw(entry.value or b"")
     else:
-        print(f"{args.bucket} > {entry.key} revision {entry.revision}")
-        print()
-        print(_printable(entry.value))
+        out.line(f"{args.bucket} > {entry.key} revision {entry.revision}")
+        out.line()
+        out.line(printable(entry.value))
     return 0
 
 
-async def kv_del(args: argparse.Namespace, js: Any) -> int:
+async def kv_del(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     kv = await _bucket(js, args.bucket)
     await _check_key(kv.delete, args.key)
-    if args.json:
-        emit_json({"bucket": args.bucket, "key": args.key, "deleted": True})
+    if out.json_mode:
+        out.json({"bucket": args.bucket, "key": args.key, "deleted": True})
     else:
-        print(f"deleted {args.key!r} from bucket {args.bucket!r}")
+        out.line(f"deleted {args.key!r} from bucket {args.bucket!r}")
     return 0
 
 
-async def kv_purge(args: argparse.Namespace, js: Any) -> int:
+async def kv_purge(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.kv
 
     kv = await _bucket(js, args.bucket)
     if not nats.js.kv._is_key_valid(args.key):
         raise CliError(f"invalid key {args.key!r}")
     await kv.purge(args.key)
-    if args.json:
-        emit_json({"bucket": args.bucket, "key": args.key, "purged": True})
+    if out.json_mode:
+        out.json({"bucket": args.bucket, "key": args.key, "purged": True})
     else:
-        print(f"purged {args.key!r} and its history from bucket {args.bucket!r}")
+        out.line(f"purged {args.key!r} and its history from bucket {args.bucket!r}")
     return 0
 
 
@@ -253,7 +237,8 @@ async def _check_key(call: Callable[[str], Awaitable[Any]], key: str) -> Any:
         raise CliError(f"invalid key {key!r}") from None
 
 
-async def kv_history(args: argparse.Namespace, js: Any) -> int:
+async def kv_history(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
 
     kv = await _bucket(js, args.bucket)
@@ -261,21 +246,22 @@ async def kv_history(args: argparse.Namespace, js: Any) -> int:
         entries = await kv.history(args.key)
     except jserr.NoKeysError:
         entries = []
-    if args.json:
-        emit_json([_entry_json(e) for e in entries])
+    if out.json_mode:
+        out.json([_entry_json(e) for e in entries])
         return 0
     if not entries:
         raise CliError(f"key {args.key!r} has no history in bucket {args.bucket!r}")
     rows = [
         (e.revision, e.operation or "PUT", iso_time(e.created), len(e.value or b""),
-         _printable(e.value, 40))
+         printable(e.value, 40))
         for e in entries
     ]  # fmt: skip
-    print_table(("REVISION", "OP", "CREATED", "LENGTH", "VALUE"), rows)
+    out.table(("REVISION", "OP", "CREATED", "LENGTH", "VALUE"), rows)
     return 0
 
 
-async def kv_watch(args: argparse.Namespace, js: Any) -> int:
+async def kv_watch(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.errors
 
     kv = await _bucket(js, args.bucket)
@@ -295,20 +281,20 @@ async def kv_watch(args: argparse.Namespace, js: Any) -> int:
             except nats.errors.TimeoutError:
                 continue
             if entry is None:  # the current values have all been shown
-                if not args.json:
-                    print("# end of current values; watching for updates", file=sys.stderr)
+                if not out.json_mode:
+                    out.error("# end of current values; watching for updates")
                 continue
             if not hasattr(entry, "key"):
                 break  # the watcher was stopped
             seen += 1
-            if args.json:
-                print(json.dumps(_entry_json(entry)), flush=True)
+            if out.json_mode:
+                out.json_line(_entry_json(entry))
                 continue
             op = entry.operation or "PUT"
             line = f"[{iso_time(entry.created)}] {op} {args.bucket} > {entry.key}"
             if op == "PUT":
-                line += f": {_printable(entry.value, 200)}"
-            print(line, flush=True)
+                line += f": {printable(entry.value, 200)}"
+            out.line(line, flush=True)
     finally:
         with contextlib.suppress(Exception):
             await watcher.stop()
@@ -321,9 +307,10 @@ def _signals() -> list[int]:
     return [signal.SIGINT, signal.SIGTERM]
 
 
-async def kv_ls(args: argparse.Namespace, js: Any) -> int:
+async def kv_ls(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     if args.bucket is None:
-        return await _list_buckets(args, js)
+        return await _list_buckets(ctx)
     import nats.js.errors as jserr
 
     kv = await _bucket(js, args.bucket)
@@ -331,18 +318,18 @@ async def kv_ls(args: argparse.Namespace, js: Any) -> int:
         keys = sorted(await kv.keys())
     except jserr.NoKeysError:
         keys = []
-    if args.json:
-        emit_json(keys)
+    if out.json_mode:
+        out.json(keys)
     else:
         for key in keys:
-            print(key)
+            out.line(key)
     return 0
 
 
-async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
+async def _list_buckets(ctx: Ctx) -> int:
+    js, out = ctx.js, ctx.out
     statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, KV_PREFIX)]
-    return report_list(
-        args.json,
+    return out.listing(
         statuses,
         "no Key-Value buckets",
         ("BUCKET", "VALUES", "HISTORY", "TTL", "SIZE", "DESCRIPTION"),
@@ -363,20 +350,18 @@ class _Status:
         self.marker_ttl = stream_info.config.subject_delete_marker_ttl
 
 
-async def kv_rm(args: argparse.Namespace, js: Any) -> int:
-    return await delete_bucket(args, js.delete_key_value)
+async def kv_rm(ctx: Ctx) -> int:
+    js = ctx.js
+    return await delete_bucket(ctx, js.delete_key_value)
 
 
 # ---------------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="brook kv",
-        description="Key-Value buckets on a NATS server (Brook or nats-server).",
+    parser, command = command_group(
+        "brook kv", "Key-Value buckets on a NATS server (Brook or nats-server)."
     )
-    add_connection_options(parser, suppress=False)
-    command = subcommands(parser)
 
     p = command("add", "create a bucket (or confirm an identical one exists)", kv_add)
     p.add_argument("bucket")
@@ -436,9 +421,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def kv_command(argv: list[str]) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code or 0)
-    return run_command(f"brook kv {args.command}", args, args.func)
+    return run_group(build_parser(), argv)

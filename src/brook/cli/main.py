@@ -36,6 +36,8 @@ commands:
   store check    verify a stream's file-store directory offline: brook store check DIR
   kv             Key-Value buckets on any NATS server (kv --help)
   object         Object Store buckets on any NATS server (object --help)
+  stream         JetStream streams on any NATS server (stream --help)
+  consumer       JetStream consumers on any NATS server (consumer --help)
   version        print Brook's version
 
 `brook serve --help` lists the server options.
@@ -187,14 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         from brook.cli.store import store_check_command
 
         return store_check_command(args[2:])
-    if command == "kv":
-        from brook.cli.kv import kv_command
+    from brook.cli.commands import client_command
 
-        return kv_command(args[1:])
-    if command in ("object", "obj"):
-        from brook.cli.objects import object_command
-
-        return object_command(args[1:])
+    client = client_command(command)
+    if client is not None:
+        return client(args[1:])
     if command.startswith("-"):
         return serve_command(args)
     print(f"brook: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 Thin wrappers over nats-py's Object Store API (chunked puts, digest-checked gets), sharing
 connection options, output helpers, bucket plumbing and exit statuses with `brook kv`
-(`remote.py`).
+(`base.py`, `output.py`, `buckets.py`).
 
     brook object add BUCKET [--ttl 1h] [--max-bytes 1GB] [--storage file|memory] ...
     brook object put BUCKET FILE [--name NAME] [--description TEXT]   (FILE "-": stdin)
@@ -20,23 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from brook.cli.remote import (
-    CliError,
-    add_connection_options,
-    bucket_streams,
-    delete_bucket,
-    duration_arg,
-    emit_json,
-    human_duration,
-    human_size,
-    open_bucket,
-    print_fields,
-    report,
-    report_list,
-    run_command,
-    size_arg,
-    subcommands,
-)
+from brook.cli.base import CliError, Ctx, command_group, duration_arg, run_group, size_arg
+from brook.cli.buckets import bucket_streams, delete_bucket, open_bucket
+from brook.cli.output import Output, human_duration, human_size
 
 OBJ_PREFIX = "OBJ_"
 
@@ -62,9 +48,7 @@ def _info_json(info: Any) -> dict[str, Any]:
     return out
 
 
-def _print_info(info: dict[str, Any]) -> None:
-    print(f"Object {info['name']} in bucket {info['bucket']}")
-    print()
+def _print_info(out: Output, info: dict[str, Any]) -> None:
     fields: list[tuple[str, Any]] = []
     if info.get("description"):
         fields.append(("Description", info["description"]))
@@ -78,7 +62,7 @@ def _print_info(info: dict[str, Any]) -> None:
         ("Digest", info["digest"]),
         ("Modified", info["mtime"]),
     ]
-    print_fields(fields)
+    out.fields(fields, title=f"Object {info['name']} in bucket {info['bucket']}")
 
 
 def _status_json(status: Any) -> dict[str, Any]:
@@ -96,9 +80,7 @@ def _status_json(status: Any) -> dict[str, Any]:
     }
 
 
-def _print_status(status: dict[str, Any]) -> None:
-    print(f"Object Store bucket {status['bucket']}")
-    print()
+def _print_status(out: Output, status: dict[str, Any]) -> None:
     fields: list[tuple[str, Any]] = []
     if status["description"]:
         fields.append(("Description", status["description"]))
@@ -110,7 +92,7 @@ def _print_status(status: dict[str, Any]) -> None:
         ("Size", human_size(status["size"])),
         ("Stream", status["stream"]),
     ]
-    print_fields(fields)
+    out.fields(fields, title=f"Object Store bucket {status['bucket']}")
 
 
 class _Status:
@@ -139,7 +121,8 @@ async def _object_info(obs: Any, bucket: str, name: str) -> Any:
         raise CliError(f"object {name!r} not found in bucket {bucket!r}") from None
 
 
-async def obj_add(args: argparse.Namespace, js: Any) -> int:
+async def obj_add(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
     from nats.js import api
 
@@ -154,10 +137,11 @@ async def obj_add(args: argparse.Namespace, js: Any) -> int:
         obs = await js.create_object_store(args.bucket, config=config)
     except jserr.InvalidBucketNameError:
         raise CliError(f"invalid bucket name {args.bucket!r}") from None
-    return report(args.json, _status_json(await obs.status()), _print_status)
+    return out.document(_status_json(await obs.status()), _print_status)
 
 
-async def obj_put(args: argparse.Namespace, js: Any) -> int:
+async def obj_put(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     from nats.js import api
 
     obs = await _store(js, args.bucket)
@@ -179,10 +163,11 @@ async def obj_put(args: argparse.Namespace, js: Any) -> int:
     finally:
         if source is not sys.stdin.buffer:
             source.close()
-    return report(args.json, _info_json(info), _print_info)
+    return out.document(_info_json(info), _print_info)
 
 
-async def obj_get(args: argparse.Namespace, js: Any) -> int:
+async def obj_get(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
 
     obs = await _store(js, args.bucket)
@@ -211,16 +196,17 @@ async def obj_get(args: argparse.Namespace, js: Any) -> int:
     size = result.info.size or 0
     if to_stdout:
         return 0
-    if args.json:
-        emit_json({"bucket": args.bucket, "name": args.name, "size": size, "file": str(target)})
+    if out.json_mode:
+        out.json({"bucket": args.bucket, "name": args.name, "size": size, "file": str(target)})
     else:
-        print(f"wrote {size} bytes to {target}")
+        out.line(f"wrote {size} bytes to {target}")
     return 0
 
 
-async def obj_ls(args: argparse.Namespace, js: Any) -> int:
+async def obj_ls(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     if args.bucket is None:
-        return await _list_buckets(args, js)
+        return await _list_buckets(ctx)
     import nats.js.errors as jserr
 
     obs = await _store(js, args.bucket)
@@ -229,8 +215,7 @@ async def obj_ls(args: argparse.Namespace, js: Any) -> int:
     except jserr.NotFoundError:
         infos = []
     objects = [_info_json(i) for i in infos if not i.deleted]
-    return report_list(
-        args.json,
+    return out.listing(
         objects,
         f"no objects in bucket {args.bucket!r}",
         ("NAME", "SIZE", "CHUNKS", "MODIFIED"),
@@ -238,10 +223,10 @@ async def obj_ls(args: argparse.Namespace, js: Any) -> int:
     )
 
 
-async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
+async def _list_buckets(ctx: Ctx) -> int:
+    js, out = ctx.js, ctx.out
     statuses = [_status_json(_Status(si, b)) for b, si in await bucket_streams(js, OBJ_PREFIX)]
-    return report_list(
-        args.json,
+    return out.listing(
         statuses,
         "no Object Store buckets",
         ("BUCKET", "SIZE", "SEALED", "DESCRIPTION"),
@@ -250,39 +235,36 @@ async def _list_buckets(args: argparse.Namespace, js: Any) -> int:
     )  # fmt: skip
 
 
-async def obj_info(args: argparse.Namespace, js: Any) -> int:
+async def obj_info(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     obs = await _store(js, args.bucket)
     if args.name is None:
-        return report(args.json, _status_json(await obs.status()), _print_status)
-    return report(
-        args.json, _info_json(await _object_info(obs, args.bucket, args.name)), _print_info
-    )
+        return out.document(_status_json(await obs.status()), _print_status)
+    return out.document(_info_json(await _object_info(obs, args.bucket, args.name)), _print_info)
 
 
-async def obj_rm(args: argparse.Namespace, js: Any) -> int:
+async def obj_rm(ctx: Ctx) -> int:
+    args, js, out = ctx.args, ctx.js, ctx.out
     import nats.js.errors as jserr
 
     if args.name is None:
-        return await delete_bucket(args, js.delete_object_store)
+        return await delete_bucket(ctx, js.delete_object_store)
     obs = await _store(js, args.bucket)
     try:
         await obs.delete(args.name)
     except jserr.NotFoundError:
         raise CliError(f"object {args.name!r} not found in bucket {args.bucket!r}") from None
-    if args.json:
-        emit_json({"bucket": args.bucket, "name": args.name, "deleted": True})
+    if out.json_mode:
+        out.json({"bucket": args.bucket, "name": args.name, "deleted": True})
     else:
-        print(f"deleted {args.name!r} from bucket {args.bucket!r}")
+        out.line(f"deleted {args.name!r} from bucket {args.bucket!r}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="brook object",
-        description="Object Store buckets on a NATS server (Brook or nats-server).",
+    parser, command = command_group(
+        "brook object", "Object Store buckets on a NATS server (Brook or nats-server)."
     )
-    add_connection_options(parser, suppress=False)
-    command = subcommands(parser)
 
     p = command("add", "create a bucket (or confirm an identical one exists)", obj_add)
     p.add_argument("bucket")
@@ -318,9 +300,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def object_command(argv: list[str]) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code or 0)
-    return run_command(f"brook object {args.command}", args, args.func)
+    return run_group(build_parser(), argv)
