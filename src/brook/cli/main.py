@@ -36,6 +36,10 @@ commands:
   store check    verify a stream's file-store directory offline: brook store check DIR
   kv             Key-Value buckets on any NATS server (kv --help)
   object         Object Store buckets on any NATS server (object --help)
+  pub, sub       publish messages; subscribe and print them (pub --help, sub --help)
+  req, reply     send requests and print the replies; answer requests
+  bench          benchmark publishing and consuming, core NATS and JetStream (bench --help)
+  server         server info [ID|NAME]; server check connection|stream|jetstream|... (Nagios)
   version        print Brook's version
 
 `brook serve --help` lists the server options.
