@@ -120,6 +120,7 @@ class Report:
                     "duration_s": round(s.duration, 6),
                     "msgs_per_sec": round(s.rate, 1),
                     "bytes_per_sec": round(s.throughput, 1),
+                    "operations_timed": len(s.latencies),
                     "latency_us": latency_summary(s.latencies),
                 }
                 for i, s in enumerate(self.samples, 1)

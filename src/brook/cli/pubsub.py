@@ -519,7 +519,10 @@ def _show_reply(out: Output, args: argparse.Namespace, msg: Any, rtt: float, tal
         print_body(out, msg.data, compact=True)
     elif talk:
         log(out, f"Received with rtt {go_string(int(rtt * 1e9))}")
-        print_headers(out, msg.headers)
+        if msg.headers:  # on stderr, as the `nats` CLI logs them
+            for key, value in msg.headers.items():
+                log(out, f"{key}: {value}")
+            out.error("")
         print_body(out, msg.data)
 
 

