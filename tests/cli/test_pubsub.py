@@ -183,3 +183,19 @@ async def test_req_prints_replies_and_fails_without_responders(server: Any, nc: 
     missing = await cli(server.url, "req", "svc.none", "x")
     assert missing.code == 1
     assert missing.err.endswith("brook req: no responders are available\n")
+
+
+async def test_reply_command_and_sub_wait(server: Any, nc: Any) -> None:
+    task = asyncio.create_task(
+        cli(server.url, "reply", "weather.>", "--command", "echo {{1}} {{Request}}", "--count", "1")
+    )
+    answers: list[bytes] = []
+
+    async def ask() -> None:
+        with contextlib.suppress(nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            answers.append((await nc.request("weather.london", b"today", timeout=2)).data)
+
+    assert (await until_done(task, ask)).code == 0
+    assert answers == [b"london today\n"]
+    result = await ok(server.url, "sub", "silence", "--wait", "0.1s")
+    assert result.out == ""

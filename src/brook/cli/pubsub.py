@@ -271,22 +271,31 @@ class _Receiver:
     """Prints what arrives and ends the command after `--count` messages or `--wait`
     without traffic."""
 
-    def __init__(self, ctx: Ctx) -> None:
+    def __init__(self, ctx: Ctx, *, settle_on_take: bool = True) -> None:
         self.args = ctx.args
         self.out = ctx.out
         self.received = 0
+        self.settled = 0
+        # `reply` is done once its last answer is sent, not when the request arrives.
+        self.settle_on_take = settle_on_take
         self.done = asyncio.Event()
         self.last = time.monotonic()
 
     def take(self) -> int | None:
         """The next message's number, or None once `--count` were taken."""
-        if self.done.is_set():
+        if self.done.is_set() or (self.args.count and self.received >= self.args.count):
             return None
         self.received += 1
         self.last = time.monotonic()
-        if self.args.count and self.received >= self.args.count:
-            self.done.set()
+        if self.settle_on_take:
+            self.settle()
         return self.received
+
+    def settle(self) -> None:
+        """One message fully handled: the command ends after `--count` of them."""
+        self.settled += 1
+        if self.args.count and self.settled >= self.args.count:
+            self.done.set()
 
     async def wait(self) -> None:
         if not self.args.wait:
@@ -550,7 +559,7 @@ async def reply(ctx: Ctx) -> int:
     if args.body is None and not args.command and not args.echo:
         log(out, "No body or command supplied, enabling echo mode")
         args.echo = True
-    receiver = _Receiver(ctx)
+    receiver = _Receiver(ctx, settle_on_take=False)
     try:
         parse_headers(args.header)
     except ValueError as exc:
@@ -586,6 +595,7 @@ async def reply(ctx: Ctx) -> int:
                 data = args.body.encode()
         if msg.reply:
             await nc.publish(msg.reply, data, headers=headers or None)
+        receiver.settle()
 
     await nc.subscribe(args.subject, queue=args.queue, cb=on_request)
     await nc.flush(timeout=ctx.timeout)
