@@ -39,7 +39,7 @@ commands:
   pub, sub       publish messages; subscribe and print them (pub --help, sub --help)
   req, reply     send requests and print the replies; answer requests
   bench          benchmark publishing and consuming, core NATS and JetStream (bench --help)
-  server         server info [ID|NAME]; server check connection|stream|jetstream|... (Nagios)
+  server         server info [ID|NAME]; server check connection|stream|jetstream|server|... (Nagios)
   version        print Brook's version
 
 `brook serve --help` lists the server options.

@@ -12,47 +12,16 @@ and the command says so. `--json` prints the server's `/varz` document as it cam
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from brook.cli.base import CliError, Ctx, add_connection_options, run_command
+from brook.cli.base import Ctx, add_connection_options, run_command
 from brook.cli.output import Output, human_size
-from brook.cli.servercheck import add_check_parsers, add_format_options, run_check
+from brook.cli.servercheck import add_check_parsers, add_format_options, fetch_varz, run_check
 from brook.durations import go_string
-
-NO_SYSTEM_ACCESS = (
-    "no results received, ensure the account used has system privileges and appropriate permissions"
-)
-SERVER_ID_LENGTH = 56
-
-
-def varz_request(server: str) -> tuple[str, bytes]:
-    """The subject and body that ask for `server`'s VARZ (an ID, a name or empty)."""
-    if len(server) == SERVER_ID_LENGTH and server.upper() == server:
-        return f"$SYS.REQ.SERVER.{server}.VARZ", b"{}"
-    body: dict[str, Any] = {"exact_match": True}
-    if server:
-        body["server_name"] = server
-    return "$SYS.REQ.SERVER.PING.VARZ", json.dumps(body).encode()
 
 
 async def server_info(ctx: Ctx) -> int:
-    import nats.errors
-
-    subject, body = varz_request(ctx.args.server_id or "")
-    try:
-        msg = await ctx.nc.request(subject, body, timeout=ctx.timeout)
-    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        raise CliError(NO_SYSTEM_ACCESS) from None
-    try:
-        reply = json.loads(msg.data)
-    except ValueError:
-        raise CliError(f"invalid response received: {msg.data[:80]!r}") from None
-    if reply.get("error"):
-        raise CliError(f"invalid response received: {reply['error']}")
-    varz = reply.get("data")
-    if not isinstance(varz, dict):
-        raise CliError(f"no data received in response: {msg.data[:80]!r}")
+    varz = await fetch_varz(ctx.nc, ctx.args.server_id or "", ctx.timeout)
     return ctx.out.document(varz, show_varz)
 
 
@@ -160,6 +129,6 @@ def server_command(argv: list[str]) -> int:
         return int(exc.code or 0)
     if args.command in ("info", "i"):
         return run_command("brook server info", args, server_info)
-    aliases = {"conn": "connection", "js": "jetstream"}
+    aliases = {"conn": "connection", "js": "jetstream", "req": "request"}
     args.check = aliases.get(args.check, args.check)
     return run_check(args)
