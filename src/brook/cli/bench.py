@@ -55,6 +55,8 @@ TICK = 1000
 STREAM_NAME_IN_USE = 10058
 
 Tick = Callable[[int], None]
+# Benchmarks where each client reads all --msgs (the others share them out).
+EVERY_CLIENT_READS_ALL = ("sub", "js ordered")
 
 LABELS = {
     "pub": "Core NATS publisher",
@@ -81,6 +83,8 @@ async def run_bench(ctx: Ctx) -> int:
         args.headers = parse_headers(args.header) or None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if kind not in EVERY_CLIENT_READS_ALL:
+        args.clients = min(args.clients, args.msgs)  # as `nats bench`: no idle clients
     if kind.startswith("js"):
         await _prepare_stream(ctx)
     options = _options(args)
@@ -90,12 +94,9 @@ async def run_bench(ctx: Ctx) -> int:
         for i in range(1, args.clients + 1)
     ]
     try:
-        shares = (
-            [args.msgs] * args.clients
-            if kind in ("sub", "js ordered")
-            else split(args.msgs, args.clients)
-        )
-        total = args.msgs * args.clients if kind in ("sub", "js ordered") else args.msgs
+        every = kind in EVERY_CLIENT_READS_ALL
+        shares = [args.msgs] * args.clients if every else split(args.msgs, args.clients)
+        total = sum(shares)
         runner = RUNNERS[kind]
         with _progress(ctx, total) as tick:
             samples = await _gather(

@@ -118,7 +118,9 @@ def add_body_options(p: argparse.ArgumentParser, *, count_help: str) -> None:
         default=True,
         help="expand template functions in the body and subject (default: on)",
     )
-    p.add_argument("--force-stdin", action="store_true", help="read the body from stdin")
+    p.add_argument(
+        "--force-stdin", action="store_true", help="read the body from stdin (the default)"
+    )
     p.add_argument(
         "--send-on",
         choices=("eof", "newline"),
@@ -128,11 +130,13 @@ def add_body_options(p: argparse.ArgumentParser, *, count_help: str) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="show only the output received")
 
 
-async def bodies(args: argparse.Namespace) -> Any:
+async def bodies(args: argparse.Namespace, out: Output) -> Any:
     """The bodies to send: the argument, else stdin whole (`eof`) or line by line."""
-    if args.body is not None and not args.force_stdin:
+    if args.body is not None:
         yield args.body
         return
+    if not args.quiet:
+        log(out, "Reading payload from STDIN")
     stdin = sys.stdin.buffer
     if args.send_on == "eof":
         yield (await asyncio.to_thread(stdin.read)).decode("utf-8", "surrogateescape")
@@ -182,7 +186,7 @@ async def publish(ctx: Ctx) -> int:
     total_bytes = 0
     acks: list[dict[str, Any]] = []
     with counted(out, args, "Publishing") as advance:
-        async for body in bodies(args):
+        async for body in bodies(args, out):
             for n, subject, payload, headers in numbered(args, out, body):
                 started = time.monotonic()
                 if args.jetstream:
@@ -479,7 +483,7 @@ async def request(ctx: Ctx) -> int:
     args, out, nc = ctx.args, ctx.out, ctx.nc
     talk = not (args.raw or out.json_mode or args.count > PROGRESS_ABOVE)
     with counted(out, args, "Requesting") as advance:
-        async for body in bodies(args):
+        async for body in bodies(args, out):
             for _n, subject, payload, headers in numbered(args, out, body):
                 if talk:
                     log(out, f"Sending request on {go_quote(subject)}")
