@@ -116,8 +116,10 @@ async def run_bench(ctx: Ctx) -> int:
         f"{LABELS[kind]} stats: {doc['msgs_per_sec']:,.0f} msgs/sec ~ "
         f"{human_size(int(doc['bytes_per_sec']))}/sec"
     )
-    headers, rows = report.rows()
-    out.table(headers, rows, title=title)
+    out.line(title)
+    for heading, headers, rows in report.tables():
+        out.line()
+        out.table(headers, rows, title=heading)
     return 0
 
 

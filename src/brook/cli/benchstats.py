@@ -127,35 +127,30 @@ class Report:
             ],
         }
 
-    def rows(self) -> tuple[list[str], list[list[str]]]:
-        """The table for people: a row per client and, with several, the aggregate."""
-        measured = bool(self.latencies())
-        headers = ["Client", "Msgs", "Msgs/s", "MiB/s", "Duration"]
-        if measured:
-            headers += ["min µs", "avg µs", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"]
-
-        def row(name: str, msgs: int, duration: float, latencies: list[int]) -> list[str]:
-            cells = [
-                name,
-                f"{msgs:,}",
-                f"{msgs / duration:,.0f}",
-                f"{msgs * self._size / duration / MIB:,.2f}",
-                f"{duration:.3f}s",
-            ]
-            summary = latency_summary(latencies)
-            if measured and summary:
-                keys = ("min", "avg", "p50", "p90", "p99", "p99_9", "max")
-                cells += [f"{summary[k]:,.1f}" for k in keys]
-            elif measured:
-                cells += [""] * 7
-            return cells
-
-        rows = [
-            row(f"#{i}", s.msgs, s.duration, s.latencies) for i, s in enumerate(self.samples, 1)
-        ]
+    def tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
+        """The tables for people, (title, headers, rows), each a row per client and, with
+        several, the aggregate: throughput, then latencies when there are any. Two tables
+        so that each fits an 80-column terminal."""
+        runs = [(f"#{i}", s.msgs, s.duration, s.latencies) for i, s in enumerate(self.samples, 1)]
         if len(self.samples) > 1:
-            rows.append(row("all", self.msgs, self.duration, self.latencies()))
-        return headers, rows
+            runs.append(("all", self.msgs, self.duration, self.latencies()))
+        throughput = [
+            [
+                name, f"{msgs:,}", f"{msgs / duration:,.0f}",
+                f"{msgs * self._size / duration / MIB:,.2f}", f"{duration:.3f}s",
+            ]
+            for name, msgs, duration, _ in runs
+        ]  # fmt: skip
+        tables = [("Throughput", ["Client", "Msgs", "Msgs/s", "MiB/s", "Duration"], throughput)]
+        if self.latencies():
+            keys = ("min", "avg", "p50", "p90", "p99", "p99_9", "max")
+            latency = []
+            for name, _, _, latencies in runs:
+                summary = latency_summary(latencies) or {}
+                latency.append([name, *(f"{summary[k]:,.1f}" if summary else "" for k in keys)])
+            headers = ["Client", "min", "avg", "p50", "p90", "p99", "p99.9", "max"]
+            tables.append(("Latency per operation (µs)", headers, latency))
+        return tables
 
     @property
     def _size(self) -> int:
