@@ -18,6 +18,7 @@ from typing import Any
 import nats.errors
 import pytest
 
+import brook
 from tests.cli.runner import cli, ok
 from tests.cli.targets import KINDS, open_target
 
@@ -211,3 +212,13 @@ async def test_reply_command_and_sub_wait(server: Any, nc: Any) -> None:
     assert answers == [b"london today\n"]
     result = await ok(server.url, "sub", "silence", "--wait", "0.1s")
     assert result.out == ""
+
+
+async def test_a_waiting_command_ends_when_the_server_goes() -> None:
+    async with brook.serve(port=0) as server:
+        task = asyncio.create_task(cli(server.url, "sub", "forever"))
+        while not server.clients:  # the command's connection is up
+            await asyncio.sleep(0.01)
+    result = await task
+    assert result.code == 1
+    assert result.err.endswith("brook sub: the server closed the connection\n")

@@ -43,7 +43,7 @@ from brook.cli.base import (
 from brook.cli.benchstats import Report, Sample, split
 from brook.cli.msgtemplate import parse_headers
 from brook.cli.output import human_size
-from brook.cli.pubsub import log
+from brook.cli.pubsub import log, wait_while_connected
 
 DEFAULT_STREAM = "benchstream"
 DEFAULT_CONSUMER = "nats-bench"
@@ -241,7 +241,7 @@ async def core_sub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
 
     sub = await nc.subscribe(_subscribe_subject(ctx.args), cb=on_message)
     await nc.flush(timeout=ctx.timeout)
-    await done.wait()
+    await wait_while_connected(nc, done)
     await sub.unsubscribe()
     ticker.flush()
     return Sample(count, int(state["size"]), state["start"], state["end"])
@@ -301,7 +301,7 @@ async def service_serve(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
 
     sub = await nc.subscribe(args.subject, queue=SERVICE_QUEUE, cb=on_request)
     await nc.flush(timeout=ctx.timeout)
-    await done.wait()
+    await wait_while_connected(nc, done)
     await nc.flush(timeout=ctx.timeout)
     await sub.unsubscribe()
     ticker.flush()
@@ -432,7 +432,7 @@ async def js_ordered(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     sub = await js.subscribe(
         filter_subject, stream=args.stream, cb=on_message, ordered_consumer=True
     )
-    await done.wait()
+    await wait_while_connected(nc, done)
     end = time.perf_counter()
     await sub.unsubscribe()
     ticker.flush()

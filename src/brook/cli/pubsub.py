@@ -46,6 +46,8 @@ from brook.cli.output import Output, printable
 DEFAULT_REPLY_QUEUE = "NATS-RPLY-22"
 # `pub`/`req` draw a progress bar instead of a line per message above this many messages.
 PROGRESS_ABOVE = 20
+# How often a waiting command looks whether its connection was closed.
+CLOSED_POLL_S = 0.25
 
 
 # ---------------------------------------------------------------------- plumbing
@@ -65,6 +67,23 @@ def run_single(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     return run_command(parser.prog, args, args.func)
+
+
+async def wait_while_connected(nc: Any, event: asyncio.Event, at_most: float | None = None) -> None:
+    """Wait for `event` (at most `at_most` seconds); a connection the server closed
+    meanwhile (no reconnects: base.connect) ends the command with a CliError instead of
+    waiting forever."""
+    deadline = None if at_most is None else time.monotonic() + at_most
+    while not event.is_set():
+        if nc.is_closed:
+            raise CliError("the server closed the connection")
+        step = (
+            CLOSED_POLL_S if deadline is None else min(CLOSED_POLL_S, deadline - time.monotonic())
+        )
+        if step <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), step)
 
 
 def log(out: Output, text: str) -> None:
@@ -301,16 +320,16 @@ class _Receiver:
         if self.args.count and self.settled >= self.args.count:
             self.done.set()
 
-    async def wait(self) -> None:
-        if not self.args.wait:
-            await self.done.wait()
-            return
+    async def wait(self, nc: Any) -> None:
+        """Until `--count` messages were handled, or `--wait` passed without traffic."""
         while not self.done.is_set():
-            idle = time.monotonic() - self.last
-            if idle >= self.args.wait:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), self.args.wait - idle)
+            step = CLOSED_POLL_S
+            if self.args.wait:
+                idle = time.monotonic() - self.last
+                if idle >= self.args.wait:
+                    return
+                step = min(step, self.args.wait - idle)
+            await wait_while_connected(nc, self.done, step)
 
     def stamp(self) -> str:
         if self.args.timestamp:
@@ -375,7 +394,7 @@ async def subscribe(ctx: Ctx) -> int:
         await nc.flush(timeout=ctx.timeout)
         if not (args.raw or out.json_mode) or args.inbox:
             log(out, f"Subscribing on {', '.join(subjects)}")
-    await receiver.wait()
+    await receiver.wait(nc)
     return 0
 
 
@@ -605,7 +624,7 @@ async def reply(ctx: Ctx) -> int:
     await nc.flush(timeout=ctx.timeout)
     if not out.json_mode:
         log(out, f"Listening on {go_quote(args.subject)} in group {go_quote(args.queue)}")
-    await receiver.wait()
+    await receiver.wait(nc)
     await nc.flush(timeout=ctx.timeout)  # the last reply leaves before the connection closes
     return 0
 
