@@ -156,18 +156,21 @@ async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) 
                 ("server", "--name", "brook-1", *SYS, "--tls-required"),
                 ("server", "--name", "other", *SYS, "--timeout", "0.3s"),
                 ("server", "--name", "brook-1", "--timeout", "0.3s"),
+                ("message", "--stream", "S", "--subject", "s.1", "--content", "^y$"),
+                ("message", "--stream", "S", "--subject", "s.9"),
+                ("message", "--stream", "S", "--subject", "s.2", "--age-critical", "1ns"),
+                ("message", "--stream", "S"),
             ):
                 user = () if "sys" in args else USER_A
                 result = await cli(url, "server", "check", *args, *user)
                 status, metrics = verdict(result.out)
-                if args[0] == "connection":  # times vary: keep the verdict's words
-                    status = re.sub(r"nats://\S+", "URL", status)
-                    status = re.sub(r"\d[\d.]*(ns|µs|ms|s)?\b", "T", status)
+                status = re.sub(r"nats://\S+", "URL", status)  # ports and times vary
+                status = re.sub(r"\b\d+(\.\d+)?(ns|µs|ms|s)\b|(?<=took )\d+\.\d+", "T", status)
                 runs.append((result.code, status, metrics))
             results.append(runs)
             await nc.close()
         ours = results[0]
-        codes = [0, 1, 2, 0, 1, 2, 2, 2, 0, 0, 1, 1, 0, 2, 0, 2, 2, 1, 2, 2, 2]
+        codes = [0, 1, 2, 0, 1, 2, 2, 2, 0, 0, 1, 1, 0, 2, 0, 2, 2, 1, 2, 2, 2, 0, 2, 2, 2]
         assert [code for code, _, _ in ours] == codes
         assert (
             ours[0][1]
@@ -192,6 +195,10 @@ async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) 
         assert ours[18][1] == "CRITICAL brook-1 Crit:TLS not required"
         assert ours[19][1].startswith("CRITICAL other Crit:varz failed: no results received")
         assert ours[20][1].startswith("CRITICAL brook-1 Crit:varz failed: no results received")
+        assert ours[21][1] == "OK Stream Message OK:Valid message on S > s.1"
+        assert ours[22][1] == "CRITICAL Stream Message Crit:no message found"
+        assert ours[23][1] == "CRITICAL Stream Message Crit:T old"
+        assert ours[24][1] == 'CRITICAL Stream Message Crit:Check failed: invalid subject ">"'
         if len(results) == 2:
             reference = results[1]
             assert [(c, s) for c, s, _ in ours] == [(c, s) for c, s, _ in reference]

@@ -5,6 +5,7 @@ package computes them from the same server documents:
     connection   connect time, RTT and a round trip through the server
     stream       messages, subjects and sources of a stream (--stream)
     consumer     ack pending, waiting pulls, unprocessed, redeliveries, last delivery/ack
+    message      the last message on a subject of a stream: its age and content
     jetstream    the account's memory, storage, streams and consumers against its limits
     kv           a bucket exists, its value count, and a key holds a value
     request      a service answers, in time, with the expected body and headers
@@ -12,7 +13,7 @@ package computes them from the same server documents:
                  connection and subscription thresholds, with auth/TLS/JetStream on
 
 Thresholds come from flags only (the `nats` CLI also reads `io.nats.monitor.*` stream and
-consumer metadata; Brook does not). Not here: `message`, `meta`, `credential`, `server
+consumer metadata; Brook does not). Not here: `meta`, `credential`, `server
 --tls-cert-warn/crit`, the cluster checks of `stream` (Brook has no clusters) and the
 prometheus format. `request --match-headers` checks the reply's headers (the `nats` CLI's
 flag adds them to the request instead).
@@ -34,6 +35,7 @@ from typing import Any
 
 from brook.cli.base import (
     JS_API_PREFIX,
+    ApiError,
     CliError,
     connect,
     describe,
@@ -49,14 +51,21 @@ NO_SYSTEM_ACCESS = (
     "no results received, ensure the account used has system privileges and appropriate permissions"
 )
 SERVER_ID_LENGTH = 56
+# err_code of "no message found" (JSNoMessageFoundErr).
+NO_MESSAGE = 10037
 # nats.go's ErrNoResponders, which the `nats` CLI's request check prints.
 NO_RESPONDERS = "nats: no responders available for request"
 # Payload of the connection check's round trip (jsm.go sends 100 random characters).
 ROUND_TRIP_BYTES = 100
 
 
-async def _api(nc: Any, args: argparse.Namespace, subject: str) -> dict[str, Any]:
-    return await request_json(nc, f"{JS_API_PREFIX}.{subject}", b"", float(args.timeout))
+async def _api(
+    nc: Any, args: argparse.Namespace, subject: str, request: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    import json
+
+    body = b"" if request is None else json.dumps(request).encode()
+    return await request_json(nc, f"{JS_API_PREFIX}.{subject}", body, float(args.timeout))
 
 
 def _go(seconds: float) -> str:
@@ -210,6 +219,63 @@ def _check_sources(result: CheckResult, info: dict[str, Any], args: argparse.Nam
         result.critical(f"{inactive} sources are inactive")
     else:
         result.ok(f"{count} sources active")
+
+
+# ---------------------------------------------------------------------- message
+
+
+async def check_message(args: argparse.Namespace, result: CheckResult) -> None:
+    """jsm.go's CheckStreamMessage: the last message on a literal subject, its age (from
+    the stream, or `--body-timestamp`: the body as Unix seconds) and its content."""
+    import base64
+    import re
+
+    from brook.subjects import is_valid_literal_subject
+
+    if not is_valid_literal_subject(args.subject.encode()):
+        result.critical(f'Check failed: invalid subject "{args.subject}"')
+        return
+    async with _connected(args, result, "could not load info") as nc:
+        if nc is None:
+            return
+        try:
+            reply = await _api(
+                nc, args, f"STREAM.MSG.GET.{args.stream}", {"last_by_subj": args.subject}
+            )
+        except ApiError as exc:
+            result.critical(
+                "no message found" if exc.err_code == NO_MESSAGE else f"msg load failed: {exc}"
+            )
+            return
+        message = reply.get("message") or {}
+        data = base64.b64decode(message.get("data") or "")
+        if args.body_timestamp:
+            try:
+                age = time.time() - int(data.strip())
+            except ValueError as exc:
+                result.critical(f"invalid timestamp body: {exc}")
+                return
+        else:
+            age = _seconds_since(message.get("time")) or 0.0
+        age = round(age, 3)
+        result.pd(
+            PerfData("age", age, args.age_warn, args.age_critical, "s"),
+            PerfData("size", len(data), unit="B"),
+        )
+        if args.age_critical and age > args.age_critical:
+            result.critical(f"{_go(age)} old")
+        elif args.age_warn and age > args.age_warn:
+            result.warn(f"{_go(age)} old")
+        if args.content:
+            try:
+                pattern = re.compile(args.content.encode())
+            except re.error as exc:
+                result.critical(f"content regex compile failed: {exc}")
+                return
+            if not pattern.search(data):
+                result.critical(f"does not match regex: {args.content}")
+        if not result.warnings and not result.criticals:
+            result.ok(f"Valid message on {args.stream} > {args.subject}")
 
 
 # ---------------------------------------------------------------------- consumer
@@ -558,6 +624,7 @@ CHECKS: dict[str, tuple[str, Check, Callable[[argparse.Namespace], str]]] = {
     "jetstream": ("jetstream", check_jetstream, lambda a: "JetStream"),
     "kv": ("kv", check_kv, lambda a: str(a.bucket)),
     "request": ("request", check_request, lambda a: str(a.subject)),
+    "message": ("message", check_message, lambda a: "Stream Message"),
     "server": ("server", check_server, lambda a: str(a.name)),
 }
 
@@ -631,6 +698,16 @@ def add_check_parsers(check_group: Any, make_leaf: Callable[..., argparse.Argume
     kv.add_argument("--values-critical", type=int, default=-1)
     kv.add_argument("--values-warn", type=int, default=-1)
     kv.add_argument("--key", default="", help="a key that must hold a value")
+
+    msg = leaf("message", "Checks properties of a message stored in a stream")
+    msg.add_argument("--stream", required=True, help="the stream to check")
+    msg.add_argument("--subject", default=">", help="the subject of the last message to check")
+    msg.add_argument("--age-warn", type=duration_arg, default=0.0, metavar="DURATION")
+    msg.add_argument("--age-critical", type=duration_arg, default=0.0, metavar="DURATION")
+    msg.add_argument("--content", default="", metavar="REGEX", help="the body must match")
+    msg.add_argument(
+        "--body-timestamp", action="store_true", help="the body is the message's Unix time"
+    )
 
     req = leaf("request", "Checks a request-reply service", aliases=["req"])
     req.add_argument("--subject", required=True, help="the subject to send the request to")
