@@ -213,3 +213,25 @@ async def test_check_of_an_unreachable_server_is_critical() -> None:
     assert doc["check_suite"] == "connections"
     assert doc["critical"][0].startswith("connection failed: ")
     assert doc["perf_data"] == []
+
+
+async def test_check_prometheus_format_to_an_outfile(server: Any, tmp_path: Path) -> None:
+    target = tmp_path / "check.prom"
+    args = ("server", "check", "stream", "--stream", "NONE", "--format", "prometheus")
+    result = await cli(server.url, *args, "--outfile", str(target))
+    assert (result.code, result.out) == (0, "")  # the scraper reads the status code
+    assert target.read_text() == (
+        "# HELP nats_server_check_stream_status_code Nagios compatible status code for stream\n"
+        "# TYPE nats_server_check_stream_status_code gauge\n"
+        'nats_server_check_stream_status_code{item="NONE",status="CRITICAL"} 2\n'
+    )
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+    text = (
+        await ok(
+            server.url, "server", "check", "jetstream", "--format", "prometheus", "--namespace", "x"
+        )
+    ).out
+    names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert names == sorted(names)
+    assert "x_jetstream_storage_pct" in names
+    assert 'x_jetstream_status_code{item="JetStream",status="OK"} 0' in text.splitlines()

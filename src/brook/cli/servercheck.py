@@ -14,9 +14,9 @@ package computes them from the same server documents:
 
 Thresholds come from flags only (the `nats` CLI also reads `io.nats.monitor.*` stream and
 consumer metadata; Brook does not). Not here: `meta`, `credential`, `server
---tls-cert-warn/crit`, the cluster checks of `stream` (Brook has no clusters) and the
-prometheus format. `request --match-headers` checks the reply's headers (the `nats` CLI's
-flag adds them to the request instead).
+--tls-cert-warn/crit` and the cluster checks of `stream` (Brook has no clusters).
+`request --match-headers` checks the reply's headers (the `nats` CLI's flag adds them to
+the request instead).
 
 A check never fails with an error message and exit status 1: a connection or server
 failure is its CRITICAL verdict, as monitoring systems expect.
@@ -29,6 +29,7 @@ import asyncio
 import datetime
 import random
 import string
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -42,7 +43,13 @@ from brook.cli.base import (
     duration_arg,
     request_json,
 )
-from brook.cli.checkresult import FORMATS, CheckResult, PerfData
+from brook.cli.checkresult import (
+    DEFAULT_NAMESPACE,
+    FORMATS,
+    CheckResult,
+    PerfData,
+    write_atomically,
+)
 from brook.cli.output import Output
 from brook.durations import go_string
 
@@ -639,7 +646,16 @@ def run_check(args: argparse.Namespace) -> int:
         return 130
     except Exception as exc:
         result.critical(f"Check failed: {describe(exc)}")
-    return result.render(Output(json_mode=bool(args.json)), args.format)
+    text = result.render(Output(json_mode=bool(args.json)), args.format, args.namespace)
+    if args.outfile:
+        try:
+            write_atomically(args.outfile, text)
+        except OSError as exc:
+            sys.stderr.write(f"brook server check: --outfile {args.outfile}: {exc.strerror}\n")
+            return 1
+    else:
+        sys.stdout.write(text + "\n")
+    return result.exit_status(args.format)
 
 
 def add_check_parsers(check_group: Any, make_leaf: Callable[..., argparse.ArgumentParser]) -> None:
@@ -734,14 +750,23 @@ def add_check_parsers(check_group: Any, make_leaf: Callable[..., argparse.Argume
 
 
 def add_format_options(p: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """`--format`, on `check` and (default suppressed) on each check, so it may come
-    before or after the check's name."""
+    """`--format`, `--namespace` and `--outfile`, on `check` and (defaults suppressed)
+    on each check, so they may come before or after the check's name."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
     p.add_argument(
         "--format",
         choices=FORMATS,
-        default=argparse.SUPPRESS if suppress else "nagios",
+        default=default("nagios"),
         help="output format (default: nagios)",
     )
+    p.add_argument(
+        "--namespace", default=default(DEFAULT_NAMESPACE),
+        help=f"the prometheus format's namespace (default: {DEFAULT_NAMESPACE})",
+    )  # fmt: skip
+    p.add_argument("--outfile", default=default(""), help="write the result to this file instead")
 
 
 __all__ = ["add_check_parsers", "add_format_options", "run_check"]
