@@ -142,6 +142,27 @@ async def test_bench_jetstream_publish_then_consume(target: Any) -> None:
     assert "only 0 of 1 messages arrived" in short.err
 
 
+async def test_bench_kv_put_then_get(target: Any) -> None:
+    url, js = target
+    doc = (
+        await ok(
+            url, "bench", "kv", "put", "--msgs", "40", "--clients", "2", "--size", "8", "--json"
+        )
+    ).json()
+    assert (doc["msgs"], doc["clients"][1]["operations_timed"]) == (40, 20)
+    kv = await js.key_value("benchbucket")
+    assert sorted(await kv.keys(), key=int) == [str(n) for n in range(40)]
+    assert (await kv.get("39")).value == bytes(8)
+    doc = (
+        await ok(url, "bench", "kv", "get", "--msgs", "40", "--randomize", "40", "--json")
+    ).json()
+    assert doc["msgs"] == 40
+    assert doc["bytes"] == 40 * 8
+    missing = await cli(url, "bench", "kv", "get", "--msgs", "41")
+    assert missing.code == 1
+    assert "key '40' not found in bucket 'benchbucket'" in missing.err
+
+
 def test_stats_follow_natscli() -> None:
     assert split(10, 3) == [4, 3, 3]
     ordered = list(range(1000, 101_000, 1000))  # 1..100 µs

@@ -9,6 +9,7 @@ and flags, against Brook or any NATS server.
     brook bench js pub async SUBJECT   JetStream publish, --batch at a time before the acks
     brook bench js ordered             an ordered ephemeral consumer reads the stream
     brook bench js consume / js fetch  a durable pull consumer, fetching --batch at a time
+    brook bench kv put / kv get        Key-Value puts and gets on `benchbucket`
 
 Each client is its own connection; all run concurrently in this process's event loop
 (the `nats` CLI runs a goroutine per client), so one Python process's speed bounds the
@@ -17,7 +18,7 @@ the result is a table of each client's msgs/s, MiB/s and (where an operation has
 latency percentiles in microseconds, with `--json` one document (benchstats.py). The
 JetStream benchmarks use the stream `benchstream` (`--create` makes it with `--storage`,
 `--replicas`, `--maxbytes`; `--purge` empties it) and the durable `nats-bench`, as the
-`nats` CLI's do. Not here: `js pub atomic|fast`, `js get`, `kv`, `--csv`, `--throughput`.
+`nats` CLI's do. Not here: `js pub atomic|fast`, `js get`, `--csv`, `--throughput`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -47,6 +49,7 @@ from brook.cli.pubsub import log, wait_while_connected
 
 DEFAULT_STREAM = "benchstream"
 DEFAULT_CONSUMER = "nats-bench"
+DEFAULT_BUCKET = "benchbucket"
 SERVICE_QUEUE = "nats-bench-service"
 # Messages between two updates of the progress bar: redrawing per message would cost
 # more than the publish it counts.
@@ -68,6 +71,8 @@ LABELS = {
     "js ordered": "JetStream ordered ephemeral consumer",
     "js consume": "JetStream durable consumer (fetch)",
     "js fetch": "JetStream durable consumer (fetch)",
+    "kv put": "JetStream KV putter",
+    "kv get": "JetStream KV getter",
 }
 
 
@@ -87,7 +92,10 @@ async def run_bench(ctx: Ctx) -> int:
         args.clients = min(args.clients, args.msgs)  # as `nats bench`: no idle clients
     if kind.startswith("js"):
         await _prepare_stream(ctx)
+    if kind == "kv put":
+        await _prepare_bucket(ctx)
     options = _options(args)
+    args.run_id = f"{time.time_ns():x}"
     log(out, f"Starting {LABELS[kind]} benchmark [{_banner(options)}]")
     clients = [
         await connect(args, name=f"{args.connection_name}-bench-{i}")
@@ -100,7 +108,10 @@ async def run_bench(ctx: Ctx) -> int:
         runner = RUNNERS[kind]
         with _progress(ctx, total) as tick:
             samples = await _gather(
-                [runner(ctx, nc, share, tick) for nc, share in zip(clients, shares, strict=True)]
+                [
+                    runner(ctx, nc, share, tick, sum(shares[:i]) if not every else 0)
+                    for i, (nc, share) in enumerate(zip(clients, shares, strict=True))
+                ]
             )
     finally:
         for nc in clients:
@@ -151,7 +162,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if getattr(args, "subject", None):
         options["subject"] = _subscribe_subject(args)
-    for name in ("sleep", "stream", "batch", "purge", "consumer", "acks", "storage", "replicas"):
+    names = ("sleep", "stream", "bucket", "batch", "purge", "consumer", "acks", "storage")
+    for name in (*names, "replicas", "history", "randomize"):
         value = getattr(args, name, None)
         if value not in (None, "", False):
             options[name] = value
@@ -199,7 +211,7 @@ class _Ticker:
 # ---------------------------------------------------------------------- core
 
 
-async def core_pub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def core_pub(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     args = ctx.args
     payload = bytes(args.size)
     clock = time.perf_counter_ns
@@ -211,7 +223,7 @@ async def core_pub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     for i in range(count):
         began = clock()
         await nc.publish(
-            subject if single else _publish_subject(args, i), payload, headers=args.headers
+            subject if single else _publish_subject(args, offset + i), payload, headers=args.headers
         )
         latencies[i] = clock() - began
         ticker()
@@ -223,7 +235,7 @@ async def core_pub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, args.size, start, end, latencies)
 
 
-async def core_sub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def core_sub(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     """Subscribes, then waits for `count` messages; the clock starts at the first."""
     ticker = _Ticker(tick)
     done = asyncio.Event()
@@ -247,7 +259,7 @@ async def core_sub(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, int(state["size"]), state["start"], state["end"])
 
 
-async def service_request(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def service_request(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     import nats.errors
 
     args = ctx.args
@@ -277,7 +289,7 @@ async def service_request(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, args.size, start, end, latencies)
 
 
-async def service_serve(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def service_serve(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     """Answers requests in the service's queue group until `count` were served."""
     args = ctx.args
     ticker = _Ticker(tick)
@@ -349,7 +361,7 @@ async def _prepare_stream(ctx: Ctx) -> None:
         )
 
 
-async def js_pub_sync(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def js_pub_sync(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     args = ctx.args
     js = nc.jetstream(timeout=ctx.timeout)
     payload = bytes(args.size)
@@ -358,9 +370,9 @@ async def js_pub_sync(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     ticker = _Ticker(tick)
     start = time.perf_counter()
     for i in range(count):
-        headers = _dedup(args, nc, i)
+        headers = _dedup(args, offset + i)
         began = clock()
-        await js.publish(_publish_subject(args, i), payload, headers=headers)
+        await js.publish(_publish_subject(args, offset + i), payload, headers=headers)
         latencies[i] = clock() - began
         ticker()
         if args.sleep:
@@ -370,7 +382,7 @@ async def js_pub_sync(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, args.size, start, end, latencies)
 
 
-async def js_pub_async(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def js_pub_async(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     """`--batch` publishes, then their acks; a batch's latency is from its first publish
     to its last ack."""
     args = ctx.args
@@ -386,7 +398,9 @@ async def js_pub_async(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
         began = clock()
         futures = [
             await js.publish_async(
-                _publish_subject(args, sent + j), payload, headers=_dedup(args, nc, sent + j)
+                _publish_subject(args, offset + sent + j),
+                payload,
+                headers=_dedup(args, offset + sent + j),
             )
             for j in range(n)
         ]
@@ -406,13 +420,14 @@ async def js_pub_async(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, args.size, start, end, latencies)
 
 
-def _dedup(args: argparse.Namespace, nc: Any, n: int) -> dict[str, str] | None:
+def _dedup(args: argparse.Namespace, n: int) -> dict[str, str] | None:
+    """`--dedup`: a Nats-Msg-Id unique to this run and message."""
     if not args.dedup:
         return args.headers  # type: ignore[no-any-return]
-    return {**(args.headers or {}), "Nats-Msg-Id": f"{id(nc):x}-{n}"}
+    return {**(args.headers or {}), "Nats-Msg-Id": f"{args.run_id}-{n}"}
 
 
-async def js_ordered(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def js_ordered(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     """An ordered push consumer over the whole stream; every client reads `count`."""
     args = ctx.args
     js = nc.jetstream(timeout=ctx.timeout)
@@ -439,7 +454,7 @@ async def js_ordered(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, state["size"], start, end)
 
 
-async def js_fetch(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
+async def js_fetch(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     """Fetches `count` messages from the durable, `--batch` at a time, acknowledging as
     `--acks` says (`--doubleack`: waiting for the server's confirmation of each)."""
     import nats.errors
@@ -474,7 +489,85 @@ async def js_fetch(ctx: Ctx, nc: Any, count: int, tick: Tick) -> Sample:
     return Sample(count, size, start, end)
 
 
-RUNNERS: dict[str, Callable[[Ctx, Any, int, Tick], Awaitable[Sample]]] = {
+# ---------------------------------------------------------------------- Key-Value
+
+
+async def _prepare_bucket(ctx: Ctx) -> None:
+    """`--purge` deletes the bucket; the default bucket is (re)created, as `nats bench kv`
+    does (another bucket must exist)."""
+    import nats.js.errors as jserr
+    from nats.js.api import KeyValueConfig, StorageType
+
+    args = ctx.args
+    if args.purge:
+        with contextlib.suppress(jserr.NotFoundError):
+            await ctx.js.delete_key_value(args.bucket)
+    if args.bucket == DEFAULT_BUCKET:
+        storage = StorageType.MEMORY if args.storage == "memory" else StorageType.FILE
+        await ctx.js.create_key_value(
+            KeyValueConfig(
+                bucket=args.bucket, history=args.history, storage=storage,
+                replicas=args.replicas, max_bytes=args.maxbytes,
+                description="nats bench bucket",
+            )
+        )  # fmt: skip
+
+
+def _key(args: argparse.Namespace, n: int) -> str:
+    return str(random.randrange(args.randomize) if args.randomize else n)
+
+
+async def kv_put(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
+    args = ctx.args
+    kv = await nc.jetstream(timeout=ctx.timeout).key_value(args.bucket)
+    payload = bytes(args.size)
+    clock = time.perf_counter_ns
+    latencies = [0] * count
+    ticker = _Ticker(tick)
+    start = time.perf_counter()
+    for i in range(count):
+        key = _key(args, offset + i)
+        began = clock()
+        await kv.put(key, payload)
+        latencies[i] = clock() - began
+        ticker()
+        if args.sleep:
+            await asyncio.sleep(args.sleep)
+    end = time.perf_counter()
+    ticker.flush()
+    return Sample(count, args.size, start, end, latencies)
+
+
+async def kv_get(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
+    import nats.js.errors as jserr
+
+    args = ctx.args
+    kv = await nc.jetstream(timeout=ctx.timeout).key_value(args.bucket)
+    clock = time.perf_counter_ns
+    latencies = [0] * count
+    ticker = _Ticker(tick)
+    size = 0
+    start = time.perf_counter()
+    for i in range(count):
+        key = _key(args, offset + i)
+        began = clock()
+        try:
+            entry = await kv.get(key)
+        except jserr.KeyNotFoundError:
+            raise CliError(
+                f"key {key!r} not found in bucket {args.bucket!r} (run kv put first)"
+            ) from None
+        latencies[i] = clock() - began
+        size = len(entry.value or b"")
+        ticker()
+        if args.sleep:
+            await asyncio.sleep(args.sleep)
+    end = time.perf_counter()
+    ticker.flush()
+    return Sample(count, size, start, end, latencies)
+
+
+RUNNERS: dict[str, Callable[[Ctx, Any, int, Tick, int], Awaitable[Sample]]] = {
     "pub": core_pub,
     "sub": core_sub,
     "service request": service_request,
@@ -484,6 +577,8 @@ RUNNERS: dict[str, Callable[[Ctx, Any, int, Tick], Awaitable[Sample]]] = {
     "js ordered": js_ordered,
     "js consume": js_fetch,
     "js fetch": js_fetch,
+    "kv put": kv_put,
+    "kv get": kv_get,
 }
 
 
@@ -585,6 +680,23 @@ def _build_parser() -> argparse.ArgumentParser:
     js_consumer(leaf(js_sub, "ordered", "js ordered", subject=False), durable=False)
     js_consumer(leaf(js_sub, "consume", "js consume", subject=False), durable=True)
     js_consumer(leaf(js_sub, "fetch", "js fetch", subject=False), durable=True)
+    kv = groups.add_parser("kv", help="Key-Value benchmarks")
+    kv_sub = kv.add_subparsers(dest="kv", metavar="BENCHMARK", required=True)
+    for name in ("put", "get"):
+        p = leaf(kv_sub, name, f"kv {name}", subject=False)
+        p.add_argument(
+            "--bucket", default=DEFAULT_BUCKET, help=f"bucket (default: {DEFAULT_BUCKET})"
+        )
+        p.add_argument(
+            "--randomize", type=int, default=0, metavar="N",
+            help="random keys below N (default: 0, sequential keys)",
+        )  # fmt: skip
+    put = kv_sub.choices["put"]
+    put.add_argument("--storage", choices=("file", "memory"), default="file")
+    put.add_argument("--replicas", type=int, default=1)
+    put.add_argument("--maxbytes", type=size_arg, default=1 << 30, help="(default: 1GB)")
+    put.add_argument("--history", type=int, default=1, help="values kept per key (default: 1)")
+    put.add_argument("--purge", action="store_true", help="delete the bucket first")
     return parser
 
 
