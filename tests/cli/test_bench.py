@@ -19,7 +19,9 @@ from tests.cli.targets import KINDS, open_target
 pytestmark = pytest.mark.timeout(30)
 
 
-async def test_bench_pub_publishes_msgs_and_reports_a_table(server: Any, nc: Any) -> None:
+async def test_bench_pub_publishes_msgs_and_reports_a_table(
+    server: Any, nc: Any, tmp_path: Path
+) -> None:
     got: list[Any] = []
 
     async def on_message(msg: Any) -> None:
@@ -48,6 +50,31 @@ async def test_bench_pub_publishes_msgs_and_reports_a_table(server: Any, nc: Any
     assert lines[latency - 2] == ["Latency", "per", "operation", "(µs)"]
     assert [row[0] for row in lines[latency + 1 :]] == ["#1", "#2", "all"]
 
+    csv_file = tmp_path / "bench.csv"
+    await ok(
+        server.url,
+        "bench",
+        "pub",
+        "bench.csv",
+        "--msgs",
+        "10",
+        "--clients",
+        "2",
+        "--csv",
+        str(csv_file),
+    )
+    rows = [line.split(",") for line in csv_file.read_text().splitlines()]
+    assert rows[0][:7] == [
+        "#RunID",
+        "ClientID",
+        "MsgCount",
+        "MsgBytes",
+        "MsgsPerSec",
+        "BytesPerSec",
+        "DurationSecs",
+    ]
+    assert rows[0][-1] == "StdDevLatencyMicroSecs"
+    assert [(r[1], r[2], r[3]) for r in rows[1:]] == [("P0", "5", "640"), ("P1", "5", "640")]
     doc = (await ok(server.url, "bench", "pub", "bench.json", "--msgs", "50", "--json")).json()
     assert doc["benchmark"] == "pub"
     assert doc["msgs"] == 50

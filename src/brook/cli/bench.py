@@ -18,7 +18,7 @@ the result is a table of each client's msgs/s, MiB/s and (where an operation has
 latency percentiles in microseconds, with `--json` one document (benchstats.py). The
 JetStream benchmarks use the stream `benchstream` (`--create` makes it with `--storage`,
 `--replicas`, `--maxbytes`; `--purge` empties it) and the durable `nats-bench`, as the
-`nats` CLI's do. Not here: `js pub atomic|fast`, `js get`, `--csv`, `--throughput`.
+`nats` CLI's do. Not here: `js pub atomic|fast`, `js get`, `--throughput`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from brook.cli.base import (
@@ -42,7 +43,7 @@ from brook.cli.base import (
     run_command,
     size_arg,
 )
-from brook.cli.benchstats import Report, Sample, split
+from brook.cli.benchstats import Report, Sample, csv_text, split
 from brook.cli.msgtemplate import parse_headers
 from brook.cli.output import human_size
 from brook.cli.pubsub import log, wait_while_connected
@@ -118,11 +119,18 @@ async def run_bench(ctx: Ctx) -> int:
             with contextlib.suppress(Exception):
                 await nc.close()
     report = Report(kind, LABELS[kind], options, samples)
+    if args.csv:
+        try:
+            await asyncio.to_thread(Path(args.csv).write_text, csv_text(report, args.run_id))
+        except OSError as exc:
+            raise CliError(f"writing file {args.csv}: {exc.strerror}") from None
     if out.json_mode:
         out.json(report.document())
         return 0
     doc = report.document()
     out.line()
+    if args.csv:
+        out.error(f"Saved metric data in csv file {args.csv}")
     title = (
         f"{LABELS[kind]} stats: {doc['msgs_per_sec']:,.0f} msgs/sec ~ "
         f"{human_size(int(doc['bytes_per_sec']))}/sec"
@@ -606,6 +614,7 @@ def _build_parser() -> argparse.ArgumentParser:
             help="show a progress bar on a terminal (default: on)",
         )  # fmt: skip
         p.add_argument("--sleep", type=duration_arg, default=0.0, help="pause between messages")
+        p.add_argument("--csv", default="", metavar="FILE", help="save each client's numbers")
         p.add_argument(
             "-H", "--header", action="append", default=[], metavar="K:V", help="add a header"
         )

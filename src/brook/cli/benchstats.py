@@ -157,6 +157,41 @@ class Report:
         return self.samples[0].msg_size if self.samples else 0
 
 
+def csv_text(report: Report, run_id: str) -> str:
+    """natscli's `--csv` file: a row per client (`P0`, `P1`... for publishers, `S0`... for
+    consumers), latencies in microseconds when the benchmark has them. MsgCount is the
+    client's job (natscli counts the connection's messages both ways)."""
+    import csv
+    import io
+
+    measured = bool(report.latencies())
+    headers = ["#RunID", "ClientID", "MsgCount", "MsgBytes", "MsgsPerSec", "BytesPerSec"]
+    headers.append("DurationSecs")
+    if measured:
+        headers += [
+            "MinLatencyMicroSecs", "AvgLatencyMicroSecs", "MaxLatencyMicroSecs",
+            "P50LatencyMicroSecs", "P90LatencyMicroSecs", "P99LatencyMicroSecs",
+            "P99.9LatencyMicroSecs", "StdDevLatencyMicroSecs",
+        ]  # fmt: skip
+    prefix = "P" if report.kind in PUBLISHERS else "S"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(headers)
+    for i, s in enumerate(report.samples):
+        row = [run_id, f"{prefix}{i}", s.msgs, s.msgs * s.msg_size, int(s.rate)]
+        row += [f"{s.throughput:f}", f"{s.duration:f}"]
+        summary = latency_summary(s.latencies)
+        if measured and summary:
+            keys = ("min", "avg", "max", "p50", "p90", "p99", "p99_9", "stddev")
+            row += [f"{summary[k]:f}" for k in keys]
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+# Benchmarks natscli's CSV names `P<n>` (the others `S<n>`).
+PUBLISHERS = ("pub", "service request", "js pub sync", "js pub async", "kv put")
+
+
 def split(total: int, clients: int) -> list[int]:
     """natscli's msgsPerClient: `total` spread over `clients`, the first ones taking the
     remainder."""
