@@ -12,9 +12,6 @@ from collections.abc import Callable
 from typing import cast
 
 CLIENT_COMMANDS: dict[str, tuple[str, str]] = {
-    "kv": ("brook.cli.kv", "kv_command"),
-    "object": ("brook.cli.objects", "object_command"),
-    "obj": ("brook.cli.objects", "object_command"),
     "pub": ("brook.cli.pubsub", "pub_command"),
     "publish": ("brook.cli.pubsub", "pub_command"),
     "sub": ("brook.cli.pubsub", "sub_command"),
@@ -24,6 +21,9 @@ CLIENT_COMMANDS: dict[str, tuple[str, str]] = {
     "reply": ("brook.cli.pubsub", "reply_command"),
     "bench": ("brook.cli.bench", "bench_command"),
     "server": ("brook.cli.servercmd", "server_command"),
+    "kv": ("brook.cli.kv", "kv_command"),
+    "object": ("brook.cli.objects", "object_command"),
+    "obj": ("brook.cli.objects", "object_command"),
 }
 
 
