@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from brook.cli.base import (
+    ApiError,
     CliError,
     Command,
     Ctx,
@@ -248,8 +249,6 @@ async def _js_publish(
     import json
 
     import nats.errors
-
-    from brook.cli.base import ApiError
 
     try:
         msg = await ctx.nc.request(subject, payload, timeout=ctx.timeout, headers=headers)
