@@ -591,33 +591,10 @@ async def reply(ctx: Ctx) -> int:
         n = receiver.take()
         if n is None:
             return
-        number = n - 1  # the `nats` CLI counts replies from 0
-        if out.json_mode:
-            out.json_line(message_json(msg))
-        else:
-            log(out, f"[#{number}] Received on subject {go_quote(msg.subject)}:")
-            for key, value in (msg.headers or {}).items():
-                log(out, f"{key}: {value}")
-            out.line()
-            out.line(printable(msg.data), flush=True)
-        if args.sleep:
-            await asyncio.sleep(random.uniform(0, args.sleep))
-        headers = parse_headers(args.header, number)
-        request_text = msg.data.decode("utf-8", "surrogateescape")
-        if args.echo:
-            headers = {**(msg.headers or {}), **headers, "NATS-Reply-Counter": str(number)}
-            data = msg.data
-        elif args.command:
-            data = await _run_reply_command(out, args.command, msg.subject, request_text, number)
-        else:
-            try:
-                data = expand(args.body, number, request_text).encode("utf-8", "surrogateescape")
-            except TemplateError as exc:
-                log(out, f"Could not parse body template: {exc}")
-                data = args.body.encode()
-        if msg.reply:
-            await nc.publish(msg.reply, data, headers=headers or None)
-        receiver.settle()
+        try:
+            await _answer(ctx, msg, n - 1)  # the `nats` CLI counts replies from 0
+        finally:
+            receiver.settle()
 
     await nc.subscribe(args.subject, queue=args.queue, cb=on_request)
     await nc.flush(timeout=ctx.timeout)
@@ -626,6 +603,36 @@ async def reply(ctx: Ctx) -> int:
     await receiver.wait(nc)
     await nc.flush(timeout=ctx.timeout)  # the last reply leaves before the connection closes
     return 0
+
+
+async def _answer(ctx: Ctx, msg: Any, number: int) -> None:
+    """Show request `number` and send its reply (`--echo`, `--command` or BODY)."""
+    args, out = ctx.args, ctx.out
+    if out.json_mode:
+        out.json_line(message_json(msg))
+    else:
+        log(out, f"[#{number}] Received on subject {go_quote(msg.subject)}:")
+        for key, value in (msg.headers or {}).items():
+            log(out, f"{key}: {value}")
+        out.line()
+        out.line(printable(msg.data), flush=True)
+    if args.sleep:
+        await asyncio.sleep(random.uniform(0, args.sleep))
+    headers = parse_headers(args.header, number)
+    request_text = msg.data.decode("utf-8", "surrogateescape")
+    if args.echo:
+        headers = {**(msg.headers or {}), **headers, "NATS-Reply-Counter": str(number)}
+        data = msg.data
+    elif args.command:
+        data = await _run_reply_command(out, args.command, msg.subject, request_text, number)
+    else:
+        try:
+            data = expand(args.body, number, request_text).encode("utf-8", "surrogateescape")
+        except TemplateError as exc:
+            log(out, f"Could not parse body template: {exc}")
+            data = args.body.encode()
+    if msg.reply:
+        await ctx.nc.publish(msg.reply, data, headers=headers or None)
 
 
 async def _run_reply_command(out: Output, command: str, subject: str, body: str, n: int) -> bytes:
