@@ -33,6 +33,12 @@ system_account: SYS
 """
 
 SYS = ("--user", "sys", "--password", "sys")
+# Thresholds a loaded test machine never reaches, so only the one a case sets decides.
+RELAXED = tuple(
+    f"--{what}-{level}={limit}"
+    for what in ("connect", "rtt", "req")
+    for level, limit in (("warn", "20s"), ("critical", "30s"))
+)
 USER_A = ("--user", "a", "--password", "a")
 
 
@@ -105,9 +111,9 @@ async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) 
             await nc.flush()
             runs = []
             for args in (
-                ("connection",),
-                ("connection", "--rtt-warn", "1ns", "--rtt-critical", "10s"),
-                ("connection", "--req-critical", "1ns"),
+                ("connection", *RELAXED),
+                ("connection", *RELAXED, "--rtt-warn", "1ns", "--rtt-critical", "10s"),
+                ("connection", *RELAXED, "--req-warn", "0s", "--req-critical", "1ns"),
                 ("stream", "--stream", "S", "--msgs-warn", "2"),
                 ("stream", "--stream", "S", "--msgs-warn", "5", "--msgs-critical", "1"),
                 ("stream", "--stream", "S", "--msgs-critical", "3", "--subjects-warn", "5"),
@@ -164,7 +170,8 @@ async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) 
                 user = () if "sys" in args else USER_A
                 result = await cli(url, "server", "check", *args, *user)
                 status, metrics = verdict(result.out)
-                status = re.sub(r"nats://\S+", "URL", status)  # ports and times vary
+                status = re.sub(r"nats://\S+", "URL", status)  # ports, times, counts vary
+                status = re.sub(r"Connections \d+\.\d\d", "Connections N", status)
                 status = re.sub(r"\b\d+(\.\d+)?(ns|µs|ms|s)\b|(?<=took )\d+\.\d+", "T", status)
                 runs.append((result.code, status, metrics))
             results.append(runs)
@@ -189,7 +196,7 @@ async def test_checks_answer_ok_warning_critical_as_nats_server(tmp_path: Path) 
             "CRITICAL svc.none Crit:could not send request: "
             "nats: no responders available for request"
         )
-        assert ours[17][1] == "WARNING brook-1 Warn:Connections 2.00 OK:JetStream enabled"
+        assert ours[17][1] == "WARNING brook-1 Warn:Connections N OK:JetStream enabled"
         # Not --auth-required: Brook's /varz says auth_required false with users in
         # accounts {} where nats-server says true (left to the /varz work of issue 20).
         assert ours[18][1] == "CRITICAL brook-1 Crit:TLS not required"
