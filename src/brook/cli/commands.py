@@ -12,6 +12,15 @@ from collections.abc import Callable
 from typing import cast
 
 CLIENT_COMMANDS: dict[str, tuple[str, str]] = {
+    "pub": ("brook.cli.pubsub", "pub_command"),
+    "publish": ("brook.cli.pubsub", "pub_command"),
+    "sub": ("brook.cli.pubsub", "sub_command"),
+    "subscribe": ("brook.cli.pubsub", "sub_command"),
+    "req": ("brook.cli.pubsub", "req_command"),
+    "request": ("brook.cli.pubsub", "req_command"),
+    "reply": ("brook.cli.pubsub", "reply_command"),
+    "bench": ("brook.cli.bench", "bench_command"),
+    "server": ("brook.cli.servercmd", "server_command"),
     "kv": ("brook.cli.kv", "kv_command"),
     "object": ("brook.cli.objects", "object_command"),
     "obj": ("brook.cli.objects", "object_command"),

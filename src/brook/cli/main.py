@@ -34,6 +34,10 @@ USAGE = """usage: brook <command> [options]
 commands:
   serve          run a Brook server (also the default when the first argument is a flag)
   store check    verify a stream's file-store directory offline: brook store check DIR
+  pub, sub       publish messages; subscribe and print them (pub --help, sub --help)
+  req, reply     send requests and print the replies; answer requests
+  bench          benchmark publishing and consuming, core NATS and JetStream (bench --help)
+  server         server info [ID|NAME]; server check connection|stream|jetstream|server|... (Nagios)
   kv             Key-Value buckets on any NATS server (kv --help)
   object         Object Store buckets on any NATS server (object --help)
   stream         JetStream streams on any NATS server (stream --help)

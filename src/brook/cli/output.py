@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -122,15 +129,17 @@ class Output:
 
     @contextlib.contextmanager
     def progress(
-        self, description: str, total: int | None, *, enabled: bool = True
+        self, description: str, total: int | None, *, enabled: bool = True, counting: bool = False
     ) -> Iterator[Callable[[int], None]]:
-        """A progress bar of bytes on stderr (a terminal only, never with `--json`);
-        yields `advance(n)`. `total` None draws a bar without an end."""
+        """A progress bar on stderr (a terminal only, never with `--json`); yields
+        `advance(n)`. `total` None draws a bar without an end. The bar counts bytes, or
+        items (`counting`: messages, as `pub` and `bench` do)."""
         if not enabled or self.json_mode or not sys.stderr.isatty():
             yield lambda _n: None
             return
         bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+            TextColumn("{task.description}"), BarColumn(),
+            MofNCompleteColumn() if counting else DownloadColumn(),
             TimeRemainingColumn(), console=Console(stderr=True), transient=True,
         )  # fmt: skip
         with bar:
