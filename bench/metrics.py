@@ -6,7 +6,8 @@ over nats-py with a window of requests in flight. Then, with per-consumer series
 without, the scrape is timed three ways: `render()` alone (the time the event loop is
 held: the collector runs synchronously on it), a GET over HTTP from another thread
 (request to last byte), and `/jsz?consumers=true&config=true` for comparison (what
-prometheus-nats-exporter asks a server for, once per scrape). Sizes are the bodies'.
+prometheus-nats-exporter asks a server for, once per scrape). Sizes are the bodies', and gzipped
+(as Prometheus asks for them: `Accept-Encoding: gzip`).
 
     python -m bench.metrics [--streams N] [--consumers N] [--msgs N] [--runs N]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import statistics
 import tempfile
 import time
@@ -85,7 +87,7 @@ async def main(streams: int, consumers: int, msgs: int, runs: int) -> None:
             print(f"{streams} streams x {consumers} consumers set up in {took:.1f} s")
             monitor = srv.monitor
             base = monitor.url
-            print(f"{'what':<34} {'median ms':>10} {'bytes':>12} {'series':>8}")
+            print(f"{'what':<34} {'median ms':>10} {'bytes':>12} {'gzipped':>10} {'series':>8}")
             for per_consumer in (True, False):
                 exporter = MetricsExporter(
                     monitor.feed, lambda: monitor.varz({}), per_consumer=per_consumer
@@ -98,7 +100,8 @@ async def main(streams: int, consumers: int, msgs: int, runs: int) -> None:
                 series = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
                 label = f"render(), per_consumer={per_consumer}"
                 ms = statistics.median(times) * 1000
-                print(f"{label:<34} {ms:>10.1f} {len(body):>12,} {series:>8,}")
+                packed = len(gzip.compress(body))
+                print(f"{label:<34} {ms:>10.1f} {len(body):>12,} {packed:>10,} {series:>8,}")
             for path in ("/metrics", "/jsz?consumers=true&config=true"):
                 wall, size = await _timed_get(base + path, runs)
                 print(f"{'GET ' + path.split('?')[0]:<34} {wall * 1000:>10.1f} {size:>12,}")

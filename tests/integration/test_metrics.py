@@ -12,8 +12,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import brook
+from brook.config.conf import parse_conf, settings_from_conf
 from brook.monitor.metrics import MetricsExporter
+from tests.support import leafnodes
 from tests.support.monitor import get, get_json
+from tests.support.natsserver import free_port
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -31,10 +34,10 @@ async def scrape(srv: Any) -> Series:
     return series
 
 
-def value(series: Series, name: str, **labels: str) -> float:
-    """The one sample of `name` whose labels include `labels`."""
-    found = [v for got, v in series.get(name, []) if labels.items() <= got.items()]
-    assert len(found) == 1, (name, labels, series.get(name))
+def value(series: Series, metric: str, **labels: str) -> float:
+    """The one sample of `metric` whose labels include `labels`."""
+    found = [v for got, v in series.get(metric, []) if labels.items() <= got.items()]
+    assert len(found) == 1, (metric, labels, series.get(metric))
     return found[0]
 
 
@@ -124,9 +127,8 @@ async def test_metrics_follow_traffic_streams_and_consumers(tmp_path: Path) -> N
 
 
 async def test_consumer_series_off_and_jetstream_off(tmp_path: Path) -> None:
-    async with brook.serve(
-        port=0, http_port=-1, store_dir=str(tmp_path), metrics_consumers=False
-    ) as srv:
+    settings = settings_from_conf(parse_conf("metrics_consumers: false\nhttp_port: -1"))
+    async with brook.serve(port=0, store_dir=str(tmp_path), settings=settings) as srv:
         nc = await nats.connect(srv.url)
         try:
             js = nc.jetstream()
@@ -148,3 +150,19 @@ async def test_consumer_series_off_and_jetstream_off(tmp_path: Path) -> None:
     assert "jetstream_stream_total_messages" not in m
     assert content_type.startswith("application/openmetrics-text; version=1.0.0")
     assert body.endswith(b"# EOF\n")
+
+
+async def test_leafnode_connections() -> None:
+    leaf_port = free_port()
+    hub_conf = f"http_port: -1\n{leafnodes.hub_conf(leaf_port)}"
+    async with (
+        leafnodes.brook_hub(hub_conf) as hub,
+        leafnodes.brook_spoke(leafnodes.spoke_conf(leaf_port)) as spoke,
+    ):
+        await leafnodes.wait_leaf(spoke)
+        await leafnodes.wait_leaf(hub)
+        m = await scrape(hub)
+    assert value(m, "gnatsd_varz_leafnodes") == 1
+    assert value(m, "gnatsd_leafz_conn_nodes_total") == 1
+    assert value(m, "gnatsd_leafz_info", account="$G", name=spoke.server_name) == 1
+    assert value(m, "gnatsd_accstatz_leaf_nodes", account="$G") == 1

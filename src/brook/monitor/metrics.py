@@ -51,9 +51,9 @@ Labels = dict[str, str]
 
 _UINT64 = 2**64  # Go's uint64 of an account's -1 ("no limit") reservation, as /jsz shows it
 
-# /varz keys left out: names made of request paths or account names (unbounded), and the
-# exporter's own omission of `leaf`.
-_VARZ_SKIPPED = frozenset({"http_req_stats", "brook_accounts", "brook_store", "leaf"})
+# /varz keys left out: maps keyed by request paths, account or stream names (metric names
+# without bound), and the exporter's own omission of `leaf`.
+_VARZ_SKIPPED = frozenset({"http_req_stats", "brook_accounts", "damaged_streams", "leaf"})
 # The string keys the exporter keeps: a time in Unix milliseconds, else a `value` label.
 _VARZ_STRINGS = frozenset(
     {"server_id", "server_name", "version", "domain", "leader", "name", "start"}
@@ -341,34 +341,37 @@ def _consumer(consumers: _Families, info: dict[str, Any], stream: Labels) -> Non
 
 def _varz(varz: dict[str, Any], server_id: str) -> Iterator[Metric]:
     """`/varz` flattened as the exporter flattens it: every number a gauge named by its
-    path, booleans and lists left out, a few strings kept."""
+    path, booleans and lists left out, a few strings kept. Each one's help is its path."""
     labels = {"server_id": server_id}
 
-    def walk(doc: dict[str, Any], path: str) -> Iterator[Metric]:
+    def walk(doc: dict[str, Any], name: str, path: str) -> Iterator[Metric]:
         for key, value in doc.items():
-            name = f"{path}_{key}"
             if key in _VARZ_SKIPPED or isinstance(value, bool):
                 continue
+            at, where = f"{name}_{key}", f"{path}.{key}" if path else key
             if isinstance(value, dict):
-                yield from walk(value, name)
+                yield from walk(value, at, where)
             elif isinstance(value, int | float):
-                family = Metric(name, name.removeprefix("gnatsd_varz_"), "gauge")
-                family.add_sample(name, labels, value)
+                family = Metric(at, f"/varz {where}", "gauge")
+                family.add_sample(at, labels, value)
                 yield family
             elif isinstance(value, str) and key in _VARZ_STRINGS:
-                yield _varz_string(name, value, labels)
+                yield _varz_string(at, where, value, labels)
 
-    return walk(varz, "gnatsd_varz")
+    return walk(varz, "gnatsd_varz", "")
 
 
-def _varz_string(name: str, value: str, labels: Labels) -> Metric:
+def _varz_string(name: str, where: str, value: str, labels: Labels) -> Metric:
     """A time (RFC3339) as Unix milliseconds, as the exporter has it; else 1 with the
     string in a `value` label."""
-    family = Metric(name, name.removeprefix("gnatsd_varz_"), "gauge")
     try:
-        family.add_sample(name, labels, round(rfc3339_seconds(value) * 1000))
+        ms = round(rfc3339_seconds(value) * 1000)
     except ValueError:
+        family = Metric(name, f"/varz {where}, in the value label", "gauge")
         family.add_sample(name, {**labels, "value": value}, 1)
+    else:
+        family = Metric(name, f"/varz {where}, Unix milliseconds", "gauge")
+        family.add_sample(name, labels, ms)
     return family
 
 
