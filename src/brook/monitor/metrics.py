@@ -30,6 +30,7 @@ consumers that their series cost more than they tell.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -51,9 +52,10 @@ Labels = dict[str, str]
 
 _UINT64 = 2**64  # Go's uint64 of an account's -1 ("no limit") reservation, as /jsz shows it
 
-# /varz keys left out: maps keyed by request paths, account or stream names (metric names
-# without bound), and the exporter's own omission of `leaf`.
-_VARZ_SKIPPED = frozenset({"http_req_stats", "brook_accounts", "damaged_streams", "leaf"})
+# /varz keys left out: maps keyed by account or stream names (metric names without
+# bound), and the exporter's own omission of `leaf`.
+_VARZ_SKIPPED = frozenset({"brook_accounts", "damaged_streams", "leaf"})
+_UNDERSCORES = re.compile("_+")
 # The string keys the exporter keeps: a time in Unix milliseconds, else a `value` label.
 _VARZ_STRINGS = frozenset(
     {"server_id", "server_name", "version", "domain", "leader", "name", "start"}
@@ -348,7 +350,9 @@ def _varz(varz: dict[str, Any], server_id: str) -> Iterator[Metric]:
         for key, value in doc.items():
             if key in _VARZ_SKIPPED or isinstance(value, bool):
                 continue
-            at, where = f"{name}_{key}", f"{path}.{key}" if path else key
+            # the exporter's fqName: "/" as "_" (http_req_stats' paths), no "__", no "_" at the end
+            at = _UNDERSCORES.sub("_", f"{name}_{key}".replace("/", "_")).rstrip("_")
+            where = f"{path}.{key}" if path else key
             if isinstance(value, dict):
                 yield from walk(value, at, where)
             elif isinstance(value, int | float):
