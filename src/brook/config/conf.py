@@ -92,6 +92,7 @@ _PLAIN = (
     ("ping_max", "max_pings_out", read_int),
     ("debug", "debug", read_bool),
     ("trace", "trace", read_bool),
+    ("metrics_consumers", "metrics_consumers", read_bool),  # Brook's own (ADR 0040)
 )
 _TOP: dict[str, _Handler] = {
     key: _set(attr, convert) for keys, attr, convert in _PLAIN for key in keys.split()

@@ -107,6 +107,9 @@ class Settings:
     leafnodes: LeafNodeSettings = field(default_factory=LeafNodeSettings)
     # The global account's subject mappings, in the order written (ADR 0030)
     mappings: list[SubjectMapping] = field(default_factory=list)
+    # `/metrics` has each consumer's series (Brook's own key, ADR 0040); off for servers
+    # with so many consumers that a scrape would cost more than they tell.
+    metrics_consumers: bool = True
     debug: bool = False
     trace: bool = False
 

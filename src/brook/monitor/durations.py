@@ -8,7 +8,7 @@ strings, so Brook reproduces Go's formats rather than inventing friendlier ones:
 * `uptime_string` is nats-server's own `myUptime` (whole seconds, with days and years:
   "1d2h3m4s"), used for `uptime` and `idle`.
 * `rfc3339_nano` is Go's `time.RFC3339Nano` in UTC (trailing fractional zeros trimmed),
-  used for `start`, `now` and `last_activity`.
+  used for `start`, `now` and `last_activity`; `rfc3339_seconds` reads one back (`/metrics`).
 
 `go_number` is how Go writes any float64 (`cpu`, `cache_hit_rate`): `2`, not `2.0`.
 
@@ -17,9 +17,13 @@ Pure functions of numbers; nothing here touches a clock.
 
 from __future__ import annotations
 
+import calendar
+import re
 import time
 
 from brook.durations import NS_PER_MS, NS_PER_S, NS_PER_US, go_string
+
+_RFC3339_UTC = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?Z")
 
 
 def go_number(value: float) -> float | int:
@@ -73,3 +77,13 @@ def rfc3339_nano(timestamp: float) -> str:
     if frac:
         text += "." + f"{frac:06d}".rstrip("0")
     return text + "Z"
+
+
+def rfc3339_seconds(text: str) -> float:
+    """The Unix time of a UTC RFC3339 time as `rfc3339_nano` writes it (nanoseconds kept
+    as far as a float holds them); ValueError for any other string."""
+    match = _RFC3339_UTC.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an RFC3339 UTC time: {text!r}")
+    whole = calendar.timegm(tuple(int(g) for g in match.groups()[:6]))
+    return whole + float(match[7] or 0)

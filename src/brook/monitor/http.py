@@ -41,6 +41,7 @@ from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
 from brook.monitor.leafz import build_leafz
+from brook.monitor.metrics import MetricsExporter
 from brook.monitor.params import BadParameter, go_bool, text
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz
@@ -78,6 +79,7 @@ _ENDPOINTS = {
     "/accountz": "Accounts (acc)",
     "/accstatz": "Accounts' statistics (unused)",
     "/leafz": "Leafnode connections (subs, acc)",
+    "/metrics": "Prometheus metrics (docs/monitoring.md)",
 }
 
 
@@ -109,7 +111,11 @@ class MonitorServer:
             "/accountz": self.accountz,
             "/accstatz": self.accstatz,
             "/leafz": self.leafz,
+            "/metrics": self.metrics,
         }
+        self._metrics = MetricsExporter(
+            feed, lambda: self.varz({}), per_consumer=settings.metrics_consumers
+        )
 
     @property
     def url(self) -> str:
@@ -294,3 +300,6 @@ class MonitorServer:
 
     def leafz(self, query: dict[str, list[str]]) -> dict[str, Any]:
         return build_leafz(self.feed, subs=go_bool(query, "subs"), account=text(query, "acc"))
+
+    def metrics(self, query: dict[str, list[str]]) -> Reply:
+        return Reply(200, *self._metrics.render())
