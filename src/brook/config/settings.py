@@ -109,6 +109,10 @@ class Settings:
     mappings: list[SubjectMapping] = field(default_factory=list)
     debug: bool = False
     trace: bool = False
+    # Where these settings were read from, for a config reload (server/reload.py): the
+    # config file, and the `brook serve` command line whose flags override it again.
+    config_file: str | None = None
+    serve_args: tuple[str, ...] | None = None
 
     @property
     def client_auth_timeout_s(self) -> float:

@@ -23,6 +23,7 @@ import secrets
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,12 +72,15 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         monitor: MonitorFactory | None = None,
         system: SystemFactory | None = None,
         ports: BoundPorts | None = None,
+        reload_source: Callable[[], Settings] | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
         (`brook.monitor.MonitorServer`), `system` the system account's services
         (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither.
         `ports` are the ports `bind_ports` bound for these settings beforehand (`brook
-        serve` binds them before its heavy imports); else `start` binds them first."""
+        serve` binds them before its heavy imports); else `start` binds them first.
+        `reload_source` gives the settings a config reload applies (`reload`); by default
+        they are read again from the config file and flags these came from."""
         self.settings = (settings or Settings()).validate()
         self._ports = ports
         self.server_id = _new_server_id()
@@ -131,6 +135,8 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.api: Any = None  # the JetStream API's dispatcher and its counters (with JetStream)
         self.started_at = time.time()
+        self.config_loaded_at = self.started_at  # and again at each reload (/varz)
+        self._reload_source = reload_source
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
         # Traffic counters live on each connection (one increment per message on the hot
@@ -297,6 +303,25 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def reload(self, settings: Settings | None = None) -> None:
+        """Reload the configuration as nats-server does (SIGHUP; ADR 0042): `settings`,
+        else those read again from where the running ones came from. Raises
+        `ConfigError` with nats-server's reason when refused; the running settings stay."""
+        from brook.server import reload
+
+        if settings is None:
+            source = self._reload_source
+            settings = source() if source is not None else reload.reread(self.settings)
+        reload.reload(self, settings)
+
+    def reload_signal(self) -> None:
+        """SIGHUP: a reload, its refusal logged in nats-server's words."""
+        log.info('Trapped "hangup" signal')
+        try:
+            self.reload()
+        except ConfigError as exc:
+            log.error("Failed to reload server configuration: %s", exc)
 
     def _router_of(self, account: str) -> Any:
         found = self.accounts.get(account)

