@@ -45,7 +45,8 @@ def conf(port: int, *, after: bool, max_payload: int = 1000, extra: str = "") ->
     return (
         f"host: 127.0.0.1\nport: {port}\nmax_payload: {max_payload}\n{extra}\n"
         "system_account: SYS\naccounts { SYS { users: [{user: sys, password: sys}] } }\n"
-        f"authorization {{ users: [{users}, {{user: b, password: b, permissions: {permissions}}}] }}\n"
+        f"authorization {{ users: [{users}, {{user: b, password: b, permissions: {permissions}}}]"
+        " }\n"
     )
 
 
@@ -104,7 +105,8 @@ async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
             await b.send(b"SUB s.1 1\r\nSUB t 2\r\nSUB s.2 q 3\r\nPING\r\n")
             assert await b.read_ops(lambda op: op == PONG) == [PONG]
 
-            path.write_text(conf(port, after=True, max_payload=2000))
+            limits = 'ping_interval: "3m"\nping_max: 3\nwrite_deadline: "5s"'
+            path.write_text(conf(port, after=True, max_payload=2000, extra=limits))
             proc.proc.send_signal(signal.SIGHUP)
             await wait_logged(proc, "Reloaded server configuration", 1)
             seen["reloaded"] = [
@@ -133,9 +135,11 @@ async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
         seen["d after refusal"] = await log_in_d()
         seen["reloads"] = len([m for m in logged(proc) if m.startswith("Reloaded server")])
         proc.stop()
-    seen["sys refused"]["error"]["description"] = seen["sys refused"]["error"][
-        "description"
-    ].replace(str(port), "PORT").replace(str(port + 1), "PORT+1")
+    seen["sys refused"]["error"]["description"] = (
+        seen["sys refused"]["error"]["description"]
+        .replace(str(port), "PORT")
+        .replace(str(port + 1), "PORT+1")
+    )
     return seen
 
 
@@ -145,13 +149,16 @@ async def test_reload_applies_users_permissions_limits_or_refuses(tmp_path: Path
     assert theirs["reloaded"] == [
         "Reloaded: authorization users",
         "Reloaded: accounts",
+        "Reloaded: ping_interval = 3m0s",
+        "Reloaded: ping_max = 3",
         "Reloaded: max_payload = 2000",
+        "Reloaded: write_deadline = 5s",
         "Reloaded server configuration",
     ]
     assert theirs["a"] == b"-ERR 'Authorization Violation'\r\n"
     assert theirs["b"] == (
-        b"-ERR 'Permissions Violation for Subscription to \"t\" (sid \"2\")'\r\n"
-        b"-ERR 'Permissions Violation for Subscription to \"s.2\" using queue \"q\" (sid \"3\")'"
+        b'-ERR \'Permissions Violation for Subscription to "t" (sid "2")\'\r\n'
+        b'-ERR \'Permissions Violation for Subscription to "s.2" using queue "q" (sid "3")\''
         b"\r\n-ERR 'Permissions Violation for Publish to \"x.1\"'\r\n"
         b"-ERR 'Permissions Violation for Publish to \"s.1\"'\r\nPONG\r\n"
     )

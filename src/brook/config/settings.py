@@ -111,8 +111,9 @@ class Settings:
     trace: bool = False
     # Where these settings were read from, for a config reload (server/reload.py): the
     # config file, and the `brook serve` command line whose flags override it again.
-    config_file: str | None = None
-    serve_args: tuple[str, ...] | None = None
+    # Not settings themselves: equal settings may come from different places.
+    config_file: str | None = field(default=None, compare=False)
+    serve_args: tuple[str, ...] | None = field(default=None, compare=False)
 
     @property
     def client_auth_timeout_s(self) -> float:

@@ -44,7 +44,7 @@ from brook.config.settings import ConfigError, Settings, TLSSettings
 from brook.durations import go_string
 from brook.protocol import errors as perr
 from brook.server.auth import Authenticator
-from brook.server.tls import server_context
+from brook.server.tls import server_context, tls_material
 
 if TYPE_CHECKING:
     from brook.server.server import Server
@@ -263,8 +263,9 @@ def _jetstream(old: Settings, new: Settings) -> None:
 def _tls(
     server: Server, before: TLSSettings | None, after: TLSSettings | None, steps: _Plan
 ) -> None:
-    """The client port's `tls {}`: read again whenever it is on (the files may hold a
-    renewed certificate), for the handshakes that follow; existing sessions keep theirs."""
+    """The client port's `tls {}`: a new context, when what it is made of changed (the
+    files too: a certificate renewed in place), for the handshakes that follow; sessions
+    already up keep theirs."""
     if before is None and after is None:
         return
     if before is None or after is None:
@@ -273,21 +274,26 @@ def _tls(
         steps.notice(f"tls timeout = {after.timeout_s:g}")
     if before.verify_and_map != after.verify_and_map:
         raise _refused("TLSMap", before.verify_and_map, after.verify_and_map)
+    material = tls_material(after)
+    if material != server.tls_material:
+        context = server_context(after)  # a bad file refuses the reload
+        if server.tls_first or server.tls_first_fallback_s:
+            # The listener holds its context: the new certificate goes into it; the
+            # rest of it (CA, verification, version) is the listener's.
+            held = ("ca_file", "verify", "min_version")
+            if any(getattr(before, name) != getattr(after, name) for name in held):
+                raise _brook_refused(
+                    "TLSConfig", "with handshake_first only the certificate reloads"
+                )
+            steps.notice("tls = enabled", lambda: _swap_certificate(server, after))
+        else:
+            steps.notice("tls = enabled", lambda: setattr(server, "tls_context", context))
+        steps.actions.append(lambda: setattr(server, "tls_material", material))
+    if before.pinned_certs != after.pinned_certs:
+        steps.notice(f"{len(after.pinned_certs)} pinned_certs")
     shape = ("handshake_first", "handshake_first_fallback_s")
     if any(getattr(before, name) != getattr(after, name) for name in shape):
         raise _brook_refused("TLSHandshakeFirst", "the client port's listener is set at start")
-    context = server_context(after)  # a bad file refuses the reload
-    if server.tls_first or server.tls_first_fallback_s:
-        # The listener holds its context: the new certificate goes into it. What else
-        # the context holds (CA, verification, version) is the listener's.
-        held = ("ca_file", "verify", "min_version")
-        if any(getattr(before, name) != getattr(after, name) for name in held):
-            raise _brook_refused("TLSConfig", "with handshake_first only the certificate reloads")
-        steps.notice("tls = enabled", lambda: _swap_certificate(server, after))
-    else:
-        steps.notice("tls = enabled", lambda: setattr(server, "tls_context", context))
-    if before.pinned_certs != after.pinned_certs:
-        steps.notice(f"{len(after.pinned_certs)} pinned_certs")
 
 
 def _swap_certificate(server: Server, tls: TLSSettings) -> None:

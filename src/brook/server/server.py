@@ -45,7 +45,7 @@ from brook.server.statistics import (
     SystemFactory,
     SystemServices,
 )
-from brook.server.tls import FallbackListener, server_context
+from brook.server.tls import FallbackListener, server_context, tls_material
 from brook.version import __version__
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         # text after it, then the port's usual TLS (server/tls_upgrade.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
+        self.tls_material: tuple[object, ...] = ()  # what the context was made of
         fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
         self.tls_first = tls is not None and tls.handshake_first and not fallback
         self.tls_first_fallback_s = fallback if tls is not None and tls.handshake_first else 0.0
@@ -200,6 +201,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         ports = self._ports
         self._prepare_store_dir()
         if self.settings.tls is not None:
+            self.tls_material = tls_material(self.settings.tls)  # compared at a reload
             self.tls_context = server_context(self.settings.tls)
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
