@@ -50,6 +50,10 @@ def conf(port: int, *, after: bool, max_payload: int = 1000, extra: str = "") ->
     )
 
 
+def login(user: str, password: str) -> dict[str, Any]:
+    return {"user": user, "pass": password, "verbose": False}
+
+
 def command(server: str) -> list[str]:
     if server == "brook":
         return list(BROOK_CMD)
@@ -78,11 +82,11 @@ async def wait_logged(proc: LoggedProcess, prefix: str, count: int) -> list[str]
 async def sys_reload(url: str) -> dict[str, Any]:
     """`$SYS.REQ.SERVER.<id>.RELOAD`, asked by the system account's user."""
     async with RawClient.connect_url(url) as client:
-        await client.handshake(user="sys", **{"pass": "sys"}, verbose=False)
+        await client.handshake(**login("sys", "sys"))
         subject = f"$SYS.REQ.SERVER.{client.info['server_id']}.RELOAD"
         await client.send(f"SUB _INBOX.r 1\r\nPUB {subject} _INBOX.r 0\r\n\r\n".encode())
         ops = await client.read_ops(is_msg, timeout=10)
-        reply = json.loads(ops[-1].payload)  # type: ignore[union-attr]
+        reply: dict[str, Any] = json.loads(ops[-1].payload)  # type: ignore[union-attr]
         assert set(reply["server"]) >= {"name", "host", "id", "ver", "time"}, reply
         reply["server"] = "..."
         return reply
@@ -100,7 +104,7 @@ async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
         async with contextlib.AsyncExitStack() as stack:
             a, b, c = [await stack.enter_async_context(RawClient.connect_url(url)) for _ in "abc"]
             for name, client in (("a", a), ("b", b), ("c", c)):
-                ops = await client.handshake(user=name, **{"pass": name}, verbose=False)
+                ops = await client.handshake(**login(name, name))
                 assert PONG in ops, ops
             await b.send(b"SUB s.1 1\r\nSUB t 2\r\nSUB s.2 q 3\r\nPING\r\n")
             assert await b.read_ops(lambda op: op == PONG) == [PONG]
@@ -119,7 +123,7 @@ async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
 
         async def log_in_d() -> tuple[int, bool]:
             async with RawClient.connect_url(url) as d:
-                ops = await d.handshake(user="d", **{"pass": "d"}, verbose=False)
+                ops = await d.handshake(**login("d", "d"))
                 return d.info["max_payload"], PONG in ops
 
         seen["d"] = await log_in_d()
