@@ -32,6 +32,7 @@ from tests.support.config_errors import brook_error, nats_server_error
 from tests.support.jwts import user_key
 from tests.support.natsserver import nats_server_binary, run_nats_server
 from tests.support.raw import PING, PONG, Msg, RawClient, ServerOp
+from tests.support.services import request_info
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
@@ -440,22 +441,7 @@ async def _request_info(url: str, **requester: Any) -> dict[str, Any]:
     made by a client connected with `requester`'s options through its import."""
     a = await nats.connect(url, user="a", password="a")
     b = await nats.connect(url, **requester)
-    try:
-
-        async def answer(msg: Any) -> None:
-            await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
-
-        await a.subscribe("svc", cb=answer)
-        await a.flush()
-        for _ in range(20):  # nats-server may not have linked b's import at its first request
-            with contextlib.suppress(nats.errors.NoRespondersError):
-                info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-                return info
-            await asyncio.sleep(0.1)
-        raise AssertionError("no responders to the import")
-    finally:
-        await a.close()
-        await b.close()
+    return await request_info(a, b)
 
 
 async def test_request_info_carries_the_requesters_rtt(tmp_path: Path) -> None:

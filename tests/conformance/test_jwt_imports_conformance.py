@@ -47,6 +47,7 @@ from tests.support.jwts import (
     user_key,
 )
 from tests.support.natsserver import free_port, run_nats_server, wait_for_port
+from tests.support.services import request_info
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(90)]
 
@@ -387,22 +388,7 @@ async def test_an_import_ends_when_its_activation_expires(tmp_path: Path) -> Non
 async def _shared_request_info(url: str, files: list[Path]) -> dict[str, Any]:
     a = await _connect(url, files[0])
     b = await nats.connect(url, user_credentials=str(files[1]), name="bee", allow_reconnect=False)
-    try:
-
-        async def answer(msg: Any) -> None:
-            await msg.respond((msg.headers or {}).get("Nats-Request-Info", "").encode())
-
-        await a.subscribe("svc", cb=answer)
-        await a.flush()
-        for _ in range(20):  # nats-server may not have linked b's import at its first request
-            with contextlib.suppress(nats.errors.NoRespondersError):
-                info: dict[str, Any] = json.loads((await b.request("svc", b"", timeout=2)).data)
-                return info
-            await asyncio.sleep(0.1)
-        raise AssertionError("no responders to the shared import")
-    finally:
-        await a.close()
-        await b.close()
+    return await request_info(a, b)
 
 
 async def test_a_shared_import_tells_the_exporter_the_jwt_user(tmp_path: Path) -> None:

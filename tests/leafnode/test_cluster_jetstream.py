@@ -90,6 +90,15 @@ def leaf_node(e: Edge) -> int:
     return names.index(conns[0].remote.name)
 
 
+async def publish_through_a_node_loss(edge: Edge, nc: Any, total: int) -> None:
+    """`total` acked publishes on `orders.<n>` from `nc`; halfway, the cluster node the
+    edge's leaf is connected to is killed."""
+    for n in range(total):
+        if n == total // 2:
+            edge.cluster.kill(leaf_node(edge))
+        await acked_publish(nc, f"orders.{n}", n)
+
+
 async def test_r3_source_of_edge_stream_through_a_node_loss(edge: Edge) -> None:
     await api(
         edge.edge, "$JS.API.STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"]}
@@ -99,10 +108,7 @@ async def test_r3_source_of_edge_stream_through_a_node_loss(edge: Edge) -> None:
         "sources": [{"name": "ORDERS", "external": EDGE_API}],
     })  # fmt: skip
     total = 300
-    for n in range(total):
-        if n == total // 2:
-            edge.cluster.kill(leaf_node(edge))
-        await acked_publish(edge.edge, f"orders.{n}", n)
+    await publish_through_a_node_loss(edge, edge.edge, total)
     await until_messages(edge.hub, "$JS.API", "ORDERS_DR", total, 60)
     js = edge.hub.jetstream()
     for seq in range(1, total + 1):
@@ -120,10 +126,7 @@ async def test_edge_mirror_of_r3_stream_through_a_node_loss(edge: Edge) -> None:
         "mirror": {"name": "ORDERS", "external": {"api": "$JS.hub.API", "deliver": "deliver.copy"}},
     })  # fmt: skip
     total = 300
-    for n in range(total):
-        if n == total // 2:
-            edge.cluster.kill(leaf_node(edge))
-        await acked_publish(edge.hub, f"orders.{n}", n)
+    await publish_through_a_node_loss(edge, edge.hub, total)
     await until_messages(edge.edge, "$JS.API", "COPY", total, 60)
     js = edge.edge.jetstream()
     for seq in range(1, total + 1):

@@ -9,7 +9,13 @@ import asyncio
 import nats
 import pytest
 
-from tests.support.leafnodes import brook_hub, hub_conf, nats_spoke, until_flows, wait_leaf
+from tests.support.leafnodes import (
+    assert_edge_reaches_account_a,
+    brook_hub,
+    hub_conf,
+    nats_spoke,
+    wait_leaf,
+)
 from tests.support.natsserver import free_port, nats_server_binary
 
 pytestmark = [
@@ -32,21 +38,7 @@ async def test_spoke_user_binds_its_account() -> None:
         with nats_spoke(port, login="leaf:s3cret@") as spoke_url:
             leaf = await wait_leaf(hub)
             assert leaf.leafs.account == "A"
-            in_a = await nats.connect(hub.url, user="a", password="a")
-            in_b = await nats.connect(hub.url, user="b", password="b")
-            edge = await nats.connect(spoke_url)
-            sub_a = await in_a.subscribe("news")
-            sub_b = await in_b.subscribe("news")
-            await in_a.flush()
-            await in_b.flush()
-            await until_flows(edge, sub_a, "news")
-            await edge.publish("news", b"for A")
-            await edge.flush()
-            assert (await sub_a.next_msg(timeout=2)).data == b"for A"
-            with pytest.raises(TimeoutError):
-                await sub_b.next_msg(timeout=0.3)
-            for nc in (in_a, in_b, edge):
-                await nc.close()
+            await assert_edge_reaches_account_a(hub.url, spoke_url)
 
 
 async def test_wrong_password_refused(caplog: pytest.LogCaptureFixture) -> None:

@@ -14,6 +14,7 @@ import nats
 import pytest
 
 from tests.support.leafnodes import (
+    assert_edge_reaches_account_a,
     brook_hub,
     brook_spoke,
     hub_conf,
@@ -63,21 +64,7 @@ async def topology(kind: str, key: NkeyUser) -> AsyncIterator[tuple[str, str]]:
 @pytest.mark.parametrize("kind", ["nats-both", "brook-spoke", "brook-hub", "brook-both"])
 async def test_nkey_login_binds_its_account(kind: str) -> None:
     async with topology(kind, LEAF) as (hub_url, spoke_url):
-        in_a = await nats.connect(hub_url, user="a", password="a")
-        in_b = await nats.connect(hub_url, user="b", password="b")
-        edge = await nats.connect(spoke_url)
-        sub_a = await in_a.subscribe("news")
-        sub_b = await in_b.subscribe("news")
-        await in_a.flush()
-        await in_b.flush()
-        await until_flows(edge, sub_a, "news")
-        await edge.publish("news", b"for A")
-        await edge.flush()
-        assert (await sub_a.next_msg(timeout=2)).data == b"for A"
-        with pytest.raises(TimeoutError):
-            await sub_b.next_msg(timeout=0.3)
-        for nc in (in_a, in_b, edge):
-            await nc.close()
+        await assert_edge_reaches_account_a(hub_url, spoke_url)
 
 
 @pytest.mark.parametrize("kind", ["nats-both", "brook-spoke", "brook-hub", "brook-both"])

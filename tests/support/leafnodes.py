@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import nats
+import pytest
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 
@@ -113,3 +115,24 @@ async def until_flows(
         with contextlib.suppress(TimeoutError):
             while True:
                 await sub.next_msg(timeout=0.05)
+
+
+async def assert_edge_reaches_account_a(hub_url: str, spoke_url: str) -> None:
+    """A spoke whose leaf logged in to the hub's account A (users a/a and b/b in A and
+    B): what a client of the spoke publishes reaches A's subscriber and not B's."""
+    in_a = await nats.connect(hub_url, user="a", password="a")
+    in_b = await nats.connect(hub_url, user="b", password="b")
+    edge = await nats.connect(spoke_url)
+    try:
+        sub_a = await in_a.subscribe("news")
+        sub_b = await in_b.subscribe("news")
+        await in_a.flush()
+        await in_b.flush()
+        await until_flows(edge, sub_a, "news")
+        await edge.publish("news", b"for A")
+        await edge.flush()
+        assert (await sub_a.next_msg(timeout=2)).data == b"for A"
+        with pytest.raises(TimeoutError):
+            await sub_b.next_msg(timeout=0.3)
+    finally:
+        await asyncio.gather(in_a.close(), in_b.close(), edge.close())

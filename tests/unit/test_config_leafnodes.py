@@ -74,7 +74,7 @@ def test_remotes() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ("leafnodes { no_advertise: true }", "leafnodes.no_advertise \\(line 1\\): not supported"),
+        ("leafnodes { min_version: 2.8.0 }", "leafnodes.min_version \\(line 1\\): not supported"),
         ("leafnodes { advertise: 'h:x' }", "leafnodes.advertise: 'h:x' is not a valid host:port"),
         (
             "leafnodes { tls: { pinned_certs: [] } }",

@@ -43,11 +43,11 @@ from brook.subjects import is_valid_subject
 
 _LEAF_KEYS = (
     "remotes", "reconnect", "reconnect_delay", "reconnect_interval", "listen", "port", "host",
-    "net", "authorization", "tls", "advertise", "leafnode_advertise",
+    "net", "authorization", "tls", "advertise", "leafnode_advertise", "no_advertise",
 )  # fmt: skip
 # nats-server's keys of the block that Brook does not carry out yet.
 _LEAF_UNSUPPORTED = (
-    "no_advertise", "min_version", "minimum_version", "compression",
+    "min_version", "minimum_version", "compression",
     "isolate_leafnode_interest", "isolate", "write_deadline", "write_timeout", "dial_timeout",
 )  # fmt: skip
 _REMOTE_KEYS = (
@@ -98,6 +98,8 @@ def apply_leafnodes(s: Settings, where: str, v: object) -> None:
             leaf.tls = _tls(at, value, _HUB_TLS_KEYS)
         elif key in ("advertise", "leafnode_advertise"):
             leaf.advertise = read_str(at, value)
+        elif key == "no_advertise":
+            leaf.no_advertise = read_bool(at, value)
         else:
             delay = read_duration(at, value)
             if delay <= 0:

@@ -59,6 +59,9 @@ class LeafNodeSettings:
     # `advertise`: `host[:port]` its INFO tells spokes to dial (`host`, `port`,
     # `leafnode_urls`) instead of the listener's own.
     advertise: str = ""
+    # `no_advertise`: the INFO gives no `leafnode_urls`, so spokes dial only the URLs
+    # they were configured with.
+    no_advertise: bool = False
     users: list[LeafUser] = field(default_factory=list)
     # `authorization { nkey }`: a spoke signing the nonce with this user key logs in,
     # bound to `nkey_account` (a user of `users` named in `authorization` goes first).

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, ProtocolError
+from brook.protocol.reads import ReadBuffer
 
 PING = b"PING\r\n"
 PONG = b"PONG\r\n"
@@ -101,7 +102,7 @@ def _message_args(args: list[bytes], sizes: int) -> tuple[bytes | None, tuple[by
     raise ProtocolError("bad or missing reply indicator", None)
 
 
-class LeafParser:
+class LeafParser(ReadBuffer):
     """Incremental parser: `feed(bytes)` calls `handler` for each complete operation.
 
     `handler` may be replaced between operations (the hub's acceptor hands the rest of
@@ -116,9 +117,6 @@ class LeafParser:
     """
 
     __slots__ = (
-        "_buf",
-        "_chunks",
-        "_have",
         "_max_line",
         "_max_payload",
         "_pending",
@@ -127,39 +125,25 @@ class LeafParser:
     )
 
     def __init__(self, handler: LeafOpHandler, *, max_control_line: int, max_payload: int) -> None:
+        super().__init__()
         self.handler = handler
         self.stopped = False
-        self._buf = b""
         self._max_line = max_control_line
         self._max_payload = max_payload
         # An LMSG/HMSG whose line was read and whose body is still arriving: (subject,
         # reply, queues, header size or -1, total size).
         self._pending: tuple[bytes, bytes | None, tuple[bytes, ...], int, int] | None = None
-        self._chunks: list[bytes] = []
-        self._have = 0
 
     def stop(self) -> None:
         self.stopped = True
-        self._buf = b""
-        self._chunks = []
+        self._clear_reads()
 
     def feed(self, data: bytes) -> None:
         if self.stopped:
             return
-        if self._chunks:
-            self._chunks.append(data)
-            self._have += len(data)
-            assert self._pending is not None
-            if self._have < self._pending[4] + 2:
-                return
-            buf = b"".join(self._chunks)
-            self._chunks = []
-            self._have = 0
-        elif self._buf:
-            buf = self._buf + data
-            self._buf = b""
-        else:
-            buf = data
+        buf = self._input(data)
+        if buf is None:
+            return
         pos = 0
         size = len(buf)
         max_payload = self._max_payload
@@ -255,8 +239,7 @@ class LeafParser:
         assert pending is not None
         end = pos + pending[4]
         if end + 2 > len(buf):
-            self._chunks = [buf[pos:]]
-            self._have = len(buf) - pos
+            self._wait_for_body(buf, pos, pending[4])
             return -1
         if buf[end : end + 2] != b"\r\n":
             raise ProtocolError("payload not followed by CRLF")  # as nats-server: -ERR

@@ -1,7 +1,7 @@
 """One leafnode connection (ADR 0032): the handshake, interest both ways, messages both
-ways, keep-alive, loop detection. This first version is the soliciting side (a spoke
-dialling a hub: `solicit.py` makes it); the accepting side shares everything after the
-handshake.
+ways, keep-alive, loop detection. The soliciting side (a spoke dialling a hub:
+`solicit.py` makes it, `login.py` fills its CONNECT) and the accepting side (`accept.py`)
+share everything after the handshake.
 
 In the account's router the connection is a subscriber: for each subject its peer showed
 interest in (plain or queue) it holds one plain subscription, and for each message the
@@ -14,18 +14,17 @@ subscription and tells its peer (`LS+`/`LS-`, queue weights), as nats-server's
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import ssl
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
-from brook import jwt, limits, nkey
-from brook.leafnode import codec, jsdomain
+from brook import limits
+from brook.leafnode import codec, jsdomain, login
 from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
+from brook.routing.output import QueuedOutput
 from brook.routing.sublist import MatchResult, Sublist, Subscriber, Subscription
 
 log = logging.getLogger("brook.leafnode")
@@ -72,14 +71,6 @@ class _Remote:
     domain: str = ""  # its JetStream domain
 
 
-def read_creds(text: str) -> tuple[str, str]:
-    """(user JWT, seed) of a creds file's text; ValueError when it has not both."""
-    items = jwt.decorated_blocks(text)
-    if len(items) < 2:
-        raise ValueError("Credentials file malformed")
-    return items[0], items[1]
-
-
 def _peer_of(transport: asyncio.BaseTransport) -> tuple[str, int]:
     peer = transport.get_extra_info("peername")
     return (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
@@ -94,7 +85,7 @@ def _is_leaf(sub: Subscription) -> bool:
     return isinstance(sub.client, LeafConnection)
 
 
-class LeafConnection(asyncio.Protocol, Subscriber):
+class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
     """A leaf connection bound to one account (`leafs`)."""
 
     def __init__(
@@ -149,9 +140,7 @@ class LeafConnection(asyncio.Protocol, Subscriber):
             self, max_control_line=config.max_control_line, max_payload=config.max_payload
         )
         self._got_info = False
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._flush_scheduled = False
+        self._init_output()
         self._timer: asyncio.TimerHandle | None = None
         self._pings_out = 0
         # What this side told the peer: interest key -> count (nats-server's smap).
@@ -268,39 +257,14 @@ class LeafConnection(asyncio.Protocol, Subscriber):
 
     # ------------------------------------------------------------------ output
 
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes not yet taken by the peer: this turn's frames and the socket's buffer."""
-        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return self._out_bytes + buffered
+    def _output_limit(self) -> int:
+        return self.config.max_pending
 
-    def _send(self, frame: bytes) -> None:
-        """Frames are written together once per loop turn, or as soon as they make
-        `OUTPUT_FLUSH_EAGER_BYTES` (a large read routed at once), as a client's output
-        (server/connection.py), so the slow-consumer check sees what the peer has not
-        taken."""
-        self._out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        transport = self.transport
-        out = self._out
-        self._out_bytes = 0
-        if not out or transport is None:
-            out.clear()
-            return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
-        out.clear()
-        if transport.get_write_buffer_size() > self.config.max_pending:
-            log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
-            self.close_reason = "Slow Consumer (Pending Bytes)"
-            transport.abort()
+    def _output_over_limit(self) -> None:
+        log.error("Leafnode %s is a slow consumer, closing", self.remote.name)
+        self.close_reason = "Slow Consumer (Pending Bytes)"
+        if self.transport is not None:
+            self.transport.abort()
 
     # ------------------------------------------------------------------ operations in
 
@@ -332,8 +296,12 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         if self.solicited and isinstance(urls, list) and urls:
             self.leafnode_urls = [str(u) for u in urls]  # the hub's, for the next dial
         if first:
-            if not fields.get("client_id") or "leafnode_urls" not in fields:
-                # nats-server: a solicited leaf must first receive a leafnode INFO.
+            if not fields.get("client_id") or (
+                fields.get("leafnode_urls") is None and not fields.get("info_on_connect")
+            ):
+                # nats-server 2.15: a solicited leaf must first receive a leafnode INFO,
+                # which has a client id and `leafnode_urls` or `info_on_connect` (a
+                # `no_advertise` hub's has no `leafnode_urls`).
                 log.error("Attempted to connect to a non-leafnode port %s", self._peer_address())
                 self.close("wrong port")
                 return
@@ -379,7 +347,15 @@ class LeafConnection(asyncio.Protocol, Subscriber):
     def _connect(self, fields: dict[str, Any]) -> None:
         """Send CONNECT; without `info_on_connect` the handshake is done with it."""
         try:
-            connect = self._connect_fields(str(fields.get("nonce", "")))
+            connect = login.connect_fields(
+                self.config,
+                self.leafs.account,
+                str(fields.get("nonce", "")),
+                deny_imports=self._deny_imports,
+                credentials=self._credentials,
+                nkey_seed=self._nkey_seed,
+                url_user=self._url_user,
+            )
         except (OSError, ValueError) as exc:
             log.error("Leafnode credentials %s: %s", self._credentials, exc)
             self.close("credentials")
@@ -387,44 +363,6 @@ class LeafConnection(asyncio.Protocol, Subscriber):
         self._send(codec.connect(connect))
         if not fields.get("info_on_connect"):
             self._finish()
-
-    def _connect_fields(self, nonce: str) -> dict[str, Any]:
-        """nats-server's `sendLeafConnect`: a creds file's JWT (or a remote's `nkey`'s
-        public key) and the seed's signature of the hub's nonce, and a user and password
-        (or a token) from the URL."""
-        cfg = self.config
-        fields: dict[str, Any] = {
-            "version": limits.NATS_COMPAT_VERSION,
-            "server_id": cfg.server_id,
-            "name": cfg.server_name,
-            "cluster": cfg.server_name,
-            "headers": True,
-            "jetstream": cfg.jetstream,
-            "compress_mode": "off",
-            "remote_account": self.leafs.account,
-            "protocol": limits.PROTOCOL_VERSION,
-        }
-        if cfg.domain:
-            fields["domain"] = cfg.domain
-        if self._deny_imports:
-            fields["deny_pub"] = [p.decode() for p in self._deny_imports]
-        if self._credentials is not None:
-            token, seed = read_creds(Path(self._credentials).read_text())
-            fields["jwt"] = token
-            signature = nkey.sign(seed, nonce.encode())
-            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
-        elif self._nkey_seed is not None:
-            fields["nkey"] = nkey.seed_public_key(self._nkey_seed)[1]
-            signature = nkey.sign(self._nkey_seed, nonce.encode())
-            fields["sig"] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
-        if self._url_user is not None:
-            user, password = self._url_user
-            fields["user"] = user
-            if password is None:
-                fields["auth_token"] = user  # nats-server: a lone user is also the token
-            else:
-                fields["pass"] = password
-        return fields
 
     def _finish(self) -> None:
         """The handshake is done: bind to the account, show it our interest."""

@@ -101,12 +101,13 @@ class LeafNodes:
             "nonce": nuid.random_id(),
             "compression": "off",
             "info_on_connect": True,
-            "leafnode_urls": [  # Go's net.JoinHostPort
+        }
+        if not self.settings.no_advertise:
+            info["leafnode_urls"] = [  # Go's net.JoinHostPort
                 f"[{self._host}]:{self._advertised_port}"
                 if ":" in self._host
                 else f"{self._host}:{self._advertised_port}"
-            ],
-        }
+            ]
         if config.server_jetstream:  # nats-server: its JetStream and domain, for the spoke
             info["jetstream"] = True
         if config.domain:

@@ -30,6 +30,7 @@ import re
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
+from brook.protocol.reads import ReadBuffer
 
 
 class ClientOpHandler(Protocol):
@@ -186,7 +187,7 @@ def _no_args(op: bytes, line: bytes) -> ProtocolError:
     return ProtocolError(f"{op.decode()} without arguments")
 
 
-class ClientParser:
+class ClientParser(ReadBuffer):
     """Incremental parser of client→server operations for one connection.
 
     `paused` lets the handler stop parsing after the current operation (used while a
@@ -200,10 +201,7 @@ class ClientParser:
     """
 
     __slots__ = (
-        "_buf",
-        "_chunks",
         "_handler",
-        "_have",
         "_pending",
         "_run_heads",
         "max_control_line",
@@ -224,17 +222,11 @@ class ClientParser:
         self.max_payload = max_payload
         self.max_control_line = max_control_line
         self.paused = False
-        self._buf = b""
+        super().__init__()
         # A PUB/HPUB whose control line was read and whose payload is still arriving:
         # (subject, reply, header_len, total_len). Payload chunks gather in `_chunks`
         # and are joined once, so a large payload split over many reads is copied once.
         self._pending: tuple[bytes, bytes | None, int, int] | None = None
-        self._chunks: list[bytes] = []
-        self._have = 0
-
-    @property
-    def buffered_bytes(self) -> int:
-        return len(self._buf) + self._have
 
     def resume(self) -> None:
         self.paused = False
@@ -242,20 +234,9 @@ class ClientParser:
 
     def feed(self, data: bytes) -> None:
         """Consume `data`, dispatching every complete operation it finishes."""
-        if self._chunks:
-            self._chunks.append(data)
-            self._have += len(data)
-            assert self._pending is not None
-            if self._have < self._pending[3] + 2:
-                return
-            buf = b"".join(self._chunks)
-            self._chunks = []
-            self._have = 0
-        elif self._buf:
-            buf = self._buf + data
-            self._buf = b""
-        else:
-            buf = data
+        buf = self._input(data)
+        if buf is None:
+            return
         if self.paused:
             self._buf = buf  # kept whole, pending payload included, until resume()
             return
@@ -326,10 +307,8 @@ class ClientParser:
                     if pos < 0:
                         return
         except ProtocolError:
-            self._buf = b""
+            self._clear_reads()
             self._pending = None
-            self._chunks = []
-            self._have = 0
             raise
         if pos < n:
             self._buf = buf[pos:]
@@ -342,8 +321,7 @@ class ClientParser:
         n = len(buf)
         if end + 2 > n:
             # Wait for the rest of the payload without re-parsing the line.
-            self._chunks = [buf[pos:]]
-            self._have = n - pos
+            self._wait_for_body(buf, pos, pending[3])
             return -1
         if buf[end : end + 2] != b"\r\n":
             raise ProtocolError("payload not followed by CRLF")

@@ -26,6 +26,7 @@ from brook.config.settings import NkeyUser, Settings
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
+from brook.routing.output import QueuedOutput
 from brook.routing.sublist import Message, Subscriber, Subscription
 from brook.server.auth import Login
 from brook.server.keepalive import PingAction, ping_decision
@@ -53,7 +54,7 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 
 
-class ClientConnection(ClientLogin, ClientTLS, Subscriber):
+class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
     def __init__(self, server: Server, websocket: WebSocketListener | None = None) -> None:
         self.server = server
         self.websocket = websocket  # the listener of a WebSocket client (server/websocket.py)
@@ -109,9 +110,7 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         self.close_reason = ""
         self._info_sent_after_pong = False
         # Output buffering.
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._flush_scheduled = False
+        self._init_output()
         self._write_paused_handle: asyncio.TimerHandle | None = None
         self._written = 0  # bytes handed to the transport, ever
         self._sent_at_check = 0  # bytes the kernel had taken at the last deadline check
@@ -589,49 +588,25 @@ class ClientConnection(ClientLogin, ClientTLS, Subscriber):
         return len(messages)
 
     def _send(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        self._queued()
+        if not self.closed:
+            QueuedOutput._send(self, data)
 
-    def _queued(self) -> None:
-        """Output was queued: written at the end of this loop turn, or at once past
-        `OUTPUT_FLUSH_EAGER_BYTES` (one large read can route more than max_pending to a
-        healthy client before the loop turns: handed to the socket now, the slow-consumer
-        check in `_flush` measures what the client has really not taken). `deliver`
-        inlines this, for the calls it saves per message."""
-        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        transport = self.transport
-        if not out or transport is None:
-            return
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        self._out_bytes = 0
+    def _write(self, transport: asyncio.Transport, data: bytes) -> None:
         if self._trace:
             log.debug("cid=%d ->> %r", self.cid, data[:_TRACE_BYTES_MAX])
         transport.write(data)
         self._written += len(data)
-        if transport.get_write_buffer_size() > self.server.settings.max_pending_bytes:
-            self._slow_consumer("socket buffer over max_pending")
+
+    def _output_limit(self) -> int:
+        return self.server.settings.max_pending_bytes
+
+    def _output_over_limit(self) -> None:
+        self._slow_consumer("socket buffer over max_pending")
 
     @property
     def last_activity(self) -> float:
         """Wall-clock time of the last bytes received (derived, so reads stay cheap)."""
         return self.started_at + (self.last_in - self.started_mono)
-
-    @property
-    def pending_bytes(self) -> int:
-        buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return self._out_bytes + buffered
 
     def _sent(self) -> int:
         buffered = self.transport.get_write_buffer_size() if self.transport is not None else 0
