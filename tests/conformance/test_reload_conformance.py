@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support.brookproc import BROOK_CMD, LoggedProcess
+from tests.support.certs import ClientCert, make_certs, spki_pin
 from tests.support.natsserver import free_port, nats_server_binary, wait_for_info
 from tests.support.raw import PONG, RawClient, is_msg
 
@@ -48,6 +50,10 @@ def conf(port: int, *, after: bool, max_payload: int = 1000, extra: str = "") ->
         f"authorization {{ users: [{users}, {{user: b, password: b, permissions: {permissions}}}]"
         " }\n"
     )
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
 
 def login(user: str, password: str) -> dict[str, Any]:
@@ -96,7 +102,7 @@ async def steps(server: str, tmp_path: Path) -> dict[str, Any]:
     port = free_port()
     path = tmp_path / f"{server}.conf"
     path.write_text(conf(port, after=False))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = _env()
     seen: dict[str, Any] = {}
     url = f"nats://127.0.0.1:{port}"
     with LoggedProcess([*command(server), "-c", str(path)], env=env) as proc:
@@ -186,4 +192,70 @@ async def test_reload_applies_users_permissions_limits_or_refuses(tmp_path: Path
         "config reload not supported for MaxSubs: old=0, new=5"
     ]
     assert theirs["reloads"] == 2
+    assert ours == theirs
+
+
+async def pin_steps(server: str, tmp_path: Path) -> dict[str, Any]:
+    tmp_path.mkdir()
+    certs = make_certs(tmp_path)
+    alice, bob = certs.client("alice"), certs.client("bob")
+    port = free_port()
+    path = tmp_path / f"{server}-pins.conf"
+
+    def conf(pinned: Path) -> str:
+        files = f'cert_file: "{certs.cert_file}", key_file: "{certs.key_file}"'
+        return (
+            f"host: 127.0.0.1\nport: {port}\n"
+            f'tls {{ {files}, ca_file: "{certs.ca_file}", verify: true, '
+            f'pinned_certs: ["{spki_pin(pinned)}"] }}\n'
+        )
+
+    async def logs_in(client_cert: ClientCert) -> bool:
+        try:
+            async with RawClient.connect("127.0.0.1", port) as client:
+                await client.start_tls(certs.context(client_cert))
+                return PONG in await client.handshake(verbose=False)
+        except (ssl.SSLError, ConnectionError):
+            return False
+
+    path.write_text(conf(alice.cert_file))
+    seen: dict[str, Any] = {}
+    with LoggedProcess([*command(server), "-c", str(path)], env=_env()) as proc:
+        await asyncio.to_thread(wait_for_info, port, 30)
+        async with RawClient.connect("127.0.0.1", port) as connected:
+            await connected.start_tls(certs.context(alice))
+            assert PONG in await connected.handshake(verbose=False)
+            seen["bob before"] = await logs_in(bob)
+            path.write_text(conf(bob.cert_file))
+            proc.proc.send_signal(signal.SIGHUP)
+            await wait_logged(proc, "Disconnect", 1)
+            seen["alice closed"] = await connected.expect_closed()
+        seen["bob after"] = await logs_in(bob)
+        seen["alice after"] = await logs_in(alice)
+        seen["logged"] = [
+            m.split(" (sha256:")[0]
+            for m in logged(proc)
+            if m.startswith(("Reloaded", "Disconnect"))
+        ]
+        proc.stop()
+    return seen
+
+
+async def test_new_pinned_certs_close_the_clients_they_no_longer_pin(tmp_path: Path) -> None:
+    theirs = await pin_steps("nats-server", tmp_path / "theirs")
+    ours = await pin_steps("brook", tmp_path / "ours")
+    assert theirs == {
+        "bob before": False,
+        "alice closed": True,
+        "bob after": True,
+        "alice after": False,
+        "logged": [
+            "Reloaded: authorization users",
+            "Reloaded: accounts",
+            "Reloaded: tls = enabled",
+            "Reloaded: 1 pinned_certs",
+            "Reloaded server configuration",
+            "Disconnect 1 clients due to pinned certs reload",
+        ],
+    }
     assert ours == theirs

@@ -44,7 +44,7 @@ from brook.config.settings import ConfigError, Settings, TLSSettings
 from brook.durations import go_string
 from brook.protocol import errors as perr
 from brook.server.auth import Authenticator
-from brook.server.tls import server_context, tls_material
+from brook.server.tls import public_key_pin, server_context, tls_material
 
 if TYPE_CHECKING:
     from brook.server.server import Server
@@ -96,6 +96,7 @@ class _Plan:
     def __init__(self) -> None:
         self.notices: list[str] = []
         self.actions: list[Action] = []
+        self.after: list[Action] = []  # once the reload is logged, as nats-server's order
 
     def notice(self, text: str, action: Action | None = None) -> None:
         self.notices.append(f"Reloaded: {text}")
@@ -291,6 +292,8 @@ def _tls(
         steps.actions.append(lambda: setattr(server, "tls_material", material))
     if before.pinned_certs != after.pinned_certs:
         steps.notice(f"{len(after.pinned_certs)} pinned_certs")
+        if after.pinned_certs:
+            steps.after.append(lambda: _recheck_pins(server, after.pinned_certs))
     shape = ("handshake_first", "handshake_first_fallback_s")
     if any(getattr(before, name) != getattr(after, name) for name in shape):
         raise _brook_refused("TLSHandshakeFirst", "the client port's listener is set at start")
@@ -300,6 +303,24 @@ def _swap_certificate(server: Server, tls: TLSSettings) -> None:
     context = server.tls_context
     assert isinstance(context, ssl.SSLContext)
     context.load_cert_chain(tls.cert_file, tls.key_file)
+
+
+def _recheck_pins(server: Server, pins: frozenset[str]) -> None:
+    """New `pinned_certs`: the client port's connections whose certificate's key is not
+    pinned (or that have none) are closed, as nats-server's `recheckPinnedCerts`."""
+    refused = []
+    for client in server.clients.values():
+        if client.websocket is not None:  # the websocket block's own pins, unchanged
+            continue
+        transport = client.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if der is None or public_key_pin(der) not in pins:
+            refused.append(client)
+    if refused:
+        log.info("Disconnect %d clients due to pinned certs reload", len(refused))
+        for client in refused:
+            client.close("TLS handshake error")
 
 
 def _logging(server: Server, settings: Settings) -> None:
@@ -342,3 +363,5 @@ def reload(server: Server, new: Settings) -> None:
         client.reauthorize()
     server.config_loaded_at = time.time()
     log.info("Reloaded server configuration")
+    for action in steps.after:
+        action()

@@ -61,15 +61,16 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
 
 def tls_material(tls: TLSSettings) -> tuple[object, ...]:
     """What `server_context` makes a context of: the files' bytes and the settings they
-    are read with. A config reload compares it (ADR 0042), so a certificate renewed in
-    place is a change, as nats-server sees one in its new `tls.Config`."""
+    are read with (and the pins, which nats-server's `tls.Config` holds too). A config
+    reload compares it (ADR 0042), so a certificate renewed in place is a change, as
+    nats-server sees one in its new `tls.Config`."""
     contents: list[bytes | str] = []
     for path in (tls.cert_file, tls.key_file, tls.ca_file):
         try:
             contents.append(Path(path).read_bytes() if path else b"")
         except OSError as exc:  # `server_context` reports it
             contents.append(str(exc))
-    return (*contents, tls.verify, tls.min_version)
+    return (*contents, tls.verify, tls.min_version, tls.pinned_certs)
 
 
 class AlertingSSLObject(ssl.SSLObject):
