@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support.brookproc import BROOK_CMD, LoggedProcess
-from tests.support.certs import ClientCert, make_certs, spki_pin
+from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
 from tests.support.natsserver import free_port, nats_server_binary, wait_for_info
 from tests.support.raw import PONG, RawClient, is_msg
 
@@ -195,9 +195,7 @@ async def test_reload_applies_users_permissions_limits_or_refuses(tmp_path: Path
     assert ours == theirs
 
 
-async def pin_steps(server: str, tmp_path: Path) -> dict[str, Any]:
-    tmp_path.mkdir()
-    certs = make_certs(tmp_path)
+async def pin_steps(server: str, tmp_path: Path, certs: Certs) -> dict[str, Any]:
     alice, bob = certs.client("alice"), certs.client("bob")
     port = free_port()
     path = tmp_path / f"{server}-pins.conf"
@@ -242,8 +240,9 @@ async def pin_steps(server: str, tmp_path: Path) -> dict[str, Any]:
 
 
 async def test_new_pinned_certs_close_the_clients_they_no_longer_pin(tmp_path: Path) -> None:
-    theirs = await pin_steps("nats-server", tmp_path / "theirs")
-    ours = await pin_steps("brook", tmp_path / "ours")
+    certs = make_certs(tmp_path)
+    theirs = await pin_steps("nats-server", tmp_path, certs)
+    ours = await pin_steps("brook", tmp_path, certs)
     assert theirs == {
         "bob before": False,
         "alice closed": True,
