@@ -5,8 +5,10 @@ server told to reload; the same clients then see the same thing on both: a user 
 password changed gets `-ERR 'Authorization Violation'` and is closed, a removed user is
 closed without a word, a user's new permissions remove the subscriptions they no longer
 allow (one `-ERR` each) and refuse a publish, a new user logs in and a new `max_payload`
-is in its INFO. A change that cannot be reloaded (the port, `max_subscriptions`) is
-refused whole, in nats-server's words, and the running config stays.
+is in its INFO. A change that cannot be reloaded (the port, `max_subscriptions`, a lower
+JetStream limit) is refused whole, in nats-server's words, and the running config stays.
+New pinned certificates close a client they do not pin; a raised `max_file_store` lets
+publishes in that the old one refused.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nats
+import nats.js.errors
 import pytest
 
 from tests.support.brookproc import BROOK_CMD, LoggedProcess
@@ -257,4 +261,64 @@ async def test_new_pinned_certs_close_the_clients_they_no_longer_pin(tmp_path: P
             "Disconnect 1 clients due to pinned certs reload",
         ],
     }
+    assert ours == theirs
+
+
+async def jetstream_steps(server: str, tmp_path: Path) -> dict[str, Any]:
+    port = free_port()
+    path = tmp_path / f"{server}-js.conf"
+    store = tmp_path / f"{server}-store"
+
+    def conf(max_file: str) -> str:
+        return (
+            f"host: 127.0.0.1\nport: {port}\n"
+            f'jetstream {{ store_dir: "{store}", max_file_store: {max_file} }}\n'
+        )
+
+    path.write_text(conf("100KB"))
+    seen: dict[str, Any] = {}
+    with LoggedProcess([*command(server), "-c", str(path)], env=_env()) as proc:
+        await asyncio.to_thread(wait_for_info, port, 30)
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s"])
+
+            async def publish() -> str:
+                try:
+                    return str((await js.publish("s", b"x" * 40_000)).seq)
+                except nats.js.errors.APIError as exc:
+                    return f"{exc.err_code} {exc.description}"
+
+            seen["before"] = [await publish() for _ in range(5)]
+            path.write_text(conf("1MB"))
+            proc.proc.send_signal(signal.SIGHUP)
+            await wait_logged(proc, "Reloaded server configuration", 1)
+            seen["after"] = [await publish() for _ in range(2)]
+            path.write_text(conf("512KB"))
+            proc.proc.send_signal(signal.SIGHUP)
+            seen["refused"] = await wait_logged(proc, "Failed to reload", 1)
+            seen["still"] = await publish()
+        finally:
+            await nc.close()
+        seen["logged"] = [m.split(" (sha256:")[0] for m in logged(proc) if m.startswith("Reloaded")]
+        proc.stop()
+    return seen
+
+
+async def test_raised_jetstream_limits_take_effect_lowered_are_refused(tmp_path: Path) -> None:
+    theirs = await jetstream_steps("nats-server", tmp_path)
+    ours = await jetstream_steps("brook", tmp_path)
+    assert theirs["logged"] == [
+        "Reloaded: authorization users",
+        "Reloaded: accounts",
+        "Reloaded: JetStream max_file_store = 1.00 MB",
+        "Reloaded server configuration",
+    ]
+    assert theirs["before"][3:] == ["10023 insufficient resources"] * 2
+    assert theirs["after"] == ["4", "5"]
+    assert theirs["refused"] == [
+        "Failed to reload server configuration: "
+        "config reload not supported for decreasing jetstream max memory and store"
+    ]
     assert ours == theirs

@@ -19,7 +19,9 @@ it ("Reloaded: max_payload = 2000"), then "Reloaded server configuration":
   its credentials, `-ERR 'Authorization Violation'`; else its user's new permissions,
   which drop the subscriptions they no longer allow;
 * `tls {}`: the certificate, key and CA read again (a certificate renewed in place
-  too), for the handshakes that follow.
+  too), for the handshakes that follow; new `pinned_certs` close the clients they do not
+  pin;
+* JetStream's `max_memory_store` and `max_file_store`, raised.
 
 Refused as by nats-server: `server_name`, `host`, `port`, the monitoring ports,
 `max_subscriptions`, `max_pending`, `system_account`, operators, the JetStream store
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -187,7 +190,7 @@ def plan(server: Server, new: Settings) -> _Plan:
         raise _refused("MaxPending", old.max_pending_bytes, new.max_pending_bytes)
     if old.leafnodes != new.leafnodes:
         raise _brook_refused("LeafNode", "the leafnodes block changed")
-    _jetstream(old, new)
+    _jetstream(server, old, new, steps)
     if old.websocket != new.websocket:
         raise _brook_refused("Websocket", "the websocket block changed")
     if old.ports_file_dir != new.ports_file_dir:
@@ -240,7 +243,9 @@ def _auth(old: Settings, new: Settings, steps: _Plan) -> None:
         steps.notice("authorization token")
 
 
-def _jetstream(old: Settings, new: Settings) -> None:
+def _jetstream(server: Server, old: Settings, new: Settings, steps: _Plan) -> None:
+    """nats-server's `JetStream`, `StoreDir`, `JetStreamMaxMemory`, `JetStreamMaxStore`:
+    the server's limits may only grow (and not from or to none)."""
     before, after = old.jetstream, new.jetstream
     if before == after:
         return
@@ -258,7 +263,32 @@ def _jetstream(old: Settings, new: Settings) -> None:
             raise ReloadError(
                 "config reload not supported for decreasing jetstream max memory and store"
             )
-    raise _brook_refused("JetStream", "the jetstream block changed")
+    raised = dataclasses.replace(
+        before,
+        max_memory_store_bytes=after.max_memory_store_bytes,
+        max_file_store_bytes=after.max_file_store_bytes,
+    )
+    if raised != after:
+        raise _brook_refused("JetStream", "the jetstream block changed")
+    for was, now, name in (
+        (before.max_memory_store_bytes, after.max_memory_store_bytes, "max_mem_store"),
+        (before.max_file_store_bytes, after.max_file_store_bytes, "max_file_store"),
+    ):
+        if now != was:
+            steps.notice(f"JetStream {name} = {_friendly_bytes(now)}")
+    limits = server.accounts.server_limits
+    if limits is not None:
+        steps.actions.append(
+            lambda: limits.raise_to(after.max_memory_store_bytes, after.max_file_store_bytes)
+        )
+
+
+def _friendly_bytes(n: int) -> str:
+    """nats-server's `friendlyBytes`: "1.50 GB"."""
+    if n < 1024:
+        return f"{n} B"
+    exponent = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exponent:.2f} {'KMGTPE'[exponent - 1]}B"
 
 
 def _tls(
