@@ -206,10 +206,36 @@ def plan(server: Server, new: Settings) -> _Plan:
         raise ReloadError("config reload not supported for TrustedOperators")
     for field in dataclasses.fields(Settings):
         if field.name not in _HANDLED:
-            before, after = getattr(old, field.name), getattr(new, field.name)
-            if before != after:
-                raise _refused(field.name, before, after)
+            _not_reloaded(field.name, getattr(old, field.name), getattr(new, field.name))
     return steps
+
+
+# nats-server's names of options Brook keeps under other names, for its refusals.
+_GO_NAMES = {
+    "pid_file": "PidFile",
+    "log_file": "LogFile",
+    "logtime": "Logtime",
+    "logtime_utc": "LogtimeUTC",
+    "log_size_limit": "LogSizeLimit",
+    "log_max_num": "LogMaxFiles",
+    "lame_duck_duration_s": "LameDuckDuration",
+    "lame_duck_grace_period_s": "LameDuckGracePeriod",
+}
+
+
+def _not_reloaded(name: str, before: object, after: object) -> None:
+    """A setting no step above reloads: refused if changed, as nats-server refuses an
+    option it has no reload for; a block of settings field by field, so the refusal names
+    the one that changed (a duration, `..._s`, written as Go writes it)."""
+    if before == after:
+        return
+    if dataclasses.is_dataclass(before) and type(before) is type(after):
+        for field in dataclasses.fields(before):
+            _not_reloaded(field.name, getattr(before, field.name), getattr(after, field.name))
+        return
+    if name.endswith("_s") and isinstance(before, float) and isinstance(after, float):
+        before, after = _duration(before), _duration(after)
+    raise _refused(_GO_NAMES.get(name, name), before, after)
 
 
 def _auth(old: Settings, new: Settings, steps: _Plan) -> None:
