@@ -43,7 +43,7 @@ def test_refused_in_nats_server_words(changes: dict[str, object], refusal: str) 
 
 def test_no_auth_user_may_only_go_with_its_user() -> None:
     server = Server(BASE.replace(auth=users("a", "b", no_auth_user="a")))
-    with pytest.raises(ReloadError, match="NoAuthUser: old=a, new=$"):
+    with pytest.raises(ReloadError, match=r"NoAuthUser: old=a, new=$"):
         plan(server, BASE.replace(auth=users("a", "b")))
     assert plan(server, BASE.replace(auth=users("b"))).notices == [
         "Reloaded: authorization users",
