@@ -322,3 +322,60 @@ async def test_raised_jetstream_limits_take_effect_lowered_are_refused(tmp_path:
         "config reload not supported for decreasing jetstream max memory and store"
     ]
     assert ours == theirs
+
+
+async def token_steps(server: str, tmp_path: Path) -> dict[str, Any]:
+    port = free_port()
+    path = tmp_path / f"{server}-token.conf"
+
+    def conf(token: str) -> str:
+        block = f'authorization {{ token: "{token}" }}\n' if token else ""
+        return f"host: 127.0.0.1\nport: {port}\n{block}"
+
+    async def reload(token: str, count: int) -> None:
+        path.write_text(conf(token))
+        proc.proc.send_signal(signal.SIGHUP)
+        await wait_logged(proc, "Reloaded server configuration", count)
+
+    seen: dict[str, Any] = {}
+    path.write_text(conf(""))
+    with LoggedProcess([*command(server), "-c", str(path)], env=_env()) as proc:
+        await asyncio.to_thread(wait_for_info, port, 30)
+        url = f"nats://127.0.0.1:{port}"
+        async with RawClient.connect_url(url) as anonymous:
+            assert PONG in await anonymous.handshake(verbose=False)
+            await reload("t1", 1)
+            seen["anonymous"] = await anonymous.read_raw()
+            seen["anonymous closed"] = await anonymous.expect_closed()
+        async with RawClient.connect_url(url) as first:
+            seen["auth_required"] = first.info.get("auth_required")
+            assert PONG in await first.handshake(verbose=False, auth_token="t1")
+            await reload("t2", 2)
+            seen["t1"] = await first.read_raw()
+            seen["t1 closed"] = await first.expect_closed()
+        async with RawClient.connect_url(url) as second:
+            seen["t2"] = PONG in await second.handshake(verbose=False, auth_token="t2")
+        seen["logged"] = [m.split(" (sha256:")[0] for m in logged(proc) if m.startswith("Reloaded")]
+        proc.stop()
+    return seen
+
+
+async def test_a_new_token_closes_the_clients_it_no_longer_lets_in(tmp_path: Path) -> None:
+    theirs = await token_steps("nats-server", tmp_path)
+    ours = await token_steps("brook", tmp_path)
+    violation = b"-ERR 'Authorization Violation'\r\n"
+    assert theirs["anonymous"] == theirs["t1"] == violation
+    assert theirs["anonymous closed"]
+    assert theirs["t1 closed"]
+    assert theirs["t2"]
+    assert theirs["auth_required"] is True
+    assert (
+        theirs["logged"]
+        == [
+            *("Reloaded: authorization users", "Reloaded: accounts"),
+            "Reloaded: authorization token",
+            "Reloaded server configuration",
+        ]
+        * 2
+    )
+    assert ours == theirs
