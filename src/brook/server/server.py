@@ -324,6 +324,8 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
             self.reload()
         except ConfigError as exc:
             log.error("Failed to reload server configuration: %s", exc)
+        except Exception as exc:  # a bug in Brook: the server goes on with what it has
+            log.exception("Failed to reload server configuration: %r", exc)
 
     def _router_of(self, account: str) -> Any:
         found = self.accounts.get(account)
