@@ -29,6 +29,7 @@ import nats
 import nats.js.errors
 import pytest
 
+from brook.protocol.client_parser import Err, Info
 from tests.support.brookproc import BROOK_CMD, LoggedProcess
 from tests.support.certs import Certs, ClientCert, make_certs, spki_pin
 from tests.support.natsserver import free_port, nats_server_binary, wait_for_info
@@ -378,4 +379,55 @@ async def test_a_new_token_closes_the_clients_it_no_longer_lets_in(tmp_path: Pat
         ]
         * 2
     )
+    assert ours == theirs
+
+
+async def account_steps(server: str, tmp_path: Path) -> dict[str, Any]:
+    port = free_port()
+    path = tmp_path / f"{server}-accounts.conf"
+
+    def conf(name: str) -> str:
+        return (
+            f"host: 127.0.0.1\nport: {port}\nsystem_account: SYS\n"
+            f"accounts {{ SYS {{ users: [{{user: sys, password: sys}}] }}, "
+            f"{name.upper()} {{ users: [{{user: {name}, password: {name}}}] }} }}\n"
+        )
+
+    async def log_in(name: str) -> list[Any]:
+        async with RawClient.connect_url(f"nats://127.0.0.1:{port}") as client:
+            ops = await client.handshake(**login(name, name))
+            return [op.fields["remote_account"] if isinstance(op, Info) else op for op in ops]
+
+    seen: dict[str, Any] = {}
+    path.write_text(conf("a"))
+    with LoggedProcess([*command(server), "-c", str(path)], env=_env()) as proc:
+        await asyncio.to_thread(wait_for_info, port, 30)
+        async with RawClient.connect_url(f"nats://127.0.0.1:{port}") as a:
+            assert PONG in await a.handshake(**login("a", "a"))
+            path.write_text(conf("b"))
+            proc.proc.send_signal(signal.SIGHUP)
+            await wait_logged(proc, "Reloaded server configuration", 1)
+            seen["a"] = await a.read_raw()
+            seen["a closed"] = await a.expect_closed()
+        seen["b"] = await log_in("b")
+        seen["a again"] = await log_in("a")
+        seen["logged"] = [m.split(" (sha256:")[0] for m in logged(proc) if m.startswith("Reloaded")]
+        proc.stop()
+    return seen
+
+
+async def test_an_account_of_users_added_and_one_taken_out(tmp_path: Path) -> None:
+    theirs = await account_steps("nats-server", tmp_path)
+    ours = await account_steps("brook", tmp_path)
+    assert theirs == {
+        "a": b"",
+        "a closed": True,
+        "b": [PONG, "B"],
+        "a again": [Err("Authorization Violation")],
+        "logged": [
+            "Reloaded: authorization users",
+            "Reloaded: accounts",
+            "Reloaded server configuration",
+        ],
+    }
     assert ours == theirs

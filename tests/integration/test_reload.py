@@ -111,7 +111,8 @@ async def test_a_change_brook_does_not_reload_is_refused_whole(tmp_path: Path) -
             server.reload()
         assert str(refused.value) == (
             "config reload not supported for Accounts: Brook reloads the accounts' users, "
-            "not their exports, imports, mappings or JetStream (Brook)"
+            "and accounts of users alone added or removed, not their exports, imports, "
+            "mappings or JetStream (Brook)"
         )
         assert server.settings.max_payload_bytes == 1000
         async with RawClient.connect_url(server.url) as client:

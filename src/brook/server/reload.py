@@ -21,7 +21,9 @@ it ("Reloaded: max_payload = 2000"), then "Reloaded server configuration":
 * `tls {}`: the certificate, key and CA read again (a certificate renewed in place
   too), for the handshakes that follow; new `pinned_certs` close the clients they do not
   pin;
-* JetStream's `max_memory_store` and `max_file_store`, raised.
+* JetStream's `max_memory_store` and `max_file_store`, raised;
+* accounts of users alone, added (a router, the system imports) or taken out of the file
+  (their users' clients closed; the account stays, empty).
 
 Refused as by nats-server: `server_name`, `host`, `port`, the monitoring ports,
 `max_subscriptions`, `max_pending`, `system_account`, operators, the JetStream store
@@ -43,9 +45,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from brook.config.conf import load_conf_file
-from brook.config.settings import ConfigError, Settings, TLSSettings
+from brook.config.settings import AccountSettings, ConfigError, Settings, TLSSettings
 from brook.durations import go_string
 from brook.protocol import errors as perr
+from brook.routing.internal import InternalClient
 from brook.server.auth import Authenticator
 from brook.server.tls import public_key_pin, server_context, tls_material
 
@@ -164,7 +167,7 @@ def plan(server: Server, new: Settings) -> _Plan:
         steps.actions.append(lambda: _max_connections(server, new.max_connections))
     if old.max_subscriptions != new.max_subscriptions:
         raise _refused("MaxSubs", old.max_subscriptions, new.max_subscriptions)
-    _auth(old, new, steps)
+    _auth(server, old, new, steps)
     if old.system_account != new.system_account:
         raise _refused("SystemAccount", old.system_account, new.system_account)
     for name, text, show in (
@@ -238,7 +241,7 @@ def _not_reloaded(name: str, before: object, after: object) -> None:
     raise _refused(_GO_NAMES.get(name, name), before, after)
 
 
-def _auth(old: Settings, new: Settings, steps: _Plan) -> None:
+def _auth(server: Server, old: Settings, new: Settings, steps: _Plan) -> None:
     """Users, nkeys, tokens, accounts and `no_auth_user` (nats-server's `Nkeys`, `Users`,
     `Accounts`, `NoAuthUser`, `Username`, `Password`, `Authorization`)."""
     before, after = old.auth, new.auth
@@ -247,10 +250,7 @@ def _auth(old: Settings, new: Settings, steps: _Plan) -> None:
     # As nats-server, which compares neither (accounts hold state): both always reload.
     steps.notice("authorization users")
     if old.accounts != new.accounts or old.mappings != new.mappings:
-        raise _brook_refused(
-            "Accounts", "Brook reloads the accounts' users, not their exports, imports, "
-            "mappings or JetStream"
-        )  # fmt: skip
+        _accounts(server, old, new, steps)
     steps.notice("accounts")
     if before.no_auth_user != after.no_auth_user:
         # nats-server's one allowed change: dropping a no_auth_user whose user is gone.
@@ -267,6 +267,40 @@ def _auth(old: Settings, new: Settings, steps: _Plan) -> None:
         steps.notice("authorization password")
     if before.token != after.token:
         steps.notice("authorization token")
+
+
+def _accounts(server: Server, old: Settings, new: Settings, steps: _Plan) -> None:
+    """Accounts of users alone may be added and taken out (their users' clients are then
+    closed as any removed user's); any other change to accounts is refused."""
+    before = {a.name: a for a in old.accounts}
+    after = {a.name: a for a in new.accounts}
+    changed = [after[n] for n in after.keys() - before.keys()]
+    changed += [before[n] for n in before.keys() - after.keys()]
+    system = new.system_account_name
+    only_system = [all(n == system for n in names) for names in (before, after)]
+    if (
+        old.mappings != new.mappings
+        or any(before[n] != after[n] for n in before.keys() & after.keys())
+        or any(a != AccountSettings(a.name) for a in changed)
+        or (only_system[0] != only_system[1] and new.jetstream.enabled)  # `$G`'s JetStream
+    ):
+        raise _brook_refused(
+            "Accounts",
+            "Brook reloads the accounts' users, and accounts of users alone added or "
+            "removed, not their exports, imports, mappings or JetStream",
+        )
+    added = sorted(after.keys() - before.keys())
+    if added:
+        steps.actions.append(lambda: _add_accounts(server, added))
+
+
+def _add_accounts(server: Server, names: list[str]) -> None:
+    system = server.accounts.system_account
+    for name in names:
+        account = server.accounts.add_configured(name)
+        if account is not None and server.system is not None:
+            client = InternalClient(account.router, f"{system.name} imports")
+            server.system.add_account(name, client)
 
 
 def _jetstream(server: Server, old: Settings, new: Settings, steps: _Plan) -> None:
