@@ -38,24 +38,30 @@ async def serve(
 ) -> AsyncIterator[Any]:
     from brook.monitor import MonitorServer
     from brook.monitor.system import SystemServices
+    from brook.server.reload import reread
     from brook.server.server import Server
 
+    def configured(base: Settings) -> Settings:
+        """`base` with this call's arguments over it (a config reload's too)."""
+        auth = base.auth
+        if token is not None or user is not None:
+            users = [User(user, password or "")] if user is not None else []
+            auth = AuthSettings(token=token, users=users)
+        js = base.jetstream
+        if store_dir is not None or jetstream is not None:
+            js = dataclasses.replace(
+                js,
+                enabled=jetstream if jetstream is not None else True,
+                store_dir=store_dir if store_dir is not None else js.store_dir,
+            )
+        return base.replace(host=host, port=port, auth=auth, jetstream=js, **fields)
+
     base = settings or Settings()
-    auth = base.auth
-    if token is not None or user is not None:
-        users = [User(user, password or "")] if user is not None else []
-        auth = AuthSettings(token=token, users=users)
-    js = base.jetstream
-    if store_dir is not None or jetstream is not None:
-        js = dataclasses.replace(
-            js,
-            enabled=jetstream if jetstream is not None else True,
-            store_dir=store_dir if store_dir is not None else js.store_dir,
-        )
     server = Server(
-        base.replace(host=host, port=port, auth=auth, jetstream=js, **fields),
+        configured(base),
         monitor=MonitorServer,
         system=SystemServices,
+        reload_source=lambda: configured(reread(base)),
     )
     await server.start()
     try:

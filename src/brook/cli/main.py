@@ -114,6 +114,7 @@ async def _serve(settings: Settings, ports: BoundPorts) -> None:
     for sig in _STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_signal, stop, sig)
     server = Server(settings, monitor=MonitorServer, system=SystemServices, ports=ports)
+    loop.add_signal_handler(signal.SIGHUP, server.reload_signal)  # config reload (ADR 0042)
     await server.start()
     # What recovery loaded lives as long as the server: out of the collector's way.
     gc.freeze()

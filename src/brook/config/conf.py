@@ -142,6 +142,8 @@ def load_conf_file(path: str, base: Settings | None = None) -> Settings:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
     data = parse_conf(text, path=path)
     try:
-        return settings_from_conf(data, base)
+        settings = settings_from_conf(data, base)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    settings.config_file = path  # read again by a config reload (server/reload.py)
+    return settings

@@ -305,4 +305,5 @@ def parse_serve_args(argv: list[str]) -> Settings:
         raise ArgumentError(f"flag {user[0]!r} needs --pass as well")
     elif password is not None:
         raise ArgumentError(f"flag {password[0]!r} needs --user as well")
+    settings.serve_args = tuple(argv)  # read again, file and flags, by a config reload
     return settings.validate()

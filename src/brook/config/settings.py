@@ -112,6 +112,11 @@ class Settings:
     metrics_consumers: bool = True
     debug: bool = False
     trace: bool = False
+    # Where these settings were read from, for a config reload (server/reload.py): the
+    # config file, and the `brook serve` command line whose flags override it again.
+    # Not settings themselves: equal settings may come from different places.
+    config_file: str | None = field(default=None, compare=False)
+    serve_args: tuple[str, ...] | None = field(default=None, compare=False)
 
     @property
     def client_auth_timeout_s(self) -> float:

@@ -124,6 +124,16 @@ class ServerLimits:
             "file": _ledger(max_file, lambda: self.used_bytes("file")),
         }
 
+    def raise_to(self, max_memory: int, max_file: int) -> None:
+        """Higher limits (a config reload, ADR 0042), taken at once by every stream's
+        quota, which shares these ledgers. Only raised: a lower limit, or one set or
+        removed, is refused before it gets here."""
+        self.max_memory, self.max_file = max_memory, max_file
+        for storage, maximum in (("memory", max_memory), ("file", max_file)):
+            ledger = self.ledgers[storage]
+            if ledger is not None:
+                ledger.maximum = maximum
+
     def join(self, engine: Holdings) -> None:
         self._engines.append(engine)
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
 
 from brook import limits
+from brook.config.settings import ConfigError
 from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.accstatz import account_stat, build_accstatz
 from brook.monitor.connz import HttpError, build_connz
@@ -54,6 +55,7 @@ from brook.server.statistics import (
     JetStreamAccountReport,
     JetStreamAssets,
     LeafSnapshot,
+    ServerFeed,
     ServerStatistics,
     StatisticsFeed,
     SublistSnapshot,
@@ -250,7 +252,7 @@ class SystemServices:
 
     def __init__(
         self,
-        feed: StatisticsFeed,
+        feed: ServerFeed,
         bus: SystemBus,
         *,
         schedule: Schedule | None = None,
@@ -282,6 +284,7 @@ class SystemServices:
             handler = self._on_statsz if name == "STATSZ" else self._server_handler(name)
             system.subscribe(f"$SYS.REQ.SERVER.PING.{name}", handler)
             system.subscribe(f"$SYS.REQ.SERVER.{server_id}.{name}", handler)
+        system.subscribe(f"$SYS.REQ.SERVER.{server_id}.RELOAD", self._on_reload)
         for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS", "INFO"):
             system.subscribe(f"$SYS.REQ.ACCOUNT.*.{name}", self._account_handler(name))
         system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
@@ -447,7 +450,7 @@ class SystemServices:
             description = exc.args[1] if isinstance(exc, HttpError) else str(exc)
             response = {"data": None, "error": {"code": 500, "description": description}}
         else:
-            response = {"data": data}
+            response = {"data": data} if data is not None else {}  # Go's omitempty
         self._send(reply.decode(), {"server": self._server_info(), **response}, client)
 
     def _on_statsz(
@@ -465,6 +468,21 @@ class SystemServices:
         if self._excluded(body):
             return
         self._send(reply.decode() if reply else self.statsz_subject, self._statsz())
+
+    def _on_reload(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        """nats-server's `reloadConfig` (ADR 0042): a config reload, answered with the
+        envelope alone, or its refusal as a 500. Run after this delivery, as nats-server
+        runs it off the delivering loop: the reload closes and changes connections."""
+
+        def build(body: dict[str, Any]) -> None:
+            try:
+                self.feed.reload()
+            except ConfigError as exc:
+                raise Failed(500, str(exc)) from None
+
+        asyncio.get_running_loop().call_soon(self._respond, reply, payload, build)
 
     def _server_handler(self, name: str) -> MessageHandler:
         if name == "IDZ":

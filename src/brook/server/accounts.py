@@ -345,6 +345,20 @@ class Accounts:
         if account.jetstream is not None:
             account.jetstream.set_account_limits(account.jetstream_limits, account.jetstream_tiers)
 
+    def add_configured(self, name: str) -> Account | None:
+        """An account of users alone, added to the config file (a config reload, ADR
+        0042): its router, and JetStream's 10039 refusals when the server has JetStream,
+        as for such an account at start. None when the server has it already (one a
+        reload took out of the file stays, without users)."""
+        if name in self._by_name:
+            return None
+        account = Account(name, mappings=_with_domain((), self._domain, system=False))
+        self._by_name[name] = account
+        if self.space is not None:
+            account.refuse_jetstream()
+        self._run_prefixes = None
+        return account
+
     def remove(self, account: Account) -> asyncio.Task[None]:
         """A deleted account (nats-server's `removeCb`): its engine stops in the
         background, its streams staying on disk (`disableJetStream`), and nothing answers

@@ -251,6 +251,13 @@ class Authenticator:
         anonymous = not any(_option(options, k) for k in ("user", "pass", "auth_token"))
         return anonymous and self._no_auth_user in self._nkeys
 
+    def configured(self, options: dict[str, Any]) -> User | NkeyUser | None:
+        """The configured user or nkey CONNECT `options` name (None: none, or not one of
+        these): a config reload closes a client whose user is gone or in another account
+        (nats-server's `clientHasMovedToDifferentAccount`)."""
+        nkey = _option(options, "nkey")
+        return self._nkeys.get(nkey) if nkey else self._users.get(_option(options, "user"))
+
     def login_without_connect(self, nonce: str, *, websocket: bool = False) -> Login | None:
         """The login of a client whose first operation is not CONNECT: nats-server lets it
         in as the no_auth_user if that is a password user (parser.go), authenticated as

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook import limits
-from brook.config.settings import NkeyUser
+from brook.config.settings import NkeyUser, Settings
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
@@ -307,6 +307,22 @@ class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
         self._teardown()
         if transport is not None:
             transport.abort()
+
+    def reconfigure(self, settings: Settings) -> None:
+        """A config reload's limits for this live connection (server/reload.py), as
+        nats-server applies them to its clients: the largest payload (still lowered to a
+        user JWT's), the longest protocol line, the PING interval (a WebSocket
+        listener's own stays) and protocol tracing."""
+        self._trace = settings.trace
+        max_payload = settings.max_payload_bytes
+        user = self.jwt_user
+        if user is not None and user.max_payload >= 0:
+            max_payload = min(max_payload, user.max_payload)
+        self.parser.max_payload = max_payload
+        self.parser.max_control_line = settings.max_control_line_bytes
+        websocket = self.websocket
+        if websocket is None or websocket.ping_interval_s is None:
+            self.ping_interval_s = settings.ping_interval_s
 
     # ------------------------------------------------------------------ input
 

@@ -333,6 +333,60 @@ class ClientLogin:
         if at_limit:
             self.close_with_error(perr.MAX_SUBSCRIPTIONS, "maximum subscriptions exceeded")
 
+    def reauthorize(self) -> None:
+        """A config reload changed the server's users (server/reload.py): this client is
+        checked again as nats-server's `reloadAuthorization` does. A client whose CONNECT
+        named a user or nkey that is gone or now in another account is closed without a
+        word; one whose credentials no longer log in (a new password or token) gets
+        `-ERR 'Authorization Violation'` and is closed; the others take their user's new
+        permissions, which drop the subscriptions they no longer allow. Operator mode's
+        users are not the config file's: JWT logins are left as they are."""
+        if self.closed or not self.connected or self.jwt_user is not None:
+            return
+        ws = self.websocket
+        self.authenticator = self.server.authenticator if ws is None else ws.authenticator
+        options = self._connect_options
+        if options.get("user") or options.get("nkey"):
+            entry = self.authenticator.configured(options)
+            if entry is None or entry.account != self.account.name:
+                self.close("client closed")  # nats-server's ClientClosed: no -ERR
+                return
+        tls_map = self.server.tls_map if ws is None else ws.tls_map
+        login = self.authenticator.connect_login(
+            options, self.nonce, tls_map, self.certificate, host=self.host, websocket=ws is not None
+        )
+        pending = login.bcrypt if login is not None else None
+        if login is not None and pending is not None:
+            previous = self.login.entry if self.login is not None else None
+            checked = dataclasses.replace(login, bcrypt=None)
+            if getattr(previous, "password", None) == pending[1]:
+                login = checked  # the hash it logged in with: checked then
+            else:
+                future = self.loop.run_in_executor(None, verify_bcrypt, *pending)
+                future.add_done_callback(
+                    lambda f: self._reauthorized(
+                        checked
+                        if not f.cancelled() and f.exception() is None and f.result()
+                        else None
+                    )
+                )
+                return
+        self._reauthorized(login)
+
+    def _reauthorized(self, login: Login | None) -> None:
+        if self.closed:
+            return
+        if login is None or login.account != self.account.name:
+            log.error("cid=%d - authentication error - %s", self.cid, self.auth_user or "client")
+            self.close_with_error(perr.AUTH_VIOLATION, "authentication failure")
+            return
+        self.user = login.name
+        self.login = login
+        compiled = self.authenticator.permissions(login)
+        self.perms = ConnectionPermissions(compiled) if compiled is not None else None
+        if compiled is not None:
+            self._drop_forbidden_subscriptions()
+
     def _drop_forbidden_subscriptions(self) -> None:
         """nats-server's `processSubsOnConfigReload`: the subscriptions the new
         permissions do not allow are removed, each told with an `-ERR` and logged."""

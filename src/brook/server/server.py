@@ -23,6 +23,7 @@ import secrets
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from brook.server.statistics import (
     SystemFactory,
     SystemServices,
 )
-from brook.server.tls import FallbackListener, server_context
+from brook.server.tls import FallbackListener, server_context, tls_material
 from brook.version import __version__
 
 if TYPE_CHECKING:
@@ -71,12 +72,15 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         monitor: MonitorFactory | None = None,
         system: SystemFactory | None = None,
         ports: BoundPorts | None = None,
+        reload_source: Callable[[], Settings] | None = None,
     ) -> None:
         """`monitor` builds the monitoring listener when `http_port` is set
         (`brook.monitor.MonitorServer`), `system` the system account's services
         (`brook.monitor.system.SystemServices`; ADR 0029); the server imports neither.
         `ports` are the ports `bind_ports` bound for these settings beforehand (`brook
-        serve` binds them before its heavy imports); else `start` binds them first."""
+        serve` binds them before its heavy imports); else `start` binds them first.
+        `reload_source` gives the settings a config reload applies (`reload`); by default
+        they are read again from the config file and flags these came from."""
         self.settings = (settings or Settings()).validate()
         self._ports = ports
         self.server_id = _new_server_id()
@@ -98,6 +102,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         # text after it, then the port's usual TLS (server/tls_upgrade.py).
         tls = self.settings.tls
         self.tls_context: ssl.SSLContext | None = None
+        self.tls_material: tuple[object, ...] = ()  # what the context was made of
         fallback = tls.handshake_first_fallback_s if tls is not None else 0.0
         self.tls_first = tls is not None and tls.handshake_first and not fallback
         self.tls_first_fallback_s = fallback if tls is not None and tls.handshake_first else 0.0
@@ -131,6 +136,8 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         self.transfers: Any = None  # snapshots and restores in progress (with JetStream)
         self.api: Any = None  # the JetStream API's dispatcher and its counters (with JetStream)
         self.started_at = time.time()
+        self.config_loaded_at = self.started_at  # and again at each reload (/varz)
+        self._reload_source = reload_source
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
         # Traffic counters live on each connection (one increment per message on the hot
@@ -194,6 +201,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         ports = self._ports
         self._prepare_store_dir()
         if self.settings.tls is not None:
+            self.tls_material = tls_material(self.settings.tls)  # compared at a reload
             self.tls_context = server_context(self.settings.tls)
         if self.settings.jetstream.enabled:
             await self._start_jetstream()
@@ -297,6 +305,27 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         if self.settings.ports_file_dir:
             self._write_ports_file(self.settings.ports_file_dir, sock)
         log.info("Server is ready")
+
+    def reload(self, settings: Settings | None = None) -> None:
+        """Reload the configuration as nats-server does (SIGHUP; ADR 0042): `settings`,
+        else those read again from where the running ones came from. Raises
+        `ConfigError` with nats-server's reason when refused; the running settings stay."""
+        from brook.server import reload
+
+        if settings is None:
+            source = self._reload_source
+            settings = source() if source is not None else reload.reread(self.settings)
+        reload.reload(self, settings)
+
+    def reload_signal(self) -> None:
+        """SIGHUP: a reload, its refusal logged in nats-server's words."""
+        log.info('Trapped "hangup" signal')
+        try:
+            self.reload()
+        except ConfigError as exc:
+            log.error("Failed to reload server configuration: %s", exc)
+        except Exception as exc:  # a bug in Brook: the server goes on with what it has
+            log.exception("Failed to reload server configuration: %r", exc)
 
     def _router_of(self, account: str) -> Any:
         found = self.accounts.get(account)

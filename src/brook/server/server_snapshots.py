@@ -97,6 +97,7 @@ class ServerSnapshots:
         server_name: str
         port: int
         started_at: float
+        config_loaded_at: float
         accounts: Accounts
         authenticator: Authenticator
         clients: dict[int, ClientConnection]
@@ -120,6 +121,7 @@ class ServerSnapshots:
             "port": self.port,
             "websocket_port": self.websocket.port if self.websocket is not None else 0,
             "started_at": self.started_at,
+            "config_loaded_at": self.config_loaded_at,
             "connections": len(self.clients),
             "total_connections": self.total_connections,
             "in_msgs": self.in_msgs,

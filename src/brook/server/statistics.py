@@ -28,6 +28,7 @@ __all__ = [
     "JetStreamAssets",
     "Monitor",
     "MonitorFactory",
+    "ServerFeed",
     "ServerStatistics",
     "StatisticsFeed",
     "StreamReport",
@@ -48,6 +49,7 @@ class ServerStatistics(TypedDict):
     port: int
     websocket_port: int  # the WebSocket listener's port; 0 without one
     started_at: float  # Unix time
+    config_loaded_at: float  # Unix time: the start, or the last config reload (/varz)
     connections: int
     total_connections: int
     in_msgs: int
@@ -342,4 +344,13 @@ class SystemServices(Protocol):
         through `client` (its own); once per account."""
 
 
-SystemFactory = Callable[[StatisticsFeed, SystemBus], SystemServices]
+class ServerFeed(StatisticsFeed, Protocol):
+    """What the system services may ask of a server: its snapshots, and a config reload
+    (`$SYS.REQ.SERVER.<id>.RELOAD`, ADR 0042)."""
+
+    def reload(self) -> None:
+        """Reload the configuration; `ConfigError` with the reason when refused."""
+        ...
+
+
+SystemFactory = Callable[[ServerFeed, SystemBus], SystemServices]

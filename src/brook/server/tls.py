@@ -24,6 +24,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from brook.config.settings import ConfigError, TLSSettings
@@ -56,6 +57,20 @@ def server_context(tls: TLSSettings) -> ssl.SSLContext:
     if tls.verify:
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def tls_material(tls: TLSSettings) -> tuple[object, ...]:
+    """What `server_context` makes a context of: the files' bytes and the settings they
+    are read with (and the pins, which nats-server's `tls.Config` holds too). A config
+    reload compares it (ADR 0042), so a certificate renewed in place is a change, as
+    nats-server sees one in its new `tls.Config`."""
+    contents: list[bytes | str] = []
+    for path in (tls.cert_file, tls.key_file, tls.ca_file):
+        try:
+            contents.append(Path(path).read_bytes() if path else b"")
+        except OSError as exc:  # `server_context` reports it
+            contents.append(str(exc))
+    return (*contents, tls.verify, tls.min_version, tls.pinned_certs)
 
 
 class AlertingSSLObject(ssl.SSLObject):

@@ -189,16 +189,7 @@ class WebSocketListener:
         self._settings = settings
         self.host = settings.host
         self.port = settings.port
-        # nats-server's override: the block's own credentials, or its no_auth_user (one
-        # of the server's users) instead of the server's; else the server's.
-        maps = server.settings.maps_certificates
-        if settings.auth is not None:
-            self.authenticator = Authenticator(settings.auth, maps_certificates=maps)
-        elif settings.no_auth_user is not None:
-            auth = dataclasses.replace(server.settings.auth, no_auth_user=settings.no_auth_user)
-            self.authenticator = Authenticator(auth, maps_certificates=maps)
-        else:
-            self.authenticator = server.authenticator
+        self.authenticator = self._authenticator()
         # wss:// (the block's `tls {}`): the handshake is the listener's, before any HTTP.
         self.tls = settings.tls
         # verify_and_map is the listener's own, and maps to the server's users (not to the
@@ -228,6 +219,23 @@ class WebSocketListener:
         self._upgraded: set[object] = set()
         self._listener: asyncio.Server | None = None
         self._sock: socket.socket | None = None
+
+    def _authenticator(self) -> Authenticator:
+        """nats-server's override: the block's own credentials, or its no_auth_user (one
+        of the server's users) instead of the server's; else the server's."""
+        server, settings = self._server, self._settings
+        maps = server.settings.maps_certificates
+        if settings.auth is not None:
+            return Authenticator(settings.auth, maps_certificates=maps)
+        if settings.no_auth_user is not None:
+            auth = dataclasses.replace(server.settings.auth, no_auth_user=settings.no_auth_user)
+            return Authenticator(auth, maps_certificates=maps)
+        return server.authenticator
+
+    def reload_authenticator(self) -> None:
+        """The server's users were reloaded (server/reload.py): this listener's logins
+        follow them (its own block cannot change at a reload)."""
+        self.authenticator = self._authenticator()
 
     def reachable_urls(self) -> list[str]:
         """The WebSocket URLs for the ports file."""
