@@ -35,7 +35,8 @@ def _lame_duck_grace_period(s: Settings, where: str, v: object) -> None:
     ns = _go_duration_ns("lame_duck_grace_period", where, v)
     if ns < 0:
         raise ConfigError("invalid lame_duck_grace_period, needs to be positive")
-    s.process.lame_duck_grace_period_s = ns / 1e9
+    # 0 means the default, as in nats-server (its `setBaselineOptions`).
+    s.process.lame_duck_grace_period_s = ns / 1e9 or limits.LAME_DUCK_GRACE_PERIOD_S
 
 
 def _process(attr: str, convert: Callable[[str, object], object]) -> _Handler:
