@@ -201,6 +201,19 @@ def test_signal_reaches_the_process_named_in_the_pid_file(server: str, tmp_path:
         sleeper.wait()
 
 
+@pytest.mark.parametrize("server", SERVERS)
+def test_signal_reload_and_reopen_reach_a_server(server: str, tmp_path: Path) -> None:
+    """`reload` is SIGHUP, `reopen` SIGUSR1 (without a log file: nats-server's notice)."""
+    cmd = [*command(server), "-a", "127.0.0.1", "-p", "-1", "-P", str(tmp_path / "s.pid")]
+    with LoggedProcess(cmd) as proc:
+        proc.wait_for(READY)
+        assert run([*command(server), "--signal", f"reload={tmp_path / 's.pid'}"]) == (0, "")
+        proc.wait_for(r'\[INF\] Trapped "hangup" signal$')
+        assert run([*command(server), "--signal", f"reopen={proc.proc.pid}"]) == (0, "")
+        proc.wait_for(r"\[INF\] File log re-open ignored, not a file logger$")
+        assert proc.stop() == 0
+
+
 @pytest.mark.conformance
 def test_config_check_is_nats_servers(tmp_path: Path) -> None:
     good = tmp_path / "good.conf"

@@ -107,7 +107,9 @@ def _configure_logging(settings: Settings) -> NatsServerLogFile | None:
 
 
 def _reload_signal(server: Server) -> None:
-    """SIGHUP: reload the configuration (server/reload.py, ADR 0042)."""
+    """SIGHUP, all of it (the `Trapped` line included): reload the configuration
+    (server/reload.py, ADR 0042)."""
+    log.info('Trapped "%s" signal', _SIGNAL_NAMES[signal.SIGHUP])
     log.warning("Configuration reload is not supported yet: signal ignored")
 
 
@@ -123,6 +125,9 @@ def _reopen_signal(log_file: NatsServerLogFile | None) -> None:
 def _on_signal(
     sig: signal.Signals, server: Server, stop: asyncio.Event, log_file: NatsServerLogFile | None
 ) -> None:
+    if sig == signal.SIGHUP:
+        _reload_signal(server)
+        return
     log.info('Trapped "%s" signal', _SIGNAL_NAMES[sig])
     if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.lame_duck):
         stop.set()  # SIGTERM in lame-duck mode is ignored, as by nats-server
@@ -130,8 +135,6 @@ def _on_signal(
         server.enter_lame_duck_mode()
     elif sig == signal.SIGUSR1:
         _reopen_signal(log_file)
-    elif sig == signal.SIGHUP:
-        _reload_signal(server)
 
 
 class _PidFile:
