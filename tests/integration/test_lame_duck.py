@@ -13,7 +13,7 @@ import nats
 import pytest
 
 import brook
-from brook.config.settings import ProcessSettings
+from brook.config.settings import ProcessSettings, WebSocketSettings
 from brook.server.lameduck import close_interval_s
 
 pytestmark = pytest.mark.timeout(30)
@@ -108,6 +108,26 @@ async def test_clients_are_told_then_closed_one_by_one_after_the_grace_period(
     async with brook.serve(store_dir=str(tmp_path)) as again:
         nc = await nats.connect(again.url, allow_reconnect=False)
         assert (await nc.jetstream().stream_info("LDM")).state.messages == 2
+        await nc.close()
+
+
+async def test_websocket_clients_are_told_and_their_listener_closes() -> None:
+    """nats-server tells WebSocket clients too."""
+    clock = ManualClock()
+    ws = WebSocketSettings(host="127.0.0.1", port=-1, no_tls=True)
+    async with brook.serve(websocket=ws) as server:
+        server.sleep = clock.sleep
+        told = asyncio.get_running_loop().create_future()
+
+        async def on_ldm() -> None:
+            told.set_result(True)
+
+        url = f"ws://127.0.0.1:{server.websocket.port}"
+        nc = await nats.connect(url, allow_reconnect=False, lame_duck_mode_cb=on_ldm)
+        server.enter_lame_duck_mode()
+        assert await asyncio.wait_for(told, 5)
+        assert refused(server.websocket.port)
+        await clock.next_sleep()  # the grace period
         await nc.close()
 
 
