@@ -25,6 +25,8 @@ PROTOCOL_VERSION: Final = 1
 
 MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 MAX_PAYLOAD_BYTES_HARD: Final = 64 * 1024 * 1024
+# Above this, the start-up log warns (nats-server's MAX_PAYLOAD_MAX_SIZE).
+MAX_PAYLOAD_BYTES_WARN: Final = 8 * 1024 * 1024
 MAX_CONTROL_LINE_BYTES: Final = 4096
 MAX_CONNECTIONS: Final = 64 * 1024
 MAX_SUBSCRIPTIONS_PER_CONNECTION: Final = 0  # 0 = unlimited, as nats-server
@@ -76,6 +78,14 @@ CONNZ_LIMIT_MAX: Final = 65536
 HTTP_REQUEST_BYTES_MAX: Final = 16 * 1024
 # Shutdown: how long graceful shutdown waits for pending output to drain.
 SHUTDOWN_FLUSH_S: Final = 5.0
+# Lame-duck mode (nats-server's defaults): clients are closed over the duration, after
+# the grace period, in which they learn of it (`ldm` in INFO) and may leave on their own.
+# A config file may not set a duration under the minimum (nats-server's rule).
+LAME_DUCK_DURATION_S: Final = 120.0
+LAME_DUCK_GRACE_PERIOD_S: Final = 10.0
+LAME_DUCK_DURATION_MIN_S: Final = 30.0
+# Between two clients closed in lame-duck mode, at most this long (nats-server's).
+LAME_DUCK_CLOSE_INTERVAL_MAX_S: Final = 1.0
 
 # JetStream.
 # Nats-Msg-Id values remembered per stream for dedup, beyond the duplicate window's own

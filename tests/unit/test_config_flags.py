@@ -229,7 +229,7 @@ def test_config_file_errors_surface(tmp_path: Path) -> None:
         (["-foo=1"], "unknown flag '-foo'"),
         (["---port", "1"], "unknown flag '---port'"),
         (["--max-pay", "1"], "unknown flag '--max-pay'"),  # no abbreviations
-        (["-P", "1"], "unknown flag '-P'"),  # case-sensitive, as Go's flags
+        (["-Port", "1"], "unknown flag '-Port'"),  # case-sensitive, as Go's flags
         (["-d"], "unknown flag '-d'"),
         (["--max_payload", "1"], "unknown flag '--max_payload'"),
         (["-p"], "flag '-p' needs a value"),

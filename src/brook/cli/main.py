@@ -7,15 +7,20 @@ line when the program is named `nats-server`), the log has nats-server's
 format and start-up lines (cli/logformat.py), and failures exit as nats-server's do: a bad
 config file or setting, or a start-up failure (a busy port, an unusable store directory),
 prints one line naming the cause and exits 1; a malformed command line exits 2.
-SIGHUP, SIGUSR1 and SIGUSR2, which nats-server uses for reload, log reopening and lame
-duck mode, are logged and otherwise ignored until Brook has those operations: they must
-never end the process without closing its stores.
+Signals are nats-server's (ADR 0041): SIGINT stops at once (gracefully), SIGTERM too
+unless lame-duck mode is under way, SIGUSR2 enters lame-duck mode (server/lameduck.py),
+SIGUSR1 reopens the log file, SIGHUP reloads the configuration (`_reload_signal`). No
+signal ends the process without closing its stores. `--signal` sends them (cli/
+signals.py), `-t` checks a config file, `-P` writes a pid file (removed at a clean exit),
+`-l` logs to a file (cli/logformat.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -28,6 +33,9 @@ from brook.version import __version__
 
 if TYPE_CHECKING:
     import asyncio
+
+    from brook.cli.logformat import NatsServerLogFile
+    from brook.server.server import Server
 
 USAGE = """usage: brook <command> [options]
 
@@ -62,13 +70,20 @@ GC_GEN0_THRESHOLD = 10_000
 log = logging.getLogger("brook")
 
 # Signals a server handles, with Go's names for them (nats-server logs `Trapped "hangup"
-# signal`) and, for those Brook does not act on yet, the operation nats-server performs.
-_STOP_SIGNALS = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminated"}
-_IGNORED_SIGNALS = {
-    signal.SIGHUP: ("hangup", "configuration reload"),
-    signal.SIGUSR1: ("user defined signal 1", "reopening the log file"),
-    signal.SIGUSR2: ("user defined signal 2", "lame duck mode"),
+# signal`).
+_SIGNAL_NAMES = {
+    signal.SIGINT: "interrupt",
+    signal.SIGTERM: "terminated",
+    signal.SIGHUP: "hangup",
+    signal.SIGUSR1: "user defined signal 1",
+    signal.SIGUSR2: "user defined signal 2",
 }
+
+
+def program_name() -> str:
+    """`nats-server` when installed or linked under that name, else `brook`: the prefix
+    of its error lines and the process name `--signal` looks for without a pid."""
+    return "nats-server" if Path(sys.argv[0]).name == "nats-server" else "brook"
 
 
 def version_text() -> str:
@@ -77,28 +92,81 @@ def version_text() -> str:
     return f"brook {__version__} (nats-server v{limits.NATS_COMPAT_VERSION} compatible)"
 
 
-def _configure_logging(settings: Settings) -> None:
-    from brook.cli.logformat import NatsServerFormatter
+def _configure_logging(settings: Settings) -> NatsServerLogFile | None:
+    """Log to stderr, or to the log file (returned, for SIGUSR1 to reopen)."""
+    from brook.cli.logformat import NatsServerFormatter, NatsServerLogFile
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(NatsServerFormatter())
+    process = settings.process
+    handler: logging.Handler
+    log_file = None
+    if process.log_file:
+        handler = log_file = NatsServerLogFile(
+            process.log_file, size_limit=process.log_size_limit, max_files=process.log_max_num
+        )
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(NatsServerFormatter(logtime=process.logtime, utc=process.logtime_utc))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if settings.debug or settings.trace else logging.INFO)
+    return log_file
 
 
-def _ignore_signal(sig: signal.Signals) -> None:
-    name, operation = _IGNORED_SIGNALS[sig]
-    log.info('Trapped "%s" signal', name)
-    log.warning("%s is not supported yet: signal ignored", operation.capitalize())
+def _reload_signal(server: Server) -> None:
+    """SIGHUP, all of it (the `Trapped` line included): reload the configuration
+    (server/reload.py, ADR 0042)."""
+    server.reload_signal()
 
 
-def _stop_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
-    log.info('Trapped "%s" signal', _STOP_SIGNALS[sig])
-    stop.set()
+def _reopen_signal(log_file: NatsServerLogFile | None) -> None:
+    """SIGUSR1: reopen the log file, in nats-server's words."""
+    if log_file is None:
+        log.info("File log re-open ignored, not a file logger")
+        return
+    log_file.reopen()
+    log.info("File log re-opened")
 
 
-async def _serve(settings: Settings, ports: BoundPorts) -> None:
+def _on_signal(
+    sig: signal.Signals, server: Server, stop: asyncio.Event, log_file: NatsServerLogFile | None
+) -> None:
+    if sig == signal.SIGHUP:
+        _reload_signal(server)
+        return
+    log.info('Trapped "%s" signal', _SIGNAL_NAMES[sig])
+    if sig == signal.SIGINT or (sig == signal.SIGTERM and not server.lame_duck):
+        stop.set()  # SIGTERM in lame-duck mode is ignored, as by nats-server
+    elif sig == signal.SIGUSR2:
+        server.enter_lame_duck_mode()
+    elif sig == signal.SIGUSR1:
+        _reopen_signal(log_file)
+
+
+class _PidFile:
+    """`-P FILE`: the pid, written (without a newline, as nats-server) once serving
+    starts; removed at a clean exit if it still holds this process's pid (nats-server
+    leaves it behind, which `--signal ldm=FILE` would then aim at a stranger)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path) if path else None
+        self.pid = str(os.getpid())
+
+    def write(self) -> None:
+        if self.path is not None:
+            try:
+                self.path.write_text(self.pid)
+            except OSError as exc:
+                raise ConfigError(f"Could not write pidfile: {exc}") from None
+
+    def remove(self) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):
+            if self.path.read_text() == self.pid:
+                self.path.unlink()
+
+
+async def _serve(settings: Settings, ports: BoundPorts, log_file: NatsServerLogFile | None) -> None:
     import asyncio
 
     from brook.monitor import MonitorServer
@@ -109,20 +177,27 @@ async def _serve(settings: Settings, ports: BoundPorts) -> None:
     # as it reads "Server is ready", and a stop asked for during start-up waits for it.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in _IGNORED_SIGNALS:
-        loop.add_signal_handler(sig, _ignore_signal, sig)
-    for sig in _STOP_SIGNALS:
-        loop.add_signal_handler(sig, _stop_signal, stop, sig)
     server = Server(settings, monitor=MonitorServer, system=SystemServices, ports=ports)
-    loop.add_signal_handler(signal.SIGHUP, server.reload_signal)  # config reload (ADR 0042)
-    await server.start()
-    # What recovery loaded lives as long as the server: out of the collector's way.
-    gc.freeze()
-    await stop.wait()
-    await server.shutdown()
+    for sig in _SIGNAL_NAMES:
+        loop.add_signal_handler(sig, _on_signal, sig, server, stop, log_file)
+    pid_file = _PidFile(settings.process.pid_file)
+    pid_file.write()
+    try:
+        await server.start()
+        # What recovery loaded lives as long as the server: out of the collector's way.
+        gc.freeze()
+        # A stop signal, or the end of lame-duck mode (which shuts the server down).
+        asked = asyncio.ensure_future(stop.wait())
+        stopped = asyncio.ensure_future(server.wait_stopped())
+        await asyncio.wait((asked, stopped), return_when=asyncio.FIRST_COMPLETED)
+        asked.cancel()
+        stopped.cancel()
+        await server.shutdown()
+    finally:
+        pid_file.remove()
 
 
-def _run(settings: Settings, ports: BoundPorts) -> None:
+def _run(settings: Settings, ports: BoundPorts, log_file: NatsServerLogFile | None) -> None:
     # asyncio, uvloop and the server's modules are imported only now, after the ports
     # are bound (serve_command).
     import asyncio
@@ -130,19 +205,23 @@ def _run(settings: Settings, ports: BoundPorts) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
-        asyncio.run(_serve(settings, ports))
+        asyncio.run(_serve(settings, ports, log_file))
     else:
-        uvloop.run(_serve(settings, ports))
+        uvloop.run(_serve(settings, ports, log_file))
 
 
 def serve_command(argv: list[str]) -> int:
+    from brook.cli.signals import SignalError, send_signal
     from brook.config.flags import (
         ArgumentError,
+        ConfigChecked,
         HelpRequested,
+        SignalRequested,
         VersionRequested,
         parse_serve_args,
     )
 
+    program = program_name()
     try:
         settings = parse_serve_args(argv)
     except HelpRequested as help_:
@@ -151,10 +230,24 @@ def serve_command(argv: list[str]) -> int:
     except VersionRequested:
         print(version_text())
         return 0
+    except SignalRequested as asked:
+        try:
+            send_signal(asked.command, program)
+        except SignalError as exc:
+            print(f"{program}: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    except ConfigChecked as ok:
+        print(f"{program}: configuration file {ok.path} is valid ({ok.digest})", file=sys.stderr)
+        return 0
     except ConfigError as exc:
-        print(f"brook: {exc}", file=sys.stderr)
+        print(f"{program}: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ArgumentError) else 1
-    _configure_logging(settings)
+    try:
+        log_file = _configure_logging(settings)
+    except OSError as exc:
+        print(f"{program}: error opening file: {exc}", file=sys.stderr)
+        return 1
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     try:
         # The ports first, before the server's modules (aiohttp, uvloop, JetStream) are
@@ -165,7 +258,7 @@ def serve_command(argv: list[str]) -> int:
         log.critical("%s", exc)
         return 1
     try:
-        _run(settings, ports)
+        _run(settings, ports, log_file)
     except (ConfigError, OSError) as exc:  # the store directory, a port: named in the text
         log.critical("%s", exc)
         return 1

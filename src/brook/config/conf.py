@@ -9,7 +9,8 @@ of passwords and nkeys, `no_auth_user`)
 and the value shapes it accepts (`listen: "host:port"`, sizes like `1MB`, durations read
 by `brook.durations.parse_seconds`). Each block has its reader in a module of its own
 (`conf_auth.py`, `conf_accounts.py`, `conf_exports.py`, `conf_mappings.py`,
-`conf_jetstream.py`, `conf_operator.py`, `conf_tls.py`, `conf_websocket.py`), each value
+`conf_jetstream.py`, `conf_operator.py`, `conf_process.py`, `conf_tls.py`,
+`conf_websocket.py`), each value
 its checker in `conf_values.py`; this module is the table of top-level keys.
 
 Deliberate differences from nats-server, each to avoid a silent surprise:
@@ -23,6 +24,8 @@ Deliberate differences from nats-server, each to avoid a silent surprise:
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from brook.config.conf_operator import (
     apply_resolver_pinned_accounts,
     apply_resolver_preload,
 )
+from brook.config.conf_process import PROCESS_KEYS
 from brook.config.conf_syntax import parse_conf, parse_size
 from brook.config.conf_tls import apply_tls
 from brook.config.conf_values import (
@@ -51,7 +55,14 @@ from brook.config.conf_values import (
 from brook.config.conf_websocket import apply_websocket
 from brook.config.settings import ConfigError, Settings
 
-__all__ = ["load_conf_file", "parse_conf", "parse_size", "settings_from_conf", "sync_interval"]
+__all__ = [
+    "config_digest",
+    "load_conf_file",
+    "parse_conf",
+    "parse_size",
+    "settings_from_conf",
+    "sync_interval",
+]
 
 _Handler = Callable[[Settings, str, object], None]
 
@@ -120,6 +131,7 @@ _TOP: dict[str, _Handler] = {
     "tls": apply_tls,
     "leafnodes": apply_leafnodes,
     "leaf": apply_leafnodes,
+    **PROCESS_KEYS,
 }
 
 
@@ -147,3 +159,15 @@ def load_conf_file(path: str, base: Settings | None = None) -> Settings:
         raise ConfigError(f"{path}: {exc}") from None
     settings.config_file = path  # read again by a config reload (server/reload.py)
     return settings
+
+
+def config_digest(path: str) -> str:
+    """nats-server's digest of a config file (`-t` prints it): the SHA-256 of the parsed
+    config encoded as Go's `json.Encoder` does (sorted keys, no spaces, `<`, `>` and `&`
+    escaped, a newline after), so that the same file has the same digest under both."""
+    data = parse_conf(Path(path).read_text(encoding="utf-8"), path=path)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return "sha256:" + hashlib.sha256((text + "\n").encode()).hexdigest()

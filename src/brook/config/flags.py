@@ -17,14 +17,16 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from brook.config.conf import load_conf_file, sync_interval
+from brook.config.conf import config_digest, load_conf_file, sync_interval
 from brook.config.conf_syntax import parse_size
 from brook.config.settings import ConfigError, Settings, TLSSettings, User
 from brook.durations import parse_seconds
 
 __all__ = [
     "ArgumentError",
+    "ConfigChecked",
     "HelpRequested",
+    "SignalRequested",
     "VersionRequested",
     "help_text",
     "parse_serve_args",
@@ -44,6 +46,25 @@ class HelpRequested(Exception):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+
+class SignalRequested(Exception):
+    """`--signal COMMAND[=PID|=PIDFILE]` was given: the CLI signals that server (cli/
+    signals.py) instead of serving. As nats-server, before any config file is read."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+class ConfigChecked(Exception):
+    """`-t` with a config file that loads: the CLI prints nats-server's message (the
+    file and its digest) and exits 0 without serving."""
+
+    def __init__(self, path: str, digest: str) -> None:
+        super().__init__(path)
+        self.path = path
+        self.digest = digest
 
 
 class VersionRequested(Exception):
@@ -124,6 +145,25 @@ _FLAGS = (
     _Flag(("tlskey",), "str", "@tlskey", "Private key for the server certificate", "FILE"),
     _Flag(("tlscacert",), "str", "@tlscacert", "Client certificate CA for verification", "FILE"),
     _Flag(("tlsverify",), "bool", "@tlsverify", "Enable TLS with client verification"),
+    _Flag(("pid", "P"), "str", "process.pid_file", "File to store the process's pid", "FILE"),
+    _Flag(("log", "l"), "str", "process.log_file", "File to store logging output", "FILE"),
+    _Flag(("logtime", "T"), "bool", "process.logtime", "Timestamp log entries (-T=false: none)"),
+    _Flag(("logtime_utc",), "bool", "process.logtime_utc", "Timestamps in UTC, not local time"),
+    _Flag(
+        ("log_size_limit",),
+        "int",
+        "process.log_size_limit",
+        "Rotate the log file above this many bytes",
+        "N",
+    ),
+    _Flag(
+        ("signal", "sl"),
+        "str",
+        "@signal",
+        "Signal a server: ldm, stop, quit, term, reopen or reload, =PID or =PIDFILE",
+        "SIGNAL",
+    ),
+    _Flag(("check-config", "t"), "bool", "@check_config", "Check the -c config file and exit"),
     _Flag(("debug", "D"), "bool", "debug", "Debug logging"),
     _Flag(("trace", "V"), "bool", "trace", "Protocol trace logging"),
     _Flag(("DV",), "bool", "@debug_trace", "Debug and trace logging"),
@@ -277,8 +317,18 @@ def parse_serve_args(argv: list[str]) -> Settings:
     """Settings for `brook serve ARGV`: the `-c` file first (if any), then each flag in order."""
     given = _scan(argv)
     values = [(flag, typed, _convert(flag, typed, raw)) for flag, typed, raw in given]
+    signals = [str(v) for flag, _, v in values if flag.target == "@signal"]
+    if signals:
+        raise SignalRequested(signals[-1])
     configs = [str(v) for flag, _, v in values if flag.target == "@config"]
     settings = load_conf_file(configs[-1]) if configs else Settings()
+    if any(flag.target == "@check_config" and v for flag, _, v in values):
+        if not configs:
+            raise ConfigError(
+                "must specify [-c, --config] option to check configuration file syntax"
+            )
+        # nats-server checks the file alone, before its flags are applied.
+        raise ConfigChecked(configs[-1], config_digest(configs[-1]))
     tls_flags: dict[str, object] = {}
     user: tuple[str, object] | None = None  # (flag as typed, value)
     password: tuple[str, object] | None = None
@@ -295,7 +345,7 @@ def parse_serve_args(argv: list[str]) -> Settings:
             settings.debug = settings.trace = bool(value)
         elif flag.target == "@sync_interval":
             settings.jetstream.sync_interval_s = sync_interval(f"flag {typed!r}", value)
-        elif flag.target != "@config":
+        elif flag.target not in ("@config", "@check_config"):
             _set(settings, flag.target, value)
     if tls_flags:
         _override_tls(settings, tls_flags)

@@ -42,6 +42,7 @@ from brook.config.settings_jetstream import (
 )
 from brook.config.settings_leafnodes import LeafNodeSettings, LeafRemoteSettings, LeafUser
 from brook.config.settings_operator import DirectoryResolver, OperatorSettings
+from brook.config.settings_process import ProcessSettings
 from brook.config.settings_tls import TLSSettings
 from brook.config.settings_websocket import WebSocketSettings, advertised_host_port
 
@@ -63,6 +64,7 @@ __all__ = [
     "NkeyUser",
     "OperatorSettings",
     "Permissions",
+    "ProcessSettings",
     "ResponsePermission",
     "Settings",
     "SubjectMapping",
@@ -112,6 +114,8 @@ class Settings:
     metrics_consumers: bool = True
     debug: bool = False
     trace: bool = False
+    # Pid file, log file, lame-duck timing (config/settings_process.py; ADR 0041)
+    process: ProcessSettings = field(default_factory=ProcessSettings)
     # Where these settings were read from, for a config reload (server/reload.py): the
     # config file, and the `brook serve` command line whose flags override it again.
     # Not settings themselves: equal settings may come from different places.
@@ -221,6 +225,7 @@ class Settings:
                 pinned = self.operator.pinned_accounts | {self.system_account}
                 self.operator.pinned_accounts = pinned
         self.websocket.validate(self.auth, operator_mode=bool(self.operator.jwts))
+        self.process.validate()
         if not 0 < self.max_payload_bytes <= limits.MAX_PAYLOAD_BYTES_HARD:
             raise ConfigError(
                 f"max_payload: {self.max_payload_bytes} must be between 1 and "

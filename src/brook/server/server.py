@@ -9,7 +9,8 @@ updated on the hot path; monitoring reads them as snapshots (`statistics()`,
 `connections()`, `subscriptions()`, `jetstream_assets()`: `brook.server.statistics`)
 through the `MonitorFactory` its composer passes in, so this module never imports it.
 Its parts (ADR 0031): those snapshots (`server_snapshots.py`), the INFO it sends each
-client (`server_info.py`) and accounts changed by JWT updates (`server_accounts.py`).
+client (`server_info.py`), accounts changed by JWT updates (`server_accounts.py`) and
+lame-duck mode (`lameduck.py`, ADR 0041).
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from brook.routing.internal import InternalClient
 from brook.server.accounts import Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
+from brook.server.lameduck import LameDuck
 from brook.server.listen import WILDCARD_HOSTS, BoundPorts, bind_ports, host_port, open_listener
 from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_file
 from brook.server.server_accounts import AccountChanges
 from brook.server.server_info import ClientInfo
 from brook.server.server_snapshots import ServerSnapshots
+from brook.server.startup_log import log_jetstream_summary, log_limits
 from brook.server.statistics import (
     Monitor,
     MonitorFactory,
@@ -64,7 +67,7 @@ def _new_server_id() -> str:
     return "N" + base64.b32encode(secrets.token_bytes(35)).decode()[:55]
 
 
-class Server(ServerSnapshots, AccountChanges, ClientInfo):
+class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
     def __init__(
         self,
         settings: Settings | None = None,
@@ -194,6 +197,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
         )
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
+        log_limits(self.settings)
         # Bound before JetStream recovers: a client connecting meanwhile waits in the
         # backlog rather than being refused (server/listen.py).
         if self._ports is None:
@@ -367,10 +371,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
     async def _start_jetstream(self) -> None:
         js_settings = self.settings.jetstream
         log.info("Starting JetStream")
-        if js_settings.store_dir is None:
-            log.warning("Temporary storage directory used, data could be lost on system reboot")
-        log.info('  Store Directory: "%s"', js_settings.store_path)
-        log.info("  API Level:       %d", limits.JETSTREAM_API_LEVEL)
+        log_jetstream_summary(js_settings)
         accounts = self.accounts
         await accounts.start_jetstream(self.settings, server_name=self.server_name)
         self.commit_backlog = accounts.commit_backlog
@@ -398,7 +399,8 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
     def shutting_down(self) -> bool:
         return self._shutdown_task is not None
 
-    async def _shutdown(self) -> None:
+    def stop_accepting(self) -> None:
+        """Close the client and WebSocket listeners (shutdown, lame-duck mode)."""
         if self._ports is not None:
             self._ports.close()  # after a failed start: those no listener took
         if self._listener is not None:
@@ -407,6 +409,10 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
             self._fallback_listener.close()
         if self.websocket is not None:
             self.websocket.stop_accepting()
+
+    async def _shutdown(self) -> None:
+        self.stop_accepting()
+        self.cancel_lame_duck()
         if self.leafnodes is not None:
             await self.leafnodes.stop()
         self.accounts.signal_shutdown()  # waiting pull requests: 409 Server Shutdown

@@ -26,9 +26,11 @@ class ClientInfo:
         port: int
 
     def client_info(
-        self, client: ClientConnection, *, connect_info: bool = False
+        self, client: ClientConnection, *, connect_info: bool = False, lame_duck: bool = False
     ) -> dict[str, Any]:
-        """The INFO fields nats-server sends, in its order (wire reference §1.3)."""
+        """The INFO fields nats-server sends, in its order (wire reference §1.3); with
+        `lame_duck`, the one announcing lame-duck mode (`ldm`, no nonce: nats-server
+        sends its shared INFO then)."""
         settings = self.settings
         info: dict[str, Any] = {
             "server_id": self.server_id,
@@ -67,10 +69,12 @@ class ClientInfo:
             info["jetstream"] = True
         info["client_id"] = client.cid
         info["client_ip"] = client.host
-        if client.nonce and not connect_info:
+        if client.nonce and not connect_info and not lame_duck:
             info["nonce"] = client.nonce
         if settings.jetstream.domain:
             info["domain"] = settings.jetstream.domain
+        if lame_duck:
+            info["ldm"] = True
         if connect_info:
             info["connect_info"] = True
             info["remote_account"] = client.account.name
