@@ -12,15 +12,15 @@ that have no loop to run it in; the pytest plugin's `brook_url` fixture is built
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import threading
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brook.config.settings import AuthSettings, Settings, User
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 @asynccontextmanager
@@ -85,6 +85,12 @@ def run_in_thread(**options: Any) -> Iterator[str]:
     stopping the server is raised in the caller's thread. The URL, not the `Server`, is
     handed out: the server's objects belong to the other thread's loop.
     """
+    # Imported here: `import brook` (which `brook serve` does before it binds its ports,
+    # cli/main.py) must not import the event loop's machinery.
+    import asyncio
+    import threading
+    from concurrent.futures import Future
+
     started: Future[str] = Future()
     # The loop and event that end the server, set once it is up.
     stop: Future[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = Future()
