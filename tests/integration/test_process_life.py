@@ -298,3 +298,15 @@ def test_log_file_is_rotated_by_size_keeping_logfile_max_num(server: str, tmp_pa
         rf'backup saved as "{re.escape(str(tmp_path))}/server\.log\.[0-9.]+"',
         first,
     ), first
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_start_up_names_the_config_file_and_its_digest(server: str, tmp_path: Path) -> None:
+    conf = tmp_path / "s.conf"
+    conf.write_text('port: -1\nhost: "127.0.0.1"\nserver_name: "a<b&c"\n')
+    with LoggedProcess([*command(server), "-c", str(conf)]) as proc:
+        line = proc.wait_for(r"\[INF\] Using configuration file: (\S+) \((sha256:[0-9a-f]{64})\)$")
+        proc.wait_for(READY)
+        assert line.group(1) == str(conf)
+        assert line.group(2) == run([*command(server), "-t", "-c", str(conf)])[1].split()[-1][1:-1]
+        assert proc.stop() == 0

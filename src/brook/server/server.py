@@ -40,7 +40,7 @@ from brook.server.portsfile import ports_file_path, reachable_urls, write_ports_
 from brook.server.server_accounts import AccountChanges
 from brook.server.server_info import ClientInfo
 from brook.server.server_snapshots import ServerSnapshots
-from brook.server.startup_log import log_jetstream_summary, log_limits
+from brook.server.startup_log import log_config_file, log_jetstream_summary, log_limits
 from brook.server.statistics import (
     Monitor,
     MonitorFactory,
@@ -197,6 +197,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
         )
         log.info("  Name:     %s", self.server_name)
         log.info("  ID:       %s", self.server_id)
+        log_config_file(self.settings.config_file)
         log_limits(self.settings)
         # Bound before JetStream recovers: a client connecting meanwhile waits in the
         # backlog rather than being refused (server/listen.py).

@@ -10,9 +10,10 @@ import logging
 import math
 
 from brook import limits
+from brook.config.conf import config_digest
 from brook.config.settings import JetStreamSettings, Settings
 
-__all__ = ["friendly_bytes", "log_jetstream_summary", "log_limits"]
+__all__ = ["friendly_bytes", "log_config_file", "log_jetstream_summary", "log_limits"]
 
 log = logging.getLogger("brook.server")
 
@@ -27,6 +28,18 @@ def friendly_bytes(n: int) -> str:
 
 def _limit(n: int) -> str:
     return "unlimited" if n < 0 else friendly_bytes(n)
+
+
+def log_config_file(path: str | None) -> None:
+    """nats-server's line naming the config file and its digest (the one `-t` prints)."""
+    if path is None:
+        return
+    try:
+        digest = config_digest(path)
+    except (OSError, ValueError):  # changed or gone since it was loaded: the name alone
+        log.info("Using configuration file: %s", path)
+        return
+    log.info("Using configuration file: %s (%s)", path, digest)
 
 
 def log_limits(settings: Settings) -> None:
