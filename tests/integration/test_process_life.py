@@ -310,3 +310,38 @@ def test_start_up_names_the_config_file_and_its_digest(server: str, tmp_path: Pa
         assert line.group(1) == str(conf)
         assert line.group(2) == run([*command(server), "-t", "-c", str(conf)])[1].split()[-1][1:-1]
         assert proc.stop() == 0
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_reload_moves_the_log_and_pid_files(server: str, tmp_path: Path) -> None:
+    """SIGHUP with a new `log_file`, `logtime` and `pid_file`: the old log says what was
+    reloaded, the new one carries on with timestamps, the pid is in the new pid file."""
+    old_log, new_log = tmp_path / "old.log", tmp_path / "new.log"
+    new_pid = tmp_path / "new.pid"
+    conf = tmp_path / "s.conf"
+    conf.write_text(f'port: -1\nhost: "127.0.0.1"\nlog_file: "{old_log}"\nlogtime: false\n')
+    proc = start_logging(server, ["-c", str(conf)])
+    try:
+        wait_for_text(old_log, r"\[INF\] Server is ready$")
+        conf.write_text(
+            f'port: -1\nhost: "127.0.0.1"\nlog_file: "{new_log}"\nlogtime: true\n'
+            f'pid_file: "{new_pid}"\n'
+        )
+        proc.send_signal(signal.SIGHUP)
+        text = wait_for_text(new_log, r"\[INF\] Reloaded server configuration")
+        reloaded = re.findall(r"^\[\d+\] \[INF\] (Reloaded: .*)$", read(old_log), re.MULTILINE)
+        assert reloaded == [
+            "Reloaded: logtime = true",
+            "Reloaded: authorization users",  # nats-server reloads these at every reload
+            "Reloaded: accounts",
+            f"Reloaded: pid_file = {new_pid}",
+            f"Reloaded: log_file = {new_log}",
+        ]
+        assert re.search(
+            rf"^\[{proc.pid}\] \d{{4}}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{{6}} \[INF\] Reloaded server",
+            text,
+            re.MULTILINE,
+        )
+        assert new_pid.read_text() == str(proc.pid)
+    finally:
+        assert stop(proc) == 0

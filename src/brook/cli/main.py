@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from brook.cli.logformat import NatsServerLogFile
+    from brook.config.settings import ProcessSettings
     from brook.server.server import Server
 
 USAGE = """usage: brook <command> [options]
@@ -92,24 +93,66 @@ def version_text() -> str:
     return f"brook {__version__} (nats-server v{limits.NATS_COMPAT_VERSION} compatible)"
 
 
-def _configure_logging(settings: Settings) -> NatsServerLogFile | None:
-    """Log to stderr, or to the log file (returned, for SIGUSR1 to reopen)."""
-    from brook.cli.logformat import NatsServerFormatter, NatsServerLogFile
+class _ProcessOutputs:
+    """What `brook serve` writes besides the server's own files: the log (stderr or the
+    log file, in nats-server's format) and the pid file. A config reload that changes
+    `logtime`, `logtime_utc`, `log_file` or `pid_file` applies them here (`apply`, the
+    server's `process_reload`), as nats-server's `ConfigureLogger` and `logPid` do."""
 
-    process = settings.process
-    handler: logging.Handler
-    log_file = None
-    if process.log_file:
-        handler = log_file = NatsServerLogFile(
-            process.log_file, size_limit=process.log_size_limit, max_files=process.log_max_num
-        )
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(NatsServerFormatter(logtime=process.logtime, utc=process.logtime_utc))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if settings.debug or settings.trace else logging.INFO)
-    return log_file
+    def __init__(self, settings: Settings) -> None:
+        self.process = settings.process
+        self.log_file: NatsServerLogFile | None = None
+        self.handler = self._handler(self.process)  # OSError: the log file cannot open
+        root = logging.getLogger()
+        root.addHandler(self.handler)
+        root.setLevel(logging.DEBUG if settings.debug or settings.trace else logging.INFO)
+        self.pid_files = [_PidFile(self.process.pid_file)]
+
+    def _handler(self, process: ProcessSettings) -> logging.Handler:
+        from brook.cli.logformat import NatsServerFormatter, NatsServerLogFile
+
+        handler: logging.Handler
+        if process.log_file:
+            handler = self.log_file = NatsServerLogFile(
+                process.log_file, size_limit=process.log_size_limit, max_files=process.log_max_num
+            )
+        else:
+            self.log_file = None
+            handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(NatsServerFormatter(logtime=process.logtime, utc=process.logtime_utc))
+        return handler
+
+    def apply(self, process: ProcessSettings) -> None:
+        old, self.process = self.process, process
+        if (
+            process.log_file != old.log_file
+            or process.logtime != old.logtime
+            or (process.logtime_utc != old.logtime_utc)
+        ):
+            previous = self.handler, self.log_file
+            try:
+                self.handler = self._handler(process)
+            except OSError as exc:
+                self.handler, self.log_file = previous
+                log.error("Failed to open log file %s: %s", process.log_file, exc)
+            else:
+                root = logging.getLogger()
+                root.addHandler(self.handler)
+                root.removeHandler(previous[0])
+                if previous[1] is not None:
+                    previous[1].close()
+        if process.pid_file and process.pid_file != old.pid_file:
+            pid_file = _PidFile(process.pid_file)
+            try:
+                pid_file.write()
+            except ConfigError as exc:
+                log.error("Failed to write pidfile: %s", exc)
+            else:
+                self.pid_files.append(pid_file)
+
+    def remove_pid_files(self) -> None:
+        for pid_file in self.pid_files:
+            pid_file.remove()
 
 
 def _reload_signal(server: Server) -> None:
@@ -128,7 +171,7 @@ def _reopen_signal(log_file: NatsServerLogFile | None) -> None:
 
 
 def _on_signal(
-    sig: signal.Signals, server: Server, stop: asyncio.Event, log_file: NatsServerLogFile | None
+    sig: signal.Signals, server: Server, stop: asyncio.Event, outputs: _ProcessOutputs
 ) -> None:
     if sig == signal.SIGHUP:
         _reload_signal(server)
@@ -139,7 +182,7 @@ def _on_signal(
     elif sig == signal.SIGUSR2:
         server.enter_lame_duck_mode()
     elif sig == signal.SIGUSR1:
-        _reopen_signal(log_file)
+        _reopen_signal(outputs.log_file)
 
 
 class _PidFile:
@@ -166,7 +209,7 @@ class _PidFile:
                 self.path.unlink()
 
 
-async def _serve(settings: Settings, ports: BoundPorts, log_file: NatsServerLogFile | None) -> None:
+async def _serve(settings: Settings, ports: BoundPorts, outputs: _ProcessOutputs) -> None:
     import asyncio
 
     from brook.monitor import MonitorServer
@@ -178,10 +221,10 @@ async def _serve(settings: Settings, ports: BoundPorts, log_file: NatsServerLogF
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     server = Server(settings, monitor=MonitorServer, system=SystemServices, ports=ports)
+    server.process_reload = outputs.apply
     for sig in _SIGNAL_NAMES:
-        loop.add_signal_handler(sig, _on_signal, sig, server, stop, log_file)
-    pid_file = _PidFile(settings.process.pid_file)
-    pid_file.write()
+        loop.add_signal_handler(sig, _on_signal, sig, server, stop, outputs)
+    outputs.pid_files[0].write()
     try:
         await server.start()
         # What recovery loaded lives as long as the server: out of the collector's way.
@@ -194,10 +237,10 @@ async def _serve(settings: Settings, ports: BoundPorts, log_file: NatsServerLogF
         stopped.cancel()
         await server.shutdown()
     finally:
-        pid_file.remove()
+        outputs.remove_pid_files()
 
 
-def _run(settings: Settings, ports: BoundPorts, log_file: NatsServerLogFile | None) -> None:
+def _run(settings: Settings, ports: BoundPorts, outputs: _ProcessOutputs) -> None:
     # asyncio, uvloop and the server's modules are imported only now, after the ports
     # are bound (serve_command).
     import asyncio
@@ -205,9 +248,9 @@ def _run(settings: Settings, ports: BoundPorts, log_file: NatsServerLogFile | No
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
-        asyncio.run(_serve(settings, ports, log_file))
+        asyncio.run(_serve(settings, ports, outputs))
     else:
-        uvloop.run(_serve(settings, ports, log_file))
+        uvloop.run(_serve(settings, ports, outputs))
 
 
 def serve_command(argv: list[str]) -> int:
@@ -244,7 +287,7 @@ def serve_command(argv: list[str]) -> int:
         print(f"{program}: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ArgumentError) else 1
     try:
-        log_file = _configure_logging(settings)
+        outputs = _ProcessOutputs(settings)
     except OSError as exc:
         print(f"{program}: error opening file: {exc}", file=sys.stderr)
         return 1
@@ -258,7 +301,7 @@ def serve_command(argv: list[str]) -> int:
         log.critical("%s", exc)
         return 1
     try:
-        _run(settings, ports, log_file)
+        _run(settings, ports, outputs)
     except (ConfigError, OSError) as exc:  # the store directory, a port: named in the text
         log.critical("%s", exc)
         return 1

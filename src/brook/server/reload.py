@@ -12,7 +12,8 @@ it ("Reloaded: max_payload = 2000"), then "Reloaded server configuration":
 * limits: `max_payload` (INFO and every connection), `max_control_line`,
   `ping_interval`, `ping_max`, `write_deadline`, `auth_timeout`; `max_connections` closes
   the newest clients over it (`-ERR 'maximum connections exceeded'`);
-* logging: `debug`, `trace`;
+* logging: `debug`, `trace`, `logtime`, `logtime_utc`, `log_file`, and `pid_file` (the pid
+  written to the new file), through the process owner's `Server.process_reload` (cli/main.py);
 * users, nkeys, tokens, permissions and `no_auth_user` (within nats-server's rules): a new
   `Authenticator`, then every client checked again (`ClientLogin.reauthorize`, nats-server's
   `reloadAuthorization`): gone or moved to another account, closed; no longer logged in by
@@ -37,6 +38,7 @@ Brook does not know how to reload is refused too, with nats-server's generic wor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import ssl
@@ -143,6 +145,7 @@ _HANDLED = frozenset(
         "operator",
         "config_file",
         "serve_args",
+        "process",
     ]
 )
 
@@ -162,6 +165,13 @@ def plan(server: Server, new: Settings) -> _Plan:
         steps.notice(f"trace = {_go(new.trace)}", lambda: _logging(server, new))
     if old.debug != new.debug:
         steps.notice(f"debug = {_go(new.debug)}", lambda: _logging(server, new))
+    before, after = old.process, new.process
+    for name in ("logtime", "logtime_utc"):
+        if getattr(before, name) != getattr(after, name):
+            steps.notice(f"{name} = {_go(getattr(after, name))}")
+    for field in dataclasses.fields(before):  # what nats-server does not reload either
+        if field.name not in ("logtime", "logtime_utc", "pid_file", "log_file"):
+            _not_reloaded(field.name, getattr(before, field.name), getattr(after, field.name))
     if old.max_connections != new.max_connections:
         steps.notice(f"max_connections = {new.max_connections}")
         steps.actions.append(lambda: _max_connections(server, new.max_connections))
@@ -196,10 +206,18 @@ def plan(server: Server, new: Settings) -> _Plan:
     _jetstream(server, old, new, steps)
     if old.websocket != new.websocket:
         raise _brook_refused("Websocket", "the websocket block changed")
+    if before.pid_file != after.pid_file and after.pid_file:  # nats-server: "" changes nothing
+        steps.notice(f"pid_file = {after.pid_file}")
     if old.ports_file_dir != new.ports_file_dir:
         raise _brook_refused(
             "PortsFileDir", f"old={_go(old.ports_file_dir)}, new={_go(new.ports_file_dir)}"
         )
+    if before.log_file != after.log_file:
+        steps.notice(f"log_file = {after.log_file}")
+    if before != after and server.process_reload is not None:
+        # The log's format and file and the pid file belong to the process that owns
+        # the server (`brook serve`, cli/main.py), which applies them.
+        steps.actions.append(functools.partial(server.process_reload, after))
     _tls(server, old.tls, new.tls, steps)
     if old.allow_non_tls != new.allow_non_tls:
         raise _refused("AllowNonTLS", old.allow_non_tls, new.allow_non_tls)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
-from brook.config.settings import ConfigError, Settings
+from brook.config.settings import ConfigError, ProcessSettings, Settings
 from brook.routing.internal import InternalClient
 from brook.server.accounts import Accounts
 from brook.server.auth import Authenticator
@@ -141,6 +141,9 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
         self.started_at = time.time()
         self.config_loaded_at = self.started_at  # and again at each reload (/varz)
         self._reload_source = reload_source
+        # The process owner's (`brook serve`) hook for the log and pid file settings a
+        # reload changed (server/reload.py); None when embedded: the caller owns logging.
+        self.process_reload: Callable[[ProcessSettings], None] | None = None
         self.host = self.settings.host or limits.DEFAULT_HOST  # as configured, for INFO
         self.port = self.settings.port
         # Traffic counters live on each connection (one increment per message on the hot
