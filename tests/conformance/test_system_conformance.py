@@ -455,3 +455,51 @@ async def test_periodic_statsz_as_nats_server(tmp_path: Path) -> None:
     assert statsz_shape(got[0]) == statsz_shape(expected[0])
     assert [s["statsz"]["connections"] for s in got[:1] + expected[:1]] == [1, 1]
     assert got[1]["server"]["seq"] > got[0]["server"]["seq"]
+
+
+async def kick_and_lame_duck_one(url: str) -> list[Any]:
+    """`$SYS.REQ.SERVER.<id>.KICK` and `.LDM` by a system account user: each reply (its
+    envelope's shape, and its error), what the client asked about saw, and a body that is
+    no such request (not answered)."""
+    sys_nc = await nats.connect(url, user="sys", password="sys")
+    told = asyncio.Event()
+
+    async def on_lame_duck() -> None:
+        told.set()
+
+    kicked = await nats.connect(url, user="a", password="a", allow_reconnect=False)
+    warned = await nats.connect(url, user="a", password="a", lame_duck_mode_cb=on_lame_duck)
+    server_id = sys_nc._server_info["server_id"]
+    steps: list[Any] = []
+    try:
+        for kind, cid in (
+            ("KICK", kicked.client_id),
+            ("KICK", 999_999),
+            ("LDM", warned.client_id),
+            ("LDM", 999_999),
+        ):
+            body = json.dumps({"cid": cid}).encode()
+            doc = await request(sys_nc, f"$SYS.REQ.SERVER.{server_id}.{kind}", body)
+            steps.append((kind, envelope_shape(doc), doc.get("error")))
+        async with asyncio.timeout(5):
+            while not kicked.is_closed:
+                await asyncio.sleep(0.02)
+            await told.wait()
+        steps.append(("kicked closed, the other told", warned.is_connected))
+        with pytest.raises(TimeoutError):
+            await sys_nc.request(f"$SYS.REQ.SERVER.{server_id}.KICK", b'{"cid": -1}', timeout=0.5)
+        return steps
+    finally:
+        await asyncio.gather(sys_nc.close(), warned.close(), kicked.close())
+
+
+async def test_kick_and_lame_duck_one_client_as_nats_server(tmp_path: Path) -> None:
+    async with servers(tmp_path, EVENTS_CONFIG) as (reference, ours):
+        expected, got = await kick_and_lame_duck_one(reference), await kick_and_lame_duck_one(ours)
+    assert [step[2] for step in expected[:4]] == [
+        None,
+        {"code": 500, "description": "no such client or leafnode id"},
+        None,
+        {"code": 500, "description": "no such client id"},
+    ]
+    assert got == expected

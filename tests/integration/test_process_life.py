@@ -7,6 +7,7 @@ a manual clock in test_lame_duck.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -130,6 +131,57 @@ async def test_signal_ldm_by_pid_file_shuts_an_idle_server_down(
             assert (await nc.jetstream().get_msg("PID", 1)).data == b"kept"
             await nc.close()
             assert proc.stop() == 0
+
+
+SYSTEM_CONF = """
+accounts {
+  SYS: { users: [ {user: sys, password: sys} ] }
+  A: { users: [ {user: a, password: a} ] }
+}
+system_account: SYS
+"""
+
+
+async def server_events(server: str, tmp_path: Path, sig: int) -> list[tuple[str, list[str]]]:
+    """The `$SYS.SERVER.<id>.*` events a system account user sees when `sig` reaches the
+    server: (the subject's last token, the payload's keys)."""
+    conf = tmp_path / f"{server}.conf"
+    conf.write_text(SYSTEM_CONF)
+    events: list[tuple[str, list[str]]] = []
+    with LoggedProcess([*command(server), "-a", "127.0.0.1", "-p", "-1", "-c", str(conf)]) as proc:
+        port = int(proc.wait_for(LISTENING).group(2))
+        proc.wait_for(READY)
+        nc = await nats.connect(
+            f"nats://127.0.0.1:{port}", user="sys", password="sys", allow_reconnect=False
+        )
+
+        async def on_event(msg: Any) -> None:
+            keys = set(json.loads(msg.data)) - {"feature_flags"}  # nats-server's own (ADR 0029)
+            events.append((msg.subject.rsplit(".", 1)[1], sorted(keys)))
+
+        await nc.subscribe("$SYS.SERVER.*.LAMEDUCK", cb=on_event)
+        await nc.subscribe("$SYS.SERVER.*.SHUTDOWN", cb=on_event)
+        await nc.flush()
+        proc.proc.send_signal(sig)
+        async with asyncio.timeout(10):
+            while not events:
+                await asyncio.sleep(0.02)
+        await nc.close()
+        proc.stop(signal.SIGINT)  # SIGTERM is ignored in lame-duck mode
+    return events
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize("sig", [signal.SIGUSR2, signal.SIGINT], ids=["ldm", "stop"])
+async def test_lame_duck_and_shutdown_events(sig: int, tmp_path: Path) -> None:
+    """`$SYS.SERVER.<id>.LAMEDUCK` on entering lame-duck mode and `.SHUTDOWN` as a
+    shutdown begins, with nats-server's `ServerInfo` as the payload."""
+    expected = await server_events("nats-server", tmp_path, sig)
+    got = await server_events("brook", tmp_path, sig)
+    assert [kind for kind, _ in expected][:1] == [
+        "LAMEDUCK" if sig == signal.SIGUSR2 else "SHUTDOWN"
+    ]
+    assert got[:1] == expected[:1]
 
 
 def ldm_info_shape(server: str) -> tuple[list[str], list[str]]:

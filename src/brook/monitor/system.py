@@ -85,6 +85,7 @@ _REASONS = {
     "authentication failure": "Authentication Failure",
     "maximum connections exceeded": "Maximum Connections Exceeded",
     "invalid client protocol": "Bad Client Protocol Version",
+    "kicked": "Kicked",
 }
 
 
@@ -285,6 +286,8 @@ class SystemServices:
             system.subscribe(f"$SYS.REQ.SERVER.PING.{name}", handler)
             system.subscribe(f"$SYS.REQ.SERVER.{server_id}.{name}", handler)
         system.subscribe(f"$SYS.REQ.SERVER.{server_id}.RELOAD", self._on_reload)
+        system.subscribe(f"$SYS.REQ.SERVER.{server_id}.KICK", self._connection_handler("KICK"))
+        system.subscribe(f"$SYS.REQ.SERVER.{server_id}.LDM", self._connection_handler("LDM"))
         for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS", "INFO"):
             system.subscribe(f"$SYS.REQ.ACCOUNT.*.{name}", self._account_handler(name))
         system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
@@ -483,6 +486,39 @@ class SystemServices:
                 raise Failed(500, str(exc)) from None
 
         asyncio.get_running_loop().call_soon(self._respond, reply, payload, build)
+
+    def _connection_handler(self, name: str) -> MessageHandler:
+        """nats-server's `kickClient` and `ldmClient`: `{"cid": N}` closes that connection
+        or tells it of lame-duck mode; answered with the envelope alone, or a 500 naming
+        what is wrong. A body that is no such request is logged and not answered."""
+        act = self.feed.kick if name == "KICK" else self.feed.lame_duck_client
+
+        def handler(
+            subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+        ) -> None:
+            try:
+                request = json.loads(payload)
+                cid = request.get("cid")
+                if cid is None:  # absent or null: Go's zero value
+                    cid = 0
+                if not isinstance(cid, int) or isinstance(cid, bool) or cid < 0:
+                    raise TypeError(cid)
+            except (ValueError, AttributeError, TypeError) as exc:
+                log.error("Error unmarshalling kick client request: %r", exc)
+                return
+
+            def build(body: dict[str, Any]) -> None:
+                try:
+                    act(cid)
+                except LookupError as exc:
+                    raise Failed(500, str(exc.args[0])) from None
+
+            asyncio.get_running_loop().call_soon(self._respond, reply, payload, build)
+
+        return handler
+
+    def server_event(self, kind: str) -> None:
+        self._send(f"$SYS.SERVER.{self.feed.server_id}.{kind}", self._server_info())
 
     def _server_handler(self, name: str) -> MessageHandler:
         if name == "IDZ":

@@ -395,11 +395,14 @@ class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
             if self.protocol >= 1:
                 self._send(encoder.info(self.server.client_info(self, connect_info=True)))
 
-    def send_lame_duck_info(self) -> None:
+    def send_lame_duck_info(self) -> bool:
         """Lame-duck mode's INFO (`"ldm":true`, server/lameduck.py), sent as nats-server
-        sends async INFOs: to protocol-1 clients that have had their first PONG."""
+        sends async INFOs: to protocol-1 clients that have had their first PONG. False
+        when this client is not one of them."""
         if self.protocol >= 1 and self._info_sent_after_pong and not self.closed:
             self._send(encoder.info(self.server.client_info(self, lame_duck=True)))
+            return True
+        return False
 
     def on_pong(self) -> None:
         if self.pings_out > 0:

@@ -7,8 +7,8 @@ what is left of `lame_duck_duration` (so that they do not all reconnect at once
 elsewhere), then shut down as on SIGINT, closing the stores cleanly.
 
 Differences from nats-server: JetStream keeps serving until the final shutdown (nats-server
-stops it on entering, to hand Raft leaderships over; Brook has no cluster), and no
-`$SYS.SERVER.<id>.LAMEDUCK` event is published. `sleep` is the clock tests replace.
+stops it on entering, to hand Raft leaderships over; Brook has no cluster). Entering it
+publishes `$SYS.SERVER.<id>.LAMEDUCK`, as nats-server. `sleep` is the clock tests replace.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from brook import limits
 if TYPE_CHECKING:
     from brook.config.settings import Settings
     from brook.server.connection import ClientConnection
+    from brook.server.statistics import SystemServices
 
 log = logging.getLogger("brook.server")
 
@@ -43,6 +44,7 @@ class LameDuck:
     if TYPE_CHECKING:  # what it uses of `Server`, which sets all of it
         settings: Settings
         clients: dict[int, ClientConnection]
+        system: SystemServices | None
 
         @property
         def shutting_down(self) -> bool: ...
@@ -63,8 +65,21 @@ class LameDuck:
             return
         self.lame_duck = True
         log.info("Entering lame duck mode, stop accepting new clients")
+        if self.system is not None:
+            self.system.server_event("LAMEDUCK")
         self.stop_accepting()
         self._lame_duck_task = asyncio.ensure_future(self._lame_duck())
+
+    def lame_duck_client(self, cid: int) -> None:
+        """`$SYS.REQ.SERVER.<id>.LDM`: lame-duck mode's INFO to one client (nats-server's
+        `LDMClientByID`), which may then move elsewhere before the server goes."""
+        client = self.clients.get(cid)
+        if client is None:
+            raise LookupError("no such client id")
+        if not client.send_lame_duck_info():
+            raise LookupError(
+                "client does not support Lame Duck Mode or is not ready to receive the notification"
+            )
 
     def cancel_lame_duck(self) -> None:
         """A shutdown overtakes lame-duck mode: its own closing of clients stops."""

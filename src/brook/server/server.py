@@ -414,7 +414,22 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
         if self.websocket is not None:
             self.websocket.stop_accepting()
 
+    def kick(self, cid: int) -> None:
+        """`$SYS.REQ.SERVER.<id>.KICK`: close client or leaf connection `cid` (nats-server's
+        `DisconnectClientByID`)."""
+        client = self.clients.get(cid)
+        if client is not None:
+            client.close("kicked")
+            return
+        for leaf in self.leafnodes.connections() if self.leafnodes is not None else ():
+            if leaf.cid == cid:
+                leaf.close("Kicked")
+                return
+        raise LookupError("no such client or leafnode id")
+
     async def _shutdown(self) -> None:
+        if self.system is not None:
+            self.system.server_event("SHUTDOWN")
         self.stop_accepting()
         self.cancel_lame_duck()
         if self.leafnodes is not None:

@@ -339,17 +339,32 @@ class SystemServices(Protocol):
         """nats-server's `ServerInfo` of a `$SYS` reply (its sequence number the next)."""
         ...
 
+    def server_event(self, kind: str) -> None:
+        """`$SYS.SERVER.<id>.<kind>`: `LAMEDUCK` on entering lame-duck mode, `SHUTDOWN`
+        as a shutdown begins (nats-server's `ServerInfo` as the payload)."""
+
     def add_account(self, name: str, client: InternalClient) -> None:
         """An account added while the server runs: the services imported into it,
         through `client` (its own); once per account."""
 
 
 class ServerFeed(StatisticsFeed, Protocol):
-    """What the system services may ask of a server: its snapshots, and a config reload
-    (`$SYS.REQ.SERVER.<id>.RELOAD`, ADR 0042)."""
+    """What the system services may ask of a server: its snapshots, a config reload
+    (`$SYS.REQ.SERVER.<id>.RELOAD`, ADR 0042), a connection closed or told of lame-duck
+    mode (`KICK`, `LDM`)."""
 
     def reload(self) -> None:
         """Reload the configuration; `ConfigError` with the reason when refused."""
+        ...
+
+    def kick(self, cid: int) -> None:
+        """Close client or leaf connection `cid` (`$SYS.REQ.SERVER.<id>.KICK`); LookupError
+        with nats-server's text when there is none."""
+        ...
+
+    def lame_duck_client(self, cid: int) -> None:
+        """Send client `cid` lame-duck mode's INFO (`$SYS.REQ.SERVER.<id>.LDM`);
+        LookupError with nats-server's text when it cannot."""
         ...
 
 
