@@ -163,3 +163,26 @@ async def test_monitoring_adds_up_the_accounts_jetstream(tmp_path: Path) -> None
         assert v["subscriptions"] >= 2 + 2  # the two above, and each API's own
         await a.close()
         await b.close()
+
+
+async def test_sync_threads_do_not_grow_with_the_accounts(tmp_path: Path) -> None:
+    """Every account's engine syncs its stores on one server-wide pool of
+    `SYNC_THREADS` threads: 40 accounts publishing to file streams use no more."""
+    import threading
+
+    from brook import limits
+
+    names = [f"A{i}" for i in range(40)]
+    blocks = "\n".join(
+        f"{n}: {{ users: [{{user: {n}, password: {n}}}], jetstream: enabled }}" for n in names
+    )
+    config = f"authorization {{ users: [{{user: g, password: g}}] }}\naccounts {{\n{blocks}\n}}\n"
+    async with brook.serve(settings=settings(tmp_path, config)) as server:
+        for name in names:
+            nc = await connect(server.url, name)
+            js = nc.jetstream()
+            await js.add_stream(name="S", subjects=["s"])
+            assert (await js.publish("s", b"durable")).seq == 1
+            await nc.close()
+        syncing = [t for t in threading.enumerate() if t.name.startswith("brook-sync")]
+        assert 1 <= len(syncing) <= limits.SYNC_THREADS

@@ -25,7 +25,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -105,10 +105,13 @@ class JetStream(EngineLimits, OriginLinks):
         batch_limits: BatchLimits | None = None,
         commit_backlog: CommitBacklog | None = None,
         space: StoreSpace | None = None,
+        executor: Executor | None = None,
         domain: str = "",
     ) -> None:
-        """`batch_limits`, `commit_backlog` and `space` are server-wide, shared by the
-        engines of several accounts (each its own `store_dir`); by default its own.
+        """`batch_limits`, `commit_backlog`, `space` and `executor` (the threads that sync
+        stores and write consumer state) are server-wide, shared by the engines of
+        several accounts (each its own `store_dir`), so that threads do not grow with
+        the accounts; by default its own.
         `domain`: the JetStream domain its PubAcks and infos name ("": none)."""
         self.router = router
         self.domain = domain
@@ -125,7 +128,10 @@ class JetStream(EngineLimits, OriginLinks):
         # Every stream's subjects -> its name: the overlap check of a create or update
         # walks what the new subjects could share, not every stream.
         self._subjects = SubjectIndex[str]()
-        self._executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
+        self._owns_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(
+            limits.SYNC_THREADS, thread_name_prefix="brook-sync"
+        )
         # Every stream's consumers: stream name -> consumer name -> runner, and their
         # operations (durables of file streams are persisted).
         self.consumers = ConsumerRegistry(
@@ -236,7 +242,8 @@ class JetStream(EngineLimits, OriginLinks):
         for name in list(self._entries):
             self._unregister(name, notify=False).stream.close()
         self.internal.close()
-        self._executor.shutdown(wait=True)
+        if self._owns_executor:
+            self._executor.shutdown(wait=True)
         self.server_limits.leave(self)
 
     # ------------------------------------------------------------------ registry

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,7 @@ class Account:
         batch_limits: BatchLimits,
         space: StoreSpace,
         server_limits: ServerLimits,
+        executor: Executor,
     ) -> None:
         from brook.jetstream.api import cluster, snapshots
         from brook.jetstream.api.consumers import ConsumerApi
@@ -144,6 +146,7 @@ class Account:
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
             space=space,
+            executor=executor,
             domain=js_settings.domain,
         )
         await js.start()
@@ -242,6 +245,7 @@ class Accounts:
         for claims in preloaded:  # their JWTs' mappings, exports and imports (ADR 0034)
             self.apply_jwt(claims)
         self.commit_backlog: CommitBacklog | None = None  # JetStream's, once started
+        self.executor: ThreadPoolExecutor | None = None
         self.batch_limits: BatchLimits | None = None
         self.space: StoreSpace | None = None
         # `max_memory_store` and `max_file_store`, over every account's engine.
@@ -401,6 +405,7 @@ class Accounts:
             or self.batch_limits is None
             or self.space is None
             or self.server_limits is None
+            or self.executor is None
         ):
             return  # the server has no JetStream
         if account.jetstream_enabled:
@@ -411,6 +416,7 @@ class Accounts:
                 batch_limits=self.batch_limits,
                 space=self.space,
                 server_limits=self.server_limits,
+                executor=self.executor,
             )
         elif not account.is_system:
             account.refuse_jetstream()
@@ -436,6 +442,8 @@ class Accounts:
             timeout_ns=round(js.batch_timeout_s * 1e9),
         )
         self.space = StoreSpace(Path(js.store_path), js.free_space_reserve_bytes)
+        # The sync threads of every account's engine: a fixed number, however many accounts.
+        self.executor = ThreadPoolExecutor(limits.SYNC_THREADS, thread_name_prefix="brook-sync")
         for account in self:
             if account.jetstream_enabled:
                 await account.start_jetstream(
@@ -445,6 +453,7 @@ class Accounts:
                     batch_limits=self.batch_limits,
                     space=self.space,
                     server_limits=self.server_limits,
+                    executor=self.executor,
                 )
         self._run_prefixes = None  # the engines added theirs
         for account in self:
@@ -465,6 +474,8 @@ class Accounts:
         self.links.close()
         for account in self:
             await account.stop()
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
 
     # ------------------------------------------------------------------ monitoring
 
