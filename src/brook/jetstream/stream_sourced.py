@@ -227,7 +227,7 @@ class StreamSourcedRuns:
                         remember(msg_id, before + 1 + k, now)
             self._last_msg_id = ids[count - 1]
             seqs = range(before + 1, before + 1 + count)
-            done.kept.extend(zip(map(_SUBJECT, piece), seqs))
+            done.kept.extend(zip(map(_SUBJECT, piece), seqs, strict=False))  # the stored
             try:
                 if config.max_msgs_per_subject > 0:
                     for subject in {m[0] for m in piece[:count]}:
