@@ -1,11 +1,13 @@
 """A stream's sources (ADR 0020): what each stores, where it resumes, its link, its info.
 
-`SourcedStream` is a sourcing stream's side of its links: it takes each message a source
-delivers as `processInboundSourceMsg` does (the `Nats-Stream-Source` header added, the
-origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's subject transforms
-applied, then the stream's own subject transform) and hands it to `Stream.ingest_sourced`,
-which stores it under a new sequence through the checks of a publish (dedup included);
-the stream's group commit follows soon (`Stream.sync_soon`).
+`SourcedStream` is a sourcing stream's side of its links: it takes the messages a source
+delivers, a run at a time, as `processInboundSourceMsg` takes each (the `Nats-Stream-Source`
+header added, the origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's
+subject transforms applied, then the stream's own subject transform) and hands the run to
+`Stream.ingest_sourced_run` (stream_sourced.py, ADR 0045), which stores each under a new
+sequence as the checks of a publish would (dedup included), its plain stretches together;
+the source's position moves once per run, and the stream's group commit follows soon
+(`Stream.sync_soon`).
 
 Where a source resumes (`SourcePositions`): the origin sequence of the newest message it
 stored, read back from the stored `Nats-Stream-Source` headers, newest first
@@ -20,7 +22,8 @@ on disk, and what it lacks the newest headers give.
 
 Each source has its own `OriginLink` (link.py) whose kind is a `Source`: the consumer
 request nats-server's `setupSourceConsumer` sends, and each delivery as
-`processInboundSourceMsg` takes it (`Tracking.source_delivery`, then `SourcedStream`).
+`processInboundSourceMsg` takes it (`Tracking.source_delivery`, then `SourcedStream`; an
+in-process origin consumer's run that follows the last delivery, at once).
 
 `sources_info` is stream info's `sources` (nats-server's `StreamSourceInfo` list).
 """
@@ -372,7 +375,7 @@ def consumer_name(stream_name: str, source: StreamSource, sources: Sequence[Stre
 class Source:
     """One source's kind of link (`link.LinkKind`): the consumer request nats-server's
     `setupSourceConsumer` sends, and each delivery as `processInboundSourceMsg` takes it
-    (`Tracking.source_delivery`, then `SourcedStream.ingest`). The origin's identity
+    (`Tracking.source_delivery`, then `SourcedStream.ingest_run`). The origin's identity
     (`Nats-Stream-Identity`) is sent with the request: an origin deleted and recreated
     since refuses it (10225), and the source starts over from the new origin's start."""
 
