@@ -163,6 +163,24 @@ async def test_a_run_meeting_a_discard_new_limit_stops_at_the_message_refused(
         assert _sourced(js, "R").positions.positions[INAME].seq == len(stored)
 
 
+async def test_a_stream_over_its_discard_new_limit_stores_nothing_of_a_run(
+    tmp_path: Path,
+) -> None:
+    """Lowered below what it holds (discard new removes nothing), max_msgs refuses
+    every message of the next run, its first included."""
+    body = {"name": "R", "sources": [{"name": "O"}], "discard": "new", "max_msgs": 10}
+    async with _server(tmp_path, body) as js:
+        sourced = _sourced(js, "R")
+        items: list[SourceItem] = [(s, f"a.{s}", None, b"%d" % s) for s in range(1, 13)]
+        assert not sourced.ingest_run(INAME, items[:6], IDENT).error
+        js.update(parse_stream_config({**body, "max_msgs": 4}))
+        done = sourced.ingest_run(INAME, items[6:], IDENT)
+        assert done.error is not None
+        assert (done.taken, done.stored, done.kept, done.error.err_code) == (0, 0, [], 10077)
+        assert len(_contents(js, "R")) == 6
+        assert sourced.positions.positions[INAME].seq == 6
+
+
 async def test_the_source_resumes_at_the_message_max_msgs_refused(tmp_path: Path) -> None:
     """Through the link: an origin of 600 messages (runs of up to 256), a source whose
     `max_msgs` under `discard: new` takes 250; raised, the rest come, none twice and

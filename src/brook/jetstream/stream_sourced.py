@@ -50,6 +50,7 @@ _NATS = b"Nats-"
 _SOURCE_LINE = b"\r\n" + STREAM_SOURCE_HEADER.encode() + b":"
 _PLAIN_NAMES = (MSG_ID, STREAM_SOURCE_HEADER)
 _SUBJECT = operator.itemgetter(0)
+_UNLIMITED = 1 << 62  # room where there is no limit
 
 
 def plain_msg_id(header: bytes) -> str | None:
@@ -140,14 +141,17 @@ class StreamSourcedRuns:
         config = self.config
         max_size = config.max_msg_size
         discard_new = config.discard == "new" and (config.max_msgs > 0 or config.max_bytes > 0)
-        room_msgs = room_bytes = 0
+        room_msgs = room_bytes = _UNLIMITED  # below 1: a stream at (or over) its limit
+        bytes_limited = discard_new and config.max_bytes > 0
         if discard_new:
             state = self.store.state()
-            room_msgs = config.max_msgs - state.messages if config.max_msgs > 0 else -1
-            room_bytes = config.max_bytes - state.bytes if config.max_bytes > 0 else -1
+            if config.max_msgs > 0:
+                room_msgs = config.max_msgs - state.messages
+            if config.max_bytes > 0:
+                room_bytes = config.max_bytes - state.bytes
         retention = self.retention if config.retention == "interest" else None
         quota, dedup = self.quota, self.dedup
-        budget = self.space.budget if self.space is not None else 1 << 62
+        budget = self.space.budget if self.space is not None else _UNLIMITED
         ids: list[str] = []
         seen: set[str] = set()
         total = 0  # bytes as the free-space budget counts them
@@ -170,9 +174,9 @@ class StreamSourcedRuns:
             if retention is not None and not retention.wanted(subject):
                 break
             if discard_new:
-                if room_msgs == 0:
+                if room_msgs <= 0:
                     break
-                if room_bytes >= 0:
+                if bytes_limited:
                     accounted = self.accounted_size(subject, header, data)
                     if accounted > room_bytes:
                         break
