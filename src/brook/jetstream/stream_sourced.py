@@ -161,12 +161,12 @@ class StreamSourcedRuns:
             size = len(header) + len(data)
             if 0 <= max_size < size or len(header) > MAX_HEADER_BYTES:
                 break
-            if header.count(_NATS) == 1 and _SOURCE_LINE in header:
-                msg_id = ""  # its only JetStream header is the source's line
-            else:
-                msg_id = plain_msg_id(header)
-                if msg_id is None:
+            msg_id = ""
+            if header.count(_NATS) != 1 or _SOURCE_LINE not in header:  # more than its line
+                found = plain_msg_id(header)
+                if found is None:
                     break
+                msg_id = found
             if msg_id:
                 if msg_id in seen or dedup.lookup(msg_id) is not None:
                     break
