@@ -9,6 +9,11 @@ while the sources are copying. Each source resumes after the newest message it s
 up, `S` holds each origin message once: its origin sequence (from the header), subject
 and payload; every acknowledged publish is there. Then `S` is purged and the server
 killed again: after the restart the sources do not copy their origins again.
+
+The second test kills the server in the middle of a source's catch-up (an origin filled
+beforehand, copied in runs of hundreds of messages stored together: stream_sourced.py),
+each round once the sourcing stream holds a random share of what is left: afterwards it
+holds the origin's messages in order, each once.
 """
 
 from __future__ import annotations
@@ -135,3 +140,104 @@ async def test_a_source_copies_each_origin_message_once_across_sigkills(tmp_path
         proc.terminate()
         assert proc.wait(10) == 0
     print(json.dumps({"acked": len(acked), "copied": len(copied), "rounds": ROUNDS}))
+
+
+CATCH_UP_MESSAGES = 20_000
+CATCH_UP_ROUNDS = 4
+WINDOW = {"duplicate_window": 120_000_000_000}  # S's ids are checked against each other
+
+
+async def _origin_filled(url: str, n: int) -> None:
+    """O filled with `n` messages (every third with a `Nats-Msg-Id`, every fifth with
+    another header), published without acks and waited for."""
+    nc = await nats.connect(url)
+    await create_streams(nc, [{"name": "O", "subjects": ["o.>"]}])
+    for i in range(n):
+        headers = {"Nats-Msg-Id": f"id-{i}"} if i % 3 == 0 else None
+        if i % 5 == 0:
+            headers = {**(headers or {}), "X-N": str(i)}
+        await nc.publish(f"o.{i % 7}", b"c-%d" % i, headers=headers)
+    for _ in range(600):
+        if (await request(nc, "$JS.API.STREAM.INFO.O"))["state"]["messages"] == n:
+            break
+        await asyncio.sleep(0.05)
+    await nc.close()
+
+
+async def _kill_amid_catch_up(
+    url: str, proc: subprocess.Popen[bytes], rng: random.Random, killed_at: list[int]
+) -> None:
+    """Create S (once), then SIGKILL the server once S holds a random share of what is
+    left to copy: in the middle of its catch-up runs."""
+    nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+    try:
+        await create_streams(nc, [{"name": "S", "sources": [{"name": "O"}], **WINDOW}])
+        start = (await request(nc, "$JS.API.STREAM.INFO.S"))["state"]["messages"]
+        target = start + int((CATCH_UP_MESSAGES - start) * rng.uniform(0.2, 0.5))
+        while True:
+            messages = (await request(nc, "$JS.API.STREAM.INFO.S"))["state"]["messages"]
+            if messages >= target:
+                break
+            await asyncio.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at.append(messages)
+    finally:
+        await nc.close()
+
+
+async def test_a_source_killed_amid_its_catch_up_runs_copies_each_message_once(
+    tmp_path: Path,
+) -> None:
+    """A source's catch-up (runs of hundreds of messages stored together) killed with
+    SIGKILL again and again: once caught up, S holds O's messages in O's order, each once,
+    with its subject, payload, headers and origin sequence."""
+    rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "16")))
+    store = tmp_path / "store"
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    proc = start_brook(store, port)
+    try:
+        await _origin_filled(url, CATCH_UP_MESSAGES)
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    killed_at: list[int] = []
+    await sigkill_rounds(
+        store,
+        port,
+        CATCH_UP_ROUNDS,
+        lambda proc, _: _kill_amid_catch_up(url, proc, rng, killed_at),
+    )
+    assert all(0 < k < CATCH_UP_MESSAGES for k in killed_at), killed_at
+    proc = start_brook(store, port)
+    try:
+        nc = await nats.connect(url)
+        for _ in range(600):
+            info = await request(nc, "$JS.API.STREAM.INFO.S")
+            if info["state"]["messages"] >= CATCH_UP_MESSAGES and info["sources"][0]["lag"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # a duplicate would arrive now
+        state = (await request(nc, "$JS.API.STREAM.INFO.S"))["state"]
+        assert (state["messages"], state["last_seq"]) == (CATCH_UP_MESSAGES, CATCH_UP_MESSAGES)
+        sub = await nc.jetstream().subscribe("o.>", stream="S", ordered_consumer=True)
+        for seq in range(1, CATCH_UP_MESSAGES + 1):
+            msg = await sub.next_msg(timeout=10)
+            i = seq - 1
+            headers = dict(msg.headers or {})
+            source = headers.pop("Nats-Stream-Source").split(" ")
+            want = {"Nats-Msg-Id": f"id-{i}"} if i % 3 == 0 else {}
+            if i % 5 == 0:
+                want["X-N"] = str(i)
+            assert (msg.metadata.sequence.stream, int(source[1]), msg.subject, msg.data) == (
+                seq,
+                seq,
+                f"o.{i % 7}",
+                b"c-%d" % i,
+            )
+            assert headers == want
+        await nc.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    print(json.dumps({"killed_at": killed_at, "messages": CATCH_UP_MESSAGES}))

@@ -1,6 +1,6 @@
 """What a stream did with one message (`Stream.ingest` and the paths that store through
 it): `Ingested`, and its kinds for an atomic or fast batch's message (`Batched`) and a
-counter's increment (`Counted`)."""
+counter's increment (`Counted`), and a source's run (`SourcedRun`)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,19 @@ class Counted(Ingested):
 
     total: bytes = b""
     header: bytes | None = None
+
+
+@dataclass(slots=True)
+class SourcedRun:
+    """What `Stream.ingest_sourced_run` did with a run of a source's messages (one made
+    per run). `taken`: how many, from the first, it stored or found duplicates (those
+    after were not looked at); `stored`: how many from the first up to the last one it
+    stored (0: none), which moves the source's position; `kept`: the subject and sequence
+    of each stored and kept, for the consumers; `error`: what refused message `taken`
+    (None: every one was taken); `last`: what the last message looked at came to."""
+
+    taken: int
+    stored: int
+    kept: list[tuple[str, int]]
+    error: ApiError | None = None
+    last: Ingested | None = None

@@ -36,6 +36,12 @@ def origin_header(header: bytes) -> bytes | None:
     return kept or None
 
 
+def drops_lines(header: bytes) -> bool:
+    """Might `origin_header` drop lines of `header`? (A run's headers are the origin's as
+    stored: most have none of those lines, and are taken as they are.)"""
+    return b"Nats-Expected-" in header or b"Nats-Batch-" in header
+
+
 def split_run(item: DeliverRun, room: int) -> tuple[DeliverRun, DeliverRun | None]:
     """The first `room` deliveries of `item` (at least one), and the rest (None: none)."""
     msgs = item.msgs

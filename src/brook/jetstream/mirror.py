@@ -44,7 +44,7 @@ from brook.jetstream.link_requests import (
     origin_consumer_config,
     reset_request,
 )
-from brook.jetstream.link_runs import Delivered, Stored
+from brook.jetstream.link_runs import Delivered, Stored, drops_lines
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.sources import StreamSource, go_hash
 from brook.jetstream.models.transforms import subject_transform_json
@@ -74,11 +74,6 @@ _HEADER = operator.attrgetter("header")
 _AS_NEW = operator.attrgetter("subject", "header", "data", "ts_ns")
 # A `NewMessage`'s fields (`store_mirrored`).
 _SUBJECT, _NEW_HEADER, _DATA = (operator.itemgetter(i) for i in range(3))
-
-
-def _drops_lines(header: bytes) -> bool:
-    """Might `origin_header` drop lines of `header`?"""
-    return b"Nats-Expected-" in header or b"Nats-Batch-" in header
 
 
 def consumer_name(stream_name: str) -> str:
@@ -201,7 +196,7 @@ class Mirror:
             self._transforms
             or first != tracking.sseq + 1
             or msgs[-1].seq - first != n - 1
-            or any(map(_drops_lines, filter(None, map(_HEADER, msgs))))
+            or any(map(drops_lines, filter(None, map(_HEADER, msgs))))
         ):
             return None
         tracking.sseq, tracking.dseq = first + n - 1, run.first_consumer_seq + n - 1

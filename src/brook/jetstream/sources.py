@@ -1,11 +1,13 @@
 """A stream's sources (ADR 0020): what each stores, where it resumes, its link, its info.
 
-`SourcedStream` is a sourcing stream's side of its links: it takes each message a source
-delivers as `processInboundSourceMsg` does (the `Nats-Stream-Source` header added, the
-origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's subject transforms
-applied, then the stream's own subject transform) and hands it to `Stream.ingest_sourced`,
-which stores it under a new sequence through the checks of a publish (dedup included);
-the stream's group commit follows soon (`Stream.sync_soon`).
+`SourcedStream` is a sourcing stream's side of its links: it takes the messages a source
+delivers, a run at a time, as `processInboundSourceMsg` takes each (the `Nats-Stream-Source`
+header added, the origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's
+subject transforms applied, then the stream's own subject transform) and hands the run to
+`Stream.ingest_sourced_run` (stream_sourced.py, ADR 0045), which stores each under a new
+sequence as the checks of a publish would (dedup included), its plain stretches together;
+the source's position moves once per run, and the stream's group commit follows soon
+(`Stream.sync_soon`).
 
 Where a source resumes (`SourcePositions`): the origin sequence of the newest message it
 stored, read back from the stored `Nats-Stream-Source` headers, newest first
@@ -20,7 +22,8 @@ on disk, and what it lacks the newest headers give.
 
 Each source has its own `OriginLink` (link.py) whose kind is a `Source`: the consumer
 request nats-server's `setupSourceConsumer` sends, and each delivery as
-`processInboundSourceMsg` takes it (`Tracking.source_delivery`, then `SourcedStream`).
+`processInboundSourceMsg` takes it (`Tracking.source_delivery`, then `SourcedStream`; an
+in-process origin consumer's run that follows the last delivery, at once).
 
 `sources_info` is stream info's `sources` (nats-server's `StreamSourceInfo` list).
 """
@@ -48,7 +51,7 @@ from brook.jetstream.link_requests import (
     origin_consumer_config,
     reset_request,
 )
-from brook.jetstream.link_runs import Delivered, Delivery, Stored
+from brook.jetstream.link_runs import Delivered, Stored, drops_lines, origin_header
 from brook.jetstream.models.consumer_json import format_time_with_offset
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.models.sources import StreamSource, go_hash
@@ -59,7 +62,7 @@ from brook.jetstream.sourcing import (
     Tracking,
     Verdict,
     parse_source_header,
-    source_header_at,
+    source_header_parts,
     sourced_header,
 )
 from brook.jetstream.store.base import MessageStore
@@ -68,8 +71,9 @@ from brook.protocol.headers import raw_value
 from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
-    from brook.jetstream.ingested import Ingested
+    from brook.jetstream.ingested import Ingested, SourcedRun
     from brook.jetstream.stream import Stream
+    from brook.jetstream.stream_sourced import SourcedMessage
 
 log = logging.getLogger("brook.sources")
 
@@ -275,7 +279,9 @@ def _header_names(source: StreamSource) -> tuple[str, ...]:
 # ---------------------------------------------------------------------- ingest
 
 
-"""(subject, sequence) of a message a source stored: the engine tells its consumers."""
+SourceItem = tuple[int, str, bytes | None, bytes]
+"""A message a source delivered, to store: its origin sequence, the origin's subject, its
+header (the origin's `Nats-Expected-*` and `Nats-Batch-*` removed: `origin_header`), data."""
 
 
 class SourcedStream:
@@ -310,34 +316,47 @@ class SourcedStream:
         origin_seq: int,
         ident: str,
     ) -> Ingested:
-        """One message of source `iname` (origin sequence `origin_seq`, from the
-        origin's `subject`, whose identity is `ident`): stored as nats-server's
-        `processInboundSourceMsg` stores it. Only a message stored moves the source's
-        position (a duplicate `Nats-Msg-Id` does not, as in nats-server's store, and is
-        found a duplicate again if asked again after a restart); after an error nothing
-        is stored, and the source asks again from the same sequence."""
-        value = source_header_at(iname, str(origin_seq), subject, ident)
-        header = sourced_header(header, value)
-        for transform in self._transforms[iname]:
-            if transform is not None:
-                mapped = transform.match(subject.encode("utf-8", "surrogateescape"))
+        """One message of source `iname` (`ingest_run` of it alone): what it came to."""
+        done = self.ingest_run(iname, [(origin_seq, subject, header, data)], ident)
+        assert done.last is not None
+        return done.last
+
+    def ingest_run(self, iname: str, run: Sequence[SourceItem], ident: str) -> SourcedRun:
+        """Messages of source `iname` (each with its origin sequence and the origin's
+        subject; the origin's identity is `ident`), stored as nats-server's
+        `processInboundSourceMsg` stores each: the `Nats-Stream-Source` header written
+        (`sourced_header`), the source's first subject transform that matches applied,
+        then the stream's own, and stored by `Stream.ingest_sourced_run` (dedup, limits,
+        republish: those of a publish), up to the first the stream refuses. Only a
+        message stored moves the source's position (a duplicate `Nats-Msg-Id` does not,
+        as in nats-server's store, and is found a duplicate again if asked again after a
+        restart), once per run, before the one group commit the run asks for; the
+        consumers hear of what was kept in one call."""
+        head, middle, tail = source_header_parts(iname, ident)
+        transforms = [t for t in self._transforms[iname] if t is not None]
+        stream = self.stream
+        transform = stream.input_transform  # as nats-server: after the source's own
+        messages: list[SourcedMessage] = []
+        for origin_seq, subject, header, data in run:
+            value = f"{head}{origin_seq}{middle}{subject}{tail}"
+            for source_transform in transforms:
+                mapped = source_transform.match(subject.encode("utf-8", "surrogateescape"))
                 if mapped is not None:
                     subject = mapped.decode("utf-8", "surrogateescape")
                     break
-        stream = self.stream
-        transform = stream.input_transform  # as nats-server: after the source's own
-        if transform is not None:
-            subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
-                "utf-8", "surrogateescape"
-            )
-        result = stream.ingest_sourced(subject, header, data)
-        if result.error is None and not result.duplicate:
+            if transform is not None:
+                subject = transform.apply(subject.encode("utf-8", "surrogateescape")).decode(
+                    "utf-8", "surrogateescape"
+                )
+            messages.append((subject, sourced_header(header, value), data))
+        done = stream.ingest_sourced_run(messages)
+        if done.stored:
             # Noted before the group commit is asked for: its sync thread reads it.
-            self.positions.stored(iname, origin_seq, ident)
+            self.positions.stored(iname, run[done.stored - 1][0], ident)
             stream.sync_soon()
-            if result.kept:
-                self._stored([(subject, result.seq)])
-        return result
+        if done.kept:
+            self._stored(done.kept)
+        return done
 
 
 # ---------------------------------------------------------------------- the link
@@ -356,7 +375,7 @@ def consumer_name(stream_name: str, source: StreamSource, sources: Sequence[Stre
 class Source:
     """One source's kind of link (`link.LinkKind`): the consumer request nats-server's
     `setupSourceConsumer` sends, and each delivery as `processInboundSourceMsg` takes it
-    (`Tracking.source_delivery`, then `SourcedStream.ingest`). The origin's identity
+    (`Tracking.source_delivery`, then `SourcedStream.ingest_run`). The origin's identity
     (`Nats-Stream-Identity`) is sent with the request: an origin deleted and recreated
     since refuses it (10225), and the source starts over from the new origin's start."""
 
@@ -445,31 +464,68 @@ class Source:
         tracking.dseq = 0
 
     def delivered(self, tracking: Tracking, run: list[Delivered]) -> bool:
-        for meta, subject, header, data in run:
-            if not self._delivered(tracking, meta, subject, header, data):
-                return False
-        return True
+        """Each delivery checked in order (`Tracking.source_delivery`), those to store
+        stored together (`_store`); False at the first that asks for a new consumer,
+        after storing those before it."""
+        items: list[SourceItem] = []
+        before: list[tuple[int, int]] = []  # the tracking before each item
+        retry = False
+        for (consumer, delivered, seq, dseq, _, _), subject, header, data in run:
+            sseq_before, dseq_before = tracking.sseq, tracking.dseq
+            verdict = tracking.source_delivery(consumer, seq, dseq, delivered)
+            if verdict is Verdict.RETRY:
+                retry = True
+                break
+            if verdict is Verdict.STORE:
+                items.append((seq, subject, header, data))
+                before.append((sseq_before, dseq_before))
+        return self._store(tracking, items, before.__getitem__) and not retry
 
     def delivered_run(self, tracking: Tracking, run: DeliverRun) -> bool | None:
-        return None  # one message at a time (`delivered`)
+        """`delivered`'s common case at once: the current consumer's run follows the last
+        delivery seen with origin sequences past the last stored, so each is to store
+        (`Tracking.source_delivery` says so of each); None otherwise, having changed
+        nothing. The headers are the origin's as stored: `origin_header` applies."""
+        msgs = run.msgs
+        first_dseq = run.first_consumer_seq
+        if first_dseq != tracking.dseq + 1 or msgs[0].seq <= tracking.sseq:
+            return None
+        sseq = tracking.sseq
+        items: list[SourceItem] = [
+            (
+                m.seq,
+                m.subject,
+                (origin_header(m.header) if drops_lines(m.header) else m.header)
+                if m.header
+                else None,
+                m.data,
+            )
+            for m in msgs
+        ]
+        tracking.sseq, tracking.dseq = msgs[-1].seq, first_dseq + len(msgs) - 1
 
-    def _delivered(
-        self, tracking: Tracking, meta: Delivery, subject: str, header: bytes | None, data: bytes
+        def before(k: int) -> tuple[int, int]:
+            return (msgs[k - 1].seq if k else sseq), first_dseq + k - 1
+
+        return self._store(tracking, items, before)
+
+    def _store(
+        self,
+        tracking: Tracking,
+        items: list[SourceItem],
+        before: Callable[[int], tuple[int, int]],
     ) -> bool:
-        sseq, dseq = tracking.sseq, tracking.dseq
-        consumer, delivered, seq, delivery_seq, _, _ = meta
-        verdict = tracking.source_delivery(consumer, seq, delivery_seq, delivered)
-        if verdict is Verdict.RETRY:
-            return False
-        if verdict is not Verdict.STORE:
+        """Store `items` (`SourcedStream.ingest_run`). When the stream refused one (a
+        discard-new limit, a full disk) the tracking goes back to what it was before
+        that one (`before`), which is asked for again: False."""
+        if not items:
             return True
-        result = self.sourced.ingest(self.iname, subject, header, data, seq, self.ident)
-        if result.error is None:
-            self.resume_after = seq
+        done = self.sourced.ingest_run(self.iname, items, self.ident)
+        if done.error is None:
+            self.resume_after = items[-1][0]
             return True
-        # Not stored (a discard-new limit, a full disk): asked again from this sequence.
-        tracking.sseq, tracking.dseq = sseq, dseq
-        self.resume_after = seq - 1
+        tracking.sseq, tracking.dseq = before(done.taken)
+        self.resume_after = items[done.taken][0] - 1
         return False
 
     def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:

@@ -66,9 +66,15 @@ def source_header(iname: str, reply: str, subject: str, ident: str = "") -> str:
 
 def source_header_at(iname: str, seq: str, subject: str, ident: str = "") -> str:
     """`source_header` of origin sequence `seq` (as its ack reply spells it)."""
+    head, middle, tail = source_header_parts(iname, ident)
+    return f"{head}{seq}{middle}{subject}{tail}"
+
+
+def source_header_parts(iname: str, ident: str = "") -> tuple[str, str, str]:
+    """The value `source_header_at` writes, around the sequence and the subject:
+    `head + seq + middle + subject + tail` (made once for a run of one source's messages)."""
     name, filters, destinations = iname.split(" ")
-    value = f"{name} {seq} {filters} {destinations} {subject}"
-    return f"{value} {ident}" if ident else value
+    return f"{name} ", f" {filters} {destinations} ", f" {ident}" if ident else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,12 @@ class StoreSpace:
         self.refused += 1
         return False
 
+    @property
+    def budget(self) -> int:
+        """The bytes `admit` takes without a reading: it admits fewer at once (a source's
+        run admits its messages together while they are: stream_sourced.py)."""
+        return self._budget
+
     def no_space(self, error: BaseException) -> None:
         """A write failed for lack of space although admitted: full until there is room."""
         self._budget = 0

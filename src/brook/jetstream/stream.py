@@ -76,6 +76,7 @@ from brook.jetstream.sourcing import STREAM_SOURCE_HEADER
 from brook.jetstream.store.base import MessageStore, PurgeResult, StoreError, StoreFullError
 from brook.jetstream.stream_batches import StreamBatches
 from brook.jetstream.stream_limits import StreamLimits
+from brook.jetstream.stream_sourced import StreamSourcedRuns
 from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
@@ -93,7 +94,7 @@ AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch ad
 _EXPIRY_RETRY_NS = 1_000_000_000
 
 
-class Stream(StreamBatches, StreamLimits):
+class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
     def __init__(
         self,
         config: StreamConfig,
@@ -248,7 +249,9 @@ class Stream(StreamBatches, StreamLimits):
         sourced message: through the checks of a publish but those of what only a client
         may not do (a TTL or a rollup this stream does not allow, the `Nats-Stream-Source`
         header), dedup and limits included, then republished. The caller asks for the
-        sync (`sync_soon`) once it noted what was stored."""
+        sync (`sync_soon`) once it noted what was stored. A run of them goes through
+        `ingest_sourced_run` (stream_sourced.py), which stores its plain stretches
+        together and hands every other message here."""
         self._sourcing = True
         try:
             if self._republish is None:
@@ -398,13 +401,8 @@ class Stream(StreamBatches, StreamLimits):
         now = self.now_ns()
         try:
             seq = self.store.store(subject, header, data, now)
-        except StoreFullError as exc:
-            if space is not None:
-                space.no_space(exc)
-            raise api_error("INSUFFICIENT_RESOURCES") from None
         except StoreError as exc:
-            self.write_failed("store a message", exc)
-            raise api_error("STREAM_STORE_FAILED", err=f"storage failure: {exc}") from None
+            raise self.store_refused(exc) from None
         if ttl:
             self.expiry.ttl_stored(seq, now, ttl)
         elif config.max_age > 0 and self.expiry.next_wakeup_ns is None:
@@ -476,6 +474,17 @@ class Stream(StreamBatches, StreamLimits):
             fire_due(self, now)
         wake = expiry.next_wakeup_ns
         return None if wake is None else max(wake - now, 0)
+
+    def store_refused(self, exc: StoreError) -> ApiError:
+        """What a message whose write failed is answered (module docstring): 10023 for a
+        full disk (the stream's space is full until there is room), 10077 for any other
+        failure, logged; for one message (`_ingest`) and a source's run alike."""
+        if isinstance(exc, StoreFullError):
+            if self.space is not None:
+                self.space.no_space(exc)
+            return api_error("INSUFFICIENT_RESOURCES")
+        self.write_failed("store a message", exc)
+        return api_error("STREAM_STORE_FAILED", err=f"storage failure: {exc}")
 
     def write_failed(self, what: str, error: StoreError) -> None:
         """A store write failed: logged (rate-limited for file streams, `space.py`)."""
