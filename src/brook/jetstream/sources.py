@@ -4,7 +4,7 @@
 delivers, a run at a time, as `processInboundSourceMsg` takes each (the `Nats-Stream-Source`
 header added, the origin's `Nats-Expected-*` and `Nats-Batch-*` dropped, the source's
 subject transforms applied, then the stream's own subject transform) and hands the run to
-`Stream.ingest_sourced_run` (stream_sourced.py, ADR 0045), which stores each under a new
+`Stream.ingest_sourced_run` (stream_sourced.py, ADR 0049), which stores each under a new
 sequence as the checks of a publish would (dedup included), its plain stretches together;
 the source's position moves once per run, and the stream's group commit follows soon
 (`Stream.sync_soon`).

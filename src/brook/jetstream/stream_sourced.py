@@ -1,4 +1,4 @@
-"""A run of a source's messages stored in one pass (`Stream.ingest_sourced_run`, ADR 0045).
+"""A run of a source's messages stored in one pass (`Stream.ingest_sourced_run`, ADR 0049).
 
 A source's link hands over its origin's deliveries a run at a time (link_runs.py), and
 most of a run needs nothing of a publish's checks but a few comparisons: a header with no
