@@ -143,3 +143,24 @@ def test_positions_found_in_headers_at_open_are_recorded_at_once(tmp_path: Path)
     reopened = SourcePositions(path)
     reopened.recover(store, [A])
     assert reopened.positions == {A.iname: Position(7)}
+
+
+def test_a_commit_between_a_run_and_its_position_leaves_the_run_to_the_headers(
+    tmp_path: Path,
+) -> None:
+    """The sync thread may write the record after the event loop stored a run and before
+    it noted the run's position: the record's stamp is the one noted with the positions,
+    so a restart reads the run's headers instead of copying the run again."""
+    store = _store(tmp_path)
+    path = tmp_path / RECORD_FILE
+    positions = SourcePositions(path)
+    positions.recover(store, [A])
+    _sourced(store, "A 1 a.> > a.1")
+    positions.stored(A.iname, 1, "")
+    _sourced(store, "A 2 a.> > a.2")  # the next run, stored, its position not noted yet
+    _sourced(store, "A 3 a.> > a.3")
+    positions.sync(store)  # the commit, meanwhile
+    assert decode_record(path.read_bytes()) == (2, {A.iname: Position(1)})
+    reopened = SourcePositions(path)  # a crash before the next commit
+    reopened.recover(store, [A])
+    assert reopened.positions == {A.iname: Position(3)}

@@ -174,6 +174,11 @@ class SourcePositions:
     def __init__(self, path: Path | None) -> None:
         self._path = path
         self.positions: dict[str, Position] = {}
+        # The record's stamp for `positions`: every message they count is below it. Set
+        # on the event loop right after them (`stored`), so that the sync thread, which
+        # reads it first, never pairs a newer stamp with older positions.
+        self._stamp = 0
+        self._store: MessageStore | None = None  # the stream's, from `recover` on
         self._changes = 0  # bumped by every change, on the event loop
         self._written = 0  # the `_changes` the record on disk holds, in the sync thread
         self._writing = threading.Lock()
@@ -184,6 +189,7 @@ class SourcePositions:
         source it does not know), newest first. A source found in neither starts at 0
         (its origin's start, or its start options). Sources no longer configured are
         forgotten."""
+        self._store = store
         wanted = {source.iname: source for source in sources}
         known = {iname: p for iname, p in self.positions.items() if iname in wanted}
         stamp, record = self._read() if len(known) < len(wanted) else (0, {})
@@ -220,22 +226,28 @@ class SourcePositions:
         }
         changed = positions != (self.positions or record)
         self.positions = positions
+        self._stamp = max(self._stamp, stamp)
         if changed:
+            self._stamp = state.last_seq + 1
             # Written now, not at the next commit: none may come before the messages
             # these positions were read from are purged (a restart, then a purge).
             self._changes += 1
             self.sync(store)
 
     def stored(self, iname: str, seq: int, ident: str) -> None:
-        """The source `iname` stored (or found a duplicate of) origin message `seq`."""
+        """The source `iname` stored (or found a duplicate of) origin message `seq`: the
+        last message stored so far counts it."""
         self.positions[iname] = Position(seq, ident)
+        if self._store is not None:
+            self._stamp = self._store.last_seq() + 1
         self._changes += 1
 
     def sync(self, store: MessageStore) -> None:
         """The group commit of a sourcing file stream (in its worker thread; on the event
         loop when `recover` changed a position): fsync the store, then rewrite the record
-        if a position changed, with the positions and the last sequence taken before the
-        fsync, which covers every message they count (the store serialises its syncs). A
+        if a position changed, with the stamp and positions noted on the event loop, read
+        before the fsync, which covers every message they count (the store serialises
+        its syncs). A
         record that cannot be written is logged and tried again at the next commit: the
         messages are durable, and their headers still say where each source stands."""
         changes = self._changes
@@ -243,7 +255,10 @@ class SourcePositions:
             store.sync()
             return
         with self._writing:  # the event loop's and the commit's, one at a time
-            stamp = store.last_seq() + 1  # one read: the event loop may be storing
+            # The stamp first, then the positions: positions newer than the stamp are
+            # safe (a restart reads the headers from the stamp on), a stamp newer than
+            # the positions would skip the messages between (stored, not yet counted).
+            stamp = self._stamp
             positions = dict(self.positions)
             store.sync()
             if self._path is None:
