@@ -69,7 +69,9 @@ async def settled(s: Session, label: str, stream: str, last_seq: int) -> None:
     """Wait until `stream` holds `last_seq` with every source level with its origin,
     then record its info (`active` masked once set) and every message it holds."""
     info: dict[str, Any] = {}
-    for _ in range(200):
+    # Up to 30 s: after a restart nats-server retries a source's consumer with a backoff
+    # (once seen idle for 10 s in a loaded full run); it takes no time when it goes well.
+    for _ in range(600):
         info = await _info(s, stream)
         sources = info.get("sources", [])
         if info["state"]["last_seq"] == last_seq and all(x["lag"] == 0 for x in sources):
