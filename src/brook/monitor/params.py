@@ -12,7 +12,7 @@ import json
 
 from brook import strconv
 
-__all__ = ["BadParameter", "NotHere", "go_bool", "go_int", "text"]
+__all__ = ["BadParameter", "NotHere", "decode_subs", "go_bool", "go_int", "text"]
 
 _BOOLS = {w: True for w in ("1", "t", "T", "TRUE", "true", "True")} | {
     w: False for w in ("0", "f", "F", "FALSE", "false", "False")
@@ -60,3 +60,11 @@ def go_int(query: dict[str, list[str]], name: str) -> int:
     raise BadParameter(
         f"Error decoding int for '{name}': strconv.Atoi: parsing {json.dumps(raw)}: {reason}"
     )
+
+
+def decode_subs(query: dict[str, list[str]]) -> tuple[bool, bool]:
+    """nats-server's `decodeSubs`: (subs, detail); `subs=detail` (any case) is the detail
+    form, anything else a Go boolean."""
+    if text(query, "subs").lower() == "detail":
+        return False, True
+    return go_bool(query, "subs"), False
