@@ -69,6 +69,10 @@ REPLY_PERMS_PRUNE_S: Final = 1.0
 # Routing: the subject-match cache in front of the subscription trie.
 SUBLIST_CACHE_ENTRIES_MAX: Final = 1024
 
+# Monitoring: closed client connections /connz keeps (nats-server's
+# DEFAULT_MAX_CLOSED_CLIENTS; `max_closed_clients`), and the most it may be set to.
+MAX_CLOSED_CLIENTS: Final = 10_000
+MAX_CLOSED_CLIENTS_MAX: Final = 1_000_000
 # Monitoring: /connz paging.
 CONNZ_LIMIT_DEFAULT: Final = 1024
 CONNZ_LIMIT_MAX: Final = 65536

@@ -35,6 +35,7 @@ import dataclasses
 import json
 import logging
 import socket
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -177,6 +178,8 @@ class MonitorServer:
         self._http: web.Server | None = None
         self._listener: asyncio.Server | None = None
         self._cpu = CpuSampler()
+        self._settings_seen = feed.settings
+        self._settings_changed_at = 0.0
         self._sock: socket.socket | None = None
         self._routes: dict[str, Endpoint] = {
             "/": self.index,
@@ -318,7 +321,16 @@ class MonitorServer:
             https_port=self.port if self.secure else 0,
             request_counts=self.request_counts,
             cpu=self._cpu,
+            config_load_time=self._config_load_time(),
         )
+
+    def _config_load_time(self) -> float | None:
+        """When the server's settings were last replaced (a reload), None before that."""
+        settings = self.feed.settings
+        if settings is not self._settings_seen:
+            self._settings_seen = settings
+            self._settings_changed_at = time.time()
+        return self._settings_changed_at or None
 
     def connz(self, query: Query) -> dict[str, Any]:
         return build_connz(self.feed, query)

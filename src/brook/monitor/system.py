@@ -39,6 +39,7 @@ from typing import Any, Protocol, TypeVar
 from brook import limits
 from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.accstatz import account_stat, build_accstatz
+from brook.monitor.closed import closed_state
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
@@ -50,6 +51,7 @@ from brook.nuid import random_id
 from brook.routing.internal import InternalClient, MessageHandler
 from brook.server.statistics import (
     AccountSnapshot,
+    ClosedConnection,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -74,18 +76,6 @@ CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
 
-# Brook's close reasons in nats-server's words (its ClosedState strings).
-_REASONS = {
-    "client closed": "Client Closed",
-    "server shutdown": "Server Shutdown",
-    "stale connection": "Stale Connection",
-    "authentication timeout": "Authentication Timeout",
-    "authentication failure": "Authentication Failure",
-    "maximum connections exceeded": "Maximum Connections Exceeded",
-    "invalid client protocol": "Bad Client Protocol Version",
-}
-
-
 T = TypeVar("T")
 
 
@@ -106,16 +96,6 @@ class Failed(Exception):
         super().__init__(description)
         self.code = code
         self.description = description
-
-
-def _reason(reason: str) -> str:
-    if reason.startswith("protocol violation"):
-        return "Protocol Violation"
-    if reason == "slow consumer: write deadline exceeded":
-        return "Slow Consumer (Write Deadline)"
-    if reason.startswith("slow consumer"):
-        return "Slow Consumer (Pending Bytes)"
-    return _REASONS.get(reason, reason or "Client Closed")
 
 
 def _decode(payload: bytes) -> dict[str, Any]:
@@ -206,6 +186,9 @@ class _AccountFeed:
 
     def leaf_connections(self) -> list[LeafSnapshot]:
         return [c for c in self._feed.leaf_connections() if c.account == self.account]
+
+    def closed_connections(self) -> list[ClosedConnection]:
+        return [c for c in self._feed.closed_connections() if c.connection.account == self.account]
 
     def jetstream_assets(self) -> list[JetStreamAssets] | None:
         return self._feed.jetstream_assets()
@@ -359,7 +342,7 @@ class SystemServices:
             # nats-server's names, seen from the client: what it sent, what it received
             "sent": {"msgs": client.in_msgs, "bytes": client.in_bytes},
             "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},
-            "reason": _reason(client.close_reason),
+            "reason": closed_state(client.close_reason),
         }
         self.bus.system.publish(subject, _json(event))
 

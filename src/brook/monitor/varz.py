@@ -3,9 +3,16 @@
 Mirrors nats-server 2.x's `Varz` (server/monitor.go): same field names, same types (durations
 configured in options are integer nanoseconds, observed ones are Go duration strings,
 timestamps are RFC3339 UTC) and the same omit-when-empty rules, so tools written for
-nats-server read Brook. Fields about features Brook lacks (clustering, gateways, leaf nodes,
-MQTT, OCSP) are left out; the route/remote/leaf counts it does report are always zero. `mem` is
-the process's resident set size and `cpu` its CPU percent since the previous request.
+nats-server read Brook. Features Brook lacks show as nats-server shows them when not
+configured: `cluster`, `gateway` and `mqtt` are `{}`, the route and remote counts zero,
+`stalled_clients` and the disk I/O wait figures zero (Brook neither stalls producers nor
+queues for a disk semaphore); nats-server's own `feature_flags`, `git_commit` and
+JetStream `strict` are left out. `mem` is the process's resident set size, `cpu` its CPU
+percent since the previous request, `gomaxprocs` the CPUs the process may run on (what
+Go's default GOMAXPROCS is). `config_load_time` is when the server was started or its
+settings last replaced (reload), `config_digest` "" (nats-server's for a server without a
+config file). `brook_max_closed_clients` is Brook's own: the bound of the closed
+connections `/connz` keeps.
 
 Only the JSON is built here; `brook.monitor.http` serves it.
 """
@@ -19,12 +26,16 @@ from typing import Any
 
 from brook import limits
 from brook.config.settings import LeafNodeSettings, Settings, TLSSettings, WebSocketSettings
+from brook.config.settings_jetstream import JetStreamSettings
 from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
 from brook.server.statistics import ServerStatistics
 from brook.server.tls import certificate_not_after
 from brook.version import __version__
 
 __all__ = ["CpuSampler", "build_varz", "rss_bytes"]
+
+# nats-server's default JetStream sync interval (`defaultSyncInterval`).
+_SYNC_INTERVAL_S = 120.0
 
 
 def rss_bytes() -> int:
@@ -66,6 +77,7 @@ def build_varz(
     https_port: int = 0,
     request_counts: dict[str, int],
     cpu: CpuSampler,
+    config_load_time: float | None = None,
 ) -> dict[str, Any]:
     """The `/varz` body for a server's statistics `srv` and settings `st`, whose
     monitoring listens on `http_host:http_port`."""
@@ -80,6 +92,8 @@ def build_varz(
         "host": st.host,
         "port": srv["port"],
     }
+    if srv["auth_required"]:
+        v["auth_required"] = True
     if st.tls is not None:  # as nats-server's: the port's, whatever handshake_first says
         if not st.allow_non_tls:
             v["tls_required"] = True
@@ -94,10 +108,12 @@ def build_varz(
         "http_host": http_host,
         "http_port": http_port,
         "https_port": https_port,
+        "http_base_path": "",
         "auth_timeout": go_number(st.client_auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
+        "brook_max_closed_clients": st.max_closed_clients or limits.MAX_CLOSED_CLIENTS,
     }
     if st.jetstream.enabled:
         js = st.jetstream
@@ -106,6 +122,9 @@ def build_varz(
                 "max_memory": js.max_memory_store_bytes,
                 "max_storage": js.max_file_store_bytes,
                 "store_dir": js.store_path,
+                # nats-server shows its interval (2 min unless set) in "always" mode too
+                "sync_interval": seconds_to_ns(js.sync_interval_s or _SYNC_INTERVAL_S),
+                **({"sync_always": True} if not js.sync_interval_s else {}),
                 **({"domain": js.domain} if js.domain else {}),
             }
         }
@@ -121,8 +140,13 @@ def build_varz(
             v["jetstream"]["brook_commits"] = srv["commits"]
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
-    v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
+        if js_limits := _jetstream_limits(js):
+            v["jetstream"]["limits"] = js_limits
+    v["cluster"] = {}
+    v["gateway"] = {}
     v["leaf"] = _leaf(st.leafnodes, srv["leafnode_port"])
+    v["mqtt"] = {}
+    v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
     leaf = srv["leaf_traffic"]
     v |= {
         "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
@@ -132,6 +156,7 @@ def build_varz(
         "uptime": uptime_string(now - srv["started_at"]),
         "mem": rss_bytes(),
         "cores": os.cpu_count() or 1,
+        "gomaxprocs": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
         "cpu": cpu.percent(),
         "connections": srv["connections"],
         "total_connections": srv["total_connections"],
@@ -148,14 +173,38 @@ def build_varz(
         "out_client_msgs": srv["out_msgs"],
         "out_client_bytes": srv["out_bytes"],
         "slow_consumers": srv["slow_consumers"],
+        "stale_connections": srv["stale_connections"],
+        "stalled_clients": 0,
         "subscriptions": srv["subscriptions"],
         "http_req_stats": dict(request_counts),
+        "config_load_time": rfc3339_nano(config_load_time or srv["started_at"]),
+        "config_digest": "",
+        "system_account": st.system_account_name,
         "slow_consumer_stats": dict(clients=srv["slow_consumers"], routes=0, gateways=0, leafs=0),
+        "stale_connection_stats": dict(
+            clients=srv["stale_connections"], routes=0, gateways=0, leafs=0
+        ),
+        "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
     }
     if srv["pinned_account_fails"]:  # omitempty
         v["pinned_account_fails"] = srv["pinned_account_fails"]
     _put_not_after(v, st.tls)
     return v
+
+
+def _jetstream_limits(js: JetStreamSettings) -> dict[str, Any]:
+    """nats-server's `JSLimitOpts` (each omitted when not set): the batch limits
+    configured under `jetstream { limits { batch {} } }`."""
+    out: dict[str, Any] = {}
+    if js.batch_max_inflight_per_stream is not None:
+        out["max_batch_inflight_per_stream"] = js.batch_max_inflight_per_stream
+    if js.batch_max_inflight_total is not None:
+        out["max_batch_inflight_total"] = js.batch_max_inflight_total
+    if js.batch_max_msgs != limits.ATOMIC_BATCH_SIZE_MAX:
+        out["max_batch_size"] = js.batch_max_msgs
+    if js.batch_timeout_s != limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9:
+        out["max_batch_timeout"] = seconds_to_ns(js.batch_timeout_s)
+    return out
 
 
 def _leaf(leaf: LeafNodeSettings, port: int) -> dict[str, Any]:

@@ -6,8 +6,11 @@ the `StatisticsFeed` protocol, never the server's objects (ADR 0016)."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
@@ -17,6 +20,7 @@ from brook.server.permissions import public_permissions
 from brook.server.statistics import (
     AccountJwtSnapshot,
     AccountSnapshot,
+    ClosedConnection,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -106,7 +110,9 @@ class ServerSnapshots:
         commit_backlog: CommitBacklog | None
         transfers: Any
         slow_consumers: int
+        stale_connections: int
         total_connections: int
+        closed_clients: collections.deque[ClosedConnection]
         _closed_traffic: list[int]
         _closed_by_account: dict[str, list[int]]
 
@@ -127,6 +133,8 @@ class ServerSnapshots:
             "out_msgs": self.out_msgs,
             "out_bytes": self.out_bytes,
             "slow_consumers": self.slow_consumers,
+            "stale_connections": self.stale_connections,
+            "auth_required": self.authenticator.advertised,
             "pinned_account_fails": operator.pinned_fails if operator is not None else 0,
             "subscriptions": sum(a.router.sublist.count for a in accounts),
             "pid": os.getpid(),
@@ -298,6 +306,19 @@ class ServerSnapshots:
             account_name=self._name_tag(account_name),
             user_name=user.name,
             expires_ns=left_ns,
+        )
+
+    def closed_connections(self) -> list[ClosedConnection]:
+        return list(self.closed_clients)
+
+    def _closed_connection(
+        self, c: ClientConnection, subs: Mapping[bytes, Subscription]
+    ) -> ClosedConnection:
+        """`c`, which has just closed with `subs`, as the closed-connections ring keeps it."""
+        return ClosedConnection(
+            connection=dataclasses.replace(self._connection_snapshot(c), subs=len(subs)),
+            stopped_at=time.time(),
+            subscriptions=tuple(_subscription_snapshot(s, c.cid) for s in subs.values()),
         )
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
