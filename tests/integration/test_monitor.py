@@ -25,6 +25,7 @@ from nats.aio.client import __version__ as nats_py_version
 
 import brook
 from brook import limits
+from brook.config.conf import settings_from_conf
 from brook.config.settings import ConfigError, Settings
 from brook.server.server import Server
 from tests.support.monitor import get, get_json, request
@@ -364,6 +365,34 @@ async def test_connz_bad_query_is_nats_servers_400(srv: Any, query: str, error: 
     assert resp.status == 400
     assert resp.headers["content-type"] == "text/plain; charset=utf-8"
     assert resp.body.decode() == error
+
+
+async def test_closed_connections_ring_is_bounded_and_configurable() -> None:
+    """The last `max_closed_clients` closed clients, newest kept; the bound is in /varz,
+    set from a config file (0 there is nats-server's default) and refused out of range."""
+    async with brook.serve(port=0, http_port=-1, max_closed_clients=2) as server:
+        for i in range(4):
+            nc = await nats.connect(server.url, name=f"n{i}", allow_reconnect=False)
+            await nc.subscribe(f"sub.{i}")
+            await nc.close()
+        await wait_until(lambda: not server.clients and len(server.closed_clients) == 2)
+        closed = await get_json(server, "/connz?state=closed&subs=1")
+        assert [c["name"] for c in closed["connections"]] == ["n2", "n3"]
+        assert [c["subscriptions_list"] for c in closed["connections"]] == [["sub.2"], ["sub.3"]]
+        assert {c["reason"] for c in closed["connections"]} == {"Client Closed"}
+        assert all(RFC3339.match(c["stop"]) for c in closed["connections"])
+        assert closed["total"] == 2
+        v = await get_json(server, "/varz")
+        assert v["brook_max_closed_clients"] == 2
+        assert v["config_load_time"] == v["start"]
+        assert (await get_json(server, "/connz"))["total"] == 0
+    assert settings_from_conf({"max_closed_clients": 0}).max_closed_clients == 0
+    async with brook.serve(port=0, http_port=-1, max_closed_clients=0) as server:
+        v = await get_json(server, "/varz")
+        assert v["brook_max_closed_clients"] == limits.MAX_CLOSED_CLIENTS
+    for bad in (-1, limits.MAX_CLOSED_CLIENTS_MAX + 1):
+        with pytest.raises(ConfigError, match="max_closed_clients"):
+            settings_from_conf({"max_closed_clients": bad})
 
 
 # ---------------------------------------------------------------------- HTTP handling

@@ -6,13 +6,13 @@ timestamps are RFC3339 UTC) and the same omit-when-empty rules, so tools written
 nats-server read Brook. Features Brook lacks show as nats-server shows them when not
 configured: `cluster`, `gateway` and `mqtt` are `{}`, the route and remote counts zero,
 `stalled_clients` and the disk I/O wait figures zero (Brook neither stalls producers nor
-queues for a disk semaphore); nats-server's own `feature_flags`, `git_commit` and
-JetStream `strict` are left out. `mem` is the process's resident set size, `cpu` its CPU
-percent since the previous request, `gomaxprocs` the CPUs the process may run on (what
-Go's default GOMAXPROCS is). `config_load_time` is when the server was started or its
-settings last replaced (reload), `config_digest` "" (nats-server's for a server without a
-config file). `brook_max_closed_clients` is Brook's own: the bound of the closed
-connections `/connz` keeps.
+queues for a disk semaphore); nats-server's own `feature_flags` and `git_commit` are left
+out. `jetstream.config` and `.limits` are `/jsz`'s. `mem` is the process's resident set
+size, `cpu` its CPU percent since the previous request, `gomaxprocs` the CPUs the
+process may run on (what Go's default GOMAXPROCS is). `config_load_time` is when the
+server was started or its settings last replaced (a reload), `config_digest` "" (what
+nats-server shows without a config file). `brook_max_closed_clients` is Brook's own:
+the bound of the closed connections `/connz` keeps.
 
 Only the JSON is built here; `brook.monitor.http` serves it.
 """
@@ -26,16 +26,13 @@ from typing import Any
 
 from brook import limits
 from brook.config.settings import LeafNodeSettings, Settings, TLSSettings, WebSocketSettings
-from brook.config.settings_jetstream import JetStreamSettings
 from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
+from brook.monitor.jsz import jetstream_config, jetstream_limits
 from brook.server.statistics import ServerStatistics
 from brook.server.tls import certificate_not_after
 from brook.version import __version__
 
 __all__ = ["CpuSampler", "build_varz", "rss_bytes"]
-
-# nats-server's default JetStream sync interval (`defaultSyncInterval`).
-_SYNC_INTERVAL_S = 120.0
 
 
 def rss_bytes() -> int:
@@ -116,17 +113,8 @@ def build_varz(
         "brook_max_closed_clients": st.max_closed_clients or limits.MAX_CLOSED_CLIENTS,
     }
     if st.jetstream.enabled:
-        js = st.jetstream
         v["jetstream"] = {
-            "config": {
-                "max_memory": js.max_memory_store_bytes,
-                "max_storage": js.max_file_store_bytes,
-                "store_dir": js.store_path,
-                # nats-server shows its interval (2 min unless set) in "always" mode too
-                "sync_interval": seconds_to_ns(js.sync_interval_s or _SYNC_INTERVAL_S),
-                **({"sync_always": True} if not js.sync_interval_s else {}),
-                **({"domain": js.domain} if js.domain else {}),
-            }
+            "config": jetstream_config(st),
         }
         if srv["jetstream_stats"] is not None:
             v["jetstream"]["stats"] = srv["jetstream_stats"]
@@ -140,7 +128,7 @@ def build_varz(
             v["jetstream"]["brook_commits"] = srv["commits"]
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
-        if js_limits := _jetstream_limits(js):
+        if js_limits := jetstream_limits(st):
             v["jetstream"]["limits"] = js_limits
     v["cluster"] = {}
     v["gateway"] = {}
@@ -190,21 +178,6 @@ def build_varz(
         v["pinned_account_fails"] = srv["pinned_account_fails"]
     _put_not_after(v, st.tls)
     return v
-
-
-def _jetstream_limits(js: JetStreamSettings) -> dict[str, Any]:
-    """nats-server's `JSLimitOpts` (each omitted when not set): the batch limits
-    configured under `jetstream { limits { batch {} } }`."""
-    out: dict[str, Any] = {}
-    if js.batch_max_inflight_per_stream is not None:
-        out["max_batch_inflight_per_stream"] = js.batch_max_inflight_per_stream
-    if js.batch_max_inflight_total is not None:
-        out["max_batch_inflight_total"] = js.batch_max_inflight_total
-    if js.batch_max_msgs != limits.ATOMIC_BATCH_SIZE_MAX:
-        out["max_batch_size"] = js.batch_max_msgs
-    if js.batch_timeout_s != limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9:
-        out["max_batch_timeout"] = seconds_to_ns(js.batch_timeout_s)
-    return out
 
 
 def _leaf(leaf: LeafNodeSettings, port: int) -> dict[str, Any]:
