@@ -197,6 +197,7 @@ async def test_connz_closed_connections(both: dict[str, tuple[str, str]]) -> Non
                     "/connz?state=all&acc=A&user=alice&auth=true",
                     "/connz?acc=NOPE",
                     "/connz?state=all&acc=$G",
+                    "/connz?state=all&mqtt_client=x",
                 )
             }
         expected, got = views["nats-server"], views["brook"]

@@ -3,7 +3,7 @@ closed or both.
 
 Mirrors nats-server 2.x's `Connz` (server/monitor.go): the query parameters `limit`,
 `offset`, `sort`, `subs` (`true` or `detail`), `auth`, `cid`, `state` (`open`, `closed`,
-`any` or `all`), `acc` and `user`, read by Go's rules and refused with nats-server's
+`any` or `all`), `acc`, `user` and `mqtt_client`, read by Go's rules and refused with nats-server's
 plain-text 400 (`BadParameter`) when malformed; the same sort directions (`stop` and
 `reason` for closed connections only); a `cid` lookup answered as a one-entry page; and
 per-connection fields with the same names, types (observed durations are Go duration
@@ -107,6 +107,8 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         raise BadParameter(f"Error decoding state for {state}")
     want_open, want_closed = _STATES[state.lower()]
     user, account = text(query, "user"), text(query, "acc")
+    # Brook has no MQTT clients: a filter on an MQTT client id matches no connection.
+    mqtt_client = text(query, "mqtt_client")
     if sort not in _SORTS:
         raise BadParameter(f"invalid sorting option: {sort}")
     if sort in _CLOSED_ONLY and want_open:
@@ -140,7 +142,11 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         rows = found[:1]
         offset = 0
     else:
-        rows = [r for r in opened + closed if not user or r.conn.authorized_user == user]
+        rows = [
+            r
+            for r in opened + closed
+            if (not user or r.conn.authorized_user == user) and not mqtt_client
+        ]
         what, descending = _SORTS[sort]
         rows.sort(key=lambda r: r.conn.cid)
         if what != "cid":
