@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gzip
 import json
+import logging
 import re
 import socket
 import time
@@ -501,6 +502,40 @@ async def test_stalled_request_is_cut_off(srv: Any) -> None:
             assert await reader.read() == b""
         assert 0.1 < time.monotonic() - started < 1.5
         writer.close()
+
+
+async def test_client_that_does_not_read_its_answer_is_cut_off(
+    srv: Any, clients: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer not taken within the request timeout is abandoned and the connection
+    closed; other clients are served, nothing is logged as an error."""
+    nc = await connect(srv, clients, "many")
+    for i in range(2000):  # a /subsz?subs=1 of ~160 KB
+        await nc.subscribe(f"many.subjects.here.{i}")
+    await nc.flush()
+    srv.monitor.request_timeout_s = 0.3
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", srv.monitor.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    await wait_until(lambda: srv.monitor.connection_count == 1)
+    # The server's side buffers little too, so the answer cannot all be queued.
+    (transport,) = srv.monitor._http._connections.values()
+    transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    writer.write(b"GET /subsz?subs=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await wait_until(lambda: srv.monitor.connection_count == 0)
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        async with asyncio.timeout(3):
+            while chunk := await reader.read(65536):
+                received += chunk
+    writer.close()
+    srv.monitor.request_timeout_s = limits.HTTP_REQUEST_TIMEOUT_S
+    whole = await get(srv, "/subsz?subs=1")
+    assert whole.status == 200
+    assert 0 < len(received) < len(whole.body)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_slowloris_does_not_hold_up_shutdown() -> None:
