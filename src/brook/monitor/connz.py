@@ -130,10 +130,10 @@ def build_connz(server: StatisticsFeed, query: dict[str, list[str]]) -> dict[str
         opened = [_Row(c) for c in listed if not account or c.account == account]
     if want_closed:
         closed = [
-            _Row(cc.connection, cc.stopped_at, cc.subscriptions)
+            _Row(_as_connection(cc.connection), cc.stopped_at, cc.subscriptions)
             for cc in server.closed_connections()
             # nats-server keeps no account name for the global account's closed clients
-            if not account or _closed_account(cc.connection) == account
+            if not account or _closed_account(cc.connection.account) == account
         ]
     total = len(opened) + len(closed)
     if cid:
@@ -177,8 +177,12 @@ def _document(
     }
 
 
-def _closed_account(c: ConnectionSnapshot) -> str:
-    return "" if c.account == GLOBAL_ACCOUNT else c.account
+def _closed_account(account: str) -> str:
+    return "" if account == GLOBAL_ACCOUNT else account
+
+
+def _as_connection(c: ConnectionSnapshot | LeafSnapshot) -> ConnectionSnapshot:
+    return _leaf_connection(c) if isinstance(c, LeafSnapshot) else c
 
 
 def _leaf_connection(leaf: LeafSnapshot) -> ConnectionSnapshot:
@@ -208,6 +212,7 @@ def _leaf_connection(leaf: LeafSnapshot) -> ConnectionSnapshot:
         tls_version=leaf.tls_version,
         tls_cipher_suite=leaf.tls_cipher_suite,
         tls_peer_certs=leaf.tls_peer_certs,
+        close_reason=leaf.close_reason,
     )
 
 

@@ -285,7 +285,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo):
             from brook.leafnode.manager import LeafNodes
 
             self.leafnodes = LeafNodes(
-                leaf, self._router_of, self._leaf_limits, self.next_client_id
+                leaf, self._router_of, self._leaf_limits, self.next_client_id, self.leaf_closed
             )
             if leaf.port:
                 leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None

@@ -89,6 +89,7 @@ def _leaf_snapshot(c: LeafConnection) -> LeafSnapshot:
         connect_name=str(connect.get("name") or ""),
         connect_version=str(connect.get("version") or ""),
         connect_user=str(connect.get("nkey") or connect.get("user") or ""),  # `getRawAuthUser`
+        close_reason=c.close_reason,
     )
 
 
@@ -320,6 +321,12 @@ class ServerSnapshots:
             stopped_at=time.time(),
             subscriptions=tuple(_subscription_snapshot(s, c.cid) for s in subs.values()),
         )
+
+    def leaf_closed(self, c: LeafConnection) -> None:
+        """Leafnode connection `c` has closed: keep it with the closed clients, as
+        nats-server does."""
+        leaf = _leaf_snapshot(c)
+        self.closed_clients.append(ClosedConnection(leaf, time.time(), leaf.interest))
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         """The subscriptions of client `cid`, in the order it made them."""

@@ -117,10 +117,11 @@ class ConnectionSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class ClosedConnection:
-    """A client connection that has closed, as `/connz?state=closed` lists it: the
-    connection as it was at its close, when, and the subscriptions it had then."""
+    """A client or leafnode connection that has closed, as `/connz?state=closed` lists
+    it: the connection as it was at its close, when, and the subscriptions it had then
+    (a leaf's: the interest the other side showed)."""
 
-    connection: ConnectionSnapshot
+    connection: ConnectionSnapshot | LeafSnapshot
     stopped_at: float  # Unix time
     subscriptions: tuple[SubscriptionSnapshot, ...]
 
@@ -154,6 +155,7 @@ class LeafSnapshot:
     connect_name: str = ""
     connect_version: str = ""
     connect_user: str = ""
+    close_reason: str = ""  # why it closed, once it has
 
 
 @dataclass(frozen=True, slots=True)
