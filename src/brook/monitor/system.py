@@ -145,9 +145,13 @@ def _text(body: dict[str, Any], key: str) -> str:
 def _connz_query(body: dict[str, Any]) -> dict[str, list[str]]:
     """nats-server's `ConnzOptions` JSON as the `/connz` query `build_connz` reads."""
     query: dict[str, list[str]] = {}
-    for key in ("sort", "offset", "limit", "cid", "auth"):
+    for key in ("sort", "offset", "limit", "cid", "auth", "user", "acc"):
         if key in body and body[key] not in ("", None):
             query[key] = [str(body[key])]
+    # nats-server's `ConnState`: 0 open, 1 closed, 2 all
+    state = body.get("state")
+    if isinstance(state, int) and not isinstance(state, bool) and state in (1, 2):
+        query["state"] = ["closed" if state == 1 else "all"]
     if body.get("subscriptions_detail"):
         query["subs"] = ["detail"]
     elif body.get("subscriptions"):
