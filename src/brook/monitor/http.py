@@ -151,11 +151,10 @@ class _HttpServer(web.Server):
 
 
 def _response(reply: Reply) -> web.Response:
-    response = web.Response(status=reply.status, body=reply.body)
-    response.content_type, _, charset = reply.content_type.partition("; charset=")
-    if charset:
-        response.charset = charset
-    response.headers["Access-Control-Allow-Origin"] = "*"
+    # The content type as the endpoint wrote it, parameters and all (Prometheus'
+    # exposition format has a `version` one).
+    headers = {hdrs.CONTENT_TYPE: reply.content_type, "Access-Control-Allow-Origin": "*"}
+    response = web.Response(status=reply.status, body=reply.body, headers=headers)
     if reply.status == HTTPStatus.METHOD_NOT_ALLOWED:
         response.headers[hdrs.ALLOW] = "GET, HEAD"
     return response
