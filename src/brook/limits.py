@@ -71,11 +71,25 @@ REPLY_PERMS_PRUNE_S: Final = 1.0
 # Routing: the subject-match cache in front of the subscription trie.
 SUBLIST_CACHE_ENTRIES_MAX: Final = 1024
 
+# Monitoring: closed client connections /connz keeps (nats-server's
+# DEFAULT_MAX_CLOSED_CLIENTS; `max_closed_clients`), and the most it may be set to.
+MAX_CLOSED_CLIENTS: Final = 10_000
+MAX_CLOSED_CLIENTS_MAX: Final = 1_000_000
 # Monitoring: /connz paging.
 CONNZ_LIMIT_DEFAULT: Final = 1024
 CONNZ_LIMIT_MAX: Final = 65536
-# Monitoring HTTP requests are small GETs; anything larger is refused.
+# Monitoring HTTP (ADR 0039). Requests are small GETs: a request line or one header line
+# longer than this is refused with 431, as are more header lines than HTTP_HEADERS_MAX
+# (so a request head is at most ~1 MiB, nats-server's MaxHeaderBytes); a body is never
+# read, and the connection is closed after the answer to a request that sent one.
 HTTP_REQUEST_BYTES_MAX: Final = 16 * 1024
+HTTP_HEADERS_MAX: Final = 64
+# A connection must complete a request head within this long of connecting or of its
+# previous answer (nats-server's ReadHeaderTimeout of 5 s, which also bounds idle
+# keep-alive connections here), and take each answer within this long.
+HTTP_REQUEST_TIMEOUT_S: Final = 5.0
+# Answers at least this large are gzipped for a client that asks (Accept-Encoding: gzip).
+HTTP_GZIP_MIN_BYTES: Final = 1400
 # Shutdown: how long graceful shutdown waits for pending output to drain.
 SHUTDOWN_FLUSH_S: Final = 5.0
 # Lame-duck mode (nats-server's defaults): clients are closed over the duration, after

@@ -37,7 +37,10 @@ DASHBOARDS = {
     "jetstream_server_total_streams", "jetstream_stream_last_seq",
     "jetstream_stream_total_bytes", "jetstream_stream_total_messages",
 }  # fmt: skip
-_LABEL_KEYS = {"server_id", "server_name", "version", "domain", "leader", "name", "start"}
+_LABEL_KEYS = {
+    "server_id", "server_name", "version", "domain", "leader", "name", "start",
+    "config_load_time",
+}  # fmt: skip
 _SKIPPED = {"leaf", "trusted_operators_claim"}
 
 

@@ -194,6 +194,7 @@ SERVER_REQUESTS = [
     ("$SYS.REQ.USER.INFO", b""),
     ("$SYS.REQ.ACCOUNT.A.SUBSZ", b""),
     ("$SYS.REQ.ACCOUNT.A.CONNZ", b'{"auth": true}'),
+    ("$SYS.REQ.SERVER.PING.CONNZ", b'{"state": 2, "sort": "cid", "user": "a"}'),
     ("$SYS.REQ.ACCOUNT.A.JSZ", b'{"streams": true}'),
     ("$SYS.REQ.ACCOUNT.NOPE.JSZ", b""),
     ("$SYS.REQ.ACCOUNT.A.STATZ", b""),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
+import logging
 import re
 import socket
 import time
@@ -24,6 +26,7 @@ from nats.aio.client import __version__ as nats_py_version
 
 import brook
 from brook import limits
+from brook.config.conf import settings_from_conf
 from brook.config.settings import ConfigError, Settings
 from brook.server.server import Server
 from tests.support.monitor import get, get_json, request
@@ -306,7 +309,7 @@ async def test_connz_sorting_paging_and_cid(srv: Any, clients: list[Any]) -> Non
     assert await order("sort=bytes_from") == [cids[1], cids[2], cids[0]]
     assert await order("sort=subs") == [cids[2], cids[0], cids[1]]
     assert await order("sort=start") == sorted(cids)
-    assert await order("sort=uptime") == sorted(cids)  # oldest first
+    assert await order("sort=uptime") == sorted(cids, reverse=True)  # youngest first
     for sort in ("pending", "msgs_to", "bytes_to", "last", "idle", "rtt"):
         assert sorted(await order(f"sort={sort}")) == sorted(cids)
 
@@ -329,24 +332,68 @@ async def test_connz_sorting_paging_and_cid(srv: Any, clients: list[Any]) -> Non
 
 
 @pytest.mark.parametrize(
-    ("query", "param"),
+    ("query", "error"),
     [
-        ("limit=abc", "limit"),
-        ("offset=1.5", "offset"),
-        ("cid=x", "cid"),
-        ("cid=-1", "cid"),
-        ("subs=maybe", "subs"),
-        ("sort=bogus", "sorting"),
-        ("sort=stop", "sorting"),
+        (
+            "limit=abc",
+            """Error decoding int for 'limit': strconv.Atoi: parsing "abc": invalid syntax""",
+        ),
+        (
+            "offset=1.5",
+            """Error decoding int for 'offset': strconv.Atoi: parsing "1.5": invalid syntax""",
+        ),
+        (
+            "cid=x",
+            """Error decoding uint64 for 'cid': strconv.ParseUint: parsing "x": invalid syntax""",
+        ),
+        (
+            "cid=-1",
+            """Error decoding uint64 for 'cid': strconv.ParseUint: parsing "-1": invalid syntax""",
+        ),
+        (
+            "subs=maybe",
+            "Error decoding boolean for 'subs': "
+            'strconv.ParseBool: parsing "maybe": invalid syntax',
+        ),
+        ("state=shut", "Error decoding state for shut"),
+        ("sort=bogus", "invalid sorting option: bogus"),
+        ("sort=stop", "sort by stop only valid on closed connections"),
+        ("sort=reason&state=all", "sort by reason only valid on closed connections"),
     ],
 )
-async def test_connz_bad_query_is_400_json(srv: Any, query: str, param: str) -> None:
+async def test_connz_bad_query_is_nats_servers_400(srv: Any, query: str, error: str) -> None:
     resp = await get(srv, f"/connz?{query}")
     assert resp.status == 400
-    assert resp.headers["content-type"] == "application/json"
-    body = resp.json()
-    assert body["code"] == 400
-    assert param in body["error"]
+    assert resp.headers["content-type"] == "text/plain; charset=utf-8"
+    assert resp.body.decode() == error
+
+
+async def test_closed_connections_ring_is_bounded_and_configurable() -> None:
+    """The last `max_closed_clients` closed clients, newest kept; the bound is in /varz,
+    set from a config file (0 there is nats-server's default) and refused out of range."""
+    async with brook.serve(port=0, http_port=-1, max_closed_clients=2) as server:
+        for i in range(4):
+            nc = await nats.connect(server.url, name=f"n{i}", allow_reconnect=False)
+            await nc.subscribe(f"sub.{i}")
+            await nc.close()
+        await wait_until(lambda: not server.clients and len(server.closed_clients) == 2)
+        closed = await get_json(server, "/connz?state=closed&subs=1")
+        assert [c["name"] for c in closed["connections"]] == ["n2", "n3"]
+        assert [c["subscriptions_list"] for c in closed["connections"]] == [["sub.2"], ["sub.3"]]
+        assert {c["reason"] for c in closed["connections"]} == {"Client Closed"}
+        assert all(RFC3339.match(c["stop"]) for c in closed["connections"])
+        assert closed["total"] == 2
+        v = await get_json(server, "/varz")
+        assert v["brook_max_closed_clients"] == 2
+        assert v["config_load_time"] == v["start"]
+        assert (await get_json(server, "/connz"))["total"] == 0
+    assert settings_from_conf({"max_closed_clients": 0}).max_closed_clients == 0
+    async with brook.serve(port=0, http_port=-1, max_closed_clients=0) as server:
+        v = await get_json(server, "/varz")
+        assert v["brook_max_closed_clients"] == limits.MAX_CLOSED_CLIENTS
+    for bad in (-1, limits.MAX_CLOSED_CLIENTS_MAX + 1):
+        with pytest.raises(ConfigError, match="max_closed_clients"):
+            settings_from_conf({"max_closed_clients": bad})
 
 
 # ---------------------------------------------------------------------- HTTP handling
@@ -377,24 +424,118 @@ async def test_head_sends_headers_only(srv: Any) -> None:
 async def test_malformed_and_oversized_requests(srv: Any) -> None:
     assert (await request(srv, b"GARBAGE\r\n\r\n")).status == 400
     assert (await request(srv, b"GET /varz SPDY/3\r\n\r\n")).status == 400
+    # Bare LFs are refused (RFC 9112 lets a server; aiohttp's parser does).
+    assert (await request(srv, b"GET /healthz HTTP/1.0\n\n")).status == 400
     big = b"GET /varz HTTP/1.1\r\nX-Pad: " + b"a" * limits.HTTP_REQUEST_BYTES_MAX + b"\r\n\r\n"
-    assert (await request(srv, big)).status == 431
-    # A bare-LF request from a hand-typed client still works.
-    assert (await request(srv, b"GET /healthz HTTP/1.0\n\n")).status == 200
+    resp = await request(srv, big)  # the server closes: `request` returns
+    assert resp.status == 431
+    assert resp.json() == {"code": 431, "error": "request too large"}
+    many = b"".join(b"X-%d: a\r\n" % i for i in range(limits.HTTP_HEADERS_MAX + 1))
+    assert (await request(srv, b"GET /varz HTTP/1.1\r\n" + many + b"\r\n")).status == 431
+    fine = b"".join(b"X-%d: a\r\n" % i for i in range(limits.HTTP_HEADERS_MAX - 2))
+    raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + fine + b"\r\n"
+    assert (await request(srv, raw)).status == 200
+    # Other clients are served all along.
+    assert (await get(srv, "/healthz")).status == 200
 
 
-async def test_keep_alive_is_answered_then_closed(srv: Any) -> None:
-    raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n" * 2
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").strip().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+    body = await reader.readexactly(int(headers["content-length"]))
+    return int(status_line.split(" ")[1]), headers, body
+
+
+async def test_keep_alive_serves_many_requests_on_one_connection(srv: Any) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.monitor.port)
+    try:
+        async with asyncio.timeout(3):
+            # Two pipelined requests, then a third on the same connection.
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+            for _ in range(2):
+                status, headers, body = await _read_response(reader)
+                assert (status, body) == (200, b'{"status":"ok"}')
+                assert "close" not in headers.get("connection", "")
+            writer.write(b"GET /varz HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, _, body = await _read_response(reader)
+            assert status == 200
+            assert json.loads(body)["http_req_stats"]["/healthz"] >= 2
+            assert srv.monitor.connection_count == 1
+    finally:
+        writer.close()
+
+
+async def test_request_body_is_never_read(srv: Any) -> None:
+    """A body still arriving is not waited for: the answer goes, then the connection is
+    closed (a body that has arrived whole is dropped and the connection kept)."""
+    raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nhello"
     resp = await request(srv, raw)  # returns only because the server closes
-    assert resp.status == 200
-    assert resp.headers["connection"] == "close"
-    assert resp.body == b'{"status":"ok"}'
+    assert (resp.status, resp.body) == (200, b'{"status":"ok"}')
 
 
-async def test_stalled_request_gets_408(srv: Any) -> None:
+async def test_gzip_only_when_asked_for(srv: Any, clients: list[Any]) -> None:
+    for i in range(6):
+        await connect(srv, clients, f"gzip-{i}")
+    plain = await get(srv, "/connz")
+    assert "content-encoding" not in plain.headers
+    assert len(plain.body) >= limits.HTTP_GZIP_MIN_BYTES
+    raw = b"GET /connz HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    packed = await request(srv, raw)
+    assert packed.headers["content-encoding"] == "gzip"
+    assert len(packed.body) < len(plain.body) / 2
+    assert json.loads(gzip.decompress(packed.body))["total"] == 6
+    # Small answers go as they are.
+    raw = raw.replace(b"/connz", b"/healthz")
+    assert "content-encoding" not in (await request(srv, raw)).headers
+
+
+async def test_stalled_request_is_cut_off(srv: Any) -> None:
+    """A client that does not finish its request head in time is disconnected without an
+    answer, as nats-server's ReadHeaderTimeout does; so is an idle keep-alive one."""
     srv.monitor.request_timeout_s = 0.2
-    resp = await request(srv, b"GET /varz HTTP/1.1\r\nHost: x\r\n")
-    assert resp.status == 408
+    for raw in (b"GET /varz HTTP/1.1\r\nHost: x\r\n", b""):
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.monitor.port)
+        writer.write(raw)
+        started = time.monotonic()
+        async with asyncio.timeout(2):
+            assert await reader.read() == b""
+        assert 0.1 < time.monotonic() - started < 1.5
+        writer.close()
+
+
+async def test_client_that_does_not_read_its_answer_is_cut_off(
+    srv: Any, clients: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer not taken within the request timeout is abandoned and the connection
+    closed; other clients are served, nothing is logged as an error."""
+    nc = await connect(srv, clients, "many")
+    for i in range(2000):  # a /subsz?subs=1 of ~160 KB
+        await nc.subscribe(f"many.subjects.here.{i}")
+    await nc.flush()
+    srv.monitor.request_timeout_s = 0.3
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", srv.monitor.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    await wait_until(lambda: srv.monitor.connection_count == 1)
+    # The server's side buffers little too, so the answer cannot all be queued.
+    (transport,) = srv.monitor._http._connections.values()
+    transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    writer.write(b"GET /subsz?subs=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    await wait_until(lambda: srv.monitor.connection_count == 0)
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        async with asyncio.timeout(3):
+            while chunk := await reader.read(65536):
+                received += chunk
+    writer.close()
+    srv.monitor.request_timeout_s = limits.HTTP_REQUEST_TIMEOUT_S
+    whole = await get(srv, "/subsz?subs=1")
+    assert whole.status == 200
+    assert 0 < len(received) < len(whole.body)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_slowloris_does_not_hold_up_shutdown() -> None:
@@ -405,10 +546,10 @@ async def test_slowloris_does_not_hold_up_shutdown() -> None:
             reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
             writer.write(b"GET /varz HTTP/1.1\r\nX-Slow: ")
             conns.append((reader, writer))
-        await wait_until(lambda: len(server.monitor._active) == 3)
+        await wait_until(lambda: server.monitor.connection_count == 3)
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
-    assert not server.monitor._active
+    assert server.monitor.connection_count == 0
     for reader, writer in conns:
         async with asyncio.timeout(1):  # well under the 5 s request timeout
             with contextlib.suppress(ConnectionResetError):
@@ -434,9 +575,10 @@ def _kind(value: Any) -> str:
 
 
 def _assert_subset(brook_obj: dict[str, Any], nats_obj: dict[str, Any], where: str) -> None:
-    missing = sorted(set(brook_obj) - set(nats_obj) - {"brook_version"})
+    own = {k for k in brook_obj if k.startswith("brook_")}  # Brook's own, by name
+    missing = sorted(set(brook_obj) - set(nats_obj) - own)
     assert not missing, f"{where}: fields nats-server does not have: {missing}"
-    for key in brook_obj.keys() - {"brook_version"}:
+    for key in brook_obj.keys() - own:
         assert _kind(brook_obj[key]) == _kind(nats_obj[key]), f"{where}.{key} type differs"
 
 
@@ -481,7 +623,9 @@ async def test_fields_and_types_match_nats_server(
                 await nc.close()
     (nvarz, nconnz), (bvarz, bconnz) = views["nats"], views["brook"]
     _assert_subset(bvarz, nvarz, "varz")
-    _assert_subset(bvarz["jetstream"]["config"], nvarz["jetstream"]["config"], "varz.jetstream")
+    # Brook syncs every PubAck (nats-server's `sync_interval: always`, not its default)
+    bconfig = {k: v for k, v in bvarz["jetstream"]["config"].items() if k != "sync_always"}
+    _assert_subset(bconfig, nvarz["jetstream"]["config"], "varz.jetstream")
     bstats, nstats = bvarz["jetstream"]["stats"], nvarz["jetstream"]["stats"]
     _assert_subset(bstats, nstats, "varz.jetstream.stats")
     assert bstats["api"].keys() == nstats["api"].keys() == {"level", "total", "errors"}

@@ -95,7 +95,7 @@ async def test_nats_py_with_a_client_certificate_under_verify(certs: Certs) -> N
 
 async def https_get(port: int, context: ssl.SSLContext, path: str) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     await writer.drain()
     data = await asyncio.wait_for(reader.read(), 3)
     writer.close()

@@ -1,8 +1,9 @@
 """Brook's HTTP monitoring endpoints read over raw asyncio streams, as a monitoring tool would.
 
 No HTTP client library sits in between, so tests see status lines, headers and connection
-handling exactly as sent; the server closes every connection after its response, so a
-request reads until the close. `varz` is what tests that only want a figure from /varz use.
+handling exactly as sent. `get` asks the server to close the connection after its answer
+(`Connection: close`; the server keeps connections open otherwise), so a request reads
+until the close. `varz` is what tests that only want a figure from /varz use.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ class Response:
 
 
 async def request(server: Any, raw: bytes) -> Response:
-    """Send `raw` as is to `server`'s monitor port and read until the server closes (it
-    always does)."""
+    """Send `raw` as is to `server`'s monitor port and read until the server closes (which
+    it does after a request that asks for it, or one it refuses)."""
     async with asyncio.timeout(3):
         reader, writer = await asyncio.open_connection("127.0.0.1", server.monitor.port)
         writer.write(raw)
@@ -38,7 +39,8 @@ async def request(server: Any, raw: bytes) -> Response:
 
 
 async def get(server: Any, path: str, method: str = "GET") -> Response:
-    return await request(server, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    raw = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    return await request(server, raw.encode())
 
 
 async def get_json(server: Any, path: str) -> Any:

@@ -98,6 +98,7 @@ _PLAIN = (
     ("max_connections max_conn", "max_connections", read_int),
     ("max_subscriptions max_subs", "max_subscriptions", read_int),
     ("max_pending", "max_pending_bytes", read_size),
+    ("max_closed_clients", "max_closed_clients", read_int),
     ("write_deadline", "write_deadline_s", read_duration),
     ("ping_interval", "ping_interval_s", read_duration),
     ("ping_max", "max_pings_out", read_int),

@@ -92,6 +92,9 @@ class Settings:
     max_connections: int = limits.MAX_CONNECTIONS
     max_subscriptions: int = limits.MAX_SUBSCRIPTIONS_PER_CONNECTION
     max_pending_bytes: int = limits.MAX_PENDING_BYTES
+    # Closed client connections kept for /connz?state=closed (nats-server's ring); 0 in
+    # a config file means nats-server's default.
+    max_closed_clients: int = limits.MAX_CLOSED_CLIENTS
     write_deadline_s: float = limits.WRITE_DEADLINE_S
     ping_interval_s: float = limits.PING_INTERVAL_S
     max_pings_out: int = limits.MAX_PINGS_OUT
@@ -243,6 +246,11 @@ class Settings:
                 raise ConfigError(f"{name}: must be positive")
         if self.max_subscriptions < 0:
             raise ConfigError("max_subscriptions: must be 0 (unlimited) or positive")
+        if not 0 <= self.max_closed_clients <= limits.MAX_CLOSED_CLIENTS_MAX:
+            raise ConfigError(
+                f"max_closed_clients: must be 0 (the default, {limits.MAX_CLOSED_CLIENTS}) "
+                f"to {limits.MAX_CLOSED_CLIENTS_MAX}"
+            )
         for name in ("ping_interval_s", "write_deadline_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name.removesuffix('_s')}: must be a positive duration")

@@ -31,10 +31,13 @@ class LeafNodes:
         router_of: Callable[[str], Router | None],
         limits_of: Callable[[str], LeafLimits],
         next_cid: Callable[[], int],
+        on_closed: Callable[[LeafConnection], None] | None = None,
     ) -> None:
         """`router_of(account)` is the account's router (None: no such account),
         `limits_of(account)` the connection settings of a leaf bound to it, `next_cid()`
-        a connection id from the clients' sequence (nats-server numbers both alike)."""
+        a connection id from the clients' sequence (nats-server numbers both alike),
+        `on_closed(conn)` told of each connection that closes after its login."""
+        self._on_closed = on_closed
         self.settings = settings
         self._router_of = router_of
         self._limits_of = limits_of
@@ -53,7 +56,7 @@ class LeafNodes:
             router = self._router_of(name)
             if router is None:
                 raise ValueError(f"leafnodes: unknown account {name!r}")
-            leafs = self.accounts[name] = AccountLeafs(name, router)
+            leafs = self.accounts[name] = AccountLeafs(name, router, on_closed=self._on_closed)
         return leafs
 
     def start(self) -> None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from brook import nuid
@@ -42,8 +43,17 @@ def covered(patterns: tuple[bytes, ...], subject: bytes) -> bool:
 class AccountLeafs:
     """The leaf connections bound to one account's router."""
 
-    def __init__(self, account: str, router: Router, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        account: str,
+        router: Router,
+        *,
+        rng: random.Random | None = None,
+        on_closed: Callable[[LeafConnection], None] | None = None,
+    ) -> None:
+        """`on_closed(conn)` is told of each connection removed (monitoring keeps it)."""
         self.account = account
+        self._on_closed = on_closed
         self.router = router
         self.lds = LDS_PREFIX + nuid.random_id().encode()
         self.connections: list[LeafConnection] = []
@@ -69,6 +79,8 @@ class AccountLeafs:
             closed[1] += c.in_bytes
             closed[2] += c.out_msgs
             closed[3] += c.out_bytes
+            if self._on_closed is not None:
+                self._on_closed(conn)
 
     def traffic(self) -> tuple[int, int, int, int]:
         """(in_msgs, in_bytes, out_msgs, out_bytes) over its leaf connections, closed ones

@@ -1,42 +1,52 @@
-"""The monitoring HTTP server and router, a minimal HTTP/1.1 on plain asyncio streams.
+"""The monitoring HTTP server and router, served by aiohttp (ADR 0039).
 
-Monitoring traffic is a few small GETs from dashboards and tools, so a hand-written
-one-request-per-connection server is enough and keeps Brook free of a web framework.
-Every response carries `Connection: close`; keep-alive requests are answered and then the
-connection is closed, which HTTP/1.1 clients handle by reconnecting. Requests larger than
-`HTTP_REQUEST_BYTES_MAX` get 431, and a client that never finishes its request (slowloris)
-is cut off after `request_timeout_s`; `stop()` cancels whatever is still in flight, so
-neither can hold up server shutdown.
+aiohttp's low-level server (the same stack as the WebSocket listener) speaks HTTP/1.1 with
+keep-alive, on the socket the server bound beforehand, plain or over TLS (`https_port`,
+with the client port's certificate and no client certificate asked for, as nats-server).
+Its limits are Brook's named ones (`brook.limits`): a request line or header line longer
+than `HTTP_REQUEST_BYTES_MAX`, or more than `HTTP_HEADERS_MAX` header lines, get 431 (Go's
+answer to an oversized head); a connection that has not completed a request head within
+`HTTP_REQUEST_TIMEOUT_S` of connecting or of its previous answer is closed without one
+(nats-server's `ReadHeaderTimeout`), and so is one that does not take its answer within
+that long; a request body is never read, and the connection that sent one is closed after
+its answer. An answer of `HTTP_GZIP_MIN_BYTES` or more is gzipped for a client that asks
+for it, which nats-server never does (the ADR says why). `stop()` closes every connection,
+so no client can hold up shutdown.
 
 It serves the endpoints nats-server's monitoring port offers, `/`, `/varz`, `/connz`,
-`/subsz`, `/jsz`, `/accountz`, `/accstatz` and `/healthz` (a trailing slash is ignored),
-to GET and HEAD, as JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"),
-indented except for the compact `/healthz`. The documents, which follow nats-server field
-for field, are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz`,
-`.accstatz` and `.healthz`; this module routes requests to them, turns their `HttpError`s into
-`{"code", "error"}` responses and a `BadParameter` (`brook.monitor.params`) into
-nats-server's plain-text 400, and counts requests per path for `/varz`'s
-`http_req_stats`. `/healthz` sets its own status and body (nats-server's `{"status",
-"error"}`), so it returns a `Reply`. Everything it reports comes from the snapshots of a
-`StatisticsFeed` (`brook.server.statistics`): monitoring never holds the server's objects.
+`/routez`, `/gatewayz`, `/leafz`, `/subsz` (and its alias `/subscriptionsz`), `/jsz`,
+`/accountz`, `/accstatz` and `/healthz` (a trailing slash is ignored), to GET and HEAD, as
+JSON written the way Go writes it: UTF-8 rather than ASCII escapes ("664µs"), indented
+except for the compact `/healthz`. The documents, which follow nats-server field for field,
+are built by `brook.monitor.varz`, `.connz`, `.subsz`, `.jsz`, `.accountz`, `.accstatz`,
+`.leafz`, `.clusterz` and `.healthz`; this module routes requests to them (`_routes`: one
+entry per path), turns their `HttpError`s into `{"code", "error"}` responses and a
+`BadParameter` (`brook.monitor.params`) into nats-server's plain-text 400, and counts
+requests per path for `/varz`'s `http_req_stats`. An endpoint that sets its own status,
+body or content type (`/healthz`) returns a `Reply`. Everything it reports comes from the
+snapshots of a `StatisticsFeed` (`brook.server.statistics`): monitoring never holds the
+server's objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import email.utils
 import json
 import logging
 import socket
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, urlsplit
+
+from aiohttp import hdrs, web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from multidict import MultiMapping
 
 from brook import limits
 from brook.monitor.accountz import build_accountz
 from brook.monitor.accstatz import build_accstatz
+from brook.monitor.clusterz import build_gatewayz, build_routez
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz
@@ -51,36 +61,104 @@ from brook.server.statistics import StatisticsFeed
 from brook.server.tls import server_context
 from brook.version import __version__
 
-__all__ = ["REQUEST_TIMEOUT_S", "HttpError", "MonitorServer", "Reply"]
+__all__ = ["HttpError", "MonitorServer", "Reply"]
 
 log = logging.getLogger("brook.monitor")
-
-# How long a client may take to send its whole request head, and to accept the response.
-REQUEST_TIMEOUT_S = 5.0
 
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
 
+Query = dict[str, list[str]]
+
 
 class Reply(NamedTuple):
-    """A response whose status and body the endpoint chose itself."""
+    """A response whose status, body and content type the endpoint chose itself."""
 
     status: int
     body: bytes
     content_type: str = _JSON
 
 
+Endpoint = Callable[[Query], dict[str, Any] | Reply]
+
 _ENDPOINTS = {
     "/varz": "General server information and counters",
-    "/connz": "Client connections (limit, offset, sort, subs, cid)",
-    "/healthz": "Health probe",
+    "/connz": "Connections (limit, offset, sort, subs, auth, cid, state, acc, user)",
+    "/routez": "Route connections (none: Brook has no cluster)",
+    "/gatewayz": "Gateway connections (none: Brook has no gateways)",
+    "/leafz": "Leafnode connections (subs, acc)",
     "/subsz": "Subscription indexes (subs, test, acc, offset, limit)",
-    "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
     "/accountz": "Accounts (acc)",
     "/accstatz": "Accounts' statistics (unused)",
-    "/leafz": "Leafnode connections (subs, acc)",
+    "/jsz": "JetStream (accounts, streams, consumers, config, acc, offset, limit)",
+    "/healthz": "Health probe (js-enabled-only, js-server-only, account, stream, consumer)",
     "/metrics": "Prometheus metrics (docs/monitoring.md)",
 }
+# nats-server's older name for /subsz, served alike.
+_ALIASES = {"/subscriptionsz": "/subsz"}
+
+
+def _json_bytes(body: dict[str, Any], *, indent: int | None = 2) -> bytes:
+    """JSON as Go writes it: UTF-8 ("664µs"), not \\u escapes."""
+    separators = None if indent else (",", ":")
+    return json.dumps(body, ensure_ascii=False, indent=indent, separators=separators).encode()
+
+
+def _error(status: int, message: str) -> Reply:
+    return Reply(status, _json_bytes({"code": status, "error": message}))
+
+
+class _Protocol(web.RequestHandler):
+    """aiohttp's connection handler with monitoring's answers to requests it cannot parse:
+    431 for an oversized head (as Go's HTTP server), else 400, as JSON; logged quietly,
+    since any stray client can send them."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, LineTooLong) or (
+            isinstance(exc, BadHttpMessage) and "Too many headers" in str(exc)
+        ):
+            status, message = 431, "request too large"
+        elif status == 400:
+            # aiohttp's parser explains over several lines; the first says what was wrong.
+            reason = exc.message if isinstance(exc, BadHttpMessage) else str(exc)
+            message = f"malformed request: {reason.strip().splitlines()[0] if reason else ''}"
+        else:
+            log.error("monitoring request from %s failed", request.remote, exc_info=exc)
+            message = "internal error"
+        log.debug("monitoring request from %s refused: %s", request.remote, exc)
+        response = _response(_error(status, message or HTTPStatus(status).phrase))
+        response.force_close()
+        return response
+
+
+class _HttpServer(web.Server):
+    """aiohttp's low-level server, making `_Protocol`s whose idle timer is the monitor's
+    `request_timeout_s` when the connection starts (read each time, so a test can shorten
+    it)."""
+
+    def __init__(self, monitor: MonitorServer, **kwargs: Any) -> None:
+        super().__init__(monitor._serve, **kwargs)
+        self._monitor = monitor
+
+    def __call__(self) -> web.RequestHandler:
+        timeout = self._monitor.request_timeout_s
+        return _Protocol(self, loop=self._loop, keepalive_timeout=timeout, **self._kwargs)
+
+
+def _response(reply: Reply) -> web.Response:
+    # The content type as the endpoint wrote it, parameters and all (Prometheus'
+    # exposition format has a `version` one).
+    headers = {hdrs.CONTENT_TYPE: reply.content_type, "Access-Control-Allow-Origin": "*"}
+    response = web.Response(status=reply.status, body=reply.body, headers=headers)
+    if reply.status == HTTPStatus.METHOD_NOT_ALLOWED:
+        response.headers[hdrs.ALLOW] = "GET, HEAD"
+    return response
 
 
 class MonitorServer:
@@ -95,22 +173,24 @@ class MonitorServer:
         self.secure = bool(settings.https_port)
         port = settings.https_port if self.secure else settings.http_port
         self.port: int = 0 if port == -1 else port
-        self.request_timeout_s = REQUEST_TIMEOUT_S
+        self.request_timeout_s = limits.HTTP_REQUEST_TIMEOUT_S
         self.request_counts: dict[str, int] = {}
+        self._http: web.Server | None = None
         self._listener: asyncio.Server | None = None
-        self._active: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
         self._cpu = CpuSampler()
         self._sock: socket.socket | None = None
-        self._routes: dict[str, Callable[[dict[str, list[str]]], dict[str, Any] | Reply]] = {
+        self._routes: dict[str, Endpoint] = {
             "/": self.index,
             "/varz": self.varz,
             "/connz": self.connz,
-            "/healthz": self.healthz,
+            "/routez": self.routez,
+            "/gatewayz": self.gatewayz,
+            "/leafz": self.leafz,
             "/subsz": self.subsz,
-            "/jsz": self.jsz,
             "/accountz": self.accountz,
             "/accstatz": self.accstatz,
-            "/leafz": self.leafz,
+            "/jsz": self.jsz,
+            "/healthz": self.healthz,
             "/metrics": self.metrics,
         }
         self._metrics = MetricsExporter(
@@ -131,34 +211,51 @@ class MonitorServer:
         assert self._sock is not None
         return reachable_urls(self.scheme, self.host, self._sock)
 
+    @property
+    def connection_count(self) -> int:
+        """Open monitoring connections (idle keep-alive ones included)."""
+        return 0 if self._http is None else len(self._http.connections)
+
     async def start(self, sock: socket.socket) -> None:
         """Serve on `sock`, the monitoring port bound beforehand (`listen.bind_ports`)."""
         self._sock = sock
+        # aiohttp's one idle timer (`request_timeout_s`, `_HttpServer`) runs from the
+        # connection's start and from each answer, and closes a connection still waiting
+        # for a whole request head: nats-server's ReadHeaderTimeout, and the keep-alive
+        # bound.
+        self._http = _HttpServer(
+            self,
+            access_log=None,
+            max_line_size=limits.HTTP_REQUEST_BYTES_MAX,
+            max_field_size=limits.HTTP_REQUEST_BYTES_MAX,
+            max_headers=limits.HTTP_HEADERS_MAX,
+            # A body is never read: the connection is closed after its answer instead
+            # of draining it.
+            lingering_time=0,
+        )
         tls = self.feed.settings.tls
+        loop = asyncio.get_running_loop()
         if self.secure and tls is not None:
-            self._listener = await asyncio.start_server(
-                self._on_client,
-                sock=self._sock,
+            self._listener = await loop.create_server(
+                self._http,
+                sock=sock,
                 ssl=server_context(dataclasses.replace(tls, verify=False)),
                 ssl_handshake_timeout=tls.timeout_s,
             )
         else:
-            self._listener = await asyncio.start_server(self._on_client, sock=self._sock)
-        self.port = int(self._sock.getsockname()[1])
+            self._listener = await loop.create_server(self._http, sock=sock)
+        self.port = int(sock.getsockname()[1])
         log.info("Starting %s monitor on %s", self.scheme, host_port(self.host, self.port))
 
     async def stop(self) -> None:
-        """Close the listener and cut off every request still in progress."""
+        """Close the listener and every connection, whatever it is doing."""
         listener, self._listener = self._listener, None
         if listener is None:
             return
         listener.close()
-        # Abort rather than cancel: a handler then sees EOF and returns normally, whereas
-        # Python 3.11's start_server logs every cancelled handler as an error.
-        for writer in self._active.values():
-            writer.transport.abort()
-        if self._active:
-            await asyncio.wait(list(self._active), timeout=1.0)
+        if self._http is not None:
+            self._http.pre_shutdown()  # wakes connections waiting for a request: they end
+            await self._http.shutdown(timeout=1.0)  # and answers being written get 1 s
         try:
             await asyncio.wait_for(listener.wait_closed(), 1.0)
         except TimeoutError:
@@ -166,101 +263,50 @@ class MonitorServer:
 
     # ------------------------------------------------------------------ HTTP
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._active[task] = writer
-        response = b""
+    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        reply = self._answer(request)
+        response = _response(reply)
+        if len(reply.body) >= limits.HTTP_GZIP_MIN_BYTES and _asks_for_gzip(request):
+            response.enable_compression(web.ContentCoding.gzip)
+        # A client that does not take its answer in time is cut off.
         try:
             async with asyncio.timeout(self.request_timeout_s):
-                response = await self._respond(reader)
-                writer.write(response)
-                await writer.drain()
+                await response.prepare(request)
+                await response.write_eof()
         except TimeoutError:
-            if not response:  # stalled while sending the request: tell it why, best effort
-                writer.write(self._response(408, {"error": "request timeout"}, False))
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self._active.pop(task, None)
-            writer.close()
+            if request.transport is not None:
+                request.transport.abort()
+        return response
 
-    async def _respond(self, reader: asyncio.StreamReader) -> bytes:
-        """Read one request head and build the whole response; b"" if the client left."""
-        head = await self._read_head(reader)
-        if head is None:
-            return b""
-        if not head:
-            return self._response(431, {"error": "request too large"}, False)
-        parts = head.decode("latin-1").split("\n", 1)[0].strip().split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            return self._response(400, {"error": "malformed request line"}, False)
-        method, target, _ = parts
-        head_only = method == "HEAD"
-        if method not in ("GET", "HEAD"):
-            return self._response(405, {"error": f"method {method} not allowed"}, False)
-        url = urlsplit(target)
-        path = url.path.rstrip("/") or "/"
+    def _answer(self, request: web.BaseRequest) -> Reply:
+        if request.method not in ("GET", "HEAD"):
+            return _error(405, f"method {request.method} not allowed")
+        path = request.path.rstrip("/") or "/"
+        path = _ALIASES.get(path, path)
         handler = self._routes.get(path)
         if handler is None:
-            return self._response(404, {"error": f"{url.path} not found"}, head_only)
+            return _error(404, f"{request.path} not found")
         self.request_counts[path] = self.request_counts.get(path, 0) + 1
+        body: dict[str, Any] | Reply
         try:
-            body = handler(parse_qs(url.query, keep_blank_values=True))
+            if path == "/metrics":  # in the format the scraper accepts (text, OpenMetrics)
+                body = Reply(200, *self._metrics.render(request.headers.get(hdrs.ACCEPT, "")))
+            else:
+                body = handler(_query(request.query))
         except HttpError as exc:
-            return self._response(exc.args[0], {"error": exc.args[1]}, head_only)
+            return _error(exc.args[0], exc.args[1])
         except BadParameter as exc:  # nats-server answers these in plain text
-            return self._http(Reply(400, str(exc).encode(), _TEXT), head_only)
+            return Reply(400, str(exc).encode(), _TEXT)
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
-            return self._response(500, {"error": "internal error"}, head_only)
+            return _error(500, "internal error")
         if isinstance(body, Reply):
-            return self._http(body, head_only)
-        return self._response(200, body, head_only)
-
-    async def _read_head(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The request line and headers; b"" when over the size limit, None on EOF.
-
-        The body, if any, is never read: GET and HEAD have none worth reading, and the
-        connection is closed after the response anyway.
-        """
-        buf = b""
-        while len(buf) <= limits.HTTP_REQUEST_BYTES_MAX:
-            end = buf.find(b"\r\n\r\n")
-            end = end if end >= 0 else buf.find(b"\n\n")
-            if end >= 0:
-                return buf[:end] if end <= limits.HTTP_REQUEST_BYTES_MAX else b""
-            chunk = await reader.read(4096)
-            if not chunk:
-                return None
-            buf += chunk
-        return b""
-
-    @classmethod
-    def _response(cls, status: int, body: dict[str, Any], head_only: bool) -> bytes:
-        if status >= 400:
-            body = {"code": status, **body}
-        # Go writes UTF-8 ("664µs"), not \u escapes.
-        payload = json.dumps(body, ensure_ascii=False, indent=2).encode()
-        return cls._http(Reply(status, payload), head_only)
-
-    @staticmethod
-    def _http(reply: Reply, head_only: bool) -> bytes:
-        status, payload = reply.status, reply.body
-        head = (
-            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-            f"Content-Type: {reply.content_type}\r\n"
-            f"Content-Length: {len(payload)}\r\n"
-            "Access-Control-Allow-Origin: *\r\n"
-            f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-            + ("Allow: GET, HEAD\r\n" if status == 405 else "")
-            + "Connection: close\r\n\r\n"
-        ).encode("latin-1")
-        return head if head_only else head + payload
+            return body
+        return Reply(200, _json_bytes(body))
 
     # ------------------------------------------------------------------ endpoints
 
-    def index(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def index(self, query: Query) -> dict[str, Any]:
         return {
             "server_id": self.feed.server_id,
             "version": limits.NATS_COMPAT_VERSION,
@@ -268,11 +314,11 @@ class MonitorServer:
             "endpoints": {f"{self.url}{p}": text for p, text in _ENDPOINTS.items()},
         }
 
-    def healthz(self, query: dict[str, list[str]]) -> Reply:
+    def healthz(self, query: Query) -> Reply:
         status, body = build_healthz(self.feed.jetstream_assets(), query)
-        return Reply(status, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        return Reply(status, _json_bytes(body, indent=None))
 
-    def varz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def varz(self, query: Query) -> dict[str, Any]:
         return build_varz(
             self.feed.statistics(),
             self.feed.settings,
@@ -283,23 +329,47 @@ class MonitorServer:
             cpu=self._cpu,
         )
 
-    def connz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def connz(self, query: Query) -> dict[str, Any]:
         return build_connz(self.feed, query)
 
-    def subsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def subsz(self, query: Query) -> dict[str, Any]:
         return build_subsz(self.feed, SubszOptions.from_query(query))
 
-    def jsz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def jsz(self, query: Query) -> dict[str, Any]:
         return build_jsz(self.feed, JszOptions.from_query(query))
 
-    def accountz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def accountz(self, query: Query) -> dict[str, Any]:
         return build_accountz(self.feed, text(query, "acc"))
 
-    def accstatz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def accstatz(self, query: Query) -> dict[str, Any]:
         return build_accstatz(self.feed, [], include_unused=go_bool(query, "unused"))
 
-    def leafz(self, query: dict[str, list[str]]) -> dict[str, Any]:
+    def routez(self, query: Query) -> dict[str, Any]:
+        return build_routez(self.feed, query)
+
+    def gatewayz(self, query: Query) -> dict[str, Any]:
+        return build_gatewayz(self.feed, query)
+
+    def leafz(self, query: Query) -> dict[str, Any]:
         return build_leafz(self.feed, subs=go_bool(query, "subs"), account=text(query, "acc"))
 
     def metrics(self, query: dict[str, list[str]]) -> Reply:
         return Reply(200, *self._metrics.render())
+
+
+def _asks_for_gzip(request: web.BaseRequest) -> bool:
+    """Whether the request's Accept-Encoding lists gzip (without `q=0`)."""
+    for coding in request.headers.get(hdrs.ACCEPT_ENCODING, "").lower().split(","):
+        name, _, params = coding.partition(";")
+        if name.strip() in ("gzip", "*"):
+            return params.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000")
+    return False
+
+
+def _query(query: MultiMapping[str]) -> Query:
+    """The query string as `urllib.parse.parse_qs` gives it (blank values kept), which the
+    endpoints read."""
+    out: Query = {}
+    for key, value in query.items():
+        out.setdefault(key, []).append(value)
+    return out

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from brook import limits
 from brook.config.settings import Settings
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.params import BadParameter, NotHere, go_bool, go_int, text
@@ -32,9 +33,11 @@ __all__ = [
     "build_jsz",
     "build_jsz_account",
     "jetstream_config",
+    "jetstream_limits",
 ]
 
 JSZ_LIMIT_DEFAULT = 1024  # nats-server's, for the account details
+_SYNC_INTERVAL_S = 120.0  # nats-server's default JetStream sync interval
 _UINT64 = 2**64  # Go shows an account's -1 ("no limit") reservation as a uint64
 
 
@@ -98,7 +101,7 @@ def build_jsz(feed: StatisticsFeed, options: JszOptions) -> dict[str, Any]:
         "server_id": feed.server_id,
         "now": now,
         "config": jetstream_config(feed.settings),
-        "limits": _limits(feed.settings),
+        "limits": jetstream_limits(feed.settings),
     }
     totals = {
         "streams": sum(r.streams for r in reports),
@@ -162,9 +165,9 @@ def jetstream_config(settings: Settings) -> dict[str, Any]:
         "max_storage": js.max_file_store_bytes,
         "store_dir": js.store_path,
     }
-    if js.sync_interval_s:
-        config["sync_interval"] = seconds_to_ns(js.sync_interval_s)
-    else:  # every PubAck waits for its fsync (ADR 0004)
+    # nats-server shows its interval (2 min unless set) in "always" mode too.
+    config["sync_interval"] = seconds_to_ns(js.sync_interval_s or _SYNC_INTERVAL_S)
+    if not js.sync_interval_s:  # every PubAck waits for its fsync (ADR 0004)
         config["sync_always"] = True
     if js.domain:
         config["domain"] = js.domain
@@ -172,15 +175,20 @@ def jetstream_config(settings: Settings) -> dict[str, Any]:
     return config
 
 
-def _limits(settings: Settings) -> dict[str, Any]:
-    """`JSLimitOpts`: the batch limits that were configured (nats-server omits defaults)."""
+def jetstream_limits(settings: Settings) -> dict[str, Any]:
+    """`JSLimitOpts`: the batch limits that were configured under `jetstream { limits {
+    batch {} } }` (nats-server omits the others)."""
     js = settings.jetstream
-    limits: dict[str, Any] = {}
-    if js.batch_max_inflight_per_stream:
-        limits["max_batch_inflight_per_stream"] = js.batch_max_inflight_per_stream
-    if js.batch_max_inflight_total:
-        limits["max_batch_inflight_total"] = js.batch_max_inflight_total
-    return limits
+    out: dict[str, Any] = {}
+    if js.batch_max_inflight_per_stream is not None:
+        out["max_batch_inflight_per_stream"] = js.batch_max_inflight_per_stream
+    if js.batch_max_inflight_total is not None:
+        out["max_batch_inflight_total"] = js.batch_max_inflight_total
+    if js.batch_max_msgs != limits.ATOMIC_BATCH_SIZE_MAX:
+        out["max_batch_size"] = js.batch_max_msgs
+    if js.batch_timeout_s != limits.ATOMIC_BATCH_TIMEOUT_NS / 1e9:
+        out["max_batch_timeout"] = seconds_to_ns(js.batch_timeout_s)
+    return out
 
 
 def _account(report: JetStreamAccountReport, options: JszOptions) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 
 from brook import strconv
 
-__all__ = ["BadParameter", "NotHere", "go_bool", "go_int", "text"]
+__all__ = ["BadParameter", "NotHere", "decode_subs", "go_bool", "go_int", "go_uint64", "text"]
 
 _BOOLS = {w: True for w in ("1", "t", "T", "TRUE", "true", "True")} | {
     w: False for w in ("0", "f", "F", "FALSE", "false", "False")
@@ -59,4 +59,29 @@ def go_int(query: dict[str, list[str]], name: str) -> int:
         return int(raw)
     raise BadParameter(
         f"Error decoding int for '{name}': strconv.Atoi: parsing {json.dumps(raw)}: {reason}"
+    )
+
+
+def decode_subs(query: dict[str, list[str]]) -> tuple[bool, bool]:
+    """nats-server's `decodeSubs`: (subs, detail); `subs=detail` (any case) is the detail
+    form, anything else a Go boolean."""
+    if text(query, "subs").lower() == "detail":
+        return False, True
+    return go_bool(query, "subs"), False
+
+
+def go_uint64(query: dict[str, list[str]], name: str) -> int:
+    """Go's `strconv.ParseUint(s, 10, 64)`: digits only, no sign."""
+    raw = text(query, name)
+    if raw == "":
+        return 0
+    if not raw.isascii() or not raw.isdigit():
+        reason = "invalid syntax"
+    elif int(raw) >= 2**64:
+        reason = "value out of range"
+    else:
+        return int(raw)
+    raise BadParameter(
+        f"Error decoding uint64 for '{name}': strconv.ParseUint: parsing {json.dumps(raw)}: "
+        f"{reason}"
     )

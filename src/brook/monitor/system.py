@@ -40,6 +40,7 @@ from brook import limits
 from brook.config.settings import ConfigError
 from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.accstatz import account_stat, build_accstatz
+from brook.monitor.closed import closed_state
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
@@ -51,6 +52,7 @@ from brook.nuid import random_id
 from brook.routing.internal import InternalClient, MessageHandler
 from brook.server.statistics import (
     AccountSnapshot,
+    ClosedConnection,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -76,19 +78,6 @@ CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
 
-# Brook's close reasons in nats-server's words (its ClosedState strings).
-_REASONS = {
-    "client closed": "Client Closed",
-    "server shutdown": "Server Shutdown",
-    "stale connection": "Stale Connection",
-    "authentication timeout": "Authentication Timeout",
-    "authentication failure": "Authentication Failure",
-    "maximum connections exceeded": "Maximum Connections Exceeded",
-    "invalid client protocol": "Bad Client Protocol Version",
-    "kicked": "Kicked",
-}
-
-
 T = TypeVar("T")
 
 
@@ -109,16 +98,6 @@ class Failed(Exception):
         super().__init__(description)
         self.code = code
         self.description = description
-
-
-def _reason(reason: str) -> str:
-    if reason.startswith("protocol violation"):
-        return "Protocol Violation"
-    if reason == "slow consumer: write deadline exceeded":
-        return "Slow Consumer (Write Deadline)"
-    if reason.startswith("slow consumer"):
-        return "Slow Consumer (Pending Bytes)"
-    return _REASONS.get(reason, reason or "Client Closed")
 
 
 def _decode(payload: bytes) -> dict[str, Any]:
@@ -168,9 +147,13 @@ def _text(body: dict[str, Any], key: str) -> str:
 def _connz_query(body: dict[str, Any]) -> dict[str, list[str]]:
     """nats-server's `ConnzOptions` JSON as the `/connz` query `build_connz` reads."""
     query: dict[str, list[str]] = {}
-    for key in ("sort", "offset", "limit", "cid", "auth"):
+    for key in ("sort", "offset", "limit", "cid", "auth", "user", "acc"):
         if key in body and body[key] not in ("", None):
             query[key] = [str(body[key])]
+    # nats-server's `ConnState`: 0 open, 1 closed, 2 all
+    state = body.get("state")
+    if isinstance(state, int) and not isinstance(state, bool) and state in (1, 2):
+        query["state"] = ["closed" if state == 1 else "all"]
     if body.get("subscriptions_detail"):
         query["subs"] = ["detail"]
     elif body.get("subscriptions"):
@@ -209,6 +192,9 @@ class _AccountFeed:
 
     def leaf_connections(self) -> list[LeafSnapshot]:
         return [c for c in self._feed.leaf_connections() if c.account == self.account]
+
+    def closed_connections(self) -> list[ClosedConnection]:
+        return [c for c in self._feed.closed_connections() if c.connection.account == self.account]
 
     def jetstream_assets(self) -> list[JetStreamAssets] | None:
         return self._feed.jetstream_assets()
@@ -365,7 +351,7 @@ class SystemServices:
             # nats-server's names, seen from the client: what it sent, what it received
             "sent": {"msgs": client.in_msgs, "bytes": client.in_bytes},
             "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},
-            "reason": _reason(client.close_reason),
+            "reason": closed_state(client.close_reason),
         }
         self.bus.system.publish(subject, _json(event))
 

@@ -3,9 +3,16 @@
 Mirrors nats-server 2.x's `Varz` (server/monitor.go): same field names, same types (durations
 configured in options are integer nanoseconds, observed ones are Go duration strings,
 timestamps are RFC3339 UTC) and the same omit-when-empty rules, so tools written for
-nats-server read Brook. Fields about features Brook lacks (clustering, gateways, leaf nodes,
-MQTT, OCSP) are left out; the route/remote/leaf counts it does report are always zero. `mem` is
-the process's resident set size and `cpu` its CPU percent since the previous request.
+nats-server read Brook. Features Brook lacks show as nats-server shows them when not
+configured: `cluster`, `gateway` and `mqtt` are `{}`, the route and remote counts zero,
+`stalled_clients` and the disk I/O wait figures zero (Brook neither stalls producers nor
+queues for a disk semaphore); nats-server's own `feature_flags` and `git_commit` are left
+out. `jetstream.config` and `.limits` are `/jsz`'s. `mem` is the process's resident set
+size, `cpu` its CPU percent since the previous request, `gomaxprocs` the CPUs the
+process may run on (what Go's default GOMAXPROCS is). `config_load_time` is when the
+server was started or its configuration last reloaded, `config_digest` "" (what
+nats-server shows without a config file). `brook_max_closed_clients` is Brook's own:
+the bound of the closed connections `/connz` keeps.
 
 Only the JSON is built here; `brook.monitor.http` serves it.
 """
@@ -20,6 +27,7 @@ from typing import Any
 from brook import limits
 from brook.config.settings import LeafNodeSettings, Settings, TLSSettings, WebSocketSettings
 from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
+from brook.monitor.jsz import jetstream_config, jetstream_limits
 from brook.server.statistics import ServerStatistics
 from brook.server.tls import certificate_not_after
 from brook.version import __version__
@@ -80,6 +88,8 @@ def build_varz(
         "host": st.host,
         "port": srv["port"],
     }
+    if srv["auth_required"]:
+        v["auth_required"] = True
     if st.tls is not None:  # as nats-server's: the port's, whatever handshake_first says
         if not st.allow_non_tls:
             v["tls_required"] = True
@@ -94,20 +104,16 @@ def build_varz(
         "http_host": http_host,
         "http_port": http_port,
         "https_port": https_port,
+        "http_base_path": "",
         "auth_timeout": go_number(st.client_auth_timeout_s),
         "max_control_line": st.max_control_line_bytes,
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
+        "brook_max_closed_clients": st.max_closed_clients or limits.MAX_CLOSED_CLIENTS,
     }
     if st.jetstream.enabled:
-        js = st.jetstream
         v["jetstream"] = {
-            "config": {
-                "max_memory": js.max_memory_store_bytes,
-                "max_storage": js.max_file_store_bytes,
-                "store_dir": js.store_path,
-                **({"domain": js.domain} if js.domain else {}),
-            }
+            "config": jetstream_config(st),
         }
         if srv["jetstream_stats"] is not None:
             v["jetstream"]["stats"] = srv["jetstream_stats"]
@@ -121,8 +127,13 @@ def build_varz(
             v["jetstream"]["brook_commits"] = srv["commits"]
         if srv["batches"] is not None:  # Brook's own: atomic batches staged, their limits
             v["jetstream"]["brook_batches"] = srv["batches"]
-    v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
+        if js_limits := jetstream_limits(st):
+            v["jetstream"]["limits"] = js_limits
+    v["cluster"] = {}
+    v["gateway"] = {}
     v["leaf"] = _leaf(st.leafnodes, srv["leafnode_port"])
+    v["mqtt"] = {}
+    v["websocket"] = _websocket(st.websocket, srv["websocket_port"])
     leaf = srv["leaf_traffic"]
     v |= {
         "tls_timeout": go_number(st.tls.timeout_s if st.tls else limits.TLS_TIMEOUT_S),
@@ -132,6 +143,7 @@ def build_varz(
         "uptime": uptime_string(now - srv["started_at"]),
         "mem": rss_bytes(),
         "cores": os.cpu_count() or 1,
+        "gomaxprocs": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
         "cpu": cpu.percent(),
         "connections": srv["connections"],
         "total_connections": srv["total_connections"],
@@ -148,9 +160,18 @@ def build_varz(
         "out_client_msgs": srv["out_msgs"],
         "out_client_bytes": srv["out_bytes"],
         "slow_consumers": srv["slow_consumers"],
+        "stale_connections": srv["stale_connections"],
+        "stalled_clients": 0,
         "subscriptions": srv["subscriptions"],
         "http_req_stats": dict(request_counts),
+        "config_load_time": rfc3339_nano(srv["config_loaded_at"]),
+        "config_digest": "",
+        "system_account": st.system_account_name,
         "slow_consumer_stats": dict(clients=srv["slow_consumers"], routes=0, gateways=0, leafs=0),
+        "stale_connection_stats": dict(
+            clients=srv["stale_connections"], routes=0, gateways=0, leafs=0
+        ),
+        "disk_io_wait_stats": {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0},
     }
     if srv["pinned_account_fails"]:  # omitempty
         v["pinned_account_fails"] = srv["pinned_account_fails"]

@@ -217,12 +217,12 @@ class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
             self._commit_wait.forget(self._commits_drained)
             self._commit_wait = None
         router = self.router
-        for sub in self.subs.values():
+        subs, self.subs = self.subs, {}  # the closed-connections ring keeps them
+        for sub in subs.values():
             router.unsubscribe(sub)
-        self.subs.clear()
         self._out.clear()
         self._out_bytes = 0
-        self.server.unregister(self)
+        self.server.unregister(self, subs)
         if self._admitted is not None:
             self.authenticator.release(self._admitted)
             self._admitted = None

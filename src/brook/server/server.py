@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import logging
 import os
@@ -24,13 +25,14 @@ import secrets
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.config.settings import ConfigError, ProcessSettings, Settings
 from brook.routing.internal import InternalClient
+from brook.routing.sublist import Subscription
 from brook.server.accounts import Accounts
 from brook.server.auth import Authenticator
 from brook.server.connection import ClientConnection
@@ -42,6 +44,7 @@ from brook.server.server_info import ClientInfo
 from brook.server.server_snapshots import ServerSnapshots
 from brook.server.startup_log import log_config_file, log_jetstream_summary, log_limits
 from brook.server.statistics import (
+    ClosedConnection,
     Monitor,
     MonitorFactory,
     SystemBus,
@@ -151,6 +154,11 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
         self._closed_traffic = [0, 0, 0, 0]  # in_msgs, in_bytes, out_msgs, out_bytes
         self._closed_by_account: dict[str, list[int]] = {}  # the same, per account
         self.slow_consumers = 0
+        self.stale_connections = 0
+        # nats-server's ring of closed clients (`max_closed_clients`), for /connz.
+        self.closed_clients: collections.deque[ClosedConnection] = collections.deque(
+            maxlen=self.settings.max_closed_clients or limits.MAX_CLOSED_CLIENTS
+        )
         self.total_connections = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -292,7 +300,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
             from brook.leafnode.manager import LeafNodes
 
             self.leafnodes = LeafNodes(
-                leaf, self._router_of, self._leaf_limits, self.next_client_id
+                leaf, self._router_of, self._leaf_limits, self.next_client_id, self.leaf_closed
             )
             if leaf.port:
                 leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None
@@ -482,8 +490,14 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
         self.total_connections += 1
         return True
 
-    def unregister(self, client: ClientConnection) -> None:
+    def unregister(
+        self, client: ClientConnection, subs: Mapping[bytes, Subscription] | None = None
+    ) -> None:
+        """`client` has closed, with `subs` its subscriptions at the close."""
         if self.clients.pop(client.cid, None) is not None:
+            self.closed_clients.append(self._closed_connection(client, subs or {}))
+            if client.close_reason == "stale connection":
+                self.stale_connections += 1
             totals = self._closed_traffic
             totals[0] += client.in_msgs
             totals[1] += client.in_bytes

@@ -6,8 +6,11 @@ the `StatisticsFeed` protocol, never the server's objects (ADR 0016)."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
@@ -17,6 +20,7 @@ from brook.server.permissions import public_permissions
 from brook.server.statistics import (
     AccountJwtSnapshot,
     AccountSnapshot,
+    ClosedConnection,
     ConnectionSnapshot,
     JetStreamAccountReport,
     JetStreamAssets,
@@ -85,6 +89,7 @@ def _leaf_snapshot(c: LeafConnection) -> LeafSnapshot:
         connect_name=str(connect.get("name") or ""),
         connect_version=str(connect.get("version") or ""),
         connect_user=str(connect.get("nkey") or connect.get("user") or ""),  # `getRawAuthUser`
+        close_reason=c.close_reason,
     )
 
 
@@ -107,7 +112,9 @@ class ServerSnapshots:
         commit_backlog: CommitBacklog | None
         transfers: Any
         slow_consumers: int
+        stale_connections: int
         total_connections: int
+        closed_clients: collections.deque[ClosedConnection]
         _closed_traffic: list[int]
         _closed_by_account: dict[str, list[int]]
 
@@ -129,6 +136,8 @@ class ServerSnapshots:
             "out_msgs": self.out_msgs,
             "out_bytes": self.out_bytes,
             "slow_consumers": self.slow_consumers,
+            "stale_connections": self.stale_connections,
+            "auth_required": self.authenticator.advertised,
             "pinned_account_fails": operator.pinned_fails if operator is not None else 0,
             "subscriptions": sum(a.router.sublist.count for a in accounts),
             "pid": os.getpid(),
@@ -301,6 +310,25 @@ class ServerSnapshots:
             user_name=user.name,
             expires_ns=left_ns,
         )
+
+    def closed_connections(self) -> list[ClosedConnection]:
+        return list(self.closed_clients)
+
+    def _closed_connection(
+        self, c: ClientConnection, subs: Mapping[bytes, Subscription]
+    ) -> ClosedConnection:
+        """`c`, which has just closed with `subs`, as the closed-connections ring keeps it."""
+        return ClosedConnection(
+            connection=dataclasses.replace(self._connection_snapshot(c), subs=len(subs)),
+            stopped_at=time.time(),
+            subscriptions=tuple(_subscription_snapshot(s, c.cid) for s in subs.values()),
+        )
+
+    def leaf_closed(self, c: LeafConnection) -> None:
+        """Leafnode connection `c` has closed: keep it with the closed clients, as
+        nats-server does."""
+        leaf = _leaf_snapshot(c)
+        self.closed_clients.append(ClosedConnection(leaf, time.time(), leaf.interest))
 
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
         """The subscriptions of client `cid`, in the order it made them."""

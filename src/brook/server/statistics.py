@@ -23,6 +23,7 @@ from brook.server.tls import PeerCertificate
 
 __all__ = [
     "AccountSnapshot",
+    "ClosedConnection",
     "ConnectionSnapshot",
     "JetStreamAccountReport",
     "JetStreamAssets",
@@ -57,6 +58,8 @@ class ServerStatistics(TypedDict):
     out_msgs: int
     out_bytes: int
     slow_consumers: int
+    stale_connections: int  # clients closed for not answering PINGs
+    auth_required: bool  # the client port's INFO says so
     pinned_account_fails: int  # JWT logins refused: their account not pinned (ADR 0033)
     subscriptions: int
     pid: int
@@ -115,6 +118,17 @@ class ConnectionSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ClosedConnection:
+    """A client or leafnode connection that has closed, as `/connz?state=closed` lists
+    it: the connection as it was at its close, when, and the subscriptions it had then
+    (a leaf's: the interest the other side showed)."""
+
+    connection: ConnectionSnapshot | LeafSnapshot
+    stopped_at: float  # Unix time
+    subscriptions: tuple[SubscriptionSnapshot, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LeafSnapshot:
     """One leafnode connection (`/leafz`, ADR 0032)."""
 
@@ -143,6 +157,7 @@ class LeafSnapshot:
     connect_name: str = ""
     connect_version: str = ""
     connect_user: str = ""
+    close_reason: str = ""  # why it closed, once it has
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +288,11 @@ class StatisticsFeed(Protocol):
     def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]: ...
 
     def leaf_connections(self) -> list[LeafSnapshot]: ...
+
+    def closed_connections(self) -> list[ClosedConnection]:
+        """The most recently closed client connections, oldest first (at most
+        `max_closed_clients`)."""
+        ...
 
     def jetstream_assets(self) -> list[JetStreamAssets] | None:
         """Each account's JetStream assets (None when JetStream is off)."""
