@@ -216,31 +216,56 @@ class _Ticker:
             self.pending = 0
 
 
+async def _timed(
+    ctx: Ctx,
+    count: int,
+    tick: Tick,
+    offset: int,
+    one: Callable[[int], Awaitable[int]],
+    *,
+    size: int,
+    finish: Callable[[], Awaitable[Any]] | None = None,
+) -> Sample:
+    """`count` operations one after another, `one(n)` for message number `n` (returning
+    the size of the payload it moved), each timed for the latency percentiles and all of
+    them (with `finish`, a flush) for the rate; `--sleep` between them."""
+    sleep = ctx.args.sleep
+    clock = time.perf_counter_ns
+    latencies = [0] * count
+    ticker = _Ticker(tick)
+    start = time.perf_counter()
+    for i in range(count):
+        began = clock()
+        size = await one(offset + i)
+        latencies[i] = clock() - began
+        ticker()
+        if sleep:
+            await asyncio.sleep(sleep)
+    if finish is not None:
+        await finish()
+    end = time.perf_counter()
+    ticker.flush()
+    return Sample(count, size, start, end, latencies)
+
+
 # ---------------------------------------------------------------------- core
 
 
 async def core_pub(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
     args = ctx.args
     payload = bytes(args.size)
-    clock = time.perf_counter_ns
-    latencies = [0] * count
-    ticker = _Ticker(tick)
     single = not args.multisubject
     subject = str(args.subject)
-    start = time.perf_counter()
-    for i in range(count):
-        began = clock()
+
+    async def one(n: int) -> int:
         await nc.publish(
-            subject if single else _publish_subject(args, offset + i), payload, headers=args.headers
+            subject if single else _publish_subject(args, n), payload, headers=args.headers
         )
-        latencies[i] = clock() - began
-        ticker()
-        if args.sleep:
-            await asyncio.sleep(args.sleep)
-    await nc.flush(timeout=ctx.timeout)
-    end = time.perf_counter()
-    ticker.flush()
-    return Sample(count, args.size, start, end, latencies)
+        return len(payload)
+
+    return await _timed(
+        ctx, count, tick, offset, one, size=args.size, finish=lambda: nc.flush(timeout=ctx.timeout)
+    )
 
 
 async def core_sub(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
@@ -272,12 +297,8 @@ async def service_request(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int
 
     args = ctx.args
     payload = bytes(args.size)
-    clock = time.perf_counter_ns
-    latencies = [0] * count
-    ticker = _Ticker(tick)
-    start = time.perf_counter()
-    for i in range(count):
-        began = clock()
+
+    async def one(n: int) -> int:
         try:
             reply = await nc.request(
                 args.subject, payload, timeout=ctx.timeout, headers=args.headers
@@ -286,15 +307,11 @@ async def service_request(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int
             raise CliError(
                 f"no responders on {args.subject!r} (start `brook bench service serve`)"
             ) from None
-        latencies[i] = clock() - began
         if not reply.data or reply.data[:1] == b"-" or b"error" in reply.data:
             raise CliError(f"request did not receive a good reply: {reply.data[:80]!r}")
-        ticker()
-        if args.sleep:
-            await asyncio.sleep(args.sleep)
-    end = time.perf_counter()
-    ticker.flush()
-    return Sample(count, args.size, start, end, latencies)
+        return len(payload)
+
+    return await _timed(ctx, count, tick, offset, one, size=args.size)
 
 
 async def service_serve(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
@@ -373,21 +390,12 @@ async def js_pub_sync(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) ->
     args = ctx.args
     js = nc.jetstream(timeout=ctx.timeout)
     payload = bytes(args.size)
-    clock = time.perf_counter_ns
-    latencies = [0] * count
-    ticker = _Ticker(tick)
-    start = time.perf_counter()
-    for i in range(count):
-        headers = _dedup(args, offset + i)
-        began = clock()
-        await js.publish(_publish_subject(args, offset + i), payload, headers=headers)
-        latencies[i] = clock() - began
-        ticker()
-        if args.sleep:
-            await asyncio.sleep(args.sleep)
-    end = time.perf_counter()
-    ticker.flush()
-    return Sample(count, args.size, start, end, latencies)
+
+    async def one(n: int) -> int:
+        await js.publish(_publish_subject(args, n), payload, headers=_dedup(args, n))
+        return len(payload)
+
+    return await _timed(ctx, count, tick, offset, one, size=args.size)
 
 
 async def js_pub_async(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
@@ -529,21 +537,12 @@ async def kv_put(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Samp
     args = ctx.args
     kv = await nc.jetstream(timeout=ctx.timeout).key_value(args.bucket)
     payload = bytes(args.size)
-    clock = time.perf_counter_ns
-    latencies = [0] * count
-    ticker = _Ticker(tick)
-    start = time.perf_counter()
-    for i in range(count):
-        key = _key(args, offset + i)
-        began = clock()
-        await kv.put(key, payload)
-        latencies[i] = clock() - began
-        ticker()
-        if args.sleep:
-            await asyncio.sleep(args.sleep)
-    end = time.perf_counter()
-    ticker.flush()
-    return Sample(count, args.size, start, end, latencies)
+
+    async def one(n: int) -> int:
+        await kv.put(_key(args, n), payload)
+        return len(payload)
+
+    return await _timed(ctx, count, tick, offset, one, size=args.size)
 
 
 async def kv_get(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Sample:
@@ -551,28 +550,18 @@ async def kv_get(ctx: Ctx, nc: Any, count: int, tick: Tick, offset: int) -> Samp
 
     args = ctx.args
     kv = await nc.jetstream(timeout=ctx.timeout).key_value(args.bucket)
-    clock = time.perf_counter_ns
-    latencies = [0] * count
-    ticker = _Ticker(tick)
-    size = 0
-    start = time.perf_counter()
-    for i in range(count):
-        key = _key(args, offset + i)
-        began = clock()
+
+    async def one(n: int) -> int:
+        key = _key(args, n)
         try:
             entry = await kv.get(key)
         except jserr.KeyNotFoundError:
             raise CliError(
                 f"key {key!r} not found in bucket {args.bucket!r} (run kv put first)"
             ) from None
-        latencies[i] = clock() - began
-        size = len(entry.value or b"")
-        ticker()
-        if args.sleep:
-            await asyncio.sleep(args.sleep)
-    end = time.perf_counter()
-    ticker.flush()
-    return Sample(count, size, start, end, latencies)
+        return len(entry.value or b"")
+
+    return await _timed(ctx, count, tick, offset, one, size=0)
 
 
 RUNNERS: dict[str, Callable[[Ctx, Any, int, Tick, int], Awaitable[Sample]]] = {
