@@ -78,7 +78,9 @@ async def settled(s: Session, label: str, stream: str, last_seq: int) -> None:
             break
         await asyncio.sleep(0.05)
     else:
-        raise AssertionError(f"{label}: {stream} did not reach {last_seq}: {info}")
+        raise AssertionError(
+            f"{label}: {stream} did not reach {last_seq} on {s.nc.connected_url}: {info}"
+        )
     await asyncio.sleep(0.2)  # nothing more arrives (a duplicate would show now)
     info = await s.api(f"{label} info", f"$JS.API.STREAM.INFO.{stream}", {})
     _mask_sources(s.results[-1][1])
