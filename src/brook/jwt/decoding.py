@@ -11,7 +11,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from brook.jwt.claims import (
     MAX_TOKEN_BYTES,
@@ -33,6 +33,8 @@ from brook.jwt.claims import (
     UserScope,
 )
 from brook.nkey import InvalidNkey, Prefix, decode_public_key, verify
+
+_C = TypeVar("_C", bound=Claims)
 
 _ISSUER_KEYS_CACHED = 1024
 
@@ -376,32 +378,29 @@ def _key(text: str, prefix: Prefix) -> bytes | None:
         return None
 
 
-def decode_user(token: str) -> UserClaims:
+def _decode_as(token: str, kind: type[_C], name: str) -> _C:
+    """A token that must hold one kind of claims: jwt's Decode<Kind>Claims, whose
+    refusal says which kind was wanted."""
     claims = decode(token)
-    if not isinstance(claims, UserClaims):
-        raise InvalidJwt("not user claim")
+    if not isinstance(claims, kind):
+        raise InvalidJwt(f"not {name} claim")
     return claims
+
+
+def decode_user(token: str) -> UserClaims:
+    return _decode_as(token, UserClaims, "user")
 
 
 def decode_account(token: str) -> AccountClaims:
-    claims = decode(token)
-    if not isinstance(claims, AccountClaims):
-        raise InvalidJwt("not account claim")
-    return claims
+    return _decode_as(token, AccountClaims, "account")
 
 
 def decode_activation(token: str) -> ActivationClaims:
-    claims = decode(token)
-    if not isinstance(claims, ActivationClaims):
-        raise InvalidJwt("not activation claim")
-    return claims
+    return _decode_as(token, ActivationClaims, "activation")
 
 
 def decode_operator(token: str) -> OperatorClaims:
-    claims = decode(token)
-    if not isinstance(claims, OperatorClaims):
-        raise InvalidJwt("not operator claim")
-    return claims
+    return _decode_as(token, OperatorClaims, "operator")
 
 
 @dataclass(frozen=True, slots=True)
