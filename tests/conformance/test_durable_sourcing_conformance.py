@@ -294,10 +294,45 @@ async def before_restart(s: Session) -> None:
     await emptied(s, "origin before", "WQ")
 
 
+# After a restart each server asks the origin for its consumer again, 100-200 ms after it
+# restored the stream (the jitter of nats-server's `setupSourceConsumer` and
+# `scheduleSetupMirrorConsumerRetry`, Brook's link likewise): until then the copy's
+# `active` is -1. A request refused (the origin not restored yet) is asked again after
+# `sourceConsumerRetryThreshold` (2 s) plus `calculateRetryBackoff(1)` (10 s) and the
+# jitter: 12.2 s; the bound leaves room for a loaded machine.
+CONTACT_WITHIN_S = 20.0
+
+
+async def in_contact(s: Session, stream: str) -> None:
+    """Wait until `stream`'s mirror or every one of its sources has heard from its origin
+    (`active` set), so that what is recorded next does not depend on how soon each
+    server's restarted link asked (seen both ways in loaded runs: 1 to 130 ms apart)."""
+    deadline = time.monotonic() + CONTACT_WITHIN_S
+    while True:
+        info = await _info(s, stream)
+        links = [*info.get("sources", []), *([info["mirror"]] if "mirror" in info else [])]
+        if links and all(link.get("active", -1) >= 0 for link in links):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{stream}: no contact with its origin within {CONTACT_WITHIN_S} s"
+                f" on {s.nc.connected_url}: {info}"
+            )
+        await asyncio.sleep(0.05)
+
+
 async def resumed(s: Session, copy: str, origin: str, prefix: str) -> None:
     """Both sides restarted: `copy` (a source or mirror of `origin`, 3 messages copied)
-    goes on through the durable consumer, nothing copied twice, what the origin takes
-    now (on `prefix`.4 and .5) copied and acknowledged."""
+    goes on through the durable consumer once in contact again, nothing copied twice,
+    what the origin takes now (on `prefix`.4 and .5) copied and acknowledged.
+
+    A source on nats-server 2.15.1 copies the new ones only about 10 s after the
+    restart (measured 10.0-10.2 s after the publish, 45 loaded runs): the restored
+    `JS_SRC_…` consumer takes the link's new deliver subject yet delivers nothing there,
+    not even a heartbeat, until the link's health check (`sourceHealthCheckInterval`,
+    10 s without a word) creates it once more. Brook's copies them at once, as does a
+    mirror through a consumer of its own on both; `settled` waits up to 30 s."""
+    await in_contact(s, copy)
     await settled(s, "after restart", copy, 3)
     await emptied(s, "origin after restart", origin)
     for i in (4, 5):
@@ -311,14 +346,7 @@ async def after_restart(s: Session) -> None:
 
 
 async def test_a_workqueue_source_resumes_after_a_restart_as_nats_server(tmp_path: Path) -> None:
-    # In loaded full runs only (never alone, nor under a busy loop), nats-server's
-    # restarted source was seen not yet in contact with its origin (`active` -1 where
-    # Brook's was) and once idle past the 30 s settle wait: the scenario runs once more
-    # then, on fresh stores, and must agree with nats-server's that time.
-    try:
-        await across_restarts(tmp_path / "1", (before_restart, after_restart))
-    except AssertionError:
-        await across_restarts(tmp_path / "2", (before_restart, after_restart))
+    await across_restarts(tmp_path, (before_restart, after_restart))
 
 
 async def mirror_consumer_before_restart(s: Session) -> None:

@@ -69,8 +69,9 @@ async def settled(s: Session, label: str, stream: str, last_seq: int) -> None:
     """Wait until `stream` holds `last_seq` with every source level with its origin,
     then record its info (`active` masked once set) and every message it holds."""
     info: dict[str, Any] = {}
-    # Up to 30 s: after a restart nats-server retries a source's consumer with a backoff
-    # (once seen idle for 10 s in a loaded full run); it takes no time when it goes well.
+    # Up to 30 s: after a restart nats-server's source of a workqueue or interest origin
+    # copies nothing for 10 s (test_durable_sourcing_conformance.resumed); a refused
+    # consumer request is asked again after 12 s. It takes no time when it goes well.
     for _ in range(600):
         info = await _info(s, stream)
         sources = info.get("sources", [])
