@@ -5,14 +5,14 @@ names and its system account; with `acc`, that account's detail (`accountInfo`):
 it is the system account, has JetStream, its client connections, its subscription index's
 statistics, and the service exports and imports of the system account's services
 (`brook.monitor.system`): the system account exports `$SYS.REQ.ACCOUNT.*.CONNZ` and
-`.STATZ` (streamed responses) and `$SYS.REQ.USER.*.INFO`, and every account imports what
-nats-server's `registerSystemImports` imports, and on a server with JetStream the
-`$JS.API.>` service every account but the system account imports from it; the account's
-mappings (its own, and a JetStream domain's) and its configured exports and imports, or
-a JWT account's exports and linked imports with its JWT, issuer, name, tags and revoked
-users (ADR 0034; nats-server's `decoded_jwt` and `validation_result_jwt` are not shown).
-An unknown account is refused as nats-server refuses it ("Account X does not exist").
-Brook shows no pending responses, as nats-server leaves them out when empty.
+`.STATZ` (streamed responses), `$SYS.DEBUG.SUBSCRIBERS` and `$SYS.REQ.USER.*.INFO`, and
+every account imports what nats-server's `registerSystemImports` imports, and on a server
+with JetStream the `$JS.API.>` service every account but the system account imports from
+it; the account's mappings (its own, and a JetStream domain's) and its configured exports
+and imports, or a JWT account's exports and linked imports with its JWT, issuer, name,
+tags and revoked users (ADR 0034; nats-server's `decoded_jwt` and `validation_result_jwt`
+are not shown). An unknown account is refused as nats-server refuses it ("Account X does
+not exist"). Brook shows no pending responses, as nats-server leaves them out when empty.
 """
 
 from __future__ import annotations
@@ -108,9 +108,8 @@ def build_account_info(
 def _system_exports() -> list[dict[str, Any]]:
     streamed = [f"$SYS.REQ.ACCOUNT.*.{name}" for name in ("CONNZ", "STATZ")]
     exports = [{"subject": s, "type": "service", "response_type": "Streamed"} for s in streamed]
-    exports.append(
-        {"subject": "$SYS.REQ.USER.*.INFO", "type": "service", "response_type": "Singleton"}
-    )
+    for subject in ("$SYS.DEBUG.SUBSCRIBERS", "$SYS.REQ.USER.*.INFO"):
+        exports.append({"subject": subject, "type": "service", "response_type": "Singleton"})
     return exports
 
 
