@@ -10,9 +10,10 @@ every account imports what nats-server's `registerSystemImports` imports, and on
 with JetStream the `$JS.API.>` service every account but the system account imports from
 it; the account's mappings (its own, and a JetStream domain's) and its configured exports
 and imports, or a JWT account's exports and linked imports with its JWT, issuer, name,
-tags and revoked users (ADR 0034; nats-server's `decoded_jwt` and `validation_result_jwt`
-are not shown). An unknown account is refused as nats-server refuses it ("Account X does
-not exist"). Brook shows no pending responses, as nats-server leaves them out when empty.
+tags, the claims as nats-server re-encodes them (`decoded_jwt`, `brook.jwt.goclaims`) and
+revoked users (ADR 0034; nats-server's `validation_result_jwt` is not shown). An unknown
+account is refused as nats-server refuses it ("Account X does not exist"). Brook shows no
+pending responses, as nats-server leaves them out when empty.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from brook.config.settings import ExportSettings, ImportSettings
+from brook.jwt import account_claims_json
 from brook.monitor.durations import rfc3339_nano
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import sublist_statistics
@@ -99,6 +101,9 @@ def build_account_info(
     if claims is not None:
         if claims.tags:
             info["tags"] = list(claims.tags)
+        decoded = account_claims_json(claims.token)
+        if decoded is not None:
+            info["decoded_jwt"] = decoded
         if claims.revocations:
             info["revoked_user"] = _times(claims.revocations)
     info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
