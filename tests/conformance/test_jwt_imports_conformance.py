@@ -452,8 +452,8 @@ async def _account_details(url: str, base: str, files: list[Path], keys: list[st
 async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
     """`/accountz?acc=<key>` of JWT accounts: their JWT, issuer, `name_tag` (the JWT's
     name), tags, revoked users, exports (token required, revoked activations, response
-    types), the imports linked and the claims re-encoded by Go (`decoded_jwt`), as
-    nats-server shows them (its `validation_result_jwt` aside: not in Brook)."""
+    types), the imports linked, the claims re-encoded by Go (`decoded_jwt`) and jwt's
+    warning of the deprecated `to` (`validation_result_jwt`), as nats-server shows them."""
     trust = Trust()
     system = trust.account()
     trust.operator_claims = {"system_account": system.public}
@@ -498,9 +498,14 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
                 assert srv.monitor is not None
                 theirs = await _account_details(reference, theirs_base, files, keys)
                 mine = await _account_details(srv.url, srv.monitor.url, files, keys)
-    for detail in theirs:  # jwt's warnings (the deprecated `to`): not in Brook
-        detail.pop("validation_result_jwt", None)
     assert [d["decoded_jwt"]["sub"] for d in theirs] == keys
+    assert theirs[1]["validation_result_jwt"] == [
+        {
+            "description": "the field to has been deprecated (use LocalSubject instead)",
+            "blocking": False,
+            "time_check": False,
+        }
+    ]
     assert theirs[0]["name_tag"] == "alpha"
     assert theirs[0]["revoked_user"]
     assert [e.get("revoked_activations") for e in theirs[0]["exports"]] == [
@@ -579,6 +584,58 @@ async def test_accountz_decoded_jwt_as_nats_server() -> None:
     assert decoded[0][1]["nats"]["version"] == 1
     assert decoded[1] == decoded[0]
     assert [json.dumps(d) for d in decoded[1]] == [json.dumps(d) for d in decoded[0]]  # order
+
+
+async def _expired_detail(url: str, base: str, files: list[Path], key: str) -> dict[str, Any]:
+    """The `/accountz` detail of `key` once its JWT expired, its user connected before."""
+    nc = await nats.connect(url, user_credentials=str(files[0]), allow_reconnect=False)
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                detail: dict[str, Any] = (await document(base, f"/accountz?acc={key}"))[
+                    "account_detail"
+                ]
+                if detail.get("validation_result_jwt"):
+                    return detail
+                await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+
+
+async def test_accountz_of_an_expired_account_as_nats_server() -> None:
+    """An account whose JWT expired while served: `expired`, and jwt's time check in
+    `validation_result_jwt`."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    account = account_key()
+    trust.preload[account.public] = account_jwt(
+        account, trust.operator, top={"exp": int(time.time()) + 3}
+    )
+    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
+        path = trust.config(Path(tmp))
+        files = [_creds_file(Path(tmp), "a", account)]
+        http_port = free_port()
+        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+            wait_for_port(http_port)
+            settings = load_conf_file(str(path))
+            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
+                assert srv.monitor is not None
+                theirs, mine = await asyncio.gather(
+                    _expired_detail(
+                        reference, f"http://127.0.0.1:{http_port}", files, account.public
+                    ),
+                    _expired_detail(srv.url, srv.monitor.url, files, account.public),
+                )
+    assert theirs["validation_result_jwt"] == [
+        {"description": "claim is expired", "blocking": False, "time_check": True}
+    ]
+    for detail in (theirs, mine):
+        for varying in ("update_time", "sublist_stats", "subscriptions"):
+            detail.pop(varying)
+        detail["imports"].sort(key=lambda e: json.dumps(e, sort_keys=True))  # Go map order
+    assert theirs["expired"] is True
+    assert mine == theirs
 
 
 @contextlib.asynccontextmanager

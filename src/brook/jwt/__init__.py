@@ -58,7 +58,7 @@ from brook.jwt.decoding import (
     is_public_key,
     parse_decorated,
 )
-from brook.jwt.goclaims import account_claims_json
+from brook.jwt.goclaims import account_claims_json, validation_issues
 
 __all__ = [
     "ALL",
@@ -93,4 +93,5 @@ __all__ = [
     "is_public_key",
     "issues",
     "parse_decorated",
+    "validation_issues",
 ]

@@ -11,6 +11,12 @@ which nats-server runs first, turns a trace's zero sampling into 100. `_ACCOUNT`
 jwt v2.8.2's types (account_claims.go, exports.go, imports.go, types.go, signingkeys.go),
 their JSON names in Go's field order. A value Go's decoder refuses makes the whole claim
 None, as nats-server then shows no `decoded_jwt`.
+
+`validation_issues` is what jwt's `Validate` reports of an account the server serves
+(`validation_result_jwt`): nothing blocking, as such an account is refused at its login,
+so its time checks (expired, not yet valid) and its imports' deprecated `to`. (The
+warning of a self-signed account with limits cannot arise: only an operator's keys issue
+a served account.)
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["account_claims_json"]
+__all__ = ["account_claims_json", "validation_issues"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -239,6 +245,27 @@ def account_claims_json(token: str) -> dict[str, Any] | None:
     if trace is not None and not trace.get("sampling"):
         trace["sampling"] = 100  # jwt's Validate
     return {**claims, "nats": account}
+
+
+def validation_issues(decoded: dict[str, Any], now: float) -> list[dict[str, Any]]:
+    """nats-server's `ExtVrIssues` of `decoded` (`account_claims_json`'s) at `now` (unix
+    seconds), in `Validate`'s order."""
+    second = int(now)
+    issues = []
+    expires, not_before = decoded.get("exp", 0), decoded.get("nbf", 0)
+    if expires > 0 and second > expires:
+        issues.append(_issue("claim is expired", time_check=True))
+    if not_before > 0 and not_before > second:
+        issues.append(_issue("claim is not yet valid", time_check=True))
+    for imported in decoded["nats"].get("imports") or ():
+        if imported is not None and imported.get("to"):
+            warning = "the field to has been deprecated (use LocalSubject instead)"
+            issues.append(_issue(warning, time_check=False))
+    return issues
+
+
+def _issue(description: str, *, time_check: bool) -> dict[str, Any]:
+    return {"description": description, "blocking": False, "time_check": time_check}
 
 
 def _omitted(value: Any) -> bool:

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from brook.config.settings import ExportSettings, ImportSettings
-from brook.jwt import account_claims_json
+from brook.jwt import account_claims_json, validation_issues
 from brook.monitor.durations import rfc3339_nano
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import sublist_statistics
@@ -62,8 +62,12 @@ def build_account_info(
     }
     if account.system:
         info["is_system"] = True
+    claims = account.jwt
+    decoded = account_claims_json(claims.token) if claims is not None else None
+    # nats-server's `expired`: set once the second of the JWT's `exp` has come
+    expired = decoded is not None and 0 < decoded.get("exp", 0) <= time.time()
     info |= {
-        "expired": False,
+        "expired": expired,
         "complete": account.jwt.complete if account.jwt is not None else True,
         "jetstream_enabled": account.jetstream,
         "leafnode_connections": 0,
@@ -76,7 +80,6 @@ def build_account_info(
             for source, dests in sorted(account.mappings.items())
         }
     configured = next((a for a in feed.settings.accounts if a.name == name), None)
-    claims = account.jwt
     declared = claims or configured
     # nats-server's JetStream API is the system account's `$JS.API.>` service, imported
     # by every other account.
@@ -101,9 +104,11 @@ def build_account_info(
     if claims is not None:
         if claims.tags:
             info["tags"] = list(claims.tags)
-        decoded = account_claims_json(claims.token)
         if decoded is not None:
             info["decoded_jwt"] = decoded
+            issues = validation_issues(decoded, time.time())
+            if issues:
+                info["validation_result_jwt"] = issues
         if claims.revocations:
             info["revoked_user"] = _times(claims.revocations)
     info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
