@@ -655,7 +655,7 @@ class SystemServices:
         that is no such request is logged and not answered."""
         try:
             request = nsubs_request(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             log.error("Error unmarshalling account nsubs request message: %s", exc)
             return
         account = request.account
@@ -674,7 +674,7 @@ class SystemServices:
         own users, an importer's as its `Nats-Request-Info` names it (an import)."""
         try:
             account = _requesting_account(header) or self.bus.system_account
-        except ValueError:
+        except (ValueError, RecursionError):
             return
         if not reply or not self.feed.sublists(account):
             return  # no such account: not answered, as nats-server
