@@ -43,6 +43,7 @@ from tests.support.jwts import (
     account_key,
     activation_jwt,
     creds,
+    encode_v1,
     user_jwt,
     user_key,
 )
@@ -451,8 +452,8 @@ async def _account_details(url: str, base: str, files: list[Path], keys: list[st
 async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
     """`/accountz?acc=<key>` of JWT accounts: their JWT, issuer, `name_tag` (the JWT's
     name), tags, revoked users, exports (token required, revoked activations, response
-    types) and the imports linked, as nats-server shows them (its `decoded_jwt` and
-    `validation_result_jwt` aside: not in Brook)."""
+    types), the imports linked, the claims re-encoded by Go (`decoded_jwt`) and jwt's
+    warning of the deprecated `to` (`validation_result_jwt`), as nats-server shows them."""
     trust = Trust()
     system = trust.account()
     trust.operator_claims = {"system_account": system.public}
@@ -497,9 +498,14 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
                 assert srv.monitor is not None
                 theirs = await _account_details(reference, theirs_base, files, keys)
                 mine = await _account_details(srv.url, srv.monitor.url, files, keys)
-    for detail in theirs:
-        assert detail.pop("decoded_jwt")["sub"] in keys
-        detail.pop("validation_result_jwt", None)
+    assert [d["decoded_jwt"]["sub"] for d in theirs] == keys
+    assert theirs[1]["validation_result_jwt"] == [
+        {
+            "description": "the field to has been deprecated (use LocalSubject instead)",
+            "blocking": False,
+            "time_check": False,
+        }
+    ]
     assert theirs[0]["name_tag"] == "alpha"
     assert theirs[0]["revoked_user"]
     assert [e.get("revoked_activations") for e in theirs[0]["exports"]] == [
@@ -511,6 +517,124 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
     for m, t in zip(mine, theirs, strict=True):
         for key in t:
             assert m[key] == t[key], (key, m[key], t[key])
+    assert mine == theirs
+
+
+async def test_accountz_decoded_jwt_as_nats_server() -> None:
+    """`decoded_jwt`: the claims as jwt's Go types decode and encode them, fields they do
+    not have dropped, zero values left out, empty structs kept, signing keys sorted (a
+    scoped one with its template's defaults), tiered limits clearing the untiered ones,
+    a zero sampling rate as "headers", a trace's zero sampling as 100; a version 1 token
+    migrated to the version 2 shape."""
+    trust = Trust()
+    rich, old = account_key(), account_key()
+    plain_signer, scoped_signer = account_key(), account_key()
+    trust.preload[rich.public] = account_jwt(
+        rich,
+        trust.operator,
+        top={"name": "rich", "exp": int(time.time()) + 3600, "bogus": 1},
+        tags=["a", "B"],
+        description="an account",
+        info_url="https://example.com",
+        unknown_field={"x": 1},
+        signing_keys=[
+            {"kind": "user_scope", "key": scoped_signer.public, "role": "dev",
+             "template": {"pub": {"allow": ["x"]}}},
+            plain_signer.public,
+        ],
+        limits={"subs": -1, "conn": 5, "mem_storage": 1024, "wildcards": True,
+                "imports": -1, "exports": -1,
+                "tiered_limits": {"R1": {"mem_storage": -1, "disk_storage": 2048}}},
+        default_permissions={"pub": {"deny": ["secret.>"]}, "resp": {"max": 1, "ttl": 0}},
+        mappings={"m.1": [{"subject": "n.1", "weight": 100}]},
+        trace={"dest": "trace.here"},
+        exports=[
+            {"subject": "svc.*", "type": "service", "response_threshold": 5_000_000_000,
+             "service_latency": {"sampling": 0, "results": "lat.res"},
+             "account_token_position": 2, "description": "svc", "advertise": True},
+            {"subject": "str.>", "type": "stream", "revocations": {"B": 3, "A": 2}},
+        ],
+        imports=[{"subject": "imp", "account": old.public, "type": "service", "share": True}],
+    )  # fmt: skip
+    trust.preload[old.public] = encode_v1(
+        "account",
+        old,
+        trust.operator,
+        top={"tags": ["v1"]},
+        limits={"subs": 10, "conn": -1, "mem_storage": 5, "imports": -1, "exports": -1},
+        signing_keys=[plain_signer.public],
+        exports=[{"subject": "imp", "type": "service"}],
+        junk=True,
+    )
+    keys = [rich.public, old.public]
+    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
+        path = trust.config(Path(tmp))
+        files = [_creds_file(Path(tmp), "rich", rich), _creds_file(Path(tmp), "old", old)]
+        http_port = free_port()
+        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+            wait_for_port(http_port)
+            theirs_base = f"http://127.0.0.1:{http_port}"
+            settings = load_conf_file(str(path))
+            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
+                assert srv.monitor is not None
+                theirs = await _account_details(reference, theirs_base, files, keys)
+                mine = await _account_details(srv.url, srv.monitor.url, files, keys)
+    decoded = [[d["decoded_jwt"] for d in docs] for docs in (theirs, mine)]
+    assert decoded[0][0]["nats"]["limits"]["tiered_limits"]  # what the test decides
+    assert decoded[0][1]["nats"]["version"] == 1
+    assert decoded[1] == decoded[0]
+    assert [json.dumps(d) for d in decoded[1]] == [json.dumps(d) for d in decoded[0]]  # order
+
+
+async def _expired_detail(url: str, base: str, files: list[Path], key: str) -> dict[str, Any]:
+    """The `/accountz` detail of `key` once its JWT expired, its user connected before."""
+    nc = await nats.connect(url, user_credentials=str(files[0]), allow_reconnect=False)
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                detail: dict[str, Any] = (await document(base, f"/accountz?acc={key}"))[
+                    "account_detail"
+                ]
+                if detail.get("validation_result_jwt"):
+                    return detail
+                await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+
+
+async def test_accountz_of_an_expired_account_as_nats_server() -> None:
+    """An account whose JWT expired while served: `expired`, and jwt's time check in
+    `validation_result_jwt`."""
+    trust = Trust()
+    system = trust.account()
+    trust.operator_claims = {"system_account": system.public}
+    account = account_key()
+    trust.preload[account.public] = account_jwt(
+        account, trust.operator, top={"exp": int(time.time()) + 3}
+    )
+    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
+        path = trust.config(Path(tmp))
+        files = [_creds_file(Path(tmp), "a", account)]
+        http_port = free_port()
+        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+            wait_for_port(http_port)
+            settings = load_conf_file(str(path))
+            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
+                assert srv.monitor is not None
+                theirs, mine = await asyncio.gather(
+                    _expired_detail(
+                        reference, f"http://127.0.0.1:{http_port}", files, account.public
+                    ),
+                    _expired_detail(srv.url, srv.monitor.url, files, account.public),
+                )
+    assert theirs["validation_result_jwt"] == [
+        {"description": "claim is expired", "blocking": False, "time_check": True}
+    ]
+    for detail in (theirs, mine):
+        for varying in ("update_time", "sublist_stats", "subscriptions"):
+            detail.pop(varying)
+        detail["imports"].sort(key=lambda e: json.dumps(e, sort_keys=True))  # Go map order
+    assert theirs["expired"] is True
     assert mine == theirs
 
 

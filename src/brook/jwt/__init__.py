@@ -17,8 +17,9 @@ exactly when nats-server would. Nothing here decides trust (which operator or ac
 issue what): that is the server's (server/jwtauth.py). A leaf module: signature checks
 through `brook.nkey`; no JWT framework.
 
-The claim types are in `claims`, decoding in `decoding`, validation in `checks`; this
-package is their one import path.
+The claim types are in `claims`, decoding in `decoding`, validation in `checks`, an
+account's claims as nats-server re-encodes them (`/accountz` `decoded_jwt`) in
+`goclaims`; this package is their one import path.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from brook.jwt.decoding import (
     is_public_key,
     parse_decorated,
 )
+from brook.jwt.goclaims import account_claims_json, validation_issues
 
 __all__ = [
     "ALL",
@@ -79,6 +81,7 @@ __all__ = [
     "UserClaims",
     "UserLimits",
     "UserScope",
+    "account_claims_json",
     "contained",
     "decode",
     "decode_account",
@@ -90,4 +93,5 @@ __all__ = [
     "is_public_key",
     "issues",
     "parse_decorated",
+    "validation_issues",
 ]

@@ -5,14 +5,15 @@ names and its system account; with `acc`, that account's detail (`accountInfo`):
 it is the system account, has JetStream, its client connections, its subscription index's
 statistics, and the service exports and imports of the system account's services
 (`brook.monitor.system`): the system account exports `$SYS.REQ.ACCOUNT.*.CONNZ` and
-`.STATZ` (streamed responses) and `$SYS.REQ.USER.*.INFO`, and every account imports what
-nats-server's `registerSystemImports` imports, and on a server with JetStream the
-`$JS.API.>` service every account but the system account imports from it; the account's
-mappings (its own, and a JetStream domain's) and its configured exports and imports, or
-a JWT account's exports and linked imports with its JWT, issuer, name, tags and revoked
-users (ADR 0034; nats-server's `decoded_jwt` and `validation_result_jwt` are not shown).
-An unknown account is refused as nats-server refuses it ("Account X does not exist").
-Brook shows no pending responses, as nats-server leaves them out when empty.
+`.STATZ` (streamed responses), `$SYS.DEBUG.SUBSCRIBERS` and `$SYS.REQ.USER.*.INFO`, and
+every account imports what nats-server's `registerSystemImports` imports, and on a server
+with JetStream the `$JS.API.>` service every account but the system account imports from
+it; the account's mappings (its own, and a JetStream domain's) and its configured exports
+and imports, or a JWT account's exports and linked imports with its JWT, issuer, name,
+tags, the claims as nats-server re-encodes them (`decoded_jwt`, `brook.jwt.goclaims`) and
+revoked users (ADR 0034; nats-server's `validation_result_jwt` is not shown). An unknown
+account is refused as nats-server refuses it ("Account X does not exist"). Brook shows no
+pending responses, as nats-server leaves them out when empty.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from brook.config.settings import ExportSettings, ImportSettings
+from brook.jwt import account_claims_json, validation_issues
 from brook.monitor.durations import rfc3339_nano
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import sublist_statistics
@@ -60,8 +62,12 @@ def build_account_info(
     }
     if account.system:
         info["is_system"] = True
+    claims = account.jwt
+    decoded = account_claims_json(claims.token) if claims is not None else None
+    # nats-server's `expired`: set once the second of the JWT's `exp` has come
+    expired = decoded is not None and 0 < decoded.get("exp", 0) <= time.time()
     info |= {
-        "expired": False,
+        "expired": expired,
         "complete": account.jwt.complete if account.jwt is not None else True,
         "jetstream_enabled": account.jetstream,
         "leafnode_connections": 0,
@@ -74,7 +80,6 @@ def build_account_info(
             for source, dests in sorted(account.mappings.items())
         }
     configured = next((a for a in feed.settings.accounts if a.name == name), None)
-    claims = account.jwt
     declared = claims or configured
     # nats-server's JetStream API is the system account's `$JS.API.>` service, imported
     # by every other account.
@@ -99,6 +104,11 @@ def build_account_info(
     if claims is not None:
         if claims.tags:
             info["tags"] = list(claims.tags)
+        if decoded is not None:
+            info["decoded_jwt"] = decoded
+            issues = validation_issues(decoded, time.time())
+            if issues:
+                info["validation_result_jwt"] = issues
         if claims.revocations:
             info["revoked_user"] = _times(claims.revocations)
     info["sublist_stats"] = sublist_statistics([s.stats for s in sublists])
@@ -108,9 +118,8 @@ def build_account_info(
 def _system_exports() -> list[dict[str, Any]]:
     streamed = [f"$SYS.REQ.ACCOUNT.*.{name}" for name in ("CONNZ", "STATZ")]
     exports = [{"subject": s, "type": "service", "response_type": "Streamed"} for s in streamed]
-    exports.append(
-        {"subject": "$SYS.REQ.USER.*.INFO", "type": "service", "response_type": "Singleton"}
-    )
+    for subject in ("$SYS.DEBUG.SUBSCRIBERS", "$SYS.REQ.USER.*.INFO"):
+        exports.append({"subject": subject, "type": "service", "response_type": "Singleton"})
     return exports
 
 

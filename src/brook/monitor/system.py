@@ -7,11 +7,15 @@ answered from the same documents as the monitoring port (`/varz`, `/connz`, `/su
 
 * `$SYS.REQ.SERVER.PING` (STATSZ) and `$SYS.REQ.SERVER.PING.<Z>` ask every server,
   `$SYS.REQ.SERVER.<id>.<Z>` this one, for `<Z>` in STATSZ VARZ CONNZ SUBSZ JSZ HEALTHZ
-  IDZ ACCOUNTZ; a request's body is nats-server's options of that document (`{"limit":
-  2}`) and its filter (`server_name`, `host`, `cluster`, `tags`, `domain`, `exact_match`):
-  a server the filter excludes does not answer.
-* `$SYS.REQ.ACCOUNT.<account>.<Z>` for `<Z>` in SUBSZ CONNZ JSZ STATZ CONNS INFO, one
-  account's share; `$SYS.REQ.ACCOUNT.PING.STATZ` every account's.
+  IDZ ACCOUNTZ LEAFZ ROUTEZ GATEWAYZ RAFTZ (the last three a server's without routes,
+  gateways or Raft groups); a request's body is nats-server's options of that document
+  (`{"limit": 2}`) and its filter (`server_name`, `host`, `cluster`, `tags`, `domain`,
+  `exact_match`): a server the filter excludes does not answer. PROFILEZ, EXPVARZ and
+  IPQUEUESZ are Go's runtime and nats-server's queues: not answered.
+* `$SYS.REQ.ACCOUNT.<account>.<Z>` for `<Z>` in SUBSZ CONNZ LEAFZ JSZ STATZ CONNS INFO,
+  one account's share; `$SYS.REQ.ACCOUNT.PING.STATZ` every account's.
+* `$SYS.REQ.ACCOUNT.NSUBS` and `$SYS.DEBUG.SUBSCRIBERS`: how many clients subscribe to
+  a subject (`brook.monitor.nsubs`); `$SYS.REQ.USER.<account>.INFO` asked directly.
 * Imported into every other account, as nats-server's `registerSystemImports` does:
   `$SYS.REQ.USER.INFO` (who the requester is), `$SYS.REQ.ACCOUNT.PING.CONNZ` and
   `$SYS.REQ.SERVER.PING.CONNZ` (that account's connections), `$SYS.REQ.ACCOUNT.PING.STATZ`
@@ -41,14 +45,18 @@ from brook.config.settings import ConfigError
 from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.accstatz import account_stat, build_accstatz
 from brook.monitor.closed import closed_state
+from brook.monitor.clusterz import build_gatewayz, build_routez
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz, build_jsz_account, jetstream_config
+from brook.monitor.leafz import build_leafz
+from brook.monitor.nsubs import count_subscribers, debug_request, nsubs_request
 from brook.monitor.params import BadParameter, NotHere
 from brook.monitor.subsz import SubszOptions, build_subsz
 from brook.monitor.varz import CpuSampler, build_varz, rss_bytes
 from brook.nuid import random_id
+from brook.routing.imports import REQUEST_INFO
 from brook.routing.internal import InternalClient, MessageHandler
 from brook.server.statistics import (
     AccountSnapshot,
@@ -73,7 +81,11 @@ log = logging.getLogger("brook.system")
 STATSZ_FIRST_S = 0.25  # nats-server's first STATSZ after start, doubling from there
 STATSZ_INTERVAL_S = 10.0  # nats-server's statsHBInterval: the longest between two
 
-SERVER_REQUESTS = ("STATSZ", "VARZ", "CONNZ", "SUBSZ", "JSZ", "HEALTHZ", "IDZ", "ACCOUNTZ")
+SERVER_REQUESTS = (
+    "STATSZ", "VARZ", "CONNZ", "SUBSZ", "JSZ", "HEALTHZ", "IDZ", "ACCOUNTZ",
+    "LEAFZ", "ROUTEZ", "GATEWAYZ", "RAFTZ",
+)  # fmt: skip
+ACCOUNT_REQUESTS = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "STATZ", "CONNS", "INFO")
 CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
@@ -215,6 +227,56 @@ class _AccountFeed:
 
 
 @dataclass(slots=True)
+class _LeafzOptions:
+    subscriptions: bool = False
+    account: str = ""
+
+
+@dataclass(slots=True)
+class _RoutezOptions:
+    subscriptions: bool = False
+    subscriptions_detail: bool = False
+
+
+@dataclass(slots=True)
+class _GatewayzOptions:
+    name: str = ""
+    accounts: bool = False
+    account_name: str = ""
+    subscriptions: bool = False
+
+
+@dataclass(slots=True)
+class _RaftzOptions:
+    account: str = ""
+    group: str = ""
+
+
+def _leafz(feed: StatisticsFeed, body: dict[str, Any], account: str | None) -> dict[str, Any]:
+    """`/leafz` from nats-server's `LeafzOptions`; the account form's account replaces
+    the body's."""
+    options = _options(_LeafzOptions, body, {})
+    account = options.account if account is None else account
+    return build_leafz(feed, subs=options.subscriptions, account=account)
+
+
+def _routez(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
+    _options(_RoutezOptions, body, {})  # read and refused as nats-server's; none to apply
+    return build_routez(feed, {})
+
+
+def _gatewayz(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
+    _options(_GatewayzOptions, body, {})
+    return build_gatewayz(feed, {})
+
+
+def _raftz(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
+    """nats-server's `Raftz` of a server without Raft groups, as Brook always is."""
+    _options(_RaftzOptions, body, {})
+    return {}
+
+
+@dataclass(slots=True)
 class _Filter:
     """nats-server's `EventFilterOptions`: which servers a request is for."""
 
@@ -274,10 +336,13 @@ class SystemServices:
         system.subscribe(f"$SYS.REQ.SERVER.{server_id}.RELOAD", self._on_reload)
         system.subscribe(f"$SYS.REQ.SERVER.{server_id}.KICK", self._connection_handler("KICK"))
         system.subscribe(f"$SYS.REQ.SERVER.{server_id}.LDM", self._connection_handler("LDM"))
-        for name in ("SUBSZ", "CONNZ", "JSZ", "STATZ", "CONNS", "INFO"):
+        for name in ACCOUNT_REQUESTS:
             system.subscribe(f"$SYS.REQ.ACCOUNT.*.{name}", self._account_handler(name))
         system.subscribe("$SYS.REQ.ACCOUNT.PING.STATZ", self._on_accounts_statz)
+        system.subscribe("$SYS.REQ.ACCOUNT.NSUBS", self._on_nsubs)
+        system.subscribe("$SYS.DEBUG.SUBSCRIBERS", self._on_debug_subscribers)
         system.subscribe("$SYS.REQ.USER.INFO", self._user_handler(system, self.bus.system_account))
+        system.subscribe("$SYS.REQ.USER.*.INFO", self._on_user_direct)
         for account, client in self.bus.imports.items():
             self._import(account, client)
         self._running = True
@@ -536,6 +601,10 @@ class SystemServices:
             "JSZ": lambda feed, body: build_jsz(feed, _options(JszOptions, body, _JSZ_NAMES)),
             "HEALTHZ": lambda feed, body: self._healthz(body),
             "ACCOUNTZ": lambda feed, body: build_accountz(feed, _text(body, "account")),
+            "LEAFZ": lambda feed, body: _leafz(feed, body, None),
+            "ROUTEZ": _routez,
+            "GATEWAYZ": _gatewayz,
+            "RAFTZ": _raftz,
         }
 
     def _account_handler(self, name: str, account: str | None = None) -> MessageHandler:
@@ -556,6 +625,7 @@ class SystemServices:
                     _options(SubszOptions, {**body, "subscriptions": True}, {}),
                 ),
                 "CONNZ": lambda body: build_connz(feed, _connz_query(body)),
+                "LEAFZ": lambda body: _leafz(self.feed, body, target),
                 "JSZ": lambda body: build_jsz_account(
                     self.feed, _options(JszOptions, {**body, "account": target}, _JSZ_NAMES)
                 ),
@@ -575,6 +645,51 @@ class SystemServices:
         self._respond(
             reply, payload, lambda body: self._accounts_statz(body.get("accounts") or [], body)
         )
+
+    def _on_nsubs(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        """nats-server's `nsubsRequest` (which the server asked `$SYS.DEBUG.SUBSCRIBERS`
+        sends the others of a cluster; a system user may ask too): the count as a JSON
+        number, only while the account has client or leafnode connections here. A body
+        that is no such request is logged and not answered."""
+        try:
+            request = nsubs_request(payload)
+        except (ValueError, RecursionError) as exc:
+            log.error("Error unmarshalling account nsubs request message: %s", exc)
+            return
+        account = request.account
+        here = any(c.account == account for c in self.feed.connections()) or any(
+            c.account == account for c in self.feed.leaf_connections()
+        )
+        if reply and account and here:
+            count = count_subscribers(self.feed, account, request.subject, request.queue)
+            self.bus.system.publish(reply, str(count).encode())
+
+    def _on_debug_subscribers(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        """nats-server's `debugSubscribers`: how many clients subscribe to the body's
+        subject (and queue group) in the requester's account, the system account for its
+        own users, an importer's as its `Nats-Request-Info` names it (an import)."""
+        try:
+            account = _requesting_account(header) or self.bus.system_account
+        except (ValueError, RecursionError):
+            return
+        if not reply or not self.feed.sublists(account):
+            return  # no such account: not answered, as nats-server
+        wanted, queue = debug_request(payload)
+        count = count_subscribers(self.feed, account, wanted, queue)
+        self.bus.system.publish(reply, str(count).encode())
+
+    def _on_user_direct(
+        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
+    ) -> None:
+        """`$SYS.REQ.USER.<account>.INFO` asked directly (not through the import of
+        `$SYS.REQ.USER.INFO`, which says who asks): nats-server's `UserInfo` of nobody."""
+        if reply:
+            data = {"user": "", "account": ""}
+            self._send(reply.decode(), {"server": self._server_info(), "data": data})
 
     def _user_handler(self, client: InternalClient, account: str) -> MessageHandler:
         """`$SYS.REQ.USER.INFO`: the requester's own user, account and permissions, sent
@@ -683,6 +798,19 @@ class SystemServices:
             **account_stat(self.feed, snapshot, connections),
         }
         self._send(reply.decode(), event)
+
+
+def _requesting_account(header: bytes | None) -> str:
+    """The account a service import's `Nats-Request-Info` names ("" without one);
+    ValueError when it is no JSON object (nats-server then does not answer)."""
+    for line in (header or b"").split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == REQUEST_INFO.lower().encode():
+            info = json.loads(value)
+            if not isinstance(info, dict):
+                raise ValueError(info)
+            return str(info.get("service") or info.get("acc") or "")
+    return ""
 
 
 def _json(body: dict[str, Any]) -> bytes:
