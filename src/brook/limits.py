@@ -16,7 +16,7 @@ DEFAULT_PORT: Final = 4222
 # (ADR 0003). The rule: the newest release whose client-gated features Brook serves.
 # 2.12.0 (level 2): counters, atomic batches, schedules, persist_mode, the `prioritized`
 # priority policy and mirror promotion are served. 2.12.5 (level 3) would promise a
-# source's `window_size`; sources are not served yet.
+# source's `window_size`, which Brook does not serve.
 NATS_COMPAT_VERSION: Final = "2.12.0"
 # nats-server releases and the API level each brought (its `JSApiLevel`).
 NATS_API_LEVELS: Final = {"2.11.0": 1, "2.12.0": 2, "2.12.5": 3, "2.14.0": 4, "2.15.0": 5}
