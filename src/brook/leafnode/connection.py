@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from brook import limits
 from brook.leafnode import codec, jsdomain, login
-from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
+from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, SpokeLogin, covered, denied
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
 from brook.routing.output import QueuedOutput
@@ -103,7 +103,9 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         tls_timeout_s: float = limits.TLS_TIMEOUT_S,
         cid: int = 0,
         solicited: bool = True,
+        spoke: SpokeLogin | None = None,
     ) -> None:
+        """`spoke`: on a hub, whom the spoke logged in as (its user's permissions)."""
         self.leafs = leafs
         self.router = leafs.router
         self.config = config
@@ -119,7 +121,19 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         # send (interest not shown, messages dropped) and what is not sent to it.
         self._deny_imports = deny_imports
         self._deny_exports = deny_exports
-        self._deny_out = deny_exports  # and the domains' (jsdomain.domain_block)
+        # On a hub, the spoke's user's permissions (nats-server reverses them for the
+        # leaf's direction): `publish` what the spoke may send in and be shown interest
+        # in, `subscribe` what is sent out to it; allow lists None: no allow list.
+        self._allow_in: tuple[bytes, ...] | None = None
+        self._allow_out: tuple[bytes, ...] | None = None
+        self._spoke = spoke
+        if spoke is not None and spoke.publish is not None:
+            self._deny_imports = deny_imports + spoke.publish.deny
+            self._allow_in = spoke.publish.allow
+        if spoke is not None and spoke.subscribe is not None:
+            self._deny_exports = deny_exports + spoke.subscribe.deny
+            self._allow_out = spoke.subscribe.allow
+        self._deny_out = self._deny_exports  # and the domains' (jsdomain.domain_block)
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -215,7 +229,14 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
                 other._send(codec.err("Duplicate Remote LeafNode Connection"))
                 other.close("Duplicate Remote LeafNode Connection")
                 log.warning("Replacing connection from same server %s", name)
-        self._send(codec.info(info | {"connect_info": True, "remote_account": self.leafs.account}))
+        told = info | {"connect_info": True, "remote_account": self.leafs.account}
+        spoke = self._spoke
+        if spoke is not None:  # nats-server: the spoke applies its user's permissions too
+            if spoke.subscribe is not None:
+                told["import"] = spoke.subscribe.as_info()
+            if spoke.publish is not None:
+                told["export"] = spoke.publish.as_info()
+        self._send(codec.info(told))
         self._finish()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -416,7 +437,11 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             self.loop_detected = True
             self.close("loop detected")
             return
-        if denied(subject) or covered(self._deny_exports, subject):
+        if (
+            denied(subject)
+            or covered(self._deny_exports, subject)
+            or (self._allow_out is not None and not covered(self._allow_out, subject))
+        ):
             return  # messages on it are never sent
         key = subject if queue is None else subject + b" " + queue
         weight = max(weight, 1) if queue is not None else 1
@@ -470,6 +495,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             not self.ready
             or subject.startswith(DENIED_PREFIXES)  # `denied`, inlined: once per message
             or (self._deny_imports and covered(self._deny_imports, subject))
+            or (self._allow_in is not None and not covered(self._allow_in, subject))
         ):
             return
         shown = None
@@ -523,7 +549,11 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
 
     def _shows(self, subject: bytes) -> bool:
         """Is interest in `subject` told to the peer?"""
-        return not denied(subject) and not covered(self._deny_imports, subject)
+        return (
+            not denied(subject)
+            and not covered(self._deny_imports, subject)
+            and (self._allow_in is None or covered(self._allow_in, subject))
+        )
 
     def interest_changed(self, sub: Subscription, delta: int) -> None:
         """The router's `InterestPeer`: a local subscription came or went."""
@@ -615,7 +645,12 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._plan_first = next((s for s in result.plain if s.client is self), None)
         interest = self._interest.match(subject)
         self._plan_plain = bool(interest.plain)
-        if not interest or denied(subject) or (self._deny_out and covered(self._deny_out, subject)):
+        if (
+            not interest
+            or denied(subject)
+            or (self._deny_out and covered(self._deny_out, subject))
+            or (self._allow_out is not None and not covered(self._allow_out, subject))
+        ):
             self._plan_groups = None
         else:
             self._plan_groups = tuple(members[0].queue or b"" for members in interest.queues)

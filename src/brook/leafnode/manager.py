@@ -17,11 +17,15 @@ from brook import limits, nkey, nuid
 from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
 from brook.leafnode.accept import LeafAcceptor
 from brook.leafnode.connection import LeafConnection, LeafLimits
-from brook.leafnode.peers import AccountLeafs
+from brook.leafnode.peers import AccountLeafs, SpokeLogin
 from brook.leafnode.solicit import Remote
 from brook.routing.router import Router
 
 log = logging.getLogger("brook.leafnode")
+
+ClientLogin = Callable[[dict[str, Any], str], SpokeLogin | None]
+"""A spoke's CONNECT and the nonce it signs -> whom it logs in as among the server's
+users (nats-server's `isClientAuthorized`), or None: refused"""
 
 
 class LeafNodes:
@@ -32,12 +36,16 @@ class LeafNodes:
         limits_of: Callable[[str], LeafLimits],
         next_cid: Callable[[], int],
         on_closed: Callable[[LeafConnection], None] | None = None,
+        client_login: ClientLogin | None = None,
     ) -> None:
         """`router_of(account)` is the account's router (None: no such account),
         `limits_of(account)` the connection settings of a leaf bound to it, `next_cid()`
         a connection id from the clients' sequence (nats-server numbers both alike),
-        `on_closed(conn)` told of each connection that closes after its login."""
+        `on_closed(conn)` told of each connection that closes after its login,
+        `client_login(connect, nonce)` how a spoke logs in as one of the clients' users
+        when `leafnodes {}` has no authorization of its own (None: any spoke binds `$G`)."""
         self._on_closed = on_closed
+        self._client_login = client_login
         self.settings = settings
         self._router_of = router_of
         self._limits_of = limits_of
@@ -132,10 +140,17 @@ class LeafNodes:
         """nats-server's `isLeafNodeAuthorized` for user/password and nkey logins: the
         user of `leafnodes { authorization }` named in CONNECT with its password, or the
         nkey whose signature of `nonce` CONNECT carries, binds its account; without
-        either any spoke binds `$G`."""
+        either, as nats-server, a spoke logs in as one of the server's client users
+        (`client_login`), or binds `$G` when clients need no login."""
+        spoke: SpokeLogin | None = None
         account = GLOBAL_ACCOUNT
         users = self.settings.users
-        if self.settings.nkey and not users:
+        if not users and not self.settings.nkey and self._client_login is not None:
+            spoke = self._client_login(connect, nonce)
+            if spoke is None or self._router_of(spoke.account) is None:
+                return None
+            account = spoke.account
+        elif self.settings.nkey and not users:
             if not self._nkey_signed(nonce, connect):
                 return None
             account = self.settings.nkey_account
@@ -146,7 +161,7 @@ class LeafNodes:
                 return None
             account = found.account
         return LeafConnection(
-            self.account(account), self._limits_of(account), cid=cid, solicited=False
+            self.account(account), self._limits_of(account), cid=cid, solicited=False, spoke=spoke
         )
 
     def _nkey_signed(self, nonce: str, connect: dict[str, Any]) -> bool:
