@@ -134,6 +134,7 @@ class LeafNodes:
             max_payload=config.max_payload,
             tls=self._tls,
             tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
+            cid=cid,
         )
 
     def _login(self, cid: int, nonce: str, connect: dict[str, Any]) -> LeafConnection | None:
