@@ -134,6 +134,9 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             self._deny_exports = deny_exports + spoke.subscribe.deny
             self._allow_out = spoke.subscribe.allow
         self._deny_out = self._deny_exports  # and the domains' (jsdomain.domain_block)
+        # Whether anything is filtered each way: one test per message when nothing is.
+        self._checks_in = bool(self._deny_imports) or self._allow_in is not None
+        self._checks_out = bool(self._deny_out) or self._allow_out is not None
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -391,6 +394,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._deny_out = self._deny_exports + jsdomain.domain_block(
             self.config.domain, self.remote.domain
         )
+        self._checks_out = bool(self._deny_out) or self._allow_out is not None
         self._plan_result = None  # `deliver`'s plans read the denies
         self.leafs.add(self)
         log.info(
@@ -494,8 +498,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         if (
             not self.ready
             or subject.startswith(DENIED_PREFIXES)  # `denied`, inlined: once per message
-            or (self._deny_imports and covered(self._deny_imports, subject))
-            or (self._allow_in is not None and not covered(self._allow_in, subject))
+            or (self._checks_in and self._refused_in(subject))
         ):
             return
         shown = None
@@ -549,11 +552,21 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
 
     def _shows(self, subject: bytes) -> bool:
         """Is interest in `subject` told to the peer?"""
-        return (
-            not denied(subject)
-            and not covered(self._deny_imports, subject)
-            and (self._allow_in is None or covered(self._allow_in, subject))
-        )
+        return not denied(subject) and not self._refused_in(subject)
+
+    def _refused_in(self, subject: bytes) -> bool:
+        """Do the remote's `deny_imports` or, on a hub, the spoke's user's publish
+        permission keep `subject` (a literal or a pattern) from coming in?"""
+        if covered(self._deny_imports, subject):
+            return True
+        return self._allow_in is not None and not covered(self._allow_in, subject)
+
+    def _refused_out(self, subject: bytes) -> bool:
+        """Do the remote's `deny_exports`, the domains' denies or, on a hub, the spoke's
+        user's subscribe permission keep `subject` from going out?"""
+        if covered(self._deny_out, subject):
+            return True
+        return self._allow_out is not None and not covered(self._allow_out, subject)
 
     def interest_changed(self, sub: Subscription, delta: int) -> None:
         """The router's `InterestPeer`: a local subscription came or went."""
@@ -645,12 +658,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._plan_first = next((s for s in result.plain if s.client is self), None)
         interest = self._interest.match(subject)
         self._plan_plain = bool(interest.plain)
-        if (
-            not interest
-            or denied(subject)
-            or (self._deny_out and covered(self._deny_out, subject))
-            or (self._allow_out is not None and not covered(self._allow_out, subject))
-        ):
+        if not interest or denied(subject) or (self._checks_out and self._refused_out(subject)):
             self._plan_groups = None
         else:
             self._plan_groups = tuple(members[0].queue or b"" for members in interest.queues)
