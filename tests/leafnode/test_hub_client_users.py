@@ -12,10 +12,13 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import nats
 import pytest
 
+import brook
+from brook.config.conf import load_conf_file
 from tests.support.leafnodes import (
     assert_edge_reaches_account_a,
     brook_hub,
@@ -130,3 +133,39 @@ async def test_wrong_password_refused(kind: str, caplog: pytest.LogCaptureFixtur
                 )
         finally:
             await asyncio.gather(in_a.close(), edge.close())
+
+
+@pytest.mark.parametrize("kind", ["brook-hub", "brook-both"])
+async def test_reload_checks_the_spoke_again(
+    kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A config reload that changes the spoke's user's password: nats-server's
+    `reloadAuthorization` checks the leaf again as a client, refuses it (logged as
+    `authViolation`), and the spoke's next logins are refused too."""
+    port = free_port()
+    conf = tmp_path / "hub.conf"
+    conf.write_text(hub_conf(port) + USERS)
+    async with (
+        brook.serve(settings=load_conf_file(str(conf))) as hub,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        if kind == "brook-both":
+            spoke = spoke_conf(port, login="leafa:leafa@")
+            spoke_url = (await stack.enter_async_context(brook_spoke(spoke))).url
+        else:
+            spoke_url = stack.enter_context(nats_spoke(port, login="leafa:leafa@"))
+        await assert_edge_reaches_account_a(hub.url, spoke_url)
+        assert hub.leafnodes is not None
+        first = next(iter(hub.leafnodes.connections()))
+        old, new = "{ user: leafa, password: leafa }", "{ user: leafa, password: new }"
+        conf.write_text(hub_conf(port) + USERS.replace(old, new))
+        hub.reload()
+        await asyncio.wait_for(first.closed, 5)
+        refused = 'authentication error - User "leafa"'
+        assert re.search(r"lid:\d+ - " + refused, caplog.text)
+        for _ in range(100):  # dialled again, refused again
+            if caplog.text.count(refused) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert caplog.text.count(refused) >= 2
+        assert not [c for c in hub.leafnodes.connections() if c.ready]

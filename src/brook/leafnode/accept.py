@@ -131,7 +131,7 @@ class LeafAcceptor(asyncio.Protocol):
                 "%s - lid:%d - authentication error - %s",
                 self._peer(),
                 self._cid,
-                _auth_user(op.fields),
+                auth_user(op.fields),
             )
             self._refuse(AUTH_VIOLATION, logged=True)
             return
@@ -148,7 +148,7 @@ class LeafAcceptor(asyncio.Protocol):
         conn.adopt(transport, self._parser, op.fields, self._info)  # the rest of the read too
 
 
-def _auth_user(fields: dict[str, Any]) -> str:
+def auth_user(fields: dict[str, Any]) -> str:
     """nats-server's `getAuthUser` of a CONNECT: its nkey, user, JWT or token."""
     for key, label in (("nkey", "Nkey"), ("user", "User")):
         value = fields.get(key)

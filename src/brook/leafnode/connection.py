@@ -126,7 +126,8 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         # in, `subscribe` what is sent out to it; allow lists None: no allow list.
         self._allow_in: tuple[bytes, ...] | None = None
         self._allow_out: tuple[bytes, ...] | None = None
-        self._spoke = spoke
+        self.spoke = spoke  # read by a config reload's check (`LeafNodes.reauthorize`)
+        self.nonce = ""  # on a hub, the one its INFO gave the spoke to sign
         if spoke is not None and spoke.publish is not None:
             self._deny_imports = deny_imports + spoke.publish.deny
             self._allow_in = spoke.publish.allow
@@ -233,7 +234,8 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
                 other.close("Duplicate Remote LeafNode Connection")
                 log.warning("Replacing connection from same server %s", name)
         told = info | {"connect_info": True, "remote_account": self.leafs.account}
-        spoke = self._spoke
+        self.nonce = str(info.get("nonce", ""))
+        spoke = self.spoke
         if spoke is not None:  # nats-server: the spoke applies its user's permissions too
             if spoke.subscribe is not None:
                 told["import"] = spoke.subscribe.as_info()
@@ -264,6 +266,10 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             )
         if not self.closed.done():
             self.closed.set_result(None)
+
+    def send_error(self, text: str) -> None:
+        """`-ERR '<text>'` to the peer (before a close)."""
+        self._send(codec.err(text))
 
     def close(self, reason: str) -> None:
         if self.transport is None:

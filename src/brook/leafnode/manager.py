@@ -15,10 +15,11 @@ from typing import Any
 
 from brook import limits, nkey, nuid
 from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
-from brook.leafnode.accept import LeafAcceptor
+from brook.leafnode.accept import LeafAcceptor, auth_user
 from brook.leafnode.connection import LeafConnection, LeafLimits
 from brook.leafnode.peers import AccountLeafs, SpokeLogin
 from brook.leafnode.solicit import Remote
+from brook.protocol.errors import AUTH_VIOLATION
 from brook.routing.router import Router
 
 log = logging.getLogger("brook.leafnode")
@@ -173,6 +174,31 @@ class LeafNodes:
         signature = nkey.decode_signature(sig)
         public = nkey.decode_public_key(self.settings.nkey, nkey.Prefix.USER)
         return signature is not None and nkey.verify(public, nonce.encode(), signature)
+
+    def reauthorize(self) -> None:
+        """A config reload changed the server's users: as nats-server's
+        `reloadAuthorization`, each spoke that logged in as a client is checked again
+        with its CONNECT. One no longer let in gets `-ERR 'Authorization Violation'`
+        and is closed; one whose user is now in another account or has other
+        permissions is closed without a word and logs in again under them (nats-server
+        keeps such a leaf with the new permissions, not reversed for the hub's side)."""
+        if self._client_login is None or self.settings.users or self.settings.nkey:
+            return
+        for conn in list(self.connections()):
+            if conn.solicited or conn.spoke is None or conn.transport is None:
+                continue
+            again = self._client_login(conn.remote.info, conn.nonce)
+            if again is None:
+                log.error(
+                    "%s:%d - lid:%d - authentication error - %s",
+                    *conn.peer,
+                    conn.cid,
+                    auth_user(conn.remote.info),
+                )
+                conn.send_error(AUTH_VIOLATION)
+                conn.close("authentication failure")
+            elif again != conn.spoke:
+                conn.close("client closed")
 
     async def stop(self) -> None:
         if self._listener is not None:
