@@ -62,7 +62,7 @@ async def outcome(port: int, data: bytes) -> bytes | dict[str, object]:
     return answer
 
 
-@pytest.mark.parametrize(("conf", "data"), ATTEMPTS)
+@pytest.mark.parametrize(("conf", "data"), ATTEMPTS, ids=[a[1].decode()[8:-2] for a in ATTEMPTS])
 async def test_spoke_checked_as_client(conf: str, data: bytes) -> None:
     theirs, ours = free_port(), free_port()
     with nats_hub(theirs, conf):

@@ -21,7 +21,14 @@ from typing import Any, cast
 
 from brook import limits
 from brook.leafnode import codec, jsdomain, login
-from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, SpokeLogin, covered, denied
+from brook.leafnode.peers import (
+    DENIED_PREFIXES,
+    AccountLeafs,
+    SpokeLogin,
+    SubjectFilter,
+    covered,
+    denied,
+)
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
 from brook.routing.output import QueuedOutput
@@ -349,7 +356,26 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             else:
                 self._connect(fields)
         elif fields.get("connect_info") and not self.ready:
+            if self.solicited:
+                self._take_permissions(fields)
             self._finish()
+
+    def _take_permissions(self, fields: dict[str, Any]) -> None:
+        """A hub that logged this spoke in as one of its client users tells it the
+        user's permissions in the INFO after CONNECT (`export`: what it may send,
+        `import`: what it may receive); a nats-server spoke applies them as its own, so
+        it never sends what the hub would close the leaf for, and so does Brook's."""
+        export, imported = (
+            SubjectFilter.of(fields.get("export")),
+            SubjectFilter.of(fields.get("import")),
+        )
+        if export is not None:
+            self._deny_exports = self._deny_exports + export.deny
+            self._allow_out = export.allow
+        if imported is not None:
+            self._deny_imports = self._deny_imports + imported.deny
+            self._allow_in = imported.allow
+            self._checks_in = bool(self._deny_imports) or self._allow_in is not None
 
     async def _start_tls(self, fields: dict[str, Any]) -> None:
         transport = self.transport

@@ -49,6 +49,17 @@ class SubjectFilter:
     allow: tuple[bytes, ...] | None = None
     deny: tuple[bytes, ...] = ()
 
+    @classmethod
+    def of(cls, given: object) -> SubjectFilter | None:
+        """The filter of a leaf INFO's `import` or `export` (None: absent)."""
+        if not isinstance(given, dict):
+            return None
+        allow, deny = given.get("allow"), given.get("deny")
+        return cls(
+            allow=tuple(str(p).encode() for p in allow) if isinstance(allow, list) else None,
+            deny=tuple(str(p).encode() for p in deny) if isinstance(deny, list) else (),
+        )
+
     def as_info(self) -> dict[str, list[str]]:
         """nats-server's `SubjectPermission` JSON (`omitempty` lists), as its leaf INFO
         tells the spoke."""
