@@ -92,10 +92,6 @@ def test_remotes() -> None:
             "leafnodes { authorization: { users: [ { user: x, account: Z } ] } }",
             "account 'Z' of user 'x' does not exist",
         ),
-        (
-            "authorization { user: a, password: b }\nleafnodes { port: 7422 }",
-            "without its own authorization",
-        ),
         ("leafnodes { port: 70000 }", "not a TCP port"),
         (
             "leafnodes { authorization: { user: a, password: '$2a$11$abcdefghijkl' } }",

@@ -166,7 +166,7 @@ class Settings:
                     "Not allowed to enable JetStream on the system account"
                 )
         self._validate_account_reservations()
-        self.leafnodes.validate(names, self.auth.required or bool(self.operator.jwts))
+        self.leafnodes.validate(names, bool(self.operator.jwts))
 
     def _validate_account_reservations(self) -> None:
         """nats-server's `sufficientResources` as it enables the configured accounts: their

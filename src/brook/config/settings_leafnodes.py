@@ -96,10 +96,10 @@ class LeafNodeSettings:
             ) from None
         return host, port if number in (0, -1) else number
 
-    def validate(self, account_names: set[str], server_auth: bool) -> None:
-        """Accounts exist; a hub without its own authorization on a server whose clients
-        log in would let nats-server check spokes against the clients' users, which
-        Brook does not do yet."""
+    def validate(self, account_names: set[str], operator_mode: bool) -> None:
+        """Accounts exist; a hub without its own authorization logs spokes in as the
+        server's client users (server/leaflogin.py), except in operator mode, where
+        nats-server would check spokes' user JWTs, which Brook does not do yet."""
         for remote in self.remotes:
             if remote.account != GLOBAL_ACCOUNT and remote.account not in account_names:
                 raise ConfigError(
@@ -123,8 +123,8 @@ class LeafNodeSettings:
             self.tls.validate("leafnodes.tls")
         if self.advertise:
             self.advertised(self.port)
-        if self.port and not self.users and not self.nkey and server_auth:
+        if self.port and not self.users and not self.nkey and operator_mode:
             raise ConfigError(
                 "leafnodes.authorization: a leafnode listener without its own authorization"
-                " on a server with users (spokes logging in as clients): not supported by Brook"
+                " in operator mode (spokes logging in with user JWTs): not supported by Brook"
             )

@@ -34,7 +34,9 @@ class LeafAcceptor(asyncio.Protocol):
         max_payload: int,
         tls: ssl.SSLContext | None = None,
         tls_timeout_s: float = 0.0,
+        cid: int = 0,
     ) -> None:
+        self._cid = cid
         self._tls = tls
         self._tls_timeout_s = tls_timeout_s
         self._info = info
@@ -83,10 +85,11 @@ class LeafAcceptor(asyncio.Protocol):
             self._timer.cancel()
         self.transport = None
 
-    def _refuse(self, text: str) -> None:
+    def _refuse(self, text: str, *, logged: bool = False) -> None:
         self._parser.stop()
         if self.transport is not None:
-            log.error("Leafnode connection from %s refused: %s", self._peer(), text)
+            if not logged:
+                log.error("Leafnode connection from %s refused: %s", self._peer(), text)
             self.transport.write(codec.err(text))
             self.transport.close()
             self.transport = None
@@ -123,7 +126,14 @@ class LeafAcceptor(asyncio.Protocol):
             return
         conn = self._login(op.fields)
         if conn is None:
-            self._refuse(AUTH_VIOLATION)
+            # nats-server's `authViolation`: its log line names whom CONNECT claimed
+            log.error(
+                "%s - lid:%d - authentication error - %s",
+                self._peer(),
+                self._cid,
+                auth_user(op.fields),
+            )
+            self._refuse(AUTH_VIOLATION, logged=True)
             return
         if "lang" in op.fields:  # a client on the leafnode port, once logged in
             self._refuse(WRONG_PORT)
@@ -136,3 +146,16 @@ class LeafAcceptor(asyncio.Protocol):
         transport.set_protocol(conn)
         self._conn = conn
         conn.adopt(transport, self._parser, op.fields, self._info)  # the rest of the read too
+
+
+def auth_user(fields: dict[str, Any]) -> str:
+    """nats-server's `getAuthUser` of a CONNECT: its nkey, user, JWT or token."""
+    for key, label in (("nkey", "Nkey"), ("user", "User")):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return f'{label} "{value}"'
+    if fields.get("jwt"):
+        return 'JWT User "?"'
+    if fields.get("auth_token"):
+        return 'Token "[REDACTED]"'
+    return 'User "N/A"'

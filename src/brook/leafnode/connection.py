@@ -21,7 +21,14 @@ from typing import Any, cast
 
 from brook import limits
 from brook.leafnode import codec, jsdomain, login
-from brook.leafnode.peers import DENIED_PREFIXES, AccountLeafs, covered, denied
+from brook.leafnode.peers import (
+    DENIED_PREFIXES,
+    AccountLeafs,
+    SpokeLogin,
+    SubjectFilter,
+    covered,
+    denied,
+)
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
 from brook.routing.output import QueuedOutput
@@ -103,7 +110,9 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         tls_timeout_s: float = limits.TLS_TIMEOUT_S,
         cid: int = 0,
         solicited: bool = True,
+        spoke: SpokeLogin | None = None,
     ) -> None:
+        """`spoke`: on a hub, whom the spoke logged in as (its user's permissions)."""
         self.leafs = leafs
         self.router = leafs.router
         self.config = config
@@ -119,7 +128,23 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         # send (interest not shown, messages dropped) and what is not sent to it.
         self._deny_imports = deny_imports
         self._deny_exports = deny_exports
-        self._deny_out = deny_exports  # and the domains' (jsdomain.domain_block)
+        # On a hub, the spoke's user's permissions (nats-server reverses them for the
+        # leaf's direction): `publish` what the spoke may send in and be shown interest
+        # in, `subscribe` what is sent out to it; allow lists None: no allow list.
+        self._allow_in: tuple[bytes, ...] | None = None
+        self._allow_out: tuple[bytes, ...] | None = None
+        self.spoke = spoke  # read by a config reload's check (`LeafNodes.reauthorize`)
+        self.nonce = ""  # on a hub, the one its INFO gave the spoke to sign
+        if spoke is not None and spoke.publish is not None:
+            self._deny_imports = deny_imports + spoke.publish.deny
+            self._allow_in = spoke.publish.allow
+        if spoke is not None and spoke.subscribe is not None:
+            self._deny_exports = deny_exports + spoke.subscribe.deny
+            self._allow_out = spoke.subscribe.allow
+        self._deny_out = self._deny_exports  # and the domains' (jsdomain.domain_block)
+        # Whether anything is filtered each way: one test per message when nothing is.
+        self._checks_in = bool(self._deny_imports) or self._allow_in is not None
+        self._checks_out = bool(self._deny_out) or self._allow_out is not None
         self._hostname = hostname
         self._tls_timeout_s = tls_timeout_s
         self._upgrade: asyncio.Task[None] | None = None
@@ -215,7 +240,15 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
                 other._send(codec.err("Duplicate Remote LeafNode Connection"))
                 other.close("Duplicate Remote LeafNode Connection")
                 log.warning("Replacing connection from same server %s", name)
-        self._send(codec.info(info | {"connect_info": True, "remote_account": self.leafs.account}))
+        told = info | {"connect_info": True, "remote_account": self.leafs.account}
+        self.nonce = str(info.get("nonce", ""))
+        spoke = self.spoke
+        if spoke is not None:  # nats-server: the spoke applies its user's permissions too
+            if spoke.subscribe is not None:
+                told["import"] = spoke.subscribe.as_info()
+            if spoke.publish is not None:
+                told["export"] = spoke.publish.as_info()
+        self._send(codec.info(told))
         self._finish()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -240,6 +273,10 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             )
         if not self.closed.done():
             self.closed.set_result(None)
+
+    def send_error(self, text: str) -> None:
+        """`-ERR '<text>'` to the peer (before a close)."""
+        self._send(codec.err(text))
 
     def close(self, reason: str) -> None:
         if self.transport is None:
@@ -319,7 +356,26 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             else:
                 self._connect(fields)
         elif fields.get("connect_info") and not self.ready:
+            if self.solicited:
+                self._take_permissions(fields)
             self._finish()
+
+    def _take_permissions(self, fields: dict[str, Any]) -> None:
+        """A hub that logged this spoke in as one of its client users tells it the
+        user's permissions in the INFO after CONNECT (`export`: what it may send,
+        `import`: what it may receive); a nats-server spoke applies them as its own, so
+        it never sends what the hub would close the leaf for, and so does Brook's."""
+        export, imported = (
+            SubjectFilter.of(fields.get("export")),
+            SubjectFilter.of(fields.get("import")),
+        )
+        if export is not None:
+            self._deny_exports = self._deny_exports + export.deny
+            self._allow_out = export.allow
+        if imported is not None:
+            self._deny_imports = self._deny_imports + imported.deny
+            self._allow_in = imported.allow
+            self._checks_in = bool(self._deny_imports) or self._allow_in is not None
 
     async def _start_tls(self, fields: dict[str, Any]) -> None:
         transport = self.transport
@@ -370,6 +426,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._deny_out = self._deny_exports + jsdomain.domain_block(
             self.config.domain, self.remote.domain
         )
+        self._checks_out = bool(self._deny_out) or self._allow_out is not None
         self._plan_result = None  # `deliver`'s plans read the denies
         self.leafs.add(self)
         log.info(
@@ -416,7 +473,11 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             self.loop_detected = True
             self.close("loop detected")
             return
-        if denied(subject) or covered(self._deny_exports, subject):
+        if (
+            denied(subject)
+            or covered(self._deny_exports, subject)
+            or (self._allow_out is not None and not covered(self._allow_out, subject))
+        ):
             return  # messages on it are never sent
         key = subject if queue is None else subject + b" " + queue
         weight = max(weight, 1) if queue is not None else 1
@@ -469,7 +530,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         if (
             not self.ready
             or subject.startswith(DENIED_PREFIXES)  # `denied`, inlined: once per message
-            or (self._deny_imports and covered(self._deny_imports, subject))
+            or (self._checks_in and self._refused_in(subject))
         ):
             return
         shown = None
@@ -523,7 +584,21 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
 
     def _shows(self, subject: bytes) -> bool:
         """Is interest in `subject` told to the peer?"""
-        return not denied(subject) and not covered(self._deny_imports, subject)
+        return not denied(subject) and not self._refused_in(subject)
+
+    def _refused_in(self, subject: bytes) -> bool:
+        """Do the remote's `deny_imports` or, on a hub, the spoke's user's publish
+        permission keep `subject` (a literal or a pattern) from coming in?"""
+        if covered(self._deny_imports, subject):
+            return True
+        return self._allow_in is not None and not covered(self._allow_in, subject)
+
+    def _refused_out(self, subject: bytes) -> bool:
+        """Do the remote's `deny_exports`, the domains' denies or, on a hub, the spoke's
+        user's subscribe permission keep `subject` from going out?"""
+        if covered(self._deny_out, subject):
+            return True
+        return self._allow_out is not None and not covered(self._allow_out, subject)
 
     def interest_changed(self, sub: Subscription, delta: int) -> None:
         """The router's `InterestPeer`: a local subscription came or went."""
@@ -615,7 +690,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self._plan_first = next((s for s in result.plain if s.client is self), None)
         interest = self._interest.match(subject)
         self._plan_plain = bool(interest.plain)
-        if not interest or denied(subject) or (self._deny_out and covered(self._deny_out, subject)):
+        if not interest or denied(subject) or (self._checks_out and self._refused_out(subject)):
             self._plan_groups = None
         else:
             self._plan_groups = tuple(members[0].queue or b"" for members in interest.queues)

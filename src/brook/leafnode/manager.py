@@ -15,13 +15,18 @@ from typing import Any
 
 from brook import limits, nkey, nuid
 from brook.config.settings import GLOBAL_ACCOUNT, LeafNodeSettings
-from brook.leafnode.accept import LeafAcceptor
+from brook.leafnode.accept import LeafAcceptor, auth_user
 from brook.leafnode.connection import LeafConnection, LeafLimits
-from brook.leafnode.peers import AccountLeafs
+from brook.leafnode.peers import AccountLeafs, SpokeLogin
 from brook.leafnode.solicit import Remote
+from brook.protocol.errors import AUTH_VIOLATION
 from brook.routing.router import Router
 
 log = logging.getLogger("brook.leafnode")
+
+ClientLogin = Callable[[dict[str, Any], str], SpokeLogin | None]
+"""A spoke's CONNECT and the nonce it signs -> whom it logs in as among the server's
+users (nats-server's `isClientAuthorized`), or None: refused"""
 
 
 class LeafNodes:
@@ -32,12 +37,16 @@ class LeafNodes:
         limits_of: Callable[[str], LeafLimits],
         next_cid: Callable[[], int],
         on_closed: Callable[[LeafConnection], None] | None = None,
+        client_login: ClientLogin | None = None,
     ) -> None:
         """`router_of(account)` is the account's router (None: no such account),
         `limits_of(account)` the connection settings of a leaf bound to it, `next_cid()`
         a connection id from the clients' sequence (nats-server numbers both alike),
-        `on_closed(conn)` told of each connection that closes after its login."""
+        `on_closed(conn)` told of each connection that closes after its login,
+        `client_login(connect, nonce)` how a spoke logs in as one of the clients' users
+        when `leafnodes {}` has no authorization of its own (None: any spoke binds `$G`)."""
         self._on_closed = on_closed
+        self._client_login = client_login
         self.settings = settings
         self._router_of = router_of
         self._limits_of = limits_of
@@ -126,16 +135,24 @@ class LeafNodes:
             max_payload=config.max_payload,
             tls=self._tls,
             tls_timeout_s=tls.timeout_s if tls is not None else limits.TLS_TIMEOUT_S,
+            cid=cid,
         )
 
     def _login(self, cid: int, nonce: str, connect: dict[str, Any]) -> LeafConnection | None:
         """nats-server's `isLeafNodeAuthorized` for user/password and nkey logins: the
         user of `leafnodes { authorization }` named in CONNECT with its password, or the
         nkey whose signature of `nonce` CONNECT carries, binds its account; without
-        either any spoke binds `$G`."""
+        either, as nats-server, a spoke logs in as one of the server's client users
+        (`client_login`), or binds `$G` when clients need no login."""
+        spoke: SpokeLogin | None = None
         account = GLOBAL_ACCOUNT
         users = self.settings.users
-        if self.settings.nkey and not users:
+        if not users and not self.settings.nkey and self._client_login is not None:
+            spoke = self._client_login(connect, nonce)
+            if spoke is None or self._router_of(spoke.account) is None:
+                return None
+            account = spoke.account
+        elif self.settings.nkey and not users:
             if not self._nkey_signed(nonce, connect):
                 return None
             account = self.settings.nkey_account
@@ -146,7 +163,7 @@ class LeafNodes:
                 return None
             account = found.account
         return LeafConnection(
-            self.account(account), self._limits_of(account), cid=cid, solicited=False
+            self.account(account), self._limits_of(account), cid=cid, solicited=False, spoke=spoke
         )
 
     def _nkey_signed(self, nonce: str, connect: dict[str, Any]) -> bool:
@@ -157,6 +174,31 @@ class LeafNodes:
         signature = nkey.decode_signature(sig)
         public = nkey.decode_public_key(self.settings.nkey, nkey.Prefix.USER)
         return signature is not None and nkey.verify(public, nonce.encode(), signature)
+
+    def reauthorize(self) -> None:
+        """A config reload changed the server's users: as nats-server's
+        `reloadAuthorization`, each spoke that logged in as a client is checked again
+        with its CONNECT. One no longer let in gets `-ERR 'Authorization Violation'`
+        and is closed; one whose user is now in another account or has other
+        permissions is closed without a word and logs in again under them (nats-server
+        keeps such a leaf with the new permissions, not reversed for the hub's side)."""
+        if self._client_login is None or self.settings.users or self.settings.nkey:
+            return
+        for conn in list(self.connections()):
+            if conn.solicited or conn.spoke is None or conn.transport is None:
+                continue
+            again = self._client_login(conn.remote.info, conn.nonce)
+            if again is None:
+                log.error(
+                    "%s:%d - lid:%d - authentication error - %s",
+                    *conn.peer,
+                    conn.cid,
+                    auth_user(conn.remote.info),
+                )
+                conn.send_error(AUTH_VIOLATION)
+                conn.close("authentication failure")
+            elif again != conn.spoke:
+                conn.close("client closed")
 
     async def stop(self) -> None:
         if self._listener is not None:

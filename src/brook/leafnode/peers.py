@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from brook import nuid
@@ -38,6 +39,48 @@ def covered(patterns: tuple[bytes, ...], subject: bytes) -> bool:
     """Is every subject of `subject` (a literal or a pattern) matched by one of
     `patterns` (a remote's `deny_imports` or `deny_exports`)?"""
     return any(subset_match(p, subject) for p in patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectFilter:
+    """One direction of a spoke's user permissions at a hub (nats-server's allow and
+    deny lists): `allow` None lets every subject not denied through."""
+
+    allow: tuple[bytes, ...] | None = None
+    deny: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, given: object) -> SubjectFilter | None:
+        """The filter of a leaf INFO's `import` or `export` (None: absent)."""
+        if not isinstance(given, dict):
+            return None
+        allow, deny = given.get("allow"), given.get("deny")
+        return cls(
+            allow=tuple(str(p).encode() for p in allow) if isinstance(allow, list) else None,
+            deny=tuple(str(p).encode() for p in deny) if isinstance(deny, list) else (),
+        )
+
+    def as_info(self) -> dict[str, list[str]]:
+        """nats-server's `SubjectPermission` JSON (`omitempty` lists), as its leaf INFO
+        tells the spoke."""
+        out: dict[str, list[str]] = {}
+        if self.allow:
+            out["allow"] = [p.decode() for p in self.allow]
+        if self.deny:
+            out["deny"] = [p.decode() for p in self.deny]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SpokeLogin:
+    """Whom a spoke logged in as at this hub: the account its connection binds and, when
+    it logged in as one of the server's users (nats-server's `isLeafNodeAuthorized`
+    falling back to the clients' logins), that user's permissions: `publish` what the
+    spoke may send in, `subscribe` what is sent out to it (None: no restriction)."""
+
+    account: str
+    publish: SubjectFilter | None = None
+    subscribe: SubjectFilter | None = None
 
 
 class AccountLeafs:

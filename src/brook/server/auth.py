@@ -195,13 +195,20 @@ class Authenticator:
         return self.login(options, nonce, host=host, websocket=websocket)
 
     def login(
-        self, options: dict[str, Any], nonce: str, *, host: str = "", websocket: bool = False
+        self,
+        options: dict[str, Any],
+        nonce: str,
+        *,
+        host: str = "",
+        websocket: bool = False,
+        leaf: bool = False,
     ) -> Login | None:
         """Whom these CONNECT options log in as, or None when they are refused; `nonce` is
         the one this connection's INFO sent; `host` the client's address, `websocket`
-        whether it came through the WebSocket listener (both for user JWTs)."""
+        whether it came through the WebSocket listener (both for user JWTs), `leaf`
+        whether a leafnode spoke logs in as a client (a hub without its own authorization)."""
+        kind = "LEAFNODE" if leaf else "WEBSOCKET" if websocket else "STANDARD"
         if self._operator is not None:
-            kind = "WEBSOCKET" if websocket else "STANDARD"
             return _jwt_login(self._operator.login(options, nonce, host=host, connection_type=kind))
         if not self.required:
             return ANONYMOUS
@@ -215,7 +222,7 @@ class Authenticator:
                 nkey = self._no_auth_user
             if nkey:
                 nkey_user = self._nkeys.get(nkey)
-                if nkey_user is None or not _type_allowed(nkey_user, websocket):
+                if nkey_user is None or not _type_allowed(nkey_user, kind):
                     return None
                 # The no_auth_user has nothing to prove; everyone else signs the nonce.
                 if nkey != self._no_auth_user and not _signed(nkey, options, nonce):
@@ -234,7 +241,7 @@ class Authenticator:
                     not entry.password and user != self._no_auth_user and self._maps_certificates
                 ):
                     return None
-                if not _type_allowed(entry, websocket):
+                if not _type_allowed(entry, kind):
                     return None
                 return _compare(entry.password, password, Login.of(user, entry))
         if self._token is not None:
@@ -276,7 +283,9 @@ class Authenticator:
         is a user name, else a user name that is the subject's DN in another RDN order;
         users not allowed this kind of connection are passed over."""
         users = {
-            name: entry for name, entry in self._users.items() if _type_allowed(entry, websocket)
+            name: entry
+            for name, entry in self._users.items()
+            if _type_allowed(entry, "WEBSOCKET" if websocket else "STANDARD")
         }
         for candidate in names.candidates():
             if candidate in users:
@@ -285,11 +294,12 @@ class Authenticator:
         return None if name is None else Login.of(name, users[name])
 
 
-def _type_allowed(entry: User | NkeyUser, websocket: bool) -> bool:
+def _type_allowed(entry: User | NkeyUser, kind: str) -> bool:
     """nats-server's `connectionTypeAllowed`: a user with `allowed_connection_types` logs
-    in only through a connection of one of those types."""
+    in only through a connection of one of those types (`kind`: STANDARD, WEBSOCKET,
+    LEAFNODE)."""
     kinds = entry.connection_types
-    return not kinds or ("WEBSOCKET" if websocket else "STANDARD") in kinds
+    return not kinds or kind in kinds
 
 
 def _jwt_login(user: JwtUser | None) -> Login | None:

@@ -469,6 +469,8 @@ def reload(server: Server, new: Settings) -> None:
         client.reconfigure(new)
     for client in list(server.clients.values()):
         client.reauthorize()
+    if server.leafnodes is not None:  # spokes logged in as clients, checked again
+        server.leafnodes.reauthorize()
     server.config_loaded_at = time.time()
     log.info("Reloaded server configuration")
     for action in steps.after:

@@ -298,9 +298,16 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
             # Imported only by servers with leafnodes, as aiohttp and `brook.jetstream`
             # are by those they serve: start-up is mostly imports.
             from brook.leafnode.manager import LeafNodes
+            from brook.server.leaflogin import client_login
 
             self.leafnodes = LeafNodes(
-                leaf, self._router_of, self._leaf_limits, self.next_client_id, self.leaf_closed
+                leaf,
+                self._router_of,
+                self._leaf_limits,
+                self.next_client_id,
+                self.leaf_closed,
+                # nats-server: a hub without its own authorization logs spokes in as clients
+                client_login(lambda: self.authenticator) if self.authenticator.required else None,
             )
             if leaf.port:
                 leaf_tls = server_context(leaf.tls) if leaf.tls is not None else None
