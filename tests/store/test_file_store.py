@@ -797,3 +797,25 @@ def test_store_run_stores_the_messages_before_a_bad_one(tmp_path: Path) -> None:
     assert s.load(2) == StoredMessage(2, "b", None, b"2", T0)
     assert s.store("c", None, b"4", T0) == 3
     s.close()
+
+
+def test_recent_headed_across_segments_matches_the_records(tmp_path: Path) -> None:
+    """The file store answers from its index columns across many small segments (the
+    bisection per segment, the cap falling inside one, a segment of removed slots)."""
+    store = FileStore(directory=tmp_path / "s", segment_bytes_max=400)
+    for i in range(200):
+        header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % i if i % 4 == 1 else None
+        store.store("a.b", header, b"payload", 5_000 + i)
+    for seq in range(40, 70):
+        store.remove(seq)
+    assert len(store._index.segments) > 10  # the case under test
+    for since in (0, 5_050, 5_069, 5_120, 5_199, 5_200):
+        for most in (1, 3, 50, 140, 1_000):
+            young = [
+                m
+                for seq in range(200, 0, -1)
+                if (m := store.load(seq)) is not None and m.ts_ns >= since
+            ][:most]
+            expected = sorted(m.seq for m in young if m.header)
+            assert store.recent_headed(since, most) == expected, (since, most)
+    store.close()

@@ -1120,3 +1120,35 @@ def test_filter_kinds() -> None:
     assert compile_filter("a*").matches("a*")  # only whole tokens are wildcards
     assert not compile_filter("a*").matches("ab")
     assert compile_filter("é.*").matches("é.ü")
+
+
+# ---------------------------------------------------------------------- recent_headed
+
+
+def _naive_recent_headed(store: MessageStore, since_ns: int, most: int) -> list[int]:
+    state = store.state()
+    newest = [
+        m
+        for seq in range(state.last_seq, state.first_seq - 1, -1)
+        if (m := store.load(seq)) is not None
+    ]
+    young = [m for m in newest if m.ts_ns >= since_ns][:most]
+    return sorted(m.seq for m in young if m.header)
+
+
+def test_recent_headed_names_the_young_messages_with_a_header(
+    make_store: MakeStore, store_harness: Any
+) -> None:
+    """What a restart's duplicate window is rebuilt from: the newest `most` live messages
+    at or after a time, only those with a header, removed ones skipped."""
+    store = make_store()
+    for i in range(60):
+        header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % i if i % 3 else None
+        store.store(f"s.{i % 4}", header, b"x", 1_000 + 10 * (i // 2))
+    for seq in (4, 5, 31, 59):
+        store.remove(seq)
+    store = store_harness.reopen(store)
+    for since in (0, 1_000, 1_095, 1_100, 1_250, 1_290, 1_300):
+        for most in (0, 1, 2, 7, 30, 100):
+            expected = _naive_recent_headed(store, since, most)
+            assert store.recent_headed(since, most) == expected, (since, most)

@@ -196,6 +196,24 @@ def test_expected_last_msg_id_survives_restart_outside_the_window() -> None:
     assert acks[-1] == {"stream": "S", "seq": 3}
 
 
+def test_a_restart_finds_the_ids_of_the_window_among_plain_messages() -> None:
+    """The window is rebuilt from the messages with a header only (the store names
+    them): ids inside it are duplicates after a restart, older ones and plain messages
+    between them are not in the way."""
+    stream, clock, acks = make(duplicate_window=10 * SECOND)
+    publish(stream, "s.a", Nats_Msg_Id="old")
+    clock.now += 20 * SECOND
+    for i in range(5):
+        publish(stream, "s.a")
+        publish(stream, "s.b", Nats_Msg_Id=f"id-{i}")
+        publish(stream, "s.c", X_Other="not an id")
+    restarted = reopen(stream, clock, acks)
+    publish(restarted, "s.b", Nats_Msg_Id="id-3")
+    assert acks[-1] == {"stream": "S", "seq": 12, "duplicate": True}
+    publish(restarted, "s.a", Nats_Msg_Id="old")  # outside the window: stored
+    assert acks[-1] == {"stream": "S", "seq": 17}
+
+
 def test_dedup_ids_are_bounded() -> None:
     from brook.jetstream.dedup import DedupWindow
 

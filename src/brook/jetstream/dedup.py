@@ -71,21 +71,12 @@ class DedupWindow:
         window = self._window_ns()
         if window <= 0:
             return
-        cutoff = self._now_ns() - window
-        state = store.state()
-        found: list[tuple[str, int, int]] = []
-        seq = state.last_seq
-        scanned = 0
-        while seq >= state.first_seq and scanned < self._max_ids:
+        # Only messages with a header can carry an id: the store names them without
+        # reading the others (a million plain messages cost no read at all).
+        for seq in store.recent_headed(self._now_ns() - window, self._max_ids):
             msg = store.load(seq)
-            seq -= 1
             if msg is None:
                 continue
-            if msg.ts_ns < cutoff:
-                break
-            scanned += 1
             msg_id = header_value(msg.header, MSG_ID)
             if msg_id:
-                found.append((msg_id, msg.seq, msg.ts_ns))
-        for msg_id, msg_seq, ts_ns in reversed(found):
-            self.remember(msg_id, msg_seq, ts_ns)
+                self.remember(msg_id, msg.seq, msg.ts_ns)

@@ -290,6 +290,13 @@ class MessageStore(Protocol):
         message is read): deliver policy `last_per_subject` over a million KV keys."""
         ...
 
+    def recent_headed(self, since_ns: int, most: int) -> list[int]:
+        """Ascending, the sequences of the messages with a header among the newest `most`
+        live messages stored at or after `since_ns`: the only ones that can carry a
+        `Nats-Msg-Id`, so a restart rebuilds its duplicate window without reading the
+        others (a file store answers from its index)."""
+        ...
+
     def expire_before(self, ts_ns: int) -> list[int]:
         """Remove every message stored before `ts_ns` (max_age); returns removed sequences.
 

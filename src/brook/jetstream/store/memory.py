@@ -376,6 +376,19 @@ class MemoryStore:
         self._check_open()
         return [seqs.last() for _, seqs in self._matching(compile_filter(filter_subject))]
 
+    def recent_headed(self, since_ns: int, most: int) -> list[int]:
+        self._check_open()
+        found: list[int] = []
+        for seq in reversed(self._msgs):  # insertion order is sequence order
+            msg = self._msgs[seq]
+            if most <= 0 or msg.ts_ns < since_ns:
+                break
+            most -= 1
+            if msg.header:
+                found.append(seq)
+        found.reverse()
+        return found
+
     # ------------------------------------------------------------------ internals
 
     def _check_open(self) -> None:

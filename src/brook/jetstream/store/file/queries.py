@@ -9,11 +9,12 @@ range is short and asks the matching subjects otherwise.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import takewhile
 
 from brook.jetstream.store.base import StreamState, SubjectState
 from brook.jetstream.store.file.index import Index
-from brook.jetstream.store.file.segment import Segment
+from brook.jetstream.store.file.segment import DEAD, HDR_BIT, Segment
 from brook.jetstream.store.filters import SubjectFilter
 
 _PROBE_LIMIT = 64  # as in the memory store: walk sequences while cheaper than subjects
@@ -138,6 +139,34 @@ def filtered_victims(index: Index, flt: SubjectFilter, up_to_seq: int, keep: int
     if up_to_seq > 0:
         matching = list(takewhile(lambda s: s < up_to_seq, matching))
     return matching
+
+
+def recent_headed(index: Index, since_ns: int, most: int) -> list[int]:
+    """Live messages with a header among the newest `most` live ones stored at or after
+    `since_ns`, ascending. Timestamps are non-decreasing in sequence order (base.py), so
+    each segment's young slots are a suffix found by bisection, and the columns answer
+    the rest: no record is read."""
+    found: list[list[int]] = []
+    left = most
+    for seg in reversed(index.segments):
+        if left <= 0:
+            break
+        offs, lens, base = seg.offs, seg.lens, seg.base
+        k = bisect_left(seg.tss, since_ns)
+        live = len(offs) - k - offs[k:].count(DEAD)
+        if live > left:  # the window's cap falls in this segment: its newest `left` only
+            k = len(offs)
+            while left:
+                k -= 1
+                left -= offs[k] != DEAD
+            live = 0
+        left -= live
+        found.append(
+            [base + j for j in range(k, len(offs)) if lens[j] & HDR_BIT and offs[j] != DEAD]
+        )
+        if k > 0 and seg.tss[k - 1] < since_ns:
+            break  # older segments hold older messages only
+    return [seq for part in reversed(found) for seq in part]
 
 
 def expired(index: Index, ts_ns: int) -> list[int]:

@@ -103,6 +103,10 @@ class StoreReads:
         flt = compile_filter(filter_subject)
         return [e.last() for e in self._index.subjects.matching(flt)]
 
+    def recent_headed(self, since_ns: int, most: int) -> list[int]:
+        self._check_open()
+        return q.recent_headed(self._index, since_ns, most)
+
     def freeze(self) -> FrozenLog:
         """The log as it is now, for a stream snapshot (frozen.py); `close()` it when done."""
         self._check_open()
