@@ -230,16 +230,38 @@ def scan(buf: Buffer, end: int, start: int = 0) -> Iterator[RecordInfo | Damage]
     """Every valid record in `buf[start:end]` in order, and a `Damage` for every run of
     bytes between them that holds none (storage-format.md 7.1, 7.2)."""
     offset = start
-    while offset < end:
-        info = validate(buf, offset, end)
-        if not isinstance(info, str):
-            yield info
-            offset += info[1]
-            continue
-        nxt = resync(buf, offset + 1, end)
-        stop = end if nxt < 0 else nxt
-        yield Damage(offset, stop - offset, info, nxt < 0)
-        offset = stop
+    unpack, crc32, view = HEADER.unpack_from, zlib.crc32, memoryview(buf)
+    try:
+        while offset < end:
+            # A MSG record, the common case, checked inline (the same checks as `validate`'s,
+            # the CRC by its residue); anything else, or any doubt, goes through `validate`.
+            if end - offset >= OVERHEAD:
+                fields = unpack(buf, offset)
+                length = fields[3]
+                if (
+                    fields[2] == T_MSG
+                    and fields[0] == MAGIC
+                    and fields[1] == VERSION
+                    and fields[8] > 0
+                    and length == OVERHEAD + fields[8] + fields[9] + fields[10]
+                    and length <= end - offset
+                    and crc32(view[offset : offset + length]) == CRC_RESIDUE
+                ):
+                    yield (offset, length, T_MSG, fields[4], fields[5], fields[6], *fields[8:])
+                    offset += length
+                    continue
+            info = validate(buf, offset, end)
+            if not isinstance(info, str):
+                yield info
+                offset += info[1]
+                continue
+            nxt = resync(buf, offset + 1, end)
+            stop = end if nxt < 0 else nxt
+            yield Damage(offset, stop - offset, info, nxt < 0)
+            offset = stop
+
+    finally:
+        view.release()  # the caller closes its mmap next, which no export may outlive
 
 
 def resync(buf: Buffer, start: int, end: int) -> int:
