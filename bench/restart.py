@@ -4,8 +4,9 @@ For each server (nats-server and Brook, interleaved), one file stream is filled 
 acked publishes (bench/jetstream.py's raw-socket publishers, several processes), the
 server is stopped cleanly (SIGTERM) and started again on the same store directory; the
 time from the launch until `$JS.API.STREAM.INFO` answers with all N messages is the
-restart time, and the process's resident memory then is reported beside it (the memory a
-store of N messages costs once recovered). Each restart is repeated `--restarts` times
+restart time, and the process's resident memory then is reported beside it, with the
+memory per million stored messages (less the RSS of the same server with the empty
+stream). Each restart is repeated `--restarts` times
 and the median printed, with Brook's ratio to nats-server's.
 
     python -m bench.restart [--messages N] [--size BYTES] [--restarts R]
@@ -43,6 +44,7 @@ class Result:
     fill_s: float = 0.0
     restarts_s: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
+    rss_empty_mb: float = 0.0  # the server with the stream created, before the fill
     store_mb: float = 0.0
 
 
@@ -128,6 +130,7 @@ def measure(command: Callable[[int, str], list[str]], args: argparse.Namespace) 
             )
             if "error" in reply:
                 raise SystemExit(f"stream refused: {reply['error']}")
+            result.rss_empty_mb = _rss_mb(proc.pid)
             result.fill_s = _fill(port, args.messages, args.size)
         finally:
             _stop(proc)
@@ -161,11 +164,16 @@ def main() -> None:
         "brook": measure(brook_command, args),
     }
     print(f"{args.messages:,} messages of {args.size} bytes, {args.restarts} restarts each")
-    print(f"{'server':<12} {'fill':>8} {'store':>9} {'restart (median)':>17} {'RSS':>9}")
+    print(
+        f"{'server':<12} {'fill':>8} {'store':>9} {'restart (median)':>17} {'RSS':>9}"
+        f" {'RSS empty':>10} {'per 1M msgs':>12}"
+    )
     for name, r in results.items():
         print(
             f"{name:<12} {r.fill_s:>7.1f}s {r.store_mb:>7.1f}MB "
             f"{statistics.median(r.restarts_s):>16.2f}s {statistics.median(r.rss_mb):>7.1f}MB"
+            f" {r.rss_empty_mb:>8.1f}MB"
+            f" {(statistics.median(r.rss_mb) - r.rss_empty_mb) * 1e6 / args.messages:>10.1f}MB"
         )
     ns, brook = results["nats-server"], results["brook"]
     ratio = statistics.median(brook.restarts_s) / statistics.median(ns.restarts_s)
