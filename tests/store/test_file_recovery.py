@@ -496,8 +496,10 @@ def test_replay_in_bounded_runs_rebuilds_the_same_index(
         assert s.subject_counts(">") == before_subjects
         assert_messages(s, set(range(1, n + 1)) - {3, 20, 21, 22, 64}, n)
         last = s.load_last("rec.1.>")
-        assert last is not None and last.seq == 98 and last.subject == "rec.1.2"
+        assert last is not None
+        assert (last.seq, last.subject) == (98, "rec.1.2")
         headed = s.load(41)
-        assert headed is not None and headed.header == b"NATS/1.0\r\nI: 40\r\n\r\n"
+        assert headed is not None
+        assert headed.header == b"NATS/1.0\r\nI: 40\r\n\r\n"
     finally:
         s.close()
