@@ -96,6 +96,9 @@ class RecoveryReport:
     records: int = 0
     duration_s: float = 0.0
     repaired: bool = False  # True when files were changed (truncated, meta rewritten)
+    # "used" when an index snapshot saved the replay of the bytes it covers (ADR 0046),
+    # else why not ("missing", "bad checksum", ...); "" when none was looked for.
+    snapshot: str = ""
 
     @property
     def clean(self) -> bool:
@@ -256,15 +259,21 @@ def list_segments(msgs_dir: Path, report: RecoveryReport) -> list[tuple[int, Pat
     return found
 
 
-def replay(index: Index, segments: list[Segment], report: RecoveryReport) -> list[Segment]:
+def replay(
+    index: Index,
+    segments: list[Segment],
+    report: RecoveryReport,
+    covered: list[int] | None = None,
+) -> list[Segment]:
     """Rebuild `index` from the segments' records (storage-format.md 6.1 and 7); returns
     the segments that end in a torn tail (their `size` already excludes it; the files are
-    left as they are)."""
+    left as they are). `covered`: per segment, the bytes an index snapshot already put in
+    `index` (ADR 0046); replay continues after them."""
     torn: list[Segment] = []
     for i, seg in enumerate(segments):
         limit = segments[i + 1].name if i + 1 < len(segments) else None
         index.add_segment(seg)
-        if _replay_segment(index, seg, limit, report):
+        if _replay_segment(index, seg, limit, report, covered[i] if covered else 0):
             torn.append(seg)
         report.segments += 1
     if not index.messages:
@@ -272,8 +281,10 @@ def replay(index: Index, segments: list[Segment], report: RecoveryReport) -> lis
     return torn
 
 
-def _replay_segment(index: Index, seg: Segment, limit: int | None, report: RecoveryReport) -> bool:
-    """Replay one segment; True when it ends in a torn tail."""
+def _replay_segment(
+    index: Index, seg: Segment, limit: int | None, report: RecoveryReport, begin: int = 0
+) -> bool:
+    """Replay one segment from offset `begin`; True when it ends in a torn tail."""
     label = f"{MSGS}/{seg.path.name}"
     findings = report.findings
     if seg.size == 0:
@@ -285,7 +296,7 @@ def _replay_segment(index: Index, seg: Segment, limit: int | None, report: Recov
     run = _Run(index, seg)
     with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:
         damaged = 0  # bytes skipped since the last valid record
-        for item in scan(buf, seg.size):
+        for item in scan(buf, seg.size, begin):
             if (
                 not isinstance(item, Damage)
                 and run.next_seq == item[3]

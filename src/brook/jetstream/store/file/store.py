@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import operator
 import os
 import threading
@@ -40,6 +41,7 @@ from brook.jetstream.store.base import (
     write_error,
 )
 from brook.jetstream.store.file import format as fmt
+from brook.jetstream.store.file import indexsnap
 from brook.jetstream.store.file import queries as q
 from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.index import Index
@@ -58,6 +60,8 @@ from brook.jetstream.store.file.store_gaps import StoreGaps
 from brook.jetstream.store.file.store_reads import StoreReads
 from brook.jetstream.store.file.store_reclaim import SegmentReclaim
 from brook.jetstream.store.filters import compile_filter
+
+log = logging.getLogger(__name__)
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 # A `NewMessage`'s fields, as `store_run` indexes a run's messages.
@@ -193,7 +197,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         try:
             for name, path in entries:
                 segments.append(Segment.open(path, name, writable=True))
-            torn = replay(index, segments, report)
+            covered = self._load_snapshot(index, segments, report) if entries else None
+            torn = replay(index, segments, report, covered)
         except BaseException:
             for seg in segments:
                 seg.close()
@@ -229,6 +234,27 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 report.repaired = True
         report.duration_s = time.monotonic() - started
         return report
+
+    def _load_snapshot(
+        self, index: Index, segments: list[Segment], report: RecoveryReport
+    ) -> list[int] | None:
+        """The index snapshot's covered bytes per segment, `index` filled from it, or None
+        (full replay) with one log line saying why (ADR 0046). The snapshot is removed
+        once read: it describes the log of a clean close only, and this store may change
+        covered bytes (truncate, erase) before the next one writes a new snapshot."""
+        try:
+            covered = indexsnap.load(self.directory, index, segments)
+            report.snapshot = "used"
+        except indexsnap.SnapshotMismatch as exc:
+            covered = None
+            report.snapshot = str(exc)
+            if report.snapshot != "missing":
+                log.warning(
+                    "%s: index snapshot not used (%s): replaying the log", self.directory, exc
+                )
+        if report.snapshot != "missing" and indexsnap.remove(self.directory):
+            fsync_path(self.directory)
+        return covered
 
     # ------------------------------------------------------------------ writing
 
@@ -430,12 +456,25 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         try:
             if self._failed is None:
                 self.sync()
+                self._save_snapshot()
         finally:
             with self._sync_lock:
                 for seg in (*self._index.segments, *self._doomed):
                     seg.close()
                 os.close(self._lock_fd)
                 self._closed = True
+
+    def _save_snapshot(self) -> None:
+        """Save the index for the next open (ADR 0046), when it is exactly the synced
+        log's: not after a failure, lost data or an owed roll. Only a cache, so a failure
+        to write it costs the next open its speed, nothing else."""
+        if self._lost is not None or self._roll_owed or not self._index.segments:
+            return
+        try:
+            indexsnap.write(self.directory, self._index)
+        except OSError as exc:
+            log.warning("%s: index snapshot not written (%s)", self.directory, exc)
+            indexsnap.remove(self.directory)
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for monitoring."""
