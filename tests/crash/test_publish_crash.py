@@ -91,7 +91,10 @@ async def read_all(url: str) -> list[tuple[int, str, bytes, str]]:
     return out
 
 
-async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("snapshots", [False, True], ids=["replay", "index-snapshot"])
+async def test_acknowledged_messages_survive_sigkill(tmp_path: Path, snapshots: bool) -> None:
+    """With `snapshots`, each round begins with a clean stop, which saves the stream's index
+    snapshot (ADR 0046): the killed server opened its store from it."""
     rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "7")))
     store = tmp_path / "store"
     port = free_port()
@@ -100,7 +103,12 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     next_k = 0
     todo: list[int] = []
     interrupted = 0
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS):
+        if snapshots and round_:
+            proc = start_brook(store, port)
+            proc.terminate()
+            assert proc.wait(10) == 0
+            assert list(store.rglob("index.snap")), "a clean stop saves the index snapshot"
         proc = start_brook(store, port)
         try:
             next_k = await publish_until_killed(url, proc, todo, acked, rng, next_k)
