@@ -11,9 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from tests.spark.jsutil import JetStream
+
 from brook_spark import fetch
 from brook_spark.options import ConnectOptions
-from tests.spark.jsutil import JetStream
 
 
 def read(js: JetStream, stream: str, lo: int, hi: int, filters: tuple[str, ...] = ()) -> pa.Table:
