@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 from brook.config.settings import ExportSettings, ImportSettings
-from brook.jwt import account_claims_json, validation_issues
 from brook.monitor.durations import rfc3339_nano
 from brook.monitor.params import BadParameter
 from brook.monitor.subsz import sublist_statistics
@@ -63,7 +62,13 @@ def build_account_info(
     if account.system:
         info["is_system"] = True
     claims = account.jwt
-    decoded = account_claims_json(claims.token) if claims is not None else None
+    decoded = None
+    if claims is not None:
+        # Imported here: only a JWT account has claims, and a server without any never
+        # loads brook.jwt (test_serve_imports_only_what_its_configuration_uses).
+        from brook.jwt import account_claims_json, validation_issues
+
+        decoded = account_claims_json(claims.token)
     # nats-server's `expired`: set once the second of the JWT's `exp` has come
     expired = decoded is not None and 0 < decoded.get("exp", 0) <= time.time()
     info |= {
