@@ -56,6 +56,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def brook_command(port: int, store: str, jetstream: bool = True) -> list[str]:
+    """The command line of a Brook serving on 127.0.0.1:`port` with its store in `store`."""
+    js = ["--jetstream"] if jetstream else []
+    return [
+        sys.executable,
+        *("-m", "brook", "serve", "--host", "127.0.0.1", "--port", str(port)),
+        *("--store-dir", store, *js),
+    ]
+
+
 @contextlib.contextmanager
 def brook_server(
     jetstream: bool = False, profile: str | None = None, args: Sequence[str] = ()
@@ -64,24 +74,9 @@ def brook_server(
     `args` are more command-line flags (those nats-server shares, e.g. `--tls`)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="brook-bench-") as store:
-        js = ["--jetstream"] if jetstream else []
         profiler = ["-m", "cProfile", "-o", profile] if profile else []
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                *profiler,
-                "-m",
-                "brook",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--store-dir",
-                store,
-                *js,
-                *args,
-            ],
+            [sys.executable, *profiler, *brook_command(port, store, jetstream)[1:], *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -20,7 +20,6 @@ import argparse
 import multiprocessing as mp
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from tests.support.natsserver import free_port, nats_server_binary, wait_for_inf
 
 from bench import jetstream
 from bench.consumers import Control
-from bench.core import _stop
+from bench.core import _stop, brook_command
 
 PUBLISHERS = 4
 WINDOW = 1000
@@ -46,22 +45,6 @@ class Result:
     rss_mb: list[float] = field(default_factory=list)
     rss_empty_mb: float = 0.0  # the server with the stream created, before the fill
     store_mb: float = 0.0
-
-
-def brook_command(port: int, store: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "brook",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--store-dir",
-        store,
-        "--jetstream",
-    ]
 
 
 def nats_command(port: int, store: str) -> list[str]:
