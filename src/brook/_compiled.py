@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TypedDict
 
 # Compiled together as one mypyc group, in dependency order.
 COMPILED = (
@@ -100,7 +101,12 @@ def install() -> None:
         sys.meta_path.insert(0, _SourceFinder())
 
 
-def status() -> dict[str, object]:
+class Status(TypedDict):
+    modules: list[str]
+    pure_python_because: str | None
+
+
+def status() -> Status:
     """What runs compiled in this process, for the start-up log and `/varz`
     (`brook_compiled`): the modules loaded from extensions, and why not if none."""
     loaded = [
