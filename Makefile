@@ -18,7 +18,7 @@ COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.
 # compiled modules themselves and of the wire protocol they serve.
 PURE_TESTS := tests/unit tests/property tests/wire
 
-.PHONY: run test lint typecheck unit bench example clean
+.PHONY: run test test-pure lint typecheck unit bench example clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ test: lint typecheck
 	$(BYTECODE)
 	BROOK_REQUIRE_COMPILED=$$(test -f src/brook/_compiled.json && echo 1) $(BIN)/pytest
 	BROOK_NO_EXTENSIONS=1 $(BIN)/pytest -q $(PURE_TESTS)
+
+# The whole suite against the pure-Python modules (twice make test's time, so apart).
+test-pure: lint typecheck
+	BROOK_NO_EXTENSIONS=1 $(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.core
