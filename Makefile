@@ -10,7 +10,15 @@ STAMP  := $(VENV)/.installed
 # shadowed by an old .pyc (a timestamp is to the second and compileall skips by it alone).
 BYTECODE := $(BIN)/python -m compileall -q --invalidation-mode checked-hash src
 
-.PHONY: run test lint typecheck unit bench example clean
+# The modules mypyc compiles (brook/_compiled.py, ADR 0045) and their build: editing one
+# rebuilds the extensions (an extension older than its source is never loaded, but would
+# leave the tests running the pure-Python fallback).
+COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.py src/brook/routing/*.py)
+# The tests run again against the pure-Python modules (BROOK_NO_EXTENSIONS): those of the
+# compiled modules themselves and of the wire protocol they serve.
+PURE_TESTS := tests/unit tests/property tests/wire
+
+.PHONY: run test test-pure lint typecheck unit bench example clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +26,7 @@ $(BIN)/python:
 
 # The distribution was named `brook` before ADR 0044 (now brook-nats): a venv made before
 # that has both, and removing the old one afterwards would take the `brook` script with it.
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml $(COMPILED_SRC) | $(BIN)/python
 	$(BIN)/python -m pip uninstall --quiet --yes brook 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	$(BYTECODE)
@@ -36,9 +44,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# With the extensions built, the suite must run them (tests/unit/test_compiled.py); without
+# a C compiler or Python's headers the package is pure Python and so are both runs.
 test: lint typecheck
 	$(BYTECODE)
-	$(BIN)/pytest
+	BROOK_REQUIRE_COMPILED=$$(test -f src/brook/_compiled.json && echo 1) $(BIN)/pytest
+	BROOK_NO_EXTENSIONS=1 $(BIN)/pytest -q $(PURE_TESTS)
+
+# The whole suite against the pure-Python modules (twice make test's time, so apart).
+test-pure: lint typecheck
+	BROOK_NO_EXTENSIONS=1 $(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.core
@@ -54,4 +69,5 @@ example: $(STAMP)
 	$(BIN)/python examples/orders_pipeline.py --servers nats://127.0.0.1:4222
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/brook/_compiled.json
+	find src -name '*.so' -delete

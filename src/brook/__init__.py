@@ -9,7 +9,11 @@ embedding::
 
 from __future__ import annotations
 
-from brook.embed import serve
-from brook.version import __version__
+from brook import _compiled
+
+_compiled.install()  # before anything imports a compiled module (ADR 0045)
+
+from brook.embed import serve  # noqa: E402
+from brook.version import __version__  # noqa: E402
 
 __all__ = ["__version__", "serve"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from brook.routing.sublist import Subscriber, Subscription
+from brook.routing.sublist import Subscription
+from brook.routing.subscriber import Subscriber
 
 
 class NeverDelivered(Subscriber):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from brook.routing.router import Router
-from brook.routing.sublist import Subscriber, Subscription
+from brook.routing.sublist import Subscription
+from brook.routing.subscriber import Subscriber
 
 
 class _Client(Subscriber):

@@ -32,7 +32,8 @@ from brook.leafnode.peers import (
 from brook.protocol.errors import STALE_CONNECTION, ProtocolError
 from brook.routing.mappings import SubjectMappings
 from brook.routing.output import QueuedOutput
-from brook.routing.sublist import MatchResult, Sublist, Subscriber, Subscription
+from brook.routing.sublist import MatchResult, Sublist, Subscription
+from brook.routing.subscriber import Subscriber
 
 log = logging.getLogger("brook.leafnode")
 

@@ -24,7 +24,7 @@ import platform
 import time
 from typing import Any
 
-from brook import limits
+from brook import _compiled, limits
 from brook.config.settings import LeafNodeSettings, Settings, TLSSettings, WebSocketSettings
 from brook.monitor.durations import go_number, rfc3339_nano, seconds_to_ns, uptime_string
 from brook.monitor.jsz import jetstream_config, jetstream_limits
@@ -110,6 +110,8 @@ def build_varz(
         "max_payload": st.max_payload_bytes,
         "max_pending": st.max_pending_bytes,
         "brook_max_closed_clients": st.max_closed_clients or limits.MAX_CLOSED_CLIENTS,
+        # Brook's own: the hot-path modules running compiled, or why none (ADR 0045)
+        "brook_compiled": _compiled.status(),
     }
     if st.jetstream.enabled:
         v["jetstream"] = {

@@ -8,7 +8,11 @@ over many reads is copied once, and its line is parsed once.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
 
+
+# Compiled (ADR 0045) and subclassed by the interpreted leafnode.codec.LeafParser.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReadBuffer:
     """The between-reads state of a parser class that inherits it."""
 

@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable
 
 from brook.routing.router import Router
-from brook.routing.sublist import Subscriber, Subscription
+from brook.routing.sublist import Subscription
+from brook.routing.subscriber import Subscriber
 
 log = logging.getLogger("brook.internal")
 

@@ -23,7 +23,8 @@ from typing import Protocol, cast
 
 from brook.protocol import headers
 from brook.routing.subject_index import SubjectIndex
-from brook.routing.sublist import EMPTY, Message, Sublist, Subscriber, Subscription
+from brook.routing.sublist import EMPTY, Sublist, Subscription
+from brook.routing.subscriber import Message, Subscriber
 
 InterestCallback = Callable[[], None]
 

@@ -27,7 +27,8 @@ from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.output import QueuedOutput
-from brook.routing.sublist import Message, Subscriber, Subscription
+from brook.routing.sublist import Subscription
+from brook.routing.subscriber import Message, Subscriber
 from brook.server.auth import Login
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 
-from brook import limits
+from brook import _compiled, limits
 from brook.config.conf import config_digest
 from brook.config.settings import JetStreamSettings, Settings
 
@@ -52,6 +52,11 @@ def log_limits(settings: Settings) -> None:
         subs if subs > 0 else "unlimited",
         friendly_bytes(settings.max_pending_bytes),
     )
+    compiled = _compiled.status()
+    if compiled["modules"]:
+        log.info("  Compiled: %d hot-path modules (mypyc)", len(compiled["modules"]))
+    else:
+        log.info("  Compiled: none, pure Python (%s)", compiled["pure_python_because"])
     if settings.max_payload_bytes > limits.MAX_PAYLOAD_BYTES_WARN:
         log.warning(
             "Maximum payloads over %s are generally discouraged and could lead to poor performance",

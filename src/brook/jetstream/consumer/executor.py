@@ -51,7 +51,7 @@ from brook.jetstream.consumer.state import ConsumerState
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
 from brook.routing.internal import InternalClient
-from brook.routing.sublist import Message
+from brook.routing.subscriber import Message
 
 # The ack memo's bound: at least this many subjects, or this many when max_ack_pending
 # is unlimited (`ActionExecutor.configure`).

@@ -1,0 +1,120 @@
+"""Which modules run compiled, and the import hook that never lets a stale build run.
+
+The modules in `COMPILED` are compiled by mypyc from their own .py files when Brook is
+installed with a C compiler at hand (setup.py, ADR 0045). Python's path finder prefers an
+extension to a .py of the same name, so an extension built before the .py was edited
+would silently run the old code. The build records the sha-256 of each compiled source
+(`_compiled.json`); `install()`, run first thing by `brook/__init__.py`, compares them
+with the sources present and puts a finder ahead of the path finder that imports every
+compiled module from its .py unless all of them match: mypyc compiles the modules as one
+group whose code calls each other directly, so one stale module makes the whole group so.
+
+`BROOK_NO_EXTENSIONS=1` forces the pure-Python modules, as `AIOHTTP_NO_EXTENSIONS` does:
+the suite runs against both. This module imports nothing of Brook (setup.py imports it
+before Brook's dependencies are installed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TypedDict
+
+# Compiled together as one mypyc group, in dependency order.
+COMPILED = (
+    "brook.protocol.reads",
+    "brook.protocol.parser",
+    "brook.routing.subject_index",
+    "brook.routing.sublist",
+    "brook.routing.router",
+    "brook.protocol.encoder",
+    "brook.protocol.headers",
+)
+GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
+HASHES_FILE = "_compiled.json"
+NO_EXTENSIONS = "BROOK_NO_EXTENSIONS"
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _source(module: str) -> Path:
+    return _PACKAGE_DIR.parent.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def _has_extension(module: str) -> bool:
+    source = _source(module)
+    return any(
+        source.with_name(source.stem + suffix).exists()
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+
+
+def _why_pure() -> str | None:
+    """Why the compiled modules must not be loaded, or None if they may."""
+    if os.environ.get(NO_EXTENSIONS):
+        return f"{NO_EXTENSIONS} is set"
+    try:
+        built = json.loads((_PACKAGE_DIR / HASHES_FILE).read_text())
+    except (OSError, ValueError):
+        return "not built"
+    if not isinstance(built, dict) or set(built) != set(COMPILED):
+        return "built for another list of modules"
+    if not all(_has_extension(m) for m in COMPILED):
+        return "not built"
+    changed = [
+        m for m in COMPILED if hashlib.sha256(_source(m).read_bytes()).hexdigest() != built[m]
+    ]
+    if changed:
+        return "sources changed since the build: " + ", ".join(changed)
+    return None
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the compiled modules' .py files, ahead of the path finder's extensions."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in COMPILED:
+            return None
+        return importlib.util.spec_from_file_location(fullname, _source(fullname))
+
+
+_why: str | None = "not installed"
+
+
+def install() -> None:
+    """Decide, once per process, whether the compiled modules may be loaded."""
+    global _why
+    if _why != "not installed":
+        return
+    _why = _why_pure()
+    if _why is not None and any(_has_extension(m) for m in COMPILED):
+        sys.meta_path.insert(0, _SourceFinder())
+
+
+class Status(TypedDict):
+    modules: list[str]
+    pure_python_because: str | None
+
+
+def status() -> Status:
+    """What runs compiled in this process, for the start-up log and `/varz`
+    (`brook_compiled`): the modules loaded from extensions, and why not if none."""
+    loaded = [
+        m
+        for m in COMPILED
+        if isinstance(
+            getattr(getattr(sys.modules.get(m), "__spec__", None), "loader", None),
+            importlib.machinery.ExtensionFileLoader,
+        )
+    ]
+    return {"modules": loaded, "pure_python_because": None if loaded else _why}
