@@ -334,7 +334,11 @@ class ConsumerRunner:
     # ------------------------------------------------------------------ inputs
 
     def message_stored(self, seq: int) -> None:
-        self._run(self.state.message_stored(seq, self._now_ns()))
+        now = self._now_ns()
+        if self.state.stored_while_idle(now):
+            self._settle_later()  # the timer re-armed at the end of the turn, as after `_run`
+            return
+        self._run(self.state.message_stored(seq, now))
 
     def messages_changed(self, removed: Iterable[int] = ()) -> None:
         """Messages left the stream without a report (`stream_removed`, `stream_purged`

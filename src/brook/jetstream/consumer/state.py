@@ -198,6 +198,19 @@ class ConsumerState:
         self.delivery.np = None
         return self._finish(self.delivery.dispatch(now_ns))
 
+    def stored_while_idle(self, now_ns: int) -> bool:
+        """`message_stored` for a pull consumer with no request waiting, which has nobody
+        to deliver to: its cached pending count goes stale and the pause is noted, as
+        `dispatch` notes them, and that is all (no action, nothing persisted changes).
+        True if so; False (nothing done): `message_stored` it is. A publish reaches every
+        matching consumer, and most pull consumers are idle between their fetches."""
+        d = self.delivery
+        if d.waiting or self.cfg.is_push:
+            return False
+        d.np = None
+        d.idle(now_ns)
+        return True
+
     def messages_removed(self, seqs: Iterable[int]) -> None:
         """Messages left the stream (limits, purge, delete): never redeliver them."""
         gone = set(seqs)
