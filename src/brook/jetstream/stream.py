@@ -87,8 +87,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.stream")
 
-AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
-"""(reply subject, PubAck JSON) -> None"""
+AckSender = Callable[[bytes, bytes], object]  # a plain publish: PubAcks, batch advisories
+"""(reply subject, PubAck JSON) -> anything (ignored): `InternalClient.publish` itself"""
 
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000

@@ -116,12 +116,6 @@ class Delivery:
         finally:
             self.ahead.clear()
 
-    def idle(self, now_ns: int) -> None:
-        """What `dispatch` does when nothing can go: the pause noted for the timer (the
-        pull consumer with no request waiting of `ConsumerState.stored_while_idle`)."""
-        pacer = self._pacer
-        pacer.held_until = self.cfg.paused_until_ns if pacer.paused(now_ns) else None
-
     def next_request(self, now_ns: int, out: list[Action]) -> WaitingRequest | None:
         """The pull request to serve next, as nats-server's `nextWaiting` picks it before
         every delivery: one whose expiry has come ends with `408 Request Timeout` (even if

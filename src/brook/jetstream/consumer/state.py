@@ -205,10 +205,12 @@ class ConsumerState:
         True if so; False (nothing done): `message_stored` it is. A publish reaches every
         matching consumer, and most pull consumers are idle between their fetches."""
         d = self.delivery
-        if d.waiting or self.cfg.is_push:
+        cfg = d.cfg
+        if d.waiting or cfg.deliver_subject:  # `is_push`, read without its call: every publish
             return False
         d.np = None
-        d.idle(now_ns)
+        until = cfg.paused_until_ns  # `Pacer.paused`, likewise
+        self.pacer.held_until = until if until is not None and now_ns < until else None
         return True
 
     def messages_removed(self, seqs: Iterable[int]) -> None:
