@@ -521,7 +521,7 @@ class ConsumerState:
             out += self.pull(reply, req, now_ns)
         return self._finish(out)
 
-    def ack_explicit_run(self, stream_seqs: Iterable[int], now_ns: int) -> list[Action]:
+    def ack_explicit_run(self, stream_seqs: list[int], now_ns: int) -> list[Action]:
         """`ack(stream_seq, _, AckKind.ACK, now_ns, dispatch=False)` of each of
         `stream_seqs` in turn under `ack_policy: explicit`: the hot path of plain acks, a
         read chunk's at a time, without the verb dispatch; the owner calls `dispatch()`
@@ -530,7 +530,9 @@ class ConsumerState:
         ledger = self.ledger
         delivered = ledger.delivered_stream_seq
         out: list[Action] = []
-        ledger.ack_explicit_run((s for s in stream_seqs if s <= delivered), now_ns, out)
+        if stream_seqs and max(stream_seqs) > delivered:  # acks of what was not delivered yet
+            stream_seqs = [s for s in stream_seqs if s <= delivered]  # are ignored
+        ledger.ack_explicit_run(stream_seqs, now_ns, out)
         return out
 
     def ack_payload(
