@@ -335,8 +335,13 @@ class ConsumerRunner:
 
     def message_stored(self, seq: int) -> None:
         now = self._now_ns()
+        pacer = self.state.pacer
+        held = pacer.held_until
         if self.state.stored_while_idle(now):
-            self._settle_later()  # the timer re-armed at the end of the turn, as after `_run`
+            # Of the timer's inputs only the pause may have moved (a pause that ended):
+            # then it is re-armed at the end of the turn, as after `_run`.
+            if pacer.held_until != held:
+                self._settle_later()
             return
         self._run(self.state.message_stored(seq, now))
 
