@@ -383,7 +383,7 @@ class JetStream(EngineLimits, OriginLinks):
             config,
             store,
             now_ns=self.now_ns,
-            send_ack=self._send_ack,
+            send_ack=self.internal.publish,  # a PubAck is a plain publish: no frame between
             committer=committer,
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
@@ -480,9 +480,6 @@ class JetStream(EngineLimits, OriginLinks):
             self.internal.unsubscribe(sub)
         entry.subs = []
         entry.timer.cancel()
-
-    def _send_ack(self, reply: bytes, ack: bytes) -> None:
-        self.internal.publish(reply, ack)
 
     def _send_message(self, reply: bytes, header: bytes, payload: bytes) -> None:
         self.internal.publish(reply, payload, header=header)

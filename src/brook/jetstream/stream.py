@@ -87,8 +87,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.stream")
 
-AckSender = Callable[[bytes, bytes], None]  # a plain publish: PubAcks, batch advisories
-"""(reply subject, PubAck JSON) -> None"""
+AckSender = Callable[[bytes, bytes], object]  # a plain publish: PubAcks, batch advisories
+"""(reply subject, PubAck JSON) -> anything (ignored): `InternalClient.publish` itself"""
 
 # An expiry that failed to write its removals (a full disk) is tried again this much later.
 _EXPIRY_RETRY_NS = 1_000_000_000
@@ -419,8 +419,8 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
                 schedule_stored(self, seq, subject, header, now, kept=not unwanted)
             if unwanted:
                 self.store.remove(seq)
-            else:
-                self._enforce_limits(subject)
+            elif config.max_msgs_per_subject > 0 or config.max_msgs > 0 or config.max_bytes > 0:
+                self._enforce_limits(subject)  # discard old: called only with a limit to keep
             if result is not None and self.on_purge is not None:
                 # nats-server: a purge keeping the newest message (of `subject` for "sub";
                 # none when it was not kept), whose consumers move as after STREAM.PURGE.

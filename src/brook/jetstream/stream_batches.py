@@ -43,7 +43,7 @@ class StreamBatches:
         fast_batches: FastBatches
         _committing: bool
         on_markers: Callable[[list[tuple[str, int]]], None] | None
-        _send_ack: Callable[[bytes, bytes], None]
+        _send_ack: Callable[[bytes, bytes], object]
 
         def write_failed(self, what: str, error: StoreError) -> None: ...
         def _ingest(

@@ -84,9 +84,13 @@ class StreamLimits:
         return n + (34 + len(header) if header else 30)
 
     def _enforce_limits(self, subject: str) -> None:
-        """discard old: drop the oldest messages (per subject for the per-subject limit)."""
-        self._enforce_subject_limit(subject)
-        self._enforce_stream_limits()
+        """discard old: drop the oldest messages (per subject for the per-subject limit).
+        After every publish: each part is called only when its limit is set."""
+        config = self.config
+        if config.max_msgs_per_subject > 0:
+            self._enforce_subject_limit(subject)
+        if config.max_msgs > 0 or config.max_bytes > 0:
+            self._enforce_stream_limits()
 
     def apply_limits(self, subjects: Iterable[str]) -> None:
         """After messages on `subjects` were stored by another path than a publish (a

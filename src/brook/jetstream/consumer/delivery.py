@@ -395,6 +395,8 @@ class Delivery:
         if room <= 0 or (fc and flow.blocked()):
             return
         deadline = now_ns + cfg.ack_wait_for(1)
+        first_deadline = deadline if timed else None
+        new_pending = object.__new__
         np = self.num_pending()  # no last-per-subject queue: `np`, now cached
         prefix = self._ack_prefix + b"1."
         cseq = ledger.delivered_consumer_seq
@@ -453,7 +455,14 @@ class Delivery:
                 if np > 0:
                     np -= 1
                 if tracked:
-                    pending[seq] = Pending(cseq, 1, deadline if timed else None, now_ns, now_ns)
+                    # `Pending(cseq, 1, first_deadline, now_ns, now_ns)` without the call
+                    # of its `__init__`: a third of this loop's cost.
+                    p = new_pending(Pending)
+                    p.consumer_seq = cseq
+                    p.deliveries = 1
+                    p.deadline_ns = first_deadline
+                    p.first_delivered_ns = p.last_delivered_ns = now_ns
+                    pending[seq] = p
                     order_append(seq)
                     if timed:
                         timer_append((deadline, seq))

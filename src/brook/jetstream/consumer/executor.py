@@ -203,15 +203,16 @@ class ActionExecutor:
                     elif type(a) is Deliver:
                         memo[a.ack_subject] = a.stream_seq
                 if type(a) is DeliverRun:
-                    run += [
-                        (
-                            m.subject.encode("utf-8", "surrogateescape"),
-                            ack,
-                            m.header or None,
-                            m.data,
-                        )
-                        for m, ack in zip(a.msgs, a.ack_subjects(), strict=True)
-                    ]
+                    # A run's messages mostly share a subject, one string object read from
+                    # the store's subject table: encoded once for as long as it repeats.
+                    add = run.append
+                    subject: str | None = None
+                    raw = b""
+                    for m, ack in zip(a.msgs, a.ack_subjects(), strict=True):
+                        if m.subject is not subject:
+                            subject = m.subject
+                            raw = subject.encode("utf-8", "surrogateescape")
+                        add((raw, ack, m.header or None, m.data))
                 elif type(a) is Deliver:
                     m = a.msg
                     run.append(

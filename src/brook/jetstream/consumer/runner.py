@@ -334,7 +334,16 @@ class ConsumerRunner:
     # ------------------------------------------------------------------ inputs
 
     def message_stored(self, seq: int) -> None:
-        self._run(self.state.message_stored(seq, self._now_ns()))
+        now = self._now_ns()
+        pacer = self.state.pacer
+        held = pacer.held_until
+        if self.state.stored_while_idle(now):
+            # Of the timer's inputs only the pause may have moved (a pause that ended):
+            # then it is re-armed at the end of the turn, as after `_run`.
+            if pacer.held_until != held:
+                self._settle_later()
+            return
+        self._run(self.state.message_stored(seq, now))
 
     def messages_changed(self, removed: Iterable[int] = ()) -> None:
         """Messages left the stream without a report (`stream_removed`, `stream_purged`

@@ -198,6 +198,21 @@ class ConsumerState:
         self.delivery.np = None
         return self._finish(self.delivery.dispatch(now_ns))
 
+    def stored_while_idle(self, now_ns: int) -> bool:
+        """`message_stored` for a pull consumer with no request waiting, which has nobody
+        to deliver to: its cached pending count goes stale and the pause is noted, as
+        `dispatch` notes them, and that is all (no action, nothing persisted changes).
+        True if so; False (nothing done): `message_stored` it is. A publish reaches every
+        matching consumer, and most pull consumers are idle between their fetches."""
+        d = self.delivery
+        cfg = d.cfg
+        if d.waiting or cfg.deliver_subject:  # `is_push`, read without its call: every publish
+            return False
+        d.np = None
+        until = cfg.paused_until_ns  # `Pacer.paused`, likewise
+        self.pacer.held_until = until if until is not None and now_ns < until else None
+        return True
+
     def messages_removed(self, seqs: Iterable[int]) -> None:
         """Messages left the stream (limits, purge, delete): never redeliver them."""
         gone = set(seqs)
@@ -506,7 +521,7 @@ class ConsumerState:
             out += self.pull(reply, req, now_ns)
         return self._finish(out)
 
-    def ack_explicit_run(self, stream_seqs: Iterable[int], now_ns: int) -> list[Action]:
+    def ack_explicit_run(self, stream_seqs: list[int], now_ns: int) -> list[Action]:
         """`ack(stream_seq, _, AckKind.ACK, now_ns, dispatch=False)` of each of
         `stream_seqs` in turn under `ack_policy: explicit`: the hot path of plain acks, a
         read chunk's at a time, without the verb dispatch; the owner calls `dispatch()`
@@ -515,7 +530,9 @@ class ConsumerState:
         ledger = self.ledger
         delivered = ledger.delivered_stream_seq
         out: list[Action] = []
-        ledger.ack_explicit_run((s for s in stream_seqs if s <= delivered), now_ns, out)
+        if stream_seqs and max(stream_seqs) > delivered:  # acks of what was not delivered yet
+            stream_seqs = [s for s in stream_seqs if s <= delivered]  # are ignored
+        ledger.ack_explicit_run(stream_seqs, now_ns, out)
         return out
 
     def ack_payload(
