@@ -37,6 +37,7 @@ COMPILED = (
     "brook.routing.router",
     "brook.protocol.encoder",
     "brook.protocol.headers",
+    "brook.server.client_core",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"

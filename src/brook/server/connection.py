@@ -21,27 +21,25 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from brook import limits
 from brook.config.settings import NkeyUser, Settings
 from brook.protocol import encoder
 from brook.protocol import errors as perr
 from brook.protocol.parser import ClientParser, ProtocolError
 from brook.routing.output import QueuedOutput
 from brook.routing.sublist import Subscription
-from brook.routing.subscriber import Message, Subscriber
+from brook.routing.subscriber import Subscriber
 from brook.server.auth import Login
+from brook.server.client_core import ClientCore
 from brook.server.keepalive import PingAction, ping_decision
 from brook.server.listen import peer_host
 from brook.server.login import ClientLogin
 from brook.server.permissions import (
-    RESERVED_REPLY_PREFIXES,
     ConnectionPermissions,
-    is_reserved_reply,
     may_subscribe,
 )
 from brook.server.tls import CertificateNames, PeerCertificate
 from brook.server.tls_upgrade import ClientTLS
-from brook.subjects import is_valid_literal_subject, is_valid_subject
+from brook.subjects import is_valid_subject
 
 if TYPE_CHECKING:
     from brook.jetstream.backlog import CommitBacklog
@@ -55,7 +53,9 @@ log = logging.getLogger("brook.connection")
 _TRACE_BYTES_MAX = 512
 
 
-class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
+# ClientCore after the mixins: their `_send`, `_flush` and `_require_connect` override its
+# declarations of them (server/client_core.py).
+class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, ClientCore, Subscriber):
     def __init__(self, server: Server, websocket: WebSocketListener | None = None) -> None:
         self.server = server
         self.websocket = websocket  # the listener of a WebSocket client (server/websocket.py)
@@ -465,137 +465,15 @@ class ClientConnection(ClientLogin, ClientTLS, QueuedOutput, Subscriber):
         level, with its words, after whom the client logged in as."""
         log.error('cid=%d - "%s" - %s', self.cid, self.auth_user, text)
 
-    def on_pub(
-        self, subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
-    ) -> None:
-        if not self.connected and not self._require_connect():
-            return
-        if header is not None and not self.headers:
-            raise ProtocolError("HPUB without headers negotiated", None)
-        self.in_msgs += 1
-        size = len(payload) if header is None else len(payload) + len(header)
-        self.in_bytes += size
-        if self.pedantic and not is_valid_literal_subject(subject):
-            # nats-server only warns: the message is still published (and +OK'd).
-            self._send(encoder.err(perr.INVALID_PUBLISH_SUBJECT))
-        if self.mappings is not None:
-            # Before the permission checks, which see the mapped subject, as nats-server.
-            mapped = self.mappings.select(subject)
-            if mapped is not None:
-                subject = mapped
-        if (
-            self.perms is not None
-            and not self.perms.published.get(subject)  # allowed: one lookup once decided
-            and not self.perms.may_publish(subject)
-        ):
+    def _refuse_publish(self, subject: bytes | None, reply: bytes | None) -> None:
+        if subject is not None:
             self._send(encoder.err(perr.publish_violation(subject)))
             self._log_violation(f"Publish Violation - Subject {_go_quote(subject)}")
-            return
-        if (
-            reply is not None
-            and reply.startswith(RESERVED_REPLY_PREFIXES)
-            and is_reserved_reply(reply)
-        ):
+        elif reply is not None:
             self._send(encoder.err(perr.reply_violation(reply)))
             self._log_violation(f"Publish Violation - Reply {_go_quote(reply)}")
-            return
-        if self.verbose:
-            self._send(encoder.OK)
-        router = self.router
-        delivered = router.publish(self, subject, reply, header, payload, self.echo)
-        if not delivered and reply is not None and self.no_responders:
-            router.no_responders(self, subject, reply)
-
-    def on_pub_run(self, subjects: list[bytes], payload: bytes) -> None:
-        """PUBs alike but for their subjects read in a run (a consumer's acks): routed
-        together, so that a read chunk of acks costs one call into the router rather than
-        one publish each."""
-        if (
-            not self.connected
-            or self.verbose
-            or self.pedantic
-            or self.perms is not None
-            or self.mappings is not None
-        ):
-            for subject in subjects:  # +OK, warnings, permissions or mappings: one by one
-                self.on_pub(subject, None, None, payload)
-            return
-        n = len(subjects)
-        self.in_msgs += n
-        self.in_bytes += len(payload) * n
-        self.router.publish_each(self, subjects, payload, self.echo)
 
     # ------------------------------------------------------------------ output
-
-    def deliver(
-        self,
-        sub: Subscription,
-        subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        payload: bytes,
-    ) -> bool | None:
-        # The hot path of every delivery: MSG framing and the output append are inlined
-        # here (same bytes as encoder.msg, then _send and _queued) to save calls per message.
-        if self.closed:
-            return None
-        if (
-            self.perms is not None
-            and (self.perms.filter_deliveries or reply is not None)
-            and not self.perms.permit_delivery(subject, sub.queue, reply)
-        ):
-            return False  # a subscribe deny covers it: not delivered (nor counted)
-        if header is not None and self.headers:
-            frame = encoder.hmsg(subject, sub.sid, reply, header, payload)
-            self.out_bytes += len(header) + len(payload)
-        else:
-            size = len(payload)
-            if reply is None:
-                frame = b"MSG %b %b %d\r\n%b\r\n" % (subject, sub.sid, size, payload)
-            else:
-                frame = b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sub.sid, reply, size, payload)
-            self.out_bytes += size
-        self.out_msgs += 1
-        self._out.append(frame)
-        self._out_bytes += len(frame)
-        if self._out_bytes >= limits.OUTPUT_FLUSH_EAGER_BYTES:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-        return None
-
-    def deliver_run(self, sub: Subscription, messages: list[Message]) -> int:
-        """`deliver(sub, subject, reply, header, payload)` for each message of a run
-        (`Router.publish_run`): a consumer's deliveries, framed in one loop, counted and
-        handed to the output once (a run is at most what the consumer may have
-        outstanding, so the eager flush looks at the whole of it)."""
-        if self.closed:
-            return len(messages)
-        if self.perms is not None:  # each message checked and granted (acks) by `deliver`
-            return Subscriber.deliver_run(self, sub, messages)
-        sid = sub.sid
-        headers = self.headers
-        frames: list[bytes] = []
-        append = frames.append
-        content = 0  # header and payload bytes, as `out_bytes` counts them
-        for subject, reply, header, payload in messages:
-            if header is not None and headers:
-                append(encoder.hmsg(subject, sid, reply, header, payload))
-                content += len(header) + len(payload)
-                continue
-            size = len(payload)
-            if reply is None:
-                append(b"MSG %b %b %d\r\n%b\r\n" % (subject, sid, size, payload))
-            else:
-                append(b"MSG %b %b %b %d\r\n%b\r\n" % (subject, sid, reply, size, payload))
-            content += size
-        self.out_msgs += len(frames)
-        self.out_bytes += content
-        self._out.extend(frames)
-        self._out_bytes += sum(map(len, frames))
-        self._queued()
-        return len(messages)
 
     def _send(self, data: bytes) -> None:
         if not self.closed:
