@@ -24,8 +24,8 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from brook.jetstream.store.file.index import Index
-from brook.jetstream.store.file.segment import Segment
+from brook.jetstream.store.file.index import Index, accounted
+from brook.jetstream.store.file.segment import DEAD, Segment
 from brook.jetstream.store.file.subjects import SubjectSeqs
 
 SNAPSHOT = "index.snap"
@@ -203,6 +203,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     pos = _HEAD.size
     by_name = {seg.name: i for i, seg in enumerate(segments)}
     covered = [0] * len(segments)
+    gone: list[tuple[int, int, int]] = []  # deleted segments' base, columns, slots
     seen = 0  # log segments covered so far: they must be the log's first ones, in order
     last_name = -1
     for _ in range(nsegs):
@@ -212,10 +213,11 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         last_name = name
         i = by_name.get(name)
         if i is None:
-            # Deleted after the snapshot: fine when it held nothing live then (a reclaim
-            # deletes only such files); its messages would be unaccounted for otherwise.
+            # Deleted after the snapshot: the store deletes a segment only once nothing
+            # in it is live and the records saying so are durable, so its messages go
+            # (as a full replay never sees them). Not before the subjects are loaded.
             if live:
-                raise SnapshotMismatch(f"segment {name} with {live} messages is missing")
+                gone.append((base, pos, slots))
             pos = end
             continue
         if i != seen:
@@ -266,4 +268,20 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         raise SnapshotMismatch("trailing bytes")
     index.first, index.last, index.last_ts = first, last, last_ts
     index.messages, index.bytes = messages, nbytes
+    for base, at, slots in gone:
+        _forget(index, base, view[at:], slots)
     return covered
+
+
+def _forget(index: Index, base: int, columns: memoryview, slots: int) -> None:
+    """Take the live messages of a deleted segment (its columns at `columns`) out of
+    `index`'s subjects and counters; `first` is set right once the log's segments are
+    in the index (`Index.advance_first`, after the replay)."""
+    offs = _arr("I", columns[: 4 * slots])
+    lens = _arr("I", columns[4 * slots : 8 * slots])
+    sids = _arr("I", columns[16 * slots : 20 * slots])
+    for k, off in enumerate(offs):
+        if off != DEAD:
+            index.subjects.remove(sids[k], base + k)
+            index.messages -= 1
+            index.bytes -= accounted(lens[k])

@@ -208,6 +208,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 segments.append(Segment.open(path, name, writable=True))
             covered = self._load_snapshot(index, segments, report) if entries else None
             torn = replay(index, segments, report, covered)
+            if covered is not None:
+                index.advance_first()  # past the messages of segments deleted since
         except BaseException:
             for seg in segments:
                 seg.close()
