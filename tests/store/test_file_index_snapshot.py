@@ -9,6 +9,7 @@ import os
 import shutil
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,7 @@ def _store_more(s: FileStore, n: int, tag: str = "new") -> None:
         s.store(f"snap.{tag}", None, b"after-%d" % i, T0 + last + 1 + i)
 
 
-AFTER = {
+AFTER: dict[str, tuple[Callable[[FileStore], object], str]] = {
     "appends": (lambda s: _store_more(s, 40), "used"),
     "removals": (lambda s: (s.remove(10), s.purge(subject="snap.3.>")), "used"),
     "expiry": (lambda s: s.expire_before(T0 + 120), "used"),
