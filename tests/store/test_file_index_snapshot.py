@@ -218,8 +218,8 @@ AFTER: dict[str, tuple[Callable[[FileStore], object], str]] = {
     "appends": (lambda s: _store_more(s, 40), "used"),
     "removals": (lambda s: (s.remove(10), s.purge(subject="snap.3.>")), "used"),
     "expiry": (lambda s: s.expire_before(T0 + 120), "used"),
-    "purge-reclaimed": (lambda s: (s.purge(), s.sync()), "used"),
-    "reclaimed-in-part": (lambda s: (s.purge(up_to_seq=N // 2), s.sync()), "used"),
+    "purge-reclaimed": (lambda s: s.purge(), "used"),  # the sync after it deletes them
+    "reclaimed-in-part": (lambda s: s.purge(up_to_seq=N // 2), "used"),
     "erase": (lambda s: s.remove(11, erase=True), "missing"),
     "cut": (lambda s: s.truncate(N - 20), "missing"),
 }
