@@ -251,8 +251,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     ) -> list[int] | None:
         """The index snapshot's covered bytes per segment, `index` filled from it, or None
         (full replay) with one log line saying why (ADR 0046). The snapshot is removed
-        once read: it describes the log of a clean close only, and this store may change
-        covered bytes (truncate, erase) before the next one writes a new snapshot."""
+        once read: this store writes its own (periodically and at close), and may cut
+        torn tails before the first."""
         try:
             covered = indexsnap.load(self.directory, index, segments)
             report.snapshot = "used"
