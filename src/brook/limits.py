@@ -137,6 +137,12 @@ RESTORE_MAX_BYTES: Final = 64 * 1024 * 1024 * 1024
 # connections publishing to file streams stop being read until half have been sent
 # (`jetstream.max_acks_awaiting_sync`; jetstream/backlog.py). 0: no bound.
 MAX_ACKS_AWAITING_SYNC: Final = 65536
+# File stores save their index (`index.snap`, ADR 0046) this often while running, so a
+# restart after a crash replays only the log written since: nats-server writes its
+# stream state (`index.db`) every 2 minutes (filestore.go `flushStreamStateLoop`).
+# `jetstream.index_snapshot_interval` sets it; 0 turns the periodic snapshots off.
+INDEX_SNAPSHOT_INTERVAL_S: Final = 120.0
+INDEX_SNAPSHOT_INTERVAL_MAX_S: Final = 24 * 3600.0
 # Worker threads that read, compress, stage and check snapshots (apart from the fsyncs').
 TRANSFER_THREADS: Final = 2
 # Full disk. The JetStream store's filesystem keeps this much free: below it, publishes

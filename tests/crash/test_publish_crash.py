@@ -91,25 +91,49 @@ async def read_all(url: str) -> list[tuple[int, str, bytes, str]]:
     return out
 
 
-@pytest.mark.parametrize("snapshots", [False, True], ids=["replay", "index-snapshot"])
-async def test_acknowledged_messages_survive_sigkill(tmp_path: Path, snapshots: bool) -> None:
-    """With `snapshots`, each round begins with a clean stop, which saves the stream's index
-    snapshot (ADR 0046): the killed server opened its store from it."""
+async def stream_shape(url: str) -> tuple[object, ...]:
+    """The stream's counters and per-subject counts (its index) as its info tells them."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info("CRASH", subjects_filter=">")
+        st = info.state
+        return st.messages, st.bytes, st.first_seq, st.last_seq, st.num_deleted, st.subjects
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize(
+    "snapshots", ["", "close", "periodic"], ids=["replay", "index-snapshot", "periodic-snapshot"]
+)
+async def test_acknowledged_messages_survive_sigkill(tmp_path: Path, snapshots: str) -> None:
+    """With "close", each round begins with a clean stop, which saves the stream's index
+    snapshot (ADR 0046): the killed server opened its store from it. With "periodic", the
+    server saves it every 50 ms while the clients publish: each restart loads the one the
+    killed server saved last and replays only the log after its mark; the store it opens
+    must then be the one a full replay builds."""
     rng = random.Random(int(os.environ.get("BROOK_CRASH_SEED", "7")))
     store = tmp_path / "store"
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
+    args: list[str] = []
+    if snapshots == "periodic":
+        conf = tmp_path / "brook.conf"
+        conf.write_text("jetstream { index_snapshot_interval: 50ms }\n")
+        args = ["-c", str(conf)]
+    log = tmp_path / "brook.log"
     acked: dict[int, int] = {}
     next_k = 0
     todo: list[int] = []
     interrupted = 0
+    left = 0  # rounds whose killed server left a periodic snapshot
     for round_ in range(ROUNDS):
-        if snapshots and round_:
+        if snapshots == "close" and round_:
             proc = start_brook(store, port)
             proc.terminate()
             assert proc.wait(10) == 0
             assert list(store.rglob("index.snap")), "a clean stop saves the index snapshot"
-        proc = start_brook(store, port)
+        proc = start_brook(store, port, log=log, args=args)
         try:
             next_k = await publish_until_killed(url, proc, todo, acked, rng, next_k)
         finally:
@@ -117,14 +141,28 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path, snapshots: 
                 proc.kill()
             proc.wait(10)
         interrupted += bool(todo)
+        left += bool(list(store.rglob("index.snap")))
     assert interrupted == ROUNDS, "every kill must land while publishes are in flight"
     assert acked, "some publishes must have been acknowledged"
-    proc = start_brook(store, port)
+    proc = start_brook(store, port, log=log, args=args)
     try:
         stored = await read_all(url)
+        state = await stream_shape(url)
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+    if snapshots == "periodic":
+        assert left == ROUNDS, "each killed server left a periodic snapshot"
+        assert "index snapshot not used" not in log.read_text(), log.read_text()
+        for snap in store.rglob("index.snap"):
+            snap.unlink()  # the same log opened by a full replay
+        proc = start_brook(store, port)
+        try:
+            assert await read_all(url) == stored
+            assert await stream_shape(url) == state
+        finally:
+            proc.terminate()
+            assert proc.wait(10) == 0
     by_id: dict[str, tuple[int, str, bytes]] = {}
     for seq, subject, data, msg_id in stored:
         assert msg_id not in by_id, f"{msg_id} stored twice (seqs {by_id[msg_id][0]} and {seq})"

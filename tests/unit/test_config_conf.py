@@ -754,3 +754,15 @@ def test_max_acks_awaiting_sync(tmp_path: Path) -> None:
     path.write_text("jetstream { max_acks_awaiting_sync: -5 }\n")
     with pytest.raises(ConfigError, match="max_acks_awaiting_sync: must be 0"):
         load_conf_file(str(path))
+
+
+def test_index_snapshot_interval(tmp_path: Path) -> None:
+    path = tmp_path / "c.conf"
+    assert Settings().jetstream.index_snapshot_interval_s == 120.0
+    path.write_text("jetstream { index_snapshot_interval: 30s }\n")
+    assert load_conf_file(str(path)).jetstream.index_snapshot_interval_s == 30.0
+    path.write_text("jetstream { index_snapshot_interval: 0 }\n")  # off
+    assert load_conf_file(str(path)).jetstream.index_snapshot_interval_s == 0.0
+    path.write_text("jetstream { index_snapshot_interval: 48h }\n")
+    with pytest.raises(ConfigError, match="index_snapshot_interval: must be 0"):
+        load_conf_file(str(path))

@@ -65,6 +65,9 @@ class JetStreamSettings:
     # File-stream PubAcks waiting for their fsync, across all streams, before publishing
     # connections stop being read (jetstream/backlog.py). 0: no bound.
     max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC
+    # How often each file stream saves its index snapshot (ADR 0046). 0: only at a
+    # clean stop.
+    index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S
     # Batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py and
     # fast_batch.py): messages per atomic batch, batches in flight per stream and per
     # server (None: nats-server's defaults, which differ for atomic and fast batches; a
@@ -106,6 +109,10 @@ class JetStreamSettings:
             raise ConfigError("jetstream.limits.batch.timeout: must be a positive duration")
         if self.sync_interval_s < 0:
             raise ConfigError("jetstream.sync_interval: must be 'always' or a positive duration")
+        if not 0 <= self.index_snapshot_interval_s <= limits.INDEX_SNAPSHOT_INTERVAL_MAX_S:
+            raise ConfigError(
+                "jetstream.index_snapshot_interval: must be 0 (off) or a duration up to 24h"
+            )
         if self.restore_max_bytes == 0 or self.restore_max_bytes < -1:
             raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
         if not 0 < self.restore_idle_timeout_s <= 3600:

@@ -101,6 +101,7 @@ class JetStream(EngineLimits, OriginLinks):
         sync_interval_s: float = 0.0,
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
+        index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
         batch_limits: BatchLimits | None = None,
         commit_backlog: CommitBacklog | None = None,
@@ -146,6 +147,12 @@ class JetStream(EngineLimits, OriginLinks):
         self.sync_interval_s = sync_interval_s
         self._sync_timer: asyncio.TimerHandle | None = None
         self._sync_running = False
+        # Periodic index snapshots of the file streams (ADR 0046), written one after
+        # another by a thread of their own, so group commits never wait behind one.
+        self.index_snapshot_interval_s = index_snapshot_interval_s
+        self._snapshot_timer: asyncio.TimerHandle | None = None
+        self._snapshot_executor: ThreadPoolExecutor | None = None
+        self._snapshot_running = False
         # The PubAcks every group commit owes, bounded by pausing their publishers.
         self.commit_backlog = (
             CommitBacklog(max_acks_awaiting_sync) if commit_backlog is None else commit_backlog
@@ -179,6 +186,10 @@ class JetStream(EngineLimits, OriginLinks):
         self.consumers.start(self._loop)
         if self.sync_interval_s > 0:
             self._sync_timer = self._loop.call_later(self.sync_interval_s, self._interval_sync)
+        if self.index_snapshot_interval_s > 0:
+            self._snapshot_timer = self._loop.call_later(
+                self.index_snapshot_interval_s, self._interval_snapshots
+            )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -233,11 +244,49 @@ class JetStream(EngineLimits, OriginLinks):
         future = self._loop.run_in_executor(self._executor, sync_all)
         future.add_done_callback(lambda _f: setattr(self, "_sync_running", False))
 
+    def _interval_snapshots(self) -> None:
+        """Copy the index of every file store that changed (on the loop: a copy of its
+        columns), then sync and write the snapshots in the snapshot thread; re-arm."""
+        assert self._loop is not None
+        self._snapshot_timer = self._loop.call_later(
+            self.index_snapshot_interval_s, self._interval_snapshots
+        )
+        if self._snapshot_running:
+            return  # the previous round is still writing
+        jobs = [
+            job
+            for e in self._entries.values()
+            if isinstance(e.stream.store, FileStore)
+            and (job := e.stream.store.capture_snapshot()) is not None
+        ]
+        if not jobs:
+            return
+
+        def write_all() -> None:
+            for job in jobs:
+                try:
+                    job()
+                except Exception:
+                    log.exception("index snapshot failed")
+
+        if self._snapshot_executor is None:
+            self._snapshot_executor = ThreadPoolExecutor(1, thread_name_prefix="brook-indexsnap")
+        self._snapshot_running = True
+        future = self._loop.run_in_executor(self._snapshot_executor, write_all)
+        future.add_done_callback(lambda _f: setattr(self, "_snapshot_running", False))
+
     async def stop(self) -> None:
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
+        if self._snapshot_timer is not None:
+            self._snapshot_timer.cancel()
+            self._snapshot_timer = None
         await self.drain()
+        if self._snapshot_executor is not None:
+            # A round in progress ends once its stores close (their snapshots then stale).
+            self._snapshot_executor.shutdown(wait=False)
+            self._snapshot_executor = None
         await self.consumers.files.close()
         for name in list(self._entries):
             self._unregister(name, notify=False).stream.close()

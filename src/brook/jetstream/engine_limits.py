@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from brook.config.settings import JetStreamAccountLimits
 from brook.jetstream.errors import api_error
 from brook.jetstream.quota import Ledger, Quota, ServerLimits, check_reservation
+from brook.jetstream.store.file import FileStore
 
 if TYPE_CHECKING:
     from brook.jetstream.damage import DamageReports
@@ -107,6 +108,11 @@ class EngineLimits:
         and reserve, and what opening each stream's file store found damaged."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
         out["damaged_streams"] = self._damage.statistics()
+        out["index_snapshots"] = sum(
+            e.stream.store.index_snapshots
+            for e in self._entries.values()
+            if isinstance(e.stream.store, FileStore)
+        )
         return out
 
     def usage(self) -> tuple[int, int]:

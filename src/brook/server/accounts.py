@@ -143,6 +143,7 @@ class Account:
             sync_interval_s=js_settings.sync_interval_s,
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
+            index_snapshot_interval_s=js_settings.index_snapshot_interval_s,
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
             space=space,
@@ -497,12 +498,17 @@ class Accounts:
         `<account>/<stream>`)."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
         damaged: dict[str, Any] = {}
+        snapshots = 0
         for account in self.with_jetstream:
             assert account.jetstream is not None
-            found = account.jetstream.store_statistics()["damaged_streams"]
+            stats = account.jetstream.store_statistics()
             prefix = "" if account.name == GLOBAL_ACCOUNT else f"{account.name}/"
-            damaged.update({prefix + name: report for name, report in found.items()})
+            damaged.update({prefix + name: r for name, r in stats["damaged_streams"].items()})
+            snapshots += stats["index_snapshots"]
         out["damaged_streams"] = damaged
+        interval = self._settings.jetstream.index_snapshot_interval_s
+        out["index_snapshot_interval"] = int(interval * 1e9)
+        out["index_snapshots"] = snapshots
         return out
 
 

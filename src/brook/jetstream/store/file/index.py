@@ -2,8 +2,9 @@
 
 Pure bookkeeping, no I/O: recovery fills it by replaying the log and the store keeps it in
 step with every record it appends, so both go through the same `add`/`drop` code. It is
-always derived from the log (storage-format.md 8); a clean close saves it as a cache
-(`indexsnap`, storage-format.md 12), used at open only while the log is what it covers.
+always derived from the log (storage-format.md 8); it is saved as a cache at a clean
+close and periodically (`indexsnap`, storage-format.md 12), used at open only while the
+log begins with what it covers.
 
 Invariants (checked by tests through the public API):
 * `first` is the lowest live sequence, or `last + 1` when nothing is live;

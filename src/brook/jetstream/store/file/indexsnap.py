@@ -1,11 +1,17 @@
-"""The index snapshot: the replayed index saved at a clean close, so the next open loads
-it instead of replaying the whole log (ADR 0046, storage-format.md 12).
+"""The index snapshot: the index saved at a clean close and periodically while the store
+runs, so that an open loads it and replays only the log written after it (ADR 0046,
+storage-format.md 12).
 
 Only a cache: the log stays the authority. The snapshot records the *mark*, exactly which
-log bytes it covers (each segment's name and covered length, the CRC field of the last
-covered record); at open it is used only when the log still begins with those bytes, and
-the records after the mark are replayed as usual. Anything else (missing, damaged, other
-version, a log that is shorter or different) makes the caller replay everything.
+log bytes it covers (per segment its name, covered length, inode, and the CRC field of
+the last covered record); at open it is used only when every covered segment still
+begins with those bytes (or is gone, having held nothing live), and the records after the
+mark are replayed as usual. Anything else (missing, damaged, other version, a log that is
+shorter or different) makes the caller replay everything.
+
+Taking one is split so that the event loop only copies (`capture`: the columns' bytes,
+the subject list) and a worker thread encodes, checksums and writes it (`Capture.encode`,
+`write`); the store orders that against the writes that may change covered bytes.
 """
 
 from __future__ import annotations
@@ -15,20 +21,21 @@ import os
 import struct
 import zlib
 from array import array
+from dataclasses import dataclass
 from pathlib import Path
 
-from brook.jetstream.store.file.index import Index
-from brook.jetstream.store.file.segment import Segment
+from brook.jetstream.store.file.index import Index, accounted
+from brook.jetstream.store.file.segment import DEAD, Segment
 from brook.jetstream.store.file.subjects import SubjectSeqs
 
 SNAPSHOT = "index.snap"
 SNAPSHOT_TMP = "index.snap.tmp"
 MAGIC = b"BRKIDXS\n"
-VERSION = 1
+VERSION = 2
 
 _HEAD = struct.Struct("<8sIQQqQQI")  # magic, version, first, last, last_ts, messages, bytes, nsegs
-# name, base, size (covered), live, slots, ext, mtime_ns, last CRC field
-_SEG = struct.Struct("<QQQQQQqI")
+# name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field
+_SEG = struct.Struct("<QQQQQQqQI")
 _SUBJ = struct.Struct("<II")  # names, multi entries
 _MULTI = struct.Struct("<IQQQ")  # sid, one, head, n seqs (0: single still)
 _CRC = struct.Struct("<I")
@@ -54,59 +61,92 @@ def _last_crc(seg: Segment, size: int) -> int | None:
     return _CRC.unpack(raw)[0] if len(raw) == 4 else None
 
 
-def encode(index: Index) -> bytes:
-    """The snapshot of `index`, whose segments' `size` are all covered."""
-    out = [
-        _HEAD.pack(
-            MAGIC, VERSION, index.first, index.last, index.last_ts, index.messages,
-            index.bytes, len(index.segments),
-        )
-    ]  # fmt: skip
+@dataclass(slots=True)
+class Capture:
+    """The index at one moment, copied (`capture`), not yet encoded: immutable parts only
+    (bytes, strings), so a worker thread encodes it while the store goes on."""
+
+    head: bytes
+    segments: list[bytes]  # per segment its mark, then its columns' bytes
+    names: list[str | None]  # the subject table's names by id (a copy of the list)
+    single: bytes
+    multi: list[tuple[int, int, int, bytes | None]]  # sid, one, head, sequences
+
+    def encode(self) -> bytes:
+        """The snapshot file's bytes (storage-format.md 12)."""
+        names = [
+            (n.encode("utf-8", "surrogateescape") if n is not None else None) for n in self.names
+        ]
+        out = [self.head, *self.segments, _SUBJ.pack(len(names), len(self.multi))]
+        out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
+        out.append(b"".join([n for n in names if n is not None]))
+        out.append(self.single)
+        for sid, one, head, seqs in self.multi:
+            out.append(_MULTI.pack(sid, one, head, 0 if seqs is None else len(seqs) // 8))
+            if seqs is not None:
+                out.append(seqs)
+        body = b"".join(out)
+        return body + _CRC.pack(zlib.crc32(body))
+
+
+def capture(index: Index) -> Capture:
+    """Copy `index`, whose segments' `size` are all covered (the caller makes those
+    bytes durable before the snapshot is written). Costs a copy of the columns and one
+    fstat and 4-byte read per segment: this runs on the event loop."""
+    head = _HEAD.pack(
+        MAGIC, VERSION, index.first, index.last, index.last_ts, index.messages, index.bytes,
+        len(index.segments),
+    )  # fmt: skip
+    segments: list[bytes] = []
     for seg in index.segments:
         crc = _last_crc(seg, seg.size)
         if crc is None:
             raise OSError(f"{seg.path} is shorter than its indexed {seg.size} bytes")
-        mtime = os.fstat(seg.fd).st_mtime_ns
-        out.append(
-            _SEG.pack(
-                seg.name, seg.base, seg.size, seg.live, len(seg.offs), len(seg.ext), mtime, crc
-            )
-        )
-        out += (seg.offs.tobytes(), seg.lens.tobytes(), seg.tss.tobytes(), seg.sids.tobytes())
-        out.append(seg.ext.tobytes())
+        st = os.fstat(seg.fd)
+        mark = _SEG.pack(
+            seg.name, seg.base, seg.size, seg.live, len(seg.offs), len(seg.ext),
+            st.st_mtime_ns, st.st_ino, crc,
+        )  # fmt: skip
+        columns = (seg.offs, seg.lens, seg.tss, seg.sids, seg.ext)
+        segments += [mark, *(column.tobytes() for column in columns)]
     subjects = index.subjects
-    names = [
-        (n.encode("utf-8", "surrogateescape") if n is not None else None) for n in subjects.names
+    multi = [
+        (sid, e._one, e._head, None if e._seqs is None else e._seqs.tobytes())
+        for sid, e in subjects._multi.items()
     ]
-    multi = subjects._multi
-    out.append(_SUBJ.pack(len(names), len(multi)))
-    out.append(array("I", (_FREE if n is None else len(n) for n in names)).tobytes())
-    out.append(b"".join(n for n in names if n is not None))
-    out.append(subjects._single.tobytes())
-    for sid, entry in multi.items():
-        seqs = entry._seqs
-        out.append(_MULTI.pack(sid, entry._one, entry._head, 0 if seqs is None else len(seqs)))
-        if seqs is not None:
-            out.append(seqs.tobytes())
-    body = b"".join(out)
-    return body + _CRC.pack(zlib.crc32(body))
+    return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi)
+
+
+def encode(index: Index) -> bytes:
+    """The snapshot of `index` (`capture`, then `Capture.encode`)."""
+    return capture(index).encode()
+
+
+def write_temp(directory: Path, data: bytes) -> Path:
+    """`data` in the temp file, fsynced; `install` then renames it into place (a crash
+    leaves the old snapshot or the new one, and either is checked against the log)."""
+    tmp = directory / SNAPSHOT_TMP
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+def install(tmp: Path) -> None:
+    os.replace(tmp, tmp.with_name(SNAPSHOT))
 
 
 def write(directory: Path, index: Index) -> None:
-    """Save `index` atomically: temp file, fsync, rename (a crash leaves the old snapshot
-    or the new one, and either is checked against the log at open)."""
-    tmp = directory / SNAPSHOT_TMP
-    with open(tmp, "wb") as f:
-        f.write(encode(index))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / SNAPSHOT)
+    """Save `index` atomically (`write_temp`, `install`)."""
+    install(write_temp(directory, encode(index)))
 
 
-def remove(directory: Path) -> bool:
-    """Drop the snapshot (and a temp file left by a crash); True if there was one."""
+def remove(directory: Path, *, temp: bool = True) -> bool:
+    """Drop the snapshot (and with `temp`, a temp file left by a crash); True if there
+    was one."""
     removed = False
-    for name in (SNAPSHOT, SNAPSHOT_TMP):
+    for name in (SNAPSHOT, SNAPSHOT_TMP) if temp else (SNAPSHOT,):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / name)
             removed = True
@@ -141,34 +181,61 @@ def load(directory: Path, index: Index, segments: list[Segment]) -> list[int]:
         raise SnapshotMismatch(f"malformed ({exc})") from None
 
 
+def _check_mark(seg: Segment, size: int, mtime: int, inode: int, crc: int) -> None:
+    """Does `seg` still begin with the `size` bytes the snapshot covers? The same file
+    (inode), at least as long, the same last covered record (its CRC field), and when
+    nothing was appended since, not written since (mtime). Bytes the store rewrites in
+    place (erase, a cut) remove the snapshot first (`FileStore._invalidate_snapshot`)."""
+    if seg.size < size:
+        raise SnapshotMismatch(f"segment {seg.name} is {seg.size} bytes, covered {size}")
+    st = os.fstat(seg.fd)
+    if st.st_ino != inode or _last_crc(seg, size) != crc:
+        raise SnapshotMismatch(f"segment {seg.name} changed since the snapshot")
+    if seg.size == size and st.st_mtime_ns != mtime:
+        raise SnapshotMismatch(f"segment {seg.name} changed since the snapshot")
+
+
 def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     view = memoryview(raw)
     _m, version, first, last, last_ts, messages, nbytes, nsegs = _HEAD.unpack_from(raw, 0)
     if version != VERSION:
         raise SnapshotMismatch(f"version {version}, not {VERSION}")
-    if nsegs != len(segments):
-        raise SnapshotMismatch(f"{nsegs} segments covered, the log has {len(segments)}")
     pos = _HEAD.size
-    covered: list[int] = []
-    for i in range(nsegs):
-        name, base, size, live, slots, ext, mtime, crc = _SEG.unpack_from(raw, pos)
+    by_name = {seg.name: i for i, seg in enumerate(segments)}
+    covered = [0] * len(segments)
+    gone: list[tuple[int, int, int]] = []  # deleted segments' base, columns, slots
+    seen = 0  # log segments covered so far: they must be the log's first ones, in order
+    last_name = -1
+    for _ in range(nsegs):
+        name, base, size, live, slots, ext, mtime, inode, crc = _SEG.unpack_from(raw, pos)
         pos += _SEG.size
+        end = pos + 20 * slots + 8 * ext  # offs, lens, sids (u32), tss (i64); ext (u64)
+        last_name = name
+        i = by_name.get(name)
+        if i is None:
+            # Deleted after the snapshot: the store deletes a segment only once nothing
+            # in it is live and the records saying so are durable, so its messages go
+            # (as a full replay never sees them). Not before the subjects are loaded.
+            if live:
+                gone.append((base, pos, slots))
+            pos = end
+            continue
+        if i != seen:
+            raise SnapshotMismatch(f"segment {segments[seen].name} is not in the snapshot")
+        seen += 1
         seg = segments[i]
-        if seg.name != name:
-            raise SnapshotMismatch(f"segment {seg.name} where the snapshot has {name}")
-        if seg.size != size:
-            raise SnapshotMismatch(f"segment {name} is {seg.size} bytes, covered {size}")
-        if os.fstat(seg.fd).st_mtime_ns != mtime or _last_crc(seg, size) != crc:
-            raise SnapshotMismatch(f"segment {name} changed since the snapshot")
+        _check_mark(seg, size, mtime, inode, crc)
         seg.base, seg.live = base, live
         for column, width in (("offs", 4), ("lens", 4), ("tss", 8), ("sids", 4)):
             current = getattr(seg, column)
-            end = pos + width * slots
-            setattr(seg, column, _arr(current.typecode, view[pos:end]))
-            pos = end
-        seg.ext = _arr("Q", view[pos : pos + 8 * ext])
-        pos += 8 * ext
-        covered.append(size)
+            stop = pos + width * slots
+            setattr(seg, column, _arr(current.typecode, view[pos:stop]))
+            pos = stop
+        seg.ext = _arr("Q", view[pos:end])
+        pos = end
+        covered[i] = size
+    if seen < len(segments) and segments[seen].name <= last_name:
+        raise SnapshotMismatch(f"segment {segments[seen].name} is not in the snapshot")
     subjects = index.subjects
     nnames, nmulti = _SUBJ.unpack_from(raw, pos)
     pos += _SUBJ.size
@@ -201,4 +268,20 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         raise SnapshotMismatch("trailing bytes")
     index.first, index.last, index.last_ts = first, last, last_ts
     index.messages, index.bytes = messages, nbytes
+    for base, at, slots in gone:
+        _forget(index, base, view[at:], slots)
     return covered
+
+
+def _forget(index: Index, base: int, columns: memoryview, slots: int) -> None:
+    """Take the live messages of a deleted segment (its columns at `columns`) out of
+    `index`'s subjects and counters; `first` is set right once the log's segments are
+    in the index (`Index.advance_first`, after the replay)."""
+    offs = _arr("I", columns[: 4 * slots])
+    lens = _arr("I", columns[4 * slots : 8 * slots])
+    sids = _arr("I", columns[16 * slots : 20 * slots])
+    for k, off in enumerate(offs):
+        if off != DEAD:
+            index.subjects.remove(sids[k], base + k)
+            index.messages -= 1
+            index.bytes -= accounted(lens[k])

@@ -162,6 +162,15 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         self._closed = False
         self._frozen: list[FrozenLog] = []  # open point-in-time views (`freeze`)
         self.syncs = 0
+        # Index snapshots (ADR 0046): one written at a time (`_snap_write_lock`, held while
+        # encoding and writing); `_snap_gen` counts the changes that make a snapshot being
+        # written stale (a rewrite of covered bytes, a close), checked under `_snap_lock`
+        # before it is renamed into place. `_snap_key` says what the last one covered.
+        self._snap_lock = threading.Lock()
+        self._snap_write_lock = threading.Lock()
+        self._snap_gen = 0
+        self._snap_key: tuple[Any, ...] | None = None
+        self.index_snapshots = 0  # written by this store
         self._index = Index(first_seq)
         self._reader: Reader  # reads `_index`'s messages; made with it (`_open`)
         self._active: Segment
@@ -199,6 +208,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 segments.append(Segment.open(path, name, writable=True))
             covered = self._load_snapshot(index, segments, report) if entries else None
             torn = replay(index, segments, report, covered)
+            if covered is not None:
+                index.advance_first()  # past the messages of segments deleted since
         except BaseException:
             for seg in segments:
                 seg.close()
@@ -240,8 +251,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     ) -> list[int] | None:
         """The index snapshot's covered bytes per segment, `index` filled from it, or None
         (full replay) with one log line saying why (ADR 0046). The snapshot is removed
-        once read: it describes the log of a clean close only, and this store may change
-        covered bytes (truncate, erase) before the next one writes a new snapshot."""
+        once read: this store writes its own (periodically and at close), and may cut
+        torn tails before the first."""
         try:
             covered = indexsnap.load(self.directory, index, segments)
             report.snapshot = "used"
@@ -464,17 +475,86 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 os.close(self._lock_fd)
                 self._closed = True
 
-    def _save_snapshot(self) -> None:
-        """Save the index for the next open (ADR 0046), when it is exactly the synced
-        log's: not after a failure, lost data or an owed roll. Only a cache, so a failure
-        to write it costs the next open its speed, nothing else."""
-        if self._lost is not None or self._roll_owed or not self._index.segments:
-            return
+    # ------------------------------------------------------------------ index snapshots
+
+    def capture_snapshot(self) -> Callable[[], bool] | None:
+        """On the event loop: copy the index for a periodic snapshot (ADR 0046), and
+        return the job that writes it, for a worker thread: it syncs (the covered bytes
+        are durable before a snapshot says so), then encodes and writes it; True when
+        it was written. None when there is nothing new to save, or nothing may be."""
+        if self._closed or self._failed is not None or not self._snapshot_allowed():
+            return None
+        index = self._index
+        key = (
+            self._snap_gen, index.first, index.last, index.messages,
+            tuple((seg.name, seg.size) for seg in index.segments),
+        )  # fmt: skip
+        if key == self._snap_key:
+            return None
         try:
-            indexsnap.write(self.directory, self._index)
+            capture = indexsnap.capture(index)
         except OSError as exc:
-            log.warning("%s: index snapshot not written (%s)", self.directory, exc)
+            log.warning("%s: index snapshot not taken (%s)", self.directory, exc)
+            return None
+        gen = self._snap_gen
+
+        def job() -> bool:
+            try:
+                self.sync()
+            except StoreError:
+                return False  # closed meanwhile, or failed: nothing to save
+            if not self._write_snapshot(capture, gen):
+                return False
+            self._snap_key = key
+            return True
+
+        return job
+
+    def _snapshot_allowed(self) -> bool:
+        """The index is exactly what replaying the log gives: not with data found lost
+        (each open reports it again) or an owed roll."""
+        return self._lost is None and not self._roll_owed and bool(self._index.segments)
+
+    def _save_snapshot(self) -> None:
+        """At close, after the final sync: save the index for the next open (ADR 0046).
+        A periodic snapshot still being written is older: it is abandoned."""
+        if not self._snapshot_allowed():
+            return
+        with self._snap_lock:
+            self._snap_gen += 1
+            gen = self._snap_gen
+        try:
+            self._write_snapshot(indexsnap.capture(self._index), gen)
+        except OSError:
             indexsnap.remove(self.directory)
+
+    def _write_snapshot(self, capture: indexsnap.Capture, gen: int) -> bool:
+        """Encode and write `capture` (any thread), then rename it into place unless a
+        change since it was taken made it stale (`_snap_gen`). Only a cache: a failure
+        to write one costs the next open its speed, nothing else."""
+        with self._snap_write_lock:
+            if gen != self._snap_gen:
+                return False
+            try:
+                tmp = indexsnap.write_temp(self.directory, capture.encode())
+                with self._snap_lock:
+                    if gen == self._snap_gen:
+                        indexsnap.install(tmp)
+                        self.index_snapshots += 1
+                        return True
+                os.unlink(tmp)
+            except OSError as exc:
+                log.warning("%s: index snapshot not written (%s)", self.directory, exc)
+            return False
+
+    def _invalidate_snapshot(self) -> None:
+        """Before bytes a snapshot may cover are rewritten in place (an erase, a cut):
+        remove it, durably, and make one being written stale; the next periodic one
+        covers the new bytes."""
+        with self._snap_lock:
+            self._snap_gen += 1
+            if indexsnap.remove(self.directory, temp=False) and self._fsync:
+                fsync_path(self.directory)
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for monitoring."""
@@ -486,6 +566,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "pending_deletions": len(self._doomed),
             "syncs": self.syncs,
             "fsync": self._fsync,
+            "index_snapshots": self.index_snapshots,
         }
 
     # ------------------------------------------------------------------ internals

@@ -47,6 +47,7 @@ class StoreGaps:
         def _reclaim(self) -> None: ...
         def _append_record(self, record: bytes) -> Segment: ...
         def sync(self) -> None: ...
+        def _invalidate_snapshot(self) -> None: ...
 
     def skip_to(self, last_seq: int) -> None:
         self._check_writable()
@@ -105,6 +106,7 @@ class StoreGaps:
                         kept.append((1, min(seq - 1, last_seq)))
         if cut is None:
             return
+        self._invalidate_snapshot()  # it may cover what is cut off
         i, offset, preamble_only = cut
         with self._sync_lock, self._lock:
             self._reader.forget()

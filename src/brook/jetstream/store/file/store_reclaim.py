@@ -37,6 +37,7 @@ class SegmentReclaim:
         def _append_record(self, record: bytes) -> Segment: ...
         def _append_delete(self, ranges: list[tuple[int, int]], *, erase: bool = False) -> None: ...
         def _state_record(self) -> bytes: ...
+        def _invalidate_snapshot(self) -> None: ...
 
     def _erase(self, seg: Segment, k: int) -> None:
         """Overwrite the message's record in place with its ERASED image (format 6.3)."""
@@ -46,6 +47,7 @@ class SegmentReclaim:
             raise StoreError(f"{seg.path}: record of sequence {seg.base + k} is corrupt")
         for frozen in self._frozen:  # a snapshot in progress still needs the original
             frozen.preserve(seg.path.name, offset, record)
+        self._invalidate_snapshot()  # it may cover the record rewritten here
         try:
             seg.write_at(offset, fmt.erased_image(record))
         except OSError as exc:
