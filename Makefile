@@ -48,6 +48,7 @@ typecheck: $(STAMP)
 # a C compiler or Python's headers the package is pure Python and so are both runs.
 test: lint typecheck
 	$(BYTECODE)
+	@$(BIN)/python -c 'import brook._compiled as c; print("compiled:", c.built())'
 	BROOK_REQUIRE_COMPILED=$$(test -f src/brook/_compiled.json && echo 1) $(BIN)/pytest
 	BROOK_NO_EXTENSIONS=1 $(BIN)/pytest -q $(PURE_TESTS)
 

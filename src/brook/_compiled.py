@@ -102,6 +102,12 @@ def install() -> None:
         sys.meta_path.insert(0, _SourceFinder())
 
 
+def built() -> str:
+    """What the build left, before any module is loaded: for `make test`'s log."""
+    why = _why_pure()
+    return "every module listed (mypyc)" if why is None else f"none: {why}"
+
+
 class Status(TypedDict):
     modules: list[str]
     pure_python_because: str | None
