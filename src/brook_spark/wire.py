@@ -84,6 +84,11 @@ class RawClient(Client):
         self._pending.append(frame)
         self._pending_data_size += len(frame)
 
+    def raw_publish_many(self, frames: list[bytes]) -> None:
+        """Queue whole PUB/HPUB frames at once; `flush_frames` hands them to the socket."""
+        self._pending.extend(frames)
+        self._pending_data_size += sum(map(len, frames))
+
     async def flush_frames(self) -> None:
         """Kick nats-py's flusher unless a kick is already queued (as `publish` does)."""
         queue = self._flush_queue
