@@ -6,12 +6,13 @@ then:
 1. reads the whole range through `brook_spark.fetch.read_range` (the code a Spark task runs:
    batched direct get, raw handler, `RawReplies.to_batch`), timing it end to end;
 2. records the raw direct-get replies of the same range (subject, reply, payload, header
-   block, as nats-py's parser hands them to the raw handler) and replays them offline
-   through `DirectReader._on_msg` (the handler keeps them raw), then decodes them into
-   Arrow batches in bulk (`RawReplies.to_batch`, ADR 0047) and row by row
+   block, as the connector's `wire.FrameParser` hands them to the raw handler) and replays
+   them offline through `DirectReader._on_msg` (the handler keeps them raw), then decodes
+   them into Arrow batches in bulk (`RawReplies.to_batch`, ADR 0047) and row by row
    (`RawReplies._rows`, the decode before ADR 0047), timed apart; both must be equal.
 
-The difference between (1) and (2) is the socket, nats-py's parser and the loop hand-off.
+The difference between (1) and (2) is the socket, the frame parser and the loop hand-off;
+(1) also prints the CPU seconds of this process (the connector) and of the server.
 Run: `.venv/bin/python -m bench.spark_decode --messages 200000`.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 
 import nats
 
-from bench.core import brook_server, nats_server
+from bench.core import brook_server, nats_server, server_cpu_s
 from brook_spark import fetch
 from brook_spark.options import ConnectOptions
 
@@ -160,7 +161,10 @@ def run(name: str, port: int, args: argparse.Namespace) -> None:
     fill(url, args.messages, args.size, args.headers)
     spec = spec_for(url, args.messages, include_headers=True)
     read_all(spec)  # warm-up: connection, page cache
+    server0, client0 = server_cpu_s(port), time.process_time()
     times = [read_all(spec) for _ in range(args.repeat)]
+    client_cpu = (time.process_time() - client0) / args.repeat
+    server_cpu = (server_cpu_s(port) - server0) / args.repeat
     best, rows = min(times)
     assert rows == args.messages, rows
     chunks = record(spec)
@@ -170,7 +174,8 @@ def run(name: str, port: int, args: argparse.Namespace) -> None:
     assert n1 == n2 == args.messages, (n1, n2)
     n = args.messages
     print(
-        f"{name:12} read_range {n / best:>10,.0f} rows/s ({best:5.2f} s) | "
+        f"{name:12} read_range {n / best:>10,.0f} rows/s ({best:5.2f} s; CPU per read: "
+        f"connector {client_cpu:5.2f} s, server {server_cpu:5.2f} s) | "
         f"handler {n / h2:>10,.0f} rows/s ({h2:5.2f} s) | "
         f"row decode+arrow {n / rows_s:>10,.0f} rows/s ({rows_s:5.2f} s) | "
         f"bulk decode+arrow {n / bulk_s:>10,.0f} rows/s ({bulk_s:5.2f} s) | "

@@ -22,8 +22,10 @@ fetching the next chunk while Spark consumes the current one.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import re
 import time
@@ -177,14 +179,25 @@ class RawReplies:
             pa.array(self.data[:n], pa.binary()),
         ]
         if include_headers:
-            search = _USER_LINE.search
-            user = [
-                group_headers(parse_header_lines(b)) or None if search(b) else None
-                for b in blocks[:n]
-            ]
-            arrays.append(pa.array(user, HEADERS_TYPE))
+            arrays.append(self._user_headers(blob, n))
         arrays.append(times.cast(TIMESTAMP_TYPE, safe=False))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def _user_headers(self, blob: bytes, n: int) -> pa.Array:
+        """The headers column: one regex pass over the joined blocks finds the rows that
+        carry user headers (usually none); only those are parsed."""
+        blocks = self.headers[:n]
+        end = sum(map(len, blocks)) + n  # each block and the b"\n" that joins it to the next
+        if _USER_LINE.search(blob, 0, end) is None:
+            return pa.nulls(n, HEADERS_TYPE)
+        starts = [0, *itertools.accumulate(len(b) + 1 for b in blocks)]
+        rows = {
+            bisect.bisect_right(starts, m.start()) - 1 for m in _USER_LINE.finditer(blob, 0, end)
+        }
+        user: list[list[tuple[str, list[str]]] | None] = [None] * n
+        for row in rows:
+            user[row] = group_headers(parse_header_lines(blocks[row])) or None
+        return pa.array(user, HEADERS_TYPE)
 
     def _rows(self) -> Columns:
         """The row-by-row decode, for chunks the bulk decode does not recognise."""

@@ -360,19 +360,18 @@ def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: st
         for batch in batches:
             if layout is None:
                 layout = layout_for(batch.schema, options.msg_id_column)
-            frames = list(
-                frames_for(
-                    batch,
-                    layout,
-                    default_subject=options.subject,
-                    id_prefix=id_prefix,
-                    first_row=row,
-                    expected_stream=options.stream,
-                    max_payload=max_payload,
-                )
+            frames = frames_for(
+                batch,
+                layout,
+                default_subject=options.subject,
+                id_prefix=id_prefix,
+                first_row=row,
+                expected_stream=options.stream,
+                max_payload=max_payload,
+                reply_prefix=publisher.reply_prefix,
             )
+            rt.run(publisher.send(row, frames))
             row += batch.num_rows
-            rt.run(publisher.send(frames))
         return rt.run(publisher.finish())
     finally:
         rt.run(publisher.close(), timeout)

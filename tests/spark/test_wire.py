@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import inspect
 from typing import Any
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brook_spark.wire import (
+    FrameParser,
     RawClient,
     TimestampParser,
     encode_headers,
@@ -73,13 +75,17 @@ def test_timestamps_with_an_offset() -> None:
 
 
 def test_nats_py_internals_are_where_the_connector_expects_them() -> None:
-    """RawClient overrides `_process_msg` and writes to `_pending`; pinned nats-py 2.16.0."""
+    """RawClient replaces the parser (`_ps`, whose `parse`/`reset` nats-py calls), hands
+    other messages to `_process_msg` and writes to `_pending`; pinned nats-py 2.16.0."""
     sig = inspect.signature(nats.aio.client.Client._process_msg)
     assert list(sig.parameters) == ["self", "sid", "subject", "reply", "data", "headers"]
     client = nats.aio.client.Client()
-    for attr in ("_pending", "_pending_data_size", "_flush_queue", "_max_pending_size"):
+    for attr in ("_pending", "_pending_data_size", "_flush_queue", "_max_pending_size", "_ps"):
         assert hasattr(client, attr), attr
     assert inspect.iscoroutinefunction(nats.aio.client.Client._flush_pending)
+    for name in ("_process_ping", "_process_pong", "_process_info", "_process_err"):
+        assert inspect.iscoroutinefunction(getattr(nats.aio.client.Client, name)), name
+    assert isinstance(RawClient()._ps, FrameParser)
 
 
 async def test_raw_subscription_sees_raw_headers(server: Any) -> None:
@@ -97,3 +103,84 @@ async def test_raw_subscription_sees_raw_headers(server: Any) -> None:
     assert (await other.next_msg(timeout=1)).data == b"y"
     await client.raw_unsubscribe(sub)
     await client.close()
+
+
+def _mixed_frames() -> list[tuple[str, str, bytes, bytes]]:
+    """(subject, reply, header block or b"", payload): small and large, with and without."""
+    frames = []
+    for i in range(200):
+        header = encode_headers([("K", str(i))]) if i % 3 else b""
+        size = (0, 1, 100, 40_000, 200_000)[i % 5] if i % 7 == 0 else i
+        frames.append((f"raw.{i}", f"rep.{i}" if i % 2 else "", header, bytes([i % 251]) * size))
+    return frames
+
+
+async def test_frame_parser_over_reads_of_any_size_brook(server: Any) -> None:
+    await _frames_round_trip(server.url)
+
+
+async def test_frame_parser_over_reads_of_any_size_nats_server(nats_server_url: str) -> None:
+    await _frames_round_trip(nats_server_url)
+
+
+async def _frames_round_trip(url: str) -> None:
+    """Raw frames cut anywhere by the socket's reads (payloads above nats-py's 32 KiB read),
+    interleaved with an ordinary subscription's messages and PING/PONG round trips."""
+    client = RawClient()
+    await client.connect(url, allow_reconnect=False)
+    got: list[tuple[bytes, bytes, bytes, bytes | None]] = []
+    sub = await client.raw_subscribe("raw.>", lambda *m: got.append(m))
+    plain = await client.subscribe("plain")
+    frames = _mixed_frames()
+    for i, (subject, reply, header, payload) in enumerate(frames):
+        if header:
+            client.raw_publish_nowait(hpub_frame(subject, reply, header, payload))
+        else:
+            await client.publish(subject, payload, reply=reply)
+        if i % 50 == 0:
+            await client.publish("plain", b"%d" % i)
+            await client.flush()
+    async with asyncio.timeout(10):  # a PING may overtake frames still in nats-py's buffer
+        while len(got) < len(frames):
+            await client.flush()
+    assert got == [(s.encode(), r.encode(), p, h or None) for s, r, h, p in frames]
+    assert [(await plain.next_msg(timeout=1)).data for _ in range(4)] == [
+        b"0",
+        b"50",
+        b"100",
+        b"150",
+    ]
+    await client.raw_unsubscribe(sub)
+    await client.close()
+
+
+def test_frame_parser_keeps_a_frame_cut_at_any_byte() -> None:
+    """The same byte stream fed whole and in pieces of 1..7 bytes gives the same messages."""
+    stream = b"".join(
+        b"HMSG %b 9 %b%d %d\r\n%b%b\r\n"
+        % (s.encode(), (r + " ").encode() if r else b"", len(h), len(h) + len(p), h, p)
+        if h
+        else b"MSG %b 9 %b%d\r\n%b\r\n" % (s.encode(), (r + " ").encode() if r else b"", len(p), p)
+        for s, r, h, p in _mixed_frames()[:60]
+    )
+    stream += b"+OK\r\n"
+
+    def feed(step: int) -> list[tuple[bytes, bytes, bytes, bytes | None]]:
+        client = RawClient()
+        got: list[tuple[bytes, bytes, bytes, bytes | None]] = []
+        client._raw_handlers[9] = lambda *m: got.append(m)
+        parser = FrameParser(client)
+
+        async def run() -> None:
+            for at in range(0, len(stream), step):
+                await parser.parse(stream[at : at + step])
+
+        asyncio.run(run())
+        return got
+
+    whole = feed(len(stream))
+    assert len(whole) == 60
+    assert whole[1] == (b"raw.1", b"rep.1", b"\x01", b"NATS/1.0\r\nK: 1\r\n\r\n")
+    assert whole[0] == (b"raw.0", b"", b"", None)
+    for step in (1, 2, 3, 7, 4096):
+        assert feed(step) == whole, step
