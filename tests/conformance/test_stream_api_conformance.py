@@ -345,6 +345,15 @@ SCENARIOS: dict[str, list[Step]] = {
         direct("$JS.API.DIRECT.GET.DG", {"multi_last": ["dg.*"], "batch": 1}),
         direct("$JS.API.DIRECT.GET.DG", {"seq": 5, "batch": 3}),
     ],
+    # Batches longer than Brook's read runs (direct.BATCH_RUN_MAX, 256): the pending counts,
+    # last sequences, filter and byte limit carried across runs.
+    "direct-get-runs": [
+        api("$JS.API.STREAM.CREATE.DR", {"name": "DR", "subjects": ["dr.*"], "allow_direct": True}),
+        *(pub(f"dr.{'ab'[i % 2]}", b"%d" % i) for i in range(600)),
+        direct("$JS.API.DIRECT.GET.DR", {"seq": 1, "batch": 550}),
+        direct("$JS.API.DIRECT.GET.DR", {"seq": 3, "batch": 290, "next_by_subj": "dr.b"}),
+        direct("$JS.API.DIRECT.GET.DR", {"seq": 1, "batch": 600, "max_bytes": 1500}),
+    ],
     "config-options": [
         api("$JS.API.STREAM.CREATE.FS", {"name": "FS", "subjects": ["fs"], "first_seq": 100}),
         pub("fs", b"x"),

@@ -17,17 +17,25 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from brook import limits
 from brook.jetstream import models, versioning
 from brook.jetstream.fields import get_field
 from brook.jetstream.store.base import MessageStore, StoredMessage
 from brook.jetstream.stream import Stream
 from brook.protocol import headers as hdrs
+from brook.routing.subscriber import Message
 
 MULTI_LAST_SUBJECTS_MAX = 1024
 BATCH_MAX = 1_000_000
+# A batch is read from the store and handed to the router in runs of at most this many
+# messages: one store call and one delivery call per run instead of per message (a Spark
+# task reads thousands per request), bounded so that a large batch is not all in memory.
+BATCH_RUN_MAX = 256
 
 Send = Callable[[bytes, bytes, bytes], None]
 """(reply subject, header block, payload) -> None"""
+SendRun = Callable[[bytes, list[Message]], None]
+"""(reply subject, messages as `Router.publish_run` takes them) -> None"""
 
 
 class BadDirectRequest(Exception):
@@ -47,14 +55,13 @@ def message_header(
     stream: str, msg: StoredMessage, extra: list[tuple[str, str]] | None = None
 ) -> bytes:
     """The stored header block with the direct-get headers appended at its end."""
-    lines = [
-        f"Nats-Stream: {stream}",
-        f"Nats-Subject: {msg.subject}",
-        f"Nats-Sequence: {msg.seq}",
-        f"Nats-Time-Stamp: {models.format_ts_ns(msg.ts_ns)}",
-    ]
-    lines += [f"{k}: {v}" for k, v in extra or ()]
-    appended = "".join(line + "\r\n" for line in lines).encode()
+    text = (
+        f"Nats-Stream: {stream}\r\nNats-Subject: {msg.subject}\r\n"
+        f"Nats-Sequence: {msg.seq}\r\nNats-Time-Stamp: {models.format_ts_ns(msg.ts_ns)}\r\n"
+    )
+    if extra:
+        text += "".join(f"{k}: {v}\r\n" for k, v in extra)
+    appended = text.encode()
     stored = msg.header
     if stored and stored.startswith(b"NATS/1.0") and stored.endswith(b"\r\n\r\n"):
         return stored[:-2] + appended + b"\r\n"
@@ -79,9 +86,10 @@ def _str(body: dict[str, Any], key: str) -> str:
 class DirectGet:
     """Answers direct-get requests for one stream."""
 
-    def __init__(self, stream: Stream, send: Send) -> None:
+    def __init__(self, stream: Stream, send: Send, send_run: SendRun) -> None:
         self.stream = stream
         self._send = send
+        self._send_run = send_run
 
     def handle(
         self, subject_tokens: list[str], reply: bytes | None, header: bytes | None, payload: bytes
@@ -159,29 +167,42 @@ class DirectGet:
     def _batch(self, reply: bytes, body: dict[str, Any]) -> None:
         store = self.stream.store
         batch = min(_int(body, "batch"), BATCH_MAX)
-        max_bytes = _int(body, "max_bytes")
+        # nats-server's default is its max_pending (Brook: the default one, not a configured one).
+        max_bytes = _int(body, "max_bytes") or limits.MAX_PENDING_BYTES
         flt = _str(body, "next_by_subj") or ">"
         seq = self._start_seq(max(_int(body, "seq"), 1), _str(body, "start_time"))
+        name = self.stream.name
         sent_bytes = 0
         last_sent = 0
         count = 0
-        msg = store.load_next(flt, seq)
-        # Counted once, then one less per message sent (as nats-server): counting the tail
-        # again for every message made a large batch quadratic.
-        pending = store.num_pending(flt, msg.seq + 1) if msg is not None else 0
+        pending = 0
+        full = False
         # nats-server 2.15 applies `up_to_seq` to multi_last only, not to plain batches.
-        while msg is not None and count < batch:
-            size = len(msg.data) + (len(msg.header) if msg.header else 0)
-            if max_bytes and count and sent_bytes + size > max_bytes:
+        while not full and count < batch:
+            msgs = store.load_batch(flt, seq, min(batch - count, BATCH_RUN_MAX))
+            if not msgs:
                 break
-            if count:
-                pending = max(pending - 1, 0)
-            extra = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
-            self._send(reply, message_header(self.stream.name, msg, extra), msg.data)
-            sent_bytes += size
-            last_sent = msg.seq
-            count += 1
-            msg = store.load_next(flt, msg.seq + 1)
+            if not count:
+                # Counted once, then one less per message sent (as nats-server): counting
+                # the tail again for every message made a large batch quadratic.
+                pending = store.num_pending(flt, msgs[0].seq + 1)
+            run: list[Message] = []
+            for msg in msgs:
+                if count:
+                    pending = max(pending - 1, 0)
+                extra = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
+                run.append((reply, None, message_header(name, msg, extra), msg.data))
+                last_sent = msg.seq
+                count += 1
+                # As nats-server: the message that reaches the limit is the last one sent,
+                # counted with its subject and stored header.
+                sent_bytes += len(msg.subject.encode()) + len(msg.header or b"") + len(msg.data)
+                if sent_bytes >= max_bytes:
+                    full = True
+                    break
+            if run:
+                self._send_run(reply, run)
+            seq = msgs[-1].seq + 1
         if not count:
             self._send(reply, status_header(404, "Message Not Found"), b"")
             return

@@ -65,6 +65,7 @@ from brook.routing.internal import InternalClient
 from brook.routing.router import Router
 from brook.routing.subject_index import SubjectIndex
 from brook.routing.sublist import Subscription
+from brook.routing.subscriber import Message
 
 log = logging.getLogger("brook.jetstream")
 
@@ -492,7 +493,7 @@ class JetStream(EngineLimits, OriginLinks):
         """Answer direct gets for the stream `name` from `stream` (itself, or the origin
         of a mirror with `mirror_direct`), in nats-server's queue group: each request is
         answered by one of the streams that serve that name."""
-        direct = DirectGet(stream, self._send_message)
+        direct = DirectGet(stream, self._send_message, self._send_run)
         prefix = f"$JS.API.DIRECT.GET.{name}"
         skip = len(prefix) + 1
 
@@ -532,6 +533,9 @@ class JetStream(EngineLimits, OriginLinks):
 
     def _send_message(self, reply: bytes, header: bytes, payload: bytes) -> None:
         self.internal.publish(reply, payload, header=header)
+
+    def _send_run(self, reply: bytes, messages: list[Message]) -> None:
+        self.internal.router.publish_run(self.internal, reply, messages)
 
     # ------------------------------------------------------------------ persistence
 

@@ -7,6 +7,7 @@ dropped, as Go formats `time.Time` with RFC3339Nano; the zero time is
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -16,11 +17,17 @@ from brook.jetstream.store.base import StreamState
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
+@functools.lru_cache(maxsize=64)
+def _second(seconds: int) -> str:
+    """A second's RFC 3339 text: the messages of a batch are mostly stored in few seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
 def format_ts_ns(ts_ns: int) -> str:
     if ts_ns <= 0:
         return ZERO_TIME
     seconds, nanos = divmod(ts_ns, 1_000_000_000)
-    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    base = _second(seconds)
     if nanos:
         return f"{base}.{nanos:09d}".rstrip("0") + "Z"
     return base + "Z"
