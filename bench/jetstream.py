@@ -98,13 +98,13 @@ def main() -> None:
         f"{args.messages} acknowledged publishes of {args.size} bytes, "
         f"{args.publishers} publishers, window {args.window}\n"
     )
-    print(f"{'storage':10} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
+    print(f"{'storage':18} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
     for storage in ("file", "memory"):
         with nats_server(jetstream=True) as port:
             ref = run(port, args.messages, args.size, args.publishers, args.window, storage)
         with brook_server(jetstream=True) as port:
             ours = run(port, args.messages, args.size, args.publishers, args.window, storage)
-        print(f"{storage:10} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
+        print(f"{storage:18} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
     with tempfile.TemporaryDirectory(prefix="nats-bench-") as tmp:
         conf = Path(tmp) / "sync-always.conf"
         conf.write_text("jetstream { sync_interval: always }\n")
@@ -113,7 +113,7 @@ def main() -> None:
     with brook_server(jetstream=True) as port:
         ours = run(port, args.sync_messages, args.size, args.publishers, args.window, "file")
     label = "file, sync always"
-    print(f"{label:10} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
+    print(f"{label:18} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
 
 
 if __name__ == "__main__":
