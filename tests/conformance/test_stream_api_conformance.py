@@ -18,6 +18,7 @@ import nats
 import pytest
 
 import brook
+from tests.support.leafnodes import brook_server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -561,3 +562,21 @@ async def test_stream_api_matches_nats_server(
     actual = await run_scenario(brook_url, steps)
     for i, (step, want, got) in enumerate(zip(steps, expected, actual, strict=True)):
         assert got == want, f"step {i} {step[:2]}"
+
+
+async def test_direct_get_batch_stops_at_configured_max_pending(tmp_path: Path) -> None:
+    """A batch without `max_bytes` stops at the message that reaches the server's
+    configured `max_pending`, nats-server's default. Brook only: nats-server then most
+    often closes the requester as a slow consumer, as the batch fills the same bound."""
+    steps = [
+        api("$JS.API.STREAM.CREATE.MP", {"name": "MP", "subjects": ["mp"], "allow_direct": True}),
+        *(pub("mp", b"%04d" % i + b"x" * 4996) for i in range(40)),
+        direct("$JS.API.DIRECT.GET.MP", {"seq": 1, "batch": 40}),
+    ]
+    conf = f'max_pending: 100000\nmax_payload: 8000\njetstream {{ store_dir: "{tmp_path}" }}\n'
+    async with brook_server(conf) as server:
+        replies = (await run_scenario(server.url, steps))[-1]
+    # 20 messages of 5,002 bytes (subject and payload) reach 100,000
+    *messages, (end, _) = replies
+    assert [data[:4] for _, data in messages] == [b"%04d" % i for i in range(20)]
+    assert (end["Status"], end["Nats-Num-Pending"]) == ("204", "20")

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from brook import limits
 from brook.jetstream import models, versioning
 from brook.jetstream.fields import get_field
 from brook.jetstream.store.base import MessageStore, StoredMessage
@@ -86,8 +85,11 @@ def _str(body: dict[str, Any], key: str) -> str:
 class DirectGet:
     """Answers direct-get requests for one stream."""
 
-    def __init__(self, stream: Stream, send: Send, send_run: SendRun) -> None:
+    def __init__(
+        self, stream: Stream, send: Send, send_run: SendRun, default_max_bytes: int
+    ) -> None:
         self.stream = stream
+        self._default_max_bytes = default_max_bytes  # a batch without `max_bytes`
         self._send = send
         self._send_run = send_run
 
@@ -167,8 +169,7 @@ class DirectGet:
     def _batch(self, reply: bytes, body: dict[str, Any]) -> None:
         store = self.stream.store
         batch = min(_int(body, "batch"), BATCH_MAX)
-        # nats-server's default is its max_pending (Brook: the default one, not a configured one).
-        max_bytes = _int(body, "max_bytes") or limits.MAX_PENDING_BYTES
+        max_bytes = _int(body, "max_bytes") or self._default_max_bytes
         flt = _str(body, "next_by_subj") or ">"
         seq = self._start_seq(max(_int(body, "seq"), 1), _str(body, "start_time"))
         name = self.stream.name

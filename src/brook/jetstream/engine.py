@@ -109,14 +109,18 @@ class JetStream(EngineLimits, OriginLinks):
         space: StoreSpace | None = None,
         executor: Executor | None = None,
         domain: str = "",
+        direct_max_bytes: int = limits.MAX_PENDING_BYTES,
     ) -> None:
         """`batch_limits`, `commit_backlog`, `space` and `executor` (the threads that sync
         stores and write consumer state) are server-wide, shared by the engines of
         several accounts (each its own `store_dir`), so that threads do not grow with
         the accounts; by default its own.
-        `domain`: the JetStream domain its PubAcks and infos name ("": none)."""
+        `domain`: the JetStream domain its PubAcks and infos name ("": none).
+        `direct_max_bytes`: where a direct-get batch without `max_bytes` stops (nats-server:
+        its `max_pending`, which a reload cannot change)."""
         self.router = router
         self.domain = domain
+        self.direct_max_bytes = direct_max_bytes
         self.internal = InternalClient(router, "jetstream")
         # Acks are published about once each, hundreds to a read: routed by prefix, in runs.
         router.sublist.add_exclusive_prefix(ACK_PREFIX.encode(), ACK_ROUTE_TOKENS)
@@ -493,7 +497,7 @@ class JetStream(EngineLimits, OriginLinks):
         """Answer direct gets for the stream `name` from `stream` (itself, or the origin
         of a mirror with `mirror_direct`), in nats-server's queue group: each request is
         answered by one of the streams that serve that name."""
-        direct = DirectGet(stream, self._send_message, self._send_run)
+        direct = DirectGet(stream, self._send_message, self._send_run, self.direct_max_bytes)
         prefix = f"$JS.API.DIRECT.GET.{name}"
         skip = len(prefix) + 1
 

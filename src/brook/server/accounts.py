@@ -149,6 +149,7 @@ class Account:
             space=space,
             executor=executor,
             domain=js_settings.domain,
+            direct_max_bytes=settings.max_pending_bytes,
         )
         await js.start()
         api = ApiDispatcher(js.internal, api_level=limits.JETSTREAM_API_LEVEL)
