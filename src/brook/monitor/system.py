@@ -37,41 +37,43 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from brook import limits
 from brook.config.settings import ConfigError
 from brook.monitor.accountz import build_account_info, build_accountz
 from brook.monitor.accstatz import account_stat, build_accstatz
 from brook.monitor.closed import closed_state
-from brook.monitor.clusterz import build_gatewayz, build_routez
 from brook.monitor.connz import HttpError, build_connz
 from brook.monitor.durations import rfc3339_nano, seconds_to_ns
 from brook.monitor.healthz import build_healthz
 from brook.monitor.jsz import JszOptions, build_jsz, build_jsz_account, jetstream_config
-from brook.monitor.leafz import build_leafz
 from brook.monitor.nsubs import count_subscribers, debug_request, nsubs_request
 from brook.monitor.params import BadParameter, NotHere
 from brook.monitor.subsz import SubszOptions, build_subsz
+from brook.monitor.system_requests import (
+    JSZ_NAMES,
+    AccountFeed,
+    EventFilter,
+    Failed,
+    connz_query,
+    decode,
+    gatewayz,
+    healthz_query,
+    leafz,
+    raftz,
+    read_options,
+    routez,
+    text_option,
+)
 from brook.monitor.varz import CpuSampler, build_varz, rss_bytes
 from brook.nuid import random_id
 from brook.routing.imports import REQUEST_INFO
 from brook.routing.internal import InternalClient, MessageHandler
 from brook.server.statistics import (
-    AccountSnapshot,
-    ClosedConnection,
     ConnectionSnapshot,
-    JetStreamAccountReport,
-    JetStreamAssets,
-    LeafSnapshot,
     ServerFeed,
-    ServerStatistics,
-    StatisticsFeed,
-    SublistSnapshot,
-    SubscriptionSnapshot,
     SystemBus,
-    UserSnapshot,
 )
 
 __all__ = ["STATSZ_FIRST_S", "STATSZ_INTERVAL_S", "Schedule", "SystemServices", "Timer"]
@@ -90,8 +92,6 @@ CONNECT_TYPE = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_TYPE = "io.nats.server.advisory.v1.client_disconnect"
 FLAG_JETSTREAM = 1  # nats-server's ServerCapability JetStreamEnabled
 
-T = TypeVar("T")
-
 
 class Timer(Protocol):
     def cancel(self) -> None: ...
@@ -101,199 +101,6 @@ class Schedule(Protocol):
     """`loop.call_later`'s shape: run `callback` after `delay_s`."""
 
     def __call__(self, delay_s: float, callback: Callable[[], None]) -> Timer: ...
-
-
-class Failed(Exception):
-    """A request nats-server answers with `{"code", "description"}` in its envelope."""
-
-    def __init__(self, code: int, description: str) -> None:
-        super().__init__(description)
-        self.code = code
-        self.description = description
-
-
-def _decode(payload: bytes) -> dict[str, Any]:
-    """A request's options: none for an empty body, else a JSON object (Go's error text
-    for the commonest mistake, a body that is not JSON at all)."""
-    text = payload.decode("utf-8", "replace").strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        if text[0] not in '{["-0123456789tfn':
-            error = f"invalid character {text[0]!r} looking for beginning of value"
-            raise Failed(400, error) from None
-        raise Failed(400, "unexpected end of JSON input") from None
-    if not isinstance(value, dict):
-        kind = {list: "array", str: "string", bool: "bool"}.get(type(value), "number")
-        raise Failed(400, f"json: cannot unmarshal {kind} into Go value of type struct")
-    return value
-
-
-def _options(cls: type[T], body: dict[str, Any], names: dict[str, str]) -> T:
-    """A dataclass of options from nats-server's JSON names (`names`: field -> JSON key)."""
-    values: dict[str, Any] = {}
-    for field in fields(cls):  # type: ignore[arg-type]
-        key = names.get(field.name, field.name)
-        if key in body:
-            value = body[key]
-            expected = type(field.default)
-            whole = expected is int and type(value) is float and value.is_integer()
-            if type(value) is not expected and not whole:
-                raise Failed(400, f"json: cannot unmarshal into Go struct field .{key}")
-            values[field.name] = int(value) if whole else value
-    return cls(**values)
-
-
-_JSZ_NAMES = {"consumers": "consumer", "direct_consumers": "direct_consumer"}
-
-
-def _text(body: dict[str, Any], key: str) -> str:
-    value = body.get(key, "")
-    if not isinstance(value, str):
-        raise Failed(400, f"json: cannot unmarshal into Go struct field .{key} of type string")
-    return value
-
-
-def _connz_query(body: dict[str, Any]) -> dict[str, list[str]]:
-    """nats-server's `ConnzOptions` JSON as the `/connz` query `build_connz` reads."""
-    query: dict[str, list[str]] = {}
-    for key in ("sort", "offset", "limit", "cid", "auth", "user", "acc"):
-        if key in body and body[key] not in ("", None):
-            query[key] = [str(body[key])]
-    # nats-server's `ConnState`: 0 open, 1 closed, 2 all
-    state = body.get("state")
-    if isinstance(state, int) and not isinstance(state, bool) and state in (1, 2):
-        query["state"] = ["closed" if state == 1 else "all"]
-    if body.get("subscriptions_detail"):
-        query["subs"] = ["detail"]
-    elif body.get("subscriptions"):
-        query["subs"] = ["true"]
-    return query
-
-
-def _healthz_query(body: dict[str, Any]) -> dict[str, list[str]]:
-    """nats-server's `HealthzOptions` JSON as the `/healthz` query."""
-    query: dict[str, list[str]] = {}
-    for key, value in body.items():
-        if isinstance(value, bool):
-            query[key] = ["true" if value else "false"]
-        elif isinstance(value, str) and value:
-            query[key] = [value]
-    return query
-
-
-class _AccountFeed:
-    """A feed that shows one account's connections and subscriptions only."""
-
-    def __init__(self, feed: StatisticsFeed, account: str) -> None:
-        self._feed = feed
-        self.account = account
-        self.settings = feed.settings
-        self.server_id = feed.server_id
-
-    def statistics(self) -> ServerStatistics:
-        return self._feed.statistics()
-
-    def connections(self) -> list[ConnectionSnapshot]:
-        return [c for c in self._feed.connections() if c.account == self.account]
-
-    def subscriptions(self, cid: int) -> list[SubscriptionSnapshot]:
-        return self._feed.subscriptions(cid)
-
-    def leaf_connections(self) -> list[LeafSnapshot]:
-        return [c for c in self._feed.leaf_connections() if c.account == self.account]
-
-    def closed_connections(self) -> list[ClosedConnection]:
-        return [c for c in self._feed.closed_connections() if c.connection.account == self.account]
-
-    def jetstream_assets(self) -> list[JetStreamAssets] | None:
-        return self._feed.jetstream_assets()
-
-    def jetstream_accounts(
-        self, *, streams: bool = False, consumers: bool = False, config: bool = False
-    ) -> list[JetStreamAccountReport] | None:
-        return self._feed.jetstream_accounts(streams=streams, consumers=consumers, config=config)
-
-    def requester(self, account: str, reply: bytes) -> UserSnapshot | None:
-        return self._feed.requester(account, reply)
-
-    def account_snapshots(self) -> list[AccountSnapshot]:
-        return self._feed.account_snapshots()
-
-    def sublists(self, account: str = "", *, details: bool = False) -> list[SublistSnapshot]:
-        return self._feed.sublists(self.account, details=details)
-
-
-@dataclass(slots=True)
-class _LeafzOptions:
-    subscriptions: bool = False
-    account: str = ""
-
-
-@dataclass(slots=True)
-class _RoutezOptions:
-    subscriptions: bool = False
-    subscriptions_detail: bool = False
-
-
-@dataclass(slots=True)
-class _GatewayzOptions:
-    name: str = ""
-    accounts: bool = False
-    account_name: str = ""
-    subscriptions: bool = False
-
-
-@dataclass(slots=True)
-class _RaftzOptions:
-    account: str = ""
-    group: str = ""
-
-
-def _leafz(feed: StatisticsFeed, body: dict[str, Any], account: str | None) -> dict[str, Any]:
-    """`/leafz` from nats-server's `LeafzOptions`; the account form's account replaces
-    the body's."""
-    options = _options(_LeafzOptions, body, {})
-    account = options.account if account is None else account
-    return build_leafz(feed, subs=options.subscriptions, account=account)
-
-
-def _routez(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
-    _options(_RoutezOptions, body, {})  # read and refused as nats-server's; none to apply
-    return build_routez(feed, {})
-
-
-def _gatewayz(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
-    _options(_GatewayzOptions, body, {})
-    return build_gatewayz(feed, {})
-
-
-def _raftz(feed: StatisticsFeed, body: dict[str, Any]) -> dict[str, Any]:
-    """nats-server's `Raftz` of a server without Raft groups, as Brook always is."""
-    _options(_RaftzOptions, body, {})
-    return {}
-
-
-@dataclass(slots=True)
-class _Filter:
-    """nats-server's `EventFilterOptions`: which servers a request is for."""
-
-    server_name: str = ""
-    cluster: str = ""
-    host: str = ""
-    exact_match: bool = False
-    domain: str = ""
-
-    def excludes(self, name: str, host: str, tags: object, domain: str) -> bool:
-        mine = {"server_name": name, "host": host, "cluster": ""}
-        for key, value in mine.items():
-            wanted = getattr(self, key)
-            if wanted and (wanted != value if self.exact_match else wanted not in value):
-                return True
-        # Brook has no tags; the domain is matched exactly, as in nats-server.
-        return bool(tags) or bool(self.domain and self.domain != domain)
 
 
 class SystemServices:
@@ -472,7 +279,7 @@ class SystemServices:
 
     def _excluded(self, body: dict[str, Any]) -> bool:
         """The request's filter leaves this server out."""
-        filter_ = _options(_Filter, body, {})
+        filter_ = read_options(EventFilter, body, {})
         return filter_.excludes(self.name, self.host, body.get("tags"), self.domain)
 
     def _send(
@@ -492,7 +299,7 @@ class SystemServices:
             return
         response: dict[str, Any] = {}
         try:
-            body = _decode(payload)
+            body = decode(payload)
             if self._excluded(body):
                 return
             data = build(body)
@@ -513,7 +320,7 @@ class SystemServices:
         """nats-server's `statszReq`: no envelope but `{"server", "statsz"}`; without a
         reply, on the broadcast subject."""
         try:
-            body = _decode(payload)
+            body = decode(payload)
         except Failed as exc:
             if reply:
                 error = {"code": exc.code, "description": exc.description}
@@ -594,17 +401,17 @@ class SystemServices:
     def _documents(self) -> dict[str, Callable[[Any, dict[str, Any]], Any]]:
         return {
             "VARZ": lambda feed, body: self._varz(),
-            "CONNZ": lambda feed, body: build_connz(feed, _connz_query(body)),
+            "CONNZ": lambda feed, body: build_connz(feed, connz_query(body)),
             "SUBSZ": lambda feed, body: build_subsz(
-                feed, _options(SubszOptions, body, {"subscriptions": "subscriptions"})
+                feed, read_options(SubszOptions, body, {"subscriptions": "subscriptions"})
             ),
-            "JSZ": lambda feed, body: build_jsz(feed, _options(JszOptions, body, _JSZ_NAMES)),
+            "JSZ": lambda feed, body: build_jsz(feed, read_options(JszOptions, body, JSZ_NAMES)),
             "HEALTHZ": lambda feed, body: self._healthz(body),
-            "ACCOUNTZ": lambda feed, body: build_accountz(feed, _text(body, "account")),
-            "LEAFZ": lambda feed, body: _leafz(feed, body, None),
-            "ROUTEZ": _routez,
-            "GATEWAYZ": _gatewayz,
-            "RAFTZ": _raftz,
+            "ACCOUNTZ": lambda feed, body: build_accountz(feed, text_option(body, "account")),
+            "LEAFZ": lambda feed, body: leafz(feed, body, None),
+            "ROUTEZ": routez,
+            "GATEWAYZ": gatewayz,
+            "RAFTZ": raftz,
         }
 
     def _account_handler(self, name: str, account: str | None = None) -> MessageHandler:
@@ -616,18 +423,18 @@ class SystemServices:
             subject: bytes, reply: bytes | None, header: bytes | None, payload: bytes
         ) -> None:
             target = account or subject.decode().split(".")[3]
-            feed = _AccountFeed(self.feed, target)
+            feed = AccountFeed(self.feed, target)
             if name == "CONNS":
                 return self._conns(target, reply)
             builders: dict[str, Callable[[dict[str, Any]], Any]] = {
                 "SUBSZ": lambda body: build_subsz(
                     feed,
-                    _options(SubszOptions, {**body, "subscriptions": True}, {}),
+                    read_options(SubszOptions, {**body, "subscriptions": True}, {}),
                 ),
-                "CONNZ": lambda body: build_connz(feed, _connz_query(body)),
-                "LEAFZ": lambda body: _leafz(self.feed, body, target),
+                "CONNZ": lambda body: build_connz(feed, connz_query(body)),
+                "LEAFZ": lambda body: leafz(self.feed, body, target),
                 "JSZ": lambda body: build_jsz_account(
-                    self.feed, _options(JszOptions, {**body, "account": target}, _JSZ_NAMES)
+                    self.feed, read_options(JszOptions, {**body, "account": target}, JSZ_NAMES)
                 ),
                 "STATZ": lambda body: self._accounts_statz([target], body),
                 "INFO": lambda body: build_account_info(self.feed, target),
@@ -771,7 +578,7 @@ class SystemServices:
         )
 
     def _healthz(self, body: dict[str, Any]) -> dict[str, Any]:
-        code, doc = build_healthz(self.feed.jetstream_assets(), _healthz_query(body))
+        code, doc = build_healthz(self.feed.jetstream_assets(), healthz_query(body))
         status = {"status": doc.pop("status"), "status_code": code}
         return status | doc
 
