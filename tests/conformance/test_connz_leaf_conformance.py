@@ -67,6 +67,12 @@ async def documents(hub: tuple[str, int], spoke: tuple[str, int]) -> dict[str, A
     """With the spoke's client subscribed to `connz.leaf` and a queue subscriber on
     `connz.q` (and the hub seeing both), 3 messages of 5 bytes sent from the hub's side:
     each side's `/connz` in the forms that show leafs, and `$SYS.REQ.SERVER.PING.CONNZ`."""
+    # The leaf first, then the spoke's client, so that `?offset=1` skips the same entry on
+    # both runs (a TLS leaf may still be dialling when the servers are up).
+    for _ in range(200):
+        if (await get(spoke[1], "/leafz"))["leafs"]:
+            break
+        await asyncio.sleep(0.05)
     edge = await nats.connect(spoke[0], user="app", password="app")
     sub = await edge.subscribe("connz.leaf")
     await edge.subscribe("connz.q", queue="workers")
