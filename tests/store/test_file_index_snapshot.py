@@ -48,6 +48,7 @@ def shape(index: Index) -> object:
     }
     segments = [
         (
+            index.warm(seg),  # packed segments unpacked (ADR 0054), each as it is read
             seg.name, seg.base, seg.size, seg.live, list(seg.offs),
             [n if off != 0xFFFFFFFF else None for n, off in zip(seg.lens, seg.offs, strict=True)],
             list(seg.tss), [subjects.names[sid] if off != 0xFFFFFFFF else None

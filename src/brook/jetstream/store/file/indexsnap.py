@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brook.jetstream.store.file.index import Index, accounted
+from brook.jetstream.store.file.packing import unpack
 from brook.jetstream.store.file.segment import DEAD, Segment
 from brook.jetstream.store.file.subjects import SubjectSeqs
 
@@ -104,10 +105,12 @@ def capture(index: Index) -> Capture:
             raise OSError(f"{seg.path} is shorter than its indexed {seg.size} bytes")
         st = os.fstat(seg.fd)
         mark = _SEG.pack(
-            seg.name, seg.base, seg.size, seg.live, len(seg.offs), len(seg.ext),
+            seg.name, seg.base, seg.size, seg.live, seg.end_seq() - seg.base, len(seg.ext),
             st.st_mtime_ns, st.st_ino, crc,
         )  # fmt: skip
-        columns = (seg.offs, seg.lens, seg.tss, seg.sids, seg.ext)
+        packed = seg.packed
+        cols = (seg.offs, seg.lens, seg.tss, seg.sids) if packed is None else unpack(packed)
+        columns = (*cols, seg.ext)
         segments += [mark, *(column.tobytes() for column in columns)]
     subjects = index.subjects
     multi = [

@@ -151,6 +151,7 @@ def recent_headed(index: Index, since_ns: int, most: int) -> list[int]:
     for seg in reversed(index.segments):
         if left <= 0:
             break
+        index.warm(seg)
         offs, lens, base = seg.offs, seg.lens, seg.base
         k = bisect_left(seg.tss, since_ns)
         live = len(offs) - k - offs[k:].count(DEAD)

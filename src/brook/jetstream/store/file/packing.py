@@ -1,0 +1,68 @@
+"""A sealed segment's slot columns packed while nobody reads them (ADR 0054).
+
+The columns cost 20 bytes per stored message (`segment.py`); kept for every segment they
+were most of the memory a large stream holds (26.7 MB per 1M messages at 10M, where
+nats-server holds about 2 MB, loading its blocks' indexes lazily). A packed segment keeps
+them in about 3.5 bytes per message, losslessly and without I/O: each column's bytes are
+*shuffled* (all first bytes of its entries, then all second bytes, ...; slicing with a
+step, so it runs in C) and the four are compressed with zlib at level 1. Shuffled, the
+high bytes of offsets, timestamps and subject ids, which change slowly along a segment,
+become long runs. Unpacking restores the exact arrays (about 65 ms for 800k slots here).
+
+Kept in memory rather than reloaded from the log: reloading means scanning the segment
+(seconds for 64 MB in Python) and remapping subject ids, and the packed form is what the
+index snapshot stores for such a segment, so a restart does not unpack it either.
+"""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+
+_CODES = ("I", "I", "q", "I")  # offs, lens, tss, sids (`Segment`'s column types)
+_LEVEL = 1  # about as small as level 6 here, and 3-5 times faster
+
+
+class Packed:
+    """Four slot columns of `slots` entries, shuffled and compressed (`pack`)."""
+
+    __slots__ = ("data", "slots")
+
+    def __init__(self, slots: int, data: bytes) -> None:
+        self.slots = slots
+        self.data = data
+
+
+def _shuffled(raw: bytes, width: int) -> bytes:
+    return b"".join([raw[i::width] for i in range(width)])
+
+
+def _unshuffled(raw: memoryview, width: int) -> bytearray:
+    out = bytearray(len(raw))
+    step = len(raw) // width
+    for i in range(width):
+        out[i::width] = raw[i * step : (i + 1) * step]
+    return out
+
+
+def pack(columns: tuple[array[int], array[int], array[int], array[int]]) -> Packed:
+    """`columns` (offs, lens, tss, sids, of equal length) packed."""
+    slots = len(columns[0])
+    parts = [_shuffled(column.tobytes(), column.itemsize) for column in columns]
+    return Packed(slots, zlib.compress(b"".join(parts), _LEVEL))
+
+
+def unpack(packed: Packed) -> tuple[array[int], array[int], array[int], array[int]]:
+    """The columns `pack` was given, equal to them."""
+    raw = memoryview(zlib.decompress(packed.data))
+    out: list[array[int]] = []
+    pos = 0
+    for code in _CODES:
+        column = array(code)
+        size = packed.slots * column.itemsize
+        column.frombytes(_unshuffled(raw[pos : pos + size], column.itemsize))
+        pos += size
+        out.append(column)
+    if pos != len(raw):
+        raise ValueError(f"packed columns hold {len(raw)} bytes, not {pos}")
+    return out[0], out[1], out[2], out[3]
