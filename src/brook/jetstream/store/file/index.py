@@ -11,7 +11,8 @@ Invariants (checked by tests through the public API):
 * `messages`/`bytes` are the live slots' count and accounted size;
 * a sequence belongs to the segment with the greatest name <= it, at slot `seq - base`;
 * every subject's sequence list holds exactly its live sequences;
-* the last segment is never packed, nor more than `hot_max` others unpacked (ADR 0054).
+* once open, the last segment is never packed, nor more than `hot_max` others unpacked
+  (ADR 0054).
 
 Packed segments: a sealed segment's columns are packed (`packing.py`) once `hot_max`
 sealed segments newer in use are unpacked, and unpacked when something reads or changes
@@ -80,14 +81,13 @@ class Index:
     # ------------------------------------------------------------------ segments
 
     def add_segment(self, seg: Segment) -> None:
-        """Append `seg` as the last segment (unpacked); the one before it is sealed now."""
+        """Append `seg` as the last segment; the one before it is sealed now. `seg` is
+        new, or opened (replay `warm`s it before adding to it)."""
         assert not self.names or seg.name > self.names[-1], "segment names must increase"
-        if seg.packed is not None:
-            self._unpack(seg)
         sealed = self.segments[-1] if self.segments else None
         self.segments.append(seg)
         self.names.append(seg.name)
-        if sealed is not None:
+        if sealed is not None and sealed.packed is None:
             self._hot[sealed] = None
             self._shed(seg)
 
@@ -101,8 +101,9 @@ class Index:
         """Unpack `seg`'s columns if they are packed (see the module docstring)."""
         if seg.packed is not None:
             self._unpack(seg)
-            self._hot[seg] = None
-            self._shed(seg)
+            if seg is not self.segments[-1]:
+                self._hot[seg] = None
+                self._shed(seg)
 
     def packed_segments(self) -> int:
         return sum(seg.packed is not None for seg in self.segments)

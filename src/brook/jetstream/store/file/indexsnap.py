@@ -25,18 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brook.jetstream.store.file.index import Index, accounted
-from brook.jetstream.store.file.packing import unpack
+from brook.jetstream.store.file.packing import Packed, pack_bytes, unpack
 from brook.jetstream.store.file.segment import DEAD, Segment
 from brook.jetstream.store.file.subjects import SubjectSeqs
 
 SNAPSHOT = "index.snap"
 SNAPSHOT_TMP = "index.snap.tmp"
 MAGIC = b"BRKIDXS\n"
-VERSION = 2
+VERSION = 3  # 3: columns packed (ADR 0054)
 
 _HEAD = struct.Struct("<8sIQQqQQI")  # magic, version, first, last, last_ts, messages, bytes, nsegs
-# name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field
-_SEG = struct.Struct("<QQQQQQqQI")
+# name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field, packed bytes
+_SEG = struct.Struct("<QQQQQQqQIQ")
+_MARK = struct.Struct(_SEG.format[:-1])  # `_SEG` less its last field
+_PACKED = struct.Struct("<Q")
 _SUBJ = struct.Struct("<II")  # names, multi entries
 _MULTI = struct.Struct("<IQQQ")  # sid, one, head, n seqs (0: single still)
 _CRC = struct.Struct("<I")
@@ -68,7 +70,9 @@ class Capture:
     (bytes, strings), so a worker thread encodes it while the store goes on."""
 
     head: bytes
-    segments: list[bytes]  # per segment its mark, then its columns' bytes
+    # Per segment its mark (less the packed length), and its columns: packed already, or
+    # their bytes to pack; then its `ext` bytes.
+    segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]]
     names: list[str | None]  # the subject table's names by id (a copy of the list)
     single: bytes
     multi: list[tuple[int, int, int, bytes | None]]  # sid, one, head, sequences
@@ -78,7 +82,11 @@ class Capture:
         names = [
             (n.encode("utf-8", "surrogateescape") if n is not None else None) for n in self.names
         ]
-        out = [self.head, *self.segments, _SUBJ.pack(len(names), len(self.multi))]
+        out = [self.head]
+        for mark, columns, ext in self.segments:
+            packed = columns if isinstance(columns, Packed) else pack_bytes(columns)
+            out += [mark, _PACKED.pack(len(packed.data)), packed.data, ext]
+        out.append(_SUBJ.pack(len(names), len(self.multi)))
         out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
         out.append(b"".join([n for n in names if n is not None]))
         out.append(self.single)
@@ -98,20 +106,20 @@ def capture(index: Index) -> Capture:
         MAGIC, VERSION, index.first, index.last, index.last_ts, index.messages, index.bytes,
         len(index.segments),
     )  # fmt: skip
-    segments: list[bytes] = []
+    segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]] = []
     for seg in index.segments:
         crc = _last_crc(seg, seg.size)
         if crc is None:
             raise OSError(f"{seg.path} is shorter than its indexed {seg.size} bytes")
         st = os.fstat(seg.fd)
-        mark = _SEG.pack(
+        mark = _MARK.pack(
             seg.name, seg.base, seg.size, seg.live, seg.end_seq() - seg.base, len(seg.ext),
             st.st_mtime_ns, st.st_ino, crc,
         )  # fmt: skip
-        packed = seg.packed
-        cols = (seg.offs, seg.lens, seg.tss, seg.sids) if packed is None else unpack(packed)
-        columns = (*cols, seg.ext)
-        segments += [mark, *(column.tobytes() for column in columns)]
+        columns: Packed | tuple[bytes, ...] = seg.packed or tuple(
+            column.tobytes() for column in (seg.offs, seg.lens, seg.tss, seg.sids)
+        )
+        segments.append((mark, columns, seg.ext.tobytes()))
     subjects = index.subjects
     multi = [
         (sid, e._one, e._head, None if e._seqs is None else e._seqs.tobytes())
@@ -175,7 +183,7 @@ def load(directory: Path, index: Index, segments: list[Segment]) -> list[int]:
         return _load(raw, index, segments)
     except (SnapshotMismatch, struct.error, ValueError, IndexError, UnicodeError) as exc:
         for seg in segments:  # back to freshly opened, for the full replay
-            seg.base, seg.live = seg.name, 0
+            seg.base, seg.live, seg.packed = seg.name, 0, None
             seg.offs, seg.lens, seg.tss = array("I"), array("I"), array("q")
             seg.sids, seg.ext = array("I"), array("Q")
         index.subjects.clear()
@@ -206,13 +214,15 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     pos = _HEAD.size
     by_name = {seg.name: i for i, seg in enumerate(segments)}
     covered = [0] * len(segments)
-    gone: list[tuple[int, int, int]] = []  # deleted segments' base, columns, slots
+    gone: list[tuple[int, Packed]] = []  # deleted segments' base and columns
     seen = 0  # log segments covered so far: they must be the log's first ones, in order
     last_name = -1
     for _ in range(nsegs):
-        name, base, size, live, slots, ext, mtime, inode, crc = _SEG.unpack_from(raw, pos)
+        name, base, size, live, slots, ext, mtime, inode, crc, n = _SEG.unpack_from(raw, pos)
         pos += _SEG.size
-        end = pos + 20 * slots + 8 * ext  # offs, lens, sids (u32), tss (i64); ext (u64)
+        packed = Packed(slots, bytes(view[pos : pos + n]))
+        pos += n
+        end = pos + 8 * ext
         last_name = name
         i = by_name.get(name)
         if i is None:
@@ -220,7 +230,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
             # in it is live and the records saying so are durable, so its messages go
             # (as a full replay never sees them). Not before the subjects are loaded.
             if live:
-                gone.append((base, pos, slots))
+                gone.append((base, packed))
             pos = end
             continue
         if i != seen:
@@ -229,11 +239,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         seg = segments[i]
         _check_mark(seg, size, mtime, inode, crc)
         seg.base, seg.live = base, live
-        for column, width in (("offs", 4), ("lens", 4), ("tss", 8), ("sids", 4)):
-            current = getattr(seg, column)
-            stop = pos + width * slots
-            setattr(seg, column, _arr(current.typecode, view[pos:stop]))
-            pos = stop
+        seg.packed = packed  # `Index.add_segment` unpacks the last one
         seg.ext = _arr("Q", view[pos:end])
         pos = end
         covered[i] = size
@@ -271,18 +277,16 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         raise SnapshotMismatch("trailing bytes")
     index.first, index.last, index.last_ts = first, last, last_ts
     index.messages, index.bytes = messages, nbytes
-    for base, at, slots in gone:
-        _forget(index, base, view[at:], slots)
+    for base, packed in gone:
+        _forget(index, base, packed)
     return covered
 
 
-def _forget(index: Index, base: int, columns: memoryview, slots: int) -> None:
-    """Take the live messages of a deleted segment (its columns at `columns`) out of
+def _forget(index: Index, base: int, packed: Packed) -> None:
+    """Take the live messages of a deleted segment (its columns `packed`) out of
     `index`'s subjects and counters; `first` is set right once the log's segments are
     in the index (`Index.advance_first`, after the replay)."""
-    offs = _arr("I", columns[: 4 * slots])
-    lens = _arr("I", columns[4 * slots : 8 * slots])
-    sids = _arr("I", columns[16 * slots : 20 * slots])
+    offs, lens, _tss, sids = unpack(packed)
     for k, off in enumerate(offs):
         if off != DEAD:
             index.subjects.remove(sids[k], base + k)

@@ -148,7 +148,8 @@ class Segment:
     def next_seq(self) -> int:
         """The sequence this segment's next message record must have: messages in a
         segment are consecutive, and the first is its name (storage-format.md 6.1)."""
-        return self.end_seq() if len(self.offs) else self.name
+        end = self.end_seq()
+        return end if end > self.base else self.name
 
     def slot(self, seq: int) -> int:
         """The slot of `seq` if it is live in this segment, else -1."""

@@ -222,6 +222,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             self._roll()
         else:
             self._active = active = index.segments[-1]
+            index.warm(active)  # loaded packed from a snapshot: appends go to it
             if active.next_seq() != index.last + 1:
                 # Message slots are consecutive within a segment; and when a torn record
                 # kept its sequence (7.6), the new segment's name records it durably.
