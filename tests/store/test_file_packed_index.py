@@ -1,0 +1,93 @@
+"""Packed index columns (ADR 0054) on real files: a file store keeps the columns of at
+most `index_hot_segments` sealed segments unpacked, packs the others, unpacks one when a
+read or a removal reaches it, and a restart from the index snapshot leaves the sealed
+segments packed. (The model test's "packed" store checks every answer against a model
+with segments of a few messages.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from brook.jetstream.store.file import FileStore
+
+T0 = 1_700_000_000_000_000_000
+N = 400
+
+
+def unpacked_sealed(s: FileStore) -> int:
+    stats = s.statistics()
+    return int(stats["segments"]) - 1 - int(stats["index_packed_segments"])
+
+
+def test_sealed_segments_beyond_the_bound_are_packed_and_read_back(tmp_path: Path) -> None:
+    s = FileStore(tmp_path / "s", segment_bytes_max=2048, index_hot_segments=2)
+    try:
+        for i in range(N):
+            s.store(f"pk.{i % 3}", b"NATS/1.0\r\nI: 1\r\n\r\n" if i % 5 == 0 else None,
+                    b"m-%05d" % i, T0 + i)  # fmt: skip
+        stats = s.statistics()
+        segments = stats["segments"]
+        assert segments > 8
+        assert stats["index_hot_segments"] == 2
+        assert stats["index_packed_segments"] == segments - 3  # the active one, and 2
+        assert stats["index_unpacks"] == 0
+        # The first and a middle segment are unpacked; 7 lies in the first, N in the active.
+        for seq in (1, N // 2, 7, N):
+            m = s.load(seq)
+            assert m is not None
+            assert (m.subject, m.data, m.ts_ns) == (f"pk.{(seq - 1) % 3}", b"m-%05d" % (seq - 1),
+                                                     T0 + seq - 1)  # fmt: skip
+            assert (m.header is not None) == ((seq - 1) % 5 == 0)
+            assert unpacked_sealed(s) <= 2
+        assert s.statistics()["index_unpacks"] == 2
+        # Removals and filtered reads in packed segments, the bound held throughout.
+        assert s.remove(10)
+        assert s.purge(subject="pk.1", up_to_seq=200).purged == 66
+        assert unpacked_sealed(s) <= 2
+        got = s.load_next("pk.2", 150)
+        assert got is not None
+        assert got.seq == 150
+        assert [m.seq for m in s.load_batch("", 1, 12)] == [
+            1,
+            3,
+            4,
+            6,
+            7,
+            9,
+            12,
+            13,
+            15,
+            16,
+            18,
+            19,
+        ]
+        state = s.state()
+        assert (state.messages, state.first_seq, state.first_ts_ns) == (N - 67, 1, T0)
+        assert s.subject_state("pk.1").messages == N // 3 - 66
+    finally:
+        s.close()
+
+
+def test_a_restart_from_the_snapshot_leaves_sealed_segments_packed(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    s = FileStore(d, segment_bytes_max=2048, index_hot_segments=4)
+    try:
+        for i in range(N):
+            s.store(f"pk.{i % 3}", None, b"m-%05d" % i, T0 + i)
+        segments = s.statistics()["segments"]
+        before = s.state()
+    finally:
+        s.close()
+    s = FileStore(d, segment_bytes_max=2048, index_hot_segments=4)
+    try:
+        assert s.recovery_report.snapshot == "used"
+        stats = s.statistics()
+        # Open unpacks the active segment and the first (to find the first live
+        # message); the rest stay as the snapshot holds them.
+        assert stats["index_packed_segments"] == segments - 2
+        assert s.state() == before
+        assert [m.data for m in s.load_batch("", N - 2, 10)] == [b"m-00397", b"m-00398", b"m-00399"]
+        s.store("pk.new", None, b"after", T0 + N)  # appends go to the unpacked active one
+        assert s.load(N + 1) is not None
+    finally:
+        s.close()
