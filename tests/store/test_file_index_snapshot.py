@@ -41,7 +41,7 @@ def shape(index: Index) -> object:
     subjects = index.subjects
     live = {name: sid for name, sid in subjects.by_name.items()}
     per_subject = {
-        name: (list(e._seqs[e._head :]) if (e := subjects._multi.get(sid)) and e._seqs else None)
+        name: (e.all() if (e := subjects._multi.get(sid)) and e._seqs else None)
         for name, sid in live.items()
     }
     singles = {

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from brook.jetstream.store.file import FileStore
+from brook.jetstream.store.base import SubjectState
+from brook.jetstream.store.file import FileStore, indexsnap
+from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.filters import compile_filter
 
 T0 = 1_700_000_000_000_000_000
 N = 400
@@ -91,3 +94,37 @@ def test_a_restart_from_the_snapshot_leaves_sealed_segments_packed(tmp_path: Pat
         assert s.load(N + 1) is not None
     finally:
         s.close()
+
+
+def test_a_subject_spanning_2_32_sequences_keeps_them_exactly(tmp_path: Path) -> None:
+    """A subject's sequences are kept as 4-byte offsets from its first (ADR 0054); one
+    spanning more than 2**32 widens to 8 bytes, in the store and through the snapshot."""
+    far = 2**32 + 10
+    s = FileStore(tmp_path / "s", first_seq=1)
+    try:
+        s.store("w.a", None, b"1", T0)
+        s.store("w.a", None, b"2", T0 + 1)
+        s.skip_to(far - 1)  # the next sequence is `far`
+        s.store("w.a", None, b"3", T0 + 2)
+        s.store("w.a", None, b"4", T0 + 3)
+        assert s.subject_state("w.a") == SubjectState(4, 1, far + 1)
+        assert s.remove(2)
+        got = s.load_next("w.a", 2)
+        assert got is not None
+        assert (got.seq, got.data) == (far, b"3")
+        assert s.num_pending("w.a", 3) == 2
+        assert s.purge(subject="w.a", keep=1).removed_seqs == [1, far]
+        assert s.subject_state("w.a") == SubjectState(1, far + 1, far + 1)
+    finally:
+        s.close()
+    # The subject table through a snapshot: one subject at 4 bytes, one widened to 8.
+    index = Index(1)
+    for seq, subject in ((1, "n"), (5, "n"), (7, "w"), (8, "w"), (far, "w"), (far + 3, "n")):
+        index.subjects.add(subject, seq)
+    indexsnap.write(tmp_path, index)
+    loaded = Index(1)
+    assert indexsnap.load(tmp_path, loaded, []) == []
+    for name in ("n", "w"):
+        want = next(index.subjects.matching(compile_filter(name))).all()
+        assert next(loaded.subjects.matching(compile_filter(name))).all() == want
+    assert next(loaded.subjects.matching(compile_filter("w"))).at_or_after(9) == far

@@ -40,7 +40,8 @@ _SEG = struct.Struct("<QQQQQQqQIQ")
 _MARK = struct.Struct(_SEG.format[:-1])  # `_SEG` less its last field
 _PACKED = struct.Struct("<Q")
 _SUBJ = struct.Struct("<II")  # names, multi entries
-_MULTI = struct.Struct("<IQQQ")  # sid, one, head, n seqs (0: single still)
+# sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8)
+_MULTI = struct.Struct("<IQQQQB")
 _CRC = struct.Struct("<I")
 _FREE = 0xFFFFFFFF
 
@@ -75,7 +76,8 @@ class Capture:
     segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]]
     names: list[str | None]  # the subject table's names by id (a copy of the list)
     single: bytes
-    multi: list[tuple[int, int, int, bytes | None]]  # sid, one, head, sequences
+    # sid, one, head, base, bytes per sequence, the sequences' bytes
+    multi: list[tuple[int, int, int, int, int, bytes | None]]
 
     def encode(self) -> bytes:
         """The snapshot file's bytes (storage-format.md 12)."""
@@ -90,8 +92,8 @@ class Capture:
         out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
         out.append(b"".join([n for n in names if n is not None]))
         out.append(self.single)
-        for sid, one, head, seqs in self.multi:
-            out.append(_MULTI.pack(sid, one, head, 0 if seqs is None else len(seqs) // 8))
+        for sid, one, head, base, width, seqs in self.multi:
+            out.append(_MULTI.pack(sid, one, head, len(seqs or b"") // width, base, width))
             if seqs is not None:
                 out.append(seqs)
         body = b"".join(out)
@@ -121,8 +123,10 @@ def capture(index: Index) -> Capture:
         )
         segments.append((mark, columns, seg.ext.tobytes()))
     subjects = index.subjects
-    multi = [
-        (sid, e._one, e._head, None if e._seqs is None else e._seqs.tobytes())
+    multi: list[tuple[int, int, int, int, int, bytes | None]] = [
+        (sid, e._one, e._head, e._base, 4, None)
+        if (seqs := e._seqs) is None
+        else (sid, e._one, e._head, e._base, seqs.itemsize, seqs.tobytes())
         for sid, e in subjects._multi.items()
     ]
     return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi)
@@ -262,15 +266,18 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     subjects._single = _arr("Q", view[pos : pos + 8 * nnames])
     pos += 8 * nnames
     for _ in range(nmulti):
-        sid, one, head, n = _MULTI.unpack_from(raw, pos)
+        sid, one, head, n, base, width = _MULTI.unpack_from(raw, pos)
         pos += _MULTI.size
         name = subjects.names[sid]
         if name is None:
             raise SnapshotMismatch(f"subject id {sid} is free")
         entry = SubjectSeqs(name, sid, one)
+        entry._base = base
         if n:
-            entry._seqs = _arr("Q", view[pos : pos + 8 * n])
-            pos += 8 * n
+            if width not in (4, 8):
+                raise SnapshotMismatch(f"subject id {sid}: {width} bytes per sequence")
+            entry._seqs = _arr("I" if width == 4 else "Q", view[pos : pos + width * n])
+            pos += width * n
         entry._head = head
         subjects._multi[sid] = entry
     if pos != len(raw) - 4:
