@@ -231,6 +231,14 @@ class Index:
         if not self.messages:
             self.first = self.last + 1
             return
+        for seg in self.segments[max(0, self.segment_at(self.first)) :]:
+            if not seg.live:
+                continue
+            packed = seg.packed
+            if packed is not None and seg.live == packed.slots and self.first <= seg.base:
+                self.first = seg.base  # its slots all live: no need to unpack it (at open)
+                return
+            break
         for seq, _seg, _k in self.iter_live(self.first):
             self.first = seq
             return
@@ -263,6 +271,16 @@ class Index:
             for k in range(min(start - base, len(offs) - 1), -1, -1):
                 if offs[k] != DEAD:
                     yield base + k, seg, k
+
+    def first_ts(self) -> int:
+        """The timestamp of the message at `first` (live), unpacking only when needed."""
+        seg = self.segments[self.segment_at(self.first)]
+        packed = seg.packed
+        if packed is not None and seg.live == packed.slots and self.first == seg.base:
+            return packed.ts0
+        loc = self.locate(self.first)
+        assert loc is not None, "first is not live"
+        return loc[0].tss[loc[1]]
 
     def count_from(self, start: int) -> int:
         """How many live messages have seq >= start (array.count runs in C)."""

@@ -16,22 +16,27 @@ index snapshot stores for such a segment, so a restart does not unpack it either
 
 from __future__ import annotations
 
+import struct
 import zlib
 from array import array
 
 _CODES = ("I", "I", "q", "I")  # offs, lens, tss, sids (`Segment`'s column types)
 _WIDTHS = (4, 4, 8, 4)
+_TS = struct.Struct("=q")  # a `tss` entry (native order, as `array.tobytes` gives)
 _LEVEL = 1  # about as small as level 6 here, and 3-5 times faster
 
 
 class Packed:
-    """Four slot columns of `slots` entries, shuffled and compressed (`pack`)."""
+    """Four slot columns of `slots` entries, shuffled and compressed (`pack`), and the
+    first slot's timestamp: a stream's state asks for its first message's, which is
+    slot 0 of a packed segment whose slots are all live, so that needs no unpack."""
 
-    __slots__ = ("data", "slots")
+    __slots__ = ("data", "slots", "ts0")
 
-    def __init__(self, slots: int, data: bytes) -> None:
+    def __init__(self, slots: int, data: bytes, ts0: int) -> None:
         self.slots = slots
         self.data = data
+        self.ts0 = ts0
 
 
 def _shuffled(raw: bytes, width: int) -> bytes:
@@ -55,7 +60,8 @@ def pack_bytes(columns: tuple[bytes, ...]) -> Packed:
     """`pack` of the columns' bytes (`array.tobytes()`), as a snapshot captured them."""
     slots = len(columns[0]) // 4
     parts = [_shuffled(raw, width) for raw, width in zip(columns, _WIDTHS, strict=True)]
-    return Packed(slots, zlib.compress(b"".join(parts), _LEVEL))
+    ts0 = _TS.unpack_from(columns[2])[0] if slots else 0
+    return Packed(slots, zlib.compress(b"".join(parts), _LEVEL), ts0)
 
 
 def unpack(packed: Packed) -> tuple[array[int], array[int], array[int], array[int]]:

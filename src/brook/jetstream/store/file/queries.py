@@ -72,10 +72,8 @@ def stream_state(index: Index, *, deleted_details: bool) -> StreamState:
         num_subjects=len(index.subjects),
     )
     if index.messages:
-        loc = index.locate(index.first)
-        assert loc is not None, "first is not live"
         st.first_seq = index.first
-        st.first_ts_ns = loc[0].tss[loc[1]]
+        st.first_ts_ns = index.first_ts()
         st.num_deleted = index.last - index.first + 1 - index.messages
     else:
         st.first_seq = index.last + 1 if index.last > 0 else 0
