@@ -130,3 +130,30 @@ def test_a_subject_spanning_2_32_sequences_keeps_them_exactly(tmp_path: Path) ->
         want = next(index.subjects.matching(compile_filter(name))).all()
         assert next(loaded.subjects.matching(compile_filter(name))).all() == want
     assert next(loaded.subjects.matching(compile_filter("w"))).at_or_after(9) == far
+
+
+def test_recent_headed_skips_packed_segments_without_a_header(tmp_path: Path) -> None:
+    """The deduplication window's rebuild (`recent_headed`) counts a packed segment whose
+    slots are all young and none headed without unpacking it, and answers as the records
+    say across the packed and unpacked ones, the cap and the window's start falling in
+    segments of either kind."""
+    s = FileStore(tmp_path / "s", segment_bytes_max=400, index_hot_segments=1)
+    try:
+        for i in range(300):
+            header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % i if 100 <= i < 130 else None
+            s.store("a.b", header, b"payload", 5_000 + i)
+        for seq in range(110, 115):
+            s.remove(seq)
+        assert s.statistics()["index_packed_segments"] > 10
+        newest = [m for seq in range(300, 0, -1) if (m := s.load(seq)) is not None]
+        for since in (0, 5_090, 5_105, 5_128, 5_200):
+            for most in (1, 20, 180, 196, 1_000):
+                young = [m for m in newest if m.ts_ns >= since][:most]
+                expected = sorted(m.seq for m in young if m.header)
+                assert s.recent_headed(since, most) == expected, (since, most)
+        # Only the segments holding the 30 headed messages (6) are unpacked, of about 60.
+        unpacks = s.statistics()["index_unpacks"]
+        assert s.recent_headed(5_000, 1_000) == [m.seq for m in reversed(newest) if m.header]
+        assert s.statistics()["index_unpacks"] - unpacks <= 8
+    finally:
+        s.close()

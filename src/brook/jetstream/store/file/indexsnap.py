@@ -36,10 +36,10 @@ VERSION = 3  # 3: columns packed (ADR 0054)
 
 _HEAD = struct.Struct("<8sIQQqQQI")  # magic, version, first, last, last_ts, messages, bytes, nsegs
 # name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field, slot 0's
-# timestamp, packed bytes
-_SEG = struct.Struct("<QQQQQQqQIqQ")
-_MARK = struct.Struct(_SEG.format[:-2])  # `_SEG` less its last two fields
-_PACKED = struct.Struct("<qQ")
+# timestamp, slots with a header, packed bytes
+_SEG = struct.Struct("<QQQQQQqQIqQQ")
+_MARK = struct.Struct(_SEG.format[:-3])  # `_SEG` less its last three fields
+_PACKED = struct.Struct("<qQQ")
 _SUBJ = struct.Struct("<II")  # names, multi entries
 # sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8)
 _MULTI = struct.Struct("<IQQQQB")
@@ -88,7 +88,12 @@ class Capture:
         out = [self.head]
         for mark, columns, ext in self.segments:
             packed = columns if isinstance(columns, Packed) else pack_bytes(columns)
-            out += [mark, _PACKED.pack(packed.ts0, len(packed.data)), packed.data, ext]
+            out += [
+                mark,
+                _PACKED.pack(packed.ts0, packed.headed, len(packed.data)),
+                packed.data,
+                ext,
+            ]
         out.append(_SUBJ.pack(len(names), len(self.multi)))
         out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
         out.append(b"".join([n for n in names if n is not None]))
@@ -223,9 +228,11 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     seen = 0  # log segments covered so far: they must be the log's first ones, in order
     last_name = -1
     for _ in range(nsegs):
-        name, base, size, live, slots, ext, mtime, inode, crc, ts0, n = _SEG.unpack_from(raw, pos)
+        name, base, size, live, slots, ext, mtime, inode, crc, ts0, headed, n = _SEG.unpack_from(
+            raw, pos
+        )
         pos += _SEG.size
-        packed = Packed(slots, bytes(view[pos : pos + n]), ts0)
+        packed = Packed(slots, bytes(view[pos : pos + n]), ts0, headed)
         pos += n
         end = pos + 8 * ext
         last_name = name

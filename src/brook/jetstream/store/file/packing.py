@@ -17,26 +17,32 @@ index snapshot stores for such a segment, so a restart does not unpack it either
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from array import array
 
 _CODES = ("I", "I", "q", "I")  # offs, lens, tss, sids (`Segment`'s column types)
 _WIDTHS = (4, 4, 8, 4)
 _TS = struct.Struct("=q")  # a `tss` entry (native order, as `array.tobytes` gives)
+_LITTLE = sys.byteorder == "little"
+_BELOW_0X80 = bytes(range(0x80))
 _LEVEL = 1  # about as small as level 6 here, and 3-5 times faster
 
 
 class Packed:
-    """Four slot columns of `slots` entries, shuffled and compressed (`pack`), and the
-    first slot's timestamp: a stream's state asks for its first message's, which is
-    slot 0 of a packed segment whose slots are all live, so that needs no unpack."""
+    """Four slot columns of `slots` entries, shuffled and compressed (`pack`), with what
+    is asked of cold segments without reading them: the first slot's timestamp (a
+    stream's state asks for its first message's, slot 0 of a packed segment whose slots
+    are all live) and how many slots have a header (the deduplication window, rebuilt at
+    open from the recent messages with a header, skips segments without any)."""
 
-    __slots__ = ("data", "slots", "ts0")
+    __slots__ = ("data", "headed", "slots", "ts0")
 
-    def __init__(self, slots: int, data: bytes, ts0: int) -> None:
+    def __init__(self, slots: int, data: bytes, ts0: int, headed: int) -> None:
         self.slots = slots
         self.data = data
         self.ts0 = ts0
+        self.headed = headed
 
 
 def _shuffled(raw: bytes, width: int) -> bytes:
@@ -61,7 +67,11 @@ def pack_bytes(columns: tuple[bytes, ...]) -> Packed:
     slots = len(columns[0]) // 4
     parts = [_shuffled(raw, width) for raw, width in zip(columns, _WIDTHS, strict=True)]
     ts0 = _TS.unpack_from(columns[2])[0] if slots else 0
-    return Packed(slots, zlib.compress(b"".join(parts), _LEVEL), ts0)
+    # The lengths' high bytes (little-endian: the fourth plane of the shuffled `lens`) are
+    # 0x80 or more exactly where HDR_BIT is set: count them by deleting the others, in C.
+    high = parts[1][(3 if _LITTLE else 0) * slots : (4 if _LITTLE else 1) * slots]
+    headed = len(high.translate(None, _BELOW_0X80))
+    return Packed(slots, zlib.compress(b"".join(parts), _LEVEL), ts0, headed)
 
 
 def unpack(packed: Packed) -> tuple[array[int], array[int], array[int], array[int]]:

@@ -149,6 +149,10 @@ def recent_headed(index: Index, since_ns: int, most: int) -> list[int]:
     for seg in reversed(index.segments):
         if left <= 0:
             break
+        packed = seg.packed
+        if packed is not None and not packed.headed and packed.ts0 >= since_ns:
+            left -= seg.live  # all its slots young, none headed: counted, not unpacked
+            continue
         index.warm(seg)
         offs, lens, base = seg.offs, seg.lens, seg.base
         k = bisect_left(seg.tss, since_ns)
