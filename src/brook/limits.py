@@ -143,6 +143,11 @@ MAX_ACKS_AWAITING_SYNC: Final = 65536
 # `jetstream.index_snapshot_interval` sets it; 0 turns the periodic snapshots off.
 INDEX_SNAPSHOT_INTERVAL_S: Final = 120.0
 INDEX_SNAPSHOT_INTERVAL_MAX_S: Final = 24 * 3600.0
+# Sealed segments of each file stream whose index columns stay unpacked, 20 bytes per
+# message; the others are kept packed, about 3.5 (ADR 0054: nats-server loads its blocks'
+# indexes on demand). `jetstream.index_hot_segments` sets it.
+INDEX_HOT_SEGMENTS: Final = 2
+INDEX_HOT_SEGMENTS_MAX: Final = 1024
 # Worker threads that read, compress, stage and check snapshots (apart from the fsyncs').
 TRANSFER_THREADS: Final = 2
 # Full disk. The JetStream store's filesystem keeps this much free: below it, publishes

@@ -12,6 +12,7 @@ import pytest
 
 import brook
 from brook.config.conf import load_conf_file
+from brook.config.errors import ConfigError
 from tests.support.monitor import varz
 
 pytestmark = pytest.mark.timeout(30)
@@ -52,3 +53,26 @@ async def test_the_default_interval_is_nats_servers_two_minutes(tmp_path: Path) 
         stats = (await varz(server))["jetstream"]["brook_store"]
         assert stats["index_snapshot_interval"] == 120 * 10**9
         assert stats["index_snapshots"] == 0
+
+
+async def test_the_packed_index_bound_is_configured_and_shown(tmp_path: Path) -> None:
+    """`jetstream { index_hot_segments }` (ADR 0054) reaches /varz with the packed
+    segments and unpacks of every file stream; out of range, the config is refused."""
+    conf = tmp_path / "brook.conf"
+    store = tmp_path / "store"
+    conf.write_text(f'jetstream {{ store_dir: "{store}", index_hot_segments: 5 }}\n')
+    settings = load_conf_file(str(conf))
+    settings.http_port = -1
+    async with brook.serve(port=0, settings=settings) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="P", subjects=["p.>"])
+        await js.publish("p.1", b"x")
+        stats = (await varz(server))["jetstream"]["brook_store"]
+        assert stats["index_hot_segments"] == 5
+        assert stats["index_packed_segments"] == 0  # one segment: the active one
+        assert stats["index_unpacks"] == 0
+        await nc.close()
+    conf.write_text(f'jetstream {{ store_dir: "{store}", index_hot_segments: 0 }}\n')
+    with pytest.raises(ConfigError, match="index_hot_segments: must be 1 to 1024"):
+        load_conf_file(str(conf)).validate()

@@ -17,6 +17,7 @@ import pytest
 from brook.jetstream.store.base import StreamState
 from brook.jetstream.store.file import FileStore, indexsnap
 from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.segment import Segment
 
 T0 = 1_700_000_000_000_000_000
 N = 300
@@ -40,12 +41,17 @@ def shape(index: Index) -> object:
     subjects = index.subjects
     live = {name: sid for name, sid in subjects.by_name.items()}
     per_subject = {
-        name: (list(e._seqs[e._head :]) if (e := subjects._multi.get(sid)) and e._seqs else None)
+        name: (e.all() if (e := subjects._multi.get(sid)) and e._seqs else None)
         for name, sid in live.items()
     }
     singles = {
         name: subjects._single[sid] for name, sid in live.items() if sid not in subjects._multi
     }
+
+    def warmed(seg: Segment) -> Segment:
+        index.warm(seg)  # packed columns unpacked (ADR 0054), each as it is read
+        return seg
+
     segments = [
         (
             seg.name, seg.base, seg.size, seg.live, list(seg.offs),
@@ -54,7 +60,7 @@ def shape(index: Index) -> object:
                             for sid, off in zip(seg.sids, seg.offs, strict=True)],
             list(seg.ext),
         )
-        for seg in index.segments
+        for seg in map(warmed, index.segments)
     ]  # fmt: skip
     counters = (index.first, index.last, index.last_ts, index.messages, index.bytes)
     return counters, segments, per_subject, singles

@@ -68,6 +68,8 @@ class JetStreamSettings:
     # How often each file stream saves its index snapshot (ADR 0046). 0: only at a
     # clean stop.
     index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S
+    # Sealed segments per file stream whose index columns stay unpacked (ADR 0054).
+    index_hot_segments: int = limits.INDEX_HOT_SEGMENTS
     # Batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py and
     # fast_batch.py): messages per atomic batch, batches in flight per stream and per
     # server (None: nats-server's defaults, which differ for atomic and fast batches; a
@@ -112,6 +114,10 @@ class JetStreamSettings:
         if not 0 <= self.index_snapshot_interval_s <= limits.INDEX_SNAPSHOT_INTERVAL_MAX_S:
             raise ConfigError(
                 "jetstream.index_snapshot_interval: must be 0 (off) or a duration up to 24h"
+            )
+        if not 1 <= self.index_hot_segments <= limits.INDEX_HOT_SEGMENTS_MAX:
+            raise ConfigError(
+                f"jetstream.index_hot_segments: must be 1 to {limits.INDEX_HOT_SEGMENTS_MAX}"
             )
         if self.restore_max_bytes == 0 or self.restore_max_bytes < -1:
             raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")

@@ -103,6 +103,7 @@ class JetStream(EngineLimits, OriginLinks):
         consumer_flush_interval_s: float = limits.CONSUMER_FLUSH_INTERVAL_S,
         free_space_reserve_bytes: int = -1,
         index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S,
+        index_hot_segments: int = limits.INDEX_HOT_SEGMENTS,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
         batch_limits: BatchLimits | None = None,
         commit_backlog: CommitBacklog | None = None,
@@ -155,6 +156,7 @@ class JetStream(EngineLimits, OriginLinks):
         # Periodic index snapshots of the file streams (ADR 0046), written one after
         # another by a thread of their own, so group commits never wait behind one.
         self.index_snapshot_interval_s = index_snapshot_interval_s
+        self.index_hot_segments = index_hot_segments  # each file store's bound (ADR 0054)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self._snapshot_executor: ThreadPoolExecutor | None = None
         self._snapshot_running = False
@@ -420,7 +422,11 @@ class JetStream(EngineLimits, OriginLinks):
                 # Made by the store: the first sync of a new one makes its directories
                 # durable (FileStore).
                 directory = self.root / config.name / DATA_DIR
-                store = FileStore(directory=directory, first_seq=config.first_seq or 1)
+                store = FileStore(
+                    directory=directory,
+                    first_seq=config.first_seq or 1,
+                    index_hot_segments=self.index_hot_segments,
+                )
                 self._damage.opened(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:
                 committer = GroupCommitter(

@@ -105,14 +105,16 @@ class EngineLimits:
 
     def store_statistics(self) -> dict[str, Any]:
         """Monitoring (`/varz` jetstream.brook_store): the store filesystem's free space
-        and reserve, and what opening each stream's file store found damaged."""
+        and reserve, what opening each stream's file store found damaged, and the file
+        stores' index snapshots and packed segments (ADRs 0046, 0054)."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
         out["damaged_streams"] = self._damage.statistics()
-        out["index_snapshots"] = sum(
-            e.stream.store.index_snapshots
-            for e in self._entries.values()
-            if isinstance(e.stream.store, FileStore)
-        )
+        stores = (e.stream.store for e in self._entries.values())
+        files = [s for s in stores if isinstance(s, FileStore)]
+        stats = [s.statistics() for s in files]
+        out["index_snapshots"] = sum(s.index_snapshots for s in files)
+        out["index_packed_segments"] = sum(st["index_packed_segments"] for st in stats)
+        out["index_unpacks"] = sum(st["index_unpacks"] for st in stats)
         return out
 
     def usage(self) -> tuple[int, int]:

@@ -144,6 +144,7 @@ class Account:
             consumer_flush_interval_s=js_settings.consumer_flush_interval_s,
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
             index_snapshot_interval_s=js_settings.index_snapshot_interval_s,
+            index_hot_segments=js_settings.index_hot_segments,
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
             space=space,
@@ -499,17 +500,22 @@ class Accounts:
         `<account>/<stream>`)."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
         damaged: dict[str, Any] = {}
-        snapshots = 0
+        snapshots = packed = unpacks = 0
         for account in self.with_jetstream:
             assert account.jetstream is not None
             stats = account.jetstream.store_statistics()
             prefix = "" if account.name == GLOBAL_ACCOUNT else f"{account.name}/"
             damaged.update({prefix + name: r for name, r in stats["damaged_streams"].items()})
             snapshots += stats["index_snapshots"]
+            packed += stats["index_packed_segments"]
+            unpacks += stats["index_unpacks"]
         out["damaged_streams"] = damaged
         interval = self._settings.jetstream.index_snapshot_interval_s
         out["index_snapshot_interval"] = int(interval * 1e9)
         out["index_snapshots"] = snapshots
+        out["index_hot_segments"] = self._settings.jetstream.index_hot_segments
+        out["index_packed_segments"] = packed
+        out["index_unpacks"] = unpacks
         return out
 
 

@@ -10,7 +10,15 @@ Invariants (checked by tests through the public API):
 * `first` is the lowest live sequence, or `last + 1` when nothing is live;
 * `messages`/`bytes` are the live slots' count and accounted size;
 * a sequence belongs to the segment with the greatest name <= it, at slot `seq - base`;
-* every subject's sequence list holds exactly its live sequences.
+* every subject's sequence list holds exactly its live sequences;
+* once open, the last segment is never packed, nor more than `hot_max` others unpacked
+  (ADR 0054).
+
+Packed segments: a sealed segment's columns are packed (`packing.py`) once `hot_max`
+sealed segments newer in use are unpacked, and unpacked when something reads or changes
+them. Everything that touches a segment's columns first calls `warm(seg)` (`locate`,
+the walks and `drop` do it for their callers); only `warm` and `add_segment` pack, so a
+caller's columns stay unpacked until its next `warm` of another segment.
 """
 
 from __future__ import annotations
@@ -19,11 +27,16 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 
+from brook.jetstream.store.file import packing
 from brook.jetstream.store.file.format import OVERHEAD
 from brook.jetstream.store.file.segment import DEAD, HDR_BIT, LEN_MASK, Segment
 from brook.jetstream.store.file.subjects import SubjectIndex
 
 Slot = tuple[int, Segment, int]  # (seq, segment, slot)
+
+# Sealed segments whose columns stay unpacked (besides the last, being written): a
+# reader in order and a couple at random places unpack each segment once as they pass.
+HOT_SEGMENTS_DEFAULT = 2
 
 
 def accounted(lenfield: int) -> int:
@@ -34,9 +47,23 @@ def accounted(lenfield: int) -> int:
 
 
 class Index:
-    __slots__ = ("bytes", "first", "last", "last_ts", "messages", "names", "segments", "subjects")
+    __slots__ = (
+        "_hot",
+        "bytes",
+        "first",
+        "hot_max",
+        "last",
+        "last_ts",
+        "messages",
+        "names",
+        "segments",
+        "subjects",
+        "unpacks",
+    )
 
-    def __init__(self, first_seq: int) -> None:
+    def __init__(self, first_seq: int, hot_max: int = HOT_SEGMENTS_DEFAULT) -> None:
+        if hot_max < 1:
+            raise ValueError(f"index_hot_segments must be >= 1, got {hot_max}")
         self.segments: list[Segment] = []  # in name (= log) order
         self.names: list[int] = []  # segment names, for bisect
         self.subjects = SubjectIndex()
@@ -45,29 +72,73 @@ class Index:
         self.last = first_seq - 1  # highest sequence ever assigned
         self.first = first_seq  # lowest live sequence, or last + 1 when empty
         self.last_ts = 0  # timestamp of the message at `last` (stays after removal)
+        # Sealed segments whose columns are unpacked, oldest unpacked first (a FIFO: no
+        # bookkeeping on every read), at most `hot_max` of them.
+        self._hot: dict[Segment, None] = {}
+        self.hot_max = hot_max
+        self.unpacks = 0  # packed segments unpacked since the store opened (monitoring)
 
     # ------------------------------------------------------------------ segments
 
     def add_segment(self, seg: Segment) -> None:
+        """Append `seg` as the last segment; the one before it is sealed now. `seg` is
+        new, or opened (replay `warm`s it before adding to it)."""
         assert not self.names or seg.name > self.names[-1], "segment names must increase"
+        sealed = self.segments[-1] if self.segments else None
         self.segments.append(seg)
         self.names.append(seg.name)
+        if sealed is not None and sealed.packed is None:
+            self._hot[sealed] = None
+            self._shed(seg)
 
     def remove_segment(self, seg: Segment) -> None:
         i = self.segments.index(seg)
         del self.segments[i]
         del self.names[i]
+        self._hot.pop(seg, None)
+
+    def warm(self, seg: Segment) -> None:
+        """Unpack `seg`'s columns if they are packed (see the module docstring)."""
+        if seg.packed is not None:
+            self._unpack(seg)
+            if seg is not self.segments[-1]:
+                self._hot[seg] = None
+                self._shed(seg)
+
+    def packed_segments(self) -> int:
+        return sum(seg.packed is not None for seg in self.segments)
+
+    def _unpack(self, seg: Segment) -> None:
+        packed = seg.packed
+        assert packed is not None
+        seg.offs, seg.lens, seg.tss, seg.sids = packing.unpack(packed)
+        seg.packed = None
+        self.unpacks += 1
+
+    def _shed(self, keep: Segment) -> None:
+        """Pack the oldest unpacked sealed segments beyond `hot_max`, never `keep`."""
+        hot = self._hot
+        while len(hot) > self.hot_max:  # >= 1, and `keep` is the newest: never reached
+            seg = next(iter(hot))
+            assert seg is not keep
+            del hot[seg]
+            seg.packed = packing.pack((seg.offs, seg.lens, seg.tss, seg.sids))
+            seg.offs, seg.lens, seg.tss, seg.sids = array("I"), array("I"), array("q"), array("I")
 
     def segment_at(self, seq: int) -> int:
         """Position in `segments` of the segment that would hold `seq` (-1 if none)."""
         return bisect_right(self.names, seq) - 1
 
     def locate(self, seq: int) -> tuple[Segment, int] | None:
-        """The segment and slot of a live message, or None."""
+        """The segment (unpacked) and slot of a live message, or None."""
         i = bisect_right(self.names, seq) - 1
         if i < 0:
             return None
         seg = self.segments[i]
+        if seg.packed is not None:
+            if not seg.live:
+                return None
+            self.warm(seg)
         k = seg.slot(seq)
         return None if k < 0 else (seg, k)
 
@@ -112,6 +183,7 @@ class Index:
 
     def drop(self, seg: Segment, k: int) -> int:
         """Remove the live message in slot `k` of `seg`; returns its sequence."""
+        self.warm(seg)
         seq = seg.base + k
         seg.offs[k] = DEAD
         seg.live -= 1
@@ -132,6 +204,7 @@ class Index:
                 break
             if not seg.live:
                 continue
+            self.warm(seg)
             offs = seg.offs
             for k in range(max(0, lo - seg.base), min(hi - seg.base + 1, len(offs))):
                 if offs[k] != DEAD:
@@ -143,6 +216,7 @@ class Index:
         """Remove every live message (a full purge); returns their sequences."""
         removed = [seq for seq, _seg, _k in self.iter_live(self.first)]
         for seg in self.segments:
+            self.warm(seg)
             n = len(seg.offs)
             seg.offs = array("I", b"\xff\xff\xff\xff" * n)
             seg.live = 0
@@ -157,6 +231,14 @@ class Index:
         if not self.messages:
             self.first = self.last + 1
             return
+        for seg in self.segments[max(0, self.segment_at(self.first)) :]:
+            if not seg.live:
+                continue
+            packed = seg.packed
+            if packed is not None and seg.live == packed.slots and self.first <= seg.base:
+                self.first = seg.base  # its slots all live: no need to unpack it (at open)
+                return
+            break
         for seq, _seg, _k in self.iter_live(self.first):
             self.first = seq
             return
@@ -170,6 +252,7 @@ class Index:
         for seg in self.segments[i:]:
             if not seg.live:
                 continue
+            self.warm(seg)
             offs = seg.offs
             base = seg.base
             for k in range(max(0, start - base), len(offs)):
@@ -182,11 +265,22 @@ class Index:
         for seg in reversed(self.segments[: i + 1]):
             if not seg.live:
                 continue
+            self.warm(seg)
             offs = seg.offs
             base = seg.base
             for k in range(min(start - base, len(offs) - 1), -1, -1):
                 if offs[k] != DEAD:
                     yield base + k, seg, k
+
+    def first_ts(self) -> int:
+        """The timestamp of the message at `first` (live), unpacking only when needed."""
+        seg = self.segments[self.segment_at(self.first)]
+        packed = seg.packed
+        if packed is not None and seg.live == packed.slots and self.first == seg.base:
+            return packed.ts0
+        loc = self.locate(self.first)
+        assert loc is not None, "first is not live"
+        return loc[0].tss[loc[1]]
 
     def count_from(self, start: int) -> int:
         """How many live messages have seq >= start (array.count runs in C)."""
@@ -196,6 +290,7 @@ class Index:
                 total += seg.live
                 continue
             if seg.live:
+                self.warm(seg)
                 tail = seg.offs[max(0, start - seg.base) :]
                 total += len(tail) - tail.count(DEAD)
             break

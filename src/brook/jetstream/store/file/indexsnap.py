@@ -25,19 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from brook.jetstream.store.file.index import Index, accounted
+from brook.jetstream.store.file.packing import Packed, pack_bytes, unpack
 from brook.jetstream.store.file.segment import DEAD, Segment
 from brook.jetstream.store.file.subjects import SubjectSeqs
 
 SNAPSHOT = "index.snap"
 SNAPSHOT_TMP = "index.snap.tmp"
 MAGIC = b"BRKIDXS\n"
-VERSION = 2
+VERSION = 3  # 3: columns packed (ADR 0054)
 
 _HEAD = struct.Struct("<8sIQQqQQI")  # magic, version, first, last, last_ts, messages, bytes, nsegs
-# name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field
-_SEG = struct.Struct("<QQQQQQqQI")
+# name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field, slot 0's
+# timestamp, slots with a header, packed bytes
+_SEG = struct.Struct("<QQQQQQqQIqQQ")
+_MARK = struct.Struct(_SEG.format[:-3])  # `_SEG` less its last three fields
+_PACKED = struct.Struct("<qQQ")
 _SUBJ = struct.Struct("<II")  # names, multi entries
-_MULTI = struct.Struct("<IQQQ")  # sid, one, head, n seqs (0: single still)
+# sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8)
+_MULTI = struct.Struct("<IQQQQB")
 _CRC = struct.Struct("<I")
 _FREE = 0xFFFFFFFF
 
@@ -67,22 +72,34 @@ class Capture:
     (bytes, strings), so a worker thread encodes it while the store goes on."""
 
     head: bytes
-    segments: list[bytes]  # per segment its mark, then its columns' bytes
+    # Per segment its mark (less the packed length), and its columns: packed already, or
+    # their bytes to pack; then its `ext` bytes.
+    segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]]
     names: list[str | None]  # the subject table's names by id (a copy of the list)
     single: bytes
-    multi: list[tuple[int, int, int, bytes | None]]  # sid, one, head, sequences
+    # sid, one, head, base, bytes per sequence, the sequences' bytes
+    multi: list[tuple[int, int, int, int, int, bytes | None]]
 
     def encode(self) -> bytes:
         """The snapshot file's bytes (storage-format.md 12)."""
         names = [
             (n.encode("utf-8", "surrogateescape") if n is not None else None) for n in self.names
         ]
-        out = [self.head, *self.segments, _SUBJ.pack(len(names), len(self.multi))]
+        out = [self.head]
+        for mark, columns, ext in self.segments:
+            packed = columns if isinstance(columns, Packed) else pack_bytes(columns)
+            out += [
+                mark,
+                _PACKED.pack(packed.ts0, packed.headed, len(packed.data)),
+                packed.data,
+                ext,
+            ]
+        out.append(_SUBJ.pack(len(names), len(self.multi)))
         out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
         out.append(b"".join([n for n in names if n is not None]))
         out.append(self.single)
-        for sid, one, head, seqs in self.multi:
-            out.append(_MULTI.pack(sid, one, head, 0 if seqs is None else len(seqs) // 8))
+        for sid, one, head, base, width, seqs in self.multi:
+            out.append(_MULTI.pack(sid, one, head, len(seqs or b"") // width, base, width))
             if seqs is not None:
                 out.append(seqs)
         body = b"".join(out)
@@ -97,21 +114,25 @@ def capture(index: Index) -> Capture:
         MAGIC, VERSION, index.first, index.last, index.last_ts, index.messages, index.bytes,
         len(index.segments),
     )  # fmt: skip
-    segments: list[bytes] = []
+    segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]] = []
     for seg in index.segments:
         crc = _last_crc(seg, seg.size)
         if crc is None:
             raise OSError(f"{seg.path} is shorter than its indexed {seg.size} bytes")
         st = os.fstat(seg.fd)
-        mark = _SEG.pack(
-            seg.name, seg.base, seg.size, seg.live, len(seg.offs), len(seg.ext),
+        mark = _MARK.pack(
+            seg.name, seg.base, seg.size, seg.live, seg.end_seq() - seg.base, len(seg.ext),
             st.st_mtime_ns, st.st_ino, crc,
         )  # fmt: skip
-        columns = (seg.offs, seg.lens, seg.tss, seg.sids, seg.ext)
-        segments += [mark, *(column.tobytes() for column in columns)]
+        columns: Packed | tuple[bytes, ...] = seg.packed or tuple(
+            column.tobytes() for column in (seg.offs, seg.lens, seg.tss, seg.sids)
+        )
+        segments.append((mark, columns, seg.ext.tobytes()))
     subjects = index.subjects
-    multi = [
-        (sid, e._one, e._head, None if e._seqs is None else e._seqs.tobytes())
+    multi: list[tuple[int, int, int, int, int, bytes | None]] = [
+        (sid, e._one, e._head, e._base, 4, None)
+        if (seqs := e._seqs) is None
+        else (sid, e._one, e._head, e._base, seqs.itemsize, seqs.tobytes())
         for sid, e in subjects._multi.items()
     ]
     return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi)
@@ -172,7 +193,7 @@ def load(directory: Path, index: Index, segments: list[Segment]) -> list[int]:
         return _load(raw, index, segments)
     except (SnapshotMismatch, struct.error, ValueError, IndexError, UnicodeError) as exc:
         for seg in segments:  # back to freshly opened, for the full replay
-            seg.base, seg.live = seg.name, 0
+            seg.base, seg.live, seg.packed = seg.name, 0, None
             seg.offs, seg.lens, seg.tss = array("I"), array("I"), array("q")
             seg.sids, seg.ext = array("I"), array("Q")
         index.subjects.clear()
@@ -203,13 +224,17 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     pos = _HEAD.size
     by_name = {seg.name: i for i, seg in enumerate(segments)}
     covered = [0] * len(segments)
-    gone: list[tuple[int, int, int]] = []  # deleted segments' base, columns, slots
+    gone: list[tuple[int, Packed]] = []  # deleted segments' base and columns
     seen = 0  # log segments covered so far: they must be the log's first ones, in order
     last_name = -1
     for _ in range(nsegs):
-        name, base, size, live, slots, ext, mtime, inode, crc = _SEG.unpack_from(raw, pos)
+        name, base, size, live, slots, ext, mtime, inode, crc, ts0, headed, n = _SEG.unpack_from(
+            raw, pos
+        )
         pos += _SEG.size
-        end = pos + 20 * slots + 8 * ext  # offs, lens, sids (u32), tss (i64); ext (u64)
+        packed = Packed(slots, bytes(view[pos : pos + n]), ts0, headed)
+        pos += n
+        end = pos + 8 * ext
         last_name = name
         i = by_name.get(name)
         if i is None:
@@ -217,7 +242,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
             # in it is live and the records saying so are durable, so its messages go
             # (as a full replay never sees them). Not before the subjects are loaded.
             if live:
-                gone.append((base, pos, slots))
+                gone.append((base, packed))
             pos = end
             continue
         if i != seen:
@@ -226,11 +251,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
         seg = segments[i]
         _check_mark(seg, size, mtime, inode, crc)
         seg.base, seg.live = base, live
-        for column, width in (("offs", 4), ("lens", 4), ("tss", 8), ("sids", 4)):
-            current = getattr(seg, column)
-            stop = pos + width * slots
-            setattr(seg, column, _arr(current.typecode, view[pos:stop]))
-            pos = stop
+        seg.packed = packed  # `Index.add_segment` unpacks the last one
         seg.ext = _arr("Q", view[pos:end])
         pos = end
         covered[i] = size
@@ -253,33 +274,34 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     subjects._single = _arr("Q", view[pos : pos + 8 * nnames])
     pos += 8 * nnames
     for _ in range(nmulti):
-        sid, one, head, n = _MULTI.unpack_from(raw, pos)
+        sid, one, head, n, base, width = _MULTI.unpack_from(raw, pos)
         pos += _MULTI.size
         name = subjects.names[sid]
         if name is None:
             raise SnapshotMismatch(f"subject id {sid} is free")
         entry = SubjectSeqs(name, sid, one)
+        entry._base = base
         if n:
-            entry._seqs = _arr("Q", view[pos : pos + 8 * n])
-            pos += 8 * n
+            if width not in (4, 8):
+                raise SnapshotMismatch(f"subject id {sid}: {width} bytes per sequence")
+            entry._seqs = _arr("I" if width == 4 else "Q", view[pos : pos + width * n])
+            pos += width * n
         entry._head = head
         subjects._multi[sid] = entry
     if pos != len(raw) - 4:
         raise SnapshotMismatch("trailing bytes")
     index.first, index.last, index.last_ts = first, last, last_ts
     index.messages, index.bytes = messages, nbytes
-    for base, at, slots in gone:
-        _forget(index, base, view[at:], slots)
+    for base, packed in gone:
+        _forget(index, base, packed)
     return covered
 
 
-def _forget(index: Index, base: int, columns: memoryview, slots: int) -> None:
-    """Take the live messages of a deleted segment (its columns at `columns`) out of
+def _forget(index: Index, base: int, packed: Packed) -> None:
+    """Take the live messages of a deleted segment (its columns `packed`) out of
     `index`'s subjects and counters; `first` is set right once the log's segments are
     in the index (`Index.advance_first`, after the replay)."""
-    offs = _arr("I", columns[: 4 * slots])
-    lens = _arr("I", columns[4 * slots : 8 * slots])
-    sids = _arr("I", columns[16 * slots : 20 * slots])
+    offs, lens, _tss, sids = unpack(packed)
     for k, off in enumerate(offs):
         if off != DEAD:
             index.subjects.remove(sids[k], base + k)

@@ -72,10 +72,8 @@ def stream_state(index: Index, *, deleted_details: bool) -> StreamState:
         num_subjects=len(index.subjects),
     )
     if index.messages:
-        loc = index.locate(index.first)
-        assert loc is not None, "first is not live"
         st.first_seq = index.first
-        st.first_ts_ns = loc[0].tss[loc[1]]
+        st.first_ts_ns = index.first_ts()
         st.num_deleted = index.last - index.first + 1 - index.messages
     else:
         st.first_seq = index.last + 1 if index.last > 0 else 0
@@ -151,6 +149,11 @@ def recent_headed(index: Index, since_ns: int, most: int) -> list[int]:
     for seg in reversed(index.segments):
         if left <= 0:
             break
+        packed = seg.packed
+        if packed is not None and not packed.headed and packed.ts0 >= since_ns:
+            left -= seg.live  # all its slots young, none headed: counted, not unpacked
+            continue
+        index.warm(seg)
         offs, lens, base = seg.offs, seg.lens, seg.base
         k = bisect_left(seg.tss, since_ns)
         live = len(offs) - k - offs[k:].count(DEAD)

@@ -292,6 +292,8 @@ def _replay_segment(
             findings.append(Finding("preamble", label, 0, 0, "empty segment"))
         index.last = max(index.last, seg.name - 1)
         return False
+    if begin < seg.size:
+        index.warm(seg)  # loaded packed from a snapshot: records to add after its mark
     tail: Damage | None = None
     run = _Run(index, seg)
     with mmap.mmap(seg.fd, seg.size, access=mmap.ACCESS_READ) as buf:

@@ -19,6 +19,8 @@ import os
 from array import array
 from pathlib import Path
 
+from brook.jetstream.store.file.packing import Packed
+
 DEAD = 0xFFFFFFFF  # `offs` sentinel: the slot's message is removed (or was never kept)
 HDR_BIT = 0x80000000  # set in `lens` when the message has a (non-empty) header
 LEN_MASK = 0x7FFFFFFF
@@ -50,6 +52,7 @@ class Segment:
         "live",
         "name",
         "offs",
+        "packed",
         "path",
         "sids",
         "size",
@@ -71,6 +74,8 @@ class Segment:
         # flattened (lo, hi) pairs, repeated elsewhere before this file may be deleted.
         self.ext = array("Q")
         self.doomed = False  # removed from the index, waiting for a sync to unlink it
+        # While packed (`Index.warm`, ADR 0054): the four columns above, which are empty.
+        self.packed: Packed | None = None
 
     @classmethod
     def create(cls, directory: Path, name: int) -> Segment:
@@ -137,12 +142,14 @@ class Segment:
 
     def end_seq(self) -> int:
         """One past the highest slot's sequence (== base when the segment has no slot)."""
-        return self.base + len(self.offs)
+        packed = self.packed
+        return self.base + (len(self.offs) if packed is None else packed.slots)
 
     def next_seq(self) -> int:
         """The sequence this segment's next message record must have: messages in a
         segment are consecutive, and the first is its name (storage-format.md 6.1)."""
-        return self.end_seq() if len(self.offs) else self.name
+        end = self.end_seq()
+        return end if end > self.base else self.name
 
     def slot(self, seq: int) -> int:
         """The slot of `seq` if it is live in this segment, else -1."""

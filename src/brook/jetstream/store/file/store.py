@@ -44,7 +44,7 @@ from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import indexsnap
 from brook.jetstream.store.file import queries as q
 from brook.jetstream.store.file.frozen import FrozenLog
-from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.index import HOT_SEGMENTS_DEFAULT, Index
 from brook.jetstream.store.file.reader import Reader
 from brook.jetstream.store.file.recovery import (
     META,
@@ -122,7 +122,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
 
     `segment_bytes_max`: roll to a new segment file past this size. `fsync`: when False,
     `sync()` does not fsync (the data is in the OS; it survives a process crash, not a
-    power loss). `recovery_report` says what opening the directory found and repaired.
+    power loss). `index_hot_segments`: sealed segments whose index columns stay unpacked
+    (ADR 0054). `recovery_report` says what opening the directory found and repaired.
     """
 
     def __init__(
@@ -132,6 +133,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         *,
         segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
         fsync: bool = True,
+        index_hot_segments: int = HOT_SEGMENTS_DEFAULT,
     ) -> None:
         if first_seq < 1:
             raise ValueError(f"first_seq must be >= 1, got {first_seq}")
@@ -171,7 +173,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         self._snap_gen = 0
         self._snap_key: tuple[Any, ...] | None = None
         self.index_snapshots = 0  # written by this store
-        self._index = Index(first_seq)
+        self._index = Index(first_seq, index_hot_segments)
         self._reader: Reader  # reads `_index`'s messages; made with it (`_open`)
         self._active: Segment
         created = []  # the directories made here, innermost first
@@ -200,7 +202,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         except OSError as exc:
             raise write_error(f"cannot prepare {self.directory}", exc) from exc
         # With a log, the log alone decides the sequences (its preambles carry first_seq).
-        self._index = index = Index(1 if entries else first_seq)
+        self._index = index = Index(1 if entries else first_seq, self._index.hot_max)
         self._reader = Reader(index)
         segments: list[Segment] = []
         try:
@@ -220,6 +222,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             self._roll()
         else:
             self._active = active = index.segments[-1]
+            index.warm(active)  # loaded packed from a snapshot: appends go to it
             if active.next_seq() != index.last + 1:
                 # Message slots are consecutive within a segment; and when a torn record
                 # kept its sequence (7.6), the new segment's name records it durably.
@@ -567,6 +570,9 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "syncs": self.syncs,
             "fsync": self._fsync,
             "index_snapshots": self.index_snapshots,
+            "index_hot_segments": self._index.hot_max,
+            "index_packed_segments": self._index.packed_segments(),
+            "index_unpacks": self._index.unpacks,
         }
 
     # ------------------------------------------------------------------ internals

@@ -4,7 +4,8 @@ Each subject keeps its live sequences in ascending order, like the memory store'
 so `subject_state`, `load_last(subject)` and the stream's per-subject limits are O(1) and
 purging a subject's oldest messages is O(1) per message. Memory is what drives the shape:
 
-* sequences live in an `array('Q')` (8 bytes each), not a list of ints (~36 bytes each);
+* sequences live in an `array('I')` as offsets from the subject's first one (4 bytes each;
+  `array('Q')` once a subject spans 2**32 sequences), not a list of ints (~36 bytes each);
 * a subject with a single message (the common case for KV buckets, where every key is a
   subject) costs no object of its own: its sequence sits in an id-indexed array;
 * subjects get small integer ids, stored per message in the segment columns (4 bytes), and
@@ -24,35 +25,52 @@ from brook.jetstream.store.filters import SubjectFilter
 class SubjectSeqs:
     """The live sequences of one subject, ascending. Never empty while indexed."""
 
-    __slots__ = ("_head", "_one", "_seqs", "name", "sid")
+    __slots__ = ("_base", "_head", "_one", "_seqs", "name", "sid")
 
     def __init__(self, name: str, sid: int, seq: int) -> None:
         self.name = name
         self.sid = sid
         self._one = seq  # the only sequence, while `_seqs` is None
-        self._seqs: array[int] | None = None
+        self._seqs: array[int] | None = None  # sequences less `_base`, ascending
+        self._base = seq
         self._head = 0  # `_seqs[:_head]` are removed entries not yet compacted away
 
     def __len__(self) -> int:
         return 1 if self._seqs is None else len(self._seqs) - self._head
 
     def first(self) -> int:
-        return self._one if self._seqs is None else self._seqs[self._head]
+        return self._one if self._seqs is None else self._base + self._seqs[self._head]
 
     def last(self) -> int:
-        return self._one if self._seqs is None else self._seqs[-1]
+        return self._one if self._seqs is None else self._base + self._seqs[-1]
 
     def append(self, seq: int) -> None:
-        if self._seqs is None:
-            self._seqs = array("Q", (self._one, seq))
-        else:
-            self._seqs.append(seq)
+        seqs = self._seqs
+        if seqs is None:
+            self.extend(seq, seq + 1)
+            return
+        try:
+            seqs.append(seq - self._base)
+        except OverflowError:  # past 2**32 from the first: `extend` widens the array
+            self.extend(seq, seq + 1)
+
+    def extend(self, seq: int, end: int) -> None:
+        """Append the sequences `seq .. end - 1` (all greater than the last one)."""
+        seqs = self._seqs
+        if seqs is None:
+            self._base = self._one
+            seqs = self._seqs = array("I", (0,))
+        base = self._base
+        if end - 1 - base > 0xFFFFFFFF and seqs.typecode == "I":
+            seqs = self._seqs = array("Q", seqs)  # spans 2**32 sequences: 8 bytes each
+        seqs.extend(range(seq - base, end - base))
 
     def remove(self, seq: int) -> bool:
         """Remove a present sequence; returns True when the subject is now empty."""
         seqs = self._seqs
         if seqs is None:
             return True
+        seq -= self._base
         head = self._head
         if seqs[head] == seq:
             head += 1
@@ -71,16 +89,19 @@ class SubjectSeqs:
     def at_or_after(self, seq: int) -> int | None:
         if self._seqs is None:
             return self._one if self._one >= seq else None
-        i = bisect_left(self._seqs, seq, self._head)
-        return self._seqs[i] if i < len(self._seqs) else None
+        i = bisect_left(self._seqs, seq - self._base, self._head)
+        return self._base + self._seqs[i] if i < len(self._seqs) else None
 
     def count_at_or_after(self, seq: int) -> int:
         if self._seqs is None:
             return 1 if self._one >= seq else 0
-        return len(self._seqs) - bisect_left(self._seqs, seq, self._head)
+        return len(self._seqs) - bisect_left(self._seqs, seq - self._base, self._head)
 
     def all(self) -> list[int]:
-        return [self._one] if self._seqs is None else self._seqs[self._head :].tolist()
+        if self._seqs is None:
+            return [self._one]
+        base = self._base
+        return [base + s for s in self._seqs[self._head :]]
 
 
 class SubjectIndex:
@@ -142,7 +163,7 @@ class SubjectIndex:
                     break
                 entry = multi.get(sid)
             if seq < end and entry is not None and entry._seqs is not None:
-                entry._seqs.extend(range(seq, end))
+                entry.extend(seq, end)
                 seq = end
             assert sid is not None
             sids += [sid] * n
