@@ -38,9 +38,6 @@ COMPILED = (
     "brook.protocol.encoder",
     "brook.protocol.headers",
     "brook.server.client_core",
-    "brook.jetstream.consumer.deadlines",
-    "brook.jetstream.consumer.delivery",
-    "brook.jetstream.consumer.executor",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"

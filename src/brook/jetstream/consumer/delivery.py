@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from mypy_extensions import mypyc_attr
-
 from brook.jetstream.consumer.acks import ACK_PREFIX
 from brook.jetstream.consumer.actions import (
     Acked,
@@ -55,7 +53,6 @@ def _ack_digits(seq: int, cseq: int, ts: int, np: int) -> tuple[int, int, int, i
     return ds + dc + dt + dn, 10**ds, 10**dc, 10 ** (dn - 1) if dn > 1 else 0, ts_lo, ts_hi
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # tests/unit/consumer/test_deliver_new.py
 class Delivery:
     def __init__(
         self,
