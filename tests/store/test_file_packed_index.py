@@ -10,7 +10,8 @@ from pathlib import Path
 
 from brook.jetstream.store.base import SubjectState
 from brook.jetstream.store.file import FileStore, indexsnap
-from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.format import OVERHEAD
+from brook.jetstream.store.file.index import BACKGROUND_SLOTS, Index
 from brook.jetstream.store.filters import compile_filter
 
 T0 = 1_700_000_000_000_000_000
@@ -155,5 +156,45 @@ def test_recent_headed_skips_packed_segments_without_a_header(tmp_path: Path) ->
         unpacks = s.statistics()["index_unpacks"]
         assert s.recent_headed(5_000, 1_000) == [m.seq for m in reversed(newest) if m.header]
         assert s.statistics()["index_unpacks"] - unpacks <= 8
+    finally:
+        s.close()
+
+
+def test_large_segments_are_packed_off_the_loop(tmp_path: Path) -> None:
+    """A segment of `BACKGROUND_SLOTS` slots or more is packed on a worker thread: it
+    counts as packed at once, stays readable meanwhile (a read takes it back, dropping
+    that work), and its pack is installed later; a clean close installs every pack, so
+    the reopened store's snapshot has them packed."""
+    per = BACKGROUND_SLOTS + 10
+    d = tmp_path / "s"
+    s = FileStore(d, segment_bytes_max=per * (OVERHEAD + 1), index_hot_segments=1)
+    try:
+        for i in range(3 * per):
+            s.store("b", None, b"", T0 + i)
+        s._index.settle()
+        stats = s.statistics()
+        assert stats["segments"] == 4  # the last is the active one
+        assert stats["index_packed_segments"] == 2  # the first two
+        m = s.load(5)  # unpacked; the third goes under way
+        assert m is not None
+        assert m.ts_ns == T0 + 4
+        assert s.statistics()["index_unpacks"] == 1
+        assert s.statistics()["index_packed_segments"] == 2  # under way counts
+        m = s.load(2 * per + 7)  # the third, taken back before its pack was installed
+        assert m is not None
+        assert m.ts_ns == T0 + 2 * per + 6
+        assert s.statistics()["index_unpacks"] == 1  # nothing to unpack
+        s._index.settle()
+        m = s.load(per + 5)  # the second, packed on the worker thread
+        assert m is not None
+        assert m.ts_ns == T0 + per + 4
+        assert s.statistics()["index_unpacks"] == 2
+    finally:
+        s.close()
+    s = FileStore(d, segment_bytes_max=per * (OVERHEAD + 1), index_hot_segments=1)
+    try:
+        assert s.recovery_report.snapshot == "used"
+        assert s.statistics()["index_packed_segments"] == 3  # every sealed one
+        assert [m.ts_ns for m in s.load_batch("", 1, 3)] == [T0, T0 + 1, T0 + 2]
     finally:
         s.close()

@@ -19,6 +19,12 @@ sealed segments newer in use are unpacked, and unpacked when something reads or 
 them. Everything that touches a segment's columns first calls `warm(seg)` (`locate`,
 the walks and `drop` do it for their callers); only `warm` and `add_segment` pack, so a
 caller's columns stay unpacked until its next `warm` of another segment.
+
+A segment of `BACKGROUND_SLOTS` slots or more is packed on a worker thread (about 0.1 s
+for a full 64 MB segment of small messages, which on the event loop would stall every
+publish at each roll): its columns stay in place meanwhile, a copy of their bytes is
+packed, and the result is installed by the next `warm` or `add_segment` unless the
+segment was warmed (so maybe changed) in between, which drops that work.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from brook.jetstream.store.file import packing
 from brook.jetstream.store.file.format import OVERHEAD
@@ -37,6 +44,16 @@ Slot = tuple[int, Segment, int]  # (seq, segment, slot)
 # Sealed segments whose columns stay unpacked (besides the last, being written): a
 # reader in order and a couple at random places unpack each segment once as they pass.
 HOT_SEGMENTS_DEFAULT = 2
+# Segments at least this many slots are packed on `_PACKER` (smaller ones take under a
+# few milliseconds and are packed at once).
+BACKGROUND_SLOTS = 65536
+# One thread for every store's packing: it is rare (a roll), and zlib releases the GIL.
+_PACKER = ThreadPoolExecutor(1, thread_name_prefix="brook-index-pack")
+
+
+def _empty_columns() -> tuple[array[int], array[int], array[int], array[int]]:
+    """A packed segment's placeholder columns (offs, lens, tss, sids)."""
+    return array("I"), array("I"), array("q"), array("I")
 
 
 def accounted(lenfield: int) -> int:
@@ -49,6 +66,7 @@ def accounted(lenfield: int) -> int:
 class Index:
     __slots__ = (
         "_hot",
+        "_packing",
         "bytes",
         "first",
         "hot_max",
@@ -75,6 +93,8 @@ class Index:
         # Sealed segments whose columns are unpacked, oldest unpacked first (a FIFO: no
         # bookkeeping on every read), at most `hot_max` of them.
         self._hot: dict[Segment, None] = {}
+        # Sealed segments being packed on `_PACKER`: their pack and their live count then.
+        self._packing: dict[Segment, tuple[Future[packing.Packed], int]] = {}
         self.hot_max = hot_max
         self.unpacks = 0  # packed segments unpacked since the store opened (monitoring)
 
@@ -84,6 +104,8 @@ class Index:
         """Append `seg` as the last segment; the one before it is sealed now. `seg` is
         new, or opened (replay `warm`s it before adding to it)."""
         assert not self.names or seg.name > self.names[-1], "segment names must increase"
+        if self._packing:
+            self._install()
         sealed = self.segments[-1] if self.segments else None
         self.segments.append(seg)
         self.names.append(seg.name)
@@ -96,9 +118,16 @@ class Index:
         del self.segments[i]
         del self.names[i]
         self._hot.pop(seg, None)
+        self._packing.pop(seg, None)
 
     def warm(self, seg: Segment) -> None:
         """Unpack `seg`'s columns if they are packed (see the module docstring)."""
+        if self._packing:
+            if self._packing.pop(seg, None) is not None:  # its columns are still in place
+                self._hot[seg] = None
+                self._shed(seg)
+                return
+            self._install()
         if seg.packed is not None:
             self._unpack(seg)
             if seg is not self.segments[-1]:
@@ -106,7 +135,25 @@ class Index:
                 self._shed(seg)
 
     def packed_segments(self) -> int:
-        return sum(seg.packed is not None for seg in self.segments)
+        """Segments packed, or being packed."""
+        return sum(seg.packed is not None for seg in self.segments) + len(self._packing)
+
+    def settle(self) -> None:
+        """Wait for the packs under way and install them (tests; a clean close)."""
+        for future, _live in self._packing.values():
+            future.result()
+        self._install()
+
+    def _install(self) -> None:
+        """Install the packs that are done; one whose segment changed meanwhile (its
+        live count differs; warm drops its work first anyway) is dropped."""
+        for seg, (future, live) in list(self._packing.items()):
+            if not future.done():
+                continue
+            del self._packing[seg]
+            if seg.live == live:
+                seg.packed = future.result()
+                seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
 
     def _unpack(self, seg: Segment) -> None:
         packed = seg.packed
@@ -122,8 +169,13 @@ class Index:
             seg = next(iter(hot))
             assert seg is not keep
             del hot[seg]
-            seg.packed = packing.pack((seg.offs, seg.lens, seg.tss, seg.sids))
-            seg.offs, seg.lens, seg.tss, seg.sids = array("I"), array("I"), array("q"), array("I")
+            columns = (seg.offs, seg.lens, seg.tss, seg.sids)
+            if len(seg.offs) < BACKGROUND_SLOTS:
+                seg.packed = packing.pack(columns)
+                seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
+            else:
+                raw = tuple(column.tobytes() for column in columns)
+                self._packing[seg] = (_PACKER.submit(packing.pack_bytes, raw), seg.live)
 
     def segment_at(self, seq: int) -> int:
         """Position in `segments` of the segment that would hold `seq` (-1 if none)."""

@@ -470,6 +470,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         try:
             if self._failed is None:
                 self.sync()
+                self._index.settle()  # the snapshot then holds every sealed segment packed
                 self._save_snapshot()
         finally:
             with self._sync_lock:
