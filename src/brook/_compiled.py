@@ -31,6 +31,7 @@ from typing import TypedDict
 # Compiled together as one mypyc group, in dependency order.
 COMPILED = (
     "brook.protocol.reads",
+    "brook.protocol.lines",
     "brook.protocol.parser",
     "brook.routing.subject_index",
     "brook.routing.sublist",

@@ -30,6 +30,7 @@ import re
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
+from brook.protocol.lines import SIZE_DIGITS_MAX, message_line
 from brook.protocol.reads import ReadBuffer
 
 
@@ -135,6 +136,12 @@ def _pub_run(
     return subjects, payload, pos
 
 
+def _starts_run(subject: bytes, prefixes: tuple[bytes, ...]) -> bool:
+    """Does `subject` start with one of `prefixes`? One by one: a compiled
+    `bytes.startswith` of one bytes argument is native, of a tuple a Python call."""
+    return any(subject.startswith(prefix) for prefix in prefixes)
+
+
 def _run_span(
     buf: bytes, pos: int, head: bytes, tail: bytes, budget: int, longest: int
 ) -> tuple[list[bytes], int] | None:
@@ -160,21 +167,17 @@ def _run_span(
     return subjects, last + len(tail)
 
 
-# nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
-_SIZE_DIGITS_MAX = 9
-
-
 def _size(token: bytes, what: str) -> int:
     # bytes.isdigit() is ASCII-only and rejects signs, spaces and underscores, which
     # int() would accept; nats-server accepts plain decimal digits only.
-    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+    if not token.isdigit() or len(token) > SIZE_DIGITS_MAX:
         raise ProtocolError(f"invalid {what} size {token[:32]!r}", None)
     return int(token)
 
 
 def _unsub_max(token: bytes) -> int | None:
     # nats-server: a max it cannot parse counts as "no max", i.e. unsubscribe now.
-    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+    if not token.isdigit() or len(token) > SIZE_DIGITS_MAX:
         return None
     return int(token)
 
@@ -204,6 +207,7 @@ class ClientParser(ReadBuffer):
         "_handler",
         "_pending",
         "_run_heads",
+        "_run_prefixes",
         "max_control_line",
         "max_payload",
         "paused",
@@ -218,6 +222,7 @@ class ClientParser(ReadBuffer):
         run_prefixes: tuple[bytes, ...] = (),
     ) -> None:
         self._handler = handler
+        self._run_prefixes = run_prefixes
         self._run_heads = tuple(b"PUB " + prefix for prefix in run_prefixes)
         self.max_payload = max_payload
         self.max_control_line = max_control_line
@@ -244,6 +249,7 @@ class ClientParser(ReadBuffer):
         pos = 0
         on_pub = self._handler.on_pub
         run_heads = self._run_heads
+        run_prefixes = self._run_prefixes
         max_control_line = self.max_control_line
         max_payload = self.max_payload
         try:
@@ -252,54 +258,47 @@ class ClientParser(ReadBuffer):
                 if pos < 0:
                     return
             while pos < n and not self.paused:
+                # Fast path for the most common operation (`message_line`), payload already
+                # received; not for a PUB a run may start with (a consumer's ack). Anything
+                # else, including every error, goes through `_dispatch`, so behaviour is
+                # the same either way, however the bytes were split into reads.
+                subject_end, reply_end, size, start = message_line(buf, pos, n, b"PUB ", True)
+                if start >= 0:
+                    lf = start - 1
+                    line_end = lf - 1 if buf[lf - 1] == 13 else lf
+                    subject = buf[pos + 4 : subject_end]
+                    if line_end - pos <= max_control_line and (
+                        reply_end > subject_end + 1  # a reply, not an empty one
+                        or not run_prefixes
+                        or not _starts_run(subject, run_prefixes)
+                    ):
+                        end = start + size
+                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
+                            reply = (
+                                buf[subject_end + 1 : reply_end]
+                                if reply_end > subject_end + 1
+                                else None
+                            )
+                            on_pub(subject, reply, None, buf[start:end])
+                            pos = end + 2
+                            continue
                 eol = buf.find(b"\n", pos)
                 if eol < 0:
                     self._check_partial_line(buf, pos)
                     self._buf = buf[pos:]
                     return
                 line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
-                if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
-                    if (
-                        buf.startswith(run_heads, pos)
-                        and (m := _RUN_PUB.match(buf, pos)) is not None
-                        and (run := _pub_run(buf, m, run_heads, max_payload, max_control_line))
-                        is not None
-                    ):
-                        subjects, payload, pos = run
-                        self._handler.on_pub_run(subjects, payload)
-                        continue
-                    # Fast path for the most common operation: upper-case PUB, arguments
-                    # separated by spaces (nats-py doubles the one before the size), a size
-                    # `_size` accepts and in range, payload already received. Anything
-                    # else, including every error, goes through `_dispatch`, so behaviour
-                    # is the same either way, however the bytes were split into reads.
-                    # (`find`, not `in`: on CPython 3.11 `bytes in bytes` first tries the
-                    # operand as an int and raises and clears a TypeError, ~1,800
-                    # instructions per test.)
-                    seg = buf[pos + 4 : line_end]
-                    args = seg.split(b" ")
-                    nargs = len(args)
-                    size_tok = args[-1]
-                    if (
-                        (nargs == 2 or nargs == 3)
-                        and args[0]
-                        and size_tok.isdigit()
-                        and len(size_tok) <= _SIZE_DIGITS_MAX
-                        and seg.find(b"\t") < 0
-                        and seg.find(b"\r") < 0
-                    ):
-                        size = int(size_tok)
-                        start = eol + 1
-                        end = start + size
-                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
-                            on_pub(
-                                args[0],
-                                args[1] or None if nargs == 3 else None,
-                                None,
-                                buf[start:end],
-                            )
-                            pos = end + 2
-                            continue
+                if (
+                    run_heads
+                    and line_end - pos <= max_control_line
+                    and buf.startswith(run_heads, pos)
+                    and (r := _RUN_PUB.match(buf, pos)) is not None
+                    and (run := _pub_run(buf, r, run_heads, max_payload, max_control_line))
+                    is not None
+                ):
+                    subjects, payload, pos = run
+                    self._handler.on_pub_run(subjects, payload)
+                    continue
                 self._dispatch(buf[pos:line_end])
                 pos = eol + 1
                 if self._pending is not None and not self.paused:
