@@ -39,6 +39,7 @@ COMPILED = (
     "brook.protocol.encoder",
     "brook.protocol.headers",
     "brook.server.client_core",
+    "brook.leafnode.leaf_core",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"
