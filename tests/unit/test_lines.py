@@ -96,7 +96,7 @@ BLANK = st.sampled_from([b" ", b"  ", b"\t", b""])
 END = st.sampled_from([b"\r\n", b"\n", b"\r", b""])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from([b"PUB ", b"PUB", b"PUB  ", b"PUX "]),
     st.lists(st.tuples(TOKEN.map(b"".join), BLANK), min_size=1, max_size=4),
