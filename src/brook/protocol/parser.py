@@ -75,42 +75,44 @@ _SPAN_MAX_BYTES = 1 << 20
 
 def _pub_run(
     buf: bytes,
-    first: re.Match[bytes],
+    first: int,
+    subject_end: int,
+    start: int,
+    size: int,
+    prefixes: tuple[bytes, ...],
     heads: tuple[bytes, ...],
     max_payload: int,
     max_control_line: int,
 ) -> tuple[list[bytes], bytes, int] | None:
     """A run of PUBs alike but for their subjects (all longer than, and starting as, the
-    one of `heads` the first starts with; no reply; the same blanks, size and payload),
-    from the one `_RUN_PUB` matched: their subjects, the
+    one of `prefixes` the first's subject starts with; no reply; the same blanks, size
+    and payload), from the one at `first` (a line `_RUN_PUB` matches: its subject ends at
+    `subject_end`, its payload of `size` bytes starts at `start`): their subjects, the
     payload, and where the run ends; None when the first one is not complete or not
     right (the general path reads it then). Each is exactly what the general path would
-    make of it: the run is handed over together (`on_pub_run`).
+    make of it: the run is handed over together (`on_pub_run`). `heads`: `PUB ` and each
+    of `prefixes`.
 
     A client sends such PUBs alike (a consumer's acks, say), so after the first one the
     run is taken in windows of growing size, each checked with a few scans over its
     bytes (`_run_span`); where a window holds anything else, a smaller one is tried, then
     one PUB at a time (the blanks before the size may differ then)."""
-    for head in heads:
-        if buf.startswith(head, first.start()):
-            break
-    size = int(first[2])
-    start = first.end()
+    subject = buf[first + 4 : subject_end]
+    head = next(
+        (h for prefix, h in zip(prefixes, heads, strict=True) if subject.startswith(prefix)),
+        heads[-1],
+    )
     end = start + size
-    if (
-        size > max_payload
-        or buf[end : end + 2] != b"\r\n"
-        or first.end(1) - first.start() <= len(head)
-    ):
+    if size > max_payload or buf[end : end + 2] != b"\r\n" or subject_end - first <= len(head):
         return None
-    subjects = [first[1]]
+    subjects = [subject]
     payload = buf[start:end]
     pos = end + 2
-    tail = buf[first.end(1) : pos]  # blanks, size, CRLF, payload, CRLF
+    tail = buf[subject_end:pos]  # blanks, size, CRLF, payload, CRLF
     longest = max_control_line - len(tail) + len(payload) + 4 - len(b"PUB ")
     if not buf.startswith(head, pos):
         return subjects, payload, pos  # a run of one (at the end of a read, often)
-    unit = pos - first.start()
+    unit = pos - first
     budget = unit * _SPAN_FIRST_OPS
     while budget >= unit:
         span = _run_span(buf, pos, head, tail, budget, longest)
@@ -266,22 +268,41 @@ class ClientParser(ReadBuffer):
                 if start >= 0:
                     lf = start - 1
                     line_end = lf - 1 if buf[lf - 1] == 13 else lf
-                    subject = buf[pos + 4 : subject_end]
-                    if line_end - pos <= max_control_line and (
-                        reply_end > subject_end + 1  # a reply, not an empty one
-                        or not run_prefixes
-                        or not _starts_run(subject, run_prefixes)
-                    ):
-                        end = start + size
-                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
-                            reply = (
-                                buf[subject_end + 1 : reply_end]
-                                if reply_end > subject_end + 1
+                    if line_end - pos <= max_control_line:
+                        subject = buf[pos + 4 : subject_end]
+                        if reply_end < subject_end + 2 and _starts_run(subject, run_prefixes):
+                            # No reply, under a run prefix: a consumer's ack, the first of
+                            # a run if its line ends in CR LF, as `_RUN_PUB` reads one.
+                            run = (
+                                _pub_run(
+                                    buf,
+                                    pos,
+                                    subject_end,
+                                    start,
+                                    size,
+                                    run_prefixes,
+                                    run_heads,
+                                    max_payload,
+                                    max_control_line,
+                                )
+                                if line_end < lf
                                 else None
                             )
-                            on_pub(subject, reply, None, buf[start:end])
-                            pos = end + 2
-                            continue
+                            if run is not None:
+                                subjects, payload, pos = run
+                                self._handler.on_pub_run(subjects, payload)
+                                continue
+                        else:
+                            end = start + size
+                            if size <= max_payload and buf[end : end + 2] == b"\r\n":
+                                reply = (
+                                    buf[subject_end + 1 : reply_end]
+                                    if reply_end > subject_end + 1
+                                    else None
+                                )
+                                on_pub(subject, reply, None, buf[start:end])
+                                pos = end + 2
+                                continue
                 eol = buf.find(b"\n", pos)
                 if eol < 0:
                     self._check_partial_line(buf, pos)
@@ -293,7 +314,19 @@ class ClientParser(ReadBuffer):
                     and line_end - pos <= max_control_line
                     and buf.startswith(run_heads, pos)
                     and (r := _RUN_PUB.match(buf, pos)) is not None
-                    and (run := _pub_run(buf, r, run_heads, max_payload, max_control_line))
+                    and (
+                        run := _pub_run(
+                            buf,
+                            pos,
+                            r.end(1),
+                            r.end(),
+                            int(r[2]),
+                            run_prefixes,
+                            run_heads,
+                            max_payload,
+                            max_control_line,
+                        )
+                    )
                     is not None
                 ):
                     subjects, payload, pos = run
