@@ -270,6 +270,7 @@ class Result:
     workload: str
     msgs_per_s: float
     mb_per_s: float
+    messages: int = 0  # those counted (published, or received by all subscribers)
 
 
 def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
@@ -286,7 +287,8 @@ def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
         p.join()
     elapsed = time.perf_counter() - start
     total = (n // pubs) * pubs
-    return Result(f"pub only, {pubs} publishers", total / elapsed, total * size / elapsed / 1e6)
+    mb_per_s = total * size / elapsed / 1e6
+    return Result(f"pub only, {pubs} publishers", total / elapsed, mb_per_s, total)
 
 
 def run_pub_sub(
@@ -317,7 +319,7 @@ def run_pub_sub(
     name = f"pub/sub, {pubs} pub → {subs} sub"
     if received < total * subs:
         name += f" (LOST {total * subs - received})"
-    return Result(name, received / elapsed, received * size / elapsed / 1e6)
+    return Result(name, received / elapsed, received * size / elapsed / 1e6, received)
 
 
 def run_mixed(port: int, n: int) -> Result:
@@ -343,7 +345,7 @@ def run_mixed(port: int, n: int) -> Result:
     if got < cycles:
         name += f" (LOST {(cycles - got) * MIX_CYCLE})"
     payload = received * sum(MIX_SIZES) / len(MIX_SIZES)
-    return Result(name, received / elapsed, payload / elapsed / 1e6)
+    return Result(name, received / elapsed, payload / elapsed / 1e6, received)
 
 
 def main() -> None:
@@ -358,18 +360,31 @@ def main() -> None:
         lambda port: run_pub_sub(port, args.messages // 2, args.size, 1, 2),
         lambda port: run_mixed(port, args.messages),
     ]
-    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores\n")
-    print(f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
+    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores")
+    print("cpu: the server's CPU time per message counted, which a busy machine distorts least\n")
+    print(
+        f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}"
+        f" {'cpu µs: nats':>13} {'brook':>6} {'ratio':>6}"
+    )
     for workload in workloads:
         with nats_server() as port:
-            ref = workload(port)
+            ref, ref_cpu = _with_cpu(port, workload)
         with brook_server() as port:
-            ours = workload(port)
+            ours, our_cpu = _with_cpu(port, workload)
         print(
             f"{ref.workload:34} {ref.msgs_per_s:>10,.0f}/s {ours.msgs_per_s:>10,.0f}/s "
             f"{ours.msgs_per_s / ref.msgs_per_s:>6.2f}x"
+            f" {ref_cpu:>13.2f} {our_cpu:>6.2f} {ref_cpu / our_cpu:>5.2f}x"
             + ("" if ours.workload == ref.workload else f"   brook: {ours.workload}")
         )
+
+
+def _with_cpu(port: int, workload: Callable[[int], Result]) -> tuple[Result, float]:
+    """`workload`'s result and the server's CPU microseconds per message counted."""
+    cpu = server_cpu_s(port)
+    result = workload(port)
+    cpu = server_cpu_s(port) - cpu
+    return result, 1e6 * cpu / max(1, result.messages)
 
 
 if __name__ == "__main__":
