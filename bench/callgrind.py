@@ -13,6 +13,8 @@ WORKLOAD is one of
   allow and a deny list (`bench.permissions`'s config), so every message is checked;
 * `core-mapped`: `core`, the publisher publishing to `mapped.core`, which a subject
   mapping (`"mapped.*": "bench.{{wildcard(1)}}"`) sends to the subscriber's subject;
+* `core-mixed`: one publisher → one subscriber of `bench.core`'s mixed traffic (64
+  subjects, a wildcard subscription, payloads of 16 B to 1 KiB, replies and headers);
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
@@ -61,13 +63,24 @@ from pathlib import Path
 from tests.support.natsserver import free_port, wait_for_info
 
 from bench import consumers, jetstream, leafnode, mirrors, permissions
-from bench.core import CONNECT, SERVER_PIDS, connect_as, publisher, subscriber
+from bench.core import (
+    BATCH,
+    CONNECT,
+    MIX_CYCLE,
+    MIX_WILDCARD,
+    SERVER_PIDS,
+    connect_as,
+    count_frames,
+    mixed_cycle,
+    send_frames,
+)
 
 DEFAULT_MESSAGES = {
     "core": 100_000,
     "core-users": 100_000,
     "core-perms": 100_000,
     "core-mapped": 100_000,
+    "core-mixed": 102_400,  # 400 cycles of `bench.core.Mix`
     "publish": 5_000,
     "publish-limits": 5_000,
     "pull": 10_000,
@@ -103,13 +116,38 @@ def _core(
     connect: bytes = CONNECT,
     published: bytes = b"bench.core",
 ) -> None:
+    subject = b"bench.core"  # allowed by `bench.permissions`'s config
+    frame = b"PUB %b 16\r\n%b\r\n" % (published, b"x" * 16)
+    frame_len = len(b"MSG %b 1 16\r\n" % subject) + 16 + 2
+    _pub_sub(port, zero, frame, subject, frame_len, n, connect)
+
+
+def _core_mixed(port: int, n: int, zero: Callable[[], None]) -> None:
+    if n % MIX_CYCLE:
+        raise SystemExit(f"core-mixed: --messages must be a multiple of {MIX_CYCLE}")
+    mix = mixed_cycle()
+    _pub_sub(port, zero, mix.pubs, MIX_WILDCARD, mix.msg_bytes, n // MIX_CYCLE, CONNECT, 2)
+
+
+def _pub_sub(
+    port: int,
+    zero: Callable[[], None],
+    frame: bytes,
+    subject: bytes,
+    frame_len: int,
+    count: int,
+    connect: bytes,
+    per_send: int = BATCH,
+) -> None:
+    """One publisher sending `frame` `count` times, one subscriber to `subject`
+    receiving as many frames of `frame_len` bytes (`bench.core`'s load generators)."""
     ready = mp.Barrier(3)
     out: Queue[tuple[int, float]] = mp.Queue()
-    subject = b"bench.core"  # allowed by `bench.permissions`'s config
-    sub = mp.Process(target=subscriber, args=(port, subject, n, 16, ready, out, connect))
+    args = (port, subject, frame_len, count, ready, out, connect)
+    sub = mp.Process(target=count_frames, args=args)
     sub.start()
     time.sleep(2.0)  # under valgrind: the subscription is registered before the publisher starts
-    pub = mp.Process(target=publisher, args=(port, published, n, 16, ready, connect))
+    pub = mp.Process(target=send_frames, args=(port, frame, count, ready, connect, per_send))
     pub.start()
     time.sleep(2.0)  # both connected and waiting at the barrier
     zero()
@@ -117,8 +155,8 @@ def _core(
     received, _ = out.get(timeout=3000)
     pub.join()
     sub.join()
-    if received != n:
-        raise SystemExit(f"core: {received} of {n} messages received")
+    if received != count:
+        raise SystemExit(f"core: {received} of {count} frames received")
 
 
 def _publish(port: int, n: int, zero: Callable[[], None]) -> None:
@@ -262,6 +300,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core-users": _core_as(connect_as("open")),
     "core-perms": _core_as(connect_as("limited")),
     "core-mapped": lambda port, n, zero: _core(port, n, zero, published=b"mapped.core"),
+    "core-mixed": _core_mixed,
     "publish": _publish,
     "publish-limits": _publish,
     "pull": _consume("pull"),

@@ -3,7 +3,9 @@
 nats-py tops out around 50-60k msgs/s per process, so these workloads drive the servers
 with raw-socket load generators in separate processes instead: publishers write pre-encoded
 PUB frames in large batches, subscribers count bytes of fixed-size MSG frames. That costs
-the load generator almost nothing per message, so the numbers describe the server.
+the load generator almost nothing per message, so the numbers describe the server. The
+last row is mixed traffic (`Mix`: many subjects, mixed sizes, replies and headers), the
+frames of a repeating cycle of them, so that a gain is shown on more than one subject.
 
     python -m bench.core [--messages N] [--size BYTES] [--publishers P]
 
@@ -139,11 +141,25 @@ def _read_until(s: socket.socket, marker: bytes) -> bytes:
 def publisher(
     port: int, subject: bytes, count: int, size: int, ready: Barrier, connect: bytes = CONNECT
 ) -> None:
-    s = _connect(port, connect)
     frame = b"PUB %b %d\r\n%b\r\n" % (subject, size, b"x" * size)
-    batch = frame * BATCH
+    send_frames(port, frame, count, ready, connect)
+
+
+def send_frames(
+    port: int,
+    frame: bytes,
+    count: int,
+    ready: Barrier,
+    connect: bytes = CONNECT,
+    per_send: int = BATCH,
+) -> None:
+    """A publisher: once every process is ready, `frame` (one message or a cycle of
+    them) `count` times, `per_send` to a write, then a PING whose PONG says the server
+    has processed them all."""
+    s = _connect(port, connect)
+    batch = frame * per_send
     ready.wait()
-    full, rest = divmod(count, BATCH)
+    full, rest = divmod(count, per_send)
     for _ in range(full):
         s.sendall(batch)
     s.sendall(frame * rest + b"PING\r\n")
@@ -160,11 +176,62 @@ def subscriber(
     out: Queue[tuple[int, float]],
     connect: bytes = CONNECT,
 ) -> None:
+    frame_len = len(b"MSG %b 1 %d\r\n" % (subject, size)) + size + 2
+    count_frames(port, subject, frame_len, count, ready, out, connect)
+
+
+def count_frames(
+    port: int,
+    subject: bytes,
+    frame_len: int,
+    count: int,
+    ready: Barrier,
+    out: Queue[tuple[int, float]],
+    connect: bytes = CONNECT,
+) -> None:
+    """A subscriber to `subject` (sid 1) counting `count` frames of `frame_len` bytes
+    (one MSG or a cycle of them): `count_received`."""
     s = _connect(port, connect)
     s.sendall(b"SUB %b 1\r\nPING\r\n" % subject)
     _read_until(s, b"PONG\r\n")
-    frame_len = len(b"MSG %b 1 %d\r\n" % (subject, size)) + size + 2
     count_received(s, functools.partial(received_bytes, s), frame_len, count, ready, out)
+
+
+MIX_SUBJECTS = 64
+MIX_SIZES = (16, 64, 16, 256, 16, 1024, 32, 16)
+MIX_CYCLE = 256
+MIX_WILDCARD = b"bench.mix.>"
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One cycle of the mixed-traffic row, `MIX_CYCLE` messages: `MIX_SUBJECTS` subjects
+    interleaved, payloads of `MIX_SIZES` bytes, a reply subject on one in four, headers
+    (HPUB) on one in eight (half of those with a reply too). So that a gain on the
+    1-subject, 16-byte rows is shown to hold for traffic shaped like real traffic."""
+
+    pubs: bytes  # the PUB and HPUB frames a publisher sends
+    msg_bytes: int  # the bytes of the MSG and HMSG frames a subscriber to MIX_WILDCARD gets
+
+
+def mixed_cycle() -> Mix:
+    pubs: list[bytes] = []
+    received = 0
+    for i in range(MIX_CYCLE):
+        subject = b"bench.mix.%d" % (i * 37 % MIX_SUBJECTS)  # 37: every subject, shuffled
+        size = MIX_SIZES[i % len(MIX_SIZES)]
+        payload = b"x" * size
+        reply = b"_INBOX.mix.%d " % i if i % 4 == 1 else b""
+        if i % 8 == 5:
+            hdr = b"NATS/1.0\r\nBench-Seq: %d\r\n\r\n" % i
+            sizes = b"%d %d" % (len(hdr), len(hdr) + size)
+            pubs.append(b"HPUB %b %b%b\r\n%b%b\r\n" % (subject, reply, sizes, hdr, payload))
+            received += len(b"HMSG %b 1 %b%b\r\n" % (subject, reply, sizes)) + len(hdr)
+        else:
+            pubs.append(b"PUB %b %b%d\r\n%b\r\n" % (subject, reply, size, payload))
+            received += len(b"MSG %b 1 %b%d\r\n" % (subject, reply, size))
+        received += size + 2
+    return Mix(b"".join(pubs), received)
 
 
 def received_bytes(s: socket.socket) -> int:
@@ -203,6 +270,7 @@ class Result:
     workload: str
     msgs_per_s: float
     mb_per_s: float
+    messages: int = 0  # those counted (published, or received by all subscribers)
 
 
 def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
@@ -219,7 +287,8 @@ def run_pub_only(port: int, n: int, size: int, pubs: int) -> Result:
         p.join()
     elapsed = time.perf_counter() - start
     total = (n // pubs) * pubs
-    return Result(f"pub only, {pubs} publishers", total / elapsed, total * size / elapsed / 1e6)
+    mb_per_s = total * size / elapsed / 1e6
+    return Result(f"pub only, {pubs} publishers", total / elapsed, mb_per_s, total)
 
 
 def run_pub_sub(
@@ -250,7 +319,33 @@ def run_pub_sub(
     name = f"pub/sub, {pubs} pub → {subs} sub"
     if received < total * subs:
         name += f" (LOST {total * subs - received})"
-    return Result(name, received / elapsed, received * size / elapsed / 1e6)
+    return Result(name, received / elapsed, received * size / elapsed / 1e6, received)
+
+
+def run_mixed(port: int, n: int) -> Result:
+    """1 publisher → 1 subscriber (to `MIX_WILDCARD`) of `n` messages of the mixed
+    traffic (`Mix`), rounded down to whole cycles."""
+    mix = mixed_cycle()
+    cycles = max(1, n // MIX_CYCLE)
+    ready = mp.Barrier(3)
+    out: Queue[tuple[int, float]] = mp.Queue()
+    sub = mp.Process(
+        target=count_frames, args=(port, MIX_WILDCARD, mix.msg_bytes, cycles, ready, out)
+    )
+    sub.start()
+    time.sleep(0.3)  # subscribed before anyone publishes
+    pub = mp.Process(target=send_frames, args=(port, mix.pubs, cycles, ready, CONNECT, 2))
+    pub.start()
+    ready.wait()
+    got, elapsed = out.get(timeout=120)
+    pub.join()
+    sub.join()
+    received = got * MIX_CYCLE
+    name = "mixed, 1 pub → 1 sub"
+    if got < cycles:
+        name += f" (LOST {(cycles - got) * MIX_CYCLE})"
+    payload = received * sum(MIX_SIZES) / len(MIX_SIZES)
+    return Result(name, received / elapsed, payload / elapsed / 1e6, received)
 
 
 def main() -> None:
@@ -263,19 +358,33 @@ def main() -> None:
         lambda port: run_pub_only(port, args.messages, args.size, args.publishers),
         lambda port: run_pub_sub(port, args.messages, args.size, 1, 1),
         lambda port: run_pub_sub(port, args.messages // 2, args.size, 1, 2),
+        lambda port: run_mixed(port, args.messages),
     ]
-    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores\n")
-    print(f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}")
+    print(f"{args.messages} messages of {args.size} bytes; {os.cpu_count()} cores")
+    print("cpu: the server's CPU time per message counted, which a busy machine distorts least\n")
+    print(
+        f"{'workload':34} {'nats-server':>14} {'brook':>14} {'ratio':>7}"
+        f" {'cpu µs: nats':>13} {'brook':>6} {'ratio':>6}"
+    )
     for workload in workloads:
         with nats_server() as port:
-            ref = workload(port)
+            ref, ref_cpu = _with_cpu(port, workload)
         with brook_server() as port:
-            ours = workload(port)
+            ours, our_cpu = _with_cpu(port, workload)
         print(
             f"{ref.workload:34} {ref.msgs_per_s:>10,.0f}/s {ours.msgs_per_s:>10,.0f}/s "
             f"{ours.msgs_per_s / ref.msgs_per_s:>6.2f}x"
+            f" {ref_cpu:>13.2f} {our_cpu:>6.2f} {ref_cpu / our_cpu:>5.2f}x"
             + ("" if ours.workload == ref.workload else f"   brook: {ours.workload}")
         )
+
+
+def _with_cpu(port: int, workload: Callable[[int], Result]) -> tuple[Result, float]:
+    """`workload`'s result and the server's CPU microseconds per message counted."""
+    cpu = server_cpu_s(port)
+    result = workload(port)
+    cpu = server_cpu_s(port) - cpu
+    return result, 1e6 * cpu / max(1, result.messages)
 
 
 if __name__ == "__main__":

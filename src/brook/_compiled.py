@@ -31,6 +31,7 @@ from typing import TypedDict
 # Compiled together as one mypyc group, in dependency order.
 COMPILED = (
     "brook.protocol.reads",
+    "brook.protocol.lines",
     "brook.protocol.parser",
     "brook.routing.subject_index",
     "brook.routing.sublist",
@@ -38,6 +39,7 @@ COMPILED = (
     "brook.protocol.encoder",
     "brook.protocol.headers",
     "brook.server.client_core",
+    "brook.leafnode.leaf_core",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, ProtocolError
+from brook.protocol.lines import message_line
 from brook.protocol.reads import ReadBuffer
 
 PING = b"PING\r\n"
@@ -110,7 +111,8 @@ class LeafParser(ReadBuffer):
     was received (a connection that is closing).
 
     An LMSG/HMSG without queue names whose line is single-spaced and whose body is in
-    the same read takes a fast path (as the client parser's PUB): the general one reads
+    the same read takes a fast path (as the client parser's PUB; an LMSG's line read by
+    the compiled `protocol.lines.message_line`): the general one reads
     every other form, every error, and a message split across reads, whose line is read
     once and whose body gathers in `_chunks`, joined once when complete. Either gives the
     same result however the bytes were split into reads (tests/unit/test_leaf_codec.py).
@@ -154,26 +156,25 @@ class LeafParser(ReadBuffer):
                 if pos < 0:
                     return
             while pos < size and not self.stopped:
+                subject_end, reply_end, total, start = message_line(buf, pos, size, b"LMSG ", False)
+                if start >= 0:
+                    end = start + total
+                    if total <= max_payload and buf[end : end + 2] == b"\r\n":
+                        reply = (
+                            buf[subject_end + 1 : reply_end]
+                            if reply_end > subject_end + 1
+                            else None
+                        )
+                        on_msg(buf[pos + 5 : subject_end], reply, (), None, buf[start:end])
+                        pos = end + 2
+                        continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     if size - pos > self._max_line:
                         raise ProtocolError("control line too long", MAX_CONTROL_LINE)
                     self._buf = buf[pos:]
                     return
-                if buf.startswith(b"LMSG ", pos):
-                    args = buf[pos + 5 : eol].split()
-                    nargs = len(args)
-                    if (nargs == 2 or nargs == 3) and args[-1].isdigit():
-                        total = int(args[-1])
-                        start = eol + 2
-                        end = start + total
-                        if total <= max_payload and buf[end : end + 2] == b"\r\n":
-                            on_msg(
-                                args[0], args[1] if nargs == 3 else None, (), None, buf[start:end]
-                            )
-                            pos = end + 2
-                            continue
-                elif buf.startswith(b"HMSG ", pos):
+                if buf.startswith(b"HMSG ", pos):
                     args = buf[pos + 5 : eol].split()
                     nargs = len(args)
                     if (nargs == 3 or nargs == 4) and args[-1].isdigit() and args[-2].isdigit():

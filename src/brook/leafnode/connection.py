@@ -21,8 +21,8 @@ from typing import Any, cast
 
 from brook import limits
 from brook.leafnode import codec, jsdomain, login
+from brook.leafnode.leaf_core import LeafCore, LeafCounters
 from brook.leafnode.peers import (
-    DENIED_PREFIXES,
     AccountLeafs,
     SpokeLogin,
     SubjectFilter,
@@ -62,14 +62,6 @@ class LeafLimits:
 
 
 @dataclass(slots=True)
-class LeafCounters:
-    in_msgs: int = 0
-    in_bytes: int = 0
-    out_msgs: int = 0
-    out_bytes: int = 0
-
-
-@dataclass(slots=True)
 class _Remote:
     """The peer's side as its INFO told it."""
 
@@ -93,8 +85,10 @@ def _is_leaf(sub: Subscription) -> bool:
     return isinstance(sub.client, LeafConnection)
 
 
-class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
-    """A leaf connection bound to one account (`leafs`)."""
+# LeafCore after QueuedOutput: its `_send` overrides LeafCore's declaration of it.
+class LeafConnection(QueuedOutput, LeafCore, asyncio.Protocol, Subscriber):
+    """A leaf connection bound to one account (`leafs`); its per-message paths (`on_msg`,
+    `deliver`) are `LeafCore`'s, compiled (leafnode/leaf_core.py)."""
 
     def __init__(
         self,
@@ -117,6 +111,7 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
         self.leafs = leafs
         self.router = leafs.router
         self.config = config
+        self.mappings = config.mappings
         self.solicited = solicited
         self.cid = cid
         self.peer: tuple[str, int] = ("", 0)
@@ -517,43 +512,6 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
             self.router.unsubscribe(routed[0])
         self.leafs.remote_interest(self, key, -weight)
 
-    def on_msg(
-        self,
-        subject: bytes,
-        reply: bytes | None,
-        queues: tuple[bytes, ...],
-        header: bytes | None,
-        payload: bytes,
-    ) -> None:
-        counters = self.counters
-        counters.in_msgs += 1
-        counters.in_bytes += len(payload) if header is None else len(payload) + len(header)
-        if (
-            not self.ready
-            or subject.startswith(DENIED_PREFIXES)  # `denied`, inlined: once per message
-            or (self._checks_in and self._refused_in(subject))
-        ):
-            return
-        shown = None
-        if reply is not None and reply.startswith(jsdomain.ACK_PREFIX):
-            delivered = jsdomain.split_delivered(reply)
-            if delivered is not None:  # a JetStream delivery (jsdomain.py)
-                reply, shown = delivered
-        groups: tuple[bytes, ...] | None = queues
-        mappings = self.config.mappings
-        if mappings is not None:
-            mapped = mappings.select(subject)
-            if mapped is not None:
-                subject = mapped
-                # nats-server: a mapped message naming no queue group goes to local ones
-                groups = queues or None
-        leafs = self.leafs
-        leafs.inbound = (self, queues)
-        try:
-            self.router.publish_from_peer(self, subject, reply, header, payload, groups, shown)
-        finally:
-            leafs.inbound = None
-
     # ------------------------------------------------------------------ keep-alive
 
     def _arm_ping(self) -> None:
@@ -636,51 +594,6 @@ class LeafConnection(QueuedOutput, asyncio.Protocol, Subscriber):
 
     def peer_has_queue(self, subject: bytes, queue: bytes) -> bool:
         return any(members[0].queue == queue for members in self._interest.match(subject).queues)
-
-    def deliver(
-        self,
-        sub: Subscription,
-        subject: bytes,
-        reply: bytes | None,
-        header: bytes | None,
-        payload: bytes,
-    ) -> bool:
-        """Send one LMSG/HMSG for the message however many of this connection's
-        subscriptions match it: the first of them in the router's result sends, with
-        the queue groups the peer serves for it; False when nothing is sent.
-
-        What depends on the subject alone (which subscription sends, the denies, the
-        peer's interest in it) is decided once per router match result, the sublist's
-        cached one for the subject, and kept while it is the result and the peer's
-        interest is unchanged (`_plan`)."""
-        shown = self.router.shown
-        if shown is not None and shown[0] is subject:
-            # A JetStream delivery: sent on the subject it is routed on (jsdomain.py).
-            subject = shown[1]
-            if reply is not None:
-                reply = jsdomain.with_delivered(reply, shown[0])
-        result = self.router.sublist.match(subject)
-        if result is not self._plan_result:
-            self._plan(result, subject)
-        first = self._plan_first
-        if first is not None and sub is not first:
-            return False
-        groups = self._plan_groups
-        if groups is None:
-            return False
-        queues = self._queues(subject, payload, result, groups) if groups else None
-        if not queues and not self._plan_plain:
-            return False
-        counters = self.counters
-        counters.out_msgs += 1
-        if header is None and reply is None and not queues:
-            size = len(payload)
-            counters.out_bytes += size
-            self._send(b"LMSG %b %d\r\n%b\r\n" % (subject, size, payload))
-        else:
-            counters.out_bytes += len(payload) + (len(header) if header else 0)
-            self._send(codec.message(subject, reply, queues, header, payload))
-        return True
 
     def _plan(self, result: MatchResult, subject: bytes) -> None:
         """`deliver`'s decisions for `subject`, whose router match is `result`: the

@@ -30,6 +30,7 @@ import re
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
+from brook.protocol.lines import SIZE_DIGITS_MAX, message_line
 from brook.protocol.reads import ReadBuffer
 
 
@@ -74,42 +75,44 @@ _SPAN_MAX_BYTES = 1 << 20
 
 def _pub_run(
     buf: bytes,
-    first: re.Match[bytes],
+    first: int,
+    subject_end: int,
+    start: int,
+    size: int,
+    prefixes: tuple[bytes, ...],
     heads: tuple[bytes, ...],
     max_payload: int,
     max_control_line: int,
 ) -> tuple[list[bytes], bytes, int] | None:
     """A run of PUBs alike but for their subjects (all longer than, and starting as, the
-    one of `heads` the first starts with; no reply; the same blanks, size and payload),
-    from the one `_RUN_PUB` matched: their subjects, the
+    one of `prefixes` the first's subject starts with; no reply; the same blanks, size
+    and payload), from the one at `first` (a line `_RUN_PUB` matches: its subject ends at
+    `subject_end`, its payload of `size` bytes starts at `start`): their subjects, the
     payload, and where the run ends; None when the first one is not complete or not
     right (the general path reads it then). Each is exactly what the general path would
-    make of it: the run is handed over together (`on_pub_run`).
+    make of it: the run is handed over together (`on_pub_run`). `heads`: `PUB ` and each
+    of `prefixes`.
 
     A client sends such PUBs alike (a consumer's acks, say), so after the first one the
     run is taken in windows of growing size, each checked with a few scans over its
     bytes (`_run_span`); where a window holds anything else, a smaller one is tried, then
     one PUB at a time (the blanks before the size may differ then)."""
-    for head in heads:
-        if buf.startswith(head, first.start()):
-            break
-    size = int(first[2])
-    start = first.end()
+    subject = buf[first + 4 : subject_end]
+    head = next(
+        (h for prefix, h in zip(prefixes, heads, strict=True) if subject.startswith(prefix)),
+        heads[-1],
+    )
     end = start + size
-    if (
-        size > max_payload
-        or buf[end : end + 2] != b"\r\n"
-        or first.end(1) - first.start() <= len(head)
-    ):
+    if size > max_payload or buf[end : end + 2] != b"\r\n" or subject_end - first <= len(head):
         return None
-    subjects = [first[1]]
+    subjects = [subject]
     payload = buf[start:end]
     pos = end + 2
-    tail = buf[first.end(1) : pos]  # blanks, size, CRLF, payload, CRLF
+    tail = buf[subject_end:pos]  # blanks, size, CRLF, payload, CRLF
     longest = max_control_line - len(tail) + len(payload) + 4 - len(b"PUB ")
     if not buf.startswith(head, pos):
         return subjects, payload, pos  # a run of one (at the end of a read, often)
-    unit = pos - first.start()
+    unit = pos - first
     budget = unit * _SPAN_FIRST_OPS
     while budget >= unit:
         span = _run_span(buf, pos, head, tail, budget, longest)
@@ -133,6 +136,12 @@ def _pub_run(
         if not buf.startswith(head, pos):
             break
     return subjects, payload, pos
+
+
+def _starts_run(subject: bytes, prefixes: tuple[bytes, ...]) -> bool:
+    """Does `subject` start with one of `prefixes`? One by one: a compiled
+    `bytes.startswith` of one bytes argument is native, of a tuple a Python call."""
+    return any(subject.startswith(prefix) for prefix in prefixes)
 
 
 def _run_span(
@@ -160,21 +169,17 @@ def _run_span(
     return subjects, last + len(tail)
 
 
-# nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
-_SIZE_DIGITS_MAX = 9
-
-
 def _size(token: bytes, what: str) -> int:
     # bytes.isdigit() is ASCII-only and rejects signs, spaces and underscores, which
     # int() would accept; nats-server accepts plain decimal digits only.
-    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+    if not token.isdigit() or len(token) > SIZE_DIGITS_MAX:
         raise ProtocolError(f"invalid {what} size {token[:32]!r}", None)
     return int(token)
 
 
 def _unsub_max(token: bytes) -> int | None:
     # nats-server: a max it cannot parse counts as "no max", i.e. unsubscribe now.
-    if not token.isdigit() or len(token) > _SIZE_DIGITS_MAX:
+    if not token.isdigit() or len(token) > SIZE_DIGITS_MAX:
         return None
     return int(token)
 
@@ -204,6 +209,7 @@ class ClientParser(ReadBuffer):
         "_handler",
         "_pending",
         "_run_heads",
+        "_run_prefixes",
         "max_control_line",
         "max_payload",
         "paused",
@@ -218,6 +224,7 @@ class ClientParser(ReadBuffer):
         run_prefixes: tuple[bytes, ...] = (),
     ) -> None:
         self._handler = handler
+        self._run_prefixes = run_prefixes
         self._run_heads = tuple(b"PUB " + prefix for prefix in run_prefixes)
         self.max_payload = max_payload
         self.max_control_line = max_control_line
@@ -244,6 +251,7 @@ class ClientParser(ReadBuffer):
         pos = 0
         on_pub = self._handler.on_pub
         run_heads = self._run_heads
+        run_prefixes = self._run_prefixes
         max_control_line = self.max_control_line
         max_payload = self.max_payload
         try:
@@ -252,54 +260,78 @@ class ClientParser(ReadBuffer):
                 if pos < 0:
                     return
             while pos < n and not self.paused:
+                # Fast path for the most common operation (`message_line`), payload already
+                # received; not for a PUB a run may start with (a consumer's ack). Anything
+                # else, including every error, goes through `_dispatch`, so behaviour is
+                # the same either way, however the bytes were split into reads.
+                subject_end, reply_end, size, start = message_line(buf, pos, n, b"PUB ", True)
+                if start >= 0:
+                    lf = start - 1
+                    line_end = lf - 1 if buf[lf - 1] == 13 else lf
+                    if line_end - pos <= max_control_line:
+                        subject = buf[pos + 4 : subject_end]
+                        if reply_end < subject_end + 2 and _starts_run(subject, run_prefixes):
+                            # No reply, under a run prefix: a consumer's ack, the first of
+                            # a run if its line ends in CR LF, as `_RUN_PUB` reads one.
+                            run = (
+                                _pub_run(
+                                    buf,
+                                    pos,
+                                    subject_end,
+                                    start,
+                                    size,
+                                    run_prefixes,
+                                    run_heads,
+                                    max_payload,
+                                    max_control_line,
+                                )
+                                if line_end < lf
+                                else None
+                            )
+                            if run is not None:
+                                subjects, payload, pos = run
+                                self._handler.on_pub_run(subjects, payload)
+                                continue
+                        else:
+                            end = start + size
+                            if size <= max_payload and buf[end : end + 2] == b"\r\n":
+                                reply = (
+                                    buf[subject_end + 1 : reply_end]
+                                    if reply_end > subject_end + 1
+                                    else None
+                                )
+                                on_pub(subject, reply, None, buf[start:end])
+                                pos = end + 2
+                                continue
                 eol = buf.find(b"\n", pos)
                 if eol < 0:
                     self._check_partial_line(buf, pos)
                     self._buf = buf[pos:]
                     return
                 line_end = eol - 1 if eol > pos and buf[eol - 1] == 13 else eol
-                if buf.startswith(b"PUB ", pos) and line_end - pos <= max_control_line:
-                    if (
-                        buf.startswith(run_heads, pos)
-                        and (m := _RUN_PUB.match(buf, pos)) is not None
-                        and (run := _pub_run(buf, m, run_heads, max_payload, max_control_line))
-                        is not None
-                    ):
-                        subjects, payload, pos = run
-                        self._handler.on_pub_run(subjects, payload)
-                        continue
-                    # Fast path for the most common operation: upper-case PUB, arguments
-                    # separated by spaces (nats-py doubles the one before the size), a size
-                    # `_size` accepts and in range, payload already received. Anything
-                    # else, including every error, goes through `_dispatch`, so behaviour
-                    # is the same either way, however the bytes were split into reads.
-                    # (`find`, not `in`: on CPython 3.11 `bytes in bytes` first tries the
-                    # operand as an int and raises and clears a TypeError, ~1,800
-                    # instructions per test.)
-                    seg = buf[pos + 4 : line_end]
-                    args = seg.split(b" ")
-                    nargs = len(args)
-                    size_tok = args[-1]
-                    if (
-                        (nargs == 2 or nargs == 3)
-                        and args[0]
-                        and size_tok.isdigit()
-                        and len(size_tok) <= _SIZE_DIGITS_MAX
-                        and seg.find(b"\t") < 0
-                        and seg.find(b"\r") < 0
-                    ):
-                        size = int(size_tok)
-                        start = eol + 1
-                        end = start + size
-                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
-                            on_pub(
-                                args[0],
-                                args[1] or None if nargs == 3 else None,
-                                None,
-                                buf[start:end],
-                            )
-                            pos = end + 2
-                            continue
+                if (
+                    run_heads
+                    and line_end - pos <= max_control_line
+                    and buf.startswith(run_heads, pos)
+                    and (r := _RUN_PUB.match(buf, pos)) is not None
+                    and (
+                        run := _pub_run(
+                            buf,
+                            pos,
+                            r.end(1),
+                            r.end(),
+                            int(r[2]),
+                            run_prefixes,
+                            run_heads,
+                            max_payload,
+                            max_control_line,
+                        )
+                    )
+                    is not None
+                ):
+                    subjects, payload, pos = run
+                    self._handler.on_pub_run(subjects, payload)
+                    continue
                 self._dispatch(buf[pos:line_end])
                 pos = eol + 1
                 if self._pending is not None and not self.paused:
