@@ -43,7 +43,7 @@ from brook.jetstream.store.base import (
 )
 from brook.jetstream.store.memory import MemoryStore
 from brook.subjects import matches
-from tests.store.conftest import file_store_class
+from tests.store.conftest import file_store_class, file_store_options
 
 SUBJECTS = ["a", "b", "a.x", "a.y", "b.x", "a.x.z"]
 FILTERS = ["", ">", "a", "b", "a.x", "a.*", "*.x", "a.>", "*", "*.*", "nope", "a.x.>"]
@@ -88,7 +88,9 @@ class StoreModelMachine(RuleBasedStateMachine):
             return MemoryStore(first_seq=self.first_seq_config)
         assert self.tmp is not None
         fs: MessageStore = file_store_class()(
-            directory=self.tmp / "s", first_seq=self.first_seq_config
+            directory=self.tmp / "s",
+            first_seq=self.first_seq_config,
+            **file_store_options(self.kind),
         )
         return fs
 
@@ -115,7 +117,7 @@ class StoreModelMachine(RuleBasedStateMachine):
 
     @initialize(first_seq=st.sampled_from([1, 1, 1, 7]))
     def open_store(self, first_seq: int) -> None:
-        if self.kind == "file":
+        if self.kind != "memory":
             self.tmp = Path(tempfile.mkdtemp(prefix="brook-store-model-"))
         self.first_seq_config = first_seq
         self.last_seq = first_seq - 1
@@ -214,7 +216,7 @@ class StoreModelMachine(RuleBasedStateMachine):
             self.lost += range(self.last_seq + 1, target + 1)
             self.last_seq = target
 
-    @precondition(lambda self: self.kind == "file")
+    @precondition(lambda self: self.kind != "memory")
     @rule()
     def reopen(self) -> None:
         self.s.close()
@@ -311,8 +313,8 @@ def machine_for(kind: str) -> Any:
     return type(f"StoreModel_{kind}", (StoreModelMachine,), {"kind": kind})
 
 
-@pytest.mark.parametrize("kind", ["memory", "file"])
+@pytest.mark.parametrize("kind", ["memory", "file", "file-buffered"])
 def test_store_matches_model(kind: str) -> None:
-    if kind == "file":
+    if kind != "memory":
         file_store_class()  # skips until the file store exists
     run_state_machine_as_test(machine_for(kind), settings=MODEL_SETTINGS)
