@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+from brook import limits
+
 DEAD = 0xFFFFFFFF  # `offs` sentinel: the slot's message is removed (or was never kept)
 HDR_BIT = 0x80000000  # set in `lens` when the message has a (non-empty) header
 LEN_MASK = 0x7FFFFFFF
@@ -99,6 +101,7 @@ class Segment:
         "offs",
         "path",
         "pending",
+        "prealloc",
         "sids",
         "size",
         "tss",
@@ -117,6 +120,7 @@ class Segment:
         self.flushed = size
         self.alloc = size
         self.buffer_max = 0  # pending bytes that make `buffer` flush; 0: write through
+        self.prealloc = limits.STORE_PREALLOCATE_BYTES  # reserved ahead of the pending bytes
         self.wlock = threading.Lock()
         self.base = name  # sequence of slot 0 (set by the first message appended)
         self.offs = array("I")  # record offset per slot, DEAD when removed
@@ -153,7 +157,7 @@ class Segment:
         self.size = self.flushed = offset + len(record)
         return offset
 
-    def buffer(self, record: bytes, preallocate: int) -> int:
+    def buffer(self, record: bytes) -> int:
         """Append `record` after the last valid one through the write buffer (module
         docstring), its disk space reserved first; returns its offset. Raises OSError
         (ENOSPC) with nothing appended when the space cannot be reserved. Event loop only."""
@@ -163,7 +167,7 @@ class Segment:
             self.size = self.flushed = offset + len(record)
             return offset
         end = offset + len(record)
-        if end > self.alloc and (self.alloc < 0 or not self._reserve(end, preallocate)):
+        if end > self.alloc and (self.alloc < 0 or not self._reserve(end, self.prealloc)):
             return self.append(record)
         with self.wlock:
             self.pending += record
