@@ -9,6 +9,8 @@ The behavioural suite and the model test run against a buffered store too (the
 from __future__ import annotations
 
 import shutil
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from brook.jetstream.store.base import StoreFullError
 from brook.jetstream.store.check import check_store
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file import format as fmt
+from brook.jetstream.store.file.segment import Segment, segment_filename
 from tests.support.tmpfs import small_tmpfs
 
 T0 = 1_700_000_000_000_000_000
@@ -162,3 +165,40 @@ def test_a_full_disk_refuses_the_append_that_does_not_fit_and_changes_nothing(
         assert msg is not None
         assert msg.data == PAYLOAD
         s.close()
+
+
+def test_reads_agree_with_a_flush_from_another_thread(tmp_path: Path) -> None:
+    """The sync thread writes the pending bytes while the event loop appends and reads:
+    every read, wholly pending, straddling the written end or wholly written, returns
+    exactly the bytes appended there."""
+    seg = Segment.create(tmp_path, 1)
+    seg.buffer_max = 1 << 20
+    stop = threading.Event()
+
+    def flusher() -> None:
+        while not stop.is_set():
+            seg.flush()
+
+    thread = threading.Thread(target=flusher)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns as often as they can
+    thread.start()
+    try:
+        records: list[tuple[int, bytes]] = []
+        for i in range(3000):
+            record = b"%d:" % i + bytes([i % 251]) * (i % 97)
+            records.append((seg.buffer(record), record))
+            for offset, data in (records[-1], records[i // 2], records[(i * 7) % len(records)]):
+                assert seg.read(offset, len(data)) == data
+            if i % 10 == 0:  # a range of records, across the written end when it falls there
+                offset = records[max(0, i - 5)][0]
+                assert seg.read(offset, seg.size - offset) == b"".join(
+                    r for _, r in records[max(0, i - 5) :]
+                )
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+        seg.flush()
+        seg.close()
+    assert (tmp_path / segment_filename(1)).read_bytes() == b"".join(r for _, r in records)

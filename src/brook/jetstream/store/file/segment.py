@@ -225,13 +225,14 @@ class Segment:
         """`length` bytes from `offset` (fewer past the end), the pending ones from memory:
         a read writes nothing (event loop only, where the pending bytes are appended)."""
         if offset + length > self.flushed and self.pending:
-            with self.wlock:
-                start = offset - self.flushed
-                if start >= 0:  # all of it pending
-                    return bytes(self.pending[start : start + length])
-                tail = bytes(self.pending[: length + start])
-            # What lies before `flushed` is in the file and stays as it is.
-            return self._pread(offset, -start) + tail
+            with self.wlock:  # `flushed` may have moved since: a sync's flush
+                head = self.flushed - offset  # the bytes of the range in the file
+                if head <= 0:  # all of it pending
+                    return bytes(self.pending[-head : length - head])
+                if head < length:
+                    tail = bytes(self.pending[: length - head])
+                    # What lies before `flushed` is in the file and stays as it is.
+                    return self._pread(offset, head) + tail
         return self._pread(offset, length)
 
     def _pread(self, offset: int, length: int) -> bytes:
