@@ -15,6 +15,8 @@ WORKLOAD is one of
   mapping (`"mapped.*": "bench.{{wildcard(1)}}"`) sends to the subscriber's subject;
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
+* `publish-dedup`: the same, each publish with a `Nats-Msg-Id` of its own (as Spark's
+  writes), so each is also checked against and remembered in the duplicate window;
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
   reached), so every publish is admitted by it (jetstream/quota.py);
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
@@ -69,6 +71,7 @@ DEFAULT_MESSAGES = {
     "core-perms": 100_000,
     "core-mapped": 100_000,
     "publish": 5_000,
+    "publish-dedup": 5_000,
     "publish-limits": 5_000,
     "pull": 10_000,
     "push": 10_000,
@@ -121,14 +124,14 @@ def _core(
         raise SystemExit(f"core: {received} of {n} messages received")
 
 
-def _publish(port: int, n: int, zero: Callable[[], None]) -> None:
+def _publish(port: int, n: int, zero: Callable[[], None], msg_ids: bool = False) -> None:
     jetstream.create_stream(port, "file")
     control = consumers.Control(port)
     control.create_consumer("IDLE", {})
     control.close()
     zero()
     out: Queue[tuple[int, float]] = mp.Queue()
-    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 16, 100, out))
+    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 16, 100, out, msg_ids))
     pub.start()
     acked, _ = out.get(timeout=3000)
     pub.join()
@@ -263,6 +266,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core-perms": _core_as(connect_as("limited")),
     "core-mapped": lambda port, n, zero: _core(port, n, zero, published=b"mapped.core"),
     "publish": _publish,
+    "publish-dedup": functools.partial(_publish, msg_ids=True),
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
