@@ -17,6 +17,8 @@ WORKLOAD is one of
   subjects, a wildcard subscription, payloads of 16 B to 1 KiB, replies and headers);
 * `publish`: acknowledged JetStream publishes (16 bytes, 100 in flight) to a file stream
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
+* `publish-dedup`: the same, each publish with a `Nats-Msg-Id` of its own (as Spark's
+  writes), so each is also checked against and remembered in the duplicate window;
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
   reached), so every publish is admitted by it (jetstream/quota.py);
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
@@ -82,6 +84,7 @@ DEFAULT_MESSAGES = {
     "core-mapped": 100_000,
     "core-mixed": 102_400,  # 400 cycles of `bench.core.Mix`
     "publish": 5_000,
+    "publish-dedup": 5_000,
     "publish-limits": 5_000,
     "pull": 10_000,
     "push": 10_000,
@@ -159,14 +162,14 @@ def _pub_sub(
         raise SystemExit(f"core: {received} of {count} frames received")
 
 
-def _publish(port: int, n: int, zero: Callable[[], None]) -> None:
+def _publish(port: int, n: int, zero: Callable[[], None], msg_ids: bool = False) -> None:
     jetstream.create_stream(port, "file")
     control = consumers.Control(port)
     control.create_consumer("IDLE", {})
     control.close()
     zero()
     out: Queue[tuple[int, float]] = mp.Queue()
-    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 16, 100, out))
+    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 16, 100, out, msg_ids))
     pub.start()
     acked, _ = out.get(timeout=3000)
     pub.join()
@@ -302,6 +305,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core-mapped": lambda port, n, zero: _core(port, n, zero, published=b"mapped.core"),
     "core-mixed": _core_mixed,
     "publish": _publish,
+    "publish-dedup": functools.partial(_publish, msg_ids=True),
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),

@@ -6,7 +6,9 @@ nothing per message. Both servers use file storage. Brook acknowledges only afte
 (group commit, ADR 0004); nats-server acknowledges before its periodic fsync, so the ratio
 compares a stronger guarantee against a weaker one. The `file, sync always` row compares
 equal guarantees: nats-server with `jetstream { sync_interval: always }`, which fsyncs each
-message before its PubAck, against the same Brook.
+message before its PubAck, against the same Brook. The `file, Nats-Msg-Id` row publishes
+each message with its own `Nats-Msg-Id` header, as Spark's writes do, so each is also
+checked against and remembered in the stream's duplicate window.
 
     python -m bench.jetstream [--messages N] [--size BYTES] [--publishers P] [--window W]
                               [--sync-messages N]
@@ -41,22 +43,37 @@ def create_stream(port: int, storage: str) -> None:
 
 
 def publisher(
-    port: int, index: int, count: int, size: int, window: int, out: Queue[tuple[int, float]]
+    port: int,
+    index: int,
+    count: int,
+    size: int,
+    window: int,
+    out: Queue[tuple[int, float]],
+    msg_ids: bool = False,
 ) -> None:
+    """`count` publishes, `window` in flight; with `msg_ids`, each with a `Nats-Msg-Id`
+    of its own (the frames made before the clock starts)."""
     s = _connect(port)
     s.setblocking(True)
     inbox = b"_INBOX.b%d" % index
     s.sendall(b"SUB %b.* 1\r\nPING\r\n" % inbox)
     _read_until(s, b"PONG\r\n")
-    frame = b"PUB js.bench.%d %b.x %d\r\n%b\r\n" % (index, inbox, size, b"x" * size)
+    payload = b"x" * size
+    frame = b"PUB js.bench.%d %b.x %d\r\n%b\r\n" % (index, inbox, size, payload)
     chunk = 64
+    frames: list[bytes] = []
+    if msg_ids:
+        for k in range(count):
+            hdr = b"NATS/1.0\r\nNats-Msg-Id: %d-%d\r\n\r\n" % (index, k)
+            head = b"HPUB js.bench.%d %b.x %d %d\r\n" % (index, inbox, len(hdr), len(hdr) + size)
+            frames.append(head + hdr + payload + b"\r\n")
     sent = acked = 0
     tail = b""
     start = time.perf_counter()
     while acked < count:
         while sent < count and sent - acked < window:
             n = min(chunk, count - sent)
-            s.sendall(frame * n)
+            s.sendall(b"".join(frames[sent : sent + n]) if msg_ids else frame * n)
             sent += n
         data = s.recv(1 << 20)
         if not data:
@@ -70,11 +87,13 @@ def publisher(
     s.close()
 
 
-def run(port: int, n: int, size: int, pubs: int, window: int, storage: str) -> float:
+def run(
+    port: int, n: int, size: int, pubs: int, window: int, storage: str, msg_ids: bool = False
+) -> float:
     create_stream(port, storage)
     out: Queue[tuple[int, float]] = mp.Queue()
     procs = [
-        mp.Process(target=publisher, args=(port, i, n // pubs, size, window, out))
+        mp.Process(target=publisher, args=(port, i, n // pubs, size, window, out, msg_ids))
         for i in range(pubs)
     ]
     for p in procs:
@@ -105,6 +124,12 @@ def main() -> None:
         with brook_server(jetstream=True) as port:
             ours = run(port, args.messages, args.size, args.publishers, args.window, storage)
         print(f"{storage:18} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
+    with nats_server(jetstream=True) as port:
+        ref = run(port, args.messages, args.size, args.publishers, args.window, "file", True)
+    with brook_server(jetstream=True) as port:
+        ours = run(port, args.messages, args.size, args.publishers, args.window, "file", True)
+    label = "file, Nats-Msg-Id"
+    print(f"{label:18} {ref:>10,.0f}/s {ours:>10,.0f}/s {ours / ref:>6.2f}x")
     with tempfile.TemporaryDirectory(prefix="nats-bench-") as tmp:
         conf = Path(tmp) / "sync-always.conf"
         conf.write_text("jetstream { sync_interval: always }\n")

@@ -160,6 +160,11 @@ STORE_RESERVE_SHARE: Final = 20  # the default reserve is at most 1/20 of the fi
 STORE_RESUME_MARGIN_BYTES: Final = 1024 * 1024
 # Free space is read again at least after this many bytes were admitted to file streams.
 STORE_SPACE_CHECK_BYTES: Final = 1024 * 1024
+# A file store's appends wait in memory until a sync starts or this many are pending,
+# then reach the file in one write; the disk space they go to is reserved this far ahead
+# (ADR 0051). A write buffer of 0 writes every record through at once.
+STORE_WRITE_BUFFER_BYTES: Final = 1024 * 1024
+STORE_PREALLOCATE_BYTES: Final = 64 * 1024
 # A store write failure (other than a full disk) is logged at most this often, as
 # nats-server does; a durable consumer's failed state write is retried this often.
 STORE_ERROR_LOG_INTERVAL_S: Final = 10.0

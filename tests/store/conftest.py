@@ -1,6 +1,8 @@
 """Fixtures running one behavioural suite against every message store.
 
 `make_store(first_seq=1)` builds a store of the parametrized kind ("memory" or "file");
+"file-buffered" is the file store with its appends buffered until a sync (ADR 0051), with
+a buffer so small that some appends wait and others flush it.
 `reopen(store)` closes a file store and opens a new one on the same directory (a memory
 store is returned as is), so every test that reopens checks persistence for the file store
 and still exercises the same path for memory. `msg_size` is the kind's bytes accounting
@@ -22,7 +24,14 @@ import pytest
 from brook.jetstream.store.base import MessageStore, file_msg_size, memory_msg_size
 from brook.jetstream.store.memory import MemoryStore
 
-STORE_KINDS = ["memory", "file"]
+STORE_KINDS = ["memory", "file", "file-buffered"]
+BUFFERED_BYTES = 256  # "file-buffered": a few records pending, then one write
+
+
+def file_store_options(kind: str) -> dict[str, Any]:
+    """The file store's arguments for a store kind ("file" or "file-buffered")."""
+    return {"write_buffer_bytes": BUFFERED_BYTES} if kind == "file-buffered" else {}
+
 
 MsgSize = Callable[[str, bytes | None, bytes], int]
 
@@ -58,7 +67,9 @@ class StoreHarness:
             store = MemoryStore(first_seq=first_seq)  # also checks it meets the Protocol
         else:
             directory = self.root / ("s" if self._count == 0 else f"s{self._count}")
-            store = file_store_class()(directory=directory, first_seq=first_seq)
+            store = file_store_class()(
+                directory=directory, first_seq=first_seq, **file_store_options(self.kind)
+            )
             self._dirs[id(store)] = (directory, first_seq)
         self._count += 1
         self._made.append(store)
@@ -69,7 +80,9 @@ class StoreHarness:
             return store
         directory, first_seq = self._dirs.pop(id(store))
         store.close()
-        fresh: MessageStore = file_store_class()(directory=directory, first_seq=first_seq)
+        fresh: MessageStore = file_store_class()(
+            directory=directory, first_seq=first_seq, **file_store_options(self.kind)
+        )
         self._dirs[id(fresh)] = (directory, first_seq)
         self._made.append(fresh)
         return fresh
@@ -82,7 +95,7 @@ class StoreHarness:
 @pytest.fixture(params=STORE_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
-    if kind == "file":
+    if kind != "memory":
         file_store_class()
     return kind
 

@@ -43,7 +43,7 @@ from brook.jetstream.store.base import (
 )
 from brook.jetstream.store.memory import MemoryStore
 from brook.subjects import matches
-from tests.store.conftest import file_store_class
+from tests.store.conftest import file_store_class, file_store_options
 
 SUBJECTS = ["a", "b", "a.x", "a.y", "b.x", "a.x.z"]
 FILTERS = ["", ">", "a", "b", "a.x", "a.*", "*.x", "a.>", "*", "*.*", "nope", "a.x.>"]
@@ -91,7 +91,10 @@ class StoreModelMachine(RuleBasedStateMachine):
         # active: nearly every step packs and unpacks segments' columns (ADR 0054).
         small = {"segment_bytes_max": 256, "index_hot_segments": 1} if self.kind == "packed" else {}
         fs: MessageStore = file_store_class()(
-            directory=self.tmp / "s", first_seq=self.first_seq_config, **small
+            directory=self.tmp / "s",
+            first_seq=self.first_seq_config,
+            **small,
+            **file_store_options(self.kind),
         )
         return fs
 
@@ -314,10 +317,11 @@ def machine_for(kind: str) -> Any:
     return type(f"StoreModel_{kind}", (StoreModelMachine,), {"kind": kind})
 
 
-@pytest.mark.parametrize("kind", ["memory", "file", "packed"])
+@pytest.mark.parametrize("kind", ["memory", "file", "packed", "file-buffered"])
 def test_store_matches_model(kind: str) -> None:
     if kind != "memory":
         file_store_class()  # skips until the file store exists
     # "packed" finds its bugs in fewer examples: nearly every step packs and unpacks.
-    config = settings(MODEL_SETTINGS, max_examples=20) if kind == "packed" else MODEL_SETTINGS
+    fewer = kind in ("packed", "file-buffered")  # the "file" kind covers the rest
+    config = settings(MODEL_SETTINGS, max_examples=20) if fewer else MODEL_SETTINGS
     run_state_machine_as_test(machine_for(kind), settings=config)

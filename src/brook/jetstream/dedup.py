@@ -29,6 +29,12 @@ def header_value(header: bytes | None, name: str) -> str | None:
 
 
 class DedupWindow:
+    """The ids of one stream's window. Checked for every publish that carries an id, so
+    the check is one dict lookup: an entry found is tested for its age there, and the
+    expired ones are trimmed from the front when an id is remembered, only when the
+    oldest is past the window (`_oldest_ns`), with the time of the message remembered
+    (the publish's clock reading: no second one)."""
+
     def __init__(
         self,
         window_ns: Callable[[], int],
@@ -40,29 +46,45 @@ class DedupWindow:
         self._now_ns = now_ns
         self._max_ids = max_ids
         self._ids: OrderedDict[str, tuple[int, int]] = OrderedDict()  # id → (seq, ts_ns)
+        self._oldest_ns = 0  # the time of the first entry (any value when there is none)
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def lookup(self, msg_id: str) -> int | None:
         """The sequence of the message that carried `msg_id` within the window, if any."""
-        self._trim()
         entry = self._ids.get(msg_id)
-        return entry[0] if entry is not None else None
+        if entry is None:
+            return None
+        if entry[1] < self._now_ns() - self._window_ns():
+            self._trim(self._now_ns() - self._window_ns())  # it and all before it expired
+            return None
+        return entry[0]
 
     def remember(self, msg_id: str, seq: int, ts_ns: int) -> None:
-        if self._window_ns() <= 0:
+        window = self._window_ns()
+        if window <= 0:
             return  # no window (a sourcing stream that set none): no dedup, as nats-server
-        self._ids[msg_id] = (seq, ts_ns)
-        self._ids.move_to_end(msg_id)
-        while len(self._ids) > self._max_ids:
-            self._ids.popitem(last=False)
+        ids = self._ids
+        if not ids:
+            self._oldest_ns = ts_ns
+        elif msg_id in ids:
+            ids.move_to_end(msg_id)
+        ids[msg_id] = (seq, ts_ns)
+        if len(ids) > self._max_ids:
+            while len(ids) > self._max_ids:
+                ids.popitem(last=False)
+            self._oldest_ns = next(iter(ids.values()))[1]
+        if self._oldest_ns < ts_ns - window:
+            self._trim(ts_ns - window)
 
-    def _trim(self) -> None:
-        cutoff = self._now_ns() - self._window_ns()
+    def _trim(self, cutoff: int) -> None:
+        """Forget the ids at the front older than `cutoff`."""
         ids = self._ids
         while ids:
-            if next(iter(ids.values()))[1] >= cutoff:
+            oldest = next(iter(ids.values()))[1]
+            if oldest >= cutoff:
+                self._oldest_ns = oldest
                 break
             ids.popitem(last=False)
 

@@ -437,6 +437,8 @@ class JetStream(EngineLimits, OriginLinks):
                 )
                 assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
+                if config.persist_mode != "async":  # acknowledged only after a sync
+                    store.buffer_writes(limits.STORE_WRITE_BUFFER_BYTES)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
         stream = Stream(

@@ -39,6 +39,8 @@ class StoreReads:
 
         def _check_open(self) -> None: ...
 
+        def flush(self) -> None: ...
+
     def load(self, seq: int) -> StoredMessage | None:
         self._check_open()
         loc = self._index.locate(seq)
@@ -110,6 +112,7 @@ class StoreReads:
     def freeze(self) -> FrozenLog:
         """The log as it is now, for a stream snapshot (frozen.py); `close()` it when done."""
         self._check_open()
+        self.flush()  # the frozen log reads the files
         segments = [(seg.path.name, seg.path, seg.size) for seg in self._index.segments]
         meta = (self.directory / META).read_bytes()
         frozen = FrozenLog(meta, segments, self._frozen.remove)
