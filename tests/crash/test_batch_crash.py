@@ -119,13 +119,15 @@ async def _until_killed(
 
 
 async def _stored(url: str) -> Counter[str]:
-    """How many messages of each batch the stream holds, read through a pull consumer;
-    no sequence is left unused (a cut commit's sequences are free again)."""
+    """How many messages of each batch the stream holds, read through a pull consumer.
+    A cut commit's sequences are free again (the first test shows it); what a kill may
+    leave unused is the one sequence of a record torn in its header, which the log keeps
+    (storage-format.md 7.6: its batch, in the torn part, is unknown): one per round."""
     nc = await nats.connect(url)
     js = nc.jetstream(timeout=30)
     state = (await js.stream_info("B")).state
     total = state.messages
-    assert state.last_seq == total, state
+    assert 0 <= state.last_seq - total <= ROUNDS, state
     sub = await js.pull_subscribe("b.>", durable="check")
     seen: Counter[str] = Counter()
     while sum(seen.values()) < total:
