@@ -217,7 +217,9 @@ async def test_reply_command_and_sub_wait(server: Any, nc: Any) -> None:
 async def test_a_waiting_command_ends_when_the_server_goes() -> None:
     async with brook.serve(port=0) as server:
         task = asyncio.create_task(cli(server.url, "sub", "forever"))
-        while not server.clients:  # the command's connection is up
+        # the command's subscription is in (its flush answered in the same turn), so
+        # it is waiting for messages, not for the server's first reply
+        while not any(client.subs for client in server.clients.values()):
             await asyncio.sleep(0.01)
     result = await task
     assert result.code == 1
