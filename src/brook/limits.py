@@ -163,7 +163,9 @@ STORE_SPACE_CHECK_BYTES: Final = 1024 * 1024
 # A file store's appends wait in memory until a sync starts or this many are pending,
 # then reach the file in one write; the disk space they go to is reserved this far ahead
 # (ADR 0051). A write buffer of 0 writes every record through at once.
+# `jetstream.write_buffer` sets it, up to the maximum.
 STORE_WRITE_BUFFER_BYTES: Final = 1024 * 1024
+STORE_WRITE_BUFFER_MAX_BYTES: Final = 64 * 1024 * 1024
 STORE_PREALLOCATE_BYTES: Final = 64 * 1024
 # A store write failure (other than a full disk) is logged at most this often, as
 # nats-server does; a durable consumer's failed state write is retried this often.

@@ -76,3 +76,30 @@ async def test_the_packed_index_bound_is_configured_and_shown(tmp_path: Path) ->
     conf.write_text(f'jetstream {{ store_dir: "{store}", index_hot_segments: 0 }}\n')
     with pytest.raises(ConfigError, match="index_hot_segments: must be 1 to 1024"):
         load_conf_file(str(conf)).validate()
+
+
+async def test_the_write_buffer_is_configured_and_shown(tmp_path: Path) -> None:
+    """`jetstream { write_buffer }` (ADR 0051) reaches /varz with the bytes pending; 0
+    writes through (nothing pending, ever); above 64MB the config is refused."""
+    conf = tmp_path / "brook.conf"
+    store = tmp_path / "store"
+    for size, shown in (("256KB", 256 * 1024), ("0", 0)):
+        conf.write_text(f'jetstream {{ store_dir: "{store}", write_buffer: {size} }}\n')
+        settings = load_conf_file(str(conf))
+        settings.http_port = -1
+        async with brook.serve(port=0, settings=settings) as server:
+            nc = await nats.connect(server.url)
+            js = nc.jetstream()
+            await js.add_stream(name="W", subjects=["w.>"])
+            await js.publish("w.1", b"x")  # acknowledged: written and synced
+            stats = (await varz(server))["jetstream"]["brook_store"]
+            assert stats["write_buffer"] == shown
+            assert stats["write_buffered_bytes"] == 0
+            stream_store = server.jetstream.streams["W"].store  # the setting reached it
+            assert stream_store.statistics()["write_buffer_bytes"] == shown
+            info = await js.stream_info("W")
+            assert info.state.messages >= 1
+            await nc.close()
+    conf.write_text(f'jetstream {{ store_dir: "{store}", write_buffer: 65MB }}\n')
+    with pytest.raises(ConfigError, match="write_buffer: must be 0"):
+        load_conf_file(str(conf)).validate()

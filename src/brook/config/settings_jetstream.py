@@ -70,6 +70,9 @@ class JetStreamSettings:
     index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S
     # Sealed segments per file stream whose index columns stay unpacked (ADR 0054).
     index_hot_segments: int = limits.INDEX_HOT_SEGMENTS
+    # Appends each file stream keeps in memory until its group commit writes them in one
+    # go (ADR 0051). 0: every record written through at once.
+    write_buffer_bytes: int = limits.STORE_WRITE_BUFFER_BYTES
     # Batch publishes (nats-server's `limits { batch { ... } }`; jetstream/batch.py and
     # fast_batch.py): messages per atomic batch, batches in flight per stream and per
     # server (None: nats-server's defaults, which differ for atomic and fast batches; a
@@ -119,6 +122,8 @@ class JetStreamSettings:
             raise ConfigError(
                 f"jetstream.index_hot_segments: must be 1 to {limits.INDEX_HOT_SEGMENTS_MAX}"
             )
+        if not 0 <= self.write_buffer_bytes <= limits.STORE_WRITE_BUFFER_MAX_BYTES:
+            raise ConfigError("jetstream.write_buffer: must be 0 (off) to 64MB")
         if self.restore_max_bytes == 0 or self.restore_max_bytes < -1:
             raise ConfigError("jetstream.restore_max_bytes: must be positive, or -1 for no limit")
         if not 0 < self.restore_idle_timeout_s <= 3600:

@@ -104,6 +104,7 @@ class JetStream(EngineLimits, OriginLinks):
         free_space_reserve_bytes: int = -1,
         index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S,
         index_hot_segments: int = limits.INDEX_HOT_SEGMENTS,
+        write_buffer_bytes: int = limits.STORE_WRITE_BUFFER_BYTES,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
         batch_limits: BatchLimits | None = None,
         commit_backlog: CommitBacklog | None = None,
@@ -157,6 +158,7 @@ class JetStream(EngineLimits, OriginLinks):
         # another by a thread of their own, so group commits never wait behind one.
         self.index_snapshot_interval_s = index_snapshot_interval_s
         self.index_hot_segments = index_hot_segments  # each file store's bound (ADR 0054)
+        self.write_buffer_bytes = write_buffer_bytes  # each file store's appends (ADR 0051)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self._snapshot_executor: ThreadPoolExecutor | None = None
         self._snapshot_running = False
@@ -437,8 +439,9 @@ class JetStream(EngineLimits, OriginLinks):
                 )
                 assert isinstance(store, FileStore)  # a restore opens one for a file stream
                 store.on_reclaim = _request_sync(committer)
-                if config.persist_mode != "async":  # acknowledged only after a sync
-                    store.buffer_writes(limits.STORE_WRITE_BUFFER_BYTES)
+                # PubAcks wait for a sync, which writes the buffered appends first
+                if config.persist_mode != "async" and self.write_buffer_bytes:
+                    store.buffer_writes(self.write_buffer_bytes)
         elif store is None:
             store = MemoryStore(first_seq=config.first_seq or 1)
         stream = Stream(

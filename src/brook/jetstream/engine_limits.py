@@ -115,6 +115,7 @@ class EngineLimits:
         out["index_snapshots"] = sum(s.index_snapshots for s in files)
         out["index_packed_segments"] = sum(st["index_packed_segments"] for st in stats)
         out["index_unpacks"] = sum(st["index_unpacks"] for st in stats)
+        out["write_buffered_bytes"] = sum(st["write_buffered_bytes"] for st in stats)
         return out
 
     def usage(self) -> tuple[int, int]:

@@ -145,6 +145,7 @@ class Account:
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
             index_snapshot_interval_s=js_settings.index_snapshot_interval_s,
             index_hot_segments=js_settings.index_hot_segments,
+            write_buffer_bytes=js_settings.write_buffer_bytes,
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
             space=space,
@@ -500,7 +501,7 @@ class Accounts:
         `<account>/<stream>`)."""
         out: dict[str, Any] = self.space.statistics() if self.space is not None else {}
         damaged: dict[str, Any] = {}
-        snapshots = packed = unpacks = 0
+        snapshots = packed = unpacks = buffered = 0
         for account in self.with_jetstream:
             assert account.jetstream is not None
             stats = account.jetstream.store_statistics()
@@ -509,6 +510,7 @@ class Accounts:
             snapshots += stats["index_snapshots"]
             packed += stats["index_packed_segments"]
             unpacks += stats["index_unpacks"]
+            buffered += stats["write_buffered_bytes"]
         out["damaged_streams"] = damaged
         interval = self._settings.jetstream.index_snapshot_interval_s
         out["index_snapshot_interval"] = int(interval * 1e9)
@@ -516,6 +518,8 @@ class Accounts:
         out["index_hot_segments"] = self._settings.jetstream.index_hot_segments
         out["index_packed_segments"] = packed
         out["index_unpacks"] = unpacks
+        out["write_buffer"] = self._settings.jetstream.write_buffer_bytes
+        out["write_buffered_bytes"] = buffered
         return out
 
 
