@@ -8,6 +8,8 @@ would silently run the old code. The build records the sha-256 of each compiled 
 with the sources present and puts a finder ahead of the path finder that imports every
 compiled module from its .py unless all of them match: mypyc compiles the modules as one
 group whose code calls each other directly, so one stale module makes the whole group so.
+An extension beside a module `COMPILED` no longer lists (left by an earlier build's list)
+is never loaded either: that module is imported from its .py whatever the build.
 
 `BROOK_NO_EXTENSIONS=1` forces the pure-Python modules, as `AIOHTTP_NO_EXTENSIONS` does:
 the suite runs against both. This module imports nothing of Brook (setup.py imports it
@@ -80,13 +82,34 @@ def _why_pure() -> str | None:
     return None
 
 
+def _strays() -> frozenset[str]:
+    """The package's modules with an extension beside their .py that `COMPILED` does not
+    list: built when an earlier list named them, they import a part of the shared library
+    the present build no longer has (or old code)."""
+    suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)
+    found: set[str] = set()
+    for directory, _dirs, files in os.walk(_PACKAGE_DIR):
+        for file in files:
+            suffix = next((x for x in suffixes if file.endswith(x)), None)
+            if suffix is None:
+                continue
+            source = Path(directory, file[: -len(suffix)] + ".py")
+            name = ".".join(source.relative_to(_PACKAGE_DIR.parent).with_suffix("").parts)
+            if name not in COMPILED and source.exists():
+                found.add(name)
+    return frozenset(found)
+
+
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds the compiled modules' .py files, ahead of the path finder's extensions."""
+    """Finds the .py files of `names`, ahead of the path finder's extensions."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in COMPILED:
+        if fullname not in self.names:
             return None
         return importlib.util.spec_from_file_location(fullname, _source(fullname))
 
@@ -100,8 +123,11 @@ def install() -> None:
     if _why != "not installed":
         return
     _why = _why_pure()
-    if _why is not None and any(_has_extension(m) for m in COMPILED):
-        sys.meta_path.insert(0, _SourceFinder())
+    names = _strays()
+    if _why is not None:
+        names |= {m for m in COMPILED if _has_extension(m)}
+    if names:
+        sys.meta_path.insert(0, _SourceFinder(names))
 
 
 def built() -> str:

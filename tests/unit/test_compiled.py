@@ -117,3 +117,26 @@ def test_brook_no_extensions_forces_the_sources(package_copy: Path) -> None:
         "parser": str(package_copy / "brook" / "protocol" / "parser.py"),
         "edited": False,
     }
+
+
+@needs_build
+def test_an_extension_of_a_module_no_longer_listed_is_not_loaded(package_copy: Path) -> None:
+    """A module dropped from `COMPILED` keeps the extension an earlier build left beside
+    it (here: the parser's, as `durations`'s); it is imported from its .py, and the listed
+    modules still run compiled."""
+    parser = next((package_copy / "brook" / "protocol").glob("parser.*.so"))
+    stray = package_copy / "brook" / ("durations" + parser.name.removeprefix("parser"))
+    shutil.copy2(parser, stray)
+    environ = {k: v for k, v in os.environ.items() if k != "BROOK_NO_EXTENSIONS"}
+    environ |= {"PYTHONPATH": str(package_copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    script = (
+        "import importlib, brook.durations as d, brook._compiled as c;"
+        "[importlib.import_module(m) for m in c.COMPILED];"
+        "print(d.__file__, len(c.status()['modules']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=environ, capture_output=True, check=True, timeout=60
+    )
+    source, compiled = out.stdout.decode().split()
+    assert source == str(package_copy / "brook" / "durations.py")
+    assert int(compiled) == len(_compiled.COMPILED)
