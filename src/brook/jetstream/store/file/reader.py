@@ -121,24 +121,23 @@ class Reader:
         names = self._index.subjects.names
         name_of = self._index.subjects.name_of
         append = out.append
-        unpack_header = fmt.HEADER.unpack_from
+        unpack_header = fmt.MSG_HEADER.unpack_from
         crc32, residue = zlib.crc32, fmt.CRC_RESIDUE
-        magic_ok, version_ok, msg_type, overhead = fmt.MAGIC, fmt.VERSION, fmt.T_MSG, fmt.OVERHEAD
-        header_size, crc_size, erased = fmt.HEADER_SIZE, fmt.CRC_SIZE, fmt.F_ERASED
+        msg_prefix, overhead, header_size = fmt.MSG_PREFIX, fmt.OVERHEAD, fmt.HEADER_SIZE
+        crc_size, erased = fmt.CRC_SIZE, fmt.F_ERASED
+        # Each message is made as an empty `StoredMessage` whose five slots are then
+        # stored: calling the dataclass (its `__init__` run from C, a frame of its own)
+        # costs twice as much. Every field is set (a test compares with the dataclass's).
+        new, message_cls = object.__new__, StoredMessage
         view = memoryview(buf)
         size = len(buf)
         for j in slots:
             pos = offs[j] - first
             n = lens[j] & LEN_MASK
-            crc_at = pos + n - crc_size
             if n >= overhead and pos + n <= size:
-                magic, version, rtype, length, seq, ts_ns, flags, _r, sl, hl, dl = unpack_header(
-                    buf, pos
-                )
+                prefix, length, seq, ts_ns, flags, sl, hl, dl = unpack_header(buf, pos)
                 if (
-                    magic == magic_ok
-                    and version == version_ok
-                    and rtype == msg_type
+                    prefix == msg_prefix
                     and length == n == overhead + sl + hl + dl
                     and sl > 0
                     and seq == base + j
@@ -147,15 +146,13 @@ class Reader:
                 ):
                     a = pos + header_size + sl
                     b = a + hl
-                    append(
-                        StoredMessage(
-                            seq,
-                            names[sids[j]] or name_of(sids[j]),
-                            buf[a:b] or None,
-                            buf[b:crc_at],
-                            ts_ns,
-                        )
-                    )
+                    m = new(message_cls)
+                    m.seq = seq
+                    m.subject = names[sids[j]] or name_of(sids[j])
+                    m.header = buf[a:b] or None
+                    m.data = buf[b : pos + n - crc_size]
+                    m.ts_ns = ts_ns
+                    append(m)
                     continue
             self._refuse(seg, base + j, buf[pos : pos + n])
         if spans is not None:
