@@ -95,6 +95,11 @@ class Reader:
         if k >= stop:
             return seg.base + k
         slots: Sequence[int]
+        sids = seg.sids
+        # The run's columns, iterated beside its slots: indexing an array per slot costs more.
+        run_offs: Sequence[int]
+        run_lens: Sequence[int]
+        run_sids: Sequence[int]
         first = offs[k]
         if first != DEAD and DEAD not in offs[k:stop]:
             # All live (the usual case): records lie in slot order, each ending where the
@@ -103,11 +108,15 @@ class Reader:
             if end - 1 > k and offs[end - 1] + (lens[end - 1] & LEN_MASK) - first > READ_RUN_BYTES:
                 end -= 1
             slots = range(k, end)
+            run_offs, run_lens, run_sids = offs[k:end], lens[k:end], sids[k:end]
             last_end = offs[end - 1] + (lens[end - 1] & LEN_MASK)
             k = end
         else:
             slots, first, last_end, k = self._live_slots(offs, lens, k, max_count)
             spans = None
+            run_offs = [offs[j] for j in slots]
+            run_lens = [lens[j] for j in slots]
+            run_sids = [sids[j] for j in slots]
         base = seg.base
         if not slots:
             return base + k
@@ -116,7 +125,6 @@ class Reader:
         except OSError as exc:
             seq = base + slots[0]
             raise StoreError(f"{seg.path}: cannot read sequence {seq}: {exc}") from exc
-        sids = seg.sids
         # `name_of`, called only if the id were free (which raises): a live slot's is not.
         names = self._index.subjects.names
         name_of = self._index.subjects.name_of
@@ -131,9 +139,9 @@ class Reader:
         new, message_cls = object.__new__, StoredMessage
         view = memoryview(buf)
         size = len(buf)
-        for j in slots:
-            pos = offs[j] - first
-            n = lens[j] & LEN_MASK
+        for j, off, ln, sid in zip(slots, run_offs, run_lens, run_sids, strict=True):
+            pos = off - first
+            n = ln & LEN_MASK
             if n >= overhead and pos + n <= size:
                 prefix, length, seq, ts_ns, flags, sl, hl, dl = unpack_header(buf, pos)
                 if (
@@ -148,7 +156,7 @@ class Reader:
                     b = a + hl
                     m = new(message_cls)
                     m.seq = seq
-                    m.subject = names[sids[j]] or name_of(sids[j])
+                    m.subject = names[sid] or name_of(sid)
                     m.header = buf[a:b] or None
                     m.data = buf[b : pos + n - crc_size]
                     m.ts_ns = ts_ns
