@@ -29,6 +29,10 @@ from brook.jetstream.store.filters import compile_filter
 READ_AHEAD_BYTES = 32 * 1024
 READ_AHEAD_READERS = 4  # buffers kept, most recently used first
 READ_RUN_BYTES = 256 * 1024  # the most `_read_run` fetches at once (unless one record is more)
+# A record up to this size is checksummed from a copy, which costs less than a memoryview
+# slice (callgrind, 168-byte records: 300 instructions less); a larger one from a view,
+# not to copy it once more than its data.
+CRC_COPY_MAX = 4096
 _EVERYTHING = compile_filter("")
 
 
@@ -132,7 +136,7 @@ class Reader:
         unpack_header = fmt.MSG_HEADER.unpack_from
         crc32, residue = zlib.crc32, fmt.CRC_RESIDUE
         msg_prefix, overhead, header_size = fmt.MSG_PREFIX, fmt.OVERHEAD, fmt.HEADER_SIZE
-        crc_size, erased = fmt.CRC_SIZE, fmt.F_ERASED
+        crc_size, erased, copy_max = fmt.CRC_SIZE, fmt.F_ERASED, CRC_COPY_MAX
         # Each message is made as an empty `StoredMessage` whose five slots are then
         # stored: calling the dataclass (its `__init__` run from C, a frame of its own)
         # costs twice as much. Every field is set (a test compares with the dataclass's).
@@ -150,7 +154,8 @@ class Reader:
                     and sl > 0
                     and seq == base + j
                     and not flags & erased
-                    and crc32(view[pos : pos + n]) == residue
+                    and crc32(buf[pos : pos + n] if n <= copy_max else view[pos : pos + n])
+                    == residue
                 ):
                     a = pos + header_size + sl
                     b = a + hl
