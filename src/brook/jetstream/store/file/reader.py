@@ -98,9 +98,12 @@ class Reader:
         stop = min(len(offs), k + max_count)
         if k >= stop:
             return seg.base + k
+        base = seg.base
         slots: Sequence[int]
         sids = seg.sids
-        # The run's columns, iterated beside its slots: indexing an array per slot costs more.
+        # The run's sequences and columns, iterated together: indexing three arrays per
+        # record costs more.
+        run_seqs: Sequence[int]
         run_offs: Sequence[int]
         run_lens: Sequence[int]
         run_sids: Sequence[int]
@@ -112,16 +115,17 @@ class Reader:
             if end - 1 > k and offs[end - 1] + (lens[end - 1] & LEN_MASK) - first > READ_RUN_BYTES:
                 end -= 1
             slots = range(k, end)
+            run_seqs = range(base + k, base + end)
             run_offs, run_lens, run_sids = offs[k:end], lens[k:end], sids[k:end]
             last_end = offs[end - 1] + (lens[end - 1] & LEN_MASK)
             k = end
         else:
             slots, first, last_end, k = self._live_slots(offs, lens, k, max_count)
             spans = None
+            run_seqs = [base + j for j in slots]
             run_offs = [offs[j] for j in slots]
             run_lens = [lens[j] for j in slots]
             run_sids = [sids[j] for j in slots]
-        base = seg.base
         if not slots:
             return base + k
         try:
@@ -136,23 +140,23 @@ class Reader:
         unpack_header = fmt.MSG_HEADER.unpack_from
         crc32, residue = zlib.crc32, fmt.CRC_RESIDUE
         msg_prefix, overhead, header_size = fmt.MSG_PREFIX, fmt.OVERHEAD, fmt.HEADER_SIZE
-        crc_size, erased, copy_max = fmt.CRC_SIZE, fmt.F_ERASED, CRC_COPY_MAX
+        crc_size, erased, copy_max, len_mask = fmt.CRC_SIZE, fmt.F_ERASED, CRC_COPY_MAX, LEN_MASK
         # Each message is made as an empty `StoredMessage` whose five slots are then
         # stored: calling the dataclass (its `__init__` run from C, a frame of its own)
         # costs twice as much. Every field is set (a test compares with the dataclass's).
         new, message_cls = object.__new__, StoredMessage
         view = memoryview(buf)
         size = len(buf)
-        for j, off, ln, sid in zip(slots, run_offs, run_lens, run_sids, strict=True):
+        for expected, off, ln, sid in zip(run_seqs, run_offs, run_lens, run_sids, strict=True):
             pos = off - first
-            n = ln & LEN_MASK
+            n = ln & len_mask
             if n >= overhead and pos + n <= size:
                 prefix, length, seq, ts_ns, flags, sl, hl, dl = unpack_header(buf, pos)
                 if (
                     prefix == msg_prefix
                     and length == n == overhead + sl + hl + dl
                     and sl > 0
-                    and seq == base + j
+                    and seq == expected
                     and not flags & erased
                     and crc32(buf[pos : pos + n] if n <= copy_max else view[pos : pos + n])
                     == residue
@@ -167,7 +171,7 @@ class Reader:
                     m.ts_ns = ts_ns
                     append(m)
                     continue
-            self._refuse(seg, base + j, buf[pos : pos + n])
+            self._refuse(seg, expected, buf[pos : pos + n])
         if spans is not None:
             lo = slots[0]
             spans.append(RecordSpan(base + lo, buf, first, offs[lo:k], lens[lo:k], seg.tss[lo:k]))
