@@ -18,10 +18,14 @@ from hypothesis import strategies as st
 from brook.jetstream.store.base import StoreError
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.store.file import format as fmt
+from brook.jetstream.store.file.reader import CRC_COPY_MAX
 
 T0 = 1_700_000_000_000_000_000
 HDR = b"NATS/1.0\r\nk: v\r\n\r\n"
 COUNT = 12
+# The sequence whose data is made larger than `reader.CRC_COPY_MAX`: its record is checked
+# through a memoryview, the others through a copy.
+LARGE = 7
 
 
 def _fill(directory: Path) -> tuple[FileStore, Path, dict[int, bytes]]:
@@ -30,7 +34,7 @@ def _fill(directory: Path) -> tuple[FileStore, Path, dict[int, bytes]]:
     records = {}
     for i in range(1, COUNT + 1):
         header = HDR if i % 3 == 0 else b""
-        data = b"m%d" % i * i
+        data = b"m%d" % i * (i if i != LARGE else CRC_COPY_MAX)
         seq = store.store(f"s.{i % 4}", header or None, data, T0 + i)
         records[seq] = fmt.encode_message(seq, T0 + i, f"s.{i % 4}".encode(), header, data)
     (segment,) = (directory / "msgs").iterdir()
@@ -126,5 +130,29 @@ def test_a_record_cut_short_by_truncation_is_refused(tmp_path: Path) -> None:
             store.load_batch("", COUNT - 2, 10)
         assert str(info.value).endswith(_expected_error(COUNT, cut))
         assert [m.seq for m in store.load_batch("", 1, COUNT - 1)] == list(range(1, COUNT))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("victim", [LARGE - 1, LARGE])
+def test_a_flipped_data_byte_is_refused_in_a_small_and_a_large_record(
+    tmp_path: Path, victim: int
+) -> None:
+    store, segment, records = _fill(tmp_path / "s")
+    try:
+        record = records[victim]
+        assert (len(record) > CRC_COPY_MAX) == (victim == LARGE)
+        i = len(record) - fmt.CRC_SIZE - 1  # the last byte of the data
+        damaged = record[:i] + bytes([record[i] ^ 1]) + record[i + 1 :]
+        _overwrite(segment, segment.read_bytes().index(record), damaged)
+        with pytest.raises(StoreError, match=f"sequence {victim} is corrupt: bad CRC"):
+            store.load_batch("", 1, COUNT)
+        with pytest.raises(StoreError, match=f"sequence {victim} is corrupt: bad CRC"):
+            store.load(victim)
+        # The records after it, the large one among them or not, read back intact.
+        after = store.load_batch("", victim + 1, COUNT)
+        assert [(m.seq, m.data) for m in after] == [
+            (seq, fmt.decode_message(records[seq]).data) for seq in range(victim + 1, COUNT + 1)
+        ]
     finally:
         store.close()
