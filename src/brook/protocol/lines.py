@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import i64
+
 # nats-server's parseSize reads at most 9 digits ("999M"); longer sizes are malformed.
 SIZE_DIGITS_MAX: Final = 9
 
@@ -22,7 +24,7 @@ NOT_FAST_HEADER: Final = (-1, -1, -1, -1, -1)
 """What `header_line` returns for a line it does not read."""
 
 
-def _subject_end(buf: bytes, pos: int, n: int, op: bytes, least: int) -> int:
+def _subject_end(buf: bytes, pos: i64, n: i64, op: bytes, least: i64) -> i64:
     """Where the subject after `op` at `pos` ends (at the single space after it), or -1:
     not `op`, an empty subject, fewer than `least` bytes after `op`, or no space."""
     i = pos + len(op)
@@ -37,7 +39,7 @@ def _subject_end(buf: bytes, pos: int, n: int, op: bytes, least: int) -> int:
     return end
 
 
-def _token_end(buf: bytes, i: int, n: int) -> int:
+def _token_end(buf: bytes, i: i64, n: i64) -> i64:
     """Where the argument at `i` ends: its first blank, CR or LF, or `n`."""
     while i < n:
         c = buf[i]
@@ -47,11 +49,11 @@ def _token_end(buf: bytes, i: int, n: int) -> int:
     return i
 
 
-def _size(buf: bytes, start: int, end: int) -> int:
+def _size(buf: bytes, start: i64, end: i64) -> i64:
     """The size `buf[start:end]` says (1-9 ASCII digits, as nats-server's parseSize), or -1."""
     if end == start or end - start > SIZE_DIGITS_MAX:
         return -1
-    size = 0
+    size: i64 = 0
     for i in range(start, end):
         c = buf[i]
         if c < 48 or c > 57:
@@ -60,7 +62,7 @@ def _size(buf: bytes, start: int, end: int) -> int:
     return size
 
 
-def _body_start(buf: bytes, i: int, n: int, bare_lf: bool) -> int:
+def _body_start(buf: bytes, i: i64, n: i64, bare_lf: bool) -> i64:
     """Where the body starts after the line's end at `i` (CR LF, or a bare LF with
     `bare_lf`), or -1: anything else there, or the end not yet received."""
     if i >= n:
