@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, ProtocolError
-from brook.protocol.lines import message_line
+from brook.protocol.lines import header_line, message_line
 from brook.protocol.reads import ReadBuffer
 
 PING = b"PING\r\n"
@@ -111,10 +111,10 @@ class LeafParser(ReadBuffer):
     was received (a connection that is closing).
 
     An LMSG/HMSG without queue names whose line is single-spaced and whose body is in
-    the same read takes a fast path (as the client parser's PUB; an LMSG's line read by
-    the compiled `protocol.lines.message_line`): the general one reads
-    every other form, every error, and a message split across reads, whose line is read
-    once and whose body gathers in `_chunks`, joined once when complete. Either gives the
+    the same read takes a fast path (as the client parser's PUB and HPUB; the line read
+    by the compiled `protocol.lines.message_line` or `header_line`): the general one
+    reads every other form, every error, and a message split across reads, whose line is
+    read once and whose body gathers in `_chunks`, joined once when complete. Either gives the
     same result however the bytes were split into reads (tests/unit/test_leaf_codec.py).
     """
 
@@ -168,30 +168,29 @@ class LeafParser(ReadBuffer):
                         on_msg(buf[pos + 5 : subject_end], reply, (), None, buf[start:end])
                         pos = end + 2
                         continue
+                elif buf[pos] == 72:  # "H": an HMSG, read likewise
+                    subject_end, reply_end, hdr, total, start = header_line(
+                        buf, pos, size, b"HMSG ", False
+                    )
+                    end = start + total
+                    if start >= 0 and total <= max_payload and buf[end : end + 2] == b"\r\n":
+                        on_msg(
+                            buf[pos + 5 : subject_end],
+                            buf[subject_end + 1 : reply_end]
+                            if reply_end > subject_end + 1
+                            else None,
+                            (),
+                            buf[start : start + hdr],
+                            buf[start + hdr : end],
+                        )
+                        pos = end + 2
+                        continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     if size - pos > self._max_line:
                         raise ProtocolError("control line too long", MAX_CONTROL_LINE)
                     self._buf = buf[pos:]
                     return
-                if buf.startswith(b"HMSG ", pos):
-                    args = buf[pos + 5 : eol].split()
-                    nargs = len(args)
-                    if (nargs == 3 or nargs == 4) and args[-1].isdigit() and args[-2].isdigit():
-                        total = int(args[-1])
-                        hdr = int(args[-2])
-                        start = eol + 2
-                        end = start + total
-                        if hdr <= total <= max_payload and buf[end : end + 2] == b"\r\n":
-                            on_msg(
-                                args[0],
-                                args[1] if nargs == 4 else None,
-                                (),
-                                buf[start : start + hdr],
-                                buf[start + hdr : end],
-                            )
-                            pos = end + 2
-                            continue
                 pos = self._line(buf, pos, eol)
                 on_msg = self.handler.on_msg  # the handler may have been replaced
                 if self._pending is not None:

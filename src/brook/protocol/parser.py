@@ -30,7 +30,7 @@ import re
 from typing import Any, Protocol
 
 from brook.protocol.errors import MAX_CONTROL_LINE, MAX_PAYLOAD, UNKNOWN_OPERATION, ProtocolError
-from brook.protocol.lines import SIZE_DIGITS_MAX, message_line
+from brook.protocol.lines import SIZE_DIGITS_MAX, header_line, message_line
 from brook.protocol.reads import ReadBuffer
 
 
@@ -260,10 +260,11 @@ class ClientParser(ReadBuffer):
                 if pos < 0:
                     return
             while pos < n and not self.paused:
-                # Fast path for the most common operation (`message_line`), payload already
-                # received; not for a PUB a run may start with (a consumer's ack). Anything
-                # else, including every error, goes through `_dispatch`, so behaviour is
-                # the same either way, however the bytes were split into reads.
+                # Fast path for the most common operations (`message_line`, `header_line`),
+                # payload already received; not for a PUB a run may start with (a
+                # consumer's ack). Anything else, including every error, goes through
+                # `_dispatch`, so behaviour is the same either way, however the bytes
+                # were split into reads.
                 subject_end, reply_end, size, start = message_line(buf, pos, n, b"PUB ", True)
                 if start >= 0:
                     lf = start - 1
@@ -303,6 +304,29 @@ class ClientParser(ReadBuffer):
                                 on_pub(subject, reply, None, buf[start:end])
                                 pos = end + 2
                                 continue
+                elif buf[pos] == 72:  # "H": an HPUB, read likewise (`header_line`)
+                    subject_end, reply_end, hdr, total, start = header_line(
+                        buf, pos, n, b"HPUB ", True
+                    )
+                    if start >= 0:
+                        lf = start - 1
+                        line_end = lf - 1 if buf[lf - 1] == 13 else lf
+                        end = start + total
+                        if (
+                            line_end - pos <= max_control_line
+                            and total <= max_payload
+                            and buf[end : end + 2] == b"\r\n"
+                        ):
+                            on_pub(
+                                buf[pos + 5 : subject_end],
+                                buf[subject_end + 1 : reply_end]
+                                if reply_end > subject_end + 1
+                                else None,
+                                buf[start : start + hdr] if hdr else None,
+                                buf[start + hdr : end],
+                            )
+                            pos = end + 2
+                            continue
                 eol = buf.find(b"\n", pos)
                 if eol < 0:
                     self._check_partial_line(buf, pos)
