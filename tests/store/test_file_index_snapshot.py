@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from brook.jetstream.store.base import StreamState
-from brook.jetstream.store.file import FileStore, indexsnap
+from brook.jetstream.store.file import FileStore, indexsnap, subjects
 from brook.jetstream.store.file.index import Index
 from brook.jetstream.store.file.segment import Segment
 
@@ -331,3 +331,38 @@ def test_a_snapshot_made_stale_while_written_is_not_installed(tmp_path: Path) ->
     assert job() is False
     expected = full_replay_shape(d, tmp_path)
     assert open_shape(d)[:2] == ("used", expected)
+
+
+def test_frozen_subject_chunks_are_saved_and_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Subjects' older sequences frozen in chunks (ADR 0058; chunks of 16 here), one of
+    them changed by removals while thawed, are saved as chunks and loaded as they were:
+    the same sequences as a full replay's, still frozen."""
+    monkeypatch.setattr(subjects, "CHUNK", 16)
+    d = tmp_path / "s"
+    s = FileStore(d, segment_bytes_max=4096)
+    try:
+        for i in range(600):
+            s.store(f"c.{i % 3}", None, b"x%d" % i, T0 + i)
+        for seq in (1, 4, 100, 103, 301):  # c.0's oldest two, two in a chunk, one more
+            s.remove(seq)
+        entry = s._index.subjects._multi[s._index.subjects.by_name["c.0"]]
+        assert entry._cold is not None and len(entry._cold) > 2
+        assert any(c.packed is None for c in entry._cold)  # thawed and changed
+    finally:
+        s.close()
+    expected = full_replay_shape(d, tmp_path)
+    used, loaded, state = open_shape(d)
+    assert used == "used"
+    assert loaded == expected
+    assert state.messages == 595
+    s = FileStore(d)
+    try:
+        assert s.recovery_report.snapshot == "used"
+        multi = s._index.subjects._multi.values()
+        assert all(e._cold is not None and e._ncold >= 200 - 2 * 16 - 5 for e in multi)
+        assert s.subject_state("c.0").first_seq == 7
+        assert s.num_pending("c.1", 100) == len(range(101, 601, 3))
+    finally:
+        s.close()

@@ -31,7 +31,7 @@ from brook.jetstream.store.file import packing
 from brook.jetstream.store.filters import SubjectFilter
 
 # Sequences in a frozen chunk; a subject's newest `2 * CHUNK` at most stay unfrozen.
-CHUNK = 4096
+CHUNK = 1024
 _LEVEL = 1  # zlib: the deltas are small and repetitive, level 1 packs them about as well
 _LAST = operator.attrgetter("last")
 
