@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 import zlib
 from array import array
 from bisect import bisect_left
@@ -34,23 +35,50 @@ from brook.jetstream.store.filters import SubjectFilter
 CHUNK = 1024
 _LEVEL = 1  # zlib: the deltas are small and repetitive, level 1 packs them about as well
 _LAST = operator.attrgetter("last")
+_BIG = sys.byteorder == "big"
 
 
 def _encode(first: int, seqs: array[int]) -> bytes:
-    """`seqs` (ascending) as offsets from a base whose first is `first`: the first and
-    then each one's distance from the one before, byte-shuffled, compressed."""
-    deltas = array(seqs.typecode, (first,))
-    deltas.extend(map(operator.sub, seqs[1:], seqs[:-1]))
-    return zlib.compress(packing.shuffled(deltas.tobytes(), deltas.itemsize), _LEVEL)
+    """`seqs` (ascending) as offsets from a base at which the first is `first`: that
+    first and then each one's distance from the one before, byte-shuffled, compressed.
+
+    The distances are taken at once on the entries as the lanes of one integer: less the
+    integer shifted by one lane, each lane holds its distance (no lane borrows from the
+    next, the entries ascending)."""
+    width = seqs.itemsize
+    lanes = _lanes(seqs)
+    shift = 8 * width
+    mask = (1 << (shift * len(seqs))) - 1
+    deltas = lanes - ((lanes << shift) & mask) - seqs[0] + first
+    raw = deltas.to_bytes(width * len(seqs), "little")
+    return zlib.compress(packing.shuffled(raw, width), _LEVEL)
 
 
 def _decode(data: bytes, count: int) -> array[int]:
-    """The offsets `_encode` was given (`count` of them)."""
+    """The offsets `_encode` was given (`count` of them): the distances summed up, lane
+    by lane, in log2(count) shifted additions of the whole integer (no lane carries: the
+    sums are the offsets)."""
     raw = zlib.decompress(data)
     width = len(raw) // count
-    deltas = array("I" if width == 4 else "Q")
-    deltas.frombytes(packing.unshuffled(memoryview(raw), width))
-    return array(deltas.typecode, itertools.accumulate(deltas))
+    total = int.from_bytes(packing.unshuffled(memoryview(raw), width), "little")
+    shift = 8 * width
+    mask = (1 << (shift * count)) - 1
+    while shift < 8 * len(raw):
+        total += (total << shift) & mask
+        shift *= 2
+    out = array("I" if width == 4 else "Q")
+    out.frombytes(total.to_bytes(len(raw), "little"))
+    if _BIG:
+        out.byteswap()
+    return out
+
+
+def _lanes(seqs: array[int]) -> int:
+    """The entries of `seqs` as one integer, entry i in bits `i * 8 * itemsize` on."""
+    if _BIG:
+        seqs = array(seqs.typecode, seqs)
+        seqs.byteswap()
+    return int.from_bytes(seqs.tobytes(), "little")
 
 
 class Chunk:
