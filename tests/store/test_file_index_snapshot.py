@@ -348,7 +348,8 @@ def test_frozen_subject_chunks_are_saved_and_loaded(
         for seq in (1, 4, 100, 103, 301):  # c.0's oldest two, two in a chunk, one more
             s.remove(seq)
         entry = s._index.subjects._multi[s._index.subjects.by_name["c.0"]]
-        assert entry._cold is not None and len(entry._cold) > 2
+        assert entry._cold is not None
+        assert len(entry._cold) > 2
         assert any(c.packed is None for c in entry._cold)  # thawed and changed
     finally:
         s.close()

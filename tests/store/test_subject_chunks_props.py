@@ -109,9 +109,11 @@ def test_a_long_subject_is_frozen_in_chunks_and_stays_exact() -> None:
     assert entry._ncold >= 100_000 - 2 * subjects_module.CHUNK
     packed = sum(len(c.packed or b"") for c in entry._cold)
     assert packed < entry._ncold // 4  # well under a byte a sequence (4 unfrozen)
-    assert entry.at_or_after(3) == 4 and entry.count_at_or_after(100_001) == 50_000
+    assert entry.at_or_after(3) == 4
+    assert entry.count_at_or_after(100_001) == 50_000
     for seq in range(2, 40_002, 2):
         index.remove(index.by_name["a"], seq)
-    assert entry.first() == 40_002 and len(entry) == 80_000
+    assert entry.first() == 40_002
+    assert len(entry) == 80_000
     assert entry.all() == list(range(40_002, 200_001, 2))
     assert sum(c.seqs is not None for c in entry._cold) <= 1
