@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from brook.jetstream.store.base import StreamState
-from brook.jetstream.store.file import FileStore, indexsnap, recovery, subjects
+from brook.jetstream.store.file import FileStore, indexsnap, recovery
 from brook.jetstream.store.file.index import Index
 from brook.jetstream.store.file.segment import Segment
+from tests.store.conftest import chunks_of
 
 T0 = 1_700_000_000_000_000_000
 N = 300
@@ -339,7 +340,7 @@ def test_frozen_subject_chunks_are_saved_and_loaded(
     """Subjects' older sequences frozen in chunks (ADR 0058; chunks of 16 here), one of
     them changed by removals while thawed, are saved as chunks and loaded as they were:
     the same sequences as a full replay's, still frozen."""
-    monkeypatch.setattr(subjects, "CHUNK", 16)
+    chunks_of(monkeypatch, 16)
     d = tmp_path / "s"
     s = FileStore(d, segment_bytes_max=4096)
     try:

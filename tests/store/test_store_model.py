@@ -41,10 +41,9 @@ from brook.jetstream.store.base import (
     file_msg_size,
     memory_msg_size,
 )
-from brook.jetstream.store.file import subjects
 from brook.jetstream.store.memory import MemoryStore
 from brook.subjects import matches
-from tests.store.conftest import file_store_class, file_store_options
+from tests.store.conftest import chunks_of, file_store_class, file_store_options
 
 SUBJECTS = ["a", "b", "a.x", "a.y", "b.x", "a.x.z"]
 FILTERS = ["", ">", "a", "b", "a.x", "a.*", "*.x", "a.>", "*", "*.*", "nope", "a.x.>"]
@@ -324,7 +323,7 @@ def test_store_matches_model(kind: str, monkeypatch: pytest.MonkeyPatch) -> None
     if kind != "memory":
         file_store_class()  # skips until the file store exists
     if kind == "packed":  # and subjects' sequences frozen in chunks of 2 (ADR 0058)
-        monkeypatch.setattr(subjects, "CHUNK", 2)
+        chunks_of(monkeypatch, 2)
     # "packed" finds its bugs in fewer examples: nearly every step packs and unpacks.
     fewer = kind in ("packed", "file-buffered")  # the "file" kind covers the rest
     config = settings(MODEL_SETTINGS, max_examples=20) if fewer else MODEL_SETTINGS

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from brook.jetstream.store.file import subjects as subjects_module
 from brook.jetstream.store.file.subjects import SubjectIndex
+from tests.store.conftest import chunks_of
 
 NAMES = ["a", "b", "c"]
 
@@ -85,7 +86,7 @@ class SubjectChunksMachine(RuleBasedStateMachine):
 
 @pytest.fixture
 def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(subjects_module, "CHUNK", 3)
+    chunks_of(monkeypatch, 3)
 
 
 TestSubjectChunks = pytest.mark.usefixtures("tiny_chunks")(SubjectChunksMachine.TestCase)
@@ -99,7 +100,7 @@ TestSubjectChunks.settings = settings(
 
 def test_a_long_subject_is_frozen_in_chunks_and_stays_exact() -> None:
     """At the real CHUNK: 100k sequences of one subject, interleaved with another's,
-    hold all but the newest 2 * CHUNK frozen; removals of the oldest thaw one chunk at a
+    hold all but the newest 2 * CHUNK at most frozen; removals of the oldest thaw one chunk at a
     time, and the answers stay exact."""
     index = SubjectIndex()
     for seq in range(1, 200_001):

@@ -31,8 +31,10 @@ from collections.abc import Iterator
 from brook.jetstream.store.file import packing
 from brook.jetstream.store.filters import SubjectFilter
 
-# Sequences in a frozen chunk; a subject's newest `2 * CHUNK` at most stay unfrozen.
+# Sequences in a frozen chunk; a subject's newest `2 * CHUNK` at most stay unfrozen
+# (`_FREEZE_AT`, a constant: the check is on every append).
 CHUNK = 1024
+_FREEZE_AT = 2 * CHUNK
 _LEVEL = 1  # zlib: the deltas are small and repetitive, level 1 packs them about as well
 _LAST = operator.attrgetter("last")
 _BIG = sys.byteorder == "big"
@@ -180,8 +182,8 @@ class SubjectSeqs:
         except OverflowError:  # past 2**32 from the first: `extend` widens the array
             self.extend(seq, seq + 1)
             return
-        if len(seqs) >= 2 * CHUNK:
-            self._freeze_tail()
+        if len(seqs) >= _FREEZE_AT:
+            self.freeze()
 
     def extend(self, seq: int, end: int) -> None:
         """Append the sequences `seq .. end - 1` (all greater than the last one)."""
@@ -193,11 +195,14 @@ class SubjectSeqs:
         if end - 1 - base > 0xFFFFFFFF and seqs.typecode == "I":
             seqs = self._seqs = array("Q", seqs)  # spans 2**32 sequences: 8 bytes each
         seqs.extend(range(seq - base, end - base))
-        if len(seqs) >= 2 * CHUNK:
-            self._freeze_tail()
+        if len(seqs) >= _FREEZE_AT:
+            self.freeze()
 
-    def _freeze_tail(self) -> None:
-        """Freeze the tail's live sequences but its newest `CHUNK`, `CHUNK` at a time."""
+    def freeze(self) -> None:
+        """Freeze the tail's live sequences but its newest `CHUNK`, `CHUNK` at a time
+        (called once it holds `_FREEZE_AT`: one chunk's encoding, tens of microseconds,
+        every `CHUNK` appends of a subject, rather than all of a segment's at its roll,
+        which measured 84 ms for 1M sequences)."""
         seqs = self._seqs
         assert seqs is not None
         base = self._base
