@@ -13,6 +13,10 @@ error response, never a crash; a write that found the disk full becomes 10023
 A request whose `Nats-Required-Api-Level` asks more than Brook's API level is refused with
 10185 before anything else is looked at (versioning.py), as nats-server's handlers do; the
 few that check something first (`checks_level=False`) call `require_api_level` themselves.
+
+Each answer that counts in `api.total` (or `api.errors`) is also audited on
+`$JS.EVENT.ADVISORY.API` when someone listens there (advisories.py): nats-server's
+`sendAPIResponse` and `sendAPIErrResponse` do both.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from brook.jetstream import versioning
+from brook.jetstream.advisories import Advisories
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import is_no_space
+from brook.protocol.headers import raw_value
+from brook.routing.imports import REQUEST_INFO, requester_info
 from brook.routing.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream.api")
@@ -124,9 +131,22 @@ def require_api_level(request: Request, api_level: int) -> None:
 
 
 class ApiDispatcher:
-    def __init__(self, internal: InternalClient, *, api_level: int) -> None:
+    def __init__(
+        self,
+        internal: InternalClient,
+        *,
+        api_level: int,
+        advisories: Advisories | None = None,
+        server_name: str = "",
+        account: str = "",
+    ) -> None:
+        """`advisories` audits the answers (naming `server_name`, and `account` for a
+        requester it cannot find); None: no audit."""
         self._internal = internal
         self.api_level = api_level
+        self._advisories = advisories
+        self._server_name = server_name
+        self._account = account
         self._routes: list[Route] = []
         self.total = 0
         self.errors = 0
@@ -168,6 +188,9 @@ class ApiDispatcher:
         extra_fields: Mapping[str, Mapping[str, Any]],
         *,
         api_level: int,
+        advisories: Advisories | None = None,
+        server_name: str = "",
+        account: str = "",
     ) -> ApiDispatcher:
         """A dispatcher on `internal` answering each of `endpoints` with `error`, in its
         own response type with its error fields (and `extra_fields`, by pattern): how
@@ -176,7 +199,13 @@ class ApiDispatcher:
         def refuse(request: Request) -> dict[str, Any]:
             raise error
 
-        refusals = cls(internal, api_level=api_level)
+        refusals = cls(
+            internal,
+            api_level=api_level,
+            advisories=advisories,
+            server_name=server_name,
+            account=account,
+        )
         for endpoint in endpoints:
             fields = {**endpoint.error_fields, **extra_fields.get(endpoint.pattern, {})}
             refusals.add(
@@ -228,10 +257,41 @@ class ApiDispatcher:
                 failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
         # After the response is built: as nats-server, INFO excludes itself.
-        if route.counts == "all" or (failed and route.counts == "errors"):
+        counted = route.counts == "all" or (failed and route.counts == "errors")
+        if counted:
             self.total += 1
             self.errors += failed
+        data: bytes | None = None
         if reply is not None:
             data = json.dumps(response, separators=(",", ":")).encode()
             self._internal.publish(reply, data, reply_header)
+        advisories = self._advisories
+        if counted and advisories is not None and advisories.audits():
+            if data is None:
+                data = json.dumps(response, separators=(",", ":")).encode()
+            advisories.api_audit(
+                server=self._server_name,
+                client=self._requester(header, reply),
+                subject=subject.decode("utf-8", "surrogateescape"),
+                request=payload,
+                response=data,
+            )
         return None
+
+    def _requester(self, header: bytes | None, reply: bytes | None) -> dict[str, Any]:
+        """Who sent the request, as nats-server's audit names it (`ClientInfo.forAdvisory`:
+        no JWT): a service import's `Nats-Request-Info`, else the client awaiting the
+        reply (`requester_info`)."""
+        info: Any = None
+        if header is not None:
+            raw = raw_value(header, REQUEST_INFO.encode())
+            if raw is not None:
+                try:
+                    info = json.loads(raw)
+                except ValueError:
+                    info = None
+        if not isinstance(info, dict):
+            info = requester_info(self._internal.router, reply, self._account, True)
+        info.pop("jwt", None)
+        info.pop("alts", None)
+        return info

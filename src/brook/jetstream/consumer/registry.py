@@ -28,6 +28,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from brook.jetstream.advisories import CREATE, DELETE, Advisories
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
 from brook.jetstream.consumer_index import ConsumerIndex
@@ -53,8 +54,12 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         *,
         now_ns: Callable[[], int],
         flush_interval_s: float,
+        advisories: Advisories | None = None,
     ) -> None:
+        """`advisories` announces each consumer created and deleted (nats-server's
+        `consumer_action`); None: not announced."""
         self._internal = internal
+        self._advisories = advisories
         self.now_ns = now_ns  # the engine's clock (`JetStream.now_ns`)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.files = ConsumerFiles(root, executor, flush_interval_s=flush_interval_s)
@@ -109,6 +114,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             runner.stop(notify=notify)
             if notify:
                 self.files.forget(runner, unlink=False)  # the stream dir goes too
+                if self._advisories is not None:
+                    self._advisories.consumer_action(stream_name, runner.name, DELETE)
             else:
                 self.files.release(runner)
 
@@ -171,6 +178,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             stream.consumer_count += 1
         self._indexes[stream.name].add(runner, config.filters)
         _retention(stream).consumer_added(runner)
+        if self._advisories is not None:
+            self._advisories.consumer_action(stream.name, config.name, CREATE)
         return runner
 
     def update(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
@@ -206,6 +215,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         self.files.forget(runner, unlink=True)
         self._indexes[stream_name].remove(runner)
         _retention(runner.stream).consumer_deleted(runner)
+        if self._advisories is not None:
+            self._advisories.consumer_action(stream_name, name, DELETE)
 
     def _inactive(self, runner: ConsumerRunner) -> None:
         if self._runners.get(runner.stream.name, {}).get(runner.name) is runner:

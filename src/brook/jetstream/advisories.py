@@ -1,0 +1,119 @@
+"""JetStream's lifecycle and audit advisories, as nats-server 2.15 publishes them.
+
+nats-server announces, in the account of the stream or of the API request:
+
+* `$JS.EVENT.ADVISORY.STREAM.{CREATED,UPDATED,DELETED}.<stream>`: a `stream_action`
+  (`create`, `modify`, `delete`), from `stream.go`'s `sendCreateAdvisory`,
+  `sendUpdateAdvisoryLocked` and `sendDeleteAdvisoryLocked`;
+* `$JS.EVENT.ADVISORY.CONSUMER.{CREATED,DELETED}.<stream>.<consumer>`: a
+  `consumer_action` (`create`, `delete`; an update announces nothing), from `consumer.go`;
+* `$JS.EVENT.ADVISORY.API`: an `api_audit` of each API answer that goes through its API
+  layer (`sendAPIResponse`, `sendAPIErrResponse`: the requests `$JS.API` counts in
+  `api.total`), naming the server, the requester (`ClientInfo.forAdvisory`: no JWT), the
+  subject, the request body (left out when empty) and the response as sent.
+
+Each is built only when someone in the account listens on its subject (nats-server's
+`publishAdvisory` checks interest first), so an API request or a consumer made with nobody
+listening costs one subscription lookup more. The JSON is Go's: its key order, compact, its
+HTML-safe escapes, `domain` only where JetStream has one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from brook.jetstream.models.info import format_ts_ns
+from brook.nuid import random_id
+from brook.routing.internal import InternalClient
+
+STREAM_PREFIX = "$JS.EVENT.ADVISORY.STREAM"
+CONSUMER_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
+API_AUDIT_SUBJECT = b"$JS.EVENT.ADVISORY.API"
+
+STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
+CONSUMER_ACTION_TYPE = "io.nats.jetstream.advisory.v1.consumer_action"
+API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
+
+# nats-server's `ActionAdvisoryType`s, and the last token of each action's subject.
+CREATE, MODIFY, DELETE = "create", "modify", "delete"
+_STREAM_SUBJECT_TOKEN = {CREATE: "CREATED", MODIFY: "UPDATED", DELETE: "DELETED"}
+
+# What Go's encoding/json escapes beyond what Python's does (its HTML-safe default).
+GO_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def go_json(value: Any) -> bytes:
+    """`value` as Go's `json.Marshal` writes it: compact, UTF-8, HTML-safe escapes."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(GO_ESCAPES)
+    return text.encode("utf-8", "surrogateescape")
+
+
+class Advisories:
+    """Publishes one account's JetStream advisories through `internal` (its engine's or
+    API's in-process client), each only when its subject has interest."""
+
+    def __init__(
+        self, internal: InternalClient, *, domain: str = "", now_ns: Callable[[], int]
+    ) -> None:
+        self._internal = internal
+        self._router = internal.router
+        self.domain = domain
+        self._now_ns = now_ns
+
+    def _event(self, event_type: str) -> dict[str, Any]:
+        """`TypedEvent`'s fields, first in every advisory."""
+        return {"type": event_type, "id": random_id(), "timestamp": format_ts_ns(self._now_ns())}
+
+    def _send(self, subject: bytes, body: dict[str, Any]) -> None:
+        if self.domain:
+            body["domain"] = self.domain
+        self._internal.publish(subject, go_json(body))
+
+    def stream_action(self, stream: str, action: str) -> None:
+        """`JSStreamActionAdvisory`: `stream` was created, updated or deleted."""
+        subject = f"{STREAM_PREFIX}.{_STREAM_SUBJECT_TOKEN[action]}.{stream}".encode()
+        if not self._router.has_interest(subject):
+            return
+        body = self._event(STREAM_ACTION_TYPE)
+        body["stream"] = stream
+        body["action"] = action
+        self._send(subject, body)
+
+    def consumer_action(self, stream: str, consumer: str, action: str) -> None:
+        """`JSConsumerActionAdvisory`: a consumer was created or deleted."""
+        token = "CREATED" if action == CREATE else "DELETED"
+        subject = f"{CONSUMER_PREFIX}.{token}.{stream}.{consumer}".encode()
+        if not self._router.has_interest(subject):
+            return
+        body = self._event(CONSUMER_ACTION_TYPE)
+        body["stream"] = stream
+        body["consumer"] = consumer
+        body["action"] = action
+        self._send(subject, body)
+
+    def audits(self) -> bool:
+        """Whether an API audit would reach anyone now (asked before it is built)."""
+        return self._router.has_interest(API_AUDIT_SUBJECT)
+
+    def api_audit(
+        self,
+        *,
+        server: str,
+        client: dict[str, Any] | None,
+        subject: str,
+        request: bytes,
+        response: bytes,
+    ) -> None:
+        """`JSAPIAudit` of one answered request (the caller asked `audits` first)."""
+        body = self._event(API_AUDIT_TYPE)
+        body["server"] = server
+        body["client"] = client
+        body["subject"] = subject
+        if request:
+            body["request"] = request.decode("utf-8", "surrogateescape")
+        body["response"] = response.decode("utf-8", "surrogateescape")
+        self._send(API_AUDIT_SUBJECT, body)
