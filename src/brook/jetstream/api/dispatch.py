@@ -282,15 +282,16 @@ class ApiDispatcher:
         """Who sent the request, as nats-server's audit names it (`ClientInfo.forAdvisory`:
         no JWT): a service import's `Nats-Request-Info`, else the client awaiting the
         reply (`requester_info`)."""
-        info: Any = None
-        if header is not None:
-            raw = raw_value(header, REQUEST_INFO.encode())
-            if raw is not None:
-                try:
-                    info = json.loads(raw)
-                except ValueError:
-                    info = None
-        if not isinstance(info, dict):
+        info: dict[str, Any] | None = None
+        raw = raw_value(header, REQUEST_INFO.encode()) if header is not None else None
+        if raw is not None:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                info = parsed
+        if info is None:
             info = requester_info(self._internal.router, reply, self._account, True)
         info.pop("jwt", None)
         info.pop("alts", None)
