@@ -15,7 +15,8 @@ Brook's order, checked on Brook alone); each kind's own order is fixed and compa
 
 Masked, as they differ between any two runs: advisory ids and times, the server's name,
 the requester's connection id, start and round-trip time (present, and of the same type),
-and in the responses the creation and answer times and the server's version metadata.
+and in the responses the creation and answer times, a pause's remaining time and the
+server's version metadata.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ NUID = re.compile(r"^[0-9A-Za-z]{22}$")
 # Times in the API responses an audit carries: when the stream or consumer was made and
 # when the answer was.
 RESPONSE_TIMES = {"created", "ts"}
+RESPONSE_DURATIONS = {"pause_remaining"}  # until a time asked for, from the answer's now
 IDENTITY_METADATA = {"_nats.ver", "_nats.level"}  # the binary's version, not behaviour
 
 Results = list[tuple[str, Any]]
@@ -65,6 +67,9 @@ def _mask_response(value: Any, key: str = "") -> Any:
                 continue
             if k in RESPONSE_TIMES:
                 out[k] = _masked_time(v)
+            elif k in RESPONSE_DURATIONS:
+                assert isinstance(v, int), v
+                out[k] = "<duration>"
             elif k == "leader" and key == "cluster":
                 out[k] = "<server>"
             else:
@@ -255,7 +260,8 @@ system_account: SYS
 
 
 async def in_domain(nc: Any) -> Listener:
-    """Account A: the advisories name the domain; its requests by the domain's prefix."""
+    """Account A: the advisories name the domain (a consumer's pause advisory too); its
+    requests by the domain's prefix too."""
     listen = Listener(nc)
     await listen.start()
     config = {"name": S, "subjects": ["adv.>"], "storage": "memory"}
@@ -264,6 +270,9 @@ async def in_domain(nc: Any) -> Listener:
     consumer = {"stream_name": S, "config": {"durable_name": "c"}}
     await _api(nc, f"$JS.API.CONSUMER.CREATE.{S}.c", consumer)
     await listen.take("consumer create", 2)
+    pause = {"pause_until": "2099-01-01T00:00:00Z"}
+    await _api(nc, f"$JS.API.CONSUMER.PAUSE.{S}.c", pause)
+    await listen.take("consumer pause (its advisory with the domain too)", 2)
     await _api(nc, f"$JS.API.STREAM.DELETE.{S}")
     await listen.take("stream delete", 3)
     await listen.settle("nothing else")

@@ -40,6 +40,10 @@ API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
 CREATE, MODIFY, DELETE = "create", "modify", "delete"
 _STREAM_SUBJECT_TOKEN = {CREATE: "CREATED", MODIFY: "UPDATED", DELETE: "DELETED"}
 
+# Where Go's structs put `domain` when an event has one of these fields (the pinned and
+# unpinned advisories: before `group`); otherwise it is their last field.
+_DOMAIN_BEFORE = ("group", "batch")
+
 # What Go's encoding/json escapes beyond what Python's does (its HTML-safe default).
 GO_ESCAPES = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -72,6 +76,23 @@ class Advisories:
         if self.domain:
             body["domain"] = self.domain
         self._internal.publish(subject, go_json(body))
+
+    def event(self, subject: str, payload: dict[str, Any]) -> None:
+        """Another advisory or metric (a consumer's: actions.py), `payload` its `type`
+        and fields in Go's order: sent with its id, time and domain, if anyone listens."""
+        subj = subject.encode("utf-8", "surrogateescape")
+        if not self._router.has_interest(subj):
+            return
+        body = self._event(payload["type"])
+        domain = self.domain
+        for key, value in payload.items():
+            if domain and key in _DOMAIN_BEFORE:
+                body["domain"] = domain
+                domain = ""
+            body[key] = value
+        if domain:
+            body["domain"] = domain
+        self._internal.publish(subj, go_json(body))
 
     def stream_action(self, stream: str, action: str) -> None:
         """`JSStreamActionAdvisory`: `stream` was created, updated or deleted."""

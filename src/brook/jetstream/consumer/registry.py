@@ -162,6 +162,7 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             created_ns=self.now_ns() if created_ns is None else created_ns,
             on_inactive=self._inactive,
             on_change=files.changed if path is not None else None,
+            advisories=self._advisories,
         )
         if snapshot is not None:
             runner.restore(snapshot)
