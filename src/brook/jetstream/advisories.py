@@ -134,7 +134,8 @@ class Advisories:
         body["server"] = server
         body["client"] = client
         body["subject"] = subject
+        # Go's strings: invalid UTF-8 is written as U+FFFD.
         if request:
-            body["request"] = request.decode("utf-8", "surrogateescape")
-        body["response"] = response.decode("utf-8", "surrogateescape")
+            body["request"] = request.decode("utf-8", "replace")
+        body["response"] = response.decode("utf-8", "replace")
         self._send(API_AUDIT_SUBJECT, body)
