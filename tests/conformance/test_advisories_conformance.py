@@ -2,11 +2,11 @@
 nats-server.
 
 A listener subscribes to `$JS.EVENT.ADVISORY.>`; the same API calls run on both servers
-(stream create, update, consumer create and delete, API errors, a message get that is
-audited only when it fails, a stream delete with a consumer left, a KV bucket made by
-nats-py) and each step records the advisories it brought: their subjects in order and
-each document whole, with its keys in order. The audit's `request` is compared as sent,
-its `response` parsed.
+(stream create, update, consumer create and delete, an ephemeral consumer's end when
+inactive, API errors, a message get that is audited only when it fails, a stream delete
+with a consumer left, a KV bucket made by nats-py) and each step records the advisories
+it brought: their subjects in order and each document whole, with its keys in order. The
+audit's `request` is compared as sent, its `response` parsed.
 
 nats-server sends a stream's or consumer's advisory from the stream's send queue and the
 API audit from the server's, two goroutines, so the order *between* the two kinds within
@@ -186,6 +186,9 @@ async def lifecycle(nc: Any) -> Listener:
     await step("consumer update (no advisory)", f"CONSUMER.CREATE.{S}.c", body, 1)
     await step("consumer info", f"CONSUMER.INFO.{S}.c", None, 1)
     await step("consumer delete", f"CONSUMER.DELETE.{S}.c", None, 2)
+    body = {"stream_name": S, "config": {"name": "e", "inactive_threshold": 200_000_000}}
+    await step("ephemeral consumer create", f"CONSUMER.CREATE.{S}.e", body, 2)
+    await listen.take("ephemeral consumer deleted when inactive", 1)
     await step("error: stream not found", "STREAM.INFO.NOPE", None, 1)
     body = {"stream_name": "NOPE", "config": durable}
     await step("error: consumer of no stream", "CONSUMER.CREATE.NOPE", body, 1)
