@@ -4,9 +4,9 @@ nats-server.
 A listener subscribes to `$JS.EVENT.ADVISORY.>`; the same API calls run on both servers
 (stream create, update, consumer create and delete, an ephemeral consumer's end when
 inactive, API errors, a message get that is audited only when it fails, a stream delete
-with a consumer left, a KV bucket made by nats-py) and each step records the advisories
-it brought: their subjects in order and each document whole, with its keys in order. The
-audit's `request` is compared as sent, its `response` parsed.
+with a consumer left, a KV bucket made by nats-py, a backup and a restore) and each step
+records the advisories it brought: their subjects in order and each document whole, with
+its keys in order. The audit's `request` is compared as sent, its `response` parsed.
 
 nats-server sends a stream's or consumer's advisory from the stream's send queue and the
 API audit from the server's, two goroutines, so the order *between* the two kinds within
@@ -35,6 +35,7 @@ import pytest
 import brook
 from brook.config.conf import load_conf_file
 from tests.support.natsserver import nats_server_binary, run_nats_server
+from tests.support.snapshots import backup, restore
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(60)]
 
@@ -104,11 +105,24 @@ def _mask(advisory: dict[str, Any]) -> dict[str, Any]:
     assert NUID.match(out["id"]), out["id"]
     out["id"] = "<id>"
     out["timestamp"] = _masked_time(out["timestamp"])
+    for key in ("start", "end"):  # a snapshot's or restore's
+        if key in out:
+            out[key] = _masked_time(out[key])
+    if "bytes" in out:  # a restore's upload: each server's own snapshot format
+        assert isinstance(out["bytes"], int), out
+        assert out["bytes"] > 0, out
+        out["bytes"] = "<bytes>"
+    if "state" in out:  # the times of the stream's messages
+        out["state"] = {
+            k: _masked_time(v) if k in ("first_ts", "last_ts") else v
+            for k, v in out["state"].items()
+        }
+    if "client" in out:
+        out["client"] = _mask_client(out["client"])
     if out.get("type") == "io.nats.jetstream.advisory.v1.api_audit":
         assert isinstance(out["server"], str), out
         assert out["server"], out
         out["server"] = "<server>"
-        out["client"] = _mask_client(out["client"])
         out["response"] = _mask_response(json.loads(out["response"]))
     return out
 
@@ -116,8 +130,9 @@ def _mask(advisory: dict[str, Any]) -> dict[str, Any]:
 class Listener:
     """The advisories one client hears, in the order they arrive, and the steps' records."""
 
-    def __init__(self, nc: Any) -> None:
+    def __init__(self, nc: Any, subjects: tuple[str, ...] = (ADVISORIES,)) -> None:
         self.nc = nc
+        self.subjects = subjects
         self.got: list[tuple[str, dict[str, Any]]] = []
         self.steps: Results = []
         self.orders: list[tuple[str, list[str]]] = []  # (label, subjects as they came)
@@ -128,12 +143,16 @@ class Listener:
             self.got.append((m.subject, json.loads(m.data)))
             self._arrived.set()
 
-        await self.nc.subscribe(ADVISORIES, cb=on_msg)
+        for subject in self.subjects:
+            await self.nc.subscribe(subject, cb=on_msg)
         await self.nc.flush()
 
-    async def take(self, label: str, count: int, timeout: float = 3.0) -> None:
+    async def take(
+        self, label: str, count: int, timeout: float = 3.0, *, by_subject: bool = False
+    ) -> None:
         """Record the next `count` advisories (fewer when they do not come in time): the
-        action advisories and the audits apart, each in its order."""
+        action advisories and the audits apart, each in its order (`by_subject`: all in
+        the order of their subjects)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while len(self.got) < count and loop.time() < deadline:
@@ -144,6 +163,10 @@ class Listener:
                 break
         taken, self.got = self.got[:count], self.got[count:]
         self.orders.append((label, [subject for subject, _ in taken]))
+        if by_subject:
+            ordered = sorted(taken, key=lambda advisory: advisory[0])
+            self.steps.append((label, [(s, _mask(a)) for s, a in ordered]))
+            return
         record = {
             "actions": [(s, _mask(a)) for s, a in taken if s != AUDIT],
             "audits": [(s, _mask(a)) for s, a in taken if s == AUDIT],
@@ -241,6 +264,40 @@ async def _both(reference_url: str, brook_url: str, scenario: Scenario, **connec
     theirs, ours = await asyncio.gather(run(reference_url), run(brook_url))
     _compare(theirs.steps, ours.steps)
     _actions_first(ours)
+
+
+async def snapshot_and_restore(nc: Any) -> Listener:
+    """A backup and a restore as the nats CLI makes them, and the stream deleted between:
+    the snapshot's and restore's advisories, and the restored stream's creation (its
+    consumers are recovered, not announced). Recorded in subject order: nats-server sends
+    the snapshot's and restore's from the server's queue and the actions from the
+    stream's."""
+    await _api(nc, "$JS.API.STREAM.DELETE.ADVS")
+    config = {"name": "ADVS", "subjects": ["advs.>"], "storage": "memory"}
+    await _api(nc, "$JS.API.STREAM.CREATE.ADVS", config)
+    for i in range(5):
+        await nc.request(f"advs.{i}", b"x" * i, timeout=5)
+    durable = {"stream_name": "ADVS", "config": {"durable_name": "C", "ack_policy": "explicit"}}
+    await _api(nc, "$JS.API.CONSUMER.CREATE.ADVS.C", durable)
+    listen = Listener(nc, ("$JS.EVENT.ADVISORY.STREAM.>", "$JS.EVENT.ADVISORY.CONSUMER.>"))
+    await listen.start()
+    saved = await backup(nc, "ADVS")
+    assert "error" not in saved.response, saved.response
+    await listen.take("snapshot", 2, by_subject=True)
+    await _api(nc, "$JS.API.STREAM.DELETE.ADVS")
+    await listen.take("stream delete", 2, by_subject=True)
+    final = await restore(nc, "ADVS", saved.meta, saved.data)
+    assert "error" not in final, final
+    await listen.take("restore", 3, by_subject=True)
+    await listen.settle("nothing else")
+    await _api(nc, "$JS.API.STREAM.DELETE.ADVS")
+    return listen
+
+
+async def test_snapshot_and_restore_advisories_match_nats_server(nats_server_url: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="brook-advisories-") as store:
+        async with brook.serve(port=0, store_dir=store) as server:
+            await _both(nats_server_url, server.url, snapshot_and_restore)
 
 
 async def test_lifecycle_and_audit_advisories_match_nats_server(nats_server_url: str) -> None:

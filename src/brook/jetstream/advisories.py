@@ -33,6 +33,10 @@ CONSUMER_PREFIX = "$JS.EVENT.ADVISORY.CONSUMER"
 API_AUDIT_SUBJECT = b"$JS.EVENT.ADVISORY.API"
 
 STREAM_ACTION_TYPE = "io.nats.jetstream.advisory.v1.stream_action"
+SNAPSHOT_CREATE_TYPE = "io.nats.jetstream.advisory.v1.snapshot_create"
+SNAPSHOT_COMPLETE_TYPE = "io.nats.jetstream.advisory.v1.snapshot_complete"
+RESTORE_CREATE_TYPE = "io.nats.jetstream.advisory.v1.restore_create"
+RESTORE_COMPLETE_TYPE = "io.nats.jetstream.advisory.v1.restore_complete"
 CONSUMER_ACTION_TYPE = "io.nats.jetstream.advisory.v1.consumer_action"
 API_AUDIT_TYPE = "io.nats.jetstream.advisory.v1.api_audit"
 
@@ -42,7 +46,7 @@ _STREAM_SUBJECT_TOKEN = {CREATE: "CREATED", MODIFY: "UPDATED", DELETE: "DELETED"
 
 # Where Go's structs put `domain` when an event has one of these fields (the pinned and
 # unpinned advisories: before `group`); otherwise it is their last field.
-_DOMAIN_BEFORE = ("group", "batch")
+_DOMAIN_BEFORE = ("group", "batch", "error")
 
 # What Go's encoding/json escapes beyond what Python's does (its HTML-safe default).
 GO_ESCAPES = str.maketrans(
@@ -67,6 +71,10 @@ class Advisories:
         self._router = internal.router
         self.domain = domain
         self._now_ns = now_ns
+
+    def now_ns(self) -> int:
+        """The time an advisory names (the engine's clock)."""
+        return self._now_ns()
 
     def _event(self, event_type: str) -> dict[str, Any]:
         """`TypedEvent`'s fields, first in every advisory."""
@@ -103,6 +111,41 @@ class Advisories:
         body["stream"] = stream
         body["action"] = action
         self._send(subject, body)
+
+    def snapshot_created(
+        self, stream: str, state: dict[str, Any], client: dict[str, Any] | None
+    ) -> None:
+        """`JSSnapshotCreateAdvisory`: a snapshot's chunks start (`state`: the stream's at
+        the snapshot, as its response has it)."""
+        payload: dict[str, Any] = {"type": SNAPSHOT_CREATE_TYPE, "stream": stream}
+        payload |= {"state": state, "client": client}
+        self.event(f"{STREAM_PREFIX}.SNAPSHOT_CREATE.{stream}", payload)
+
+    def snapshot_completed(
+        self, stream: str, start_ns: int, client: dict[str, Any] | None, error: str
+    ) -> None:
+        """`JSSnapshotCompleteAdvisory`: its chunks ended (`error`: why not all went)."""
+        payload: dict[str, Any] = {"type": SNAPSHOT_COMPLETE_TYPE, "stream": stream}
+        payload |= {"start": format_ts_ns(start_ns), "end": format_ts_ns(self._now_ns())}
+        payload["client"] = client
+        if error:
+            payload["error"] = error
+        self.event(f"{STREAM_PREFIX}.SNAPSHOT_COMPLETE.{stream}", payload)
+
+    def restore_created(self, stream: str, client: dict[str, Any] | None) -> None:
+        """`JSRestoreCreateAdvisory`: a restore's upload may start."""
+        payload: dict[str, Any] = {"type": RESTORE_CREATE_TYPE, "stream": stream}
+        payload["client"] = client
+        self.event(f"{STREAM_PREFIX}.RESTORE_CREATE.{stream}", payload)
+
+    def restore_completed(
+        self, stream: str, start_ns: int, nbytes: int, client: dict[str, Any] | None
+    ) -> None:
+        """`JSRestoreCompleteAdvisory`: a restore's final answer (`nbytes` uploaded)."""
+        payload: dict[str, Any] = {"type": RESTORE_COMPLETE_TYPE, "stream": stream}
+        payload |= {"start": format_ts_ns(start_ns), "end": format_ts_ns(self._now_ns())}
+        payload |= {"bytes": nbytes, "client": client}
+        self.event(f"{STREAM_PREFIX}.RESTORE_COMPLETE.{stream}", payload)
 
     def consumer_action(self, stream: str, consumer: str, action: str) -> None:
         """`JSConsumerActionAdvisory`: a consumer was created or deleted."""

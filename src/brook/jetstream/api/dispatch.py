@@ -47,6 +47,15 @@ class Request:
     tokens: list[str]  # the subject's tokens after `$JS.API.`
     body: bytes
     header: bytes | None
+    reply: bytes | None = None
+    # Who sent it, as an advisory names the requester (`ApiDispatcher._requester`).
+    requester: Callable[[bytes | None, bytes | None], dict[str, Any]] | None = None
+
+    def client_info(self) -> dict[str, Any] | None:
+        """The requester's `ClientInfo` for an advisory (None: unknown)."""
+        if self.requester is None:
+            return None
+        return self.requester(self.header, self.reply)
 
     def json(self, *, required: bool = False) -> dict[str, Any]:
         """The body as a JSON object; empty or `null` bodies are `{}` unless `required`."""
@@ -235,7 +244,7 @@ class ApiDispatcher:
         reply_header: bytes | None = None
         failed = True
         try:
-            request = Request(tokens, payload, header)
+            request = Request(tokens, payload, header, reply, self._requester)
             if route.checks_level:
                 require_api_level(request, self.api_level)
             answer = route.handler(request)

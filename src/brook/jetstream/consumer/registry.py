@@ -146,11 +146,14 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         *,
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
+        announce: bool = True,
     ) -> ConsumerRunner:
         """Start a (pull or push) consumer on `stream`; the caller has validated `config`.
 
         A durable consumer of a file stream is persisted (its file written before this
-        returns); `snapshot` restores a persisted state (at start)."""
+        returns); `snapshot` restores a persisted state (at start). A new one is announced
+        (`announce`); nats-server does not announce those it recovers (at start, or those
+        of a restored stream)."""
         files = self.files
         path = files.path_for(stream, config)
         runner = ConsumerRunner(
@@ -179,7 +182,7 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             stream.consumer_count += 1
         self._indexes[stream.name].add(runner, config.filters)
         _retention(stream).consumer_added(runner)
-        if self._advisories is not None:
+        if announce and self._advisories is not None:
             self._advisories.consumer_action(stream.name, config.name, CREATE)
         return runner
 
@@ -257,7 +260,9 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         first = state.first_seq or state.last_seq + 1
         for config, created_ns, snapshot, _seen in loaded:
             try:
-                runner = self.add(stream, config, created_ns=created_ns, snapshot=snapshot)
+                runner = self.add(
+                    stream, config, created_ns=created_ns, snapshot=snapshot, announce=False
+                )
                 if lost is not None:  # pending messages that are gone are not redelivered
                     runner.messages_changed(lost.msgs)
                 runner.stream_starts_at(first)  # what expired while it was not running
