@@ -7,6 +7,8 @@ nats-server announces, in the account of the stream or of the API request:
   `sendUpdateAdvisoryLocked` and `sendDeleteAdvisoryLocked`;
 * `$JS.EVENT.ADVISORY.CONSUMER.{CREATED,DELETED}.<stream>.<consumer>`: a
   `consumer_action` (`create`, `delete`; an update announces nothing), from `consumer.go`;
+* `$JS.EVENT.ADVISORY.STREAM.{SNAPSHOT,RESTORE}_{CREATE,COMPLETE}.<stream>`: a
+  snapshot's and a restore's start and end, naming the requester (`jetstream_api.go`);
 * `$JS.EVENT.ADVISORY.API`: an `api_audit` of each API answer that goes through its API
   layer (`sendAPIResponse`, `sendAPIErrResponse`: the requests `$JS.API` counts in
   `api.total`), naming the server, the requester (`ClientInfo.forAdvisory`: no JWT), the
