@@ -42,8 +42,11 @@ API_PREFIX = b"$JS.API."
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
+    """One API request. Not frozen (nobody mutates one): a frozen dataclass's `__init__`
+    sets each field through `object.__setattr__`, and one is made per request."""
+
     tokens: list[str]  # the subject's tokens after `$JS.API.`
     body: bytes
     header: bytes | None
