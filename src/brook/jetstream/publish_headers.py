@@ -5,14 +5,32 @@ message (`Stream.ingest`, stream.py) and an atomic batch as a whole before it is
 
 from __future__ import annotations
 
+from brook.jetstream.dedup import MSG_ID
+from brook.protocol.headers import HeaderBlock
+
 EXPECTED_STREAM = "Nats-Expected-Stream"
 EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
 EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 ROLLUP = "Nats-Rollup"
 MAX_HEADER_BYTES = 65535  # a larger header block is refused (10097)
+# Every header a publish is checked by (those above, `Nats-TTL`, `Nats-Incr`,
+# `Nats-Batch-*`, `Nats-Schedule*`, `Nats-Stream-Source`) is named so.
+_CHECKED = "Nats-"
 
 
 def uint(value: str) -> int | None:
     """ASCII digits only: `str.isdigit` also takes digits such as "²" that `int()` refuses."""
     return int(value) if value.isascii() and value.isdigit() else None
+
+
+def plain_msg_id(block: HeaderBlock, plain: tuple[str, ...] = (MSG_ID,)) -> str | None:
+    """The `Nats-Msg-Id` of `block` ("" for none) when none of its fields is one a
+    publish is checked by but those named in `plain`; None when it has such a field, for
+    the full checks. Most headers published to a stream are an application's own and a
+    `Nats-Msg-Id` (Spark's writes): one pass over the names spares those the lookup of
+    every JetStream header in turn."""
+    for name, _ in block.fields:
+        if name.startswith(_CHECKED) and name not in plain:
+            return None
+    return block.get(MSG_ID) or ""

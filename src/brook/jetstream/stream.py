@@ -67,6 +67,7 @@ from brook.jetstream.publish_headers import (
     EXPECTED_STREAM,
     MAX_HEADER_BYTES,
     ROLLUP,
+    plain_msg_id,
     uint,
 )
 from brook.jetstream.republish import MessageSender, Republisher
@@ -310,6 +311,9 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         if header and len(header) > MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
+        # Only a `Nats-Msg-Id` among the checked headers (the usual header): nothing
+        # else to check but dedup, as below (`plain_msg_id`).
+        plain_id = None
         if header:
             if counters.INCR in header:  # checked first, even in a block parse refuses
                 counters.check_increment(
@@ -319,11 +323,20 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
                 block = hdrs.parse(header)
             except hdrs.HeaderError:
                 block = None  # stored byte-exact; it just carries no JetStream headers
+            else:
+                if SCHEDULE_PREFIX not in header:
+                    plain_id = plain_msg_id(block)
         msg_id = ""
         rollup = None
         ttl = 0
         ttl_invalid = False
-        if block is not None:
+        if plain_id is not None:
+            msg_id = plain_id
+            if msg_id:
+                seen = self.dedup.lookup(msg_id)
+                if seen is not None:
+                    return Ingested(seen, False, True)
+        elif block is not None:
             expected = block.get(EXPECTED_STREAM)
             if expected is not None and expected != self.name:
                 raise api_error("STREAM_NOT_MATCH")
