@@ -138,6 +138,8 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         self.created_ns = created_ns
         self._send_ack = send_ack
         self._committer = committer
+        if committer is not None:
+            committer.acks_by(send_ack, self._failed_ack)
         # What the stream stores with no PubAck waiting (a source's message, a schedule's)
         # is synced soon after, one commit request at a time (`sync_soon`); with
         # persist_mode "async" (persist.py) so is everything: PubAcks leave at once, the
@@ -524,14 +526,12 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
                 self._soon_sync.written()
             return
 
-        def on_durable(error: BaseException | None) -> None:
-            if error is None:
-                self._send_ack(reply, ack)
-            else:
-                failure = api_error("STREAM_STORE_FAILED", err=f"storage failure: {error}")
-                self._send_ack(reply, self._error_ack(failure))
+        committer.request_ack(reply, ack)
 
-        committer.request(on_durable)
+    def _failed_ack(self, error: BaseException) -> bytes:
+        """The PubAck of a message whose sync failed (`GroupCommitter.acks_by`)."""
+        failure = api_error("STREAM_STORE_FAILED", err=f"storage failure: {error}")
+        return self._error_ack(failure)
 
     def close(self) -> None:
         self.batches.clear()  # its staged batches no longer count against the limit
