@@ -304,7 +304,9 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
         if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
             return self._fast_batch(subject, reply, header, data)
-        if header is not None and BATCH_ID in header:
+        # `find`, not `in`: CPython 3.11's `bytes in bytes` first tries the needle as an
+        # int and raises (and clears) a TypeError, 1,800 instructions per test (ADR 0057).
+        if header is not None and header.find(BATCH_ID) >= 0:
             batch_id = hdrs.raw_value(header, BATCH_ID)
             # An empty id is no batch (nats-server); a batch's message being committed, or
             # the message a schedule stored by a batch produces, is stored as it is.
@@ -317,7 +319,7 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         # else to check but dedup, as below (`plain_msg_id`).
         plain_id = None
         if header:
-            if counters.INCR in header:  # checked first, even in a block parse refuses
+            if header.find(counters.INCR) >= 0:  # first, even in a block parse refuses
                 counters.check_increment(
                     header, data, config.allow_msg_counter, sourced=self._sourcing
                 )
@@ -326,7 +328,7 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             except hdrs.HeaderError:
                 block = None  # stored byte-exact; it just carries no JetStream headers
             else:
-                if SCHEDULE_PREFIX not in header:
+                if header.find(SCHEDULE_PREFIX) < 0:
                     plain_id = plain_msg_id(block)
         msg_id = ""
         rollup = None
