@@ -67,7 +67,7 @@ from brook.jetstream.publish_headers import (
     EXPECTED_STREAM,
     MAX_HEADER_BYTES,
     ROLLUP,
-    plain_msg_id,
+    raw_msg_id,
     uint,
 )
 from brook.jetstream.republish import MessageSender, Republisher
@@ -316,20 +316,20 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
         block = None
         # Only a `Nats-Msg-Id` among the checked headers (the usual header): nothing
-        # else to check but dedup, as below (`plain_msg_id`).
+        # else to check but dedup, as below (`raw_msg_id`).
         plain_id = None
         if header:
             if header.find(counters.INCR) >= 0:  # first, even in a block parse refuses
                 counters.check_increment(
                     header, data, config.allow_msg_counter, sourced=self._sourcing
                 )
-            try:
-                block = hdrs.parse(header)
-            except hdrs.HeaderError:
-                block = None  # stored byte-exact; it just carries no JetStream headers
-            else:
-                if header.find(SCHEDULE_PREFIX) < 0:
-                    plain_id = plain_msg_id(block)
+            if header.find(SCHEDULE_PREFIX) < 0:
+                plain_id = raw_msg_id(header)
+            if plain_id is None:
+                try:
+                    block = hdrs.parse(header)
+                except hdrs.HeaderError:
+                    block = None  # stored byte-exact; it carries no JetStream headers
         msg_id = ""
         rollup = None
         ttl = 0
