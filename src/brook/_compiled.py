@@ -44,6 +44,7 @@ COMPILED = (
     "brook.leafnode.leaf_core",
     "brook.jetstream.store.file.format",
     "brook.jetstream.store.file.segment",
+    "brook.jetstream.publish_headers",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"
