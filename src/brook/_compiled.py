@@ -45,6 +45,7 @@ COMPILED = (
     "brook.jetstream.store.file.format",
     "brook.jetstream.store.file.segment",
     "brook.jetstream.publish_headers",
+    "brook.jetstream.dedup",
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"
