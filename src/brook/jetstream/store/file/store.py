@@ -284,7 +284,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     # ------------------------------------------------------------------ writing
 
     def store(self, subject: str, header: bytes | None, data: bytes, ts_ns: int) -> int:
-        self._check_writable()
+        if self._closed or self._failed is not None:  # `_check_writable`, inline: per publish
+            self._check_writable()
         index = self._index
         seq = index.last + 1
         hdr = header or b""
@@ -635,9 +636,15 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         if it has none yet; returns it. On a failure (StoreFullError when the disk is full)
         nothing was appended."""
         seg = self._active
-        if self._roll_owed or seg.should_roll(self._segment_bytes_max, len(record)):
+        size = seg.size
+        if self._roll_owed or (
+            # `should_roll`'s size test first, inline: it fails for nearly every append
+            (size >= self._segment_bytes_max or size + len(record) > MAX_SEGMENT_BYTES)
+            and seg.should_roll(self._segment_bytes_max, len(record))
+        ):
             seg = self._roll()
-        if not seg.size:  # a new segment: its preamble first (storage-format.md 4)
+            size = seg.size  # 0: a new segment
+        if not size:  # a new segment: its preamble first (storage-format.md 4)
             record = self._state_record() + record
         try:
             seg.buffer(record)
