@@ -54,6 +54,7 @@ from brook.jetstream.store.file.recovery import (
     fsync_path,
     lock_directory,
     prepare_directory,
+    release_memory,
     replay,
 )
 from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
@@ -241,6 +242,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                     self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
+        release_memory(index)  # the open's transient buffers (ADR 0058)
         if new:
             # Nothing to lose yet: creating a stream costs no fsync here; the first sync
             # (the group commit of the first message) makes the new files durable first.
