@@ -370,6 +370,36 @@ def test_frozen_subject_chunks_are_saved_and_loaded(
         s.close()
 
 
+def test_a_subject_whose_unfrozen_sequences_were_all_removed_is_loaded_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subject left with frozen chunks only (its newest, unfrozen sequences removed) is
+    saved with no tail sequences and loaded with every chunk's: not as a single message.
+    (The store model found it: 2 messages counted as 1 after the reopen.)"""
+    chunks_of(monkeypatch, 2)
+    d = tmp_path / "s"
+    s = FileStore(d)
+    try:
+        for i in range(4):
+            s.store("a.x", None, b"x", T0 + i)  # 1, 2 frozen in a chunk; 3, 4 the tail
+        s.remove(3)
+        s.remove(4)
+        assert s.subject_counts("a.x") == {"a.x": 2}
+    finally:
+        s.close()
+    expected = full_replay_shape(d, tmp_path)
+    used, loaded, state = open_shape(d)
+    assert (used, state.messages) == ("used", 2)
+    assert loaded == expected
+    s = FileStore(d)
+    try:
+        assert s.subject_counts("a.x") == {"a.x": 2}
+        assert s.subject_state("a.x").last_seq == 2
+        assert s.num_pending("a.x", 1) == 2
+    finally:
+        s.close()
+
+
 def test_an_open_of_a_large_log_returns_freed_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,7 +41,7 @@ _SEG = struct.Struct("<QQQQQQqQIqQQ")
 _MARK = struct.Struct(_SEG.format[:-3])  # `_SEG` less its last three fields
 _PACKED = struct.Struct("<qQQ")
 _SUBJ = struct.Struct("<II")  # names, multi entries
-# sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8), chunks
+# sid, one, head, n seqs (0 and no chunks: single still), base, bytes per sequence, chunks
 _MULTI = struct.Struct("<IQQQQBI")
 # a frozen chunk (subjects.Chunk): base, first, last, count, packed bytes
 _CHUNK = struct.Struct("<QQQQI")
@@ -295,7 +295,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
             raise SnapshotMismatch(f"subject id {sid} is free")
         entry = SubjectSeqs(name, sid, one)
         entry._base = base
-        if n:
+        if n or nchunks:  # no sequences in the tail and some in chunks: an empty tail
             if width not in (4, 8):
                 raise SnapshotMismatch(f"subject id {sid}: {width} bytes per sequence")
             entry._seqs = _arr("I" if width == 4 else "Q", view[pos : pos + width * n])
