@@ -42,6 +42,7 @@ COMPILED = (
     "brook.protocol.headers",
     "brook.server.client_core",
     "brook.leafnode.leaf_core",
+    "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
 HASHES_FILE = "_compiled.json"

@@ -1,0 +1,139 @@
+"""The connector's hot loop: MSG/HMSG frames of raw subscriptions, sliced out of a socket
+read and handed to their handlers. Compiled with mypyc in Brook's group (ADR 0059).
+
+A Spark read receives every row as one HMSG frame (a direct-get reply). In pure Python,
+finding its control line, splitting it and converting its sizes cost about 1 us a row,
+a third of the connector's read path (ADR 0055). Compiled, the bytes of the line are read
+one by one with `i64` positions (as brook's `protocol.lines`, ADR 0053: indexing bytes is
+native, while `bytes.find` with a start and `int()` parse their arguments generically).
+
+`scan` reads only the frames it is sure of, as `wire.FrameParser` would read them; at
+anything else (another operation, a subscription without a raw handler, a frame not yet
+complete, a line of an unusual shape) it returns that frame's position and the parser's
+general path takes over from there, so the result never depends on whether this module is
+compiled. Every slice here has its stop at or after its start (mypyc 2.4.1 raises
+SystemError for a bytes slice whose stop is before its start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from mypy_extensions import i64
+
+RawHandler = Callable[[bytes, bytes, bytes, bytes | None], None]
+"""(subject, reply, payload, header block or None) -> None; runs on the client's loop."""
+
+# More digits than any size nats-server sends (its parseSize reads at most 9).
+DIGITS_MAX: Final = 9
+ARGS_MAX: Final = 3  # after subject and sid: [reply] size, or [reply] header size, size
+
+
+def _token_end(buf: bytes, i: i64, n: i64) -> i64:
+    """Where the argument at `i` ends: its first blank, CR or LF, or `n`."""
+    while i < n:
+        c = buf[i]
+        if c == 32 or c == 9 or c == 13 or c == 10:
+            break
+        i += 1
+    return i
+
+
+def _number(buf: bytes, start: i64, end: i64) -> i64:
+    """The number `buf[start:end]` says (1-9 ASCII digits), or -1."""
+    if end == start or end - start > DIGITS_MAX:
+        return -1
+    value: i64 = 0
+    for i in range(start, end):
+        c = buf[i]
+        if c < 48 or c > 57:
+            return -1
+        value = value * 10 + c - 48
+    return value
+
+
+def _op_length(buf: bytes, pos: i64, n: i64) -> i64:
+    """5 for `HMSG `, 4 for `MSG ` at `pos`, else 0."""
+    if n - pos < 5:
+        return 0
+    if buf[pos] == 72 and buf[pos + 1] == 77 and buf[pos + 2] == 83 and buf[pos + 3] == 71:
+        return 5 if buf[pos + 4] == 32 else 0
+    if buf[pos] == 77 and buf[pos + 1] == 83 and buf[pos + 2] == 71 and buf[pos + 3] == 32:
+        return 4
+    return 0
+
+
+def scan(data: bytes, pos: i64, handlers: dict[int, RawHandler]) -> i64:
+    """Hand the complete MSG/HMSG frames from `pos` on whose sid has a raw handler to it,
+    in order, while they come; return the position of the first thing left for the
+    general path (`len(data)` when nothing is). A line is read here only as single
+    spaces between `op subject sid [reply] [header-size] size` and CR LF after it."""
+    n: i64 = len(data)
+    while pos < n:
+        op = _op_length(data, pos, n)
+        if op == 0:
+            return pos
+        subject_start = pos + op
+        subject_end = _token_end(data, subject_start, n)
+        if subject_end == subject_start or subject_end >= n or data[subject_end] != 32:
+            return pos
+        sid_end = _token_end(data, subject_end + 1, n)
+        sid = _number(data, subject_end + 1, sid_end)
+        if sid < 0 or sid_end >= n or data[sid_end] != 32:
+            return pos
+        # The arguments after the sid: [reply] [header size] size, each after one space.
+        count: i64 = 0
+        s0: i64 = 0
+        e0: i64 = 0
+        s1: i64 = 0
+        e1: i64 = 0
+        s2: i64 = 0
+        e2: i64 = 0
+        i = sid_end
+        while i < n and data[i] == 32:
+            end = _token_end(data, i + 1, n)
+            if end == i + 1 or count == ARGS_MAX:
+                return pos
+            if count == 0:
+                s0, e0 = i + 1, end
+            elif count == 1:
+                s1, e1 = i + 1, end
+            else:
+                s2, e2 = i + 1, end
+            count += 1
+            i = end
+        if i + 1 >= n or data[i] != 13 or data[i + 1] != 10:
+            return pos
+        has_reply = count == (3 if op == 5 else 2)
+        if not has_reply and count != (2 if op == 5 else 1):
+            return pos
+        # The size is the last argument; an HMSG's header size the one before it.
+        if count == 1:
+            total = _number(data, s0, e0)
+        elif count == 2:
+            total = _number(data, s1, e1)
+        else:
+            total = _number(data, s2, e2)
+        header_size: i64 = 0
+        if op == 5:
+            header_size = _number(data, s1, e1) if count == 3 else _number(data, s0, e0)
+        if total < 0 or header_size < 0 or header_size > total:
+            return pos
+        start = i + 2
+        end = start + total
+        if end + 2 > n:
+            return pos  # not complete yet
+        handler = handlers.get(sid)
+        if handler is None:
+            return pos
+        subject = data[subject_start:subject_end]
+        reply = data[s0:e0] if has_reply else b""
+        if header_size > 0:
+            header: bytes | None = data[start : start + header_size]
+        else:
+            header = None
+        payload = data[start + header_size : end]
+        pos = end + 2
+        handler(subject, reply, payload, header)
+    return pos
