@@ -137,3 +137,121 @@ def scan(data: bytes, pos: i64, handlers: dict[int, RawHandler]) -> i64:
         pos = end + 2
         handler(subject, reply, payload, header)
     return pos
+
+
+# --------------------------------------------------------------------------- direct-get headers
+
+SEQUENCE_DIGITS_MAX: Final = 18  # any longer might not fit in an i64: the caller's slow path
+
+
+def _has_key(buf: bytes, i: i64, n: i64, key: bytes) -> bool:
+    size: i64 = len(key)
+    if n - i < size:
+        return False
+    for k in range(size):  # noqa: SIM110  (a native loop; `all()` makes a generator)
+        if buf[i + k] != key[k]:
+            return False
+    return True
+
+
+def _direct_key(buf: bytes, i: i64, n: i64) -> bool:
+    """Whether the key after `Nats-` at `i` is one of the other headers a server appends
+    to a direct-get reply (`wire.DIRECT_HEADERS`), with its colon."""
+    return (
+        _has_key(buf, i, n, b"Stream:")
+        or _has_key(buf, i, n, b"Num-Pending:")
+        or _has_key(buf, i, n, b"Last-Sequence:")
+        or _has_key(buf, i, n, b"UpTo-Sequence:")
+    )
+
+
+def _value_start(buf: bytes, i: i64, n: i64) -> i64:
+    """After the spaces at `i` (the blanks between a header's colon and its value)."""
+    while i < n and buf[i] == 32:
+        i += 1
+    return i
+
+
+def _text_end(buf: bytes, i: i64, n: i64) -> i64:
+    """The first CR at or after `i`, or `n`."""
+    while i < n and buf[i] != 13:
+        i += 1
+    return i
+
+
+def _next_line(buf: bytes, i: i64, n: i64) -> i64:
+    """Just after the next CR LF at or after `i`, or `n`."""
+    while i + 1 < n:
+        if buf[i] == 13 and buf[i + 1] == 10:
+            return i + 2
+        i += 1
+    return n
+
+
+def direct_columns(
+    blocks: list[bytes],
+) -> tuple[list[int], list[bytes], list[bytes], list[int]] | None:
+    """(sequences, subjects, time stamps, rows with user headers) of direct-get replies'
+    header blocks, read in one pass, or None when a block does not carry `Nats-Sequence`
+    (as digits), `Nats-Subject` and `Nats-Time-Stamp` exactly once each: the caller then
+    decodes row by row. Read as `fetch.RawReplies`' regular expressions read the joined
+    blocks: a header line is `Key: value` after a CR LF, spaces after the colon skipped, the
+    value up to the next CR; a user header is any other line with a first byte that is
+    neither CR nor LF (ADR 0059)."""
+    seqs: list[int] = []
+    subjects: list[bytes] = []
+    stamps: list[bytes] = []
+    user_rows: list[int] = []
+    for row, block in enumerate(blocks):
+        n: i64 = len(block)
+        seq: i64 = -1
+        subject_start: i64 = -1
+        subject_end: i64 = -1
+        stamp_start: i64 = -1
+        stamp_end: i64 = -1
+        found_seq: i64 = 0
+        found_subject: i64 = 0
+        found_stamp: i64 = 0
+        user = False
+        i = _next_line(block, 0, n)
+        while i < n:
+            c = block[i]
+            line_end = i  # where to look for the line's CR LF from
+            if c == 13 or c == 10:
+                pass
+            elif not _has_key(block, i, n, b"Nats-"):
+                user = True
+            elif _has_key(block, i + 5, n, b"Sequence:"):
+                start = _value_start(block, i + 14, n)
+                end = start
+                while end < n and 48 <= block[end] <= 57:
+                    end += 1
+                if end - start > SEQUENCE_DIGITS_MAX:
+                    return None
+                if end > start:  # without digits, no sequence (as `_SEQ` reads it)
+                    seq = 0
+                    for k in range(start, end):
+                        seq = seq * 10 + block[k] - 48
+                    found_seq += 1
+                line_end = end
+            elif _has_key(block, i + 5, n, b"Subject:"):
+                subject_start = _value_start(block, i + 13, n)
+                subject_end = _text_end(block, subject_start, n)
+                found_subject += 1
+                line_end = subject_end
+            elif _has_key(block, i + 5, n, b"Time-Stamp:"):
+                stamp_start = _value_start(block, i + 16, n)
+                stamp_end = _text_end(block, stamp_start, n)
+                found_stamp += 1
+                line_end = stamp_end
+            elif not user:
+                user = not _direct_key(block, i + 5, n)
+            i = _next_line(block, line_end, n)
+        if found_seq != 1 or found_subject != 1 or found_stamp != 1:
+            return None
+        seqs.append(seq)
+        subjects.append(block[subject_start:subject_end])
+        stamps.append(block[stamp_start:stamp_end])
+        if user:
+            user_rows.append(row)
+    return seqs, subjects, stamps, user_rows

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brook_spark.framescan import scan
+from brook_spark.framescan import direct_columns, scan
 
 RAW_SIDS = (1, 27)
 TOKEN = st.binary(min_size=1, max_size=12).map(
@@ -76,3 +76,53 @@ def test_scan_delivers_raw_frames_and_stops_at_the_rest(
         stop += len(frame.wire)
     assert scan(data, start, handlers) == stop
     assert got == expected
+
+
+DIRECT = [
+    b"Nats-Stream: S",
+    b"Nats-Num-Pending: 3",
+    b"Nats-Last-Sequence: 0",
+]
+USER = [b"trace: abc", b"A:1", b"Nats-Msg-Id: x", b"Nats-Sequence-X: 4", b"k:  v w"]
+
+
+@st.composite
+def direct_blocks(draw: st.DrawFn) -> bytes:
+    """A direct-get reply's header block as servers write it, now and then malformed."""
+    seq = draw(st.integers(0, 10**12))
+    lines = [
+        b"Nats-Subject:%b%b" % (draw(st.sampled_from([b" ", b"", b"  "])), draw(TOKEN)),
+        b"Nats-Sequence: %d" % seq,
+        b"Nats-Time-Stamp: 2026-11-27T06:59:%02d.%dZ" % (seq % 60, seq % 997),
+        *draw(st.lists(st.sampled_from(DIRECT + USER), max_size=3)),
+    ]
+    lines = draw(st.permutations(lines))
+    if draw(st.integers(0, 15)) == 0:  # a block the bulk decode must refuse
+        lines = draw(
+            st.sampled_from([lines[1:], [*lines, lines[0]], [b"Nats-Sequence: x", *lines[1:]]])
+        )
+    return b"NATS/1.0\r\n" + b"".join(line + b"\r\n" for line in lines) + b"\r\n"
+
+
+@given(st.lists(direct_blocks(), min_size=1, max_size=8))
+def test_direct_columns_read_what_the_regular_expressions_read(blocks: list[bytes]) -> None:
+    """The compiled pass gives the interpreted decode's columns and user-header rows, or
+    None where any block lacks one of the three headers exactly once."""
+    from brook_spark import fetch
+
+    columns = direct_columns(blocks)
+    per_block = [
+        [len(p.findall(b)) for p in (fetch._SEQ, fetch._SUBJECT, fetch._TIME)] for b in blocks
+    ]
+    if columns is None:
+        assert any(counts != [1, 1, 1] for counts in per_block)
+        return
+    assert all(counts == [1, 1, 1] for counts in per_block)
+    blob = b"\n".join(blocks)
+    raw = fetch.RawReplies(2**62)
+    raw.headers = blocks
+    seqs, subjects, stamps, user_rows = columns
+    assert seqs == list(map(int, fetch._SEQ.findall(blob)))
+    assert subjects == fetch._SUBJECT.findall(blob)
+    assert stamps == fetch._TIME.findall(blob)
+    assert user_rows == raw._user_rows(blob, len(blocks))
