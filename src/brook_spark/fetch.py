@@ -208,9 +208,29 @@ class RawReplies:
         )
 
     def _user_headers(self, rows: list[int], n: int) -> pa.Array:
-        """The headers column: only `rows` (those with user headers) are parsed."""
+        """The headers column: only `rows` (those with user headers) are parsed; compiled,
+        all in one pass into the column's flat lists (every row a Spark write stored has
+        its `Nats-Msg-Id`; ADR 0059)."""
         if not rows or rows[0] >= n:
             return pa.nulls(n, HEADERS_TYPE)
+        if SCAN_COMPILED:
+            row_offsets, keys, key_offsets, values, nulls = framescan.user_headers(
+                self.headers, rows, n
+            )
+            try:
+                items = pa.ListArray.from_arrays(
+                    pa.array(key_offsets, pa.int32()),
+                    pa.array(values, pa.binary()).cast(pa.string()),
+                )
+                return pa.MapArray.from_arrays(
+                    pa.array(row_offsets, pa.int32()),
+                    pa.array(keys, pa.binary()).cast(pa.string()),
+                    items,
+                    type=HEADERS_TYPE,
+                    mask=pa.array(nulls, pa.bool_()),
+                )
+            except pa.ArrowInvalid:  # not UTF-8: decoded with replacement characters below
+                pass
         user: list[list[tuple[str, list[str]]] | None] = [None] * n
         for row in rows:
             if row < n:

@@ -255,3 +255,82 @@ def direct_columns(
         if user:
             user_rows.append(row)
     return seqs, subjects, stamps, user_rows
+
+
+def _is_space(c: i64) -> bool:
+    """ASCII whitespace, as `bytes.strip()` strips it."""
+    return c == 32 or 9 <= c <= 13
+
+
+DIRECT_NAMES: Final = frozenset(
+    {
+        b"Nats-Stream",
+        b"Nats-Subject",
+        b"Nats-Sequence",
+        b"Nats-Time-Stamp",
+        b"Nats-Num-Pending",
+        b"Nats-Last-Sequence",
+        b"Nats-UpTo-Sequence",
+    }
+)
+
+
+def user_headers(
+    blocks: list[bytes], rows: list[int], n: i64
+) -> tuple[list[int], list[bytes], list[int], list[bytes], list[bool]]:
+    """The headers column of the first `n` blocks, only `rows` having user headers, as
+    the flat lists of an Arrow map of lists: (row offsets into the keys, keys, key offsets
+    into the values, values, null rows). Read as `wire.parse_header_lines` and
+    `wire.group_headers` read each block: `Key: value` lines after the first line, split
+    at CR LF, each side stripped of ASCII whitespace, the direct-get headers dropped,
+    repeated keys grouped in first-seen order; a row left without any is null (ADR 0059)."""
+    row_offsets: list[int] = [0]
+    keys: list[bytes] = []
+    key_offsets: list[int] = [0]
+    values: list[bytes] = []
+    nulls: list[bool] = []
+    at: i64 = 0
+    for row in range(n):
+        grouped: dict[bytes, list[bytes]] = {}
+        if at < len(rows) and rows[at] == row:
+            at += 1
+            block = blocks[row]
+            size: i64 = len(block)
+            i = _next_line(block, 0, size)
+            while i < size:
+                line_end = _next_line(block, i, size)
+                stop = line_end  # the line without its CR LF (the last may have none)
+                if line_end - 2 >= i and block[line_end - 2] == 13 and block[line_end - 1] == 10:
+                    stop = line_end - 2
+                colon = i
+                while colon < stop and block[colon] != 58:
+                    colon += 1
+                if colon < stop:
+                    key_start = i
+                    key_end = colon
+                    while key_start < key_end and _is_space(block[key_start]):
+                        key_start += 1
+                    while key_end > key_start and _is_space(block[key_end - 1]):
+                        key_end -= 1
+                    value_start = colon + 1
+                    value_end = stop
+                    while value_start < value_end and _is_space(block[value_start]):
+                        value_start += 1
+                    while value_end > value_start and _is_space(block[value_end - 1]):
+                        value_end -= 1
+                    key = block[key_start:key_end]
+                    if key not in DIRECT_NAMES:
+                        value = block[value_start:value_end]
+                        found = grouped.get(key)
+                        if found is None:
+                            grouped[key] = [value]
+                        else:
+                            found.append(value)
+                i = line_end
+        for key, found in grouped.items():
+            keys.append(key)
+            values.extend(found)
+            key_offsets.append(len(values))
+        row_offsets.append(len(keys))
+        nulls.append(not grouped)
+    return row_offsets, keys, key_offsets, values, nulls

@@ -30,7 +30,6 @@ from nats.aio.subscription import Subscription
 from nats.errors import ProtocolError
 from nats.protocol import parser as nats_parser
 
-import brook  # noqa: F401  (first: its guard keeps a stale build of framescan from running)
 from brook_spark import framescan
 from brook_spark.framescan import RawHandler
 

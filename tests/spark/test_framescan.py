@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brook_spark.framescan import direct_columns, scan
+from brook_spark.framescan import direct_columns, scan, user_headers
 
 RAW_SIDS = (1, 27)
 TOKEN = st.binary(min_size=1, max_size=12).map(
@@ -126,3 +126,47 @@ def test_direct_columns_read_what_the_regular_expressions_read(blocks: list[byte
     assert subjects == fetch._SUBJECT.findall(blob)
     assert stamps == fetch._TIME.findall(blob)
     assert user_rows == raw._user_rows(blob, len(blocks))
+
+
+HEADER_LINES = st.sampled_from(
+    [
+        b"Nats-Msg-Id: w:1",
+        b"A: 1",
+        b"A:2",
+        b" B :  x y \t",
+        b"no colon",
+        b"",
+        b"C: a:b",
+        b"Nats-Sequence: 7",
+        b"Nats-Stream: S",
+        b"K\xc3\xa9: v\xc3\xa9",
+        b"D:",
+    ]
+)
+
+
+@given(st.lists(st.lists(HEADER_LINES, max_size=6), min_size=1, max_size=6), st.data())
+def test_user_headers_read_as_the_row_decode_reads_them(
+    rows: list[list[bytes]], data: st.DataObject
+) -> None:
+    """The compiled pass's flat lists hold, row by row, what `parse_header_lines` and
+    `group_headers` make of each block (null where a row has none)."""
+    from brook_spark.wire import group_headers, parse_header_lines
+
+    blocks = [b"NATS/1.0\r\n" + b"".join(x + b"\r\n" for x in r) + b"\r\n" for r in rows]
+    n = data.draw(st.integers(0, len(blocks)))
+    chosen = sorted(data.draw(st.sets(st.integers(0, len(blocks) - 1))))
+    row_offsets, keys, key_offsets, values, nulls = user_headers(blocks, chosen, n)
+    got = []
+    for row in range(n):
+        pairs = [
+            (keys[k].decode(), [v.decode() for v in values[key_offsets[k] : key_offsets[k + 1]]])
+            for k in range(row_offsets[row], row_offsets[row + 1])
+        ]
+        assert nulls[row] == (not pairs)
+        got.append(pairs or None)
+    expected = [
+        (group_headers(parse_header_lines(blocks[row])) or None) if row in chosen else None
+        for row in range(n)
+    ]
+    assert got == expected
