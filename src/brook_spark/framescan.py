@@ -302,6 +302,14 @@ def user_headers(
                 stop = line_end  # the line without its CR LF (the last may have none)
                 if line_end - 2 >= i and block[line_end - 2] == 13 and block[line_end - 1] == 10:
                     stop = line_end - 2
+                if _has_key(block, i, stop, b"Nats-") and (
+                    _has_key(block, i + 5, stop, b"Sequence:")
+                    or _has_key(block, i + 5, stop, b"Subject:")
+                    or _has_key(block, i + 5, stop, b"Time-Stamp:")
+                    or _direct_key(block, i + 5, stop)
+                ):
+                    i = line_end  # a direct-get header as servers write it: no slices
+                    continue
                 colon = i
                 while colon < stop and block[colon] != 58:
                     colon += 1
