@@ -42,6 +42,10 @@ COMPILED = (
     "brook.protocol.headers",
     "brook.server.client_core",
     "brook.leafnode.leaf_core",
+    "brook.jetstream.store.file.format",
+    "brook.jetstream.store.file.segment",
+    "brook.jetstream.publish_headers",
+    "brook.jetstream.dedup",
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension

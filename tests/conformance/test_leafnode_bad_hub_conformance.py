@@ -117,3 +117,90 @@ async def test_hub_sending_garbage(case: str) -> None:
         await edge.close()
     assert (errors(ours.after), ours.closed) == (errors(theirs.after), theirs.closed)
     assert ours.closed
+
+
+# LMSG lines longer than a client's max_control_line (4096): a leaf connection's lines may
+# be 16 times that (nats-server's overMaxControlLineLimit), since they carry every queue
+# group interested. Sent in 4 KB pieces, so the spoke holds a partial line across reads.
+QUEUED = b"LMSG local | %b 2\r\nhi\r\n"
+LONG_LINES = {
+    "8k-line-kept": QUEUED % b" ".join(b"q%04d" % i for i in range(1400)),
+    "70k-line-refused": QUEUED % b" ".join(b"q%05d" % i for i in range(10000)),
+}
+
+
+@contextlib.asynccontextmanager
+async def long_line_hub(port: int, line: bytes) -> AsyncIterator[Session]:
+    """A hub on `port` that, once the spoke has announced interest in `local`, sends
+    `line` in 4 KB pieces and then a PING: the spoke answers PONG if it kept the leaf."""
+    session = Session()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if session.done.is_set():
+            writer.close()
+            return
+        try:
+            writer.write(b"INFO " + json.dumps(INFO).encode() + b" \r\n")
+            await reader.readline()  # CONNECT
+            connected = INFO | {"connect_info": True, "remote_account": "$G"}
+            writer.write(b"INFO " + json.dumps(connected).encode() + b"\r\n")
+            seen = b""
+            while b"LS+ local\r\n" not in seen:
+                if not (data := await asyncio.wait_for(reader.read(4096), 10)):
+                    raise ConnectionError
+                seen += data
+            for at in range(0, len(line), 4096):
+                writer.write(line[at : at + 4096])
+                await writer.drain()
+                await asyncio.sleep(0.005)
+            writer.write(b"PING\r\n")
+            await writer.drain()
+            while b"PONG\r\n" not in session.after:
+                data = await asyncio.wait_for(reader.read(4096), 5)
+                if not data:
+                    session.closed = True
+                    break
+                session.after += data
+        except (TimeoutError, ConnectionError):
+            session.closed = True
+        finally:
+            session.done.set()
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        yield session
+    finally:
+        server.close()
+
+
+async def long_line_outcome(session: Session, url: str) -> tuple[list[bytes], bool, bytes | None]:
+    """Once `session` is over: its -ERR lines, whether the spoke closed, and what the
+    spoke's local subscriber to `local` received."""
+    edge = await nats.connect(url)
+    try:
+        sub = await edge.subscribe("local")
+        await edge.flush()
+        await asyncio.wait_for(session.done.wait(), 30)
+        try:
+            got: bytes | None = (await sub.next_msg(timeout=1)).data
+        except nats.errors.TimeoutError:
+            got = None
+    finally:
+        await edge.close()
+    return errors(session.after), session.closed, got
+
+
+@pytest.mark.parametrize("case", LONG_LINES)
+async def test_hub_sending_long_lines(case: str) -> None:
+    line = LONG_LINES[case]
+    port = free_port()
+    async with long_line_hub(port, line) as theirs:
+        with nats_spoke(port) as url:
+            nats_outcome = await long_line_outcome(theirs, url)
+    port = free_port()
+    async with long_line_hub(port, line) as ours, brook_spoke(spoke_conf(port)) as spoke:
+        brook_outcome = await long_line_outcome(ours, spoke.url)
+    assert brook_outcome == nats_outcome
+    kept = case.endswith("kept")
+    assert brook_outcome[1:] == ((False, b"hi") if kept else (True, None))

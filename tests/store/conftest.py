@@ -120,3 +120,12 @@ def reopen(store_harness: StoreHarness) -> Callable[[MessageStore], MessageStore
 @pytest.fixture
 def msg_size(store_kind: str) -> MsgSize:
     return memory_msg_size if store_kind == "memory" else file_msg_size
+
+
+def chunks_of(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """File store subjects' frozen chunks of `n` sequences, and the freeze point with
+    them (ADR 0058), so that short histories freeze, thaw and empty chunks."""
+    from brook.jetstream.store.file import subjects
+
+    monkeypatch.setattr(subjects, "CHUNK", n)
+    monkeypatch.setattr(subjects, "_FREEZE_AT", 2 * n)

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from brook.jetstream.store.base import StreamState
-from brook.jetstream.store.file import FileStore, indexsnap
+from brook.jetstream.store.file import FileStore, indexsnap, recovery
 from brook.jetstream.store.file.index import Index
 from brook.jetstream.store.file.segment import Segment
+from tests.store.conftest import chunks_of
 
 T0 = 1_700_000_000_000_000_000
 N = 300
@@ -331,3 +332,57 @@ def test_a_snapshot_made_stale_while_written_is_not_installed(tmp_path: Path) ->
     assert job() is False
     expected = full_replay_shape(d, tmp_path)
     assert open_shape(d)[:2] == ("used", expected)
+
+
+def test_frozen_subject_chunks_are_saved_and_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Subjects' older sequences frozen in chunks (ADR 0058; chunks of 16 here), one of
+    them changed by removals while thawed, are saved as chunks and loaded as they were:
+    the same sequences as a full replay's, still frozen."""
+    chunks_of(monkeypatch, 16)
+    d = tmp_path / "s"
+    s = FileStore(d, segment_bytes_max=4096)
+    try:
+        for i in range(600):
+            s.store(f"c.{i % 3}", None, b"x%d" % i, T0 + i)
+        for seq in (1, 4, 100, 103, 301):  # c.0's oldest two, two in a chunk, one more
+            s.remove(seq)
+        entry = s._index.subjects._multi[s._index.subjects.by_name["c.0"]]
+        assert entry._cold is not None
+        assert len(entry._cold) > 2
+        assert any(c.packed is None for c in entry._cold)  # thawed and changed
+    finally:
+        s.close()
+    expected = full_replay_shape(d, tmp_path)
+    used, loaded, state = open_shape(d)
+    assert used == "used"
+    assert loaded == expected
+    assert state.messages == 595
+    s = FileStore(d)
+    try:
+        assert s.recovery_report.snapshot == "used"
+        multi = s._index.subjects._multi.values()
+        assert all(e._cold is not None and e._ncold >= 200 - 2 * 16 - 5 for e in multi)
+        assert s.subject_state("c.0").first_seq == 7
+        assert s.num_pending("c.1", 100) == len(range(101, 601, 3))
+    finally:
+        s.close()
+
+
+def test_an_open_of_a_large_log_returns_freed_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After opening a log of RELEASE_AFTER_BYTES or more the open calls glibc's
+    malloc_trim (ADR 0058: 26 of 64 MB at 10M messages were freed pages kept); a smaller
+    one does not (a store per stream: many small opens at a start)."""
+    if recovery._MALLOC_TRIM is None:
+        pytest.skip("not glibc")
+    fill(tmp_path / "s")
+    calls: list[int] = []
+    monkeypatch.setattr(recovery, "_MALLOC_TRIM", calls.append)
+    FileStore(tmp_path / "s").close()
+    assert calls == []
+    monkeypatch.setattr(recovery, "RELEASE_AFTER_BYTES", 4096)
+    FileStore(tmp_path / "s").close()
+    assert calls == [0]

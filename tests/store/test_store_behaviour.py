@@ -1145,10 +1145,12 @@ def test_recent_headed_names_the_young_messages_with_a_header(
     for i in range(60):
         header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % i if i % 3 else None
         store.store(f"s.{i % 4}", header, b"x", 1_000 + 10 * (i // 2))
+    for i in range(60, 70):  # the newest without a header: none of them is named
+        store.store("s.plain", None, b"x", 1_000 + 10 * (i // 2))
     for seq in (4, 5, 31, 59):
         store.remove(seq)
     store = store_harness.reopen(store)
-    for since in (0, 1_000, 1_095, 1_100, 1_250, 1_290, 1_300):
+    for since in (0, 1_000, 1_095, 1_100, 1_250, 1_290, 1_300, 1_310, 1_350):
         for most in (0, 1, 2, 7, 30, 100):
             expected = _naive_recent_headed(store, since, most)
             assert store.recent_headed(since, most) == expected, (since, most)

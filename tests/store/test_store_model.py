@@ -43,7 +43,7 @@ from brook.jetstream.store.base import (
 )
 from brook.jetstream.store.memory import MemoryStore
 from brook.subjects import matches
-from tests.store.conftest import file_store_class, file_store_options
+from tests.store.conftest import chunks_of, file_store_class, file_store_options
 
 SUBJECTS = ["a", "b", "a.x", "a.y", "b.x", "a.x.z"]
 FILTERS = ["", ">", "a", "b", "a.x", "a.*", "*.x", "a.>", "*", "*.*", "nope", "a.x.>"]
@@ -88,7 +88,8 @@ class StoreModelMachine(RuleBasedStateMachine):
             return MemoryStore(first_seq=self.first_seq_config)
         assert self.tmp is not None
         # "packed": segments of a few messages, one sealed one unpacked besides the
-        # active: nearly every step packs and unpacks segments' columns (ADR 0054).
+        # active: nearly every step packs and unpacks segments' columns (ADR 0054), and
+        # freezes or thaws subjects' chunks (ADR 0058).
         small = {"segment_bytes_max": 256, "index_hot_segments": 1} if self.kind == "packed" else {}
         fs: MessageStore = file_store_class()(
             directory=self.tmp / "s",
@@ -318,9 +319,11 @@ def machine_for(kind: str) -> Any:
 
 
 @pytest.mark.parametrize("kind", ["memory", "file", "packed", "file-buffered"])
-def test_store_matches_model(kind: str) -> None:
+def test_store_matches_model(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if kind != "memory":
         file_store_class()  # skips until the file store exists
+    if kind == "packed":  # and subjects' sequences frozen in chunks of 2 (ADR 0058)
+        chunks_of(monkeypatch, 2)
     # "packed" finds its bugs in fewer examples: nearly every step packs and unpacks.
     fewer = kind in ("packed", "file-buffered")  # the "file" kind covers the rest
     config = settings(MODEL_SETTINGS, max_examples=20) if fewer else MODEL_SETTINGS

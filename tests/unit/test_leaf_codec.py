@@ -136,6 +136,9 @@ def test_interest_frames() -> None:
         (b"INFO [1]\r\n", None),
         (b"CONNECT {\r\n", None),
         (b"LS+ " + b"a" * 5000, "maximum control line exceeded"),
+        # whole lines too, the fast path's (no queues) and the general path's
+        (b"LMSG " + b"a" * 5000 + b" 2\r\nhi\r\n", "maximum control line exceeded"),
+        (b"LMSG a | " + b"q " * 2500 + b"2\r\nhi\r\n", "maximum control line exceeded"),
     ],
 )
 def test_refused(data: bytes, err_text: str | None) -> None:

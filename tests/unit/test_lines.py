@@ -25,16 +25,18 @@ from brook.protocol.lines import (
 Reading = tuple[bytes, bytes | None, tuple[int, ...], int] | None
 
 
-def scanned(buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, sizes: int = 1) -> Reading:
+def scanned(
+    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, sizes: int = 1, max_line: int = 4096
+) -> Reading:
     """`message_line`'s result (`header_line`'s with `sizes` 2) as a `Reading`."""
     if sizes == 1:
-        fields = message_line(buf, pos, n, op, bare_lf)
+        fields = message_line(buf, pos, n, op, bare_lf, max_line)
         if fields == NOT_FAST:
             return None
         subject_end, reply_end, size, start = fields
         read: tuple[int, ...] = (size,)
     else:
-        header_fields = header_line(buf, pos, n, op, bare_lf)
+        header_fields = header_line(buf, pos, n, op, bare_lf, max_line)
         if header_fields == NOT_FAST_HEADER:
             return None
         subject_end, reply_end, hdr, total, start = header_fields
@@ -44,15 +46,20 @@ def scanned(buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, sizes: int =
     return subject, reply, read, start
 
 
-def reference(buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, sizes: int = 1) -> Reading:
+def reference(
+    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, sizes: int = 1, max_line: int = 4096
+) -> Reading:
     """The fast path before ADR 0053: the line found, split on single spaces, checked;
-    `sizes` trailing sizes (2: header and total, the header's at most the total)."""
+    `sizes` trailing sizes (2: header and total, the header's at most the total); the
+    line before its end at most `max_line` bytes."""
     view = buf[:n]
     eol = view.find(b"\n", pos)
     if eol < 0 or not view.startswith(op, pos):
         return None
     has_cr = eol > pos and view[eol - 1] == 13
     if not has_cr and not bare_lf:
+        return None
+    if (eol - 1 if has_cr else eol) - pos > max_line:
         return None
     seg = view[pos + len(op) : eol - 1 if has_cr else eol]
     if b"\t" in seg or b"\r" in seg or b"\n" in seg:
@@ -153,6 +160,22 @@ def test_reads_at_a_position_and_within_n() -> None:
     assert scanned(buf, 4, len(buf), b"LMSG ", False, 2) is None
 
 
+def test_a_line_longer_than_max_line_is_not_read() -> None:
+    """The line before its CR LF (or bare LF) is at most `max_line` bytes: the general
+    path refuses a longer one."""
+    buf = b"PUB subject 3\r\nabc\r\n"
+    assert scanned(buf, 0, len(buf), b"PUB ", True, max_line=13) == (b"subject", None, (3,), 15)
+    assert scanned(buf, 0, len(buf), b"PUB ", True, max_line=12) is None
+    buf = b"HPUB subject 1 3\nabc\r\n"
+    assert scanned(buf, 0, len(buf), b"HPUB ", True, 2, max_line=16) == (
+        b"subject",
+        None,
+        (1, 3),
+        17,
+    )
+    assert scanned(buf, 0, len(buf), b"HPUB ", True, 2, max_line=15) is None
+
+
 # Mostly the arguments clients send, so that a good part of the lines read fast; the
 # rest anything of the bytes that matter.
 TOKEN = st.sampled_from([b"a", b"a.b", b"_INBOX.x", b"1", b"00", b""]) | st.lists(
@@ -170,6 +193,7 @@ END = st.sampled_from([b"\r\n", b"\r\n", b"\n", b"\r", b""])
     st.lists(st.integers(min_value=0, max_value=10**11) | st.integers(0, 20), min_size=2),
     END,
     st.booleans(),
+    st.sampled_from([4096, 4096, 8, 12, 16]),
 )
 def test_same_as_the_split_reading(
     op: bytes,
@@ -179,9 +203,12 @@ def test_same_as_the_split_reading(
     numbers: list[int],
     end: bytes,
     bare_lf: bool,
+    max_line: int,
 ) -> None:
     head = {b"": op, b" ": op + b" ", b"X ": op[:-2] + b"X "}[mangle]
     tail = b" ".join(b"%d" % number for number in numbers[:sizes])
     buf = head + b"".join(token + blank for token, blank in args) + tail + end + b"xx"
     for n in (len(buf), max(0, len(buf) - 3)):
-        assert scanned(buf, 0, n, op, bare_lf, sizes) == reference(buf, 0, n, op, bare_lf, sizes)
+        assert scanned(buf, 0, n, op, bare_lf, sizes, max_line) == reference(
+            buf, 0, n, op, bare_lf, sizes, max_line
+        )

@@ -24,6 +24,8 @@ from brook.jetstream.backlog import CommitBacklog
 log = logging.getLogger("brook.commit")
 
 DurableCallback = Callable[[BaseException | None], None]
+AckSender = Callable[[bytes, bytes], object]
+"""(reply subject, PubAck) -> anything (ignored): how a committer's PubAcks leave"""
 
 
 class GroupCommitter:
@@ -39,7 +41,10 @@ class GroupCommitter:
         self._backlog = backlog or CommitBacklog(0)
         self._executor = executor
         self._loop = loop or asyncio.get_running_loop()
-        self._waiting: list[DurableCallback] = []
+        # In request order: callbacks, and PubAcks as (reply, ack) (`request_ack`).
+        self._waiting: list[DurableCallback | tuple[bytes, bytes]] = []
+        self._send_ack: AckSender = _no_ack_sender
+        self._failed_ack: Callable[[BaseException], bytes] | None = None
         self._in_flight = False
         self.syncs = 0  # statistics: fsync batches run
         self.committed = 0  # statistics: callbacks satisfied
@@ -57,21 +62,47 @@ class GroupCommitter:
         if not self._in_flight:
             self._start()
 
+    def acks_by(self, send: AckSender, failed: Callable[[BaseException], bytes]) -> None:
+        """How `request_ack`'s PubAcks are sent: `send(reply, ack)`, or after a failed
+        sync `send(reply, failed(error))` (the stream that owns this committer)."""
+        self._send_ack = send
+        self._failed_ack = failed
+
+    def request_ack(self, reply: bytes, ack: bytes) -> None:
+        """Send `ack` to `reply` once everything stored so far is durable (`acks_by`):
+        `request` with no callback made per publish; the PubAcks a sync satisfies are
+        sent in one loop, in order with the callbacks."""
+        self._waiting.append((reply, ack))
+        backlog = self._backlog  # counted inline: this runs for every publish
+        backlog.owed += 1
+        backlog.contributed = True
+        if not self._in_flight:
+            self._start()
+
     def _start(self) -> None:
         batch, self._waiting = self._waiting, []
         self._in_flight = True
         future = self._loop.run_in_executor(self._executor, self._sync)
         future.add_done_callback(lambda f: self._done(f, batch))
 
-    def _done(self, future: asyncio.Future[None], batch: list[DurableCallback]) -> None:
+    def _done(
+        self, future: asyncio.Future[None], batch: list[DurableCallback | tuple[bytes, bytes]]
+    ) -> None:
         self._in_flight = False
         self.syncs += 1
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        failed_ack = None
         if error is not None:
             log.error("sync failed; %d acknowledgements withheld: %s", len(batch), error)
-        for callback in batch:
+            if self._failed_ack is not None:
+                failed_ack = self._failed_ack(error)
+        send = self._send_ack
+        for entry in batch:
             try:
-                callback(error)
+                if isinstance(entry, tuple):
+                    send(entry[0], entry[1] if failed_ack is None else failed_ack)
+                else:
+                    entry(error)
             except Exception:
                 log.exception("durable callback failed")
         self.committed += len(batch)
@@ -90,3 +121,7 @@ class GroupCommitter:
 
             self.request(wake)
             await done
+
+
+def _no_ack_sender(reply: bytes, ack: bytes) -> None:
+    raise RuntimeError("GroupCommitter.request_ack before acks_by")

@@ -13,10 +13,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from brook import limits
+from brook.jetstream.publish_headers import MSG_ID
 from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
 
-MSG_ID = "Nats-Msg-Id"
+__all__ = ["MSG_ID", "DedupWindow", "header_value"]
 
 
 def header_value(header: bytes | None, name: str) -> str | None:

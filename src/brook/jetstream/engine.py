@@ -33,6 +33,7 @@ from types import MappingProxyType
 from brook import limits
 from brook.config.settings import JetStreamAccountLimits
 from brook.jetstream import models
+from brook.jetstream.advisories import CREATE, DELETE, MODIFY, Advisories
 from brook.jetstream.backlog import CommitBacklog
 from brook.jetstream.batch import BatchLimits
 from brook.jetstream.commit import GroupCommitter
@@ -136,6 +137,11 @@ class JetStream(EngineLimits, OriginLinks):
         # Every stream's subjects -> its name: the overlap check of a create or update
         # walks what the new subjects could share, not every stream.
         self._subjects = SubjectIndex[str]()
+        # Its lifecycle advisories (streams here, consumers in the registry), sent on the
+        # engine's clock only when someone listens.
+        self.advisories = Advisories(
+            self.internal, domain=domain, now_ns=lambda: self.consumers.now_ns()
+        )
         self._owns_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(
             limits.SYNC_THREADS, thread_name_prefix="brook-sync"
@@ -148,6 +154,7 @@ class JetStream(EngineLimits, OriginLinks):
             self._executor,
             now_ns=now_ns,
             flush_interval_s=consumer_flush_interval_s,
+            advisories=self.advisories,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         # 0: acknowledge after fsync (group commit); > 0: nats-server's interval mode.
@@ -346,6 +353,7 @@ class JetStream(EngineLimits, OriginLinks):
             if fresh:
                 shutil.rmtree(directory, ignore_errors=True)
             raise
+        self.advisories.stream_action(config.name, CREATE)
         return stream, True
 
     def update(self, config: StreamConfig) -> Stream:
@@ -376,16 +384,18 @@ class JetStream(EngineLimits, OriginLinks):
             entry.stream, retention_changed=config.retention != old_retention
         )
         entry.timer.run()
+        self.advisories.stream_action(config.name, MODIFY)
         return entry.stream
 
     def delete(self, name: str) -> None:
         entry = self._entries.get(name)
         if entry is None:
             raise api_error("STREAM_NOT_FOUND")
-        self._unregister(name, notify=True)
+        self._unregister(name, notify=True)  # its consumers' delete advisories first
         self._damage.forget(name)
         entry.stream.close()
         shutil.rmtree(self.root / name, ignore_errors=True)
+        self.advisories.stream_action(name, DELETE)
 
     def check_new(self, config: StreamConfig, *, exists: str) -> None:
         """Raise unless a stream of `config` could be added now: the API error `exists` if
@@ -582,6 +592,7 @@ class JetStream(EngineLimits, OriginLinks):
         in place with its durable consumers' files, `store` is open on it, and `volatile`
         holds the (config, created_ns, state) of the consumers that live in memory only."""
         stream = self._build(config, created_ns, store=store)
+        self.advisories.stream_action(config.name, CREATE)  # as nats-server's addStream
         self.consumers.open(stream, volatile)
         if stream.quota is not None:
             stream.quota.forget()  # its messages arrived unadmitted: measured next time

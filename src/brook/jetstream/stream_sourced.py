@@ -23,6 +23,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from brook.jetstream import publish_headers
 from brook.jetstream.dedup import MSG_ID
 from brook.jetstream.errors import ApiError
 from brook.jetstream.ingested import Ingested, SourcedRun
@@ -63,10 +64,7 @@ def plain_msg_id(header: bytes) -> str | None:
         block = hdrs.parse(header)
     except hdrs.HeaderError:
         return None
-    for name, _ in block.fields:
-        if name.startswith("Nats-") and name not in _PLAIN_NAMES:
-            return None
-    return block.get(MSG_ID) or ""
+    return publish_headers.plain_msg_id(block, _PLAIN_NAMES)
 
 
 class StreamSourcedRuns:

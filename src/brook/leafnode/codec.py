@@ -149,6 +149,7 @@ class LeafParser(ReadBuffer):
         pos = 0
         size = len(buf)
         max_payload = self._max_payload
+        max_line = self._max_line
         on_msg = self.handler.on_msg
         try:
             if self._pending is not None:
@@ -156,7 +157,9 @@ class LeafParser(ReadBuffer):
                 if pos < 0:
                     return
             while pos < size and not self.stopped:
-                subject_end, reply_end, total, start = message_line(buf, pos, size, b"LMSG ", False)
+                subject_end, reply_end, total, start = message_line(
+                    buf, pos, size, b"LMSG ", False, max_line
+                )
                 if start >= 0:
                     end = start + total
                     if total <= max_payload and buf[end : end + 2] == b"\r\n":
@@ -170,7 +173,7 @@ class LeafParser(ReadBuffer):
                         continue
                 elif buf[pos] == 72:  # "H": an HMSG, read likewise
                     subject_end, reply_end, hdr, total, start = header_line(
-                        buf, pos, size, b"HMSG ", False
+                        buf, pos, size, b"HMSG ", False, max_line
                     )
                     end = start + total
                     if start >= 0 and total <= max_payload and buf[end : end + 2] == b"\r\n":
@@ -187,7 +190,7 @@ class LeafParser(ReadBuffer):
                         continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
-                    if size - pos > self._max_line:
+                    if size - pos > max_line:
                         raise ProtocolError("control line too long", MAX_CONTROL_LINE)
                     self._buf = buf[pos:]
                     return
@@ -212,6 +215,8 @@ class LeafParser(ReadBuffer):
         args = line.split()
         if not args:
             raise ProtocolError("unknown operation")
+        if len(line) > self._max_line:
+            raise ProtocolError("control line too long", MAX_CONTROL_LINE)
         op = args[0].upper()
         if op == b"LMSG" or op == b"HMSG":
             sizes = 2 if op == b"HMSG" else 1
@@ -226,8 +231,6 @@ class LeafParser(ReadBuffer):
             reply, queues = _message_args(args, sizes)
             self._pending = (args[1], reply, queues, hdr, total)
             return eol + 2
-        if len(line) > self._max_line:
-            raise ProtocolError("control line too long", MAX_CONTROL_LINE)
         self.handler.on_op(_control(op, args, line))
         return eol + 2
 

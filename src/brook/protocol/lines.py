@@ -79,15 +79,16 @@ def _body_start(buf: bytes, i: i64, n: i64, bare_lf: bool) -> i64:
 
 
 def message_line(
-    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool
+    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, max_line: int
 ) -> tuple[int, int, int, int]:
     """The line at `pos` of `buf[:n]` as the parsers' fast paths take it: `op` (the
     operation and a space, upper case), a subject, a reply (possibly empty: nats-py
     doubles the blank before the size) and a size of 1-9 ASCII digits, each after one
-    space, then CR LF (or a bare LF, with `bare_lf`). Returns (end of the subject, end
-    of the reply or -1 without one, size, start of the payload), or `NOT_FAST` for
-    anything else, a line not complete in `buf` included: the parser's general path,
-    which gives the same result for every line this one reads, reads it then."""
+    space, then CR LF (or a bare LF, with `bare_lf`), the line before its end at most
+    `max_line` bytes. Returns (end of the subject, end of the reply or -1 without one,
+    size, start of the payload), or `NOT_FAST` for anything else, a line not complete in
+    `buf` included: the parser's general path, which gives the same result for every
+    line this one reads, reads it then (and refuses a line too long)."""
     subject_end = _subject_end(buf, pos, n, op, 4)
     if subject_end < 0:
         return NOT_FAST
@@ -102,7 +103,7 @@ def message_line(
     else:
         reply_end = -1
     size = _size(buf, second, second_end)
-    if size < 0:
+    if size < 0 or second_end - pos > max_line:
         return NOT_FAST
     start = _body_start(buf, second_end, n, bare_lf)
     if start < 0:
@@ -111,7 +112,7 @@ def message_line(
 
 
 def header_line(
-    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool
+    buf: bytes, pos: int, n: int, op: bytes, bare_lf: bool, max_line: int
 ) -> tuple[int, int, int, int, int]:
     """`message_line` for a message with headers (HPUB, HMSG): `op`, a subject, a reply
     (possibly empty), the header's size and the total size, each after one space, the
@@ -140,7 +141,7 @@ def header_line(
         hdr = _size(buf, second, second_end)
         total = _size(buf, third, third_end)
         line_end = third_end
-    if hdr < 0 or total < hdr:
+    if hdr < 0 or total < hdr or line_end - pos > max_line:
         return NOT_FAST_HEADER
     start = _body_start(buf, line_end, n, bare_lf)
     if start < 0:

@@ -265,58 +265,51 @@ class ClientParser(ReadBuffer):
                 # consumer's ack). Anything else, including every error, goes through
                 # `_dispatch`, so behaviour is the same either way, however the bytes
                 # were split into reads.
-                subject_end, reply_end, size, start = message_line(buf, pos, n, b"PUB ", True)
+                subject_end, reply_end, size, start = message_line(
+                    buf, pos, n, b"PUB ", True, max_control_line
+                )
                 if start >= 0:
-                    lf = start - 1
-                    line_end = lf - 1 if buf[lf - 1] == 13 else lf
-                    if line_end - pos <= max_control_line:
-                        subject = buf[pos + 4 : subject_end]
-                        if reply_end < subject_end + 2 and _starts_run(subject, run_prefixes):
-                            # No reply, under a run prefix: a consumer's ack, the first of
-                            # a run if its line ends in CR LF, as `_RUN_PUB` reads one.
-                            run = (
-                                _pub_run(
-                                    buf,
-                                    pos,
-                                    subject_end,
-                                    start,
-                                    size,
-                                    run_prefixes,
-                                    run_heads,
-                                    max_payload,
-                                    max_control_line,
-                                )
-                                if line_end < lf
+                    subject = buf[pos + 4 : subject_end]
+                    if reply_end < subject_end + 2 and _starts_run(subject, run_prefixes):
+                        # No reply, under a run prefix: a consumer's ack, the first of
+                        # a run if its line ends in CR LF, as `_RUN_PUB` reads one.
+                        run = (
+                            _pub_run(
+                                buf,
+                                pos,
+                                subject_end,
+                                start,
+                                size,
+                                run_prefixes,
+                                run_heads,
+                                max_payload,
+                                max_control_line,
+                            )
+                            if buf[start - 2] == 13
+                            else None
+                        )
+                        if run is not None:
+                            subjects, payload, pos = run
+                            self._handler.on_pub_run(subjects, payload)
+                            continue
+                    else:
+                        end = start + size
+                        if size <= max_payload and buf[end : end + 2] == b"\r\n":
+                            reply = (
+                                buf[subject_end + 1 : reply_end]
+                                if reply_end > subject_end + 1
                                 else None
                             )
-                            if run is not None:
-                                subjects, payload, pos = run
-                                self._handler.on_pub_run(subjects, payload)
-                                continue
-                        else:
-                            end = start + size
-                            if size <= max_payload and buf[end : end + 2] == b"\r\n":
-                                reply = (
-                                    buf[subject_end + 1 : reply_end]
-                                    if reply_end > subject_end + 1
-                                    else None
-                                )
-                                on_pub(subject, reply, None, buf[start:end])
-                                pos = end + 2
-                                continue
+                            on_pub(subject, reply, None, buf[start:end])
+                            pos = end + 2
+                            continue
                 elif buf[pos] == 72:  # "H": an HPUB, read likewise (`header_line`)
                     subject_end, reply_end, hdr, total, start = header_line(
-                        buf, pos, n, b"HPUB ", True
+                        buf, pos, n, b"HPUB ", True, max_control_line
                     )
                     if start >= 0:
-                        lf = start - 1
-                        line_end = lf - 1 if buf[lf - 1] == 13 else lf
                         end = start + total
-                        if (
-                            line_end - pos <= max_control_line
-                            and total <= max_payload
-                            and buf[end : end + 2] == b"\r\n"
-                        ):
+                        if total <= max_payload and buf[end : end + 2] == b"\r\n":
                             on_pub(
                                 buf[pos + 5 : subject_end],
                                 buf[subject_end + 1 : reply_end]

@@ -71,13 +71,15 @@ class Requester(Protocol):
     def request_info(self, shared: bool) -> dict[str, Any]: ...
 
 
-def _request_info(router: Router, reply: bytes | None, account: str, shared: bool) -> bytes:
+def requester_info(
+    router: Router, reply: bytes | None, account: str, shared: bool
+) -> dict[str, Any]:
     """nats-server's `ClientInfo` of the requester (`getClientInfo`): its account and
-    round-trip time, and with the import's `share` who it is too, as the requester gives
-    them; else (nobody to ask) the account alone. nats-server knows the publishing
-    client; Brook's router does not tell a subscriber who published (ADR 0029), so the
-    one client awaiting replies on `reply` stands in."""
-    info: dict[str, Any] = {"acc": account}
+    round-trip time, and with `shared` (an import's `share`) who it is too, as the
+    requester gives them; else (nobody to ask) the account alone. nats-server knows the
+    publishing client; Brook's router does not tell a subscriber who published (ADR 0029),
+    so the one client awaiting replies on `reply` stands in. (The JetStream API's audit
+    advisory names the requester so too.)"""
     if reply is not None:
         result = router.sublist.match(reply)
         clients = {s.client for s in result.plain}
@@ -85,7 +87,13 @@ def _request_info(router: Router, reply: bytes | None, account: str, shared: boo
         if len(clients) == 1:
             client = next(iter(clients))
             if isinstance(client, Requester):
-                info = client.request_info(shared)
+                return client.request_info(shared)
+    return {"acc": account}
+
+
+def _request_info(router: Router, reply: bytes | None, account: str, shared: bool) -> bytes:
+    """`requester_info` as a `Nats-Request-Info` header carries it (JSON)."""
+    info = requester_info(router, reply, account, shared)
     return json.dumps(info, separators=(",", ":")).encode()
 
 

@@ -154,7 +154,13 @@ class Account:
             direct_max_bytes=settings.max_pending_bytes,
         )
         await js.start()
-        api = ApiDispatcher(js.internal, api_level=limits.JETSTREAM_API_LEVEL)
+        api = ApiDispatcher(
+            js.internal,
+            api_level=limits.JETSTREAM_API_LEVEL,
+            advisories=js.advisories,  # its answers audited
+            server_name=server_name,
+            account=self.name,
+        )
         self.api = api
         streams = StreamApi(
             js,
@@ -173,10 +179,14 @@ class Account:
         )
         api.start()
 
-    def refuse_jetstream(self) -> None:
+    def refuse_jetstream(self, *, server_name: str = "", domain: str = "") -> None:
         """No JetStream here: every API endpoint answers 10039 (nats-server's reply in an
         account without JetStream on a server with it), listed from the API classes'
-        tables, so no engine need run anywhere."""
+        tables, so no engine need run anywhere; audited as nats-server's answers are
+        (`server_name`, `domain`: what the audit names)."""
+        import time
+
+        from brook.jetstream.advisories import Advisories
         from brook.jetstream.api import cluster, consumers, snapshots, streams
         from brook.jetstream.api.dispatch import ApiDispatcher
         from brook.jetstream.errors import api_error
@@ -188,6 +198,9 @@ class Account:
             api_error("NOT_ENABLED_FOR_ACCOUNT"),
             _REFUSED_LISTS,
             api_level=limits.JETSTREAM_API_LEVEL,
+            advisories=Advisories(self._refusals, domain=domain, now_ns=time.time_ns),
+            server_name=server_name,
+            account=self.name,
         )
         self.api.start()
 
@@ -363,7 +376,7 @@ class Accounts:
         account = Account(name, mappings=_with_domain((), self._domain, system=False))
         self._by_name[name] = account
         if self.space is not None:
-            account.refuse_jetstream()
+            account.refuse_jetstream(server_name=self._server_name, domain=self._domain)
         self._run_prefixes = None
         return account
 
@@ -423,7 +436,7 @@ class Accounts:
                 executor=self.executor,
             )
         elif not account.is_system:
-            account.refuse_jetstream()
+            account.refuse_jetstream(server_name=self._server_name, domain=self._domain)
 
     async def start_jetstream(self, settings: Settings, *, server_name: str) -> None:
         self._server_name = server_name
@@ -462,7 +475,7 @@ class Accounts:
         self._run_prefixes = None  # the engines added theirs
         for account in self:
             if account.jetstream is None:  # the system account too, as nats-server
-                account.refuse_jetstream()
+                account.refuse_jetstream(server_name=self._server_name, domain=self._domain)
 
     def signal_shutdown(self) -> None:
         for account in self.with_jetstream:

@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.server")
 
+# A leaf connection's control lines may be this many times `max_control_line` (64 KB by
+# default), as nats-server's `overMaxControlLineLimit` allows leaf, route and gateway
+# connections: their LMSG/HMSG lines carry a reply and every queue group interested.
+PEER_CONTROL_LINE_FACTOR = 16
+
 
 def _new_server_id() -> str:
     # nats-server ids are 56-character base32 nkeys starting with "N"; clients treat them
@@ -363,7 +368,7 @@ class Server(ServerSnapshots, AccountChanges, ClientInfo, LameDuck):
             server_id=self.server_id,
             server_name=self.server_name,
             max_payload=s.max_payload_bytes,
-            max_control_line=s.max_control_line_bytes,
+            max_control_line=s.max_control_line_bytes * PEER_CONTROL_LINE_FACTOR,
             ping_interval_s=s.ping_interval_s,
             max_pings_out=s.max_pings_out,
             max_pending=s.max_pending_bytes,

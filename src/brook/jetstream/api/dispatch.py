@@ -13,6 +13,10 @@ error response, never a crash; a write that found the disk full becomes 10023
 A request whose `Nats-Required-Api-Level` asks more than Brook's API level is refused with
 10185 before anything else is looked at (versioning.py), as nats-server's handlers do; the
 few that check something first (`checks_level=False`) call `require_api_level` themselves.
+
+Each answer that counts in `api.total` (or `api.errors`) is also audited on
+`$JS.EVENT.ADVISORY.API` when someone listens there (advisories.py): nats-server's
+`sendAPIResponse` and `sendAPIErrResponse` do both.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from brook.jetstream import versioning
+from brook.jetstream.advisories import Advisories
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.store.base import is_no_space
+from brook.protocol.headers import raw_value
+from brook.routing.imports import REQUEST_INFO, requester_info
 from brook.routing.internal import InternalClient
 
 log = logging.getLogger("brook.jetstream.api")
@@ -35,11 +42,23 @@ API_PREFIX = b"$JS.API."
 TYPE_PREFIX = "io.nats.jetstream.api.v1."
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
+    """One API request. Not frozen (nobody mutates one): a frozen dataclass's `__init__`
+    sets each field through `object.__setattr__`, and one is made per request."""
+
     tokens: list[str]  # the subject's tokens after `$JS.API.`
     body: bytes
     header: bytes | None
+    reply: bytes | None = None
+    # Who sent it, as an advisory names the requester (`ApiDispatcher._requester`).
+    requester: Callable[[bytes | None, bytes | None], dict[str, Any]] | None = None
+
+    def client_info(self) -> dict[str, Any] | None:
+        """The requester's `ClientInfo` for an advisory (None: unknown)."""
+        if self.requester is None:
+            return None
+        return self.requester(self.header, self.reply)
 
     def json(self, *, required: bool = False) -> dict[str, Any]:
         """The body as a JSON object; empty or `null` bodies are `{}` unless `required`."""
@@ -124,9 +143,22 @@ def require_api_level(request: Request, api_level: int) -> None:
 
 
 class ApiDispatcher:
-    def __init__(self, internal: InternalClient, *, api_level: int) -> None:
+    def __init__(
+        self,
+        internal: InternalClient,
+        *,
+        api_level: int,
+        advisories: Advisories | None = None,
+        server_name: str = "",
+        account: str = "",
+    ) -> None:
+        """`advisories` audits the answers (naming `server_name`, and `account` for a
+        requester it cannot find); None: no audit."""
         self._internal = internal
         self.api_level = api_level
+        self._advisories = advisories
+        self._server_name = server_name
+        self._account = account
         self._routes: list[Route] = []
         self.total = 0
         self.errors = 0
@@ -168,6 +200,9 @@ class ApiDispatcher:
         extra_fields: Mapping[str, Mapping[str, Any]],
         *,
         api_level: int,
+        advisories: Advisories | None = None,
+        server_name: str = "",
+        account: str = "",
     ) -> ApiDispatcher:
         """A dispatcher on `internal` answering each of `endpoints` with `error`, in its
         own response type with its error fields (and `extra_fields`, by pattern): how
@@ -176,7 +211,13 @@ class ApiDispatcher:
         def refuse(request: Request) -> dict[str, Any]:
             raise error
 
-        refusals = cls(internal, api_level=api_level)
+        refusals = cls(
+            internal,
+            api_level=api_level,
+            advisories=advisories,
+            server_name=server_name,
+            account=account,
+        )
         for endpoint in endpoints:
             fields = {**endpoint.error_fields, **extra_fields.get(endpoint.pattern, {})}
             refusals.add(
@@ -206,7 +247,7 @@ class ApiDispatcher:
         reply_header: bytes | None = None
         failed = True
         try:
-            request = Request(tokens, payload, header)
+            request = Request(tokens, payload, header, reply, self._requester)
             if route.checks_level:
                 require_api_level(request, self.api_level)
             answer = route.handler(request)
@@ -228,10 +269,42 @@ class ApiDispatcher:
                 failure = api_error("INTERNAL_ERROR")
             response = {"type": response_type, "error": failure.to_json(), **route.error_fields}
         # After the response is built: as nats-server, INFO excludes itself.
-        if route.counts == "all" or (failed and route.counts == "errors"):
+        counted = route.counts == "all" or (failed and route.counts == "errors")
+        if counted:
             self.total += 1
             self.errors += failed
+        data: bytes | None = None
         if reply is not None:
             data = json.dumps(response, separators=(",", ":")).encode()
             self._internal.publish(reply, data, reply_header)
+        advisories = self._advisories
+        if counted and advisories is not None and advisories.audits():
+            if data is None:
+                data = json.dumps(response, separators=(",", ":")).encode()
+            advisories.api_audit(
+                server=self._server_name,
+                client=self._requester(header, reply),
+                subject=subject.decode("utf-8", "surrogateescape"),
+                request=payload,
+                response=data,
+            )
         return None
+
+    def _requester(self, header: bytes | None, reply: bytes | None) -> dict[str, Any]:
+        """Who sent the request, as nats-server's audit names it (`ClientInfo.forAdvisory`:
+        no JWT): a service import's `Nats-Request-Info`, else the client awaiting the
+        reply (`requester_info`)."""
+        info: dict[str, Any] | None = None
+        raw = raw_value(header, REQUEST_INFO.encode()) if header is not None else None
+        if raw is not None:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                info = parsed
+        if info is None:
+            info = requester_info(self._internal.router, reply, self._account, True)
+        info.pop("jwt", None)
+        info.pop("alts", None)
+        return info

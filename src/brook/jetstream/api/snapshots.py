@@ -90,14 +90,23 @@ class SnapshotApi:
             image = freeze(stream, runners, include_consumers=not no_consumers)
         except (OSError, StoreError) as exc:  # descriptors exhausted, say
             raise api_error("STREAM_SNAPSHOT", err=str(exc)) from None
-        state = stream.store.state()
+        state = models.stream_state_to_json(stream.store.state(), stream.consumer_count)
+        # nats-server announces the snapshot's start and end (after this response).
+        advisories, name, client = self.js.advisories, stream.name, request.client_info()
+        start_ns = advisories.now_ns()
         sender = SnapshotSender(
-            self.transfers, image, deliver, chunk_size=chunk_size, window_size=window_size
+            self.transfers,
+            image,
+            deliver,
+            chunk_size=chunk_size,
+            window_size=window_size,
+            on_start=lambda: advisories.snapshot_created(name, state, client),
+            on_end=lambda error: advisories.snapshot_completed(name, start_ns, client, error),
         )
         self.transfers.spawn(sender.run())  # starts after this response is sent
         return {
             "config": models.stream_config_to_json(stream.config, api_level=self.api_level),
-            "state": models.stream_state_to_json(state, stream.consumer_count),
+            "state": state,
         }
 
     def restore(self, request: Request) -> dict[str, Any]:
@@ -113,7 +122,8 @@ class SnapshotApi:
         config = models.parse_stream_update(raw, subject_name=name)  # a sealed one too
         if name in self.js.streams:
             raise api_error("STREAM_NAME_EXIST_RESTORE_FAILED")
-        session = RestoreSession(self.transfers, config)
+        client = request.client_info()
+        session = RestoreSession(self.transfers, config, client)
         session.start()
         return {"deliver_subject": session.deliver_subject}
 

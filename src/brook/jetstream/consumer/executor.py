@@ -11,8 +11,8 @@ actions it gets back to an `ActionExecutor`, which carries them out (actions.py)
   mirror's or source's consumer hands each `DeliverRun` as it is to a link in this
   process when that alone listens on its deliver subject (`Router.deliver_object`), which
   reads the deliveries' numbers from it instead of parsing their ack subjects;
-* `Status` is an inline-status HMSG, `Advisory` a JSON publish with the `id` and
-  `timestamp` nats-server puts first;
+* `Status` is an inline-status HMSG, `Advisory` a JSON publish with the `id`,
+  `timestamp` and `domain` nats-server adds (advisories.py), when someone listens;
 * `RemoveMessage`/`Acked` go to the stream's retention, which decides by its current
   policy (retention.py).
 
@@ -31,12 +31,10 @@ then finds an ack's sequence by a dict lookup instead of reading its subject.
 from __future__ import annotations
 
 import asyncio
-import json
 import operator
-import secrets
 from collections.abc import Callable
-from typing import Any
 
+from brook.jetstream.advisories import Advisories
 from brook.jetstream.consumer.actions import (
     Acked,
     Action,
@@ -48,7 +46,6 @@ from brook.jetstream.consumer.actions import (
 )
 from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings
 from brook.jetstream.consumer.state import ConsumerState
-from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.stream import Stream
 from brook.routing.internal import InternalClient
 from brook.routing.subscriber import Message
@@ -79,7 +76,9 @@ class ActionExecutor:
         rearm: Callable[[], None],
         on_change: Callable[[bool, Waiter | None], None] | None,
         sourcing: bool = False,
+        advisories: Advisories | None = None,
     ) -> None:
+        """`advisories`: how its advisories go (the engine's, with its domain)."""
         self._state = state
         self._stream = stream
         self._internal = internal
@@ -89,6 +88,7 @@ class ActionExecutor:
         # to a link in this process that alone listens on the deliver subject.
         self._deliver_object = internal.router.deliver_object if sourcing else None
         self._now_ns = now_ns
+        self._advisories = advisories or Advisories(internal, now_ns=now_ns)
         self._loop = loop
         self._rearm = rearm
         self._on_change = on_change
@@ -231,14 +231,7 @@ class ActionExecutor:
                 respond_to = a.respond_to.encode() if a.respond_to is not None else None
                 self._publish(a.reply.encode(), b"", a.header_block(), respond_to)
             elif isinstance(a, Advisory):
-                # nats-server's key order: type, id, timestamp, then the event's fields.
-                body: dict[str, Any] = {
-                    "type": a.payload["type"],
-                    "id": secrets.token_hex(11),
-                    "timestamp": format_ts_ns(self._now_ns()),
-                }
-                body.update(a.payload)
-                self._publish(a.subject.encode(), json.dumps(body).encode())
+                self._advisories.event(a.subject, a.payload)
             elif isinstance(a, RemoveMessage | Acked):
                 # The stream's retention decides, by its current policy (retention.py).
                 retention = self._stream.retention

@@ -28,6 +28,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from brook.jetstream.advisories import CREATE, DELETE, Advisories
 from brook.jetstream.consumer.files import CONSUMERS_DIR, ConsumerFiles, seen_by
 from brook.jetstream.consumer.runner import ConsumerRunner, PurgePoint
 from brook.jetstream.consumer_index import ConsumerIndex
@@ -53,8 +54,12 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         *,
         now_ns: Callable[[], int],
         flush_interval_s: float,
+        advisories: Advisories | None = None,
     ) -> None:
+        """`advisories` announces each consumer created and deleted (nats-server's
+        `consumer_action`); None: not announced."""
         self._internal = internal
+        self._advisories = advisories
         self.now_ns = now_ns  # the engine's clock (`JetStream.now_ns`)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.files = ConsumerFiles(root, executor, flush_interval_s=flush_interval_s)
@@ -109,6 +114,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             runner.stop(notify=notify)
             if notify:
                 self.files.forget(runner, unlink=False)  # the stream dir goes too
+                if self._advisories is not None:
+                    self._advisories.consumer_action(stream_name, runner.name, DELETE)
             else:
                 self.files.release(runner)
 
@@ -139,11 +146,14 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         *,
         created_ns: int | None = None,
         snapshot: dict[str, Any] | None = None,
+        announce: bool = True,
     ) -> ConsumerRunner:
         """Start a (pull or push) consumer on `stream`; the caller has validated `config`.
 
         A durable consumer of a file stream is persisted (its file written before this
-        returns); `snapshot` restores a persisted state (at start)."""
+        returns); `snapshot` restores a persisted state (at start). A new one is announced
+        (`announce`); nats-server does not announce those it recovers (at start, or those
+        of a restored stream)."""
         files = self.files
         path = files.path_for(stream, config)
         runner = ConsumerRunner(
@@ -155,6 +165,7 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             created_ns=self.now_ns() if created_ns is None else created_ns,
             on_inactive=self._inactive,
             on_change=files.changed if path is not None else None,
+            advisories=self._advisories,
         )
         if snapshot is not None:
             runner.restore(snapshot)
@@ -171,6 +182,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
             stream.consumer_count += 1
         self._indexes[stream.name].add(runner, config.filters)
         _retention(stream).consumer_added(runner)
+        if announce and self._advisories is not None:
+            self._advisories.consumer_action(stream.name, config.name, CREATE)
         return runner
 
     def update(self, runner: ConsumerRunner, config: ConsumerConfig) -> None:
@@ -206,6 +219,8 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         self.files.forget(runner, unlink=True)
         self._indexes[stream_name].remove(runner)
         _retention(runner.stream).consumer_deleted(runner)
+        if self._advisories is not None:
+            self._advisories.consumer_action(stream_name, name, DELETE)
 
     def _inactive(self, runner: ConsumerRunner) -> None:
         if self._runners.get(runner.stream.name, {}).get(runner.name) is runner:
@@ -245,7 +260,9 @@ class ConsumerRegistry(Mapping[str, Mapping[str, ConsumerRunner]]):
         first = state.first_seq or state.last_seq + 1
         for config, created_ns, snapshot, _seen in loaded:
             try:
-                runner = self.add(stream, config, created_ns=created_ns, snapshot=snapshot)
+                runner = self.add(
+                    stream, config, created_ns=created_ns, snapshot=snapshot, announce=False
+                )
                 if lost is not None:  # pending messages that are gone are not redelivered
                     runner.messages_changed(lost.msgs)
                 runner.stream_starts_at(first)  # what expired while it was not running

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from brook.jetstream import versioning
+from brook.jetstream.advisories import Advisories
 from brook.jetstream.consumer.acks import (
     PLAIN_ACK_BODIES,
     AckKind,
@@ -134,6 +135,7 @@ class ConsumerRunner:
         created_ns: int,
         on_inactive: Callable[[ConsumerRunner], None] | None = None,
         on_change: Callable[[ConsumerRunner, bool, Waiter | None], None] | None = None,
+        advisories: Advisories | None = None,
     ) -> None:
         self.stream = stream
         self.config = config
@@ -156,6 +158,7 @@ class ConsumerRunner:
             rearm=self._rearm,
             on_change=None if on_change is None else functools.partial(on_change, self),
             sourcing=config.direct or config.sourcing,
+            advisories=advisories,
         )
         # Bound once: every input ends in one of these.
         self._run = self.executor.run

@@ -66,8 +66,13 @@ class _Prepared:
 class RestoreSession:
     """One restore of stream `config.name` (see the module docstring)."""
 
-    def __init__(self, transfers: Transfers, config: StreamConfig) -> None:
+    def __init__(
+        self, transfers: Transfers, config: StreamConfig, client: dict[str, Any] | None = None
+    ) -> None:
+        """`client`: the requester, as the restore's advisories name it."""
         self._t = transfers
+        self._client = client
+        self._start_ns = transfers.js.advisories.now_ns()
         self._config = config
         self._name: str = config.name
         tok = random_id()
@@ -85,6 +90,7 @@ class RestoreSession:
         except OSError as exc:
             raise api_error("STREAM_RESTORE", err=str(exc)) from None
         self._sub = self._t.js.internal.subscribe(self.deliver_subject, self._on_chunk)
+        self._t.js.advisories.restore_created(self._name, self._client)
         self._t.spawn(self._run(fd))
 
     def _on_chunk(
@@ -140,6 +146,9 @@ class RestoreSession:
                     os.close(fd)
                     fd = -1
                     await loop.run_in_executor(t.executor, _remove, self._leftovers(committed))
+                    t.js.advisories.restore_completed(
+                        self._name, self._start_ns, self._received, self._client
+                    )
                     self._answer(reply, body)
                     return
                 self._received += len(data)

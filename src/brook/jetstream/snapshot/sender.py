@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from brook import limits
 from brook.jetstream.snapshot.archive import CompressedReader, StreamImage, tar_pieces
@@ -61,7 +62,13 @@ class SnapshotSender:
         *,
         chunk_size: int,
         window_size: int,
+        on_start: Callable[[], None] | None = None,
+        on_end: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_start` is called as the chunks start, `on_end` with why they ended early
+        ("" when all went): nats-server's snapshot advisories."""
+        self._on_start = on_start
+        self._on_end = on_end
         self._transfers = transfers
         self._image = image
         self._deliver = deliver.encode()
@@ -100,6 +107,9 @@ class SnapshotSender:
         router.watch_interest(self._deliver, self._on_interest)
         t.snapshots += 1
         status: bytes | None = None
+        error = ""  # nats-server's words for a snapshot cut short
+        if self._on_start is not None:
+            self._on_start()
         try:
             self._listened = self._listening()
             if not self._listened:
@@ -122,9 +132,11 @@ class SnapshotSender:
                     self._wake.clear()
                 if self._changed:
                     status = _status(408, "No Interest")
+                    error = "no interest"
                     break
                 if self._slots == 0:
                     status = _status(408, "No Flow Response")
+                    error = "no flow response"
                     break
                 self._reading = loop.run_in_executor(t.executor, reader.read, self._chunk)
                 try:
@@ -134,6 +146,7 @@ class SnapshotSender:
                         "snapshot of stream %s failed: %s", self._image.manifest["stream"], exc
                     )
                     status = _status(500, str(exc))
+                    error = str(exc)
                     break
                 if len(chunk) < self._chunk:
                     if chunk:
@@ -153,6 +166,8 @@ class SnapshotSender:
                 reader.total,
             )
         finally:
+            if self._on_end is not None:
+                self._on_end(error)
             t.snapshots -= 1
             internal.unsubscribe(ack_sub)
             router.unwatch_interest(self._deliver, self._on_interest)

@@ -27,12 +27,12 @@ from pathlib import Path
 from brook.jetstream.store.file.index import Index, accounted
 from brook.jetstream.store.file.packing import Packed, pack_bytes, unpack
 from brook.jetstream.store.file.segment import DEAD, Segment
-from brook.jetstream.store.file.subjects import SubjectSeqs
+from brook.jetstream.store.file.subjects import Chunk, SubjectSeqs
 
 SNAPSHOT = "index.snap"
 SNAPSHOT_TMP = "index.snap.tmp"
 MAGIC = b"BRKIDXS\n"
-VERSION = 3  # 3: columns packed (ADR 0054)
+VERSION = 4  # 3: columns packed (ADR 0054); 4: subjects' frozen chunks (ADR 0058)
 
 _HEAD = struct.Struct("<8sIQQqQQI")  # magic, version, first, last, last_ts, messages, bytes, nsegs
 # name, base, size (covered), live, slots, ext, mtime_ns, inode, last CRC field, slot 0's
@@ -41,8 +41,10 @@ _SEG = struct.Struct("<QQQQQQqQIqQQ")
 _MARK = struct.Struct(_SEG.format[:-3])  # `_SEG` less its last three fields
 _PACKED = struct.Struct("<qQQ")
 _SUBJ = struct.Struct("<II")  # names, multi entries
-# sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8)
-_MULTI = struct.Struct("<IQQQQB")
+# sid, one, head, n seqs (0: single still), base, bytes per sequence (4 or 8), chunks
+_MULTI = struct.Struct("<IQQQQBI")
+# a frozen chunk (subjects.Chunk): base, first, last, count, packed bytes
+_CHUNK = struct.Struct("<QQQQI")
 _CRC = struct.Struct("<I")
 _FREE = 0xFFFFFFFF
 
@@ -77,8 +79,9 @@ class Capture:
     segments: list[tuple[bytes, Packed | tuple[bytes, ...], bytes]]
     names: list[str | None]  # the subject table's names by id (a copy of the list)
     single: bytes
-    # sid, one, head, base, bytes per sequence, the sequences' bytes
-    multi: list[tuple[int, int, int, int, int, bytes | None]]
+    # sid, one, head, base, bytes per sequence, the sequences' bytes, and per frozen
+    # chunk its `_CHUNK` head and packed bytes
+    multi: list[tuple[int, int, int, int, int, bytes | None, list[bytes]]]
 
     def encode(self) -> bytes:
         """The snapshot file's bytes (storage-format.md 12)."""
@@ -98,10 +101,12 @@ class Capture:
         out.append(array("I", [_FREE if n is None else len(n) for n in names]).tobytes())
         out.append(b"".join([n for n in names if n is not None]))
         out.append(self.single)
-        for sid, one, head, base, width, seqs in self.multi:
-            out.append(_MULTI.pack(sid, one, head, len(seqs or b"") // width, base, width))
+        for sid, one, head, base, width, seqs, chunks in self.multi:
+            n = len(seqs or b"") // width
+            out.append(_MULTI.pack(sid, one, head, n, base, width, len(chunks) // 2))
             if seqs is not None:
                 out.append(seqs)
+            out += chunks
         body = b"".join(out)
         return body + _CRC.pack(zlib.crc32(body))
 
@@ -129,13 +134,22 @@ def capture(index: Index) -> Capture:
         )
         segments.append((mark, columns, seg.ext.tobytes()))
     subjects = index.subjects
-    multi: list[tuple[int, int, int, int, int, bytes | None]] = [
-        (sid, e._one, e._head, e._base, 4, None)
+    multi: list[tuple[int, int, int, int, int, bytes | None, list[bytes]]] = [
+        (sid, e._one, e._head, e._base, 4, None, [])
         if (seqs := e._seqs) is None
-        else (sid, e._one, e._head, e._base, seqs.itemsize, seqs.tobytes())
+        else (sid, e._one, e._head, e._base, seqs.itemsize, seqs.tobytes(), _chunks(e))
         for sid, e in subjects._multi.items()
     ]
     return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi)
+
+
+def _chunks(entry: SubjectSeqs) -> list[bytes]:
+    """`entry`'s frozen chunks, each as its `_CHUNK` head and its packed bytes."""
+    out: list[bytes] = []
+    for c in entry._cold or ():
+        data = c.encoded()
+        out += [_CHUNK.pack(c.base, c.first, c.last, c.count, len(data)), data]
+    return out
 
 
 def encode(index: Index) -> bytes:
@@ -274,7 +288,7 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
     subjects._single = _arr("Q", view[pos : pos + 8 * nnames])
     pos += 8 * nnames
     for _ in range(nmulti):
-        sid, one, head, n, base, width = _MULTI.unpack_from(raw, pos)
+        sid, one, head, n, base, width, nchunks = _MULTI.unpack_from(raw, pos)
         pos += _MULTI.size
         name = subjects.names[sid]
         if name is None:
@@ -287,6 +301,18 @@ def _load(raw: bytes, index: Index, segments: list[Segment]) -> list[int]:
             entry._seqs = _arr("I" if width == 4 else "Q", view[pos : pos + width * n])
             pos += width * n
         entry._head = head
+        if nchunks:
+            entry._cold = []
+            for _ in range(nchunks):
+                cbase, cfirst, clast, count, size = _CHUNK.unpack_from(raw, pos)
+                pos += _CHUNK.size
+                if not count or len(view) < pos + size:
+                    raise SnapshotMismatch(f"subject id {sid}: a damaged chunk")
+                entry._cold.append(
+                    Chunk(cbase, cfirst, clast, count, bytes(view[pos : pos + size]))
+                )
+                entry._ncold += count
+                pos += size
         subjects._multi[sid] = entry
     if pos != len(raw) - 4:
         raise SnapshotMismatch("trailing bytes")

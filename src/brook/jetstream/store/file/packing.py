@@ -45,11 +45,13 @@ class Packed:
         self.headed = headed
 
 
-def _shuffled(raw: bytes, width: int) -> bytes:
+def shuffled(raw: bytes, width: int) -> bytes:
+    """All first bytes of `raw`'s `width`-byte entries, then all second bytes, ..."""
     return b"".join([raw[i::width] for i in range(width)])
 
 
-def _unshuffled(raw: memoryview, width: int) -> bytearray:
+def unshuffled(raw: memoryview, width: int) -> bytearray:
+    """The bytes `shuffled` was given."""
     out = bytearray(len(raw))
     step = len(raw) // width
     for i in range(width):
@@ -65,7 +67,7 @@ def pack(columns: tuple[array[int], array[int], array[int], array[int]]) -> Pack
 def pack_bytes(columns: tuple[bytes, ...]) -> Packed:
     """`pack` of the columns' bytes (`array.tobytes()`), as a snapshot captured them."""
     slots = len(columns[0]) // 4
-    parts = [_shuffled(raw, width) for raw, width in zip(columns, _WIDTHS, strict=True)]
+    parts = [shuffled(raw, width) for raw, width in zip(columns, _WIDTHS, strict=True)]
     ts0 = _TS.unpack_from(columns[2])[0] if slots else 0
     # The lengths' high bytes (little-endian: the fourth plane of the shuffled `lens`) are
     # 0x80 or more exactly where HDR_BIT is set: count them by deleting the others, in C.
@@ -82,7 +84,7 @@ def unpack(packed: Packed) -> tuple[array[int], array[int], array[int], array[in
     for code in _CODES:
         column = array(code)
         size = packed.slots * column.itemsize
-        column.frombytes(_unshuffled(raw[pos : pos + size], column.itemsize))
+        column.frombytes(unshuffled(raw[pos : pos + size], column.itemsize))
         pos += size
         out.append(column)
     if pos != len(raw):

@@ -304,12 +304,13 @@ class Segment:
 
     def add_slot(self, seq: int, offset: int, lenfield: int, ts_ns: int, sid: int) -> None:
         """Append the slot for `seq` (>= end_seq; the gap, if any, becomes DEAD slots)."""
-        if not self.offs:
+        offs = self.offs  # unpacked: every caller warms the segment first
+        n = len(offs)
+        if not n:
             self.base = seq
-        gap = seq - self.end_seq()
-        if gap:
-            self._dead_slots(gap, ts_ns)
-        self.offs.append(offset)
+        elif seq != self.base + n:
+            self._dead_slots(seq - self.base - n, ts_ns)
+        offs.append(offset)
         self.lens.append(lenfield)
         self.tss.append(ts_ns)
         self.sids.append(sid)

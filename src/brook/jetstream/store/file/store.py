@@ -54,6 +54,7 @@ from brook.jetstream.store.file.recovery import (
     fsync_path,
     lock_directory,
     prepare_directory,
+    release_memory,
     replay,
 )
 from brook.jetstream.store.file.segment import HDR_BIT, LEN_MASK, MAX_SEGMENT_BYTES, Segment
@@ -241,6 +242,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                     self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
+        release_memory(index)  # the open's transient buffers (ADR 0058)
         if new:
             # Nothing to lose yet: creating a stream costs no fsync here; the first sync
             # (the group commit of the first message) makes the new files durable first.
@@ -282,7 +284,8 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     # ------------------------------------------------------------------ writing
 
     def store(self, subject: str, header: bytes | None, data: bytes, ts_ns: int) -> int:
-        self._check_writable()
+        if self._closed or self._failed is not None:  # `_check_writable`, inline: per publish
+            self._check_writable()
         index = self._index
         seq = index.last + 1
         hdr = header or b""
@@ -633,9 +636,15 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         if it has none yet; returns it. On a failure (StoreFullError when the disk is full)
         nothing was appended."""
         seg = self._active
-        if self._roll_owed or seg.should_roll(self._segment_bytes_max, len(record)):
+        size = seg.size
+        if self._roll_owed or (
+            # `should_roll`'s size test first, inline: it fails for nearly every append
+            (size >= self._segment_bytes_max or size + len(record) > MAX_SEGMENT_BYTES)
+            and seg.should_roll(self._segment_bytes_max, len(record))
+        ):
             seg = self._roll()
-        if not seg.size:  # a new segment: its preamble first (storage-format.md 4)
+            size = seg.size  # 0: a new segment
+        if not size:  # a new segment: its preamble first (storage-format.md 4)
             record = self._state_record() + record
         try:
             seg.buffer(record)
