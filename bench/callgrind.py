@@ -23,6 +23,9 @@ WORKLOAD is one of
   reached), so every publish is admitted by it (jetstream/quota.py);
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
 * `push`: a push consumer with explicit acks, likewise;
+* `direct`: N 100-byte messages of a file stream with `allow_direct` read by the Spark
+  connector's batched direct gets (`brook_spark.fetch.read_range`, 10,000 per request), as
+  a Spark task reads them: the server's cost of one direct-get reply;
 * `mirror`: a mirror created on a file stream holding N 128-byte messages, counted until
   it holds all N (the catch-up: the origin's push delivery and the mirror's link and store);
 * `source`: the same with a stream sourcing that stream (its messages stored under new
@@ -71,6 +74,8 @@ from bench.core import (
     MIX_CYCLE,
     MIX_WILDCARD,
     SERVER_PIDS,
+    _connect,
+    _read_until,
     connect_as,
     count_frames,
     mixed_cycle,
@@ -88,6 +93,7 @@ DEFAULT_MESSAGES = {
     "publish-limits": 5_000,
     "pull": 10_000,
     "push": 10_000,
+    "direct": 50_000,
     "mirror": 20_000,
     "source": 5_000,  # 20,000 outlasted WAIT_S under valgrind on a loaded machine
     "leaf-out": 100_000,
@@ -187,6 +193,40 @@ def _consume(name: str) -> Callable[[int, int, Callable[[], None]], None]:
             raise SystemExit(f"{name}: ack floor {outcome.ack_floor}, expected {n}")
 
     return run
+
+
+def _direct(port: int, n: int, zero: Callable[[], None]) -> None:
+    from brook_spark import fetch  # the connector's imports (pyarrow) only for this workload
+    from brook_spark.options import ConnectOptions
+
+    s = _connect(port)
+    body = json.dumps(
+        {"name": "BENCH", "subjects": ["js.bench.>"], "storage": "file", "allow_direct": True}
+    ).encode()
+    s.sendall(
+        b"SUB _INBOX.create 1\r\nPUB $JS.API.STREAM.CREATE.BENCH _INBOX.create %d\r\n%b\r\n"
+        % (len(body), body)
+    )
+    _read_until(s, b"stream_create_response")
+    s.close()
+    out: Queue[tuple[int, float]] = mp.Queue()
+    pub = mp.Process(target=jetstream.publisher, args=(port, 0, n, 100, 1000, out))
+    pub.start()
+    acked, _ = out.get(timeout=3000)
+    pub.join()
+    spec = fetch.RangeRead(
+        connect=ConnectOptions(servers=(f"nats://127.0.0.1:{port}",), request_timeout_s=600.0),
+        stream="BENCH",
+        lo=1,
+        hi=n + 1,
+        filters=(),
+        direct=True,
+        include_headers=True,
+    )
+    zero()
+    rows = sum(batch.num_rows for batch in fetch.read_range(spec))
+    if acked != n or rows != n:
+        raise SystemExit(f"direct: {acked} stored, {rows} of {n} read")
 
 
 def _copy(kind: str) -> Callable[[int, int, Callable[[], None]], None]:
@@ -309,6 +349,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),
+    "direct": _direct,
     "mirror": _copy("mirror"),
     "source": _copy("sources"),
 }

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# Brook's package installs, on import, the guard that never lets a stale build of the
+# compiled modules run (ADR 0045); the connector's `framescan` is one of them (ADR 0059),
+# so the guard must be in place before any module of this package imports it.
+import brook  # noqa: F401
+
 __all__ = ["register"]
 
 

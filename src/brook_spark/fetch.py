@@ -36,12 +36,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from brook_spark import jsapi
+from brook_spark import framescan, jsapi
 from brook_spark.options import ConnectOptions
 from brook_spark.runtime import runtime
 from brook_spark.wire import (
     DIRECT_HEADERS,
     HEADER_LINE,
+    SCAN_COMPILED,
     RawClient,
     TimestampParser,
     group_headers,
@@ -133,10 +134,11 @@ class RawReplies:
     """One direct-get chunk as the raw (payload, header block) pairs, decoded in bulk.
 
     The handler on the loop only keeps the two `bytes` each reply already is; `to_batch`
-    (on the Spark task's thread) joins the header blocks into one buffer and extracts
-    `Nats-Sequence`, `Nats-Subject` and `Nats-Time-Stamp` with one regex pass each, casts
-    the timestamps with Arrow, and parses row by row only the blocks that carry user
-    headers (ADR 0047). Rows at or beyond `hi` (the range's end) are cut off, as
+    (on the Spark task's thread) extracts `Nats-Sequence`, `Nats-Subject` and
+    `Nats-Time-Stamp` in one compiled pass over the blocks (`framescan.direct_columns`,
+    ADR 0059), or, interpreted, joins them into one buffer and runs one regex pass each;
+    it casts the timestamps with Arrow, and parses row by row only the blocks that carry
+    user headers (ADR 0047). Rows at or beyond `hi` (the range's end) are cut off, as
     `_ChunkReader._append` does. A chunk whose blocks do not carry each direct-get header
     exactly once (a server that writes them differently) is decoded row by row instead.
     """
@@ -159,13 +161,21 @@ class RawReplies:
 
     def to_batch(self, stream: str, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
         blocks = self.headers
-        blob = b"\n".join(blocks)
-        seqs = list(map(int, _SEQ.findall(blob)))
-        subjects = _SUBJECT.findall(blob)
-        stamps = _TIME.findall(blob)
         n = len(blocks)
-        if not len(seqs) == len(subjects) == len(stamps) == n:
-            return self._rows().to_batch(stream, schema, include_headers)
+        user_rows: list[int] | None = None
+        blob = b""
+        if SCAN_COMPILED:  # one compiled pass over the blocks (ADR 0059)
+            columns = framescan.direct_columns(blocks)
+            if columns is None:
+                return self._rows().to_batch(stream, schema, include_headers)
+            seqs, subjects, stamps, user_rows = columns
+        else:
+            blob = b"\n".join(blocks)
+            seqs = list(map(int, _SEQ.findall(blob)))
+            subjects = _SUBJECT.findall(blob)
+            stamps = _TIME.findall(blob)
+            if not len(seqs) == len(subjects) == len(stamps) == n:
+                return self._rows().to_batch(stream, schema, include_headers)
         while n and seqs[n - 1] >= self.hi:
             n -= 1
         try:
@@ -179,24 +189,52 @@ class RawReplies:
             pa.array(self.data[:n], pa.binary()),
         ]
         if include_headers:
-            arrays.append(self._user_headers(blob, n))
+            if user_rows is None:
+                user_rows = self._user_rows(blob, n)
+            arrays.append(self._user_headers(user_rows, n))
         arrays.append(times.cast(TIMESTAMP_TYPE, safe=False))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    def _user_headers(self, blob: bytes, n: int) -> pa.Array:
-        """The headers column: one regex pass over the joined blocks finds the rows that
-        carry user headers (usually none); only those are parsed."""
+    def _user_rows(self, blob: bytes, n: int) -> list[int]:
+        """The rows among the first `n` whose blocks carry user headers (usually none):
+        one regex pass over the joined blocks."""
         blocks = self.headers[:n]
         end = sum(map(len, blocks)) + n  # each block and the b"\n" that joins it to the next
         if _USER_LINE.search(blob, 0, end) is None:
-            return pa.nulls(n, HEADERS_TYPE)
+            return []
         starts = [0, *itertools.accumulate(len(b) + 1 for b in blocks)]
-        rows = {
-            bisect.bisect_right(starts, m.start()) - 1 for m in _USER_LINE.finditer(blob, 0, end)
-        }
+        return sorted(
+            {bisect.bisect_right(starts, m.start()) - 1 for m in _USER_LINE.finditer(blob, 0, end)}
+        )
+
+    def _user_headers(self, rows: list[int], n: int) -> pa.Array:
+        """The headers column: only `rows` (those with user headers) are parsed; compiled,
+        all in one pass into the column's flat lists (every row a Spark write stored has
+        its `Nats-Msg-Id`; ADR 0059)."""
+        if not rows or rows[0] >= n:
+            return pa.nulls(n, HEADERS_TYPE)
+        if SCAN_COMPILED:
+            row_offsets, keys, key_offsets, values, nulls = framescan.user_headers(
+                self.headers, rows, n
+            )
+            try:
+                items = pa.ListArray.from_arrays(
+                    pa.array(key_offsets, pa.int32()),
+                    pa.array(values, pa.binary()).cast(pa.string()),
+                )
+                return pa.MapArray.from_arrays(
+                    pa.array(row_offsets, pa.int32()),
+                    pa.array(keys, pa.binary()).cast(pa.string()),
+                    items,
+                    type=HEADERS_TYPE,
+                    mask=pa.array(nulls, pa.bool_()),
+                )
+            except pa.ArrowInvalid:  # not UTF-8: decoded with replacement characters below
+                pass
         user: list[list[tuple[str, list[str]]] | None] = [None] * n
         for row in rows:
-            user[row] = group_headers(parse_header_lines(blocks[row])) or None
+            if row < n:
+                user[row] = group_headers(parse_header_lines(self.headers[row])) or None
         return pa.array(user, HEADERS_TYPE)
 
     def _rows(self) -> Columns:

@@ -60,8 +60,10 @@ async def test_make_test_runs_the_build_it_asked_for_and_varz_says_which(
 
 @pytest.fixture
 def package_copy(tmp_path: Path) -> Path:
-    """A copy of the built package (and mypyc's shared library) to edit."""
-    shutil.copytree(SRC / "brook", tmp_path / "brook", ignore=shutil.ignore_patterns("__pycache__"))
+    """A copy of the built packages (and mypyc's shared library) to edit."""
+    for package in {m.split(".")[0] for m in _compiled.COMPILED}:  # brook, brook_spark
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(SRC / package, tmp_path / package, ignore=ignore)
     for lib in SRC.glob(f"{_compiled.GROUP}__mypyc*"):
         shutil.copy2(lib, tmp_path / lib.name)
     return tmp_path

@@ -67,6 +67,86 @@ def message_header(
     return b"NATS/1.0\r\n" + appended + b"\r\n"
 
 
+class BatchHeaders:
+    """The replies of a batched direct get's messages, each header block one bytes format.
+
+    A Spark task reads a stream by batches of thousands (ADR 0047); `message_header` per
+    message (a list of extra pairs, an f-string, `format_ts_ns`, an encode, two joins) was
+    a third of the server's cost of a direct-get reply (ADR 0059). The messages of a batch
+    share their stream and mostly few subjects and few seconds, so those parts are encoded
+    once per batch, and a run of messages is formatted in one loop. The blocks are byte for
+    byte `message_header`'s with `Nats-Num-Pending` and `Nats-Last-Sequence`.
+    """
+
+    __slots__ = ("_format", "_second", "_second_text", "_subjects")
+
+    def __init__(self, stream: str) -> None:
+        self._format = (
+            b"%%bNats-Stream: %b\r\nNats-Subject: %%b\r\nNats-Sequence: %%d\r\n"
+            b"Nats-Time-Stamp: %%b\r\nNats-Num-Pending: %%d\r\nNats-Last-Sequence: %%d\r\n\r\n"
+        ) % stream.encode()
+        self._subjects: dict[str, bytes] = {}
+        self._second = -1
+        self._second_text = b""
+
+    def run(
+        self,
+        reply: bytes,
+        msgs: list[StoredMessage],
+        pending: int,
+        last_sent: int,
+        room: int,
+        after: bool,
+    ) -> tuple[list[Message], int, int]:
+        """(replies, the last one's `Nats-Num-Pending`, room left) for `msgs` in order,
+        while `room` bytes last.
+
+        `pending` is one less for each message sent (never below 0), starting with the
+        first of `msgs` when it comes `after` a message sent already, else the next. As
+        nats-server, the message that uses the last of `room` (its subject, stored header
+        and payload) is the last one sent.
+        """
+        fmt = self._format
+        subjects = self._subjects
+        out: list[Message] = []
+        append = out.append
+        for msg in msgs:
+            if after:
+                pending = max(pending - 1, 0)
+            after = True
+            subject = subjects.get(msg.subject)
+            if subject is None:
+                subject = subjects[msg.subject] = msg.subject.encode()
+            stored = msg.header
+            if stored and stored.startswith(b"NATS/1.0") and stored.endswith(b"\r\n\r\n"):
+                start = stored[:-2]
+            else:
+                start = b"NATS/1.0\r\n"
+            seconds, nanos = divmod(msg.ts_ns, 1_000_000_000)
+            if seconds != self._second or seconds <= 0:
+                stamp = self._time(msg.ts_ns)
+            elif nanos:
+                stamp = b"%b.%bZ" % (self._second_text, (b"%09d" % nanos).rstrip(b"0"))
+            else:
+                stamp = self._second_text + b"Z"
+            data = msg.data
+            append((reply, None, fmt % (start, subject, msg.seq, stamp, pending, last_sent), data))
+            last_sent = msg.seq
+            room -= len(subject) + len(stored or b"") + len(data)
+            if room <= 0:
+                break
+        return out, pending, room
+
+    def _time(self, ts_ns: int) -> bytes:
+        """`models.format_ts_ns` as bytes; keeps the second's text for the next message."""
+        text = models.format_ts_ns(ts_ns)
+        seconds = ts_ns // 1_000_000_000
+        if seconds > 0:
+            self._second = seconds
+            self._second_text = text[:19].encode()
+        return text.encode()
+
+
 def _bad_request(_reason: str) -> BadDirectRequest:
     return BadDirectRequest(408, "Bad Request")
 
@@ -172,14 +252,13 @@ class DirectGet:
         max_bytes = _int(body, "max_bytes") or self._default_max_bytes
         flt = _str(body, "next_by_subj") or ">"
         seq = self._start_seq(max(_int(body, "seq"), 1), _str(body, "start_time"))
-        name = self.stream.name
-        sent_bytes = 0
+        headers = BatchHeaders(self.stream.name)
+        room = max_bytes
         last_sent = 0
         count = 0
         pending = 0
-        full = False
         # nats-server 2.15 applies `up_to_seq` to multi_last only, not to plain batches.
-        while not full and count < batch:
+        while count < batch:
             msgs = store.load_batch(flt, seq, min(batch - count, BATCH_RUN_MAX))
             if not msgs:
                 break
@@ -187,22 +266,12 @@ class DirectGet:
                 # Counted once, then one less per message sent (as nats-server): counting
                 # the tail again for every message made a large batch quadratic.
                 pending = store.num_pending(flt, msgs[0].seq + 1)
-            run: list[Message] = []
-            for msg in msgs:
-                if count:
-                    pending = max(pending - 1, 0)
-                extra = [("Nats-Num-Pending", str(pending)), ("Nats-Last-Sequence", str(last_sent))]
-                run.append((reply, None, message_header(name, msg, extra), msg.data))
-                last_sent = msg.seq
-                count += 1
-                # As nats-server: the message that reaches the limit is the last one sent,
-                # counted with its subject and stored header.
-                sent_bytes += len(msg.subject.encode()) + len(msg.header or b"") + len(msg.data)
-                if sent_bytes >= max_bytes:
-                    full = True
-                    break
-            if run:
-                self._send_run(reply, run)
+            run, pending, room = headers.run(reply, msgs, pending, last_sent, room, count > 0)
+            self._send_run(reply, run)
+            count += len(run)
+            last_sent = msgs[len(run) - 1].seq
+            if room <= 0:
+                break
             seq = msgs[-1].seq + 1
         if not count:
             self._send(reply, status_header(404, "Message Not Found"), b"")
