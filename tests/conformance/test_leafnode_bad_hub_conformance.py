@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import nats
@@ -55,10 +55,13 @@ class Session:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Session], Awaitable[None]]
+
+
 @contextlib.asynccontextmanager
-async def fake_hub(port: int, garbage: bytes | None) -> AsyncIterator[Session]:
-    """A hub on `port` whose first session ends in `garbage` (None: garbage instead of
-    the INFO)."""
+async def hub(port: int, script: Script) -> AsyncIterator[Session]:
+    """A hub on `port` whose first session runs `script`; it closes any later one (the
+    spoke redialling) at once."""
     session = Session()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -66,13 +69,39 @@ async def fake_hub(port: int, garbage: bytes | None) -> AsyncIterator[Session]:
             writer.close()
             return
         try:
+            await script(reader, writer, session)
+        finally:
+            session.done.set()
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    try:
+        yield session
+    finally:
+        server.close()
+
+
+async def log_in(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The hub's side of the leafnode handshake: its INFO, the spoke's CONNECT, and the
+    INFO that answers it."""
+    writer.write(b"INFO " + json.dumps(INFO).encode() + b" \r\n")
+    await reader.readline()  # CONNECT
+    connected = INFO | {"connect_info": True, "remote_account": "$G"}
+    writer.write(b"INFO " + json.dumps(connected).encode() + b"\r\n")
+
+
+def fake_hub(port: int, garbage: bytes | None) -> contextlib.AbstractAsyncContextManager[Session]:
+    """A hub on `port` whose first session ends in `garbage` (None: garbage instead of
+    the INFO)."""
+
+    async def script(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session
+    ) -> None:
+        try:
             if garbage is None:
                 writer.write(b"HELLO THERE\r\n")
             else:
-                writer.write(b"INFO " + json.dumps(INFO).encode() + b" \r\n")
-                await reader.readline()  # CONNECT
-                connected = INFO | {"connect_info": True, "remote_account": "$G"}
-                writer.write(b"INFO " + json.dumps(connected).encode() + b"\r\n")
+                await log_in(reader, writer)
                 await asyncio.sleep(0.3)
                 await reader.read(65536)  # the spoke's LS+ and PING so far
                 writer.write(garbage)
@@ -85,15 +114,8 @@ async def fake_hub(port: int, garbage: bytes | None) -> AsyncIterator[Session]:
                 session.after += data
         except (TimeoutError, ConnectionError):
             pass
-        finally:
-            session.done.set()
-            writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    try:
-        yield session
-    finally:
-        server.close()
+    return hub(port, script)
 
 
 def errors(data: bytes) -> list[bytes]:
@@ -129,21 +151,15 @@ LONG_LINES = {
 }
 
 
-@contextlib.asynccontextmanager
-async def long_line_hub(port: int, line: bytes) -> AsyncIterator[Session]:
+def long_line_hub(port: int, line: bytes) -> contextlib.AbstractAsyncContextManager[Session]:
     """A hub on `port` that, once the spoke has announced interest in `local`, sends
     `line` in 4 KB pieces and then a PING: the spoke answers PONG if it kept the leaf."""
-    session = Session()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if session.done.is_set():
-            writer.close()
-            return
+    async def script(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session
+    ) -> None:
         try:
-            writer.write(b"INFO " + json.dumps(INFO).encode() + b" \r\n")
-            await reader.readline()  # CONNECT
-            connected = INFO | {"connect_info": True, "remote_account": "$G"}
-            writer.write(b"INFO " + json.dumps(connected).encode() + b"\r\n")
+            await log_in(reader, writer)
             seen = b""
             while b"LS+ local\r\n" not in seen:
                 if not (data := await asyncio.wait_for(reader.read(4096), 10)):
@@ -163,15 +179,8 @@ async def long_line_hub(port: int, line: bytes) -> AsyncIterator[Session]:
                 session.after += data
         except (TimeoutError, ConnectionError):
             session.closed = True
-        finally:
-            session.done.set()
-            writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    try:
-        yield session
-    finally:
-        server.close()
+    return hub(port, script)
 
 
 async def long_line_outcome(session: Session, url: str) -> tuple[list[bytes], bool, bytes | None]:
