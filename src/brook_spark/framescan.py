@@ -4,8 +4,9 @@ read and handed to their handlers. Compiled with mypyc in Brook's group (ADR 005
 A Spark read receives every row as one HMSG frame (a direct-get reply). In pure Python,
 finding its control line, splitting it and converting its sizes cost about 1 us a row,
 a third of the connector's read path (ADR 0055). Compiled, the bytes of the line are read
-one by one with `i64` positions (as brook's `protocol.lines`, ADR 0053: indexing bytes is
-native, while `bytes.find` with a start and `int()` parse their arguments generically).
+one by one with `i64` positions, with brook's `protocol.lines` token and size readers
+(ADR 0053: indexing bytes is native, while `bytes.find` with a start and `int()` parse
+their arguments generically).
 
 `scan` reads only the frames it is sure of, as `wire.FrameParser` would read them; at
 anything else (another operation, a subscription without a raw handler, a frame not yet
@@ -22,35 +23,12 @@ from typing import Final
 
 from mypy_extensions import i64
 
+from brook.protocol.lines import ascii_size, token_end
+
 RawHandler = Callable[[bytes, bytes, bytes, bytes | None], None]
 """(subject, reply, payload, header block or None) -> None; runs on the client's loop."""
 
-# More digits than any size nats-server sends (its parseSize reads at most 9).
-DIGITS_MAX: Final = 9
 ARGS_MAX: Final = 3  # after subject and sid: [reply] size, or [reply] header size, size
-
-
-def _token_end(buf: bytes, i: i64, n: i64) -> i64:
-    """Where the argument at `i` ends: its first blank, CR or LF, or `n`."""
-    while i < n:
-        c = buf[i]
-        if c == 32 or c == 9 or c == 13 or c == 10:
-            break
-        i += 1
-    return i
-
-
-def _number(buf: bytes, start: i64, end: i64) -> i64:
-    """The number `buf[start:end]` says (1-9 ASCII digits), or -1."""
-    if end == start or end - start > DIGITS_MAX:
-        return -1
-    value: i64 = 0
-    for i in range(start, end):
-        c = buf[i]
-        if c < 48 or c > 57:
-            return -1
-        value = value * 10 + c - 48
-    return value
 
 
 def _op_length(buf: bytes, pos: i64, n: i64) -> i64:
@@ -75,11 +53,11 @@ def scan(data: bytes, pos: i64, handlers: dict[int, RawHandler]) -> i64:
         if op == 0:
             return pos
         subject_start = pos + op
-        subject_end = _token_end(data, subject_start, n)
+        subject_end = token_end(data, subject_start, n)
         if subject_end == subject_start or subject_end >= n or data[subject_end] != 32:
             return pos
-        sid_end = _token_end(data, subject_end + 1, n)
-        sid = _number(data, subject_end + 1, sid_end)
+        sid_end = token_end(data, subject_end + 1, n)
+        sid = ascii_size(data, subject_end + 1, sid_end)
         if sid < 0 or sid_end >= n or data[sid_end] != 32:
             return pos
         # The arguments after the sid: [reply] [header size] size, each after one space.
@@ -92,7 +70,7 @@ def scan(data: bytes, pos: i64, handlers: dict[int, RawHandler]) -> i64:
         e2: i64 = 0
         i = sid_end
         while i < n and data[i] == 32:
-            end = _token_end(data, i + 1, n)
+            end = token_end(data, i + 1, n)
             if end == i + 1 or count == ARGS_MAX:
                 return pos
             if count == 0:
@@ -110,14 +88,14 @@ def scan(data: bytes, pos: i64, handlers: dict[int, RawHandler]) -> i64:
             return pos
         # The size is the last argument; an HMSG's header size the one before it.
         if count == 1:
-            total = _number(data, s0, e0)
+            total = ascii_size(data, s0, e0)
         elif count == 2:
-            total = _number(data, s1, e1)
+            total = ascii_size(data, s1, e1)
         else:
-            total = _number(data, s2, e2)
+            total = ascii_size(data, s2, e2)
         header_size: i64 = 0
         if op == 5:
-            header_size = _number(data, s1, e1) if count == 3 else _number(data, s0, e0)
+            header_size = ascii_size(data, s1, e1) if count == 3 else ascii_size(data, s0, e0)
         if total < 0 or header_size < 0 or header_size > total:
             return pos
         start = i + 2

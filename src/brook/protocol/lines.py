@@ -33,13 +33,13 @@ def _subject_end(buf: bytes, pos: i64, n: i64, op: bytes, least: i64) -> i64:
     for k in range(len(op)):
         if buf[pos + k] != op[k]:
             return -1
-    end = _token_end(buf, i, n)
+    end = token_end(buf, i, n)
     if end == i or end >= n or buf[end] != 32:
         return -1
     return end
 
 
-def _token_end(buf: bytes, i: i64, n: i64) -> i64:
+def token_end(buf: bytes, i: i64, n: i64) -> i64:
     """Where the argument at `i` ends: its first blank, CR or LF, or `n`."""
     while i < n:
         c = buf[i]
@@ -49,8 +49,9 @@ def _token_end(buf: bytes, i: i64, n: i64) -> i64:
     return i
 
 
-def _size(buf: bytes, start: i64, end: i64) -> i64:
-    """The size `buf[start:end]` says (1-9 ASCII digits, as nats-server's parseSize), or -1."""
+def ascii_size(buf: bytes, start: i64, end: i64) -> i64:
+    """The size `buf[start:end]` says (1-9 ASCII digits, as nats-server's parseSize), or -1.
+    Also the Spark connector's, for the MSG and HMSG frames it scans (ADR 0059)."""
     if end == start or end - start > SIZE_DIGITS_MAX:
         return -1
     size: i64 = 0
@@ -93,16 +94,16 @@ def message_line(
     if subject_end < 0:
         return NOT_FAST
     second = subject_end + 1
-    second_end = _token_end(buf, second, n)
+    second_end = token_end(buf, second, n)
     if second_end >= n:
         return NOT_FAST
     if buf[second_end] == 32:  # that was the reply: the size follows
         reply_end = second_end
         second = second_end + 1
-        second_end = _token_end(buf, second, n)
+        second_end = token_end(buf, second, n)
     else:
         reply_end = -1
-    size = _size(buf, second, second_end)
+    size = ascii_size(buf, second, second_end)
     if size < 0 or second_end - pos > max_line:
         return NOT_FAST
     start = _body_start(buf, second_end, n, bare_lf)
@@ -122,24 +123,24 @@ def header_line(
     if subject_end < 0:
         return NOT_FAST_HEADER
     second = subject_end + 1
-    second_end = _token_end(buf, second, n)
+    second_end = token_end(buf, second, n)
     if second_end >= n or buf[second_end] != 32:
         return NOT_FAST_HEADER
     third = second_end + 1
-    third_end = _token_end(buf, third, n)
+    third_end = token_end(buf, third, n)
     if third_end >= n:
         return NOT_FAST_HEADER
     if buf[third_end] == 32:  # a reply, then the two sizes
         reply_end = second_end
         fourth = third_end + 1
-        fourth_end = _token_end(buf, fourth, n)
-        hdr = _size(buf, third, third_end)
-        total = _size(buf, fourth, fourth_end)
+        fourth_end = token_end(buf, fourth, n)
+        hdr = ascii_size(buf, third, third_end)
+        total = ascii_size(buf, fourth, fourth_end)
         line_end = fourth_end
     else:
         reply_end = -1
-        hdr = _size(buf, second, second_end)
-        total = _size(buf, third, third_end)
+        hdr = ascii_size(buf, second, second_end)
+        total = ascii_size(buf, third, third_end)
         line_end = third_end
     if hdr < 0 or total < hdr or line_end - pos > max_line:
         return NOT_FAST_HEADER
