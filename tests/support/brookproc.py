@@ -42,12 +42,14 @@ async def sigkill_rounds(
     port: int,
     rounds: int,
     until_killed: Callable[[subprocess.Popen[bytes], int], Awaitable[None]],
+    *,
+    log: Path | None = None,
 ) -> None:
-    """A crash test's rounds: each starts Brook on `store` and runs `until_killed(proc,
-    round)`, which has it killed with SIGKILL at some moment; the process is then reaped
-    (killed first, should it still run)."""
+    """A crash test's rounds: each starts Brook on `store` (its log appended to `log`, if
+    given) and runs `until_killed(proc, round)`, which has it killed with SIGKILL at some
+    moment; the process is then reaped (killed first, should it still run)."""
     for round_ in range(rounds):
-        proc = start_brook(store, port)
+        proc = start_brook(store, port, log=log)
         try:
             await until_killed(proc, round_)
         finally:

@@ -220,6 +220,11 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         except ApiError as err:
             result = Ingested(0, False, False, err)
         if reply is None or self.config.no_ack:
+            if result.error is None and not result.duplicate and self._soon_sync is not None:
+                # Nobody waits for it, yet it is not left in the write buffer (ADR 0051)
+                # where only a later PubAck's sync would write it: synced soon, as the
+                # stored messages of a source are.
+                self._soon_sync.written()
             return result
         # The PubAck: nats-server's bytes (`"duplicate": true` with its blank).
         if result.error is not None:

@@ -14,7 +14,9 @@ from brook.jetstream.consumer import (
     Deliver,
     Status,
 )
-from brook.jetstream.consumer.config import AckPolicy
+from brook.jetstream.consumer.actions import Acked, RemoveMessage
+from brook.jetstream.consumer.config import AckPolicy, Retention
+from brook.jetstream.consumer.state import CATCH_UP_CHUNK
 from brook.jetstream.store.base import StoredMessage
 
 from .fakes import FakeSource, S, delivered, delivers, flat, make
@@ -71,6 +73,63 @@ def test_flow_control_request_at_half_window_and_stall_at_full() -> None:
     more = delivered(resumed)
     assert more[0] == sent[-1] + 1
     assert len(more) >= len(sent)  # window doubled to 2000 bytes
+
+
+def test_a_flow_control_ack_past_what_was_delivered_moves_the_consumer_on() -> None:
+    """A sourcing consumer's link may have stored more than the consumer's saved state
+    says was delivered (a crash lost the newest state): at `max_ack_pending` it asks for
+    flow control, and the answer acknowledges past its position. As nats-server takes
+    such an ack from a flow-controlled consumer, the floor goes there: the pending are
+    acknowledged, the skipped messages released, and it goes on after them. (Ignored,
+    the consumer stayed at `max_ack_pending` for good.)"""
+    st, src = make(
+        0,
+        deliver_subject=PUSH,
+        idle_heartbeat_ns=5 * S,
+        flow_control=True,
+        ack_policy=AckPolicy.FLOW_CONTROL,
+        max_ack_pending=10,
+        retention=Retention.WORKQUEUE,
+    )
+    for _ in range(30):
+        src.add()
+    out = st.set_push_interest(True, 0)
+    assert delivered(out) == list(range(1, 11))
+    (req,) = fc_requests(out)
+    # The link says: 10 deliveries seen, stored up to stream sequence 25.
+    answer = st.flow_control_response(req.respond_to or "", 1 * S, (10, 25))
+    released = [a.seq for a in answer if isinstance(a, Acked | RemoveMessage)]
+    assert sorted(released) == list(range(1, 26))
+    assert delivered(answer) == list(range(26, 31))
+    assert [d.consumer_seq for d in delivers(answer)] == list(range(11, 16))
+    info = st.info()
+    assert info["ack_floor"] == {"consumer_seq": 10, "stream_seq": 25}
+    assert info["delivered"] == {"consumer_seq": 15, "stream_seq": 30}
+    assert info["num_ack_pending"] == 5
+    st.check_invariants()
+
+
+def test_a_flow_control_ack_past_the_stream_skips_nothing_to_come() -> None:
+    """An answer naming a sequence the stream never had (a confused or hostile client
+    may answer) moves the consumer only past what is stored, read a chunk at a time."""
+    st, src = make(
+        0,
+        deliver_subject=PUSH,
+        flow_control=True,
+        ack_policy=AckPolicy.FLOW_CONTROL,
+        max_ack_pending=10,
+        retention=Retention.INTEREST,
+    )
+    for _ in range(CATCH_UP_CHUNK + 90):
+        src.add()
+    (req,) = fc_requests(st.set_push_interest(True, 0))
+    answer = st.flow_control_response(req.respond_to or "", 1 * S, (10, 10**18))
+    released = [a.seq for a in answer if isinstance(a, Acked | RemoveMessage)]
+    assert sorted(released) == list(range(1, CATCH_UP_CHUNK + 91))
+    assert delivered(answer) == []
+    assert st.info()["ack_floor"] == {"consumer_seq": 10, "stream_seq": CATCH_UP_CHUNK + 90}
+    assert delivered(st.message_stored(src.add(), 2 * S)) == [CATCH_UP_CHUNK + 91]
+    st.check_invariants()
 
 
 def test_flow_control_all_messages_flow_when_client_answers() -> None:

@@ -16,6 +16,16 @@ actions it gets back to an `ActionExecutor`, which carries them out (actions.py)
 * `RemoveMessage`/`Acked` go to the stream's retention, which decides by its current
   policy (retention.py).
 
+A mirror's or source's consumer hands over only what is durable in its stream: the
+actions of an input that delivers wait, in order, for the stream's group commit
+(`Stream.when_durable`), and so does everything after them until they went. The copy
+may be stored and synced at once (the link syncs its own stream before it answers flow
+control); were it handed over before the origin's sync, a crash could take the message
+back from the origin, its sequence would be given to the next message published, and the
+copy would stand for that one: the source resumes after it, and the new message, perhaps
+acknowledged to its publisher, would never be copied (nor, on a workqueue origin, kept).
+A client's consumer delivers at once, as nats-server's does.
+
 After each input the runner calls `run`, which also reports whether the persisted part
 of the state changed (`on_change(changed, waiter)`: the engine saves durable consumers)
 and leaves the rest to `settle`, once per loop turn: a read chunk holds hundreds of acks,
@@ -31,7 +41,9 @@ then finds an ack's sequence by a dict lookup instead of reading its subject.
 from __future__ import annotations
 
 import asyncio
+import logging
 import operator
+from collections import deque
 from collections.abc import Callable
 
 from brook.jetstream.advisories import Advisories
@@ -55,6 +67,9 @@ from brook.routing.subscriber import Message
 ACK_MEMO_MIN = 1024
 ACK_MEMO_UNLIMITED = 65536
 _SEQ = operator.attrgetter("seq")
+_DELIVERIES = (Deliver, DeliverRun)
+
+log = logging.getLogger("brook.consumer")
 
 Waiter = Callable[[], None]
 """Called once the change it came with is durable (an ack_sync's empty answer)."""
@@ -87,6 +102,9 @@ class ActionExecutor:
         # A mirror's or source's consumer (`direct` or `sourcing`): its runs go as they are
         # to a link in this process that alone listens on the deliver subject.
         self._deliver_object = internal.router.deliver_object if sourcing else None
+        # Its inputs' actions waiting for the stream's sync, oldest first (the module
+        # docstring): None for a client's consumer, which delivers at once.
+        self._held: deque[list[Action]] | None = deque() if sourcing else None
         self._now_ns = now_ns
         self._advisories = advisories or Advisories(internal, now_ns=now_ns)
         self._loop = loop
@@ -174,7 +192,28 @@ class ActionExecutor:
     # ------------------------------------------------------------------ actions
 
     def execute(self, actions: list[Action]) -> None:
-        """Carry out `actions` in order (the module docstring says how each goes)."""
+        """Carry out `actions` in order (the module docstring says how each goes); a
+        mirror's or source's consumer's once what they deliver is durable."""
+        held = self._held
+        if held is not None and actions and (held or any(type(a) in _DELIVERIES for a in actions)):
+            held.append(actions)
+            self._stream.when_durable(self._release)
+            return
+        self._execute(actions)
+
+    def _release(self, error: BaseException | None) -> None:
+        """The stream's sync that the oldest held actions waited for is done: they go.
+        After a failed sync they do not (the deliveries may not be durable): the link
+        finds deliveries missing at the next heartbeat and asks for them again."""
+        assert self._held is not None
+        actions = self._held.popleft()
+        if error is None:
+            self._execute(actions)
+        else:
+            log.warning("%s: deliveries held back, its stream's sync failed: %s",
+                        self._state.cfg.name, error)  # fmt: skip
+
+    def _execute(self, actions: list[Action]) -> None:
         # Deliveries are routed by their reply (the pull request's inbox or the deliver
         # subject), showing the stored subject; consecutive ones to the same reply go
         # as one run (a push consumer's replies are all the same string).

@@ -25,8 +25,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from brook.jetstream.consumer.acks import AckKind, AckPayload, PullGroup, PullRequest
-from brook.jetstream.consumer.actions import MSG_NAKED, MSG_TERMINATED, Action, Status
-from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, PriorityPolicy
+from brook.jetstream.consumer.actions import (
+    MSG_NAKED,
+    MSG_TERMINATED,
+    Acked,
+    Action,
+    RemoveMessage,
+    Status,
+)
+from brook.jetstream.consumer.config import AckPolicy, ConsumerSettings, PriorityPolicy, Retention
 from brook.jetstream.consumer.delivery import Delivery
 from brook.jetstream.consumer.flow import PushFlow
 from brook.jetstream.consumer.pacing import Pacer
@@ -35,6 +42,10 @@ from brook.jetstream.consumer.priority import PriorityGroups, request_error
 from brook.jetstream.consumer.pull import WaitingRequest, admission_error
 from brook.jetstream.consumer.source import MessageSource
 from brook.nuid import random_id
+
+# Messages read at a time when a flow-control answer moves a consumer past some
+# (`ConsumerState._catch_up`).
+CATCH_UP_CHUNK = 256
 
 
 class ConsumerState:
@@ -323,8 +334,48 @@ class ConsumerState:
         out: list[Action] = []
         last_c, last_s = last
         if self.cfg.ack_policy is AckPolicy.FLOW_CONTROL and last_s > 0:
-            out += self.ledger.ack(last_s, max(last_c, 0), now_ns)
+            last_c = max(last_c, 0)
+            last_s = self._catch_up(last_s, last_c, out)
+            out += self.ledger.ack(last_s, last_c, now_ns)
         return self._finish(out + self.delivery.dispatch(now_ns))
+
+    def _catch_up(self, last_s: int, last_c: int, out: list[Action]) -> int:
+        """A flow-control answer that acknowledges past what this consumer delivered: its
+        link stored more of the stream than the consumer's saved state says was delivered
+        (the state is saved after deliveries, so a crash can lose its newest; the link
+        resumes after what it stored, ADR-60). As nats-server's `processAckMsg` takes such
+        an ack from a flow-controlled consumer, the floor goes there; the consumer also
+        goes on after it, and the messages it skips are released (a workqueue's go)
+        rather than delivered again for the link to drop. The sequence acknowledged up
+        to is returned: `last_s`, but never past the last stored message before it, so
+        that an answer naming a sequence the stream never had skips nothing to come."""
+        d, ledger = self.delivery, self.ledger
+        if last_s < d.next_seq:
+            return last_s
+        release: type[RemoveMessage | Acked] | None = None
+        if self.cfg.retention is Retention.WORKQUEUE:
+            release = RemoveMessage
+        elif self.cfg.retention is Retention.INTEREST:
+            release = Acked
+        upto = d.next_seq - 1
+        after = upto
+        while after < last_s:
+            batch = d.src.next_batch(after, CATCH_UP_CHUNK)
+            for m in batch:
+                if m.seq > last_s:
+                    break
+                if release is not None:
+                    out.append(release(m.seq))
+                upto = m.seq
+            if len(batch) < CATCH_UP_CHUNK or batch[-1].seq >= last_s:
+                break
+            after = batch[-1].seq
+        d.next_seq = upto + 1
+        d.ahead.clear()
+        d.np = None
+        ledger.delivered_stream_seq = max(ledger.delivered_stream_seq, upto)
+        ledger.delivered_consumer_seq = max(ledger.delivered_consumer_seq, last_c)
+        return upto
 
     def dispatch(self, now_ns: int) -> list[Action]:
         """Deliver what can be delivered now (after inputs given `dispatch=False`)."""
