@@ -243,7 +243,11 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
         else:
             ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
-        self._after_durable(reply, ack)
+        committer = self._committer
+        if committer is not None:  # `_after_durable`'s usual case inline (ADR 0062)
+            committer.request_ack(reply, ack)
+        else:
+            self._after_durable(reply, ack)
         return result
 
     def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> Ingested:
