@@ -48,6 +48,10 @@ class DedupWindow:
         self._max_ids = max_ids
         self._ids: OrderedDict[str, tuple[int, int]] = OrderedDict()  # id → (seq, ts_ns)
         self._oldest_ns = 0  # the time of the first entry (any value when there is none)
+        # The `Nats-Msg-Id` of the stream's newest message ("" for none), for
+        # `Nats-Expected-Last-Msg-Id`: kept here, not on `Stream`, whose instance
+        # attributes must stay at 29 or fewer (stream.py, ADR 0062).
+        self.last_id = ""
 
     def __len__(self) -> int:
         return len(self._ids)

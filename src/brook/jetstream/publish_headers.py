@@ -21,6 +21,10 @@ _CHECKED = "Nats-"
 _CHECKED_RAW = b"Nats-"
 _MSG_ID_RAW = MSG_ID.encode()
 _PLAIN_FIRST = b"NATS/1.0"  # a header block's first line, with no status
+# What `Stream._ingest` looks for anywhere in a header block before its checks (a batch, a
+# counter's increment, a schedule): batch.BATCH_ID, counters.INCR, schedules.PREFIX (equal,
+# tests/unit/test_publish_plain.py), named here as this compiled module imports neither.
+_GENERAL_ONLY = (b"Nats-Batch-Id", b"Nats-Incr", b"Nats-Schedule")
 
 
 def uint(value: str) -> int | None:
@@ -64,3 +68,20 @@ def raw_msg_id(header: bytes) -> str | None:
             if msg_id is None:  # the first one counts (`HeaderBlock.get`)
                 msg_id = value.decode().strip()
     return msg_id or ""
+
+
+def plain_publish_id(header: bytes | None) -> str | None:
+    """The `Nats-Msg-Id` ("" for none) of a publish whose header asks nothing of the
+    stream but dedup, the one `Stream._ingest_plain` stores (ADR 0062): none, or a block
+    within `MAX_HEADER_BYTES` that names no batch, increment or schedule anywhere and
+    that `raw_msg_id` answers. None for any other header, which `Stream._ingest` checks
+    in full. One compiled call for the tests `_ingest` makes one by one (`find`, not
+    `in`: ADR 0057)."""
+    if not header:
+        return ""
+    if len(header) > MAX_HEADER_BYTES:
+        return None
+    for name in _GENERAL_ONLY:
+        if header.find(name) >= 0:
+            return None
+    return raw_msg_id(header)

@@ -81,7 +81,6 @@ class StreamSourcedRuns:
         schedules: ScheduleIndex | None
         now_ns: Callable[[], int]
         _republish: Republisher | None
-        _last_msg_id: str
         _removed: list[int]
 
         def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> Ingested: ...
@@ -227,7 +226,7 @@ class StreamSourcedRuns:
                 for k, msg_id in enumerate(ids[:count]):
                     if msg_id:
                         remember(msg_id, before + 1 + k, now)
-            self._last_msg_id = ids[count - 1]
+            self.dedup.last_id = ids[count - 1]
             seqs = range(before + 1, before + 1 + count)
             done.kept.extend(zip(map(_SUBJECT, piece), seqs, strict=False))  # the stored
             try:

@@ -205,7 +205,8 @@ class Index:
         if not self.messages:
             self.first = seq
         self.messages += 1
-        self.bytes += accounted(lenfield)
+        # `accounted(lenfield)`, inline: a call per publish measured (ADR 0062)
+        self.bytes += (lenfield & LEN_MASK) - OVERHEAD + (34 if lenfield & HDR_BIT else 30)
         self.last = seq
         self.last_ts = ts
 

@@ -293,9 +293,30 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             record = fmt.encode_message(seq, ts_ns, subject.encode(), hdr, data)
         except fmt.RecordError as exc:
             raise StoreError(f"cannot store message: {exc}") from exc
-        seg = self._append_record(record)
+        # `_append_record`'s usual case inline (a frame per publish, ADR 0062): a segment
+        # with its preamble and room for the record. As there: written first, then marked
+        # dirty, so a sync taking the dirty set meanwhile still covers the write.
+        seg = self._active
+        offset = seg.size
+        if (
+            offset
+            and offset < self._segment_bytes_max
+            and offset + len(record) <= MAX_SEGMENT_BYTES
+            and not self._roll_owed
+        ):
+            try:
+                seg.buffer(record)
+            except OSError as exc:
+                seg.drop_unfinished()
+                raise write_error(f"{seg.path}: write failed", exc) from exc
+            if seg not in self._dirty:
+                with self._lock:
+                    self._dirty.add(seg)
+        else:
+            seg = self._append_record(record)
+            offset = seg.size - len(record)
         lenfield = len(record) | (HDR_BIT if hdr else 0)
-        index.add(seg, seq, seg.size - len(record), lenfield, ts_ns, subject)
+        index.add(seg, seq, offset, lenfield, ts_ns, subject)
         if self._candidates:
             self._reclaim()
         return seq

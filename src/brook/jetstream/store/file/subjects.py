@@ -343,7 +343,13 @@ class SubjectIndex:
             entry = self._multi.get(sid)
             if entry is None:
                 entry = self._multi[sid] = SubjectSeqs(subject, sid, self._single[sid])
-            entry.append(seq)
+            seqs = entry._seqs
+            # `entry.append(seq)`'s usual case inline (a frame per publish, ADR 0062): the
+            # offset fits the array's type and the tail is not due to freeze.
+            if seqs is not None and len(seqs) < _FREEZE_AT - 1 and seq - entry._base <= 0xFFFFFFFF:
+                seqs.append(seq - entry._base)
+            else:
+                entry.append(seq)
             return sid
         if self._free:
             sid = self._free.pop()
