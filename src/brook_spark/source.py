@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 )
 
 from brook_spark import commits, jsapi
+from brook_spark.fastbatch import FastBatchPublisher
 from brook_spark.fetch import RangeRead, read_ddl, read_range
 from brook_spark.options import (
     OptionError,
@@ -347,9 +348,10 @@ def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: st
     rt = runtime()
     timeout = options.connect.request_timeout_s
 
-    async def open_publisher() -> tuple[Publisher, int]:
+    async def open_publisher() -> tuple[Publisher | FastBatchPublisher, int]:
         nc = await rt.client(options.connect)
-        publisher = Publisher(nc, options.max_pending, timeout)
+        kind = FastBatchPublisher if options.fast_batch else Publisher
+        publisher = kind(nc, options.max_pending, timeout)
         await publisher.open()
         return publisher, int(nc.max_payload)
 
@@ -369,6 +371,8 @@ def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: st
                 expected_stream=options.stream,
                 max_payload=max_payload,
                 reply_prefix=publisher.reply_prefix,
+                reply_suffix=publisher.reply_suffix,
+                reply_base=publisher.reply_base,
             )
             rt.run(publisher.send(row, frames))
             row += batch.num_rows
