@@ -80,7 +80,7 @@ def create_stream(url: str, name: str = "BENCH", subjects: str = "bench.>") -> N
 
     async def go() -> None:
         nc = await nats.connect(url)
-        config = {"name": name, "subjects": [subjects], "storage": "file"}
+        config: dict[str, object] = {"name": name, "subjects": [subjects], "storage": "file"}
         config.update(allow_direct=True, allow_batched=True)
         reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(config).encode(), 10)
         assert b'"error"' not in reply.data, reply.data

@@ -36,7 +36,7 @@ ARROW_BATCH_ROWS = 10_000
 def create_stream(url: str) -> None:
     async def go() -> None:
         nc = await nats.connect(url)
-        config = {"name": "BENCH", "subjects": ["bench.>"], "storage": "file"}
+        config: dict[str, object] = {"name": "BENCH", "subjects": ["bench.>"], "storage": "file"}
         config["allow_batched"] = True  # nats-py's StreamConfig has no field for it
         await nc.request("$JS.API.STREAM.CREATE.BENCH", json.dumps(config).encode(), 10)
         await nc.close()
