@@ -151,3 +151,17 @@ def test_a_refused_row_ends_the_fast_batch_and_fails_as_a_publish_does(
     with pytest.raises(PublishError, match="maximum messages exceeded"):
         write(js, name, [rows(0, 1500)])
     assert stored_ids(js, name) == [f"job:0:{i}" for i in range(1000)]
+
+
+def test_spark_write_to_an_allow_batched_stream_publishes_each_row_once(
+    spark: Any, js: JetStream, name: str
+) -> None:
+    js.add_stream(name, [f"{name}.>"], allow_batched=True)
+    df = spark.range(0, 3000, numPartitions=3).selectExpr("CAST(id AS STRING) AS data")
+    for _ in range(2):  # a rerun of the same job publishes nothing
+        df.write.format("jetstream").mode("append").option("servers", js.url).option(
+            "subject", f"{name}.x"
+        ).option("writeId", "job-7").save()
+    assert js.state(name)["messages"] == 3000
+    ids = stored_ids(js, name)
+    assert sorted(ids) == sorted(f"job-7:{p}:{r}" for p in range(3) for r in range(1000))
