@@ -122,13 +122,14 @@ def test_retried_task_leaves_no_duplicates(
     )
 
 
+@pytest.mark.parametrize("allow_batched", [False, True], ids=["per-row", "fast-batch"])
 def test_streaming_write_replay_after_the_duplicate_window_is_skipped(
-    spark: Any, js: JetStream, name: str, checkpoint: Path
+    spark: Any, js: JetStream, name: str, checkpoint: Path, allow_batched: bool
 ) -> None:
     source, target = f"{name}_IN", f"{name}_OUT"
     js.add_stream(source, [f"{source}.>"])
     # A tiny duplicate window: only the commit marker can stop a late replay.
-    js.add_stream(target, [f"{target}.>"], duplicate_window=0.2)
+    js.add_stream(target, [f"{target}.>"], duplicate_window=0.2, allow_batched=allow_batched)
     js.fill(f"{source}.x", 60)
 
     def run() -> None:
