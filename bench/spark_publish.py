@@ -88,13 +88,13 @@ def callgrind_workload(fast: bool) -> Callable[[int, int, Callable[[], None]], N
         url = f"nats://127.0.0.1:{port}"
         create_stream(url)
         flag = "true" if fast else "false"
-        options = parse_write(
-            {"servers": url, "subject": "bench.x", "fastBatch": flag}, streaming=False
-        )
+        # Under valgrind a window's acks can take longer than the default timeout.
+        given = {"servers": url, "subject": "bench.x", "fastBatch": flag, "requestTimeout": "300"}
+        options = parse_write(given, streaming=False)
         publish_batches(options, batches(100, 100), "warm:0")  # connection and stream warm
         zero()
         report = publish_batches(options, batches(n, 100), "cg:0")
-        assert report.published + report.batched == n, report
+        assert (report.batched if fast else report.published) == n, report  # no fallback
 
     return run
 

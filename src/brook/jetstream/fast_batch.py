@@ -210,7 +210,7 @@ class FastBatches(IdleBatches[_Fast]):
         b.pseq = b.lseq
         if commit:
             self._end(b, op, reply)
-        else:
+        elif b.pseq >= b.fseq + b.ack_every:  # `_check_flow`'s test, without its call
             self._check_flow(b, reply)
         return seq
 
