@@ -341,6 +341,7 @@ class WriteCommit(WriterCommitMessage):
     last_seq: int
     query_id: str | None = None
     skipped: bool = False
+    batched: int = 0  # rows acknowledged in fast batches (fastbatch.py): stored or duplicate
 
 
 def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishReport:
@@ -399,7 +400,12 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         partition = _task().partitionId()
         report = publish_batches(self.options, iterator, f"{self.write_id}:{partition}")
         return WriteCommit(
-            partition, report.published, report.duplicates, report.first_seq, report.last_seq
+            partition,
+            report.published,
+            report.duplicates,
+            report.first_seq,
+            report.last_seq,
+            batched=report.batched,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -443,6 +449,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             report.first_seq,
             report.last_seq,
             query_id=query_id,
+            batched=report.batched,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
