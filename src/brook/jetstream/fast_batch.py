@@ -70,14 +70,15 @@ def _go_int(text: bytes) -> int:
 # The last batch's reply subject up to its sequence (`<inbox>.<id>.<flow>.<gap mode>`) and
 # what it says: a batch's messages differ only in sequence and op, so the head is checked
 # once per batch (or per switch between batches), not once per message.
-_last_head: bytes = b""
-_last_said: tuple[str, int, bool] = ("", 0, False)
+# One tuple, replaced whole, so that servers on other threads never see a head with
+# another head's reading.
+_last: tuple[bytes, tuple[str, int, bool]] = (b"", ("", 0, False))
 
 
 def parse_reply(reply: bytes) -> FastOp:
     """The batch a reply subject ending in `.$FI` names; raises nats-server's error for a
     pattern it does not take (10206) or an id longer than 64 bytes (10207)."""
-    global _last_head, _last_said
+    global _last
     head, _, tail = reply[: -len(SUFFIX)].rpartition(b".")
     head, _, raw_seq = head.rpartition(b".")
     op = int(tail) if tail.isdigit() else -1
@@ -90,11 +91,12 @@ def parse_reply(reply: bytes) -> FastOp:
         or (op == _APPEND and seq <= 1)
     ):
         raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    if head != _last_head or not head:
+    last = _last
+    if head != last[0] or not head:
         said = _parse_head(head)
-        _last_head, _last_said = head, said
+        _last = (head, said)
     else:
-        said = _last_said
+        said = last[1]
     return FastOp(said[0], said[1], said[2], seq, op)
 
 
