@@ -21,6 +21,10 @@ WORKLOAD is one of
   writes), so each is also checked against and remembered in the duplicate window;
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
   reached), so every publish is admitted by it (jetstream/quota.py);
+* `spark-write`: the Spark connector's write task (`bench.spark_publish`: 100-byte rows,
+  derived `Nats-Msg-Id`s, up to `maxPending` in flight) to an `allow_batched` file stream,
+  a PubAck per row (option fastBatch=false); `spark-write-fast`: the same rows as one
+  ADR-50 fast batch, a flow ack per up to 500 rows (brook_spark/fastbatch.py, ADR 0063);
 * `pull`: a pull consumer fetching and acking (explicit) 128-byte stored messages;
 * `push`: a push consumer with explicit acks, likewise;
 * `direct`: N 100-byte messages of a file stream with `allow_direct` read by the Spark
@@ -91,6 +95,8 @@ DEFAULT_MESSAGES = {
     "publish": 5_000,
     "publish-dedup": 5_000,
     "publish-limits": 5_000,
+    "spark-write": 5_000,
+    "spark-write-fast": 5_000,
     "pull": 10_000,
     "push": 10_000,
     "direct": 50_000,
@@ -330,6 +336,12 @@ def _subscribed(port: int, name: bytes, count: int) -> Iterator[None]:
         yield
 
 
+def _spark_write(port: int, n: int, zero: Callable[[], None], fast: bool) -> None:
+    from bench import spark_publish  # pyarrow and the connector only for these workloads
+
+    spark_publish.callgrind_workload(fast)(port, n, zero)
+
+
 LEAF_WORKLOADS = {
     "leaf-out": LeafWorkload("spoke"),
     "leaf-in": LeafWorkload("hub"),
@@ -352,6 +364,8 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "direct": _direct,
     "mirror": _copy("mirror"),
     "source": _copy("sources"),
+    "spark-write": functools.partial(_spark_write, fast=False),
+    "spark-write-fast": functools.partial(_spark_write, fast=True),
 }
 
 

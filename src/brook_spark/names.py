@@ -64,6 +64,7 @@ OPTIONS: dict[str, frozenset[Query]] = {
     "subject": WRITES,
     "msgIdColumn": WRITES,
     "maxPending": WRITES,
+    "fastBatch": WRITES,
     "writeId": frozenset({Query.WRITE}),
     "commitBucket": frozenset({Query.WRITE_STREAM}),
     # Spark's own, put on a streaming sink's options by `.option("checkpointLocation", ...)`

@@ -465,6 +465,7 @@ class WriteOptions:
     msg_id_column: str | None
     max_pending: int
     commit_bucket: str
+    fast_batch: bool = True  # fastbatch.py: a task's rows as one fast batch if the stream allows
 
 
 def parse_write(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
@@ -496,4 +497,5 @@ def parse_write(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
         msg_id_column=column,
         max_pending=_int("maxPending", options.get("maxpending", str(DEFAULT_MAX_PENDING)), 1),
         commit_bucket=bucket,
+        fast_batch=_bool("fastBatch", options.get("fastbatch", "true")),
     )

@@ -44,6 +44,9 @@ class PublishReport:
     duplicates: int = 0
     first_seq: int = 0
     last_seq: int = 0
+    # Rows acknowledged in fast batches (fastbatch.py): stored or dropped as duplicates,
+    # which the server does not tell apart there.
+    batched: int = 0
 
 
 class Publisher:
@@ -65,6 +68,10 @@ class Publisher:
         self._error: Exception | None = None
         self._progress = asyncio.Event()
         self.reply_prefix = b""
+
+    # A row's reply subject is `<reply_prefix><row>` (frames_for; fastbatch.py's differ).
+    reply_suffix = b""
+    reply_base = 0
 
     async def open(self) -> None:
         inbox = self.nc.new_inbox()
@@ -221,8 +228,11 @@ def frames_for(
     expected_stream: str | None,
     max_payload: int,
     reply_prefix: bytes,
+    reply_suffix: bytes = b"",
+    reply_base: int = 0,
 ) -> list[bytes]:
-    """One whole HPUB frame per row, replying to `<reply_prefix><row>`.
+    """One whole HPUB frame per row, replying to `<reply_prefix><row + reply_base><reply_suffix>`
+    (a fast batch's replies name the batch sequence, `row + 1`, and an operation: fastbatch.py).
 
     Message ids are the `msg_id` column's or derived from the row's position. Columns are
     checked in bulk (subjects once per distinct value, payload sizes with one Arrow pass);
@@ -251,10 +261,11 @@ def frames_for(
                 % ((f"{id_prefix}:{row}" if v is None else str(v)).encode(), tail)
                 for row, v in zip(rows, ids, strict=True)
             ]
+    replies = range(first_row + reply_base, first_row + reply_base + n)
     return [
-        b"HPUB %b %b%d %d %d\r\n%b%b\r\n"
-        % (subject, reply_prefix, row, len(h), len(h) + len(p), h, p)
-        for subject, row, h, p in zip(subjects, rows, headers, payloads, strict=True)
+        b"HPUB %b %b%d%b %d %d\r\n%b%b\r\n"
+        % (subject, reply_prefix, reply, reply_suffix, len(h), len(h) + len(p), h, p)
+        for subject, reply, h, p in zip(subjects, replies, headers, payloads, strict=True)
     ]
 
 

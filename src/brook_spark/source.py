@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 )
 
 from brook_spark import commits, jsapi
+from brook_spark.fastbatch import FastBatchPublisher
 from brook_spark.fetch import RangeRead, read_ddl, read_range
 from brook_spark.options import (
     OptionError,
@@ -340,6 +341,7 @@ class WriteCommit(WriterCommitMessage):
     last_seq: int
     query_id: str | None = None
     skipped: bool = False
+    batched: int = 0  # rows acknowledged in fast batches (fastbatch.py): stored or duplicate
 
 
 def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: str) -> PublishReport:
@@ -347,9 +349,10 @@ def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: st
     rt = runtime()
     timeout = options.connect.request_timeout_s
 
-    async def open_publisher() -> tuple[Publisher, int]:
+    async def open_publisher() -> tuple[Publisher | FastBatchPublisher, int]:
         nc = await rt.client(options.connect)
-        publisher = Publisher(nc, options.max_pending, timeout)
+        kind = FastBatchPublisher if options.fast_batch else Publisher
+        publisher = kind(nc, options.max_pending, timeout)
         await publisher.open()
         return publisher, int(nc.max_payload)
 
@@ -369,6 +372,8 @@ def publish_batches(options: WriteOptions, batches: Iterator[Any], id_prefix: st
                 expected_stream=options.stream,
                 max_payload=max_payload,
                 reply_prefix=publisher.reply_prefix,
+                reply_suffix=publisher.reply_suffix,
+                reply_base=publisher.reply_base,
             )
             rt.run(publisher.send(row, frames))
             row += batch.num_rows
@@ -395,7 +400,12 @@ class JetStreamBatchWriter(DataSourceArrowWriter):
         partition = _task().partitionId()
         report = publish_batches(self.options, iterator, f"{self.write_id}:{partition}")
         return WriteCommit(
-            partition, report.published, report.duplicates, report.first_seq, report.last_seq
+            partition,
+            report.published,
+            report.duplicates,
+            report.first_seq,
+            report.last_seq,
+            batched=report.batched,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -439,6 +449,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
             report.first_seq,
             report.last_seq,
             query_id=query_id,
+            batched=report.batched,
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

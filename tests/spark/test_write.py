@@ -70,15 +70,20 @@ def test_same_write_id_twice_publishes_once(spark: Any, js: JetStream, name: str
     assert js.state(name)["messages"] == 1000
 
 
-def test_retried_task_leaves_no_duplicates(spark: Any, js: JetStream, name: str) -> None:
+@pytest.mark.parametrize("allow_batched", [False, True], ids=["per-row", "fast-batch"])
+def test_retried_task_leaves_no_duplicates(
+    spark: Any, js: JetStream, name: str, allow_batched: bool
+) -> None:
     """A writer task fails after publishing half its rows; Spark retries the whole task.
 
     The stream first holds at most 1500 messages (discard new), so the first attempt gets
     PubAck errors after 1500 publishes and fails. A watcher lifts the limit as soon as the
     stream is full; the retry publishes all 3000 rows again, and the server drops the first
-    1500 as duplicates of what the failed attempt wrote.
+    1500 as duplicates of what the failed attempt wrote. With `allow_batched` the rows go
+    as a fast batch (ADR 0063): the refused row ends it, the rest fall back to a publish
+    each, whose error fails the task; the retry's fast batch skips the duplicates.
     """
-    js.add_stream(name, [f"{name}.>"], max_msgs=1500, discard="new")
+    js.add_stream(name, [f"{name}.>"], max_msgs=1500, discard="new", allow_batched=allow_batched)
     lifted = threading.Event()
 
     def lift_limit_when_full() -> None:
@@ -117,13 +122,14 @@ def test_retried_task_leaves_no_duplicates(spark: Any, js: JetStream, name: str)
     )
 
 
+@pytest.mark.parametrize("allow_batched", [False, True], ids=["per-row", "fast-batch"])
 def test_streaming_write_replay_after_the_duplicate_window_is_skipped(
-    spark: Any, js: JetStream, name: str, checkpoint: Path
+    spark: Any, js: JetStream, name: str, checkpoint: Path, allow_batched: bool
 ) -> None:
     source, target = f"{name}_IN", f"{name}_OUT"
     js.add_stream(source, [f"{source}.>"])
     # A tiny duplicate window: only the commit marker can stop a late replay.
-    js.add_stream(target, [f"{target}.>"], duplicate_window=0.2)
+    js.add_stream(target, [f"{target}.>"], duplicate_window=0.2, allow_batched=allow_batched)
     js.fill(f"{source}.x", 60)
 
     def run() -> None:

@@ -50,6 +50,26 @@ def test_reply_patterns_refused(reply: bytes, code: int) -> None:
     assert raised.value.err_code == code
 
 
+def test_a_batch_head_checked_once_still_answers_each_message() -> None:
+    """parse_reply remembers the last batch's head (id, flow, gap mode): the messages after
+    it, and those of another batch in between, still get their own sequence, op and
+    refusals; a long id with a bad op is refused for the pattern first, as uncached."""
+    assert parse_reply(b"in.a.5.fail.1.0.$FI") == FastOp("a", 5, False, 1, 0)
+    assert parse_reply(b"in.a.5.fail.2.1.$FI") == FastOp("a", 5, False, 2, 1)
+    assert parse_reply(b"in.b.7.ok.2.1.$FI") == FastOp("b", 7, True, 2, 1)
+    assert parse_reply(b"in.a.5.fail.3.4.$FI") == FastOp("a", 5, False, 3, 4)
+    for reply, code in (
+        (b"in.a.5.fail.3.9.$FI", 10206),
+        (b"in.a.5.fail.3.0.$FI", 10206),
+        (b"in." + b"i" * 65 + b".1.fail.1.9.$FI", 10206),
+        (b"in." + b"i" * 65 + b".1.fail.1.0.$FI", 10207),
+        (b"in." + b"i" * 65 + b".1.fail.2.1.$FI", 10207),
+    ):
+        with pytest.raises(ApiError) as raised:
+            parse_reply(reply)
+        assert raised.value.err_code == code, reply
+
+
 def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
     clock = Clock()
     limits = BatchLimits()
@@ -77,3 +97,33 @@ def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
     stream.ingest(b"f.x", b"in.a.1.fail.2.1.$FI", None, b"2")
     assert acks[-1]["error"]["err_code"] == 10208
     assert stream.store.state().messages == 1
+
+
+def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires() -> None:
+    """`_enter` skips the expiry check while no batch can have expired; a message coming
+    the moment the oldest batch's timeout passes still finds it gone (the timer not run)."""
+    clock = Clock()
+    limits = BatchLimits()
+    acks: list[dict[str, Any]] = []
+    config = {"name": "F", "subjects": ["f.>"], "storage": "memory", "allow_batched": True}
+    stream = Stream(
+        parse_stream_config(config, subject_name="F"),
+        MemoryStore(),
+        now_ns=clock,
+        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
+        committer=None,
+        created_ns=clock.now,
+        batch_limits=limits,
+    )
+    stream.ingest(b"f.x", b"in.a.9.fail.1.0.$FI", None, b"1")
+    clock.now += 10
+    stream.ingest(b"f.x", b"in.b.9.fail.1.0.$FI", None, b"1")
+    clock.now += limits.timeout_ns - 10
+    stream.ingest(b"f.x", b"in.b.9.fail.2.1.$FI", None, b"2")  # b is not idle: goes on
+    assert "error" not in acks[-1]
+    stream.ingest(b"f.x", b"in.a.9.fail.2.1.$FI", None, b"2")  # a idle for the timeout
+    assert acks[-1]["error"]["err_code"] == 10208
+    clock.now += limits.timeout_ns - 1
+    stream.ingest(b"f.x", b"in.b.9.fail.3.1.$FI", None, b"3")
+    assert "error" not in acks[-1]
+    assert limits.fast_inflight == 1

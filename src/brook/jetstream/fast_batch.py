@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from brook.jetstream.batch import BatchLimits, IdleBatches
 from brook.jetstream.errors import ApiError, api_error
@@ -51,9 +52,8 @@ _UINT64_MAX = 2**64 - 1
 Send = Callable[[bytes, bytes], None]  # (reply subject, payload), in order
 
 
-@dataclass(frozen=True, slots=True)
-class FastOp:
-    """What a fast batch publish's reply subject says."""
+class FastOp(NamedTuple):
+    """What a fast batch publish's reply subject says (a tuple: built once per message)."""
 
     batch_id: str
     flow: int
@@ -67,14 +67,21 @@ def _go_int(text: bytes) -> int:
     return int(text) if text.isdigit() else -1
 
 
+# The last batch's reply subject up to its sequence (`<inbox>.<id>.<flow>.<gap mode>`) and
+# what it says: a batch's messages differ only in sequence and op, so the head is checked
+# once per batch (or per switch between batches), not once per message.
+# One tuple, replaced whole, so that servers on other threads never see a head with
+# another head's reading.
+_last: tuple[bytes, tuple[str, int, bool]] = (b"", ("", 0, False))
+
+
 def parse_reply(reply: bytes) -> FastOp:
     """The batch a reply subject ending in `.$FI` names; raises nats-server's error for a
     pattern it does not take (10206) or an id longer than 64 bytes (10207)."""
-    parts = reply[: -len(SUFFIX)].rsplit(b".", 5)
-    if len(parts) < 6:
-        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    _, raw_id, raw_flow, gap_mode, raw_seq, raw_op = parts
-    op = _go_int(raw_op)
+    global _last
+    head, _, tail = reply[: -len(SUFFIX)].rpartition(b".")
+    head, _, raw_seq = head.rpartition(b".")
+    op = int(tail) if tail.isdigit() else -1
     seq = int(raw_seq) if raw_seq.isdigit() else 0
     if (
         not 0 <= op <= _PING
@@ -82,15 +89,29 @@ def parse_reply(reply: bytes) -> FastOp:
         or (seq == 1 and op == _COMMIT_EOB)
         or (op == _START and seq != 1)
         or (op == _APPEND and seq <= 1)
-        or gap_mode not in (b"fail", b"ok")
     ):
         raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
+    last = _last
+    if head != last[0] or not head:
+        said = _parse_head(head)
+        _last = (head, said)
+    else:
+        said = last[1]
+    return FastOp(said[0], said[1], said[2], seq, op)
+
+
+def _parse_head(head: bytes) -> tuple[str, int, bool]:
+    """`<anything>.<batch id>.<flow>.<gap mode>`: the id, the flow and whether gaps are ok;
+    raises as `parse_reply` says (a bad pattern first, then a long id)."""
+    parts = head.rsplit(b".", 3)
+    if len(parts) < 4 or parts[3] not in (b"fail", b"ok"):
+        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
+    _, raw_id, raw_flow, gap_mode = parts
     flow = _go_int(raw_flow)
     flow = _FLOW_DEFAULT if flow <= 0 else min(flow, _FLOW_MAX)
     if len(raw_id) > _ID_BYTES_MAX:
         raise api_error("BATCH_PUBLISH_INVALID_BATCH_ID")
-    batch_id = raw_id.decode("utf-8", "surrogateescape")
-    return FastOp(batch_id, flow, gap_mode == b"ok", seq, op)
+    return raw_id.decode("utf-8", "surrogateescape"), flow, gap_mode == b"ok"
 
 
 @dataclass(slots=True)
@@ -118,6 +139,9 @@ class FastBatches(IdleBatches[_Fast]):
         super().__init__(limits_, now_ns)
         self._send = send
         self._name_json = name_json
+        # No batch was touched before this (the oldest's time when `_expire` last ran), so
+        # none expires before the timeout after it: `_enter` skips `_expire` until then.
+        self._oldest_ns = 0
 
     def publish(
         self,
@@ -188,7 +212,7 @@ class FastBatches(IdleBatches[_Fast]):
         b.pseq = b.lseq
         if commit:
             self._end(b, op, reply)
-        else:
+        elif b.pseq >= b.fseq + b.ack_every:  # `_check_flow`'s test, without its call
             self._check_flow(b, reply)
         return seq
 
@@ -204,7 +228,10 @@ class FastBatches(IdleBatches[_Fast]):
         """The batch `op` belongs to, begun by its first message within the limits."""
         lim = self._limits
         now_ns = self._now_ns()
-        self._expire(now_ns)
+        if now_ns - lim.timeout_ns >= self._oldest_ns:  # else none can have expired
+            self._expire(now_ns)
+            oldest = next(iter(self._batches.values()), None)
+            self._oldest_ns = now_ns if oldest is None else oldest.touched_ns
         b = self._batches.get(op.batch_id)
         if b is None:
             if op.seq != 1:
@@ -220,6 +247,8 @@ class FastBatches(IdleBatches[_Fast]):
             if self.timer.at is None:
                 self.timer.arm(now_ns + lim.timeout_ns)
         b.touched_ns = now_ns
+        if now_ns < self._oldest_ns:  # a clock set back
+            self._oldest_ns = now_ns
         self._batches.move_to_end(op.batch_id)
         return b
 
