@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -142,7 +144,7 @@ def test_pending_runs_stand_for_every_entry(steps: list[tuple[int, int, int, int
         for s, p in pending.items()
     }
     # Maximal runs: two neighbours never could have been one.
-    for a, b in zip(runs, runs[1:], strict=False):
+    for a, b in itertools.pairwise(runs):
         n = a[5] if len(a) > 5 else 1
         assert [b[0], b[1], *b[2:5]] != [a[0] + n, a[1] + n, *a[2:5]]
 
