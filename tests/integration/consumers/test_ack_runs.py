@@ -189,3 +189,34 @@ async def test_the_ack_memo_empties_on_plain_acks_and_stays_bounded(tmp_path: An
             assert info.num_ack_pending == 0
         finally:
             await nc.close()
+
+
+async def test_a_push_window_refilled_in_slices_delivers_everything_once(js: Any) -> None:
+    """A full window's acks sent together free it all at once; the refill goes a slice at
+    a time, each in a later loop turn (ADR 0064), with no further input to prompt it: the
+    whole window still comes, once and in order."""
+    await publish_many(js, 2000)
+    got: list[Any] = []
+    arrived = asyncio.Event()
+
+    async def on_msg(m: Any) -> None:
+        got.append(m)
+        if len(got) in (1000, 2000):
+            arrived.set()
+
+    sub = await js.subscribe(
+        "s.>",
+        durable="p",
+        cb=on_msg,
+        manual_ack=True,
+        config=ConsumerConfig(max_ack_pending=1000, ack_wait=30),
+    )
+    for n in (1000, 2000):
+        await asyncio.wait_for(arrived.wait(), 10)
+        arrived.clear()
+        assert len(got) == n
+        await asyncio.gather(*(m.ack() for m in got[n - 1000 :]))  # written out together
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 2001))
+    info = await ack_floor_reaches(js, "p", 2000)
+    assert (info.num_ack_pending, info.num_redelivered, info.num_pending) == (0, 0, 0)
+    await sub.unsubscribe()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from brook.jetstream.consumer import (
     AckKind,
     ConsumerSettings,
@@ -10,6 +15,7 @@ from brook.jetstream.consumer import (
     StoreSource,
     resolve_start_seq,
 )
+from brook.jetstream.consumer.pending import Pending, pending_runs
 from brook.jetstream.store.memory import MemoryStore
 
 from .fakes import S, delivered, delivers
@@ -89,7 +95,8 @@ def test_snapshot_restore_round_trip() -> None:
     snap = c.snapshot()
     assert snap["delivered"] == {"consumer_seq": 8, "stream_seq": 6}
     # A redelivered message keeps its first consumer sequence (nats-server's Pending).
-    assert [p[:3] for p in snap["pending"]] == [[2, 2, 2], [4, 4, 2], [5, 7, 1], [6, 8, 1]]
+    # 5 and 6, delivered together for the first time, are one run of two (ADR 0064).
+    assert [[*p[:3], *p[5:]] for p in snap["pending"]] == [[2, 2, 2], [4, 4, 2], [5, 7, 1, 2]]
     again = ConsumerState(cfg, src)
     again.restore(snap, T0 + 50 * S)
     assert again.info() == {**c.info(), "num_waiting": 0}
@@ -102,3 +109,60 @@ def test_snapshot_restore_round_trip() -> None:
         (5, 2, 11),
         (6, 2, 12),
     ]
+
+
+def _expand(runs: list[list[int]]) -> dict[int, tuple[int, int, int, int]]:
+    """Pending entries (as field tuples) a snapshot's `pending` stands for."""
+    out = {}
+    for s, c, d, first, last, *count in runs:
+        for i in range(count[0] if count else 1):
+            out[s + i] = (c + i, d, first, last)
+    return out
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 3),  # gap to the previous stream sequence
+            st.integers(1, 2),  # gap to the previous consumer sequence
+            st.integers(1, 2),  # deliveries
+            st.integers(0, 1),  # first delivered (a new time or the same as before)
+            st.integers(0, 1),  # last delivered, likewise
+        ),
+        max_size=40,
+    )
+)
+def test_pending_runs_stand_for_every_entry(steps: list[tuple[int, int, int, int, int]]) -> None:
+    pending: dict[int, Pending] = {}
+    s = c = first = last = 0
+    for ds, dc, d, df, dl in steps:
+        s, c, first, last = s + ds, c + dc, first + df, last + dl
+        pending[s] = Pending(c, d, None, first, last)
+    runs = pending_runs(pending)
+    assert _expand(runs) == {
+        s: (p.consumer_seq, p.deliveries, p.first_delivered_ns, p.last_delivered_ns)
+        for s, p in pending.items()
+    }
+    # Maximal runs: two neighbours never could have been one.
+    for a, b in itertools.pairwise(runs):
+        n = a[5] if len(a) > 5 else 1
+        assert [b[0], b[1], *b[2:5]] != [a[0] + n, a[1] + n, *a[2:5]]
+
+
+def test_first_deliveries_persist_as_one_run_and_old_entries_still_load() -> None:
+    st_ = MemoryStore()
+    for i in range(1, 301):
+        st_.store("o.a", None, b"m", i * S)
+    cfg = ConsumerSettings(stream="S", name="c", ack_wait_ns=10 * S)
+    c = ConsumerState(cfg, StoreSource(st_))
+    c.pull_request("r", T0, batch=300)
+    snap = c.snapshot()
+    assert snap["pending"] == [[1, 1, 1, T0, T0, 300]]
+    # A file written before runs: one five-number entry per pending message.
+    old = {**snap, "pending": [[s, s, 1, T0, T0] for s in range(1, 301)]}
+    for data in (snap, old):
+        again = ConsumerState(cfg, StoreSource(st_))
+        again.restore(data, T0 + S)
+        assert again.snapshot() == snap
+        assert again.info() == {**c.info(), "num_waiting": 0}
+        assert again.next_deadline() == T0 + 11 * S

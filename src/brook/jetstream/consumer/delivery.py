@@ -90,6 +90,10 @@ class Delivery:
         # one `dispatch` (the store cannot change meanwhile); emptied when it returns.
         self.ahead: deque[StoredMessage] = deque()
         self._ahead_want = 1  # how many `candidate` reads at once: what `dispatch` may send
+        # What a push consumer's `dispatch` may still send (its `cap`; None: no cap), and
+        # whether the cap ran out, so that more may go (`capped`).
+        self._left: int | None = None
+        self.capped = False
         # The ack subject's fixed part (see `acks.ack_subject`): deliveries format theirs
         # as bytes, which costs half an f-string and needs no encoding on the way out.
         self._ack_prefix = f"{ACK_PREFIX}{settings.stream}.{settings.name}.".encode()
@@ -103,9 +107,13 @@ class Delivery:
 
     # ------------------------------------------------------------------ the general loop
 
-    def dispatch(self, now_ns: int) -> list[Action]:
-        """Deliver what may go now."""
+    def dispatch(self, now_ns: int, cap: int = 0) -> list[Action]:
+        """Deliver what may go now; a push consumer that tracks acks at most `cap`
+        messages (0: no cap), `capped` saying whether it stopped there (more may go)."""
         out: list[Action] = []
+        cfg = self.cfg
+        self._left = cap if cap > 0 and cfg.is_push and cfg.tracks_acks else None
+        self.capped = False
         pacer = self._pacer
         pacer.held_until = None
         if pacer.paused(now_ns):
@@ -168,6 +176,7 @@ class Delivery:
             while (
                 self.push_interest
                 and not flow.blocked()
+                and self._within_cap()
                 and (c := self.candidate(now_ns, out)) is not None
             ):
                 msg, p = c
@@ -231,6 +240,17 @@ class Delivery:
             if w.batch_left <= 0 and w.max_bytes > 0 and w.bytes_left > 0:
                 out.append(w.pending_status(409, "Batch Completed"))
         return self.expire_no_wait(out)
+
+    def _within_cap(self) -> bool:
+        """Whether the cap of this `dispatch` lets one more message go (and counts it)."""
+        left = self._left
+        if left is None:
+            return True
+        if left <= 0:
+            self.capped = True
+            return False
+        self._left = left - 1
+        return True
 
     def candidate(
         self, now_ns: int, out: list[Action]
@@ -392,6 +412,9 @@ class Delivery:
         room = AHEAD_MAX * 1024 if limit <= 0 or not tracked else limit - len(pending)
         if target is None:
             room = min(room, sum(w.batch_left for w in waiting))
+        left = self._left
+        if left is not None and left < room:
+            room = left
         if room <= 0 or (fc and flow.blocked()):
             return
         deadline = now_ns + cfg.ack_wait_for(1)
@@ -532,6 +555,8 @@ class Delivery:
                     w.next_heartbeat_ns = now_ns + w.heartbeat_ns
                 if w.batch_left <= 0:
                     waiting.popleft()
+        if left is not None:
+            self._left = left - (cseq - ledger.delivered_consumer_seq)
         ledger.delivered_consumer_seq = cseq
         self.np = np
         if msg.seq > ledger.delivered_stream_seq:

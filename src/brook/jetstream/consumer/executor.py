@@ -68,6 +68,10 @@ ACK_MEMO_MIN = 1024
 ACK_MEMO_UNLIMITED = 65536
 _SEQ = operator.attrgetter("seq")
 _DELIVERIES = (Deliver, DeliverRun)
+# The most messages a push consumer delivers in one settle (ADR 0064): the rest go in the
+# next loop turns, each after the acks that arrived meanwhile are read, so that its client
+# acks one slice while the next is framed instead of both taking turns on whole windows.
+PUSH_SLICE = 256
 
 log = logging.getLogger("brook.consumer")
 
@@ -180,12 +184,18 @@ class ActionExecutor:
             self._settle_soon = self._loop.call_soon(self.settle)
 
     def settle(self) -> None:
+        """Once per loop turn (`settle_later`): the deliveries the inputs allowed (a push
+        consumer's a slice at a time, `PUSH_SLICE`, another settle following while more
+        may go), the change reported and the timer re-armed."""
         self._settle_soon = None
         if self._stopped:
             return
         if self._settle_dispatch:
             self._settle_dispatch = False
-            self.execute(self._state.dispatch(self._now_ns()))
+            state = self._state
+            self.execute(state.dispatch(self._now_ns(), PUSH_SLICE))
+            if state.delivery.capped:
+                self.settle_later(dispatch=True)
         self.changed()  # persistence of plain acks, which skip `run`
         self._rearm()
 

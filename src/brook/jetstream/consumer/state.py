@@ -377,9 +377,11 @@ class ConsumerState:
         ledger.delivered_consumer_seq = max(ledger.delivered_consumer_seq, last_c)
         return upto
 
-    def dispatch(self, now_ns: int) -> list[Action]:
-        """Deliver what can be delivered now (after inputs given `dispatch=False`)."""
-        return self._finish(self.delivery.dispatch(now_ns))
+    def dispatch(self, now_ns: int, cap: int = 0) -> list[Action]:
+        """Deliver what can be delivered now (after inputs given `dispatch=False`); a push
+        consumer at most `cap` messages (0: no cap; `Delivery.capped` says if it stopped
+        there)."""
+        return self._finish(self.delivery.dispatch(now_ns, cap))
 
     def settings_changed(self, now_ns: int) -> list[Action]:
         """`cfg` was replaced (an update or a pause/resume): deliver what the new settings
