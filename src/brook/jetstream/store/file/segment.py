@@ -275,12 +275,18 @@ class Segment:
 
     # ------------------------------------------------------------------ policy
 
-    def should_roll(self, segment_bytes_max: int, next_record_bytes: int) -> bool:
-        """The one roll predicate (storage-format.md 4): full, and holding a message so the
-        next segment's name (`last_seq + 1`) is greater than this one's."""
-        if not self.offs:
+    def should_roll(self, segment_bytes_max: int, next_record_bytes: int, slots_max: int) -> bool:
+        """The one roll predicate (storage-format.md 4): full (its bytes, or its slots:
+        ADR 0061), and holding a message so the next segment's name (`last_seq + 1`) is
+        greater than this one's."""
+        slots = len(self.offs)
+        if not slots:
             return False
-        return self.size >= segment_bytes_max or self.size + next_record_bytes > MAX_SEGMENT_BYTES
+        return (
+            self.size >= segment_bytes_max
+            or self.size + next_record_bytes > MAX_SEGMENT_BYTES
+            or slots >= slots_max
+        )
 
     # ------------------------------------------------------------------ slots
 

@@ -122,7 +122,8 @@ def _holds(
 class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     """A stream's messages in `directory` (created if needed). See the module docstring.
 
-    `segment_bytes_max`: roll to a new segment file past this size. `fsync`: when False,
+    `segment_bytes_max`: roll to a new segment file past this size; `segment_slots_max`:
+    or at this many message slots (ADR 0061: its index columns stay small). `fsync`: when False,
     `sync()` does not fsync (the data is in the OS; it survives a process crash, not a
     power loss). `index_hot_segments`: sealed segments whose index columns stay unpacked
     (ADR 0054). `write_buffer_bytes` (0 unless `buffer_writes` says otherwise: every
@@ -140,6 +141,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
         fsync: bool = True,
         index_hot_segments: int = HOT_SEGMENTS_DEFAULT,
+        segment_slots_max: int = limits.SEGMENT_SLOTS,
         write_buffer_bytes: int = 0,
         preallocate_bytes: int = limits.STORE_PREALLOCATE_BYTES,
     ) -> None:
@@ -147,9 +149,12 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             raise ValueError(f"first_seq must be >= 1, got {first_seq}")
         if not 0 < segment_bytes_max <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes_max must be 1..{MAX_SEGMENT_BYTES}")
+        if segment_slots_max < 1:
+            raise ValueError(f"segment_slots_max must be >= 1, got {segment_slots_max}")
         self.directory = Path(directory)
         self._msgs_dir = self.directory / MSGS
         self._segment_bytes_max = segment_bytes_max
+        self._segment_slots_max = segment_slots_max
         self._fsync = fsync
         self._lock = threading.Lock()  # guards the three fields below
         self._dirty: set[Segment] = set()  # written since the last sync
@@ -341,9 +346,15 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         """`blob`, the records of `messages` (their `lens` and `tss` columns), appended in
         one piece per segment it goes to, each piece then indexed (`_append_run`)."""
         written = self._active.size
+        slots = len(self._active.offs)
         limit = self._segment_bytes_max
+        slots_max = self._segment_slots_max
         total = len(blob)
-        if written + total - (lens[-1] & LEN_MASK) < limit and written + total <= MAX_SEGMENT_BYTES:
+        if (
+            written + total - (lens[-1] & LEN_MASK) < limit
+            and written + total <= MAX_SEGMENT_BYTES
+            and slots + len(lens) <= slots_max
+        ):
             self._append_run(blob, lens, tss, messages)  # no record finds the segment full
             return
         start = 0  # the first record of the piece going to the active segment
@@ -351,10 +362,13 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         pending = 0  # its bytes
         for i, size in enumerate(map(LEN_MASK.__and__, lens)):
             end = written + pending
-            if i > start and (end >= limit or end + size > MAX_SEGMENT_BYTES):
+            if i > start and (
+                end >= limit or end + size > MAX_SEGMENT_BYTES or slots + i - start >= slots_max
+            ):
                 piece = slice(start, i)
                 self._append_run(blob[at : at + pending], lens[piece], tss[piece], messages[piece])
-                start, at, pending, written = i, at + pending, 0, self._active.size
+                start, at, pending = i, at + pending, 0
+                written, slots = self._active.size, len(self._active.offs)
             pending += size
         piece = slice(start, len(lens))
         self._append_run(blob[at:], lens[piece], tss[piece], messages[piece])
@@ -609,6 +623,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "segments": len(segs),
             "segment_bytes": sum(s.size for s in segs),
             "segment_bytes_max": self._segment_bytes_max,
+            "segment_slots_max": self._segment_slots_max,
             "write_buffer_bytes": self._active.buffer_max if segs else 0,
             "write_buffered_bytes": len(self._active.pending) if segs else 0,
             "pending_deletions": len(self._doomed),
@@ -638,9 +653,13 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         seg = self._active
         size = seg.size
         if self._roll_owed or (
-            # `should_roll`'s size test first, inline: it fails for nearly every append
-            (size >= self._segment_bytes_max or size + len(record) > MAX_SEGMENT_BYTES)
-            and seg.should_roll(self._segment_bytes_max, len(record))
+            # `should_roll`'s tests first, inline: they fail for nearly every append
+            (
+                size >= self._segment_bytes_max
+                or size + len(record) > MAX_SEGMENT_BYTES
+                or len(seg.offs) >= self._segment_slots_max
+            )
+            and seg.should_roll(self._segment_bytes_max, len(record), self._segment_slots_max)
         ):
             seg = self._roll()
             size = seg.size  # 0: a new segment
