@@ -44,6 +44,7 @@ from brook.jetstream.store.base import (
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import indexsnap
 from brook.jetstream.store.file import queries as q
+from brook.jetstream.store.file.coldfile import ColdFile
 from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.index import HOT_SEGMENTS_DEFAULT, Index
 from brook.jetstream.store.file.reader import Reader
@@ -238,6 +239,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         else:
             self._active = active = index.segments[-1]
             index.warm(active)  # loaded packed from a snapshot: appends go to it
+            active.activate(self._segment_bytes_max, self._segment_slots_max)
             if active.next_seq() != index.last + 1:
                 # Message slots are consecutive within a segment; and when a torn record
                 # kept its sequence (7.6), the new segment's name records it durably.
@@ -247,6 +249,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                     self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
+        self._keep_cold(index)
         release_memory(index)  # the open's transient buffers (ADR 0058)
         if new:
             # Nothing to lose yet: creating a stream costs no fsync here; the first sync
@@ -264,6 +267,16 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 report.repaired = True
         report.duration_s = time.monotonic() - started
         return report
+
+    def _keep_cold(self, index: Index) -> None:
+        """Packed segments' bytes kept in a file from now on (ADR 0061); in memory where
+        the directory cannot hold one."""
+        try:
+            cold = ColdFile(self.directory)
+        except OSError as exc:
+            log.warning("%s: packed index kept in memory (%s)", self.directory, exc)
+            return
+        index.keep_cold(cold)
 
     def _load_snapshot(
         self, index: Index, segments: list[Segment], report: RecoveryReport
@@ -528,6 +541,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             with self._sync_lock:
                 for seg in (*self._index.segments, *self._doomed):
                     seg.close()
+                self._index.close_cold()
                 os.close(self._lock_fd)
                 self._closed = True
 
@@ -562,6 +576,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             try:
                 self.sync()
             except StoreError:
+                capture.release()
                 return False  # closed meanwhile, or failed: nothing to save
             if not self._write_snapshot(capture, gen):
                 return False
@@ -594,9 +609,14 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         to write one costs the next open its speed, nothing else."""
         with self._snap_write_lock:
             if gen != self._snap_gen:
+                capture.release()
                 return False
             try:
-                tmp = indexsnap.write_temp(self.directory, capture.encode())
+                try:
+                    data = capture.encode()
+                finally:
+                    capture.release()
+                tmp = indexsnap.write_temp(self.directory, data)
                 with self._snap_lock:
                     if gen == self._snap_gen:
                         indexsnap.install(tmp)
@@ -633,6 +653,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "index_hot_segments": self._index.hot_max,
             "index_packed_segments": self._index.packed_segments(),
             "index_unpacks": self._index.unpacks,
+            "index_cold_bytes": self._index.cold.held if self._index.cold is not None else 0,
         }
 
     # ------------------------------------------------------------------ internals
@@ -653,12 +674,9 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         seg = self._active
         size = seg.size
         if self._roll_owed or (
-            # `should_roll`'s tests first, inline: they fail for nearly every append
-            (
-                size >= self._segment_bytes_max
-                or size + len(record) > MAX_SEGMENT_BYTES
-                or len(seg.offs) >= self._segment_slots_max
-            )
+            # `should_roll`'s tests first, inline: they fail for nearly every append (its
+            # slots reached their cap, the segment lowered `roll_size` to 0)
+            (size >= seg.roll_size or size + len(record) > MAX_SEGMENT_BYTES)
             and seg.should_roll(self._segment_bytes_max, len(record), self._segment_slots_max)
         ):
             seg = self._roll()
@@ -704,6 +722,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         if old is not None:  # the write buffer's settings go on (`buffer_writes`)
             seg.buffer_max, seg.prealloc = old.buffer_max, old.prealloc
         index.add_segment(seg)
+        seg.activate(self._segment_bytes_max, self._segment_slots_max)
         self._active = seg
         self._roll_owed = False
         with self._lock:
