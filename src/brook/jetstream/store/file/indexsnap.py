@@ -102,8 +102,8 @@ class Capture:
             packed = columns if isinstance(columns, Packed) else pack_bytes(columns)
             out += [
                 mark,
-                _PACKED.pack(packed.ts0, packed.headed, len(packed.data)),
-                packed.data,
+                _PACKED.pack(packed.ts0, packed.headed, packed.size),
+                packed.data,  # read from the cold file if it is there (ADR 0061)
                 ext,
             ]
         out.append(_SUBJ.pack(len(names), len(self.multi)))
