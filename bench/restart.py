@@ -10,6 +10,11 @@ stream). Each restart is repeated `--restarts` times
 and the median printed, with Brook's ratio to nats-server's.
 
     python -m bench.restart [--messages N] [--size BYTES] [--restarts R]
+                            [--brook-jetstream 'KEY: VALUE ...'] [--only brook]
+
+`--brook-jetstream` adds settings to Brook's `jetstream { }` block (a config file), e.g.
+`segment_slots_max: 67108864` to compare with the segments of before ADR 0061; `--only
+brook` leaves nats-server out (no ratio then).
 
 Never part of the test run; numbers go in closing notes and docs, not in assertions.
 """
@@ -136,16 +141,29 @@ def measure(command: Callable[[int, str], list[str]], args: argparse.Namespace) 
     return result
 
 
+def brook_with(jetstream_settings: str) -> Callable[[int, str], list[str]]:
+    """`brook_command` with `jetstream_settings` in a config file's `jetstream` block."""
+    if not jetstream_settings:
+        return brook_command
+
+    def command(port: int, store: str) -> list[str]:
+        conf = Path(store) / "brook.conf"  # a few bytes in the store's size
+        conf.write_text(f'jetstream {{ store_dir: "{store}", {jetstream_settings} }}\n')
+        return [*brook_command(port, store), "-c", str(conf)]
+
+    return command
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--brook-jetstream", default="", help="more jetstream { } settings")
+    parser.add_argument("--only", choices=("brook",), help="leave nats-server out")
     args = parser.parse_args()
-    results = {
-        "nats-server": measure(nats_command, args),
-        "brook": measure(brook_command, args),
-    }
+    results = {} if args.only else {"nats-server": measure(nats_command, args)}
+    results["brook"] = measure(brook_with(args.brook_jetstream), args)
     print(f"{args.messages:,} messages of {args.size} bytes, {args.restarts} restarts each")
     print(
         f"{'server':<12} {'fill':>8} {'store':>9} {'restart (median)':>17} {'RSS':>9}"
@@ -158,6 +176,8 @@ def main() -> None:
             f" {r.rss_empty_mb:>8.1f}MB"
             f" {(statistics.median(r.rss_mb) - r.rss_empty_mb) * 1e6 / args.messages:>10.1f}MB"
         )
+    if "nats-server" not in results:
+        return
     ns, brook = results["nats-server"], results["brook"]
     ratio = statistics.median(brook.restarts_s) / statistics.median(ns.restarts_s)
     print(f"Brook / nats-server restart time: {ratio:.2f}x")

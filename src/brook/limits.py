@@ -148,6 +148,12 @@ INDEX_SNAPSHOT_INTERVAL_MAX_S: Final = 24 * 3600.0
 # indexes on demand). `jetstream.index_hot_segments` sets it.
 INDEX_HOT_SEGMENTS: Final = 2
 INDEX_HOT_SEGMENTS_MAX: Final = 1024
+# A file stream's segment rolls at this many message slots as well as at its bytes, so
+# the active segment's unpacked index columns (20 bytes a slot) stay small (ADR 0061:
+# a 64 MB segment of small messages held about 850k). `jetstream.segment_slots_max`.
+SEGMENT_SLOTS: Final = 131072
+SEGMENT_SLOTS_MIN: Final = 1024
+SEGMENT_SLOTS_MAX: Final = 1 << 26
 # Worker threads that read, compress, stage and check snapshots (apart from the fsyncs').
 TRANSFER_THREADS: Final = 2
 # Full disk. The JetStream store's filesystem keeps this much free: below it, publishes

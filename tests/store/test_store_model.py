@@ -89,8 +89,13 @@ class StoreModelMachine(RuleBasedStateMachine):
         assert self.tmp is not None
         # "packed": segments of a few messages, one sealed one unpacked besides the
         # active: nearly every step packs and unpacks segments' columns (ADR 0054), and
-        # freezes or thaws subjects' chunks (ADR 0058).
-        small = {"segment_bytes_max": 256, "index_hot_segments": 1} if self.kind == "packed" else {}
+        # freezes or thaws subjects' chunks (ADR 0058); rolling at 256 bytes or 3 slots,
+        # whichever comes first (ADR 0061).
+        small = (
+            {"segment_bytes_max": 256, "segment_slots_max": 3, "index_hot_segments": 1}
+            if self.kind == "packed"
+            else {}
+        )
         fs: MessageStore = file_store_class()(
             directory=self.tmp / "s",
             first_seq=self.first_seq_config,

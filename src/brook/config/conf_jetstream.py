@@ -49,6 +49,7 @@ _JS_KEYS: dict[str, tuple[tuple[str, ...], Callable[[str, object], object]]] = {
     "max_acks_awaiting_sync": (("max_acks_awaiting_sync",), read_int),  # Brook's own
     "index_snapshot_interval_s": (("index_snapshot_interval",), read_duration),  # Brook's
     "index_hot_segments": (("index_hot_segments",), read_int),  # Brook's own
+    "segment_slots_max": (("segment_slots_max",), read_int),  # Brook's own
     "write_buffer_bytes": (("write_buffer",), read_size),  # Brook's own
     "domain": (("domain",), read_str),
 }

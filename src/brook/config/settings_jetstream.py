@@ -70,6 +70,8 @@ class JetStreamSettings:
     index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S
     # Sealed segments per file stream whose index columns stay unpacked (ADR 0054).
     index_hot_segments: int = limits.INDEX_HOT_SEGMENTS
+    # Message slots per file-stream segment before it rolls (ADR 0061).
+    segment_slots_max: int = limits.SEGMENT_SLOTS
     # Appends each file stream keeps in memory until its group commit writes them in one
     # go (ADR 0051). 0: every record written through at once.
     write_buffer_bytes: int = limits.STORE_WRITE_BUFFER_BYTES
@@ -121,6 +123,11 @@ class JetStreamSettings:
         if not 1 <= self.index_hot_segments <= limits.INDEX_HOT_SEGMENTS_MAX:
             raise ConfigError(
                 f"jetstream.index_hot_segments: must be 1 to {limits.INDEX_HOT_SEGMENTS_MAX}"
+            )
+        if not limits.SEGMENT_SLOTS_MIN <= self.segment_slots_max <= limits.SEGMENT_SLOTS_MAX:
+            raise ConfigError(
+                f"jetstream.segment_slots_max: must be {limits.SEGMENT_SLOTS_MIN}"
+                f" to {limits.SEGMENT_SLOTS_MAX}"
             )
         if not 0 <= self.write_buffer_bytes <= limits.STORE_WRITE_BUFFER_MAX_BYTES:
             raise ConfigError("jetstream.write_buffer: must be 0 (off) to 64MB")

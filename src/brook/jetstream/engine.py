@@ -105,6 +105,7 @@ class JetStream(EngineLimits, OriginLinks):
         free_space_reserve_bytes: int = -1,
         index_snapshot_interval_s: float = limits.INDEX_SNAPSHOT_INTERVAL_S,
         index_hot_segments: int = limits.INDEX_HOT_SEGMENTS,
+        segment_slots_max: int = limits.SEGMENT_SLOTS,
         write_buffer_bytes: int = limits.STORE_WRITE_BUFFER_BYTES,
         max_acks_awaiting_sync: int = limits.MAX_ACKS_AWAITING_SYNC,
         batch_limits: BatchLimits | None = None,
@@ -165,6 +166,7 @@ class JetStream(EngineLimits, OriginLinks):
         # another by a thread of their own, so group commits never wait behind one.
         self.index_snapshot_interval_s = index_snapshot_interval_s
         self.index_hot_segments = index_hot_segments  # each file store's bound (ADR 0054)
+        self.segment_slots_max = segment_slots_max  # each file store's segments (ADR 0061)
         self.write_buffer_bytes = write_buffer_bytes  # each file store's appends (ADR 0051)
         self._snapshot_timer: asyncio.TimerHandle | None = None
         self._snapshot_executor: ThreadPoolExecutor | None = None
@@ -438,6 +440,7 @@ class JetStream(EngineLimits, OriginLinks):
                     directory=directory,
                     first_seq=config.first_seq or 1,
                     index_hot_segments=self.index_hot_segments,
+                    segment_slots_max=self.segment_slots_max,
                 )
                 self._damage.opened(config.name, store.recovery_report)
             if self.sync_interval_s <= 0:

@@ -145,6 +145,7 @@ class Account:
             free_space_reserve_bytes=js_settings.free_space_reserve_bytes,
             index_snapshot_interval_s=js_settings.index_snapshot_interval_s,
             index_hot_segments=js_settings.index_hot_segments,
+            segment_slots_max=js_settings.segment_slots_max,
             write_buffer_bytes=js_settings.write_buffer_bytes,
             batch_limits=batch_limits,
             commit_backlog=commit_backlog,
@@ -529,6 +530,7 @@ class Accounts:
         out["index_snapshot_interval"] = int(interval * 1e9)
         out["index_snapshots"] = snapshots
         out["index_hot_segments"] = self._settings.jetstream.index_hot_segments
+        out["segment_slots_max"] = self._settings.jetstream.segment_slots_max
         out["index_packed_segments"] = packed
         out["index_unpacks"] = unpacks
         out["write_buffer"] = self._settings.jetstream.write_buffer_bytes

@@ -25,6 +25,9 @@ for a full 64 MB segment of small messages, which on the event loop would stall 
 publish at each roll): its columns stay in place meanwhile, a copy of their bytes is
 packed, and the result is installed by the next `warm` or `add_segment` unless the
 segment was warmed (so maybe changed) in between, which drops that work.
+
+Once the store is open it gives the index a `ColdFile` (`keep_cold`, ADR 0061): every
+packed segment's bytes then go there (`Packed.spill`), and an unpack reads them back.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from brook.jetstream.store.file import packing
+from brook.jetstream.store.file.coldfile import ColdFile
 from brook.jetstream.store.file.format import OVERHEAD
 from brook.jetstream.store.file.segment import DEAD, HDR_BIT, LEN_MASK, Segment
 from brook.jetstream.store.file.subjects import SubjectIndex
@@ -68,6 +72,7 @@ class Index:
         "_hot",
         "_packing",
         "bytes",
+        "cold",
         "first",
         "hot_max",
         "last",
@@ -97,6 +102,7 @@ class Index:
         self._packing: dict[Segment, tuple[Future[packing.Packed], int]] = {}
         self.hot_max = hot_max
         self.unpacks = 0  # packed segments unpacked since the store opened (monitoring)
+        self.cold: ColdFile | None = None  # where packed bytes go (`keep_cold`)
 
     # ------------------------------------------------------------------ segments
 
@@ -119,6 +125,8 @@ class Index:
         del self.names[i]
         self._hot.pop(seg, None)
         self._packing.pop(seg, None)
+        if seg.packed is not None:
+            seg.packed.release()
 
     def warm(self, seg: Segment) -> None:
         """Unpack `seg`'s columns if they are packed (see the module docstring)."""
@@ -133,6 +141,19 @@ class Index:
             if seg is not self.segments[-1]:
                 self._hot[seg] = None
                 self._shed(seg)
+
+    def keep_cold(self, cold: ColdFile) -> None:
+        """From now on keep packed segments' bytes in `cold`, those packed already too."""
+        self.cold = cold
+        for seg in self.segments:
+            if seg.packed is not None:
+                seg.packed.spill(cold)
+
+    def close_cold(self) -> None:
+        """At the store's close, after its last snapshot: the file goes."""
+        if self.cold is not None:
+            self.cold.close()
+            self.cold = None
 
     def packed_segments(self) -> int:
         """Segments packed, or being packed."""
@@ -152,14 +173,17 @@ class Index:
                 continue
             del self._packing[seg]
             if seg.live == live:
-                seg.packed = future.result()
+                seg.packed = packed = future.result()
                 seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
+                if self.cold is not None:
+                    packed.spill(self.cold)
 
     def _unpack(self, seg: Segment) -> None:
         packed = seg.packed
         assert packed is not None
         seg.offs, seg.lens, seg.tss, seg.sids = packing.unpack(packed)
         seg.packed = None
+        packed.release()
         self.unpacks += 1
 
     def _shed(self, keep: Segment) -> None:
@@ -171,8 +195,10 @@ class Index:
             del hot[seg]
             columns = (seg.offs, seg.lens, seg.tss, seg.sids)
             if len(seg.offs) < BACKGROUND_SLOTS:
-                seg.packed = packing.pack(columns)
+                seg.packed = packed = packing.pack(columns)
                 seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
+                if self.cold is not None:
+                    packed.spill(self.cold)
             else:
                 raw = tuple(column.tobytes() for column in columns)
                 self._packing[seg] = (_PACKER.submit(packing.pack_bytes, raw), seg.live)

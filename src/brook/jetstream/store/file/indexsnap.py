@@ -24,6 +24,7 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+from brook.jetstream.store.file.coldfile import ColdFile
 from brook.jetstream.store.file.index import Index, accounted
 from brook.jetstream.store.file.packing import Packed, pack_bytes, unpack
 from brook.jetstream.store.file.segment import DEAD, Segment
@@ -82,6 +83,14 @@ class Capture:
     # sid, one, head, base, bytes per sequence, the sequences' bytes, and per frozen
     # chunk its `_CHUNK` head and packed bytes
     multi: list[tuple[int, int, int, int, int, bytes | None, list[bytes]]]
+    # The index's cold file while this capture may read packed bytes from it (ADR 0061).
+    pinned: ColdFile | None = None
+
+    def release(self) -> None:
+        """Encoded, or abandoned: the cold file's freed regions may go (`ColdFile.pin`)."""
+        if self.pinned is not None:
+            self.pinned.unpin()
+            self.pinned = None
 
     def encode(self) -> bytes:
         """The snapshot file's bytes (storage-format.md 12)."""
@@ -93,8 +102,8 @@ class Capture:
             packed = columns if isinstance(columns, Packed) else pack_bytes(columns)
             out += [
                 mark,
-                _PACKED.pack(packed.ts0, packed.headed, len(packed.data)),
-                packed.data,
+                _PACKED.pack(packed.ts0, packed.headed, packed.size),
+                packed.data,  # read from the cold file if it is there (ADR 0061)
                 ext,
             ]
         out.append(_SUBJ.pack(len(names), len(self.multi)))
@@ -140,7 +149,10 @@ def capture(index: Index) -> Capture:
         else (sid, e._one, e._head, e._base, seqs.itemsize, seqs.tobytes(), _chunks(e))
         for sid, e in subjects._multi.items()
     ]
-    return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi)
+    cold = index.cold
+    if cold is not None:
+        cold.pin()
+    return Capture(head, segments, list(subjects.names), subjects._single.tobytes(), multi, cold)
 
 
 def _chunks(entry: SubjectSeqs) -> list[bytes]:

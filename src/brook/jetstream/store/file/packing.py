@@ -9,9 +9,10 @@ step, so it runs in C) and the four are compressed with zlib at level 1. Shuffle
 high bytes of offsets, timestamps and subject ids, which change slowly along a segment,
 become long runs. Unpacking restores the exact arrays (about 65 ms for 800k slots here).
 
-Kept in memory rather than reloaded from the log: reloading means scanning the segment
-(seconds for 64 MB in Python) and remapping subject ids, and the packed form is what the
-index snapshot stores for such a segment, so a restart does not unpack it either.
+Kept rather than reloaded from the log: reloading means scanning the segment (seconds for
+64 MB in Python) and remapping subject ids, and the packed form is what the index snapshot
+stores for such a segment, so a restart does not unpack it either. An open store keeps the
+packed bytes in a file (`spill`, `coldfile.py`, ADR 0061), not in memory.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import struct
 import sys
 import zlib
 from array import array
+from typing import Protocol
 
 _CODES = ("I", "I", "q", "I")  # offs, lens, tss, sids (`Segment`'s column types)
 _WIDTHS = (4, 4, 8, 4)
@@ -29,20 +31,66 @@ _BELOW_0X80 = bytes(range(0x80))
 _LEVEL = 1  # about as small as level 6 here, and 3-5 times faster
 
 
+class Regions(Protocol):
+    """Where a `Packed` keeps its bytes once spilled (`coldfile.ColdFile`)."""
+
+    def put(self, data: bytes) -> int: ...
+    def get(self, at: int, size: int) -> bytes: ...
+    def free(self, at: int, size: int) -> None: ...
+
+
 class Packed:
     """Four slot columns of `slots` entries, shuffled and compressed (`pack`), with what
     is asked of cold segments without reading them: the first slot's timestamp (a
     stream's state asks for its first message's, slot 0 of a packed segment whose slots
     are all live) and how many slots have a header (the deduplication window, rebuilt at
-    open from the recent messages with a header, skips segments without any)."""
+    open from the recent messages with a header, skips segments without any).
 
-    __slots__ = ("data", "headed", "slots", "ts0")
+    Its bytes (`data`) are in memory, or once `spill`ed in a region of a file, read back
+    on each use; `release` frees that region when the segment no longer needs it."""
+
+    __slots__ = ("_at", "_data", "_freed", "_regions", "headed", "size", "slots", "ts0")
 
     def __init__(self, slots: int, data: bytes, ts0: int, headed: int) -> None:
         self.slots = slots
-        self.data = data
+        self._data: bytes | None = data
+        self.size = len(data)
         self.ts0 = ts0
         self.headed = headed
+        self._regions: Regions | None = None
+        self._at = 0  # the region's offset, once spilled
+        self._freed = False
+
+    @property
+    def data(self) -> bytes:
+        data = self._data
+        if data is None:
+            assert self._regions is not None
+            return self._regions.get(self._at, self.size)
+        return data
+
+    @property
+    def spilled(self) -> bool:
+        return self._data is None
+
+    def spill(self, regions: Regions) -> None:
+        """Move the bytes to a region of `regions` (kept in memory if that fails)."""
+        if self._data is None or self._regions is not None:
+            return
+        try:
+            self._at = regions.put(self._data)
+        except OSError:
+            return
+        self._regions = regions
+        self._data = None
+
+    def release(self) -> None:
+        """The segment dropped this pack (unpacked, or deleted): free its region. A copy
+        of the index taken before (a snapshot capture) may still read it: the region's
+        offset is kept and `Regions.free` waits for such readers."""
+        if self._regions is not None and not self._freed:
+            self._freed = True
+            self._regions.free(self._at, self.size)
 
 
 def shuffled(raw: bytes, width: int) -> bytes:

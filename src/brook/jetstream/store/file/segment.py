@@ -42,10 +42,12 @@ DEAD = 0xFFFFFFFF  # `offs` sentinel: the slot's message is removed (or was neve
 HDR_BIT = 0x80000000  # set in `lens` when the message has a (non-empty) header
 LEN_MASK = 0x7FFFFFFF
 MAX_SEGMENT_BYTES = 0xFFFFFFFF - 1  # offsets are u32 columns; DEAD is reserved
+NO_SLOTS_MAX = 1 << 48  # a segment no store made active (`Segment.activate`)
 SUFFIX = ".seg"
 
 
 _KEEP_SIZE = 0x01  # FALLOC_FL_KEEP_SIZE (linux/falloc.h)
+_PUNCH_HOLE = 0x02  # FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires)
 
 
 def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
@@ -66,9 +68,19 @@ _fallocate = _load_fallocate()
 def reserve(fd: int, offset: int, length: int) -> None:
     """Allocate the disk blocks of `offset .. offset + length` without changing the file's
     size; raises OSError (ENOSPC: the disk is full; EOPNOTSUPP: the filesystem cannot)."""
+    _allocate(fd, _KEEP_SIZE, offset, length)
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Give the disk blocks of `offset .. offset + length` back to the filesystem (they
+    read as zeros) without changing the file's size; raises OSError where it cannot."""
+    _allocate(fd, _KEEP_SIZE | _PUNCH_HOLE, offset, length)
+
+
+def _allocate(fd: int, mode: int, offset: int, length: int) -> None:
     if _fallocate is None:
         raise OSError(errno.EOPNOTSUPP, "fallocate is not available")
-    if _fallocate(fd, _KEEP_SIZE, offset, length) != 0:
+    if _fallocate(fd, mode, offset, length) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
@@ -104,8 +116,10 @@ class Segment:
         "path",
         "pending",
         "prealloc",
+        "roll_size",
         "sids",
         "size",
+        "slots_max",
         "tss",
         "wlock",
     )
@@ -130,6 +144,11 @@ class Segment:
         self.tss = array("q")  # message timestamp per slot
         self.sids = array("I")  # subject id per slot (index.SubjectIndex)
         self.live = 0  # slots not DEAD
+        # The store's roll test, cheap on its every append (ADR 0061): it asks `should_roll`
+        # once `size` reaches `roll_size`, the store's `segment_bytes_max`, or 0 once the
+        # slots reach `slots_max` (`add_slot`, `add_slots`). Set by the store (`activate`).
+        self.slots_max = NO_SLOTS_MAX
+        self.roll_size = MAX_SEGMENT_BYTES
         # Tombstone ranges written in this segment that remove messages of older segments:
         # flattened (lo, hi) pairs, repeated elsewhere before this file may be deleted.
         self.ext = array("Q")
@@ -275,12 +294,18 @@ class Segment:
 
     # ------------------------------------------------------------------ policy
 
-    def should_roll(self, segment_bytes_max: int, next_record_bytes: int) -> bool:
-        """The one roll predicate (storage-format.md 4): full, and holding a message so the
-        next segment's name (`last_seq + 1`) is greater than this one's."""
-        if not self.offs:
+    def should_roll(self, segment_bytes_max: int, next_record_bytes: int, slots_max: int) -> bool:
+        """The one roll predicate (storage-format.md 4): full (its bytes, or its slots:
+        ADR 0061), and holding a message so the next segment's name (`last_seq + 1`) is
+        greater than this one's."""
+        slots = len(self.offs)
+        if not slots:
             return False
-        return self.size >= segment_bytes_max or self.size + next_record_bytes > MAX_SEGMENT_BYTES
+        return (
+            self.size >= segment_bytes_max
+            or self.size + next_record_bytes > MAX_SEGMENT_BYTES
+            or slots >= slots_max
+        )
 
     # ------------------------------------------------------------------ slots
 
@@ -316,6 +341,8 @@ class Segment:
         self.sids.append(sid)
         if offset != DEAD:
             self.live += 1
+        if len(offs) >= self.slots_max:
+            self.roll_size = 0
 
     def add_slots(
         self, seq: int, offs: array[int], lens: array[int], tss: array[int], sids: array[int]
@@ -332,6 +359,13 @@ class Segment:
         self.tss.extend(tss)
         self.sids.extend(sids)
         self.live += len(offs)
+        if len(self.offs) >= self.slots_max:
+            self.roll_size = 0
+
+    def activate(self, segment_bytes_max: int, slots_max: int) -> None:
+        """Make this the store's active segment, rolling at these limits (`roll_size`)."""
+        self.slots_max = slots_max
+        self.roll_size = 0 if len(self.offs) >= slots_max else segment_bytes_max
 
     def _dead_slots(self, gap: int, ts_ns: int) -> None:
         """`gap` DEAD slots, for sequences no message of this segment holds."""

@@ -44,6 +44,7 @@ from brook.jetstream.store.base import (
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import indexsnap
 from brook.jetstream.store.file import queries as q
+from brook.jetstream.store.file.coldfile import ColdFile
 from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.index import HOT_SEGMENTS_DEFAULT, Index
 from brook.jetstream.store.file.reader import Reader
@@ -122,7 +123,8 @@ def _holds(
 class FileStore(StoreReads, StoreGaps, SegmentReclaim):
     """A stream's messages in `directory` (created if needed). See the module docstring.
 
-    `segment_bytes_max`: roll to a new segment file past this size. `fsync`: when False,
+    `segment_bytes_max`: roll to a new segment file past this size; `segment_slots_max`:
+    or at this many message slots (ADR 0061: its index columns stay small). `fsync`: when False,
     `sync()` does not fsync (the data is in the OS; it survives a process crash, not a
     power loss). `index_hot_segments`: sealed segments whose index columns stay unpacked
     (ADR 0054). `write_buffer_bytes` (0 unless `buffer_writes` says otherwise: every
@@ -140,6 +142,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
         fsync: bool = True,
         index_hot_segments: int = HOT_SEGMENTS_DEFAULT,
+        segment_slots_max: int = limits.SEGMENT_SLOTS,
         write_buffer_bytes: int = 0,
         preallocate_bytes: int = limits.STORE_PREALLOCATE_BYTES,
     ) -> None:
@@ -147,9 +150,12 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             raise ValueError(f"first_seq must be >= 1, got {first_seq}")
         if not 0 < segment_bytes_max <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes_max must be 1..{MAX_SEGMENT_BYTES}")
+        if segment_slots_max < 1:
+            raise ValueError(f"segment_slots_max must be >= 1, got {segment_slots_max}")
         self.directory = Path(directory)
         self._msgs_dir = self.directory / MSGS
         self._segment_bytes_max = segment_bytes_max
+        self._segment_slots_max = segment_slots_max
         self._fsync = fsync
         self._lock = threading.Lock()  # guards the three fields below
         self._dirty: set[Segment] = set()  # written since the last sync
@@ -233,6 +239,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         else:
             self._active = active = index.segments[-1]
             index.warm(active)  # loaded packed from a snapshot: appends go to it
+            active.activate(self._segment_bytes_max, self._segment_slots_max)
             if active.next_seq() != index.last + 1:
                 # Message slots are consecutive within a segment; and when a torn record
                 # kept its sequence (7.6), the new segment's name records it durably.
@@ -242,6 +249,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                     self._roll_owed = True  # no appends until there is room (7.6)
             self._candidates = [s for s in index.segments[:-1] if not s.live]
         self._reclaim()
+        self._keep_cold(index)
         release_memory(index)  # the open's transient buffers (ADR 0058)
         if new:
             # Nothing to lose yet: creating a stream costs no fsync here; the first sync
@@ -259,6 +267,16 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 report.repaired = True
         report.duration_s = time.monotonic() - started
         return report
+
+    def _keep_cold(self, index: Index) -> None:
+        """Packed segments' bytes kept in a file from now on (ADR 0061); in memory where
+        the directory cannot hold one."""
+        try:
+            cold = ColdFile(self.directory)
+        except OSError as exc:
+            log.warning("%s: packed index kept in memory (%s)", self.directory, exc)
+            return
+        index.keep_cold(cold)
 
     def _load_snapshot(
         self, index: Index, segments: list[Segment], report: RecoveryReport
@@ -362,9 +380,15 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         """`blob`, the records of `messages` (their `lens` and `tss` columns), appended in
         one piece per segment it goes to, each piece then indexed (`_append_run`)."""
         written = self._active.size
+        slots = len(self._active.offs)
         limit = self._segment_bytes_max
+        slots_max = self._segment_slots_max
         total = len(blob)
-        if written + total - (lens[-1] & LEN_MASK) < limit and written + total <= MAX_SEGMENT_BYTES:
+        if (
+            written + total - (lens[-1] & LEN_MASK) < limit
+            and written + total <= MAX_SEGMENT_BYTES
+            and slots + len(lens) <= slots_max
+        ):
             self._append_run(blob, lens, tss, messages)  # no record finds the segment full
             return
         start = 0  # the first record of the piece going to the active segment
@@ -372,10 +396,13 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         pending = 0  # its bytes
         for i, size in enumerate(map(LEN_MASK.__and__, lens)):
             end = written + pending
-            if i > start and (end >= limit or end + size > MAX_SEGMENT_BYTES):
+            if i > start and (
+                end >= limit or end + size > MAX_SEGMENT_BYTES or slots + i - start >= slots_max
+            ):
                 piece = slice(start, i)
                 self._append_run(blob[at : at + pending], lens[piece], tss[piece], messages[piece])
-                start, at, pending, written = i, at + pending, 0, self._active.size
+                start, at, pending = i, at + pending, 0
+                written, slots = self._active.size, len(self._active.offs)
             pending += size
         piece = slice(start, len(lens))
         self._append_run(blob[at:], lens[piece], tss[piece], messages[piece])
@@ -535,6 +562,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             with self._sync_lock:
                 for seg in (*self._index.segments, *self._doomed):
                     seg.close()
+                self._index.close_cold()
                 os.close(self._lock_fd)
                 self._closed = True
 
@@ -569,6 +597,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             try:
                 self.sync()
             except StoreError:
+                capture.release()
                 return False  # closed meanwhile, or failed: nothing to save
             if not self._write_snapshot(capture, gen):
                 return False
@@ -601,9 +630,14 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         to write one costs the next open its speed, nothing else."""
         with self._snap_write_lock:
             if gen != self._snap_gen:
+                capture.release()
                 return False
             try:
-                tmp = indexsnap.write_temp(self.directory, capture.encode())
+                try:
+                    data = capture.encode()
+                finally:
+                    capture.release()
+                tmp = indexsnap.write_temp(self.directory, data)
                 with self._snap_lock:
                     if gen == self._snap_gen:
                         indexsnap.install(tmp)
@@ -630,6 +664,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "segments": len(segs),
             "segment_bytes": sum(s.size for s in segs),
             "segment_bytes_max": self._segment_bytes_max,
+            "segment_slots_max": self._segment_slots_max,
             "write_buffer_bytes": self._active.buffer_max if segs else 0,
             "write_buffered_bytes": len(self._active.pending) if segs else 0,
             "pending_deletions": len(self._doomed),
@@ -639,6 +674,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
             "index_hot_segments": self._index.hot_max,
             "index_packed_segments": self._index.packed_segments(),
             "index_unpacks": self._index.unpacks,
+            "index_cold_bytes": self._index.cold.held if self._index.cold is not None else 0,
         }
 
     # ------------------------------------------------------------------ internals
@@ -659,9 +695,10 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         seg = self._active
         size = seg.size
         if self._roll_owed or (
-            # `should_roll`'s size test first, inline: it fails for nearly every append
-            (size >= self._segment_bytes_max or size + len(record) > MAX_SEGMENT_BYTES)
-            and seg.should_roll(self._segment_bytes_max, len(record))
+            # `should_roll`'s tests first, inline: they fail for nearly every append (its
+            # slots reached their cap, the segment lowered `roll_size` to 0)
+            (size >= seg.roll_size or size + len(record) > MAX_SEGMENT_BYTES)
+            and seg.should_roll(self._segment_bytes_max, len(record), self._segment_slots_max)
         ):
             seg = self._roll()
             size = seg.size  # 0: a new segment
@@ -706,6 +743,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         if old is not None:  # the write buffer's settings go on (`buffer_writes`)
             seg.buffer_max, seg.prealloc = old.buffer_max, old.prealloc
         index.add_segment(seg)
+        seg.activate(self._segment_bytes_max, self._segment_slots_max)
         self._active = seg
         self._roll_owed = False
         with self._lock:
