@@ -276,7 +276,7 @@ def check_commit(stream: Stream, commit: Commit) -> None:
             raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=ph.EXPECTED_LAST_MSG_ID)
         if len(header) > ph.MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
-        if counters.INCR in header:
+        if header.find(counters.INCR) >= 0:
             counters.check_increment(header, message.data, config.allow_msg_counter)
         try:
             block = hdrs.parse(header)
@@ -356,7 +356,7 @@ def _check_batched_headers(
         last = stream.store.subject_state(message.subject).last_seq
         if ph.uint(value) != last:
             raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-    if SCHEDULE_PREFIX in header:
+    if header.find(SCHEDULE_PREFIX) >= 0:
         check_schedule(stream, header, message.subject)
     rollup = block.get(ph.ROLLUP) or None
     if rollup is not None:
@@ -396,7 +396,7 @@ def uncommitted_tail(store: MessageStore) -> range:
     when the newest message is one a schedule stored by a batch produced (schedules.py):
     it keeps the batch's headers."""
     last = store.load_last(">")
-    if last is None or not last.header or BATCH_ID not in last.header:
+    if last is None or not last.header or last.header.find(BATCH_ID) < 0:
         return range(0)
     header = last.header
     batch_id = hdrs.raw_value(header, BATCH_ID)
