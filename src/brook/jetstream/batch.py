@@ -31,7 +31,6 @@ or not at all and its sequences are free again.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from brook import limits
 from brook.jetstream import counters, versioning
 from brook.jetstream import publish_headers as ph
 from brook.jetstream import ttl as ttls
+from brook.jetstream.advisories import go_json
 from brook.jetstream.dedup import MSG_ID
 from brook.jetstream.errors import api_error
 from brook.jetstream.models.info import format_ts_ns
@@ -63,10 +63,6 @@ ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
 _ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 # nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
 TIMEOUT, LARGE, INCOMPLETE, UNSUPPORTED = "timeout", "large", "incomplete", "unsupported"
-# Go's encoding/json escapes these in strings; Python's json does not.
-_GO_ESCAPES = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
 
 Abandoned = Callable[[str, str], None]  # (batch id, reason): the stream announces it
 
@@ -382,8 +378,7 @@ def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> 
         "batch": batch_id,
         "reason": reason,
     }
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":")).translate(_GO_ESCAPES)
-    return f"{ABANDONED_SUBJECT}.{stream}".encode(), text.encode("utf-8", "surrogateescape")
+    return f"{ABANDONED_SUBJECT}.{stream}".encode(), go_json(body)
 
 
 def uncommitted_tail(store: MessageStore) -> range:
