@@ -325,10 +325,10 @@ system_account: SYS
 async def in_domain(nc: Any) -> Listener:
     """Account A: the advisories name the domain (a consumer's pause advisory too); its
     requests by the domain's prefix too. A pinned consumer's advisories name the account
-    and the domain too."""
+    and the domain too, an abandoned batch's the domain."""
     listen = Listener(nc)
     await listen.start()
-    config = {"name": S, "subjects": ["adv.>"], "storage": "memory"}
+    config = {"name": S, "subjects": ["adv.>"], "storage": "memory", "allow_atomic": True}
     await _api(nc, f"$JS.hub.API.STREAM.CREATE.{S}", config)
     await listen.take("stream create by the domain", 2)
     consumer = {"stream_name": S, "config": {"durable_name": "c"}}
@@ -350,6 +350,10 @@ async def in_domain(nc: Any) -> Listener:
     await listen.take("unpinned by the API (account and domain)", 2)
     await _api(nc, f"$JS.API.CONSUMER.DELETE.{S}.p")
     await listen.take("pinned consumer delete", 2)
+    for seq in (1, 3):  # a gap: abandoned at once
+        batch = {"Nats-Batch-Id": "b<&>", "Nats-Batch-Sequence": str(seq)}
+        await nc.publish("adv.b", b"x", headers=batch)
+    await listen.take("batch abandoned (the domain)", 1)
     await _api(nc, f"$JS.API.STREAM.DELETE.{S}")
     await listen.take("stream delete", 3)
     await listen.settle("nothing else")

@@ -367,17 +367,23 @@ def _check_batched_headers(
             raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
 
-def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> tuple[bytes, bytes]:
+def abandoned_advisory(
+    stream: str, batch_id: str, reason: str, now_ns: int, domain: str = ""
+) -> tuple[bytes, bytes]:
     """nats-server's `JSStreamBatchAbandonedAdvisory` as its account sees it: subject and
-    JSON bytes (Go's key order, compact, Go's escapes; no `account`, no `domain`)."""
+    JSON bytes (Go's key order, compact, Go's escapes; no `account`: nats-server names it
+    only in the copy it sends to the system account; `domain` after `stream` when the
+    server has one, as `sendStreamBatchAbandonedAdvisory` sets it)."""
     body = {
         "type": _ABANDONED_TYPE,
         "id": secrets.token_hex(11),
         "timestamp": format_ts_ns(now_ns),
         "stream": stream,
-        "batch": batch_id,
-        "reason": reason,
     }
+    if domain:
+        body["domain"] = domain
+    body["batch"] = batch_id
+    body["reason"] = reason
     return f"{ABANDONED_SUBJECT}.{stream}".encode(), go_json(body)
 
 
