@@ -119,6 +119,9 @@ def _mask(advisory: dict[str, Any]) -> dict[str, Any]:
         }
     if "client" in out:
         out["client"] = _mask_client(out["client"])
+    if "pinned_id" in out:  # a consumer's pin (a NUID)
+        assert NUID.match(out["pinned_id"]), out
+        out["pinned_id"] = "<pin>"
     if out.get("type") == "io.nats.jetstream.advisory.v1.api_audit":
         assert isinstance(out["server"], str), out
         assert out["server"], out
@@ -321,10 +324,11 @@ system_account: SYS
 
 async def in_domain(nc: Any) -> Listener:
     """Account A: the advisories name the domain (a consumer's pause advisory too); its
-    requests by the domain's prefix too."""
+    requests by the domain's prefix too. A pinned consumer's advisories name the account
+    and the domain too, an abandoned batch's the domain."""
     listen = Listener(nc)
     await listen.start()
-    config = {"name": S, "subjects": ["adv.>"], "storage": "memory"}
+    config = {"name": S, "subjects": ["adv.>"], "storage": "memory", "allow_atomic": True}
     await _api(nc, f"$JS.hub.API.STREAM.CREATE.{S}", config)
     await listen.take("stream create by the domain", 2)
     consumer = {"stream_name": S, "config": {"durable_name": "c"}}
@@ -333,6 +337,23 @@ async def in_domain(nc: Any) -> Listener:
     pause = {"pause_until": "2099-01-01T00:00:00Z"}
     await _api(nc, f"$JS.API.CONSUMER.PAUSE.{S}.c", pause)
     await listen.take("consumer pause (its advisory with the domain too)", 2)
+    await nc.request("adv.1", b"m", timeout=5)  # stored before the consumer is made
+    pinned = {"durable_name": "p", "priority_policy": "pinned_client", "priority_groups": ["g"]}
+    await _api(nc, f"$JS.API.CONSUMER.CREATE.{S}.p", {"stream_name": S, "config": pinned})
+    await listen.take("pinned consumer create", 2)
+    pull = json.dumps({"batch": 1, "group": "g", "expires": 1_000_000_000}).encode()
+    inbox = await nc.subscribe("pinned.inbox")
+    await nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{S}.p", pull, reply="pinned.inbox")
+    await inbox.next_msg(timeout=5)
+    await listen.take("pinned (account and domain)", 1)
+    await _api(nc, f"$JS.API.CONSUMER.UNPIN.{S}.p", {"group": "g"})
+    await listen.take("unpinned by the API (account and domain)", 2)
+    await _api(nc, f"$JS.API.CONSUMER.DELETE.{S}.p")
+    await listen.take("pinned consumer delete", 2)
+    for seq in (1, 3):  # a gap: abandoned at once
+        batch = {"Nats-Batch-Id": "b<&>", "Nats-Batch-Sequence": str(seq)}
+        await nc.publish("adv.b", b"x", headers=batch)
+    await listen.take("batch abandoned (the domain)", 1)
     await _api(nc, f"$JS.API.STREAM.DELETE.{S}")
     await listen.take("stream delete", 3)
     await listen.settle("nothing else")

@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from brook.config.settings_auth import GLOBAL_ACCOUNT
 from brook.jetstream.models.info import format_ts_ns
 from brook.nuid import random_id
 from brook.routing.internal import InternalClient
@@ -67,10 +68,16 @@ class Advisories:
     API's in-process client), each only when its subject has interest."""
 
     def __init__(
-        self, internal: InternalClient, *, domain: str = "", now_ns: Callable[[], int]
+        self,
+        internal: InternalClient,
+        *,
+        account: str = GLOBAL_ACCOUNT,
+        domain: str = "",
+        now_ns: Callable[[], int],
     ) -> None:
         self._internal = internal
         self._router = internal.router
+        self.account = account  # the account's name, where an advisory names it
         self.domain = domain
         self._now_ns = now_ns
 
@@ -89,7 +96,9 @@ class Advisories:
 
     def event(self, subject: str, payload: dict[str, Any]) -> None:
         """Another advisory or metric (a consumer's: actions.py), `payload` its `type`
-        and fields in Go's order: sent with its id, time and domain, if anyone listens."""
+        and fields in Go's order: sent with its id, time and domain, if anyone listens.
+        An `account` of None is this account's name (a consumer does not know its
+        account; nats-server's pinned and unpinned advisories name it)."""
         subj = subject.encode("utf-8", "surrogateescape")
         if not self._router.has_interest(subj):
             return
@@ -99,6 +108,8 @@ class Advisories:
             if domain and key in _DOMAIN_BEFORE:
                 body["domain"] = domain
                 domain = ""
+            if value is None and key == "account":
+                value = self.account
             body[key] = value
         if domain:
             body["domain"] = domain

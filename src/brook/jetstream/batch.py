@@ -31,7 +31,6 @@ or not at all and its sequences are free again.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from brook import limits
 from brook.jetstream import counters, versioning
 from brook.jetstream import publish_headers as ph
 from brook.jetstream import ttl as ttls
+from brook.jetstream.advisories import go_json
 from brook.jetstream.dedup import MSG_ID
 from brook.jetstream.errors import api_error
 from brook.jetstream.models.info import format_ts_ns
@@ -63,10 +63,6 @@ ABANDONED_SUBJECT = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED"
 _ABANDONED_TYPE = "io.nats.jetstream.advisory.v1.stream_batch_abandoned"
 # nats-server's reasons (`BatchAbandonReason`, jetstream_events.go).
 TIMEOUT, LARGE, INCOMPLETE, UNSUPPORTED = "timeout", "large", "incomplete", "unsupported"
-# Go's encoding/json escapes these in strings; Python's json does not.
-_GO_ESCAPES = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
 
 Abandoned = Callable[[str, str], None]  # (batch id, reason): the stream announces it
 
@@ -276,7 +272,7 @@ def check_commit(stream: Stream, commit: Commit) -> None:
             raise api_error("ATOMIC_PUBLISH_UNSUPPORTED_HEADER", header=ph.EXPECTED_LAST_MSG_ID)
         if len(header) > ph.MAX_HEADER_BYTES:
             raise api_error("STREAM_HEADER_EXCEEDS_MAXIMUM")
-        if counters.INCR in header:
+        if header.find(counters.INCR) >= 0:
             counters.check_increment(header, message.data, config.allow_msg_counter)
         try:
             block = hdrs.parse(header)
@@ -356,7 +352,7 @@ def _check_batched_headers(
         last = stream.store.subject_state(message.subject).last_seq
         if ph.uint(value) != last:
             raise api_error("STREAM_WRONG_LAST_SEQUENCE", seq=last)
-    if SCHEDULE_PREFIX in header:
+    if header.find(SCHEDULE_PREFIX) >= 0:
         check_schedule(stream, header, message.subject)
     rollup = block.get(ph.ROLLUP) or None
     if rollup is not None:
@@ -371,19 +367,24 @@ def _check_batched_headers(
             raise api_error("STREAM_ROLLUP_FAILED", err=f'rollup value invalid: "{rollup}"')
 
 
-def abandoned_advisory(stream: str, batch_id: str, reason: str, now_ns: int) -> tuple[bytes, bytes]:
+def abandoned_advisory(
+    stream: str, batch_id: str, reason: str, now_ns: int, domain: str = ""
+) -> tuple[bytes, bytes]:
     """nats-server's `JSStreamBatchAbandonedAdvisory` as its account sees it: subject and
-    JSON bytes (Go's key order, compact, Go's escapes; no `account`, no `domain`)."""
+    JSON bytes (Go's key order, compact, Go's escapes; no `account`: nats-server names it
+    only in the copy it sends to the system account; `domain` after `stream` when the
+    server has one, as `sendStreamBatchAbandonedAdvisory` sets it)."""
     body = {
         "type": _ABANDONED_TYPE,
         "id": secrets.token_hex(11),
         "timestamp": format_ts_ns(now_ns),
         "stream": stream,
-        "batch": batch_id,
-        "reason": reason,
     }
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":")).translate(_GO_ESCAPES)
-    return f"{ABANDONED_SUBJECT}.{stream}".encode(), text.encode("utf-8", "surrogateescape")
+    if domain:
+        body["domain"] = domain
+    body["batch"] = batch_id
+    body["reason"] = reason
+    return f"{ABANDONED_SUBJECT}.{stream}".encode(), go_json(body)
 
 
 def uncommitted_tail(store: MessageStore) -> range:
@@ -396,7 +397,7 @@ def uncommitted_tail(store: MessageStore) -> range:
     when the newest message is one a schedule stored by a batch produced (schedules.py):
     it keeps the batch's headers."""
     last = store.load_last(">")
-    if last is None or not last.header or BATCH_ID not in last.header:
+    if last is None or not last.header or last.header.find(BATCH_ID) < 0:
         return range(0)
     header = last.header
     batch_id = hdrs.raw_value(header, BATCH_ID)

@@ -38,6 +38,7 @@ import decimal
 import json
 import re
 
+from brook.jetstream.advisories import GO_ESCAPES
 from brook.jetstream.errors import api_error
 from brook.jetstream.store.base import MessageStore
 from brook.protocol import headers as hdrs
@@ -166,16 +167,10 @@ def _read_sources(raw: bytes) -> dict[str, dict[str, str]]:
     return out
 
 
-# What Go's encoding/json escapes beyond what Python's does (its HTML-safe default).
-_GO_ESCAPES = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
-
-
 def _sources_json(sources: dict[str, dict[str, str]]) -> bytes:
     """`Nats-Counter-Sources` as Go's `json.Marshal` writes the map: keys sorted, no blanks."""
     text = json.dumps(sources, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.translate(_GO_ESCAPES).encode("utf-8", "surrogateescape")
+    return text.translate(GO_ESCAPES).encode("utf-8", "surrogateescape")
 
 
 def _text(value: decimal.Decimal) -> str:

@@ -32,6 +32,7 @@ from types import MappingProxyType
 
 from brook import limits
 from brook.config.settings import JetStreamAccountLimits
+from brook.config.settings_auth import GLOBAL_ACCOUNT
 from brook.jetstream import models
 from brook.jetstream.advisories import CREATE, DELETE, MODIFY, Advisories
 from brook.jetstream.backlog import CommitBacklog
@@ -112,6 +113,7 @@ class JetStream(EngineLimits, OriginLinks):
         commit_backlog: CommitBacklog | None = None,
         space: StoreSpace | None = None,
         executor: Executor | None = None,
+        account: str = GLOBAL_ACCOUNT,
         domain: str = "",
         direct_max_bytes: int = limits.MAX_PENDING_BYTES,
     ) -> None:
@@ -119,6 +121,7 @@ class JetStream(EngineLimits, OriginLinks):
         stores and write consumer state) are server-wide, shared by the engines of
         several accounts (each its own `store_dir`), so that threads do not grow with
         the accounts; by default its own.
+        `account`: the name of the account it serves (its advisories name it).
         `domain`: the JetStream domain its PubAcks and infos name ("": none).
         `direct_max_bytes`: where a direct-get batch without `max_bytes` stops (nats-server:
         its `max_pending`, which a reload cannot change)."""
@@ -141,7 +144,10 @@ class JetStream(EngineLimits, OriginLinks):
         # Its lifecycle advisories (streams here, consumers in the registry), sent on the
         # engine's clock only when someone listens.
         self.advisories = Advisories(
-            self.internal, domain=domain, now_ns=lambda: self.consumers.now_ns()
+            self.internal,
+            account=account,
+            domain=domain,
+            now_ns=lambda: self.consumers.now_ns(),
         )
         self._owns_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(

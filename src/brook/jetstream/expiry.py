@@ -189,7 +189,7 @@ class StreamExpiry:
         msg = store.load_next("", 0)
         while msg is not None:
             header = msg.header
-            if header and b"Nats-TTL" in header:
+            if header and header.find(b"Nats-TTL") >= 0:
                 ttl = _stored_ttl(header)
                 if ttl:
                     self.ttls.add(msg.seq, msg.ts_ns, ttl)
@@ -199,7 +199,7 @@ class StreamExpiry:
 def _is_delete_marker(header: bytes | None) -> bool:
     """A server marker (`Nats-Marker-Reason`) or a KV purge (`KV-Operation: PURGE`): the
     messages whose expiry leaves no new marker behind (nats-server's isSubjectDeleteMarker)."""
-    if not header or (b"Nats-Marker-Reason" not in header and b"PURGE" not in header):
+    if not header or (header.find(b"Nats-Marker-Reason") < 0 and header.find(b"PURGE") < 0):
         return False
     try:
         block = hdrs.parse(header)

@@ -437,7 +437,7 @@ class ScheduleIndex:
         arm, re-arm or disarm; returns the subject of a schedule it asks to purge, or "".
         A message interest retention does not keep (nats-server skips storing it) arms
         nothing but may still purge."""
-        if not header or PREFIX not in header:
+        if not header or header.find(PREFIX) < 0:
             if kept:
                 self.disarm(subject)
             return ""
@@ -465,7 +465,7 @@ class ScheduleIndex:
         msg = store.load_next("", 0)
         while msg is not None:
             header = msg.header
-            if header and SCHEDULE in header:
+            if header and header.find(SCHEDULE) >= 0:
                 try:
                     parsed = next_due(header, msg.ts_ns, now_ns)
                 except ApiError:

@@ -113,6 +113,7 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         domain: str = "",
     ) -> None:
         self.store = store
+        self.domain = domain  # its JetStream domain ("": none), named by its advisories
         # What every PubAck says after `"stream":`: the name, and the JetStream domain
         # when there is one (nats-server's `pubAck` template: stream, domain, seq).
         ack_stream = json.dumps(config.name).encode()

@@ -36,6 +36,7 @@ class StreamBatches:
 
     if TYPE_CHECKING:  # what it uses of `Stream`, which sets all of it
         name: str
+        domain: str
         config: StreamConfig
         store: MessageStore
         now_ns: Callable[[], int]
@@ -108,7 +109,8 @@ class StreamBatches:
 
     def _batch_abandoned(self, batch_id: str, reason: str) -> None:
         """Announce an abandoned batch as nats-server does (batch.py)."""
-        self._send_ack(*abandoned_advisory(self.name, batch_id, reason, self.now_ns()))
+        advisory = abandoned_advisory(self.name, batch_id, reason, self.now_ns(), self.domain)
+        self._send_ack(*advisory)
 
     def _commit(self, commit: Commit) -> Batched:
         check_commit(cast("Stream", self), commit)  # the mixin's only user

@@ -79,7 +79,7 @@ def raw_value(block: bytes, name: bytes) -> bytes | None:
     raw bytes, or None when there is none: the name matches case-sensitively, leading
     spaces of the value are skipped and nothing else is trimmed (unlike `parse`), and a
     block `parse` would refuse is read all the same."""
-    if name not in block:
+    if block.find(name) < 0:  # not `in`: see ADR 0057
         return None
     for line in block.split(b"\r\n")[1:]:
         key, sep, value = line.partition(b":")

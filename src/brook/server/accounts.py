@@ -151,6 +151,7 @@ class Account:
             commit_backlog=commit_backlog,
             space=space,
             executor=executor,
+            account=self.name,
             domain=js_settings.domain,
             direct_max_bytes=settings.max_pending_bytes,
         )
@@ -199,7 +200,9 @@ class Account:
             api_error("NOT_ENABLED_FOR_ACCOUNT"),
             _REFUSED_LISTS,
             api_level=limits.JETSTREAM_API_LEVEL,
-            advisories=Advisories(self._refusals, domain=domain, now_ns=time.time_ns),
+            advisories=Advisories(
+                self._refusals, account=self.name, domain=domain, now_ns=time.time_ns
+            ),
             server_name=server_name,
             account=self.name,
         )

@@ -60,7 +60,7 @@ def test_pin_header_wait_and_ttl() -> None:
             "$JS.EVENT.ADVISORY.CONSUMER.PINNED.ORDERS.worker",
             {
                 "type": "io.nats.jetstream.advisory.v1.consumer_group_pinned",
-                "account": "$G",
+                "account": None,  # the account is filled in where it is sent
                 "stream": "ORDERS",
                 "consumer": "worker",
                 "group": "g",

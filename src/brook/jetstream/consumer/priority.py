@@ -219,7 +219,7 @@ class PriorityGroups:
         cfg = self.cfg
         payload = {
             "type": PINNED_ADVISORY_TYPE if kind == "PINNED" else UNPINNED_ADVISORY_TYPE,
-            "account": "$G",
+            "account": None,  # the consumer's account: filled in by `Advisories.event`
             "stream": cfg.stream,
             "consumer": cfg.name,
             "group": group,
