@@ -43,6 +43,7 @@ the duplicate window are exact in tests.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -113,7 +114,6 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         domain: str = "",
     ) -> None:
         self.store = store
-        self.domain = domain  # its JetStream domain ("": none), named by its advisories
         # What every PubAck says after `"stream":`: the name, and the JetStream domain
         # when there is one (nats-server's `pubAck` template: stream, domain, seq).
         ack_stream = json.dumps(config.name).encode()
@@ -121,7 +121,11 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             ack_stream += b',"domain":' + json.dumps(domain).encode()
         self._send_message = send_message  # republish's way out (none: nothing republished)
         batch_limits = batch_limits or BatchLimits()
-        self.batches = AtomicBatches(batch_limits, now_ns, self._batch_abandoned)  # batch.py
+        # batch.py; its advisory names the JetStream domain, kept there rather than here
+        # (past 29 instance attributes every attribute read of a publish gets slower)
+        self.batches = AtomicBatches(
+            batch_limits, now_ns, functools.partial(self._batch_abandoned, domain=domain)
+        )
         self.fast_batches = FastBatches(  # fast_batch.py: replies through the durability gate
             batch_limits, now_ns, self._after_durable, ack_stream
         )

@@ -36,7 +36,6 @@ class StreamBatches:
 
     if TYPE_CHECKING:  # what it uses of `Stream`, which sets all of it
         name: str
-        domain: str
         config: StreamConfig
         store: MessageStore
         now_ns: Callable[[], int]
@@ -107,9 +106,10 @@ class StreamBatches:
         seq = self.fast_batches.publish(op, reply, store, level_refused=refused)
         return Batched(seq, bool(seq) and stored.kept, replied=True)
 
-    def _batch_abandoned(self, batch_id: str, reason: str) -> None:
-        """Announce an abandoned batch as nats-server does (batch.py)."""
-        advisory = abandoned_advisory(self.name, batch_id, reason, self.now_ns(), self.domain)
+    def _batch_abandoned(self, batch_id: str, reason: str, *, domain: str = "") -> None:
+        """Announce an abandoned batch as nats-server does (batch.py), naming the
+        JetStream `domain` the stream is in ("": none)."""
+        advisory = abandoned_advisory(self.name, batch_id, reason, self.now_ns(), domain)
         self._send_ack(*advisory)
 
     def _commit(self, commit: Commit) -> Batched:
