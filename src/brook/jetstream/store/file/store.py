@@ -312,13 +312,14 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         except fmt.RecordError as exc:
             raise StoreError(f"cannot store message: {exc}") from exc
         # `_append_record`'s usual case inline (a frame per publish, ADR 0062): a segment
-        # with its preamble and room for the record. As there: written first, then marked
-        # dirty, so a sync taking the dirty set meanwhile still covers the write.
+        # with its preamble and room for the record, its slots below their cap (ADR 0061:
+        # `roll_size` is 0 then). As there: written first, then marked dirty, so a sync
+        # taking the dirty set meanwhile still covers the write.
         seg = self._active
         offset = seg.size
         if (
             offset
-            and offset < self._segment_bytes_max
+            and offset < seg.roll_size
             and offset + len(record) <= MAX_SEGMENT_BYTES
             and not self._roll_owed
         ):
