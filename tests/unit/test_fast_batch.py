@@ -70,9 +70,8 @@ def test_a_batch_head_checked_once_still_answers_each_message() -> None:
         assert raised.value.err_code == code, reply
 
 
-def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
-    clock = Clock()
-    limits = BatchLimits()
+def _batched_stream(clock: Clock, limits: BatchLimits) -> tuple[Stream, list[dict[str, Any]]]:
+    """A memory stream `F` allowing fast batches on `clock`, and the replies it sends."""
     acks: list[dict[str, Any]] = []
     config = {"name": "F", "subjects": ["f.>"], "storage": "memory", "allow_batched": True}
     stream = Stream(
@@ -84,6 +83,13 @@ def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
         created_ns=clock.now,
         batch_limits=limits,
     )
+    return stream, acks
+
+
+def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
+    clock = Clock()
+    limits = BatchLimits()
+    stream, acks = _batched_stream(clock, limits)
     stream.ingest(b"f.x", b"in.a.1.fail.1.0.$FI", None, b"1")
     assert acks == [{"type": "ack", "seq": 0, "msgs": 1}, {"type": "ack", "seq": 1, "msgs": 1}]
     assert stream.fast_batches.sweep() == clock.now + limits.timeout_ns
@@ -104,17 +110,7 @@ def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires
     the moment the oldest batch's timeout passes still finds it gone (the timer not run)."""
     clock = Clock()
     limits = BatchLimits()
-    acks: list[dict[str, Any]] = []
-    config = {"name": "F", "subjects": ["f.>"], "storage": "memory", "allow_batched": True}
-    stream = Stream(
-        parse_stream_config(config, subject_name="F"),
-        MemoryStore(),
-        now_ns=clock,
-        send_ack=lambda reply, ack: acks.append(json.loads(ack)),
-        committer=None,
-        created_ns=clock.now,
-        batch_limits=limits,
-    )
+    stream, acks = _batched_stream(clock, limits)
     stream.ingest(b"f.x", b"in.a.9.fail.1.0.$FI", None, b"1")
     clock.now += 10
     stream.ingest(b"f.x", b"in.b.9.fail.1.0.$FI", None, b"1")
