@@ -44,6 +44,8 @@ COMPILED = (
     "brook.leafnode.leaf_core",
     "brook.jetstream.store.file.format",
     "brook.jetstream.store.file.segment",
+    "brook.jetstream.store.file.subjects",
+    "brook.jetstream.store.file.index",
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
