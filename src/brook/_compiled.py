@@ -46,6 +46,11 @@ COMPILED = (
     "brook.jetstream.store.file.segment",
     "brook.jetstream.store.file.subjects",
     "brook.jetstream.store.file.index",
+    "brook.jetstream.store.file.store_core",
+    "brook.jetstream.store.file.store_reads",
+    "brook.jetstream.store.file.store_gaps",
+    "brook.jetstream.store.file.store_reclaim",
+    "brook.jetstream.store.file.store",
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)

@@ -325,9 +325,9 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         ):
             try:
                 seg.buffer(record)
-            except OSError as exc:
+            except OSError as err:  # not `exc`: mypyc types a name by its first except
                 seg.drop_unfinished()
-                raise write_error(f"{seg.path}: write failed", exc) from exc
+                raise write_error(f"{seg.path}: write failed", err) from err
             if seg not in self._dirty:
                 with self._lock:
                     self._dirty.add(seg)

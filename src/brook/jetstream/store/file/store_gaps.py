@@ -7,47 +7,22 @@ from __future__ import annotations
 
 import mmap
 import os
-import threading
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from brook.jetstream.store.base import LostData, StoreFullError, add_lost, write_error
+from mypy_extensions import trait
+
+from brook.jetstream.store.base import StoreFullError, add_lost, write_error
 from brook.jetstream.store.file import format as fmt
-from brook.jetstream.store.file.recovery import RecoveryReport, fsync_path
-
-if TYPE_CHECKING:
-    from brook.jetstream.store.file.index import Index
-    from brook.jetstream.store.file.reader import Reader
-    from brook.jetstream.store.file.segment import Segment
+from brook.jetstream.store.file.recovery import fsync_path
+from brook.jetstream.store.file.store_core import StoreCore
 
 # `skip_msgs`: gaps of up to this many sequences are written inline (41 bytes each).
 SKIP_INLINE_MAX = 1024
 
 
-class StoreGaps:
-    """`FileStore`'s skips and cuts (a mixin, ADR 0031)."""
-
-    if TYPE_CHECKING:  # what it uses of `FileStore`, which sets all of it
-        directory: Path
-        _msgs_dir: Path
-        _fsync: bool
-        _lock: threading.Lock
-        _sync_lock: threading.Lock
-        _candidates: list[Segment]
-        _failed: OSError | None
-        _roll_owed: bool
-        _lost: LostData | None
-        _index: Index
-        _reader: Reader
-
-        def _check_writable(self) -> None: ...
-        def _open(self, first_seq: int, parents: list[Path]) -> RecoveryReport: ...
-        def _roll(self) -> Segment: ...
-        def _reclaim(self) -> None: ...
-        def _append_record(self, record: bytes) -> Segment: ...
-        def sync(self) -> None: ...
-        def _invalidate_snapshot(self) -> None: ...
+@trait
+class StoreGaps(StoreCore):
+    """`FileStore`'s skips and cuts (a part of it, a mypyc trait: ADR 0031, 0065)."""
 
     def skip_to(self, last_seq: int) -> None:
         self._check_writable()

@@ -5,11 +5,11 @@ a snapshot (`frozen.py`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from mypy_extensions import trait
+
 from brook.jetstream.store.base import (
-    LostData,
     RecordSpan,
     StoredMessage,
     StreamState,
@@ -19,27 +19,16 @@ from brook.jetstream.store.base import (
 from brook.jetstream.store.file import queries as q
 from brook.jetstream.store.file.frozen import FrozenLog
 from brook.jetstream.store.file.recovery import META
+from brook.jetstream.store.file.store_core import StoreCore
 from brook.jetstream.store.filters import compile_filter
 
 if TYPE_CHECKING:
-    from brook.jetstream.store.file.index import Index
-    from brook.jetstream.store.file.reader import Reader
     from brook.jetstream.store.file.store import FileStore
 
 
-class StoreReads:
-    """`FileStore`'s reads (a mixin, ADR 0031)."""
-
-    if TYPE_CHECKING:  # what it uses of `FileStore`, which sets all of it
-        directory: Path
-        _frozen: list[FrozenLog]
-        _lost: LostData | None
-        _index: Index
-        _reader: Reader
-
-        def _check_open(self) -> None: ...
-
-        def flush(self) -> None: ...
+@trait
+class StoreReads(StoreCore):
+    """`FileStore`'s reads (a part of it, a mypyc trait: ADR 0031, 0065)."""
 
     def load(self, seq: int) -> StoredMessage | None:
         self._check_open()

@@ -5,39 +5,21 @@ durable (storage-format.md 6.2), and a message's record erased in place (6.3).""
 from __future__ import annotations
 
 import contextlib
-import threading
 from array import array
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+
+from mypy_extensions import trait
 
 from brook.jetstream.store.base import StoreError, StoreFullError, write_error
 from brook.jetstream.store.file import format as fmt
 from brook.jetstream.store.file import queries as q
 from brook.jetstream.store.file.segment import LEN_MASK, Segment
-
-if TYPE_CHECKING:
-    from brook.jetstream.store.file.frozen import FrozenLog
-    from brook.jetstream.store.file.index import Index
+from brook.jetstream.store.file.store_core import StoreCore
 
 
-class SegmentReclaim:
-    """`FileStore`'s reclaiming of segments and erasing of records (a mixin, ADR 0031)."""
-
-    if TYPE_CHECKING:  # what it uses of `FileStore`, which sets all of it
-        _lock: threading.Lock
-        _dirty: set[Segment]
-        _doomed: list[Segment]
-        _candidates: list[Segment]
-        _frozen: list[FrozenLog]
-        _index: Index
-        _active: Segment
-        on_reclaim: Callable[[], None] | None
-
-        def _roll(self) -> Segment: ...
-        def _append_record(self, record: bytes) -> Segment: ...
-        def _append_delete(self, ranges: list[tuple[int, int]], *, erase: bool = False) -> None: ...
-        def _state_record(self) -> bytes: ...
-        def _invalidate_snapshot(self) -> None: ...
+@trait
+class SegmentReclaim(StoreCore):
+    """`FileStore`'s reclaiming of segments and erasing of records (a part of it, a mypyc
+    trait: ADR 0031, 0065)."""
 
     def _erase(self, seg: Segment, k: int) -> None:
         """Overwrite the message's record in place with its ERASED image (format 6.3)."""
