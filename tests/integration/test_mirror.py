@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,10 @@ import nats
 import pytest
 
 import brook
-from brook.jetstream.store.base import NewMessage
+from brook.jetstream import mirror as mirror_mod
+from brook.jetstream.store.base import NewMessage, RecordSpan
 from brook.jetstream.store.file import format as fmt
+from brook.jetstream.store.file import store as file_store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,8 +73,10 @@ async def test_a_mirror_writes_its_origins_records_as_they_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file mirror catching up on a file origin in the same process writes the records
-    the origin's reader checked, as they are (ADR 0035): none is encoded again, and the
-    mirror's log holds the origin's records byte for byte (headers and all)."""
+    the origin's reader checked, as they are (ADR 0035): each stretch it stores comes
+    with the origin's records of exactly those messages (which `store_run` then copies
+    rather than encodes: tests/store/test_file_store.py), and the mirror's log holds the
+    origin's records byte for byte (headers and all)."""
     store = tmp_path / "store"
     async with brook.serve(port=0, store_dir=str(store)) as server:
         nc = await nats.connect(server.url, allow_reconnect=False)
@@ -81,14 +85,17 @@ async def test_a_mirror_writes_its_origins_records_as_they_are(
         for i in range(600):
             headers = {"K": f"v{i}"} if i % 4 == 0 else None
             await js.publish(f"o.{i % 3}", b"%d" % i * (i % 50), headers=headers)
-        encoded: list[int] = []  # the first sequence of each run encoded
-        encode = fmt.encode_messages
+        stretches: list[bool] = []  # per stretch stored: did its spans hold its records?
+        store_mirrored = mirror_mod.store_mirrored
 
-        def counted(seq: int, messages: Iterable[NewMessage]) -> tuple[list[bytes], str]:
-            encoded.append(seq)
-            return encode(seq, messages)
+        def spied(
+            stream: Any, messages: list[NewMessage], seqs: list[int], stored: Any,
+            spans: Sequence[RecordSpan] = (),
+        ) -> None:  # fmt: skip
+            stretches.append(file_store._copied(spans, seqs[0], len(messages)) is not None)
+            store_mirrored(stream, messages, seqs, stored, spans)
 
-        monkeypatch.setattr(fmt, "encode_messages", counted)
+        monkeypatch.setattr(mirror_mod, "store_mirrored", spied)
         config = {"name": "M", "mirror": {"name": "O"}}
         reply = await _request(nc, "$JS.API.STREAM.CREATE.M", config)
         assert "error" not in reply
@@ -98,7 +105,8 @@ async def test_a_mirror_writes_its_origins_records_as_they_are(
                 break
             await asyncio.sleep(0.05)
         assert info["state"]["last_seq"] == 600
-        assert encoded == []
+        assert stretches
+        assert all(stretches)
         await nc.close()
     origin = _msg_records(next(p for p in store.rglob("O") if p.is_dir()))
     mirror = _msg_records(next(p for p in store.rglob("M") if p.is_dir()))
