@@ -13,44 +13,48 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 # What records are parsed from: a whole segment (mmap) or bytes read back with pread().
 Buffer = bytes | bytearray | mmap.mmap
 
-MAGIC = b"\xb7\x5e"
-VERSION = 1
+MAGIC: Final = b"\xb7\x5e"
+VERSION: Final = 1
 # What resynchronisation searches for after damage: the start of a version-1 record.
-SYNC_MARK = MAGIC + bytes([VERSION])
+SYNC_MARK: Final = MAGIC + bytes([VERSION])
 
-T_MSG = 1
-T_DELETE = 2
-T_STATE = 3
-TYPE_NAMES = {T_MSG: "MSG", T_DELETE: "DELETE", T_STATE: "STATE"}
+T_MSG: Final = 1
+T_DELETE: Final = 2
+T_STATE: Final = 3
+TYPE_NAMES: Final = {T_MSG: "MSG", T_DELETE: "DELETE", T_STATE: "STATE"}
 # The first 4 bytes of every MSG record: magic, version, type.
-MSG_PREFIX = SYNC_MARK + bytes([T_MSG])
+MSG_PREFIX: Final = SYNC_MARK + bytes([T_MSG])
 
-F_ERASED = 0x01  # MSG: content overwritten with zeros; DELETE: erase was requested
+F_ERASED: Final = 0x01  # MSG: content overwritten with zeros; DELETE: erase was requested
 
 # magic, version, type, length, seq, ts_ns, flags, reserved, subj_len, hdr_len, data_len
-HEADER = struct.Struct("<2sBBIQqBBHII")
-HEADER_SIZE = HEADER.size  # 36
+HEADER: Final = struct.Struct("<2sBBIQqBBHII")
+HEADER_SIZE: Final = HEADER.size  # 36
 # The same 36 bytes as a reader of MSG records takes them (`Reader._read_run`): magic,
 # version and type as one 4-byte prefix compared with `MSG_PREFIX`, the reserved byte
 # skipped; 8 fields instead of 11 make a delivery's read of each record cheaper.
-MSG_HEADER = struct.Struct("<4sIQqBxHII")
-CRC_SIZE = 4
-OVERHEAD = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
-CRC_FIELD = struct.Struct("<I")
+MSG_HEADER: Final = struct.Struct("<4sIQqBxHII")
+CRC_SIZE: Final = 4
+OVERHEAD: Final = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
+CRC_FIELD: Final = struct.Struct("<I")
+# Bound once: compiled code reads a Final from a C static, `zlib.crc32` from the module
+# (a lookup per record written).
+_crc32: Final = zlib.crc32
 # The CRC-32 of a whole record, its CRC field included, when that field is right: CRC-32's
 # residue, the same for any bytes followed by their CRC-32 in little-endian order. A
 # reader checks a record by one `crc32` call (`Reader._read_run`), exactly as by comparing
 # the field with the CRC of the bytes before it.
-CRC_RESIDUE = 0x2144DF1C
-_STATE_BODY = struct.Struct("<Qq")
+CRC_RESIDUE: Final = 0x2144DF1C
+_STATE_BODY: Final = struct.Struct("<Qq")
 
-MAX_SUBJECT_BYTES = 0xFFFF
-MAX_RECORD_BYTES = 0x7FFFFFFF  # lengths share a u32 column with a flag bit in memory
-MAX_RANGES_PER_RECORD = 4096
+MAX_SUBJECT_BYTES: Final = 0xFFFF
+MAX_RECORD_BYTES: Final = 0x7FFFFFFF  # lengths share a u32 column with a flag bit in memory
+MAX_RANGES_PER_RECORD: Final = 4096
 
 
 class RecordError(ValueError):
@@ -76,7 +80,7 @@ RecordInfo = tuple[int, int, int, int, int, int, int, int, int]
 
 def _finish(head: bytes, *body: bytes) -> bytes:
     rec = b"".join((head, *body))
-    return rec + CRC_FIELD.pack(zlib.crc32(rec))
+    return rec + _crc32(rec).to_bytes(4, "little")  # CRC_FIELD (a compiled primitive)
 
 
 def encode_message(
@@ -94,7 +98,7 @@ def encode_message(
     except struct.error as exc:  # a timestamp outside i64, say
         raise RecordError(str(exc)) from exc
     rec = b"".join((head, subject, header, data))  # `_finish`, inline: once per publish
-    return rec + CRC_FIELD.pack(zlib.crc32(rec))
+    return rec + _crc32(rec).to_bytes(4, "little")
 
 
 def encode_messages(
@@ -217,7 +221,8 @@ def _shape_error(buf: Buffer, offset: int, rtype: int, seq: int, sl: int, hl: in
     return ""
 
 
-_CLAIM = struct.Struct("<2sBBIQ")  # magic, version, type, length, seq: a header's first 16 bytes
+# magic, version, type, length, seq: a header's first 16 bytes
+_CLAIM: Final = struct.Struct("<2sBBIQ")
 
 
 def claimed_seq(buf: Buffer, offset: int, end: int) -> int | None:

@@ -36,6 +36,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
 
 from brook.jetstream.store.file import packing
 from brook.jetstream.store.file.coldfile import ColdFile
@@ -47,12 +48,12 @@ Slot = tuple[int, Segment, int]  # (seq, segment, slot)
 
 # Sealed segments whose columns stay unpacked (besides the last, being written): a
 # reader in order and a couple at random places unpack each segment once as they pass.
-HOT_SEGMENTS_DEFAULT = 2
+HOT_SEGMENTS_DEFAULT: Final = 2
 # Segments at least this many slots are packed on `_PACKER` (smaller ones take under a
 # few milliseconds and are packed at once).
-BACKGROUND_SLOTS = 65536
+BACKGROUND_SLOTS: Final = 65536
 # One thread for every store's packing: it is rare (a roll), and zlib releases the GIL.
-_PACKER = ThreadPoolExecutor(1, thread_name_prefix="brook-index-pack")
+_PACKER: Final = ThreadPoolExecutor(1, thread_name_prefix="brook-index-pack")
 
 
 def _empty_columns() -> tuple[array[int], array[int], array[int], array[int]]:

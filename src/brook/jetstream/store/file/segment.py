@@ -33,21 +33,21 @@ import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Final, cast
 
 from brook import limits
 from brook.jetstream.store.file.packing import Packed
 
-DEAD = 0xFFFFFFFF  # `offs` sentinel: the slot's message is removed (or was never kept)
-HDR_BIT = 0x80000000  # set in `lens` when the message has a (non-empty) header
-LEN_MASK = 0x7FFFFFFF
-MAX_SEGMENT_BYTES = 0xFFFFFFFF - 1  # offsets are u32 columns; DEAD is reserved
-NO_SLOTS_MAX = 1 << 48  # a segment no store made active (`Segment.activate`)
-SUFFIX = ".seg"
+DEAD: Final = 0xFFFFFFFF  # `offs` sentinel: the slot's message is removed (or was never kept)
+HDR_BIT: Final = 0x80000000  # set in `lens` when the message has a (non-empty) header
+LEN_MASK: Final = 0x7FFFFFFF
+MAX_SEGMENT_BYTES: Final = 0xFFFFFFFF - 1  # offsets are u32 columns; DEAD is reserved
+NO_SLOTS_MAX: Final = 1 << 48  # a segment no store made active (`Segment.activate`)
+SUFFIX: Final = ".seg"
 
 
-_KEEP_SIZE = 0x01  # FALLOC_FL_KEEP_SIZE (linux/falloc.h)
-_PUNCH_HOLE = 0x02  # FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires)
+_KEEP_SIZE: Final = 0x01  # FALLOC_FL_KEEP_SIZE (linux/falloc.h)
+_PUNCH_HOLE: Final = 0x02  # FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires)
 
 
 def _load_fallocate() -> Callable[[int, int, int, int], int] | None:

@@ -28,7 +28,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from brook import limits
 from brook.jetstream.store.base import (
@@ -66,7 +66,7 @@ from brook.jetstream.store.filters import compile_filter
 
 log = logging.getLogger(__name__)
 
-SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+SEGMENT_BYTES_MAX_DEFAULT: Final = 64 * 1024 * 1024
 # A `NewMessage`'s fields, as `store_run` indexes a run's messages.
 _SUBJECT, _HEADER, _TS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(3)
 

@@ -27,6 +27,7 @@ import zlib
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import Final
 
 from brook.jetstream.store.file import packing
 from brook.jetstream.store.filters import SubjectFilter
@@ -35,9 +36,9 @@ from brook.jetstream.store.filters import SubjectFilter
 # (`_FREEZE_AT`, a constant: the check is on every append).
 CHUNK = 1024
 _FREEZE_AT = 2 * CHUNK
-_LEVEL = 1  # zlib: the deltas are small and repetitive, level 1 packs them about as well
-_LAST = operator.attrgetter("last")
-_BIG = sys.byteorder == "big"
+_LEVEL: Final = 1  # zlib: the deltas are small and repetitive, level 1 packs them about as well
+_LAST: Final = operator.attrgetter("last")
+_BIG: Final = sys.byteorder == "big"
 
 
 def _encode(first: int, seqs: array[int]) -> bytes:
