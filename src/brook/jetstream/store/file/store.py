@@ -5,7 +5,9 @@ record appended to the active segment before the in-memory index (`index.py`) ch
 failed write leaves the index as it was, and the index is always what replaying the log
 would give. Its parts (ADR 0031): the reads (`store_reads.py`: a slot found in the
 index, the bytes left to `reader.py`), the sequence gaps and cuts (`store_gaps.py`) and the
-reclaiming of emptied segments (`store_reclaim.py`).
+reclaiming of emptied segments (`store_reclaim.py`). Compiled by mypyc (ADR 0065),
+`FileStore` is a native class and its parts are traits (`store_core.py` declares what
+they use of it): no attribute may be added to a store, nor a method replaced.
 
 Threads: every method but `sync()` runs on the event loop. `sync()` may run in a worker
 thread at the same time (group commit). They share three things, guarded by `_lock`: the set
@@ -495,8 +497,9 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         """Buffer appends up to `nbytes` from now on (0: write each through at once), their
         space reserved `preallocate_bytes` ahead: for an owner that acknowledges nothing
         before a sync (the group commit, ADR 0051). Kept by the segments, which pass it
-        on when rolled: FileStore stays within the instance attributes whose reads
-        CPython 3.11 keeps fast (a shared-key dict, at most 29), on the publish path."""
+        on when rolled: interpreted (`BROOK_NO_EXTENSIONS`), FileStore stays within the
+        instance attributes whose reads CPython 3.11 keeps fast (a shared-key dict, at
+        most 29), on the publish path."""
         self.flush()
         for seg in self._index.segments:
             seg.buffer_max, seg.prealloc = max(nbytes, 0), max(preallocate_bytes, 0)
