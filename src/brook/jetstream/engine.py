@@ -40,7 +40,7 @@ from brook.jetstream.batch import BatchLimits
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
 from brook.jetstream.consumer.registry import Consumer, ConsumerRegistry
-from brook.jetstream.consumer.runner import ConsumerRunner
+from brook.jetstream.consumer.runner import ConsumerRunner, messages_stored
 from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.damage import DamageReports
 from brook.jetstream.definitions import (
@@ -504,8 +504,7 @@ class JetStream(EngineLimits, OriginLinks):
             (ADR 0012)."""
             result = stream.ingest(subject, reply, header, data)
             if result.kept:
-                for runner in index.matching(subject):
-                    runner.message_stored(result.seq)
+                messages_stored(index.matching(subject), result.seq)
             wake = expiry.next_wakeup_ns
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)  # a publish brought an expiry forward
