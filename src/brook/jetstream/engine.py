@@ -467,7 +467,8 @@ class JetStream(EngineLimits, OriginLinks):
             config,
             store,
             now_ns=self.now_ns,
-            send_ack=self.internal.publish,  # a PubAck is a plain publish: no frame between
+            # A PubAck is a plain publish: no frame between (`Router.publish_plain`).
+            send_ack=functools.partial(self.internal.router.publish_plain, self.internal),
             committer=committer,
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,

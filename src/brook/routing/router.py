@@ -101,6 +101,12 @@ class Router:
         for cb in self._watches.intersecting(pattern):
             cb()
 
+    def publish_plain(self, publisher: object, subject: bytes, payload: bytes) -> int:
+        """`publish` of a message with neither reply nor header (a PubAck, say): bound to
+        its in-process publisher (`functools.partial`), it is called without a frame of
+        interpreted code between the caller and the router."""
+        return self.publish(publisher, subject, None, None, payload)
+
     def publish(
         self,
         publisher: object,
