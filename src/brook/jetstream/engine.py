@@ -505,7 +505,9 @@ class JetStream(EngineLimits, OriginLinks):
             (ADR 0012)."""
             result = stream.ingest(subject, reply, header, data)
             if result.kept:
-                messages_stored(index.matching(subject), result.seq)
+                runners = index.matching(subject)
+                if runners:
+                    messages_stored(runners, result.seq)
             wake = expiry.next_wakeup_ns
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)  # a publish brought an expiry forward
