@@ -36,82 +36,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from brook.jetstream.batch import BatchLimits, IdleBatches
 from brook.jetstream.errors import ApiError, api_error
 
-SUFFIX = b".$FI"
-_START, _APPEND, _COMMIT, _COMMIT_EOB, _PING = range(5)
-_ID_BYTES_MAX = 64
-_FLOW_DEFAULT = 10  # a flow of 0 or less (or no number)
-_FLOW_MAX = 0xFFFF
+# The reply subject's reading (compiled), and what the batch's code needs of it.
+from brook.jetstream.fast_reply import COMMIT as _COMMIT
+from brook.jetstream.fast_reply import COMMIT_EOB as _COMMIT_EOB
+from brook.jetstream.fast_reply import PING as _PING
+from brook.jetstream.fast_reply import SUFFIX as SUFFIX
+from brook.jetstream.fast_reply import FastOp as FastOp
+from brook.jetstream.fast_reply import parse_reply as parse_reply
+
 _ACKS_SHARED = 500  # flow acks at most every 500 messages, shared among batches
-_UINT64_MAX = 2**64 - 1
 
 Send = Callable[[bytes, bytes], None]  # (reply subject, payload), in order
-
-
-class FastOp(NamedTuple):
-    """What a fast batch publish's reply subject says (a tuple: built once per message)."""
-
-    batch_id: str
-    flow: int
-    gap_ok: bool
-    seq: int
-    op: int
-
-
-def _go_int(text: bytes) -> int:
-    """nats-server's `parseInt64`: the digits' value, -1 for anything else."""
-    return int(text) if text.isdigit() else -1
-
-
-# The last batch's reply subject up to its sequence (`<inbox>.<id>.<flow>.<gap mode>`) and
-# what it says: a batch's messages differ only in sequence and op, so the head is checked
-# once per batch (or per switch between batches), not once per message.
-# One tuple, replaced whole, so that servers on other threads never see a head with
-# another head's reading.
-_last: tuple[bytes, tuple[str, int, bool]] = (b"", ("", 0, False))
-
-
-def parse_reply(reply: bytes) -> FastOp:
-    """The batch a reply subject ending in `.$FI` names; raises nats-server's error for a
-    pattern it does not take (10206) or an id longer than 64 bytes (10207)."""
-    global _last
-    head, _, tail = reply[: -len(SUFFIX)].rpartition(b".")
-    head, _, raw_seq = head.rpartition(b".")
-    op = int(tail) if tail.isdigit() else -1
-    seq = int(raw_seq) if raw_seq.isdigit() else 0
-    if (
-        not 0 <= op <= _PING
-        or not 0 < seq < _UINT64_MAX
-        or (seq == 1 and op == _COMMIT_EOB)
-        or (op == _START and seq != 1)
-        or (op == _APPEND and seq <= 1)
-    ):
-        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    last = _last
-    if head != last[0] or not head:
-        said = _parse_head(head)
-        _last = (head, said)
-    else:
-        said = last[1]
-    return FastOp(said[0], said[1], said[2], seq, op)
-
-
-def _parse_head(head: bytes) -> tuple[str, int, bool]:
-    """`<anything>.<batch id>.<flow>.<gap mode>`: the id, the flow and whether gaps are ok;
-    raises as `parse_reply` says (a bad pattern first, then a long id)."""
-    parts = head.rsplit(b".", 3)
-    if len(parts) < 4 or parts[3] not in (b"fail", b"ok"):
-        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    _, raw_id, raw_flow, gap_mode = parts
-    flow = _go_int(raw_flow)
-    flow = _FLOW_DEFAULT if flow <= 0 else min(flow, _FLOW_MAX)
-    if len(raw_id) > _ID_BYTES_MAX:
-        raise api_error("BATCH_PUBLISH_INVALID_BATCH_ID")
-    return raw_id.decode("utf-8", "surrogateescape"), flow, gap_mode == b"ok"
 
 
 @dataclass(slots=True)
@@ -143,28 +82,23 @@ class FastBatches(IdleBatches[_Fast]):
         # none expires before the timeout after it: `_enter` skips `_expire` until then.
         self._oldest_ns = 0
 
-    def publish(
-        self,
-        op: FastOp,
-        reply: bytes,
-        store: Callable[[], tuple[int, bool]],
-        *,
-        level_refused: bool = False,
-    ) -> int:
-        """One fast batch publish; `store` stores its message through the stream's
-        checks: (stream sequence, duplicate), or raises the `ApiError`. Returns the
-        stream sequence stored, or 0. Raises the `ApiError` to answer as a plain
+    def begin(self, op: FastOp, reply: bytes, *, level_refused: bool = False) -> _Fast | None:
+        """One fast batch publish, up to its message's store: the batch to hand to
+        `stored` (or `refused`) once the caller stored the message through the stream's
+        checks, or None when it stores nothing (a ping, a gap, the end marker, a batch
+        ending; what it says is sent). Raises the `ApiError` to answer as a plain
         publish's (nothing of the batch stored before it). `level_refused`: the message
-        asks for a higher API level (versioning.py), which ends its batch."""
+        asks for a higher API level (versioning.py), which ends its batch. Three calls
+        rather than one taking the store as a callback: no closure per message."""
         b = self._enter(op)
         if level_refused:
             self._drop(op.batch_id)
             raise api_error("REQUIRED_API_LEVEL")
         if op.op == _PING:
             self._ping(b, op, reply)
-            return 0
+            return None
         if b.ending:
-            return 0
+            return None
         b.lseq += 1
         if b.lseq != op.seq:
             # Reported backwards too (nats-server 2.15.1; its newer source reports only
@@ -173,30 +107,22 @@ class FastBatches(IdleBatches[_Fast]):
             if not (b.gap_ok and op.seq > b.lseq):
                 b.lseq -= 1
                 self._end(b, op, reply)
-                return 0
+                return None
             b.lseq = op.seq
         if op.op == _COMMIT_EOB:
             b.lseq -= 1
             b.pseq = b.lseq
             self._end(b, op, reply)
-            return 0
-        commit = op.op == _COMMIT
-        if op.seq == 1 and not commit:
+            return None
+        if op.seq == 1 and op.op != _COMMIT:
             self._flow(reply, 0, b.ack_every)
-        try:
-            seq, duplicate = store()
-        except ApiError as err:
-            if not b.gap_ok and b.lseq == 1:
-                self._drop(op.batch_id)
-                raise
-            body = {"type": "err", "seq": op.seq, "error": err.to_json()}
-            self._send(reply, json.dumps(body, separators=(",", ":")).encode())
-            if b.gap_ok and not commit:
-                return 0
-            b.lseq -= 1
-            b.pseq = b.lseq
-            self._end(b, op, reply)
-            return 0
+        return b
+
+    def stored(self, b: _Fast, op: FastOp, reply: bytes, seq: int, duplicate: bool) -> int:
+        """The message `begin` let through is stored at stream sequence `seq` (or was a
+        `duplicate` of `seq`): the replies it is due. Returns the stream sequence stored,
+        or 0."""
+        commit = op.op == _COMMIT
         if duplicate:
             b.pseq = op.seq
             self._check_flow(b, reply)
@@ -215,6 +141,21 @@ class FastBatches(IdleBatches[_Fast]):
         elif b.pseq >= b.fseq + b.ack_every:  # `_check_flow`'s test, without its call
             self._check_flow(b, reply)
         return seq
+
+    def refused(self, b: _Fast, op: FastOp, reply: bytes, err: ApiError) -> None:
+        """The stream's checks refused the message `begin` let through: an error reply
+        (the batch ends in gap mode `fail`), or `err` raised again to answer as a plain
+        publish's when it is the first message of a batch in gap mode `fail`."""
+        if not b.gap_ok and b.lseq == 1:
+            self._drop(op.batch_id)
+            raise err
+        body = {"type": "err", "seq": op.seq, "error": err.to_json()}
+        self._send(reply, json.dumps(body, separators=(",", ":")).encode())
+        if b.gap_ok and op.op != _COMMIT:
+            return
+        b.lseq -= 1
+        b.pseq = b.lseq
+        self._end(b, op, reply)
 
     def clear(self) -> None:
         """Drop every batch (`allow_batched` turned off, the stream deleted)."""
