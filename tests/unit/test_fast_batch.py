@@ -27,6 +27,13 @@ from tests.support.streams import Clock
         (b"in.b.70000.fail.2.3.$FI", FastOp("b", 65535, False, 2, 3)),
         (b"in." + b"i" * 64 + b".1.fail.1.0.$FI", FastOp("i" * 64, 1, False, 1, 0)),
         (b"in..1.fail.1.0.$FI", FastOp("", 1, False, 1, 0)),
+        # Sequences of 18 digits and more (fast_reply.py reads up to 18 in a machine
+        # integer), up to the largest uint64 but one; leading zeros count for nothing.
+        (b"in.b.1.ok.999999999999999999.1.$FI", FastOp("b", 1, True, 10**18 - 1, 1)),
+        (b"in.b.1.ok.1000000000000000000.1.$FI", FastOp("b", 1, True, 10**18, 1)),
+        (b"in.b.1.ok.18446744073709551614.4.$FI", FastOp("b", 1, True, 2**64 - 2, 4)),
+        (b"in.b.1.ok.0000000000000000000002.1.$FI", FastOp("b", 1, True, 2, 1)),
+        (b"in.b.1.ok.2.00000000000000000001.$FI", FastOp("b", 1, True, 2, 1)),
     ],
 )
 def test_reply_patterns_taken(reply: bytes, op: FastOp) -> None:
@@ -40,6 +47,10 @@ def test_reply_patterns_taken(reply: bytes, op: FastOp) -> None:
         (b"in.b.1.fail.18446744073709551615.1.$FI", 10206),  # the largest uint64
         (b"in.b.1.fail.x.1.$FI", 10206),
         (b"in.b.1.fail.1.-1.$FI", 10206),
+        (b"in.b.1.fail.184467440737095516150.1.$FI", 10206),  # past uint64
+        (b"in.b.1.fail.1844674407370955161x.1.$FI", 10206),
+        (b"in.b.1.fail.1.$FI", 10206),  # no sequence
+        (b"1.$FI", 10206),
         (b"in.b.1.Fail.1.0.$FI", 10206),
         (b"in." + b"i" * 65 + b".1.fail.1.0.$FI", 10207),
     ],

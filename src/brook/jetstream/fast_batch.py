@@ -79,7 +79,7 @@ class FastBatches(IdleBatches[_Fast]):
         self._send = send
         self._name_json = name_json
         # No batch was touched before this (the oldest's time when `_expire` last ran), so
-        # none expires before the timeout after it: `_enter` skips `_expire` until then.
+        # none expires before the timeout after it: `begin` skips `_expire` until then.
         self._oldest_ns = 0
 
     def begin(self, op: FastOp, reply: bytes, *, level_refused: bool = False) -> _Fast | None:
@@ -90,7 +90,20 @@ class FastBatches(IdleBatches[_Fast]):
         publish's (nothing of the batch stored before it). `level_refused`: the message
         asks for a higher API level (versioning.py), which ends its batch. Three calls
         rather than one taking the store as a callback: no closure per message."""
-        b = self._enter(op)
+        # The batch `op` belongs to (`_start` begins one), touched now: inline, as it
+        # runs for every message.
+        now_ns = self._now_ns()
+        if now_ns - self._limits.timeout_ns >= self._oldest_ns:  # else none can have expired
+            self._expire(now_ns)
+            oldest = next(iter(self._batches.values()), None)
+            self._oldest_ns = now_ns if oldest is None else oldest.touched_ns
+        b = self._batches.get(op.batch_id)
+        if b is None:
+            b = self._start(op, now_ns)
+        b.touched_ns = now_ns
+        if now_ns < self._oldest_ns:  # a clock set back
+            self._oldest_ns = now_ns
+        self._batches.move_to_end(op.batch_id)
         if level_refused:
             self._drop(op.batch_id)
             raise api_error("REQUIRED_API_LEVEL")
@@ -165,32 +178,21 @@ class FastBatches(IdleBatches[_Fast]):
 
     # ------------------------------------------------------------------ internals
 
-    def _enter(self, op: FastOp) -> _Fast:
-        """The batch `op` belongs to, begun by its first message within the limits."""
+    def _start(self, op: FastOp, now_ns: int) -> _Fast:
+        """The batch `op` begins by its first message, within the limits."""
         lim = self._limits
-        now_ns = self._now_ns()
-        if now_ns - lim.timeout_ns >= self._oldest_ns:  # else none can have expired
-            self._expire(now_ns)
-            oldest = next(iter(self._batches.values()), None)
-            self._oldest_ns = now_ns if oldest is None else oldest.touched_ns
-        b = self._batches.get(op.batch_id)
-        if b is None:
-            if op.seq != 1:
-                raise api_error("BATCH_PUBLISH_UNKNOWN_BATCH_ID")
-            if len(self._batches) + 1 > lim.fast_inflight_per_stream:
-                raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
-            if lim.fast_inflight + 1 > lim.fast_inflight_total:
-                raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
-            b = self._batches[op.batch_id] = _Fast(now_ns, op.gap_ok, op.flow, 0)
-            lim.fast_inflight += 1
-            # The only batch gets what its publisher asks; others start slowly.
-            b.ack_every = min(_ACKS_SHARED, op.flow) if len(self._batches) == 1 else 1
-            if self.timer.at is None:
-                self.timer.arm(now_ns + lim.timeout_ns)
-        b.touched_ns = now_ns
-        if now_ns < self._oldest_ns:  # a clock set back
-            self._oldest_ns = now_ns
-        self._batches.move_to_end(op.batch_id)
+        if op.seq != 1:
+            raise api_error("BATCH_PUBLISH_UNKNOWN_BATCH_ID")
+        if len(self._batches) + 1 > lim.fast_inflight_per_stream:
+            raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
+        if lim.fast_inflight + 1 > lim.fast_inflight_total:
+            raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
+        b = self._batches[op.batch_id] = _Fast(now_ns, op.gap_ok, op.flow, 0)
+        lim.fast_inflight += 1
+        # The only batch gets what its publisher asks; others start slowly.
+        b.ack_every = min(_ACKS_SHARED, op.flow) if len(self._batches) == 1 else 1
+        if self.timer.at is None:
+            self.timer.arm(now_ns + lim.timeout_ns)
         return b
 
     def _ping(self, b: _Fast, op: FastOp, reply: bytes) -> None:

@@ -26,6 +26,8 @@ _ID_BYTES_MAX: Final = 64
 _FLOW_DEFAULT: Final = 10  # a flow of 0 or less (or no number)
 _FLOW_MAX: Final = 0xFFFF
 _UINT64_MAX: Final = 2**64 - 1
+_SEQ_SHORT: Final = 10**18  # a sequence below it is compared as a machine integer
+_DIGITS_NATIVE: Final = 18  # numbers of up to 18 digits are read in an i64
 _DOT: Final = 46
 _ZERO: Final = 48
 _NINE: Final = 57
@@ -81,7 +83,7 @@ def parse_reply(reply: bytes) -> FastOp:
     seq = _digits(reply, seq_dot + 1, op_dot)
     if (
         not START <= op <= PING
-        or not 0 < seq < _UINT64_MAX
+        or not (0 < seq < _SEQ_SHORT or _SEQ_SHORT <= seq < _UINT64_MAX)  # a short int first
         or (seq == 1 and op == COMMIT_EOB)
         or (op == START and seq != 1)
         or (op == APPEND and seq <= 1)
@@ -106,18 +108,20 @@ def _last_dot(reply: bytes, end: i64) -> i64:
 
 def _digits(reply: bytes, start: i64, end: i64) -> int:
     """The value of `reply[start:end]` when it is ASCII digits (`int(raw)` for
-    `raw.isdigit()`), -1 for anything else. Past 2**64 the value stops growing: it is
-    refused all the same."""
+    `raw.isdigit()`), -1 for anything else. Up to 18 digits in a machine integer (Python
+    ints as large as 2**64 are objects whose arithmetic costs far more), more by `int`."""
     if start >= end:
         return -1
-    value = 0
+    if end - start > _DIGITS_NATIVE:
+        raw = reply[start:end]
+        return int(raw) if raw.isdigit() else -1
+    value: i64 = 0
     i = start
     while i < end:
-        c = reply[i]
+        c: i64 = reply[i]
         if c < _ZERO or c > _NINE:
             return -1
-        if value <= _UINT64_MAX:
-            value = value * 10 + (c - _ZERO)
+        value = value * 10 + (c - _ZERO)
         i += 1
     return value
 
