@@ -226,10 +226,11 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         say what was done. What it removed went to `on_removed` (and a rollup's purge to
         `on_purge`) before this returns."""
         try:
+            # (a slice's compare, not `endswith`, which parses its arguments from a tuple)
             if (
                 reply is not None
                 and len(reply) > 4
-                and reply.endswith(FAST_SUFFIX)
+                and reply[-4:] == FAST_SUFFIX
                 and self._republish is None
             ):
                 # A fast batch's message: its replies are the batch's (ADR 0066).
