@@ -117,7 +117,7 @@ def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
 
 
 def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires() -> None:
-    """`_enter` skips the expiry check while no batch can have expired; a message coming
+    """`begin` skips the expiry check while no batch can have expired; a message coming
     the moment the oldest batch's timeout passes still finds it gone (the timer not run)."""
     clock = Clock()
     limits = BatchLimits()
@@ -134,3 +134,27 @@ def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires
     stream.ingest(b"f.x", b"in.b.9.fail.3.1.$FI", None, b"3")
     assert "error" not in acks[-1]
     assert limits.fast_inflight == 1
+
+
+def test_batches_expire_in_the_order_they_were_last_touched() -> None:
+    """The idle timer drops batches oldest-touched first and stops at the first one still
+    live: a batch touched again after another moves behind it (`begin` skips the move
+    only while the batch is the newest already)."""
+    clock = Clock()
+    limits = BatchLimits()
+    stream, acks = _batched_stream(clock, limits)
+    stream.ingest(b"f.x", b"in.a.9.fail.1.0.$FI", None, b"1")
+    clock.now += 10
+    stream.ingest(b"f.x", b"in.b.9.fail.1.0.$FI", None, b"1")
+    clock.now += 10
+    stream.ingest(b"f.x", b"in.a.9.fail.2.1.$FI", None, b"2")  # behind b now
+    stream.ingest(b"f.x", b"in.a.9.fail.3.1.$FI", None, b"3")  # the newest: stays last
+    assert stream.store.state().messages == 4
+    clock.now += limits.timeout_ns - 10  # b idle for the timeout, a not
+    stream.fast_batches.sweep()
+    assert limits.fast_inflight == 1
+    stream.ingest(b"f.x", b"in.a.9.fail.4.1.$FI", None, b"4")
+    assert stream.store.state().messages == 5
+    stream.ingest(b"f.x", b"in.b.9.fail.2.1.$FI", None, b"2")
+    assert acks[-1]["error"]["err_code"] == 10208
+    assert stream.store.state().messages == 5

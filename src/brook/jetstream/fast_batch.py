@@ -81,6 +81,9 @@ class FastBatches(IdleBatches[_Fast]):
         # No batch was touched before this (the oldest's time when `_expire` last ran), so
         # none expires before the timeout after it: `begin` skips `_expire` until then.
         self._oldest_ns = 0
+        # The batch touched last, which is last in `_batches` already (or dropped since):
+        # its next message needs no `move_to_end`.
+        self._newest: _Fast | None = None
 
     def begin(self, op: FastOp, reply: bytes, *, level_refused: bool = False) -> _Fast | None:
         """One fast batch publish, up to its message's store: the batch to hand to
@@ -103,7 +106,9 @@ class FastBatches(IdleBatches[_Fast]):
         b.touched_ns = now_ns
         if now_ns < self._oldest_ns:  # a clock set back
             self._oldest_ns = now_ns
-        self._batches.move_to_end(op.batch_id)
+        if b is not self._newest:
+            self._batches.move_to_end(op.batch_id)
+            self._newest = b
         if level_refused:
             self._drop(op.batch_id)
             raise api_error("REQUIRED_API_LEVEL")
