@@ -17,6 +17,7 @@ COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.
 	src/brook/server/client_core.py src/brook/leafnode/leaf_core.py \
 	src/brook/jetstream/store/file/format.py src/brook/jetstream/store/file/segment.py \
 	src/brook/jetstream/publish_headers.py src/brook/jetstream/dedup.py \
+	src/brook/jetstream/fast_reply.py \
 	src/brook_spark/framescan.py
 # The tests run again against the pure-Python modules (BROOK_NO_EXTENSIONS): those of the
 # compiled modules themselves and of the wire protocol they serve.
