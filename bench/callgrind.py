@@ -19,6 +19,8 @@ WORKLOAD is one of
   with one idle consumer, so each is fsynced by the group commit before its PubAck;
 * `publish-dedup`: the same, each publish with a `Nats-Msg-Id` of its own (as Spark's
   writes), so each is also checked against and remembered in the duplicate window;
+* `publish-consumers`: the same with 20 idle consumers (unfiltered, pull, none fetching):
+  what each consumer a publish concerns costs it (ideally next to nothing);
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
   reached), so every publish is admitted by it (jetstream/quota.py);
 * `spark-write`: the Spark connector's write task (`bench.spark_publish`: 100-byte rows,
@@ -94,6 +96,7 @@ DEFAULT_MESSAGES = {
     "core-mixed": 102_400,  # 400 cycles of `bench.core.Mix`
     "publish": 5_000,
     "publish-dedup": 5_000,
+    "publish-consumers": 5_000,
     "publish-limits": 5_000,
     "spark-write": 5_000,
     "spark-write-fast": 5_000,
@@ -174,10 +177,13 @@ def _pub_sub(
         raise SystemExit(f"core: {received} of {count} frames received")
 
 
-def _publish(port: int, n: int, zero: Callable[[], None], msg_ids: bool = False) -> None:
+def _publish(
+    port: int, n: int, zero: Callable[[], None], msg_ids: bool = False, idle: int = 1
+) -> None:
     jetstream.create_stream(port, "file")
     control = consumers.Control(port)
-    control.create_consumer("IDLE", {})
+    for i in range(idle):
+        control.create_consumer(f"IDLE{i}" if i else "IDLE", {})
     control.close()
     zero()
     out: Queue[tuple[int, float]] = mp.Queue()
@@ -358,6 +364,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "core-mixed": _core_mixed,
     "publish": _publish,
     "publish-dedup": functools.partial(_publish, msg_ids=True),
+    "publish-consumers": functools.partial(_publish, idle=20),
     "publish-limits": _publish,
     "pull": _consume("pull"),
     "push": _consume("push"),

@@ -53,6 +53,7 @@ COMPILED = (
     "brook.jetstream.store.file.store",
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
+    "brook.jetstream.fast_reply",  # a fast batch's reply subject, per message (ADR 0066)
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension

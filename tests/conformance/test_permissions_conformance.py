@@ -314,7 +314,13 @@ async def pull_and_ack_as_user(url: str, user: str) -> dict[str, Any]:
             await msg.ack()
         await nc.publish(msgs[0].reply, b"+ACK")  # a second response to one delivery: refused
         await nc.flush()
-        info = await js.consumer_info("ORDERS", "W")
+        # nats-server applies acks from a queue of its own: on a busy machine its consumer
+        # info can come before them. Asked again for up to 5 s, until none is pending.
+        for _ in range(100):
+            info = await js.consumer_info("ORDERS", "W")
+            if info.num_ack_pending == 0:
+                break
+            await asyncio.sleep(0.05)
         return {
             "fetched": [m.subject for m in msgs],
             "ack_floor": info.ack_floor.stream_seq if info.ack_floor else None,

@@ -338,11 +338,17 @@ async def two_groups(p: Probe) -> None:
 
 
 SCENARIOS = [configs, pull_fields, overflow, pinned, unpin_errors, prioritized, two_groups]
+# Scenarios whose outcome on nats-server depends on which of its goroutines runs first
+# (`compare`'s `nats_server_runs`): in `prioritized` its consumer's delivery of a message
+# races the store of the next one (published once the first's PubAck came), so on a busy
+# machine the first ack subject can count one message pending that Brook, delivering
+# before it answers the publish, never counts.
+RACY = {prioritized: 3}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
 async def test_priority_groups_match_nats_server(scenario: Any, nats_server_url: str) -> None:
-    await compare(scenario, nats_server_url)
+    await compare(scenario, nats_server_url, nats_server_runs=RACY.get(scenario, 1))
 
 
 def _restart_phases() -> list[Scenario]:

@@ -18,6 +18,7 @@ import pytest
 from nats.errors import NoRespondersError
 
 import brook
+from brook import limits
 from brook.config.settings import JetStreamSettings, Settings
 from tests.support.snapshots import backup, restore, send_chunks, start_restore
 
@@ -355,3 +356,35 @@ async def test_snapshot_bytes_are_a_valid_snappy_framed_stream(tmp_path: Path) -
         pos += 4 + length
         seen += 1
     assert seen >= 1
+
+
+async def test_a_restored_stream_keeps_the_servers_segment_settings(tmp_path: Path) -> None:
+    """A restored file stream's store is made as the engine makes every one: its segments
+    roll at the server's `segment_slots_max` (ADR 0061), not at the default."""
+    slots = limits.SEGMENT_SLOTS_MIN
+    settings = js_settings(tmp_path, segment_slots_max=slots)
+    async with brook.serve(port=0, settings=settings) as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await js.add_stream(name="R", subjects=["r.>"])
+        await js.publish("r.0", b"before")
+        saved = await backup(nc, "R")
+        await js.delete_stream("R")
+        final = await restore(nc, "R", saved.meta, saved.data)
+        assert "error" not in final, final
+        count = 3 * slots
+        for i in range(count):
+            await nc.publish(f"r.{i % 5}", b"x")
+        await nc.flush()
+        for _ in range(400):
+            info = await api(nc, "STREAM.INFO.R")
+            if info["state"]["messages"] == count + 1:
+                break
+            await asyncio.sleep(0.025)
+        assert info["state"]["messages"] == count + 1
+        await nc.close()
+    assert _segment_files(tmp_path / "streams" / "R") >= 3
+
+
+def _segment_files(directory: Path) -> int:
+    return sum(1 for p in directory.rglob("*.seg") if p.is_file())

@@ -27,6 +27,13 @@ from tests.support.streams import Clock
         (b"in.b.70000.fail.2.3.$FI", FastOp("b", 65535, False, 2, 3)),
         (b"in." + b"i" * 64 + b".1.fail.1.0.$FI", FastOp("i" * 64, 1, False, 1, 0)),
         (b"in..1.fail.1.0.$FI", FastOp("", 1, False, 1, 0)),
+        # Sequences of 18 digits and more (fast_reply.py reads up to 18 in a machine
+        # integer), up to the largest uint64 but one; leading zeros count for nothing.
+        (b"in.b.1.ok.999999999999999999.1.$FI", FastOp("b", 1, True, 10**18 - 1, 1)),
+        (b"in.b.1.ok.1000000000000000000.1.$FI", FastOp("b", 1, True, 10**18, 1)),
+        (b"in.b.1.ok.18446744073709551614.4.$FI", FastOp("b", 1, True, 2**64 - 2, 4)),
+        (b"in.b.1.ok.0000000000000000000002.1.$FI", FastOp("b", 1, True, 2, 1)),
+        (b"in.b.1.ok.2.00000000000000000001.$FI", FastOp("b", 1, True, 2, 1)),
     ],
 )
 def test_reply_patterns_taken(reply: bytes, op: FastOp) -> None:
@@ -40,6 +47,10 @@ def test_reply_patterns_taken(reply: bytes, op: FastOp) -> None:
         (b"in.b.1.fail.18446744073709551615.1.$FI", 10206),  # the largest uint64
         (b"in.b.1.fail.x.1.$FI", 10206),
         (b"in.b.1.fail.1.-1.$FI", 10206),
+        (b"in.b.1.fail.184467440737095516150.1.$FI", 10206),  # past uint64
+        (b"in.b.1.fail.1844674407370955161x.1.$FI", 10206),
+        (b"in.b.1.fail.1.$FI", 10206),  # no sequence
+        (b"1.$FI", 10206),
         (b"in.b.1.Fail.1.0.$FI", 10206),
         (b"in." + b"i" * 65 + b".1.fail.1.0.$FI", 10207),
     ],
@@ -106,7 +117,7 @@ def test_an_idle_fast_batch_is_dropped_when_its_timeout_passes() -> None:
 
 
 def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires() -> None:
-    """`_enter` skips the expiry check while no batch can have expired; a message coming
+    """`begin` skips the expiry check while no batch can have expired; a message coming
     the moment the oldest batch's timeout passes still finds it gone (the timer not run)."""
     clock = Clock()
     limits = BatchLimits()
@@ -123,3 +134,27 @@ def test_a_message_after_the_timeout_finds_its_batch_gone_before_the_timer_fires
     stream.ingest(b"f.x", b"in.b.9.fail.3.1.$FI", None, b"3")
     assert "error" not in acks[-1]
     assert limits.fast_inflight == 1
+
+
+def test_batches_expire_in_the_order_they_were_last_touched() -> None:
+    """The idle timer drops batches oldest-touched first and stops at the first one still
+    live: a batch touched again after another moves behind it (`begin` skips the move
+    only while the batch is the newest already)."""
+    clock = Clock()
+    limits = BatchLimits()
+    stream, acks = _batched_stream(clock, limits)
+    stream.ingest(b"f.x", b"in.a.9.fail.1.0.$FI", None, b"1")
+    clock.now += 10
+    stream.ingest(b"f.x", b"in.b.9.fail.1.0.$FI", None, b"1")
+    clock.now += 10
+    stream.ingest(b"f.x", b"in.a.9.fail.2.1.$FI", None, b"2")  # behind b now
+    stream.ingest(b"f.x", b"in.a.9.fail.3.1.$FI", None, b"3")  # the newest: stays last
+    assert stream.store.state().messages == 4
+    clock.now += limits.timeout_ns - 10  # b idle for the timeout, a not
+    stream.fast_batches.sweep()
+    assert limits.fast_inflight == 1
+    stream.ingest(b"f.x", b"in.a.9.fail.4.1.$FI", None, b"4")
+    assert stream.store.state().messages == 5
+    stream.ingest(b"f.x", b"in.b.9.fail.2.1.$FI", None, b"2")
+    assert acks[-1]["error"]["err_code"] == 10208
+    assert stream.store.state().messages == 5

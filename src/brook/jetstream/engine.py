@@ -40,7 +40,7 @@ from brook.jetstream.batch import BatchLimits
 from brook.jetstream.commit import GroupCommitter
 from brook.jetstream.consumer.acks import ACK_PREFIX, ACK_ROUTE_TOKENS
 from brook.jetstream.consumer.registry import Consumer, ConsumerRegistry
-from brook.jetstream.consumer.runner import ConsumerRunner
+from brook.jetstream.consumer.runner import ConsumerRunner, messages_stored
 from brook.jetstream.consumer_index import ConsumerIndex
 from brook.jetstream.damage import DamageReports
 from brook.jetstream.definitions import (
@@ -467,7 +467,8 @@ class JetStream(EngineLimits, OriginLinks):
             config,
             store,
             now_ns=self.now_ns,
-            send_ack=self.internal.publish,  # a PubAck is a plain publish: no frame between
+            # A PubAck is a plain publish: no frame between (`Router.publish_plain`).
+            send_ack=functools.partial(self.internal.router.publish_plain, self.internal),
             committer=committer,
             created_ns=created_ns,
             space=self.space if config.storage == "file" else None,
@@ -504,8 +505,9 @@ class JetStream(EngineLimits, OriginLinks):
             (ADR 0012)."""
             result = stream.ingest(subject, reply, header, data)
             if result.kept:
-                for runner in index.matching(subject):
-                    runner.message_stored(result.seq)
+                runners = index.matching(subject)
+                if runners:
+                    messages_stored(runners, result.seq)
             wake = expiry.next_wakeup_ns
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)  # a publish brought an expiry forward

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from brook.jetstream.consumer.runner import messages_stored
 from brook.jetstream.link import OriginLink
 from brook.jetstream.link_runs import Stored
 from brook.jetstream.mirror import Mirror, mirror_info
@@ -62,8 +63,7 @@ class OriginLinks:
             if len(index):
                 matching = index.matching
                 for subject, seq in run:
-                    for runner in matching(subject.encode("utf-8", "surrogateescape")):
-                        runner.message_stored(seq)
+                    messages_stored(matching(subject.encode("utf-8", "surrogateescape")), seq)
             wake = expiry.next_wakeup_ns
             if wake is not None and (timer.at is None or wake < timer.at):
                 timer.arm(wake)

@@ -36,82 +36,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from brook.jetstream.batch import BatchLimits, IdleBatches
 from brook.jetstream.errors import ApiError, api_error
 
-SUFFIX = b".$FI"
-_START, _APPEND, _COMMIT, _COMMIT_EOB, _PING = range(5)
-_ID_BYTES_MAX = 64
-_FLOW_DEFAULT = 10  # a flow of 0 or less (or no number)
-_FLOW_MAX = 0xFFFF
+# The reply subject's reading (compiled), and what the batch's code needs of it.
+from brook.jetstream.fast_reply import COMMIT as _COMMIT
+from brook.jetstream.fast_reply import COMMIT_EOB as _COMMIT_EOB
+from brook.jetstream.fast_reply import PING as _PING
+from brook.jetstream.fast_reply import SUFFIX as SUFFIX
+from brook.jetstream.fast_reply import FastOp as FastOp
+from brook.jetstream.fast_reply import parse_reply as parse_reply
+
 _ACKS_SHARED = 500  # flow acks at most every 500 messages, shared among batches
-_UINT64_MAX = 2**64 - 1
 
 Send = Callable[[bytes, bytes], None]  # (reply subject, payload), in order
-
-
-class FastOp(NamedTuple):
-    """What a fast batch publish's reply subject says (a tuple: built once per message)."""
-
-    batch_id: str
-    flow: int
-    gap_ok: bool
-    seq: int
-    op: int
-
-
-def _go_int(text: bytes) -> int:
-    """nats-server's `parseInt64`: the digits' value, -1 for anything else."""
-    return int(text) if text.isdigit() else -1
-
-
-# The last batch's reply subject up to its sequence (`<inbox>.<id>.<flow>.<gap mode>`) and
-# what it says: a batch's messages differ only in sequence and op, so the head is checked
-# once per batch (or per switch between batches), not once per message.
-# One tuple, replaced whole, so that servers on other threads never see a head with
-# another head's reading.
-_last: tuple[bytes, tuple[str, int, bool]] = (b"", ("", 0, False))
-
-
-def parse_reply(reply: bytes) -> FastOp:
-    """The batch a reply subject ending in `.$FI` names; raises nats-server's error for a
-    pattern it does not take (10206) or an id longer than 64 bytes (10207)."""
-    global _last
-    head, _, tail = reply[: -len(SUFFIX)].rpartition(b".")
-    head, _, raw_seq = head.rpartition(b".")
-    op = int(tail) if tail.isdigit() else -1
-    seq = int(raw_seq) if raw_seq.isdigit() else 0
-    if (
-        not 0 <= op <= _PING
-        or not 0 < seq < _UINT64_MAX
-        or (seq == 1 and op == _COMMIT_EOB)
-        or (op == _START and seq != 1)
-        or (op == _APPEND and seq <= 1)
-    ):
-        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    last = _last
-    if head != last[0] or not head:
-        said = _parse_head(head)
-        _last = (head, said)
-    else:
-        said = last[1]
-    return FastOp(said[0], said[1], said[2], seq, op)
-
-
-def _parse_head(head: bytes) -> tuple[str, int, bool]:
-    """`<anything>.<batch id>.<flow>.<gap mode>`: the id, the flow and whether gaps are ok;
-    raises as `parse_reply` says (a bad pattern first, then a long id)."""
-    parts = head.rsplit(b".", 3)
-    if len(parts) < 4 or parts[3] not in (b"fail", b"ok"):
-        raise api_error("BATCH_PUBLISH_INVALID_PATTERN")
-    _, raw_id, raw_flow, gap_mode = parts
-    flow = _go_int(raw_flow)
-    flow = _FLOW_DEFAULT if flow <= 0 else min(flow, _FLOW_MAX)
-    if len(raw_id) > _ID_BYTES_MAX:
-        raise api_error("BATCH_PUBLISH_INVALID_BATCH_ID")
-    return raw_id.decode("utf-8", "surrogateescape"), flow, gap_mode == b"ok"
 
 
 @dataclass(slots=True)
@@ -140,31 +79,44 @@ class FastBatches(IdleBatches[_Fast]):
         self._send = send
         self._name_json = name_json
         # No batch was touched before this (the oldest's time when `_expire` last ran), so
-        # none expires before the timeout after it: `_enter` skips `_expire` until then.
+        # none expires before the timeout after it: `begin` skips `_expire` until then.
         self._oldest_ns = 0
+        # The batch touched last, which is last in `_batches` already (or dropped since):
+        # its next message needs no `move_to_end`.
+        self._newest: _Fast | None = None
 
-    def publish(
-        self,
-        op: FastOp,
-        reply: bytes,
-        store: Callable[[], tuple[int, bool]],
-        *,
-        level_refused: bool = False,
-    ) -> int:
-        """One fast batch publish; `store` stores its message through the stream's
-        checks: (stream sequence, duplicate), or raises the `ApiError`. Returns the
-        stream sequence stored, or 0. Raises the `ApiError` to answer as a plain
+    def begin(self, op: FastOp, reply: bytes, *, level_refused: bool = False) -> _Fast | None:
+        """One fast batch publish, up to its message's store: the batch to hand to
+        `stored` (or `refused`) once the caller stored the message through the stream's
+        checks, or None when it stores nothing (a ping, a gap, the end marker, a batch
+        ending; what it says is sent). Raises the `ApiError` to answer as a plain
         publish's (nothing of the batch stored before it). `level_refused`: the message
-        asks for a higher API level (versioning.py), which ends its batch."""
-        b = self._enter(op)
+        asks for a higher API level (versioning.py), which ends its batch. Three calls
+        rather than one taking the store as a callback: no closure per message."""
+        # The batch `op` belongs to (`_start` begins one), touched now: inline, as it
+        # runs for every message.
+        now_ns = self._now_ns()
+        if now_ns - self._limits.timeout_ns >= self._oldest_ns:  # else none can have expired
+            self._expire(now_ns)
+            oldest = next(iter(self._batches.values()), None)
+            self._oldest_ns = now_ns if oldest is None else oldest.touched_ns
+        b = self._batches.get(op.batch_id)
+        if b is None:
+            b = self._start(op, now_ns)
+        b.touched_ns = now_ns
+        if now_ns < self._oldest_ns:  # a clock set back
+            self._oldest_ns = now_ns
+        if b is not self._newest:
+            self._batches.move_to_end(op.batch_id)
+            self._newest = b
         if level_refused:
             self._drop(op.batch_id)
             raise api_error("REQUIRED_API_LEVEL")
         if op.op == _PING:
             self._ping(b, op, reply)
-            return 0
+            return None
         if b.ending:
-            return 0
+            return None
         b.lseq += 1
         if b.lseq != op.seq:
             # Reported backwards too (nats-server 2.15.1; its newer source reports only
@@ -173,30 +125,22 @@ class FastBatches(IdleBatches[_Fast]):
             if not (b.gap_ok and op.seq > b.lseq):
                 b.lseq -= 1
                 self._end(b, op, reply)
-                return 0
+                return None
             b.lseq = op.seq
         if op.op == _COMMIT_EOB:
             b.lseq -= 1
             b.pseq = b.lseq
             self._end(b, op, reply)
-            return 0
-        commit = op.op == _COMMIT
-        if op.seq == 1 and not commit:
+            return None
+        if op.seq == 1 and op.op != _COMMIT:
             self._flow(reply, 0, b.ack_every)
-        try:
-            seq, duplicate = store()
-        except ApiError as err:
-            if not b.gap_ok and b.lseq == 1:
-                self._drop(op.batch_id)
-                raise
-            body = {"type": "err", "seq": op.seq, "error": err.to_json()}
-            self._send(reply, json.dumps(body, separators=(",", ":")).encode())
-            if b.gap_ok and not commit:
-                return 0
-            b.lseq -= 1
-            b.pseq = b.lseq
-            self._end(b, op, reply)
-            return 0
+        return b
+
+    def stored(self, b: _Fast, op: FastOp, reply: bytes, seq: int, duplicate: bool) -> int:
+        """The message `begin` let through is stored at stream sequence `seq` (or was a
+        `duplicate` of `seq`): the replies it is due. Returns the stream sequence stored,
+        or 0."""
+        commit = op.op == _COMMIT
         if duplicate:
             b.pseq = op.seq
             self._check_flow(b, reply)
@@ -216,6 +160,21 @@ class FastBatches(IdleBatches[_Fast]):
             self._check_flow(b, reply)
         return seq
 
+    def refused(self, b: _Fast, op: FastOp, reply: bytes, err: ApiError) -> None:
+        """The stream's checks refused the message `begin` let through: an error reply
+        (the batch ends in gap mode `fail`), or `err` raised again to answer as a plain
+        publish's when it is the first message of a batch in gap mode `fail`."""
+        if not b.gap_ok and b.lseq == 1:
+            self._drop(op.batch_id)
+            raise err
+        body = {"type": "err", "seq": op.seq, "error": err.to_json()}
+        self._send(reply, json.dumps(body, separators=(",", ":")).encode())
+        if b.gap_ok and op.op != _COMMIT:
+            return
+        b.lseq -= 1
+        b.pseq = b.lseq
+        self._end(b, op, reply)
+
     def clear(self) -> None:
         """Drop every batch (`allow_batched` turned off, the stream deleted)."""
         self._limits.fast_inflight -= len(self._batches)
@@ -224,32 +183,21 @@ class FastBatches(IdleBatches[_Fast]):
 
     # ------------------------------------------------------------------ internals
 
-    def _enter(self, op: FastOp) -> _Fast:
-        """The batch `op` belongs to, begun by its first message within the limits."""
+    def _start(self, op: FastOp, now_ns: int) -> _Fast:
+        """The batch `op` begins by its first message, within the limits."""
         lim = self._limits
-        now_ns = self._now_ns()
-        if now_ns - lim.timeout_ns >= self._oldest_ns:  # else none can have expired
-            self._expire(now_ns)
-            oldest = next(iter(self._batches.values()), None)
-            self._oldest_ns = now_ns if oldest is None else oldest.touched_ns
-        b = self._batches.get(op.batch_id)
-        if b is None:
-            if op.seq != 1:
-                raise api_error("BATCH_PUBLISH_UNKNOWN_BATCH_ID")
-            if len(self._batches) + 1 > lim.fast_inflight_per_stream:
-                raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
-            if lim.fast_inflight + 1 > lim.fast_inflight_total:
-                raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
-            b = self._batches[op.batch_id] = _Fast(now_ns, op.gap_ok, op.flow, 0)
-            lim.fast_inflight += 1
-            # The only batch gets what its publisher asks; others start slowly.
-            b.ack_every = min(_ACKS_SHARED, op.flow) if len(self._batches) == 1 else 1
-            if self.timer.at is None:
-                self.timer.arm(now_ns + lim.timeout_ns)
-        b.touched_ns = now_ns
-        if now_ns < self._oldest_ns:  # a clock set back
-            self._oldest_ns = now_ns
-        self._batches.move_to_end(op.batch_id)
+        if op.seq != 1:
+            raise api_error("BATCH_PUBLISH_UNKNOWN_BATCH_ID")
+        if len(self._batches) + 1 > lim.fast_inflight_per_stream:
+            raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
+        if lim.fast_inflight + 1 > lim.fast_inflight_total:
+            raise api_error("BATCH_PUBLISH_TOO_MANY_INFLIGHT")
+        b = self._batches[op.batch_id] = _Fast(now_ns, op.gap_ok, op.flow, 0)
+        lim.fast_inflight += 1
+        # The only batch gets what its publisher asks; others start slowly.
+        b.ack_every = min(_ACKS_SHARED, op.flow) if len(self._batches) == 1 else 1
+        if self.timer.at is None:
+            self.timer.arm(now_ns + lim.timeout_ns)
         return b
 
     def _ping(self, b: _Fast, op: FastOp, reply: bytes) -> None:

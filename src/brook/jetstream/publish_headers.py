@@ -5,7 +5,7 @@ message (`Stream.ingest`, stream.py) and an atomic batch as a whole before it is
 
 from __future__ import annotations
 
-from brook.protocol.headers import HeaderBlock
+from brook.protocol.headers import HeaderBlock, contains
 
 MSG_ID = "Nats-Msg-Id"  # dedup.py's: a publish's only checked header, most of the time
 
@@ -75,13 +75,12 @@ def plain_publish_id(header: bytes | None) -> str | None:
     stream but dedup, the one `Stream._ingest_plain` stores (ADR 0062): none, or a block
     within `MAX_HEADER_BYTES` that names no batch, increment or schedule anywhere and
     that `raw_msg_id` answers. None for any other header, which `Stream._ingest` checks
-    in full. One compiled call for the tests `_ingest` makes one by one (`find`, not
-    `in`: ADR 0057)."""
+    in full. One compiled call for the tests `_ingest` makes one by one (`contains`)."""
     if not header:
         return ""
     if len(header) > MAX_HEADER_BYTES:
         return None
     for name in _GENERAL_ONLY:
-        if header.find(name) >= 0:
+        if contains(header, name):
             return None
     return raw_msg_id(header)

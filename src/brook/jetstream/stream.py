@@ -226,9 +226,22 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         say what was done. What it removed went to `on_removed` (and a rollup's purge to
         `on_purge`) before this returns."""
         try:
-            result = self._ingest_plain(subject, reply, header, data) if self._plain else None
-            if result is None:
-                if self._republish is None:
+            # (a slice's compare, not `endswith`, which parses its arguments from a tuple)
+            if (
+                reply is not None
+                and len(reply) > 4
+                and reply[-4:] == FAST_SUFFIX
+                and self._republish is None
+            ):
+                # A fast batch's message: its replies are the batch's (ADR 0066).
+                result = self._fast_batch(subject, reply, header, data)
+                if not self.config.no_ack:
+                    return result
+            else:
+                plain = self._ingest_plain(subject, reply, header, data) if self._plain else None
+                if plain is not None:
+                    result = plain
+                elif self._republish is None:
                     result = self._ingest(
                         subject.decode("utf-8", "surrogateescape"), reply, header, data
                     )
@@ -323,13 +336,12 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested | None:
         """`_ingest` of the usual publish, on a stream whose configuration asks for no
-        more (`_plain`): no header but a `Nats-Msg-Id` (`plain_publish_id`), no fast
-        batch's reply, a stream not sealed, within `max_msg_size`. It makes `_ingest`'s
+        more (`_plain`): no header but a `Nats-Msg-Id` (`plain_publish_id`), a stream
+        not sealed, within `max_msg_size` (a fast batch's reply never comes here: `ingest`
+        hands it to `_fast_batch`, which stores its message here when it may). It makes `_ingest`'s
         steps for it and no other test: fewer interpreted steps per publish (ADR 0062).
         None, having done nothing, for any other message: `_ingest` takes it. The two
         store the same and answer the same (tests/property/test_publish_plain_props.py)."""
-        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
-            return None  # a fast batch's (`_fast_batch` stores it here when it may)
         msg_id = plain_publish_id(header)
         if msg_id is None or self._produced is not None:
             return None
@@ -372,14 +384,17 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
     def _ingest(
         self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
     ) -> Ingested:
+        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
+            # (`ingest` hands it `_fast_batch` itself but on a stream that republishes)
+            raw = subject.encode("utf-8", "surrogateescape")
+            stored = self._fast_batch(raw, reply, header, data)
+            return Batched(stored.seq, stored.kept, replied=True)
         config = self.config
         if config.sealed:
             raise api_error("STREAM_SEALED")
         size = len(data) + (len(header) if header else 0)
         if 0 <= config.max_msg_size < size:
             raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
-        if reply is not None and len(reply) > 4 and reply.endswith(FAST_SUFFIX):
-            return self._fast_batch(subject, reply, header, data)
         # `find`, not `in`: CPython 3.11's `bytes in bytes` first tries the needle as an
         # int and raises (and clears) a TypeError, 1,800 instructions per test (ADR 0057).
         if header is not None and header.find(BATCH_ID) >= 0:

@@ -17,7 +17,7 @@ from brook.jetstream.batch import (
     check_commit,
     uncommitted_tail,
 )
-from brook.jetstream.errors import api_error
+from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fast_batch import FastBatches, parse_reply
 from brook.jetstream.ingested import Batched, Ingested
 from brook.jetstream.store.base import StoreError
@@ -87,39 +87,48 @@ class StreamBatches:
             return Batched(0, False)
         return self._commit(commit)
 
-    def _fast_batch(self, subject: str, reply: bytes, header: bytes | None, data: bytes) -> Batched:
-        """One message (or ping) of a fast batch (fast_batch.py): stored at once through
+    def _fast_batch(
+        self, raw_subject: bytes, reply: bytes, header: bytes | None, data: bytes
+    ) -> Ingested:
+        """One message (or ping) of a fast batch (fast_batch.py), after the checks a
+        publish has before its batch's (sealed, `max_msg_size`): stored at once through
         the checks of a publish, its replies (flow acks, gaps, errors, the PubAck) sent by
-        the batch; what it stored reaches the consumers as a publish's would."""
-        if not self.config.allow_batched:
+        the batch. Returns what the stream stored, for the consumers (`Ingested(0, False)`
+        for nothing); raises the `ApiError` to answer as a plain publish's. `Stream.ingest`
+        hands it a fast batch's message first thing (ADR 0066)."""
+        config = self.config
+        if config.sealed:
+            raise api_error("STREAM_SEALED")
+        if 0 <= config.max_msg_size < len(data) + (len(header) if header else 0):
+            raise api_error("STREAM_MESSAGE_EXCEEDS_MAXIMUM")
+        if not config.allow_batched:
             raise api_error("BATCH_PUBLISH_DISABLED")
         op = parse_reply(reply)
-        stored = Ingested(0, False)
         refused = False
         if header and hdrs.raw_value(header, versioning.REQUIRED_API_LEVEL_HEADER):
             refused = versioning.refuses(header)  # once the batch is found (fast_batch.py)
             header = versioning.without_header(header) or None  # else kept out, as nats-server
-
-        def store() -> tuple[int, bool]:
-            nonlocal stored
+        batches = self.fast_batches
+        b = batches.begin(op, reply, level_refused=refused)
+        if b is None:
+            return Ingested(0, False)
+        try:
             # A Spark write's rows, say: the usual publish's short path when the stream
             # and the header allow it (ADR 0062), else every check of a publish.
-            plain = None
-            if self._plain:
-                raw = subject.encode("utf-8", "surrogateescape")
-                plain = self._ingest_plain(raw, None, header, data)
-            if plain is not None:
-                stored = plain
-                return plain.seq, plain.duplicate
-            self._committing = True
-            try:
-                stored = self._ingest(subject, None, header, data)
-            finally:
-                self._committing = False
-            return stored.seq, stored.duplicate
-
-        seq = self.fast_batches.publish(op, reply, store, level_refused=refused)
-        return Batched(seq, bool(seq) and stored.kept, replied=True)
+            stored = self._ingest_plain(raw_subject, None, header, data) if self._plain else None
+            if stored is None:
+                self._committing = True
+                try:
+                    subject = raw_subject.decode("utf-8", "surrogateescape")
+                    stored = self._ingest(subject, None, header, data)
+                finally:
+                    self._committing = False
+        except ApiError as err:
+            batches.refused(b, op, reply, err)
+            return Ingested(0, False)
+        if batches.stored(b, op, reply, stored.seq, stored.duplicate):
+            return stored  # stored now (not a duplicate): seq and kept as the stream says
+        return Ingested(0, False)
 
     def _batch_abandoned(self, batch_id: str, reason: str, *, domain: str = "") -> None:
         """Announce an abandoned batch as nats-server does (batch.py), naming the

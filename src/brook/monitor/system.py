@@ -69,7 +69,8 @@ from brook.monitor.system_requests import (
 from brook.monitor.varz import CpuSampler, build_varz, rss_bytes
 from brook.nuid import random_id
 from brook.routing.imports import REQUEST_INFO
-from brook.routing.internal import InternalClient, MessageHandler
+from brook.routing.internal import InternalClient
+from brook.routing.sublist import MessageHandler
 from brook.server.statistics import (
     ConnectionSnapshot,
     ServerFeed,

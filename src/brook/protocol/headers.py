@@ -74,12 +74,20 @@ def parse(block: bytes) -> HeaderBlock:
     return result
 
 
+def contains(block: bytes, needle: bytes) -> bool:
+    """`needle in block`, at the least cost CPython 3.11 has for it (measured, ADR 0066):
+    `in` first tries the needle as an int and raises (and clears) a TypeError (ADR 0057),
+    and `find` parses its arguments from a tuple; `partition` takes one argument directly
+    and, when the needle is absent, copies nothing."""
+    return bool(block.partition(needle)[1])
+
+
 def raw_value(block: bytes, name: bytes) -> bytes | None:
     """The value of the first `name:` line as nats-server's `sliceHeader` reads it from the
     raw bytes, or None when there is none: the name matches case-sensitively, leading
     spaces of the value are skipped and nothing else is trimmed (unlike `parse`), and a
     block `parse` would refuse is read all the same."""
-    if block.find(name) < 0:  # not `in`: see ADR 0057
+    if not contains(block, name):
         return None
     for line in block.split(b"\r\n")[1:]:
         key, sep, value = line.partition(b":")

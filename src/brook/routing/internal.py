@@ -15,14 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from brook.routing.router import Router
-from brook.routing.sublist import Subscription
+from brook.routing.router import Router, handler_failed
+from brook.routing.sublist import MessageHandler, Subscription
 from brook.routing.subscriber import Subscriber
 
 log = logging.getLogger("brook.internal")
-
-MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | None]
-"""(subject, reply, header, payload) -> False to decline the message (not a responder)"""
 
 EachHandler = Callable[[list[bytes], bytes], None]
 """(subjects, payload) of a run of `(subject, None, None, payload)` messages"""
@@ -38,7 +35,6 @@ class InternalClient(Subscriber):
         self.router = router
         self.name = name
         self.echo = True
-        self._handlers: dict[int, MessageHandler] = {}
         self._each_handlers: dict[int, EachHandler] = {}
         self._object_handlers: dict[int, ObjectHandler] = {}
         self._next_sid = 0
@@ -64,7 +60,7 @@ class InternalClient(Subscriber):
         sid = b"%d" % self._next_sid
         subj = subject.encode() if isinstance(subject, str) else subject
         sub = Subscription(self, subj, sid, queue, cache_results=cache_results)
-        self._handlers[id(sub)] = handler
+        sub.handler = handler
         if each_handler is not None:
             self._each_handlers[id(sub)] = each_handler
         if object_handler is not None:
@@ -77,7 +73,6 @@ class InternalClient(Subscriber):
         self.remove_subscription(sub)
 
     def remove_subscription(self, sub: Subscription) -> None:
-        self._handlers.pop(id(sub), None)
         self._each_handlers.pop(id(sub), None)
         self._object_handlers.pop(id(sub), None)
         self.subs.pop(sub.sid, None)
@@ -95,14 +90,14 @@ class InternalClient(Subscriber):
         header: bytes | None,
         payload: bytes,
     ) -> bool | None:
-        handler = self._handlers.get(id(sub))
+        """The router calls `sub.handler` itself on its usual path (`Router.publish`)."""
+        handler = sub.handler
         if handler is None:
             return False
         try:
             return handler(subject, reply, header, payload)
         except Exception:
-            # A bug in one service must not take down the publisher's connection.
-            log.exception("%s: handler for %r failed", self.name, subject)
+            handler_failed(sub, subject)
             return None
 
     def deliver_each(self, sub: Subscription, subjects: list[bytes], payload: bytes) -> int:

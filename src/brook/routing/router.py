@@ -17,6 +17,7 @@ could match (`intersecting`), never a scan of them all.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import Protocol, cast
@@ -27,6 +28,15 @@ from brook.routing.sublist import EMPTY, Sublist, Subscription
 from brook.routing.subscriber import Message, Subscriber
 
 InterestCallback = Callable[[], None]
+
+
+log = logging.getLogger("brook.internal")
+
+
+def handler_failed(sub: Subscription, subject: bytes) -> None:
+    """An in-process subscriber's callback raised: logged, never the publisher's problem
+    (a bug in one service must not take down the publisher's connection)."""
+    log.exception("%s: handler for %r failed", getattr(sub.client, "name", "?"), subject)
 
 
 class InterestPeer(Protocol):
@@ -91,6 +101,12 @@ class Router:
         for cb in self._watches.intersecting(pattern):
             cb()
 
+    def publish_plain(self, publisher: object, subject: bytes, payload: bytes) -> int:
+        """`publish` of a message with neither reply nor header (a PubAck, say): bound to
+        its in-process publisher (`functools.partial`), it is called without a frame of
+        interpreted code between the caller and the router."""
+        return self.publish(publisher, subject, None, None, payload)
+
     def publish(
         self,
         publisher: object,
@@ -119,7 +135,16 @@ class Router:
             client = sub.client
             if client is publisher and not echo:
                 continue
-            if client.deliver(sub, subject, reply, header, payload) is False:
+            handler = sub.handler
+            if handler is None:
+                took = client.deliver(sub, subject, reply, header, payload)
+            else:  # `InternalClient.deliver`, inline: a frame per stored message
+                try:
+                    took = handler(subject, reply, header, payload)
+                except Exception:
+                    handler_failed(sub, subject)
+                    took = None
+            if took is False:
                 continue  # an internal service declined: it is not a responder
             delivered += 1
             sub.delivered += 1

@@ -26,15 +26,21 @@ first tokens in one lookup instead of a walk of the trie token by token.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from brook import limits
 from brook.routing.subject_index import SubjectIndex, is_literal
 from brook.routing.subscriber import Subscriber
 
+MessageHandler = Callable[[bytes, bytes | None, bytes | None, bytes], bool | None]
+"""An in-process subscriber's callback: (subject, reply, header, payload) -> False to
+decline the message (not a responder)."""
+
 
 class Subscription:
-    __slots__ = ("cache_results", "client", "delivered", "max_msgs", "queue", "sid", "subject")
+    __slots__ = (
+        "cache_results", "client", "delivered", "handler", "max_msgs", "queue", "sid", "subject",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -53,6 +59,10 @@ class Subscription:
         self.delivered = 0
         # False: the subjects it matches are one-off, keep them out of the match cache.
         self.cache_results = cache_results
+        # An in-process subscriber's callback (`InternalClient`), called by the router
+        # without the client's `deliver` in between: a frame less for every message a
+        # stream stores and every ack a consumer takes.
+        self.handler: MessageHandler | None = None
 
     def __repr__(self) -> str:
         q = f" queue={self.queue!r}" if self.queue else ""

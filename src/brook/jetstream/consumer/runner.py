@@ -597,6 +597,28 @@ class ConsumerRunner:
         )
 
 
+def messages_stored(runners: Iterable[ConsumerRunner], seq: int) -> None:
+    """`message_stored(seq)` for each of `runners` (those a stored message concerns). A
+    pull consumer with no request waiting, neither paused nor holding a delivery back,
+    only learns that its cached pending count is stale (`ConsumerState.stored_while_idle`
+    does no more for it): done here without its calls, so that a publish costs little per
+    idle consumer (most pull consumers are idle between their fetches, and a publish
+    reaches every consumer whose filter matches it)."""
+    for runner in runners:
+        state = runner.state
+        d = state.delivery
+        cfg = d.cfg
+        if (
+            d.waiting
+            or cfg.deliver_subject
+            or cfg.paused_until_ns is not None
+            or state.pacer.held_until is not None
+        ):
+            runner.message_stored(seq)
+        else:
+            d.np = None
+
+
 def _header_int(header: bytes, name: bytes) -> int:
     """A header's value as nats-server's `parseInt64` reads it: -1 unless all digits."""
     value = raw_value(header, name)

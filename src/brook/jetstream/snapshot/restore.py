@@ -232,7 +232,12 @@ class RestoreSession:
         """The restored messages' store, checked against the snapshot's manifest."""
         expected = unpacked.manifest.get("state", {})
         if unpacked.messages is None:  # a file store, in the staging directory
-            file_store = FileStore(self._dir / DATA_DIR)
+            js = self._t.js  # its segments made as the engine makes every file store's
+            file_store = FileStore(
+                self._dir / DATA_DIR,
+                index_hot_segments=js.index_hot_segments,
+                segment_slots_max=js.segment_slots_max,
+            )
             store: MessageStore = file_store
             if not keeps_files:  # JetStream without a store directory keeps it in memory
                 snapshot = _read_all(file_store)
