@@ -22,8 +22,9 @@ COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.
 	src/brook/jetstream/fast_reply.py \
 	src/brook_spark/framescan.py
 # The tests run again against the pure-Python modules (BROOK_NO_EXTENSIONS): those of the
-# compiled modules themselves and of the wire protocol they serve.
-PURE_TESTS := tests/unit tests/property tests/wire
+# compiled modules themselves (the file store's models in tests/store among them, ADR 0065)
+# and of the wire protocol they serve.
+PURE_TESTS := tests/unit tests/property tests/wire tests/store
 
 .PHONY: run test test-pure lint typecheck unit bench example clean
 
