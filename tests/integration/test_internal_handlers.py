@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import nats
 import pytest
@@ -70,4 +71,28 @@ async def test_a_declining_handler_is_no_responder_and_unsubscribed_gets_nothing
             await nc.request("svc.q", b"again", timeout=5)
         await asyncio.sleep(0)
         assert calls == [b"ask"]
+        await nc.close()
+
+
+async def test_a_subscription_removed_during_a_delivery_gets_nothing_more() -> None:
+    """Two in-process subscriptions on one subject; the first, called first, removes the
+    second: the message under way is not handed to the removed one."""
+    async with brook.serve(port=0, jetstream=False) as server:
+        service = InternalClient(server.router, "svc")
+        calls: list[str] = []
+        second: list[Any] = []
+
+        def first(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            calls.append("first")
+            service.unsubscribe(second[0])
+
+        def removed(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
+            calls.append("second")
+
+        service.subscribe(b"svc.r", first)
+        second.append(service.subscribe(b"svc.r", removed))
+        nc = await nats.connect(server.url, allow_reconnect=False)
+        await nc.publish("svc.r", b"one")
+        await nc.flush()
+        assert calls == ["first"]
         await nc.close()

@@ -73,6 +73,9 @@ class InternalClient(Subscriber):
         self.remove_subscription(sub)
 
     def remove_subscription(self, sub: Subscription) -> None:
+        # Gone at once, even for a delivery under way whose match still holds it (a
+        # handler removing another subscription of the same message): it declines.
+        sub.handler = None
         self._each_handlers.pop(id(sub), None)
         self._object_handlers.pop(id(sub), None)
         self.subs.pop(sub.sid, None)
