@@ -10,11 +10,19 @@ only durable messages and stays fast (docs/adr/0004-group-commit.md).
 If a sync fails, the waiting callbacks receive the error instead: a PubAck is never sent
 for a message that may not be durable. Every committer of a server counts what it owes in
 one `CommitBacklog` (backlog.py), which bounds it by pausing the publishers.
+
+A batch goes to the server's bounded sync executor as
+one work item whose thread runs the sync and hands the outcome back to the loop with one
+`call_soon_threadsafe`: not `run_in_executor`'s future chained to an asyncio future with a
+callback per batch. The executor is shut down only after every committer drained, with
+its queued work run (`shutdown(wait=True)`); a batch it refuses (shut down already) is
+answered as a failed sync, so no PubAck is sent for it and `drain` still ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -29,6 +37,9 @@ AckSender = Callable[[bytes, bytes], object]
 
 
 class GroupCommitter:
+    """One file stream's group commit: what waits for the next sync, and the batch that
+    waits for the sync under way (at most one per committer)."""
+
     def __init__(
         self,
         sync: Callable[[], None],
@@ -38,7 +49,7 @@ class GroupCommitter:
         backlog: CommitBacklog | None = None,
     ) -> None:
         self._sync = sync
-        self._backlog = backlog or CommitBacklog(0)
+        self._backlog = backlog if backlog is not None else CommitBacklog(0)
         self._executor = executor
         self._loop = loop or asyncio.get_running_loop()
         # In request order: callbacks, and PubAcks as (reply, ack) (`request_ack`).
@@ -80,17 +91,33 @@ class GroupCommitter:
             self._start()
 
     def _start(self) -> None:
-        batch, self._waiting = self._waiting, []
+        batch = self._waiting
+        self._waiting = []
         self._in_flight = True
-        future = self._loop.run_in_executor(self._executor, self._sync)
-        future.add_done_callback(lambda f: self._done(f, batch))
+        executor = self._executor
+        try:
+            if executor is None:  # the loop's default executor (tests)
+                self._loop.run_in_executor(None, self._run, batch)
+            else:
+                executor.submit(self._run, batch)
+        except RuntimeError as exc:  # the executor is shut down: the sync cannot run
+            self._loop.call_soon(self._done, batch, exc)
+
+    def _run(self, batch: list[DurableCallback | tuple[bytes, bytes]]) -> None:
+        """In a worker thread: the sync, then `_done` back on the loop with its outcome,
+        one `call_soon_threadsafe` (no future per batch, nor one chained to it)."""
+        error: BaseException | None = None
+        try:
+            self._sync()
+        except BaseException as exc:  # what run_in_executor's future would have held
+            error = exc
+        self._loop.call_soon_threadsafe(self._done, batch, error)
 
     def _done(
-        self, future: asyncio.Future[None], batch: list[DurableCallback | tuple[bytes, bytes]]
+        self, batch: list[DurableCallback | tuple[bytes, bytes]], error: BaseException | None
     ) -> None:
         self._in_flight = False
         self.syncs += 1
-        error = asyncio.CancelledError() if future.cancelled() else future.exception()
         failed_ack = None
         if error is not None:
             log.error("sync failed; %d acknowledgements withheld: %s", len(batch), error)
@@ -114,13 +141,13 @@ class GroupCommitter:
         """Wait until nothing is waiting or in flight (shutdown)."""
         while self._in_flight or self._waiting:
             done: asyncio.Future[None] = self._loop.create_future()
-
-            def wake(_error: BaseException | None, done: asyncio.Future[None] = done) -> None:
-                if not done.done():
-                    done.set_result(None)
-
-            self.request(wake)
+            self.request(functools.partial(_wake, done))
             await done
+
+
+def _wake(done: asyncio.Future[None], _error: BaseException | None) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _no_ack_sender(reply: bytes, ack: bytes) -> None:
