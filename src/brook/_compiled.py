@@ -53,6 +53,9 @@ COMPILED = (
     "brook.jetstream.store.file.store",
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
+    "brook.jetstream.backlog",  # the group commit, per publish and per batch (ADR 0068)
+    "brook.jetstream.commit",
+    "brook.jetstream.persist",
     "brook.jetstream.fast_reply",  # a fast batch's reply subject, per message (ADR 0066)
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )

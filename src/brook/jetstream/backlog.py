@@ -12,6 +12,9 @@ A connection is paused only after the whole chunk it sent was handled, so the ba
 pass the limit by what one read holds per connection: the bound is `limit` plus a read per
 publishing connection. Core NATS traffic and connections that publish nothing to a file
 stream are never paused.
+
+Compiled (ADR 0068): the committer (compiled too) counts `owed` for every publish, a
+native class's field rather than an attribute looked up by name.
 """
 
 from __future__ import annotations

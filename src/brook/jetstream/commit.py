@@ -11,7 +11,8 @@ If a sync fails, the waiting callbacks receive the error instead: a PubAck is ne
 for a message that may not be durable. Every committer of a server counts what it owes in
 one `CommitBacklog` (backlog.py), which bounds it by pausing the publishers.
 
-A batch goes to the server's bounded sync executor as
+Compiled (mypyc, ADR 0045's group; ADR 0068): `request_ack` runs for every publish and
+`_done`'s loop sends every PubAck. A batch goes to the server's bounded sync executor as
 one work item whose thread runs the sync and hands the outcome back to the loop with one
 `call_soon_threadsafe`: not `run_in_executor`'s future chained to an asyncio future with a
 callback per batch. The executor is shut down only after every committer drained, with

@@ -9,6 +9,7 @@ in the background: `BackgroundSync` keeps one group-commit request outstanding f
 stream while it is written to, so an async stream costs the committer's backlog at most
 one waiting entry, never one per message (nats-server flushes such a stream from a
 background loop and fsyncs it on its `sync_interval`, by default every two minutes).
+Compiled with the committer (ADR 0068): `written` runs for every such message.
 """
 
 from __future__ import annotations
