@@ -37,8 +37,10 @@ class _Node(Generic[V]):
 
 
 def is_literal(subject: bytes) -> bool:
-    """No wildcard token (`*` or `>`) in `subject`."""
-    if b"*" not in subject and b">" not in subject:
+    """No wildcard token (`*` or `>`) in `subject`. (`find`, not `in`: in CPython 3.11
+    `bytes in bytes` first tries the needle as an integer and formats the TypeError, about
+    1,800 instructions a test (ADR 0057); a sublist cache miss calls this three times.)"""
+    if subject.find(b"*") < 0 and subject.find(b">") < 0:
         return True
     return all(t != _PWC and t != _FWC for t in subject.split(b"."))
 
