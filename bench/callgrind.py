@@ -21,6 +21,9 @@ WORKLOAD is one of
   writes), so each is also checked against and remembered in the duplicate window;
 * `publish-consumers`: the same with 20 idle consumers (unfiltered, pull, none fetching):
   what each consumer a publish concerns costs it (ideally next to nothing);
+* `publish-one`: `publish` strictly one at a time (each PUB sent once the previous
+  PubAck arrived), as an application awaiting each publish: every publish is a group
+  commit of its own, so this is what a batch's round trip costs (ADR 0068);
 * `publish-limits`: the same under a server store limit (`max_file_store`, far from
   reached), so every publish is admitted by it (jetstream/quota.py);
 * `spark-write`: the Spark connector's write task (`bench.spark_publish`: 100-byte rows,
@@ -98,6 +101,7 @@ DEFAULT_MESSAGES = {
     "publish-dedup": 5_000,
     "publish-consumers": 5_000,
     "publish-limits": 5_000,
+    "publish-one": 1_000,
     "spark-write": 5_000,
     "spark-write-fast": 5_000,
     "pull": 10_000,
@@ -193,6 +197,35 @@ def _publish(
     pub.join()
     if acked != n:
         raise SystemExit(f"publish: {acked} of {n} publishes acknowledged")
+
+
+def _publish_one(port: int, n: int, zero: Callable[[], None]) -> None:
+    jetstream.create_stream(port, "file")
+    control = consumers.Control(port)
+    control.create_consumer("IDLE", {})
+    control.close()
+    zero()
+    pub = mp.Process(target=_one_by_one, args=(port, n))
+    pub.start()
+    pub.join()
+    if pub.exitcode != 0:
+        raise SystemExit(f"publish-one: the publisher failed ({pub.exitcode})")
+
+
+def _one_by_one(port: int, n: int) -> None:
+    """`n` 16-byte publishes, each sent once the previous one's PubAck arrived."""
+    s = _connect(port)
+    s.setblocking(True)
+    s.sendall(b"SUB _INBOX.one.* 1\r\nPING\r\n")
+    _read_until(s, b"PONG\r\n")
+    frame = b"PUB js.bench.0 _INBOX.one.x 16\r\n%b\r\n" % (b"x" * 16)
+    pending = b""
+    for _ in range(n):
+        s.sendall(frame)
+        while (end := pending.find(b"}\r\n")) < 0:
+            pending += s.recv(65536)
+        pending = pending[end + 3 :]
+    s.close()
 
 
 def _consume(name: str) -> Callable[[int, int, Callable[[], None]], None]:
@@ -366,6 +399,7 @@ WORKLOADS: dict[str, Callable[[int, int, Callable[[], None]], None]] = {
     "publish-dedup": functools.partial(_publish, msg_ids=True),
     "publish-consumers": functools.partial(_publish, idle=20),
     "publish-limits": _publish,
+    "publish-one": _publish_one,
     "pull": _consume("pull"),
     "push": _consume("push"),
     "direct": _direct,
