@@ -54,6 +54,7 @@ COMPILED = (
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
     "brook.jetstream.fast_reply",  # a fast batch's reply subject, per message (ADR 0066)
+    "brook.jetstream.ingress",  # a stream's subscription handler and plain publish (ADR 0067)
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension
