@@ -20,7 +20,9 @@ COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.
 	$(wildcard src/brook/jetstream/store/file/store*.py) \
 	src/brook/jetstream/publish_headers.py src/brook/jetstream/dedup.py \
 	src/brook/jetstream/backlog.py src/brook/jetstream/commit.py src/brook/jetstream/persist.py \
-	src/brook/jetstream/fast_reply.py \
+	src/brook/jetstream/fast_reply.py src/brook/jetstream/ingress.py \
+	src/brook/jetstream/space.py src/brook/jetstream/consumer_index.py \
+	src/brook/jetstream/consumer/ack_reply.py \
 	src/brook_spark/framescan.py
 # The tests run again against the pure-Python modules (BROOK_NO_EXTENSIONS): those of the
 # compiled modules themselves (the file store's models in tests/store among them, ADR 0065)

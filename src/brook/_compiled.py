@@ -57,6 +57,10 @@ COMPILED = (
     "brook.jetstream.commit",
     "brook.jetstream.persist",
     "brook.jetstream.fast_reply",  # a fast batch's reply subject, per message (ADR 0066)
+    "brook.jetstream.space",  # a file stream's admission, per publish (ADR 0067)
+    "brook.jetstream.consumer_index",  # which consumers a stored message concerns (ADR 0067)
+    "brook.jetstream.ingress",  # a stream's subscription handler and plain publish (ADR 0067)
+    "brook.jetstream.consumer.ack_reply",  # a delivery's ack subject (ADR 0067)
     "brook_spark.framescan",  # the Spark connector's frame loop (ADR 0059)
 )
 GROUP = "brook"  # mypyc's shared library: a top-level `brook__mypyc` extension

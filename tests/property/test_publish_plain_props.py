@@ -1,10 +1,13 @@
-"""`Stream._ingest_plain`, the usual publish's short path (ADR 0062), stores what
+"""`PlainPublish`, the usual publish's short path (ingress.py, ADR 0062/0067), stores what
 `Stream._ingest`, the general path, stores and answers the same PubAck: two file streams
 of one configuration, one of them made to take the general path for every publish, are
 given the same publishes at the same clock readings (plain ones, `Nats-Msg-Id`s seen
 before or not, headers the short path must leave to the general one, replies of a fast
 batch, messages past `max_msg_size`), under limits, discard-new and a duplicate window
-that expires; their PubAcks, states, stored messages and segment files' sizes must be equal."""
+that expires; their PubAcks, states, stored messages and segment files' sizes must be
+equal, and so must what their consumers are told. The publishes reach the streams as the
+router hands them over (the stream's `Ingress`, which takes the short path itself) or by
+`Stream.ingest` (the way a fast batch's, a schedule's or a test's message comes)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.streams import SECOND, Clock
 
+from brook.jetstream.consumer_index import ConsumerIndex
+from brook.jetstream.expiry_timer import ExpiryTimer
+from brook.jetstream.ingress import Ingress
 from brook.jetstream.models import parse_stream_config
 from brook.jetstream.store.file import FileStore
 from brook.jetstream.stream import Stream
@@ -85,11 +91,20 @@ def _stored(stream: Stream) -> list[object]:
     return [stream.store.load(seq) for seq in range(state.first_seq, state.last_seq + 1)]
 
 
+def _ingress(stream: Stream, clock: Clock, told: list[tuple[list[str], int]]) -> Ingress:
+    """The stream's subscription handler, its one consumer's news written to `told`."""
+    consumers = ConsumerIndex[str]()
+    consumers.add("c", [])
+    timer = ExpiryTimer(stream, None, clock)
+    return stream.ingress(consumers, lambda runners, seq: told.append((runners, seq)), timer)
+
+
 @SETTINGS
-@given(CONFIG, st.lists(PUBLISH, max_size=30))
+@given(CONFIG, st.lists(PUBLISH, max_size=30), st.booleans())
 def test_the_short_path_stores_and_answers_as_the_general_one(
     config: dict[str, object],
     publishes: list[tuple[str, bytes | None, bytes | None, bytes, int]],
+    routed: bool,
 ) -> None:
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,15 +112,24 @@ def test_the_short_path_stores_and_answers_as_the_general_one(
         general_acks: list[bytes] = []
         plain = _stream(Path(tmp, "plain"), config, clock, plain_acks)
         general = _stream(Path(tmp, "general"), config, clock, general_acks)
-        assert plain._plain  # the configurations drawn allow it
-        general._plain = False
+        assert plain.plain is not None  # the configurations drawn allow it
+        general.plain = None
+        plain_told: list[tuple[list[str], int]] = []
+        general_told: list[tuple[list[str], int]] = []
+        plain_in = _ingress(plain, clock, plain_told)
+        general_in = _ingress(general, clock, general_told)
         for subject, reply, header, data, step in publishes:
             clock.now += step
-            a = plain.ingest(subject.encode(), reply, header, data)
-            b = general.ingest(subject.encode(), reply, header, data)
-            assert (a.seq, a.kept, a.duplicate) == (b.seq, b.kept, b.duplicate)
-            assert (a.error and a.error.to_json()) == (b.error and b.error.to_json())
+            if routed:
+                plain_in(subject.encode(), reply, header, data)
+                general_in(subject.encode(), reply, header, data)
+            else:
+                a = plain.ingest(subject.encode(), reply, header, data)
+                b = general.ingest(subject.encode(), reply, header, data)
+                assert (a.seq, a.kept, a.duplicate) == (b.seq, b.kept, b.duplicate)
+                assert (a.error and a.error.to_json()) == (b.error and b.error.to_json())
         assert plain_acks == general_acks
+        assert plain_told == general_told
         assert plain.store.state() == general.store.state()
         assert plain.dedup.last_id == general.dedup.last_id
         plain.store.sync()
@@ -121,11 +145,13 @@ def test_the_short_path_is_taken() -> None:
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
         stream = _stream(Path(tmp), {}, clock, [])
-        assert stream._ingest_plain(b"s.a", b"r", None, b"x") is not None
+        plain = stream.plain
+        assert plain is not None
+        assert plain.store(b"s.a", None, b"x") == 1
         header = b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n"
-        assert stream._ingest_plain(b"s.a", b"r", header, b"x") is not None
-        assert stream._ingest_plain(b"s.a", b"r", header, b"x").duplicate  # type: ignore[union-attr]
+        assert plain.store(b"s.a", header, b"x") == 2
+        assert plain.store(b"s.a", header, b"x") == -2  # a duplicate of message 2
         ttl = b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n"
-        assert stream._ingest_plain(b"s.a", b"r", ttl, b"x") is None
+        assert plain.store(b"s.a", ttl, b"x") == 0  # not a plain one: nothing done
         assert stream.store.state().messages == 2
         stream.close()

@@ -1,6 +1,6 @@
-"""`publish_headers.plain_publish_id`, which sends a publish down `Stream._ingest_plain`
-(ADR 0062), looks for what `Stream._ingest` looks for; and a stream whose configuration
-asks for more than dedup and limits never takes the short path."""
+"""`publish_headers.plain_publish_id`, which sends a publish down `PlainPublish.store`
+(ingress.py, ADR 0062/0067), looks for what `Stream._ingest` looks for; and a stream whose
+configuration asks for more than dedup and limits never takes the short path."""
 
 from __future__ import annotations
 
@@ -44,6 +44,6 @@ def test_plain_publish_id(header: bytes | None, expected: str | None) -> None:
 )
 def test_streams_that_ask_for_more_take_the_general_path(config: dict[str, object]) -> None:
     stream, _clock, _acks = make(**config)
-    assert not stream._plain
+    assert stream.plain is None
     plain, _clock, _acks = make()
-    assert plain._plain
+    assert plain.plain is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -83,7 +84,7 @@ def test_expected_last_msg_id_and_sealed() -> None:
     publish(stream, "s.a", Nats_Expected_Last_Msg_Id="first")
     assert acks[1] == {"stream": "S", "seq": 2}
     assert acks[2]["error"]["description"] == "wrong last msg ID: "
-    stream.config.sealed = True
+    stream.reconfigure(dataclasses.replace(stream.config, sealed=True))
     publish(stream, "s.a")
     assert acks[-1]["error"]["err_code"] == 10109
 
@@ -180,7 +181,7 @@ def test_size_checks_come_right_after_sealed() -> None:
     stream2, _, acks2 = make()
     publish(stream2, "s.a", Nats_Expected_Last_Sequence="7", X_Big="y" * 70000)
     assert acks2[-1]["error"]["err_code"] == 10097
-    stream2.config.sealed = True
+    stream2.reconfigure(dataclasses.replace(stream2.config, sealed=True))
     publish(stream2, "s.a", X_Big="y" * 70000)
     assert acks2[-1]["error"]["err_code"] == 10109
 

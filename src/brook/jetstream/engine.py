@@ -66,7 +66,7 @@ from brook.jetstream.stream import Stream
 from brook.routing.internal import InternalClient
 from brook.routing.router import Router
 from brook.routing.subject_index import SubjectIndex
-from brook.routing.sublist import Subscription
+from brook.routing.sublist import MessageHandler, Subscription
 from brook.routing.subscriber import Message
 
 log = logging.getLogger("brook.jetstream")
@@ -493,33 +493,17 @@ class JetStream(EngineLimits, OriginLinks):
     def _attach(self, entry: StreamEntry) -> None:
         """Subscribe the stream to its subjects (and direct get)."""
         stream = entry.stream
-        index = entry.consumers
-        expiry = stream.expiry
-        timer = entry.timer
-
-        def ingest(subject: bytes, reply: bytes | None, header: bytes | None, data: bytes) -> None:
-            """Ingest, then tell the consumers what was stored: a kept message concerns
-            only those whose filter matches it (`ConsumerIndex`). (What the publish
-            removed, by discard-old limits or a rollup, reached every consumer already:
-            the stream's `on_removed` and `on_purge`.) It runs for every message stored
-            (ADR 0012)."""
-            result = stream.ingest(subject, reply, header, data)
-            if result.kept:
-                runners = index.matching(subject)
-                if runners:
-                    messages_stored(runners, result.seq)
-            wake = expiry.next_wakeup_ns
-            if wake is not None and (timer.at is None or wake < timer.at):
-                timer.arm(wake)  # a publish brought an expiry forward
-
-        handler = ingest
+        # What a stored message concerns: only the consumers whose filter matches it
+        # (`ConsumerIndex`), told by `messages_stored`; the usual publish compiled.
+        ingress = stream.ingress(entry.consumers, messages_stored, entry.timer)
+        handler: MessageHandler = ingress
         transform = stream.input_transform
         if transform is not None:  # stored under the subject it maps to (ADR 0018)
 
             def handler(
                 subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
             ) -> None:
-                ingest(transform.apply(subject), reply, header, data)
+                ingress(transform.apply(subject), reply, header, data)
 
         entry.subs = [self.internal.subscribe(s, handler) for s in stream.config.subjects]
         if stream.config.allow_direct:

@@ -28,6 +28,12 @@ class Ingested:
     error: ApiError | None = None
 
 
+def plain_ingested(seq: int) -> Ingested:
+    """What `PlainPublish.store`'s answer (not 0) says (ingress.py): stored at `seq`
+    (> 0), or a duplicate of the message stored at -`seq`."""
+    return Ingested(seq, True) if seq > 0 else Ingested(-seq, False, True)
+
+
 @dataclass(slots=True)
 class Batched(Ingested):
     """A message of an atomic batch (batch.py): staged (answered with an empty message)

@@ -72,7 +72,7 @@ def raw_msg_id(header: bytes) -> str | None:
 
 def plain_publish_id(header: bytes | None) -> str | None:
     """The `Nats-Msg-Id` ("" for none) of a publish whose header asks nothing of the
-    stream but dedup, the one `Stream._ingest_plain` stores (ADR 0062): none, or a block
+    stream but dedup, the one `PlainPublish.store` stores (ingress.py, ADR 0062): none, or a block
     within `MAX_HEADER_BYTES` that names no batch, increment or schedule anywhere and
     that `raw_msg_id` answers. None for any other header, which `Stream._ingest` checks
     in full. One compiled call for the tests `_ingest` makes one by one (`contains`)."""

@@ -47,7 +47,7 @@ import functools
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brook.jetstream import counters
 from brook.jetstream import ttl as ttls
@@ -58,7 +58,8 @@ from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.expiry import StreamExpiry
 from brook.jetstream.fast_batch import SUFFIX as FAST_SUFFIX
 from brook.jetstream.fast_batch import FastBatches
-from brook.jetstream.ingested import Batched, Counted, Ingested
+from brook.jetstream.ingested import Batched, Counted, Ingested, plain_ingested
+from brook.jetstream.ingress import Ingress, PlainPublish, Rearm, pub_ack
 from brook.jetstream.models.stream_config import StreamConfig
 from brook.jetstream.persist import BackgroundSync
 from brook.jetstream.publish_headers import (
@@ -68,7 +69,6 @@ from brook.jetstream.publish_headers import (
     EXPECTED_STREAM,
     MAX_HEADER_BYTES,
     ROLLUP,
-    plain_publish_id,
     raw_msg_id,
     uint,
 )
@@ -84,6 +84,7 @@ from brook.protocol import headers as hdrs
 from brook.routing.transform import SubjectTransform
 
 if TYPE_CHECKING:
+    from brook.jetstream.consumer_index import ConsumerIndex
     from brook.jetstream.quota import Quota
     from brook.jetstream.retention import StreamRetention
     from brook.jetstream.space import StoreSpace
@@ -139,7 +140,7 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         self._produced: bytes | None = None
         self.now_ns = now_ns
         self._sourcing = False  # a source's message is being stored (`ingest_sourced`)
-        self.reconfigure(config)
+        self._configure(config)
         self.name: str = config.name
         self.created_ns = created_ns
         self._send_ack = send_ack
@@ -190,9 +191,15 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         self.dedup.rebuild(store)
         if config.allow_msg_ttl:
             self.expiry.rebuild()
+        self.plain = self._plain_publish()
 
     def reconfigure(self, config: StreamConfig) -> None:
-        """Take a (new) configuration, its subject mappings compiled once."""
+        """Take a new configuration, its subject mappings compiled once (the engine then
+        makes the stream's `Ingress` anew: engine.py)."""
+        self._configure(config)
+        self.plain = self._plain_publish()
+
+    def _configure(self, config: StreamConfig) -> None:
         self.config = config
         transform = config.subject_transform
         # The subject transform, None when there is none (or it has no destination).
@@ -206,14 +213,32 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             self.schedules = ScheduleIndex.rebuild(self.store, self.now_ns())
         if not config.allow_batched:
             self.fast_batches.clear()
-        # A publish to this stream may take `_ingest_plain` (when its header allows):
-        # nothing in the configuration asks for more than dedup, the limits and the store.
-        # (`sealed` is tested per publish: a test seals a stream's configuration in place.)
-        self._plain = (
-            not config.allow_msg_counter
-            and config.retention != "interest"
-            and self._republish is None
-            and self.schedules is None
+
+    def _plain_publish(self) -> PlainPublish | None:
+        """The usual publish's short path (ingress.py, ADR 0062/0067), when nothing in
+        the configuration asks for more than dedup, the limits and the store."""
+        config = self.config
+        if (
+            config.sealed
+            or config.allow_msg_counter
+            or config.retention == "interest"
+            or self._republish is not None
+            or self.schedules is not None
+        ):
+            return None
+        return PlainPublish(
+            self,
+            self.store,
+            self.dedup,
+            self.expiry,
+            self._removed,
+            self.now_ns,
+            max_msg_size=config.max_msg_size,
+            discard_new=config.discard == "new",
+            max_age=config.max_age,
+            limits=(config.max_msgs_per_subject > 0 or config.max_msgs > 0 or config.max_bytes > 0),
+            quota=self.quota,
+            space=self.space,
         )
 
     # ------------------------------------------------------------------ publishing
@@ -238,9 +263,14 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
                 if not self.config.no_ack:
                     return result
             else:
-                plain = self._ingest_plain(subject, reply, header, data) if self._plain else None
-                if plain is not None:
-                    result = plain
+                plain = self.plain
+                seq = (
+                    plain.store(subject, header, data)
+                    if plain is not None and self._produced is None
+                    else 0
+                )
+                if seq:
+                    result = plain_ingested(seq)
                 elif self._republish is None:
                     result = self._ingest(
                         subject.decode("utf-8", "surrogateescape"), reply, header, data
@@ -249,24 +279,29 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
                     result = self._ingest_republished(subject, reply, header, data)
         except ApiError as err:
             result = Ingested(0, False, False, err)
+        self.answer(reply, result)
+        return result
+
+    def answer(self, reply: bytes | None, result: Ingested) -> None:
+        """Answer what `ingest` did with a message (a PubAck through the durability gate,
+        unless none is wanted), or see to its sync when nobody waits for it."""
         if reply is None or self.config.no_ack:
             if result.error is None and not result.duplicate and self._soon_sync is not None:
                 # Nobody waits for it, yet it is not left in the write buffer (ADR 0051)
                 # where only a later PubAck's sync would write it: synced soon, as the
                 # stored messages of a source are.
                 self._soon_sync.written()
-            return result
-        # The PubAck: nats-server's bytes (`"duplicate": true` with its blank).
+            return
         if result.error is not None:
             ack = self._error_ack(result.error)
         elif result.duplicate:
-            ack = b'{"stream":%b,"seq":%d,"duplicate": true}' % (self._name_json, result.seq)
+            ack = pub_ack(self._name_json, -result.seq)
         elif type(result) is Batched:
             if result.replied:
-                return result
+                return
             if not result.count:
                 self._send_ack(reply, b"")  # staged: the batch goes on
-                return result
+                return
             ack = b'{"stream":%b,"seq":%d,"batch":%b,"count":%d}' % (
                 self._name_json,
                 result.seq,
@@ -277,13 +312,39 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
             assert isinstance(result, Counted)
             ack = b'{"stream":%b,"seq":%d,"val":"%b"}' % (self._name_json, result.seq, result.total)
         else:
-            ack = b'{"stream":%b,"seq":%d}' % (self._name_json, result.seq)
+            ack = pub_ack(self._name_json, result.seq)
         committer = self._committer
         if committer is not None:  # `_after_durable`'s usual case inline (ADR 0062)
             committer.request_ack(reply, ack)
         else:
             self._after_durable(reply, ack)
-        return result
+
+    def ingress(
+        self,
+        consumers: ConsumerIndex[Any],
+        stored: Callable[[list[Any], int], None],
+        timer: Rearm,
+    ) -> Ingress:
+        """The stream's subscription handler (ingress.py): what it stores concerns
+        `consumers` (told by `stored`), what brings an expiry forward re-arms `timer`.
+        Made anew after each `reconfigure` (engine.py). The usual publish takes the
+        compiled short path where its PubAck leaves by the committer or at once: not
+        with `no_ack`, nor with persist_mode "async", whose sync follows the PubAck."""
+        plain = self.plain
+        if self.config.no_ack or (self._committer is None and self._soon_sync is not None):
+            plain = None
+        return Ingress(
+            self,
+            plain,
+            self._committer,
+            self._send_ack,
+            self._name_json,
+            consumers,
+            stored,
+            self.expiry,
+            timer,
+            self.config.max_age,
+        )
 
     def ingest_sourced(self, subject: str, header: bytes, data: bytes) -> Ingested:
         """Store a message a source delivered (sources.py made its header and applied the
@@ -331,55 +392,6 @@ class Stream(StreamBatches, StreamLimits, StreamSourcedRuns):
         if self._soon_sync is not None:  # "async" (no committer): its background sync
             self._soon_sync.written()
         callback(None)
-
-    def _ingest_plain(
-        self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-    ) -> Ingested | None:
-        """`_ingest` of the usual publish, on a stream whose configuration asks for no
-        more (`_plain`): no header but a `Nats-Msg-Id` (`plain_publish_id`), a stream
-        not sealed, within `max_msg_size` (a fast batch's reply never comes here: `ingest`
-        hands it to `_fast_batch`, which stores its message here when it may). It makes `_ingest`'s
-        steps for it and no other test: fewer interpreted steps per publish (ADR 0062).
-        None, having done nothing, for any other message: `_ingest` takes it. The two
-        store the same and answer the same (tests/property/test_publish_plain_props.py)."""
-        msg_id = plain_publish_id(header)
-        if msg_id is None or self._produced is not None:
-            return None
-        config = self.config
-        size = len(data) + (len(header) if header else 0)
-        if config.sealed or 0 <= config.max_msg_size < size:
-            return None
-        if msg_id:
-            seen = self.dedup.lookup(msg_id)
-            if seen is not None:
-                return Ingested(seen, False, True)
-        subject = raw_subject.decode("utf-8", "surrogateescape")
-        quota = self.quota
-        if quota is not None:
-            quota.admit(self.accounted_size(subject, header, data))
-        space = self.space
-        if space is not None and not space.admit(size):
-            raise api_error("INSUFFICIENT_RESOURCES")
-        if config.discard == "new":
-            self._check_discard_new(subject, header, data, None)
-        now = self.now_ns()
-        try:
-            seq = self.store.store(subject, header, data, now)
-        except StoreError as exc:
-            raise self.store_refused(exc) from None
-        if config.max_age > 0 and self.expiry.next_wakeup_ns is None:
-            self.expiry.wake_by(now + config.max_age)
-        if msg_id:
-            self.dedup.remember(msg_id, seq, now)
-        self.dedup.last_id = msg_id
-        if config.max_msgs_per_subject > 0 or config.max_msgs > 0 or config.max_bytes > 0:
-            try:
-                self._enforce_limits(subject)
-            except StoreError as exc:  # the message is stored: its ack stands
-                self.write_failed(f"apply the rollup or limits after storing {seq}", exc)
-        if self._removed:
-            self._report_removed()
-        return Ingested(seq, True)
 
     def _ingest(
         self, subject: str, reply: bytes | None, header: bytes | None, data: bytes

@@ -19,11 +19,12 @@ from brook.jetstream.batch import (
 )
 from brook.jetstream.errors import ApiError, api_error
 from brook.jetstream.fast_batch import FastBatches, parse_reply
-from brook.jetstream.ingested import Batched, Ingested
+from brook.jetstream.ingested import Batched, Ingested, plain_ingested
 from brook.jetstream.store.base import StoreError
 from brook.protocol import headers as hdrs
 
 if TYPE_CHECKING:
+    from brook.jetstream.ingress import PlainPublish
     from brook.jetstream.models.stream_config import StreamConfig
     from brook.jetstream.store.base import MessageStore
     from brook.jetstream.stream import Stream
@@ -47,14 +48,11 @@ class StreamBatches:
 
         def write_failed(self, what: str, error: StoreError) -> None: ...
 
-        _plain: bool
+        plain: PlainPublish | None
 
         def _ingest(
             self, subject: str, reply: bytes | None, header: bytes | None, data: bytes
         ) -> Ingested: ...
-        def _ingest_plain(
-            self, raw_subject: bytes, reply: bytes | None, header: bytes | None, data: bytes
-        ) -> Ingested | None: ...
 
     def _drop_uncommitted_batch(self) -> None:
         """Remove what a crash left of a batch's commit (batch.py), before anything reads
@@ -114,9 +112,12 @@ class StreamBatches:
             return Ingested(0, False)
         try:
             # A Spark write's rows, say: the usual publish's short path when the stream
-            # and the header allow it (ADR 0062), else every check of a publish.
-            stored = self._ingest_plain(raw_subject, None, header, data) if self._plain else None
-            if stored is None:
+            # and the header allow it (ADR 0062/0067), else every check of a publish.
+            plain = self.plain
+            seq = plain.store(raw_subject, header, data) if plain is not None else 0
+            if seq:
+                stored = plain_ingested(seq)
+            else:
                 self._committing = True
                 try:
                     subject = raw_subject.decode("utf-8", "surrogateescape")

@@ -138,7 +138,9 @@ class StreamLimits:
         return True
 
     def _report_removed(self) -> None:
-        removed, self._removed = self._removed, []
+        # Emptied in place: the stream's `PlainPublish` holds this very list (ingress.py).
+        removed = self._removed.copy()
+        self._removed.clear()
         if removed and self.on_removed is not None:
             self.on_removed(removed)
 

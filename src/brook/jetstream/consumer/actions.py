@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from brook.jetstream.consumer.ack_reply import first_ack_replies
 from brook.jetstream.models.info import format_ts_ns
 from brook.jetstream.store.base import RecordSpan, StoredMessage
 
@@ -85,16 +86,9 @@ class DeliverRun:
         """The ack subject of each message (formatted now, once, if they were not)."""
         acks = self.acks
         if acks is None:
-            prefix = self.prefix + b"1."
-            cseq, np = self.first_consumer_seq, self.pending_before
-            acks = []
-            append = acks.append
-            for m in self.msgs:
-                if np > 0:
-                    np -= 1
-                append(b"%b%d.%d.%d.%d" % (prefix, m.seq, cseq, m.ts_ns, np))
-                cseq += 1
-            self.acks = acks
+            acks = self.acks = first_ack_replies(
+                self.prefix, self.msgs, self.first_consumer_seq, self.pending_before
+            )
         return acks
 
     def delivers(self) -> list[Deliver]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from brook.jetstream.consumer.ack_reply import ack_reply
 from brook.jetstream.consumer.acks import ACK_PREFIX
 from brook.jetstream.consumer.actions import (
     Acked,
@@ -305,14 +306,7 @@ class Delivery:
             pending_after = self.num_pending()
             deliveries = p.deliveries + 1
         cseq = self._ledger.delivered_consumer_seq + 1
-        ack = b"%b%d.%d.%d.%d.%d" % (
-            self._ack_prefix,
-            deliveries,
-            msg.seq,
-            cseq,
-            msg.ts_ns,
-            pending_after,
-        )
+        ack = ack_reply(self._ack_prefix, deliveries, msg.seq, cseq, msg.ts_ns, pending_after)
         return ack, pending_after
 
     def _deliver(
@@ -524,7 +518,7 @@ class Delivery:
                         room = 0
                         break
                     continue
-                ack = b"%b%d.%d.%d.%d" % (prefix, seq, cseq, msg.ts_ns, np)
+                ack = ack_reply(ack_prefix, 1, seq, cseq, msg.ts_ns, np)
                 if run_to is not None:
                     run_acks(ack)
                     continue
