@@ -57,15 +57,14 @@ def answers(s: FileStore, last: int, removed: set[int]) -> None:
     st = s.state()
     assert (st.messages, st.last_seq, st.first_seq) == (len(live), last, live[0])
     assert s.num_pending(">", 1) == len(live)
-    assert s.num_pending("col.1", last - 6) == sum(
-        1 for q in live if q >= last - 6 and q % 3 == 1
-    )
+    assert s.num_pending("col.1", last - 6) == sum(1 for q in live if q >= last - 6 and q % 3 == 1)
     assert s.recent_headed(T0, 10 * last) == [q for q in live if q % 5 == 0]
     assert s.recent_headed(T0 + last - 10, 10 * last) == [
         q for q in live if q % 5 == 0 and q >= last - 10
     ]
     last_of = s.load_last("col.2")
-    assert last_of is not None and last_of.seq == max(q for q in live if q % 3 == 2)
+    assert last_of is not None
+    assert last_of.seq == max(q for q in live if q % 3 == 2)
 
 
 def test_the_active_segments_spare_slots_are_never_read(tmp_path: Path) -> None:
@@ -104,7 +103,7 @@ def test_a_sealed_segment_keeps_no_spare_slots(tmp_path: Path) -> None:
             s.store(*message(seq))
         first, second, active = s._index.segments
         assert (first.count, second.count, active.count) == (40, 40, 20)
-        assert len(second.offs) == 40 and len(second.tss) == 40  # trimmed at its roll
+        assert (len(second.offs), len(second.tss)) == (40, 40)  # trimmed at its roll
         assert len(active.offs) > 20
         answers(s, 100, set())
     finally:
