@@ -53,15 +53,20 @@ def shape(index: Index) -> object:
         index.warm(seg)  # packed columns unpacked (ADR 0054), each as it is read
         return seg
 
+    def columns(seg: Segment) -> tuple[list[int], list[int], list[int], list[int]]:
+        n = seg.count  # the slots; the columns may have spare room after them (ADR 0069)
+        return list(seg.offs[:n]), list(seg.lens[:n]), list(seg.tss[:n]), list(seg.sids[:n])
+
     segments = [
         (
-            seg.name, seg.base, seg.size, seg.live, list(seg.offs),
-            [n if off != 0xFFFFFFFF else None for n, off in zip(seg.lens, seg.offs, strict=True)],
-            list(seg.tss), [subjects.names[sid] if off != 0xFFFFFFFF else None
-                            for sid, off in zip(seg.sids, seg.offs, strict=True)],
+            seg.name, seg.base, seg.size, seg.live, offs,
+            [n if off != 0xFFFFFFFF else None for n, off in zip(lens, offs, strict=True)],
+            tss, [subjects.names[sid] if off != 0xFFFFFFFF else None
+                  for sid, off in zip(sids, offs, strict=True)],
             list(seg.ext),
         )
         for seg in map(warmed, index.segments)
+        for offs, lens, tss, sids in (columns(seg),)
     ]  # fmt: skip
     counters = (index.first, index.last, index.last_ts, index.messages, index.bytes)
     return counters, segments, per_subject, singles

@@ -39,6 +39,10 @@ HEADER_SIZE: Final = HEADER.size  # 36
 # version and type as one 4-byte prefix compared with `MSG_PREFIX`, the reserved byte
 # skipped; 8 fields instead of 11 make a delivery's read of each record cheaper.
 MSG_HEADER: Final = struct.Struct("<4sIQqBxHII")
+# The same header after its `MSG_PREFIX` with flags 0 (and the reserved byte 0): the two
+# as pad bytes, so a stored message's header packs 6 fields rather than 11 (about 400
+# instructions a record fewer, callgrind; ADR 0069).
+_MSG_PLAIN: Final = struct.Struct("<IQqxxHII")
 CRC_SIZE: Final = 4
 OVERHEAD: Final = HEADER_SIZE + CRC_SIZE  # 40: the smallest possible record
 CRC_FIELD: Final = struct.Struct("<I")
@@ -94,11 +98,15 @@ def encode_message(
     if length > MAX_RECORD_BYTES:
         raise RecordError(f"record of {length} bytes exceeds {MAX_RECORD_BYTES}")
     try:
-        head = HEADER.pack(MAGIC, VERSION, T_MSG, length, seq, ts_ns, flags, 0, sl, hl, dl)
+        if flags:
+            head = HEADER.pack(MAGIC, VERSION, T_MSG, length, seq, ts_ns, flags, 0, sl, hl, dl)
+            rec = b"".join((head, subject, header, data))
+        else:
+            head = _MSG_PLAIN.pack(length, seq, ts_ns, sl, hl, dl)
+            rec = b"".join((MSG_PREFIX, head, subject, header, data))
     except struct.error as exc:  # a timestamp outside i64, say
         raise RecordError(str(exc)) from exc
-    rec = b"".join((head, subject, header, data))  # `_finish`, inline: once per publish
-    return rec + _crc32(rec).to_bytes(4, "little")
+    return rec + _crc32(rec).to_bytes(4, "little")  # `_finish`, inline: once per publish
 
 
 def encode_messages(

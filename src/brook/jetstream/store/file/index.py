@@ -117,6 +117,7 @@ class Index:
         self.segments.append(seg)
         self.names.append(seg.name)
         if sealed is not None and sealed.packed is None:
+            sealed.trim()  # no more slots come: its spare room goes
             self._hot[sealed] = None
             self._shed(seg)
 
@@ -175,14 +176,14 @@ class Index:
             del self._packing[seg]
             if seg.live == live:
                 seg.packed = packed = future.result()
-                seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
+                seg.set_columns(_empty_columns())
                 if self.cold is not None:
                     packed.spill(self.cold)
 
     def _unpack(self, seg: Segment) -> None:
         packed = seg.packed
         assert packed is not None
-        seg.offs, seg.lens, seg.tss, seg.sids = packing.unpack(packed)
+        seg.set_columns(packing.unpack(packed))
         seg.packed = None
         packed.release()
         self.unpacks += 1
@@ -194,10 +195,11 @@ class Index:
             seg = next(iter(hot))
             assert seg is not keep
             del hot[seg]
+            seg.trim()
             columns = (seg.offs, seg.lens, seg.tss, seg.sids)
-            if len(seg.offs) < BACKGROUND_SLOTS:
+            if seg.count < BACKGROUND_SLOTS:
                 seg.packed = packed = packing.pack(columns)
-                seg.offs, seg.lens, seg.tss, seg.sids = _empty_columns()
+                seg.set_columns(_empty_columns())
                 if self.cold is not None:
                     packed.spill(self.cold)
             else:
@@ -286,7 +288,7 @@ class Index:
                 continue
             self.warm(seg)
             offs = seg.offs
-            for k in range(max(0, lo - seg.base), min(hi - seg.base + 1, len(offs))):
+            for k in range(max(0, lo - seg.base), min(hi - seg.base + 1, seg.count)):
                 if offs[k] != DEAD:
                     self.drop(seg, k)
                     dropped += 1
@@ -297,7 +299,7 @@ class Index:
         removed = [seq for seq, _seg, _k in self.iter_live(self.first)]
         for seg in self.segments:
             self.warm(seg)
-            n = len(seg.offs)
+            n = len(seg.offs)  # the spare room too, as long as the other columns
             seg.offs = array("I", b"\xff\xff\xff\xff" * n)
             seg.live = 0
         self.subjects.clear()
@@ -335,7 +337,7 @@ class Index:
             self.warm(seg)
             offs = seg.offs
             base = seg.base
-            for k in range(max(0, start - base), len(offs)):
+            for k in range(max(0, start - base), seg.count):
                 if offs[k] != DEAD:
                     yield base + k, seg, k
 
@@ -348,7 +350,7 @@ class Index:
             self.warm(seg)
             offs = seg.offs
             base = seg.base
-            for k in range(min(start - base, len(offs) - 1), -1, -1):
+            for k in range(min(start - base, seg.count - 1), -1, -1):
                 if offs[k] != DEAD:
                     yield base + k, seg, k
 
@@ -371,7 +373,7 @@ class Index:
                 continue
             if seg.live:
                 self.warm(seg)
-                tail = seg.offs[max(0, start - seg.base) :]
+                tail = seg.offs[max(0, start - seg.base) : seg.count]
                 total += len(tail) - tail.count(DEAD)
             break
         return total

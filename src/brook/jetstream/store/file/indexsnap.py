@@ -138,6 +138,8 @@ def capture(index: Index) -> Capture:
             seg.name, seg.base, seg.size, seg.live, seg.end_seq() - seg.base, len(seg.ext),
             st.st_mtime_ns, st.st_ino, crc,
         )  # fmt: skip
+        if seg.packed is None:
+            seg.trim()  # the columns' spare room is not saved (it grows back)
         columns: Packed | tuple[bytes, ...] = seg.packed or tuple(
             column.tobytes() for column in (seg.offs, seg.lens, seg.tss, seg.sids)
         )
@@ -220,8 +222,8 @@ def load(directory: Path, index: Index, segments: list[Segment]) -> list[int]:
     except (SnapshotMismatch, struct.error, ValueError, IndexError, UnicodeError) as exc:
         for seg in segments:  # back to freshly opened, for the full replay
             seg.base, seg.live, seg.packed = seg.name, 0, None
-            seg.offs, seg.lens, seg.tss = array("I"), array("I"), array("q")
-            seg.sids, seg.ext = array("I"), array("Q")
+            seg.set_columns((array("I"), array("I"), array("q"), array("I")))
+            seg.ext = array("Q")
         index.subjects.clear()
         if isinstance(exc, SnapshotMismatch):
             raise

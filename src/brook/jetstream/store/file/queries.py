@@ -159,30 +159,30 @@ def recent_headed(index: Index, since_ns: int, most: int) -> list[int]:
             left -= seg.live  # all its slots young, none headed: counted, not unpacked
             continue
         index.warm(seg)
-        offs, lens, base = seg.offs, seg.lens, seg.base
-        k = bisect_left(seg.tss, since_ns)
-        live = len(offs) - k - offs[k:].count(DEAD)
+        offs, lens, base, count = seg.offs, seg.lens, seg.base, seg.count
+        k = bisect_left(seg.tss, since_ns, 0, count)
+        live = count - k - offs[k:count].count(DEAD)
         if live > left:  # the window's cap falls in this segment: its newest `left` only
-            k = len(offs)
+            k = count
             while left:
                 k -= 1
                 left -= offs[k] != DEAD
             live = 0
         left -= live
-        if _any_headed(lens, k):
+        if _any_headed(lens, k, count):
             found.append(
-                [base + j for j in range(k, len(offs)) if lens[j] & HDR_BIT and offs[j] != DEAD]
+                [base + j for j in range(k, count) if lens[j] & HDR_BIT and offs[j] != DEAD]
             )
         if k > 0 and seg.tss[k - 1] < since_ns:
             break  # older segments hold older messages only
     return [seq for part in reversed(found) for seq in part]
 
 
-def _any_headed(lens: array[int], k: int) -> bool:
-    """Whether a slot from `k` on has HDR_BIT set, its high bytes tested in C: a restart's
-    dedup rebuild asks it of the active segment, where a Python loop took 0.1 s per
-    million plain messages."""
-    high = memoryview(lens)[k:].tobytes()[_HIGH_BYTE::4]  # contiguous copy, then C slice
+def _any_headed(lens: array[int], k: int, count: int) -> bool:
+    """Whether a slot from `k` to `count` has HDR_BIT set, its high bytes tested in C: a
+    restart's dedup rebuild asks it of the active segment, where a Python loop took 0.1 s
+    per million plain messages."""
+    high = memoryview(lens)[k:count].tobytes()[_HIGH_BYTE::4]  # contiguous copy, then C slice
     return bool(high.translate(None, _BELOW_0X80))
 
 

@@ -95,7 +95,7 @@ class Reader:
         appends its checked records (`RecordSpan`), once all of them passed."""
         offs = seg.offs
         lens = seg.lens
-        stop = min(len(offs), k + max_count)
+        stop = min(seg.count, k + max_count)
         if k >= stop:
             return seg.base + k
         base = seg.base
@@ -120,7 +120,7 @@ class Reader:
             last_end = offs[end - 1] + (lens[end - 1] & LEN_MASK)
             k = end
         else:
-            slots, first, last_end, k = self._live_slots(offs, lens, k, max_count)
+            slots, first, last_end, k = self._live_slots(offs, lens, k, max_count, seg.count)
             spans = None
             run_seqs = [base + j for j in slots]
             run_offs = [offs[j] for j in slots]
@@ -189,12 +189,12 @@ class Reader:
 
     @staticmethod
     def _live_slots(
-        offs: array[int], lens: array[int], k: int, max_count: int
+        offs: array[int], lens: array[int], k: int, max_count: int, n: int
     ) -> tuple[list[int], int, int, int]:
         """`_read_run`'s slots where some are removed: up to `max_count` live ones from `k`
-        on whose records fit in `READ_RUN_BYTES` from the first one's start (or that one
-        alone); with that start, the end of the last one, and the slot after it."""
-        n = len(offs)
+        on (below `n`, the segment's `count`) whose records fit in `READ_RUN_BYTES` from the
+        first one's start (or that one alone); with that start, the end of the last one,
+        and the slot after it."""
         slots: list[int] = []
         first = last_end = 0
         while k < n and len(slots) < max_count:

@@ -1,9 +1,16 @@
 """One segment file: its descriptor, positional I/O, and the in-memory columns indexing it.
 
-A segment holds messages with consecutive sequences `base .. base + len(offs) - 1` (slots of
+A segment holds messages with consecutive sequences `base .. base + count - 1` (slots of
 removed messages stay, marked DEAD), so a sequence maps to its slot by subtraction and the
 per-message cost is four array entries (20 bytes) instead of a Python object. Only the record
 location, length, timestamp and subject id are kept: payloads are read back with pread().
+
+The columns hold `count` slots and, while the segment is written to, spare room after them
+(zeros, never read): an append writes its slot's four entries by index and grows the
+columns a chunk at a time (`_grow`), since four `array.append` calls cost compiled code
+four Python method calls, each checking and storing its value twice (ADR 0069). Whatever
+reads the columns stops at `count`; `trim` gives the spare room back (a sealed segment,
+one packed or saved in the index snapshot).
 
 All writes are positional (`os.pwrite`) at an offset the segment tracks itself: no shared
 file position, so the sync thread can fsync while the event loop writes, and a write that
@@ -33,7 +40,7 @@ import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, cast
+from typing import Final, SupportsIndex, cast
 
 from brook import limits
 from brook.jetstream.store.file.packing import Packed
@@ -43,6 +50,10 @@ HDR_BIT: Final = 0x80000000  # set in `lens` when the message has a (non-empty) 
 LEN_MASK: Final = 0x7FFFFFFF
 MAX_SEGMENT_BYTES: Final = 0xFFFFFFFF - 1  # offsets are u32 columns; DEAD is reserved
 NO_SLOTS_MAX: Final = 1 << 48  # a segment no store made active (`Segment.activate`)
+# Spare slots the columns grow by when full (`Segment._grow`): as many as they hold, at
+# least the first and at most the second: at most 20 KiB spare per written segment.
+GROW_MIN: Final = 16
+GROW_MAX: Final = 1024
 SUFFIX: Final = ".seg"
 
 
@@ -104,6 +115,7 @@ class Segment:
         "alloc",
         "base",
         "buffer_max",
+        "count",
         "doomed",
         "ext",
         "fd",
@@ -143,6 +155,7 @@ class Segment:
         self.lens = array("I")  # record length per slot | HDR_BIT
         self.tss = array("q")  # message timestamp per slot
         self.sids = array("I")  # subject id per slot (index.SubjectIndex)
+        self.count = 0  # slots in the columns: their first `count` entries (module docstring)
         self.live = 0  # slots not DEAD
         # The store's roll test, cheap on its every append (ADR 0061): it asks `should_roll`
         # once `size` reaches `roll_size`, the store's `segment_bytes_max`, or 0 once the
@@ -304,7 +317,7 @@ class Segment:
         """The one roll predicate (storage-format.md 4): full (its bytes, or its slots:
         ADR 0061), and holding a message so the next segment's name (`last_seq + 1`) is
         greater than this one's."""
-        slots = len(self.offs)
+        slots = self.count
         if not slots:
             return False
         return (
@@ -318,7 +331,7 @@ class Segment:
     def end_seq(self) -> int:
         """One past the highest slot's sequence (== base when the segment has no slot)."""
         packed = self.packed
-        return self.base + (len(self.offs) if packed is None else packed.slots)
+        return self.base + (self.count if packed is None else packed.slots)
 
     def next_seq(self) -> int:
         """The sequence this segment's next message record must have: messages in a
@@ -329,56 +342,86 @@ class Segment:
     def slot(self, seq: int) -> int:
         """The slot of `seq` if it is live in this segment, else -1."""
         k = seq - self.base
-        if 0 <= k < len(self.offs) and self.offs[k] != DEAD:
+        if 0 <= k < self.count and self.offs[k] != DEAD:
             return k
         return -1
 
     def add_slot(self, seq: int, offset: int, lenfield: int, ts_ns: int, sid: int) -> None:
         """Append the slot for `seq` (>= end_seq; the gap, if any, becomes DEAD slots)."""
-        offs = self.offs  # unpacked: every caller warms the segment first
-        n = len(offs)
+        n = self.count  # unpacked: every caller warms the segment first
         if not n:
             self.base = seq
         elif seq != self.base + n:
             self._dead_slots(seq - self.base - n, ts_ns)
-        offs.append(offset)
-        self.lens.append(lenfield)
-        self.tss.append(ts_ns)
-        self.sids.append(sid)
+            n = self.count
+        offs = self.offs
+        if n == len(offs):
+            self._grow(n)
+        # The index as a Python int once: compiled, each `column[n]` would box `n` anew.
+        k = cast(SupportsIndex, n)
+        offs[k] = offset
+        self.lens[k] = lenfield
+        self.tss[k] = ts_ns
+        self.sids[k] = sid
+        n += 1
+        self.count = n
         if offset != DEAD:
             self.live += 1
-        if len(offs) >= self.slots_max:
+        if n >= self.slots_max:
             self.roll_size = 0
+
+    def _grow(self, n: int) -> None:
+        """Spare room after the `n` slots of full columns (module docstring)."""
+        spare = min(max(n, GROW_MIN), GROW_MAX)
+        for column in (self.offs, self.lens, self.tss, self.sids):
+            column.frombytes(bytes(spare * column.itemsize))
+
+    def trim(self) -> None:
+        """Give the columns' spare room back: they hold `count` slots exactly."""
+        n = self.count
+        if len(self.offs) > n:
+            for column in (self.offs, self.lens, self.tss, self.sids):
+                del column[n:]
+
+    def set_columns(self, columns: tuple[array[int], array[int], array[int], array[int]]) -> None:
+        """Replace the columns (offs, lens, tss, sids) by these, exactly as long (empty
+        while packed)."""
+        self.offs, self.lens, self.tss, self.sids = columns
+        self.count = len(self.offs)
 
     def add_slots(
         self, seq: int, offs: array[int], lens: array[int], tss: array[int], sids: array[int]
     ) -> None:
         """`add_slot` for live messages at consecutive sequences from `seq`, each column
         extended at once."""
-        if not self.offs:
+        if not self.count:
             self.base = seq
         gap = seq - self.end_seq()
         if gap:
             self._dead_slots(gap, tss[0])
+        self.trim()
         self.offs.extend(offs)
         self.lens.extend(lens)
         self.tss.extend(tss)
         self.sids.extend(sids)
+        self.count = n = len(self.offs)
         self.live += len(offs)
-        if len(self.offs) >= self.slots_max:
+        if n >= self.slots_max:
             self.roll_size = 0
 
     def activate(self, segment_bytes_max: int, slots_max: int) -> None:
         """Make this the store's active segment, rolling at these limits (`roll_size`)."""
         self.slots_max = slots_max
-        self.roll_size = 0 if len(self.offs) >= slots_max else segment_bytes_max
+        self.roll_size = 0 if self.count >= slots_max else segment_bytes_max
 
     def _dead_slots(self, gap: int, ts_ns: int) -> None:
         """`gap` DEAD slots, for sequences no message of this segment holds."""
+        self.trim()
         self.offs.extend(array("I", [DEAD]) * gap)
         self.lens.extend(array("I", [0]) * gap)
         self.tss.extend(array("q", [ts_ns]) * gap)
         self.sids.extend(array("I", [0]) * gap)
+        self.count += gap
 
     def note_external(self, lo: int, hi: int) -> None:
         """Remember a tombstone range written here, if it reaches older segments."""

@@ -383,7 +383,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
         """`blob`, the records of `messages` (their `lens` and `tss` columns), appended in
         one piece per segment it goes to, each piece then indexed (`_append_run`)."""
         written = self._active.size
-        slots = len(self._active.offs)
+        slots = self._active.count
         limit = self._segment_bytes_max
         slots_max = self._segment_slots_max
         total = len(blob)
@@ -405,7 +405,7 @@ class FileStore(StoreReads, StoreGaps, SegmentReclaim):
                 piece = slice(start, i)
                 self._append_run(blob[at : at + pending], lens[piece], tss[piece], messages[piece])
                 start, at, pending = i, at + pending, 0
-                written, slots = self._active.size, len(self._active.offs)
+                written, slots = self._active.size, self._active.count
             pending += size
         piece = slice(start, len(lens))
         self._append_run(blob[at:], lens[piece], tss[piece], messages[piece])

@@ -46,7 +46,7 @@ class SegmentReclaim(StoreCore):
         active segment holds messages, appends move to a new segment so that the active
         one can go too (storage-format.md 6.2). Without room for that, a later purge
         tries again."""
-        if not self._index.messages and len(self._active.offs):
+        if not self._index.messages and self._active.count:
             with contextlib.suppress(StoreFullError):
                 self._roll()
         self._reclaim()

@@ -324,7 +324,7 @@ class SubjectIndex:
     `_multi`. Callers see every subject as a `SubjectSeqs` (made on the fly for singles).
     """
 
-    __slots__ = ("_free", "_multi", "_single", "by_name", "names")
+    __slots__ = ("_free", "_freeze_at", "_multi", "_single", "by_name", "names")
 
     def __init__(self) -> None:
         self.by_name: dict[str, int] = {}  # name -> subject id
@@ -332,6 +332,9 @@ class SubjectIndex:
         self._single: array[int] = array("Q")  # subject id -> its sequence, if not in _multi
         self._multi: dict[int, SubjectSeqs] = {}
         self._free: list[int] = []
+        # `_FREEZE_AT` as it is now (tests shrink it first): read per publish, an attribute
+        # of a native class costs less than a module global (ADR 0069).
+        self._freeze_at = _FREEZE_AT
 
     def __len__(self) -> int:
         return len(self.by_name)
@@ -347,7 +350,11 @@ class SubjectIndex:
             seqs = entry._seqs
             # `entry.append(seq)`'s usual case inline (a frame per publish, ADR 0062): the
             # offset fits the array's type and the tail is not due to freeze.
-            if seqs is not None and len(seqs) < _FREEZE_AT - 1 and seq - entry._base <= 0xFFFFFFFF:
+            if (
+                seqs is not None
+                and len(seqs) < self._freeze_at - 1
+                and seq - entry._base <= 0xFFFFFFFF
+            ):
                 seqs.append(seq - entry._base)
             else:
                 entry.append(seq)
