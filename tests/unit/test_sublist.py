@@ -219,15 +219,14 @@ def test_statistics() -> None:
     for queue in (b"q1", b"q1", b"q2"):
         sl.insert(sub(b"a", queue))
     sl.remove(subs[b"gone"])
-    sl.match(b"a")
-    sl.match(b"a")
-    sl.match(b"c")
+    for subject in (b"a", b"a", b"a", b"c", b"c"):  # each cached on its second miss
+        sl.match(subject)
     assert sl.statistics() == {
         "num_subscriptions": 5,
         "num_cache": 2,
         "num_inserts": 6,
         "num_removes": 1,
-        "num_matches": 3,
+        "num_matches": 5,
         "cache_hits": 1,
         "max_fanout": 3,
         "total_fanout": 3,
@@ -238,21 +237,50 @@ def test_statistics() -> None:
 # ---------------------------------------------------------------------------- the cache
 
 
+def cache(sl: Sublist, *subjects: bytes) -> None:
+    """Match each of `subjects` until it is cached (on its second miss)."""
+    for subject in subjects:
+        sl.match(subject)
+        sl.match(subject)
+        assert subject in sl._cache
+
+
 def test_cache_hits_are_counted_and_return_the_same_result() -> None:
     sl, _ = with_subs(b"foo.*")
     first = sl.match(b"foo.bar")
     assert (sl.matches, sl.cache_hits) == (1, 0)
-    second = sl.match(b"foo.bar")
-    assert second is first
-    assert (sl.matches, sl.cache_hits) == (2, 1)
-    sl.match(b"foo.baz")
+    second = sl.match(b"foo.bar")  # a second miss: cached now
+    assert (sl.matches, sl.cache_hits) == (2, 0)
+    third = sl.match(b"foo.bar")
+    assert third is second
+    assert plain(first) == plain(second)
     assert (sl.matches, sl.cache_hits) == (3, 1)
+    sl.match(b"foo.baz")
+    assert (sl.matches, sl.cache_hits) == (4, 1)
     sl.match(b"foo.bar")
-    assert (sl.matches, sl.cache_hits) == (4, 2)
+    assert (sl.matches, sl.cache_hits) == (5, 2)
+
+
+def test_a_subject_matched_once_is_not_cached() -> None:
+    """A request's reply subject (a PubAck's) is new each time: matched once, it takes
+    no cache entry, and so evicts nothing from a full cache."""
+    sl = Sublist(cache_entries_max=4)
+    inbox, hot = sub(b"_INBOX.abc.*"), sub(b"hot")
+    sl.insert(inbox)
+    sl.insert(hot)
+    cache(sl, b"hot")
+    for i in range(100):
+        assert plain(sl.match(b"_INBOX.abc.%d" % i)) == {inbox}
+    assert list(sl._cache) == [b"hot"]
+    assert len(sl._once) == 4  # bounded as the cache
+    hits = sl.cache_hits
+    sl.match(b"hot")
+    assert sl.cache_hits == hits + 1
 
 
 def test_empty_results_are_cached_too() -> None:
     sl = Sublist()
+    assert sl.match(b"nobody") is EMPTY
     assert sl.match(b"nobody") is EMPTY
     assert sl.match(b"nobody") is EMPTY
     assert sl.cache_hits == 1
@@ -262,8 +290,7 @@ def test_empty_results_are_cached_too() -> None:
 def test_insert_invalidates_matching_cached_subjects_only(pattern: bytes) -> None:
     sl = Sublist()
     unrelated = b"zzz.yyy.xxx"
-    sl.match(b"foo.bar")
-    sl.match(unrelated)
+    cache(sl, b"foo.bar", unrelated)
     assert not matches(pattern, unrelated)
     s = sub(pattern)
     sl.insert(s)
@@ -271,14 +298,14 @@ def test_insert_invalidates_matching_cached_subjects_only(pattern: bytes) -> Non
     hits = sl.cache_hits
     assert plain(sl.match(b"foo.bar")) == {s}  # stale EMPTY was dropped
     assert sl.cache_hits == hits
+    assert b"foo.bar" not in sl._cache  # a first miss again: cached on the next one
     sl.match(unrelated)
     assert sl.cache_hits == hits + 1
 
 
 def test_insert_of_a_catch_all_invalidates_everything() -> None:
     sl = Sublist()
-    for s in (b"a", b"b.c", b"d.e.f"):
-        sl.match(s)
+    cache(sl, b"a", b"b.c", b"d.e.f")
     sl.insert(sub(b">"))
     assert sl.statistics()["num_cache"] == 0
 
@@ -290,6 +317,7 @@ def test_remove_invalidates_matching_cached_subjects_only(pattern: bytes) -> Non
     keep = sub(b"zzz")
     sl.insert(s)
     sl.insert(keep)
+    cache(sl, b"foo.bar", b"zzz")
     assert plain(sl.match(b"foo.bar")) == {s}
     assert plain(sl.match(b"zzz")) == {keep}
     assert sl.remove(s)
@@ -323,7 +351,7 @@ def test_a_cached_result_is_not_changed_by_later_inserts() -> None:
 def test_cache_bound_is_respected_evicting_the_oldest() -> None:
     sl = Sublist(cache_entries_max=4)
     for i in range(10):
-        sl.match(b"s.%d" % i)
+        cache(sl, b"s.%d" % i)
         assert sl.statistics()["num_cache"] <= 4
     assert list(sl._cache) == [b"s.6", b"s.7", b"s.8", b"s.9"]
     hits = sl.cache_hits
@@ -336,7 +364,7 @@ def test_cache_bound_is_respected_evicting_the_oldest() -> None:
 def test_default_cache_bound() -> None:
     sl = Sublist()
     for i in range(3000):
-        sl.match(b"x.%d" % i)
+        cache(sl, b"x.%d" % i)
     assert sl.statistics()["num_cache"] == 1024
 
 

@@ -11,7 +11,12 @@ only match its own subject (one dict lookup), and the cached subjects are also k
 never scans the cache.
 A result that includes a subscription made with `cache_results=False` is not cached: such
 subscriptions (a JetStream consumer's ack subscription, say) match subjects that are each
-published about once, whose entries would only push hot subjects out of the cache. The
+published about once, whose entries would only push hot subjects out of the cache. A
+subject is cached on its second miss, not its first (`_once` remembers, bounded as the
+cache, which subjects missed once): a client's subjects published about once, a request's
+reply subject above all (nats-py's `_INBOX.<id>.<token>`, new for every request, and so
+every PubAck of its JetStream publishes), then cost neither an entry in the index nor an
+entry evicted from the cache; a subject published again is cached the second time. The
 cache never changes what `match` returns. Mirrors nats-server's sublist.go semantics (wire
 reference §1.10, §1.11).
 
@@ -209,6 +214,9 @@ class Sublist:
         # published subjects with a wildcard token, which only wildcard subscriptions match.
         self._cached = SubjectIndex[bytes]()
         self._cached_wild: set[bytes] = set()
+        # The subjects that missed once and are not cached yet (module docstring): a dict
+        # as an ordered set, bounded as the cache, holding no result to invalidate.
+        self._once: dict[bytes, None] = {}
         self._cache_entries_max = cache_entries_max
         self.count = 0
         self.inserts = 0  # ever, for /subsz; subscribing is off the message path
@@ -389,10 +397,17 @@ class Sublist:
             for sub in members:
                 if not sub.cache_results:
                     return result
+        once = self._once
+        if subject not in once:  # its first miss: remembered, not cached
+            if len(once) >= self._cache_entries_max:
+                if not once:
+                    return result  # cache_entries_max <= 0: caching is off
+                del once[next(iter(once))]
+            once[subject] = None
+            return result
+        del once[subject]
         cache = self._cache
         if len(cache) >= self._cache_entries_max:
-            if not cache:
-                return result  # cache_entries_max <= 0: caching is off
             # Evict the oldest entry (dicts keep insertion order): cheap and bounded.
             oldest = next(iter(cache))
             del cache[oldest]
