@@ -18,6 +18,7 @@ COMPILED_SRC := setup.py src/brook/_compiled.py $(wildcard src/brook/protocol/*.
 	src/brook/jetstream/store/file/format.py src/brook/jetstream/store/file/segment.py \
 	src/brook/jetstream/store/file/subjects.py src/brook/jetstream/store/file/index.py \
 	$(wildcard src/brook/jetstream/store/file/store*.py) \
+	src/brook/jetstream/store/file/reader.py \
 	src/brook/jetstream/publish_headers.py src/brook/jetstream/dedup.py \
 	src/brook/jetstream/backlog.py src/brook/jetstream/commit.py src/brook/jetstream/persist.py \
 	src/brook/jetstream/fast_reply.py src/brook/jetstream/ingress.py \

@@ -51,6 +51,7 @@ COMPILED = (
     "brook.jetstream.store.file.store_gaps",
     "brook.jetstream.store.file.store_reclaim",
     "brook.jetstream.store.file.store",
+    "brook.jetstream.store.file.reader",  # a delivery's records read back (ADR 0067)
     "brook.jetstream.publish_headers",
     "brook.jetstream.dedup",
     "brook.jetstream.backlog",  # the group commit, per publish and per batch (ADR 0068)
