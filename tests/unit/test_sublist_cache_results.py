@@ -16,7 +16,8 @@ def test_one_off_subjects_stay_out_of_the_cache() -> None:
     hot = Subscription(CLIENT, b"_INBOX.hot", b"2")
     sl.insert(acks)
     sl.insert(hot)
-    assert sl.match(b"_INBOX.hot").plain == (hot,)
+    for _ in range(2):  # cached on its second miss
+        assert sl.match(b"_INBOX.hot").plain == (hot,)
     for i in range(100):
         assert sl.match(b"$JS.ACK.S.C.1.%d.%d.1700.0" % (i, i)).plain == (acks,)
     assert sl.statistics()["num_cache"] == 1  # only the hot subject, never evicted
@@ -34,8 +35,10 @@ def test_a_result_with_any_uncached_member_is_not_cached() -> None:
     result = sl.match(b"$JS.ACK.S.C.1.1.1.1.0")
     assert result.plain == (watcher,)
     assert result.queues == ((acks,),)
-    assert sl.statistics()["num_cache"] == 0
-    assert sl.match(b"$JS.ACK.other.x").plain == (watcher,)  # the watcher alone: cached
+    assert sl.match(b"$JS.ACK.S.C.1.1.1.1.0").queues == ((acks,),)
+    assert sl.statistics()["num_cache"] == 0  # not even on its second miss
+    for _ in range(2):  # the watcher alone: cached on its second miss
+        assert sl.match(b"$JS.ACK.other.x").plain == (watcher,)
     assert sl.statistics()["num_cache"] == 1
     sl.remove(acks)  # results stay right after removal
     assert not sl.match(b"$JS.ACK.S.C.1.1.1.1.0").queues
